@@ -1,0 +1,149 @@
+"""Raw files of one server life -> one summary row per stage (pure pandas, no I/O).
+
+A stage's steady-state window starts `warmup_s` after the stage starts (the ramp transient:
+new users' first requests and the batch refilling) and ends with the stage. Requests count in
+the window they completed in. Server counters are differenced between the last sample at or
+before each window edge, so acceptance = delta(accepted) / delta(draft tokens) over the window.
+Per-request ITL percentiles are summarised across requests: itl_p50_ms is the median of the
+requests' medians, itl_p99_ms the 99th percentile of the requests' 99th percentiles.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+SUMMARY_COLUMNS = (
+    "setting", "k", "repeat", "stage", "users", "duration_s", "requests", "req_per_s", "output_tok_per_s",
+    "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "failure_rate",
+    "acceptance_rate", "mean_acceptance_length", "running_mean", "running_peak", "waiting_mean",
+    "kv_usage_mean", "kv_usage_peak", "preemptions", "gpu_mem_peak_mib", "gpu_mem_total_mib",
+    "client_lag_p99_ms", "length_mismatches", "valid", "invalid_reason",
+)
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class WindowRules:
+    warmup_s: float = -1.0  # -1: max(2 s, 25% of the stage)
+    min_requests: int = 10
+    max_client_lag_p99_ms: float = 50.0
+    expected_output_tokens: int = 0
+
+    def warmup_for(self, stage_s: float) -> float:
+        if self.warmup_s >= 0:
+            return min(self.warmup_s, stage_s * 0.9)
+        return min(max(2.0, 0.25 * stage_s), stage_s * 0.5)
+
+
+def _pct(series: pd.Series, q: float) -> float:
+    series = pd.to_numeric(series, errors="coerce").dropna()
+    return float(series.quantile(q)) if len(series) else NAN
+
+
+def _at_or_before(samples: pd.DataFrame, column: str, t: float) -> float:
+    """Counter value at time t: the last sample at or before t (the first one if none)."""
+    if samples.empty or column not in samples:
+        return NAN
+    frame = samples[["t_s", column]].dropna()
+    if frame.empty:
+        return NAN
+    before = frame[frame["t_s"] <= t]
+    row = before.iloc[-1] if len(before) else frame.iloc[0]
+    return float(row[column])
+
+
+def counter_delta(samples: pd.DataFrame, column: str, t0: float, t1: float) -> float:
+    return _at_or_before(samples, column, t1) - _at_or_before(samples, column, t0)
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den and not math.isnan(den) and not math.isnan(num) and den > 0 else NAN
+
+
+def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
+    inside = server[(server["t_s"] >= t0) & (server["t_s"] <= t1)] if not server.empty else server
+
+    def stat(column: str, how: str) -> float:
+        if inside.empty or column not in inside:
+            return NAN
+        values = pd.to_numeric(inside[column], errors="coerce").dropna()
+        return float(getattr(values, how)()) if len(values) else NAN
+
+    accepted = counter_delta(server, "spec_accepted_total", t0, t1)
+    drafted = counter_delta(server, "spec_draft_tokens_total", t0, t1)
+    drafts = counter_delta(server, "spec_drafts_total", t0, t1)
+    return {
+        "acceptance_rate": _ratio(accepted, drafted),
+        "mean_acceptance_length": 1 + _ratio(accepted, drafts) if not math.isnan(_ratio(accepted, drafts)) else NAN,
+        "running_mean": stat("running", "mean"),
+        "running_peak": stat("running", "max"),
+        "waiting_mean": stat("waiting", "mean"),
+        "kv_usage_mean": stat("kv_usage", "mean"),
+        "kv_usage_peak": stat("kv_usage", "max"),
+        "preemptions": counter_delta(server, "preemptions_total", t0, t1),
+    }
+
+
+def _gpu_columns(gpu: pd.DataFrame, t0: float, t1: float) -> dict:
+    if gpu.empty:
+        return {"gpu_mem_peak_mib": NAN, "gpu_mem_total_mib": NAN}
+    inside = gpu[(gpu["t_s"] >= t0) & (gpu["t_s"] <= t1)]
+    return {
+        "gpu_mem_peak_mib": float(inside["used_mib"].max()) if len(inside) else NAN,
+        "gpu_mem_total_mib": float(gpu["total_mib"].max()),
+    }
+
+
+def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
+    reasons = []
+    if row["requests"] < rules.min_requests:
+        reasons.append(f"only {row['requests']} requests completed (< {rules.min_requests})")
+    lag = row["client_lag_p99_ms"]
+    if not math.isnan(lag) and lag > rules.max_client_lag_p99_ms:
+        reasons.append(f"client saturated: lag p99 {lag:.0f} ms; run Locust with --processes")
+    if row["length_mismatches"]:
+        reasons.append(f"{row['length_mismatches']} responses with the wrong token count")
+    return (not reasons), "; ".join(reasons)
+
+
+def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
+               setting: str, k: int, repeat: int, rules: WindowRules) -> list[dict]:
+    """One summary row per stage of one server life."""
+    rows = []
+    for stage in stages.itertuples(index=False):
+        t0 = stage.t_start_s + rules.warmup_for(stage.t_end_s - stage.t_start_s)
+        t1 = stage.t_end_s
+        duration = max(t1 - t0, 1e-9)
+        done = requests[(requests["t_done_s"] >= t0) & (requests["t_done_s"] <= t1)] if len(requests) else requests
+        finished = done[done["error"].fillna("") != "cut"] if len(done) else done
+        ok = finished[finished["ok"] == 1] if len(finished) else finished
+        mismatches = 0
+        if rules.expected_output_tokens and len(ok):
+            mismatches = int((ok["output_tokens"] != rules.expected_output_tokens).sum())
+        row = {
+            "setting": setting, "k": k, "repeat": repeat, "stage": int(stage.stage), "users": int(stage.users),
+            "duration_s": round(duration, 3), "requests": int(len(ok)),
+            "req_per_s": len(ok) / duration,
+            "output_tok_per_s": float(ok["output_tokens"].sum()) / duration if len(ok) else 0.0,
+            "ttft_p50_ms": _pct(ok.get("ttft_ms", pd.Series(dtype=float)), 0.5),
+            "ttft_p99_ms": _pct(ok.get("ttft_ms", pd.Series(dtype=float)), 0.99),
+            "itl_p50_ms": _pct(ok.get("itl_p50_ms", pd.Series(dtype=float)), 0.5),
+            "itl_p99_ms": _pct(ok.get("itl_p99_ms", pd.Series(dtype=float)), 0.99),
+            "e2e_p50_ms": _pct(ok.get("e2e_ms", pd.Series(dtype=float)), 0.5),
+            "e2e_p99_ms": _pct(ok.get("e2e_ms", pd.Series(dtype=float)), 0.99),
+            "failure_rate": (1 - len(ok) / len(finished)) if len(finished) else 0.0,
+            **_server_columns(server, t0, t1),
+            **_gpu_columns(gpu, t0, t1),
+            "client_lag_p99_ms": _pct(ok.get("lag_p99_ms", pd.Series(dtype=float)), 0.99),
+            "length_mismatches": mismatches,
+        }
+        row["valid"], row["invalid_reason"] = _validity(row, rules)
+        rows.append(row)
+    return rows
+
+
+def summary_frame(rows: list[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    return frame.sort_values(["k", "repeat", "stage"], kind="stable").reset_index(drop=True)

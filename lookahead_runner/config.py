@@ -1,0 +1,172 @@
+"""The sweep's configuration: strict models, loaded from TOML with CLI overrides.
+
+Every model forbids unknown keys, so a misspelled key is an error naming the field rather
+than a silently ignored setting. `load_config` turns any problem into one `ConfigError`
+line that names the field and says what to do.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+SIM_COMMAND = [sys.executable, "-m", "lookahead_runner.sim"]
+
+
+class ConfigError(ValueError):
+    """Bad configuration: the message is one line naming the field and the fix."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerConfig(Strict):
+    command: list[str] = Field(
+        default_factory=lambda: list(SIM_COMMAND),
+        description="argv prefix of the vLLM CLI; `serve MODEL --port P ...` is appended",
+    )
+    model: str = Field("sim/llama-3-8b", description="model served by `serve MODEL`")
+    host: str = Field("127.0.0.1", description="address the server listens on and load goes to")
+    port: int = Field(0, ge=0, le=65535, description="0 picks a free port per server life")
+    extra_args: list[str] = Field(default_factory=list, description="other `vllm serve` flags, kept as in production")
+    env: dict[str, str] = Field(default_factory=dict, description="environment overlay for the server process")
+    ready_timeout_s: float = Field(600.0, gt=0, description="seconds to wait for /health after start")
+    stop_grace_s: float = Field(15.0, gt=0, description="seconds between SIGTERM and SIGKILL of the server group")
+    memory_source: Literal["auto", "nvml", "sim", "process", "none"] = "auto"
+    memory_stable_band_mib: float = Field(64.0, ge=0, description="memory counts as stable within this band")
+    memory_stable_window_s: float = Field(2.0, ge=0, description="for this long")
+    memory_stable_timeout_s: float = Field(120.0, gt=0)
+    api_key_env: str = Field("", description="name of an environment variable holding the API key")
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_empty(cls, value: list[str]) -> list[str]:
+        if not value or not value[0].strip():
+            raise ValueError("set the vLLM command, e.g. command = [\"vllm\"]")
+        return value
+
+
+class SpeculationConfig(Strict):
+    k: list[int] = Field(default_factory=lambda: [0, 2, 4, 8], description="lookahead values K to sweep")
+    method: str = Field("draft_model", description="speculative method, e.g. draft_model, eagle, ngram")
+    draft_model: str = Field("sim/llama-68m", description="draft model for draft_model/eagle methods")
+    raw_lookahead_slots: bool = Field(
+        False, description="sweep the literal --num-lookahead-slots instead of K (only where it exists)"
+    )
+
+    @field_validator("k")
+    @classmethod
+    def _k_valid(cls, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("list at least one value, e.g. k = [0, 2, 4, 8]")
+        if any(k < 0 for k in value):
+            raise ValueError("values must be >= 0 (0 is the no-speculation baseline)")
+        if len(set(value)) != len(value):
+            raise ValueError("values must be unique")
+        return sorted(value)
+
+
+class StageConfig(Strict):
+    users: int = Field(ge=1, le=100_000)
+    duration_s: float = Field(gt=0)
+
+
+class LoadConfig(Strict):
+    stages: list[StageConfig] = Field(
+        default_factory=lambda: [StageConfig(users=u, duration_s=20) for u in (8, 32, 96)]
+    )
+    prompt_tokens: int = Field(128, ge=1)
+    output_tokens: int = Field(64, ge=2)
+    temperature: float = Field(0.0, ge=0)
+    repeats: int = Field(1, ge=1, le=100)
+    warmup_s: float = Field(
+        -1.0, description="seconds excluded at each stage start; -1 = max(2 s, 25% of the stage)"
+    )
+    request_timeout_s: float = Field(120.0, gt=0)
+    locust_extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("stages")
+    @classmethod
+    def _stages_not_empty(cls, value: list[StageConfig]) -> list[StageConfig]:
+        if not value:
+            raise ValueError("list at least one stage, e.g. stages = [{users = 8, duration_s = 20}]")
+        return value
+
+
+class DecisionConfig(Strict):
+    target_users: int = Field(0, ge=0, description="concurrency the decision is made at; 0 = the last stage")
+    memory_rise_frac: float = Field(0.05, ge=0, description="a memory rise this large counts as clear")
+    throughput_gain_frac: float = Field(0.02, ge=0, description="req/s must rise at least this much to pay for it")
+    tie_tolerance_frac: float = Field(0.03, ge=0, description="throughputs within this are a tie: smaller K wins")
+    repeat_spread_frac: float = Field(0.10, ge=0, description="max (max-min)/median of req/s across repeats")
+    low_acceptance: float = Field(0.3, ge=0, le=1, description="acceptance below this is acceptance-bound")
+    kv_headroom_frac: float = Field(0.05, ge=0, le=1, description="KV usage peak must stay under 1 - this")
+    min_requests: int = Field(10, ge=1, description="a stage window with fewer requests is invalid")
+
+
+class SweepConfig(Strict):
+    name: str = "sweep"
+    out: str = "reports"
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    speculation: SpeculationConfig = Field(default_factory=SpeculationConfig)
+    load: LoadConfig = Field(default_factory=LoadConfig)
+    decision: DecisionConfig = Field(default_factory=DecisionConfig)
+
+    @model_validator(mode="after")
+    def _target_is_a_stage(self) -> "SweepConfig":
+        users = [s.users for s in self.load.stages]
+        if self.decision.target_users and self.decision.target_users not in users:
+            raise ValueError(f"decision.target_users = {self.decision.target_users} is not a stage's users {users}")
+        return self
+
+    @property
+    def target_users(self) -> int:
+        return self.decision.target_users or self.load.stages[-1].users
+
+
+def _error_line(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "config"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key; remove it or check its spelling"
+    elif msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return f"{source}: {field}: {msg}"
+
+
+def config_from_dict(data: dict, source: str = "config") -> SweepConfig:
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_error_line(err, source)) from None
+
+
+def load_config(path: Path | None, overrides: dict | None = None) -> SweepConfig:
+    """Read TOML (or defaults when path is None) and apply dotted CLI overrides."""
+    data: dict = {}
+    source = str(path) if path else "defaults"
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: file not found; pass an existing TOML file to --config") from None
+        except OSError as err:
+            raise ConfigError(f"{path}: cannot read ({err.strerror}); check the path and its permissions") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{path}: not valid TOML ({err}); fix the syntax") from None
+    for dotted, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return config_from_dict(data, source)

@@ -1,0 +1,175 @@
+"""Per-request and per-stage record schema, shared by the Locust scenario (writer) and analysis (reader).
+
+The column names are the contract with the runner side, which reads these files with pandas.
+Times ending in ``_s`` are unix seconds, durations ending in ``_ms`` are milliseconds; an empty
+cell means "not measured" (for example ``ttft_ms`` of a request that failed before its first token).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import astuple, dataclass, fields
+from typing import IO
+
+REQUEST_COLUMNS: tuple[str, ...] = (
+    "stage",
+    "users",
+    "t_send_s",
+    "t_first_token_s",
+    "t_done_s",
+    "ttft_ms",
+    "e2e_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "tpot_ms",
+    "prompt_tokens",
+    "output_tokens",
+    "chunks",
+    "ok",
+    "error",
+    "lag_p99_ms",
+)
+
+STAGE_COLUMNS: tuple[str, ...] = ("stage", "users", "t_start_s", "t_end_s")
+
+# The error of a request that the end of the test (or a ramp-down) killed mid-flight.
+CUT_ERROR = "cut"
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One finished (or cut) request; field order is REQUEST_COLUMNS."""
+
+    stage: int
+    users: int
+    t_send_s: float
+    t_first_token_s: float | None
+    t_done_s: float
+    ttft_ms: float | None
+    e2e_ms: float
+    itl_p50_ms: float | None
+    itl_p99_ms: float | None
+    tpot_ms: float | None
+    prompt_tokens: int | None
+    output_tokens: int
+    chunks: int
+    ok: bool
+    error: str
+    lag_p99_ms: float | None
+
+    def as_row(self) -> list[str]:
+        return [format_cell(value) for value in astuple(self)]
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """One stage of the load shape as it ran; field order is STAGE_COLUMNS."""
+
+    stage: int
+    users: int
+    t_start_s: float
+    t_end_s: float
+
+    def as_row(self) -> list[str]:
+        return [format_cell(value) for value in astuple(self)]
+
+
+assert tuple(f.name for f in fields(RequestRecord)) == REQUEST_COLUMNS
+assert tuple(f.name for f in fields(StageRecord)) == STAGE_COLUMNS
+
+
+def format_cell(value: object) -> str:
+    """CSV text for one value: "" for None, 0/1 for booleans, floats rounded to microseconds."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return repr(round(value, 6))
+    return str(value)
+
+
+class CsvAppender:
+    """Appends rows to a CSV file: header once, rows buffered, flushed at least every `flush_interval_s`.
+
+    The header is written only when the file is new or empty, so several runs (or a restarted
+    process) can append to one file. Rows are flushed when an append finds the last flush older
+    than the interval; a caller that may go quiet for longer should also call `flush_if_due()`
+    periodically. After `close()`, appends still work but open, write and close the file each time:
+    requests cut by a shutdown can arrive after the owner closed the log, and must not be lost.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        columns: Sequence[str],
+        flush_interval_s: float = 1.0,
+        clock_s: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.columns = tuple(columns)
+        self.flush_interval_s = flush_interval_s
+        self._clock_s = clock_s
+        self._file: IO[str] | None = None
+        self._writer = None
+        self._last_flush_s = clock_s()
+        self._pending_rows = 0
+        self.rows_written = 0
+        self._open()
+
+    def _open(self) -> None:
+        directory = os.path.dirname(self.path)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        is_new = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+        self._file = open(self.path, "a", newline="", encoding="utf-8")
+        self._writer = csv.writer(self._file)
+        if is_new:
+            self._writer.writerow(self.columns)
+            self._file.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def append(self, row: Sequence[object]) -> None:
+        if len(row) != len(self.columns):
+            raise ValueError(f"{self.path}: row has {len(row)} cells, expected {len(self.columns)}")
+        cells = [cell if isinstance(cell, str) else format_cell(cell) for cell in row]
+        if self._file is None:
+            with open(self.path, "a", newline="", encoding="utf-8") as late_file:
+                csv.writer(late_file).writerow(cells)
+            self.rows_written += 1
+            return
+        assert self._writer is not None
+        self._writer.writerow(cells)
+        self._pending_rows += 1
+        self.rows_written += 1
+        self.flush_if_due()
+
+    def flush_if_due(self) -> None:
+        if self._pending_rows and self._clock_s() - self._last_flush_s >= self.flush_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+        self._pending_rows = 0
+        self._last_flush_s = self._clock_s()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+            self._file.close()
+            self._file = None
+            self._writer = None
+            self._pending_rows = 0
+
+    def __enter__(self) -> CsvAppender:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

@@ -1,0 +1,222 @@
+"""Plotly figures for the report, built from summary.csv rows.
+
+Every public function is pure: DataFrame in, a chart entry (plain dict holding script-safe figure JSON) out.
+Aggregation across repeats is the median, with min-max as error bars, over valid rows only.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+# Tableau 10: distinguishable, colour-blind tolerant, and small to embed (no plotly template).
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+           "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
+REFERENCE_COLOUR = "#888888"
+
+_AXIS = {"gridcolor": "#e5e5e5", "zeroline": False, "linecolor": "#999", "showline": True, "automargin": True}
+# A tiny explicit template: the default one adds ~10 kB of JSON to every figure.
+TEMPLATE = {"layout": {
+    "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12, "color": "#222"},
+    "plot_bgcolor": "white", "paper_bgcolor": "white", "colorway": list(PALETTE),
+    "hovermode": "closest", "xaxis": _AXIS, "yaxis": _AXIS,
+    "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
+    "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
+}}
+
+
+@dataclass(frozen=True)
+class SettingStyle:
+    setting: str
+    k: int
+    label: str
+    colour: str
+
+
+def plot_text(value: object) -> str:
+    """Text for plotly labels: plotly reads a small HTML subset in labels, entities render as plain text."""
+    return html.escape(str(value), quote=True)
+
+
+def script_safe_json(json_text: str) -> str:
+    """JSON that can sit inside <script type="application/json">: no '<', '>' or '&' survives literally.
+
+    In JSON these characters only occur inside strings, where the \\u escapes mean the same thing.
+    """
+    return json_text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def figure_entry(chart_id: str, title: str, note: str, fig: go.Figure | None, empty: str = "no data") -> dict:
+    figure_json = script_safe_json(fig.to_json()) if fig is not None else None
+    return {"id": chart_id, "title": title, "note": note, "figure_json": figure_json, "empty": empty}
+
+
+def column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A numeric column, NaN where it is absent or unparsable (summary.csv may come back as strings)."""
+    if name not in frame.columns:
+        return pd.Series(np.nan, index=frame.index, dtype="float64")
+    return pd.to_numeric(frame[name], errors="coerce").astype("float64")
+
+
+def setting_styles(summary: pd.DataFrame) -> dict[str, SettingStyle]:
+    """One colour and legend label per setting, ordered by K; the label names the setting only when K repeats."""
+    if summary.empty or "setting" not in summary.columns:
+        return {}
+    pairs = (pd.DataFrame({"setting": summary["setting"].astype(str), "k": column(summary, "k")})
+             .drop_duplicates("setting").sort_values(["k", "setting"]))
+    k_counts = pairs["k"].value_counts(dropna=False)
+    styles = {}
+    for index, (setting, k) in enumerate(zip(pairs["setting"], pairs["k"])):
+        k_int = int(k) if pd.notna(k) else -1
+        label = f"K={k_int}" if k_counts[k] == 1 else f"K={k_int} ({setting})"
+        styles[setting] = SettingStyle(setting, k_int, label, PALETTE[index % len(PALETTE)])
+    return styles
+
+
+def aggregate(rows: pd.DataFrame, metric: str, by: list[str]) -> pd.DataFrame:
+    """Median, min and max of one metric over repeats, per group; groups with no finite value are dropped."""
+    empty = pd.DataFrame(columns=[*by, "median", "lo", "hi", "n"])
+    if rows.empty or any(key not in rows.columns for key in by):
+        return empty
+    frame = pd.DataFrame({key: rows[key] for key in by})
+    frame["value"] = column(rows, metric)
+    frame = frame.dropna(subset=["value"])
+    if frame.empty:
+        return empty
+    grouped = frame.groupby(by, sort=True)["value"]
+    out = grouped.agg(median="median", lo="min", hi="max", n="count").reset_index()
+    return out
+
+
+def _error_bars(points: pd.DataFrame, colour: str) -> dict:
+    return {"type": "data", "symmetric": False, "array": (points["hi"] - points["median"]).to_numpy(),
+            "arrayminus": (points["median"] - points["lo"]).to_numpy(), "color": colour,
+            "thickness": 1.2, "width": 4, "visible": True}
+
+
+def _line(points: pd.DataFrame, x: str, name: str, colour: str, dash: str = "solid",
+          legendgroup: str | None = None, showlegend: bool = True) -> go.Scatter:
+    return go.Scatter(x=points[x].to_numpy(), y=points["median"].to_numpy(), name=plot_text(name),
+                      mode="lines+markers", line={"color": colour, "dash": dash, "width": 2},
+                      marker={"size": 7}, error_y=_error_bars(points, colour),
+                      legendgroup=legendgroup, showlegend=showlegend,
+                      customdata=points["n"].to_numpy(),
+                      hovertemplate="%{x}: %{y:.4g} (median of %{customdata})<extra>%{fullData.name}</extra>")
+
+
+def _layout(fig: go.Figure, x_title: str, y_title: str, height_px: int = 380) -> go.Figure:
+    fig.update_layout(template=TEMPLATE, height=height_px)
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title)
+    return fig
+
+
+def per_setting_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle], metric: str,
+                         y_title: str) -> go.Figure | None:
+    agg = aggregate(valid, metric, ["setting", "users"])
+    if agg.empty:
+        return None
+    fig = go.Figure()
+    for style in styles.values():
+        points = agg[agg["setting"] == style.setting]
+        if not points.empty:
+            fig.add_trace(_line(points, "users", style.label, style.colour))
+    return _layout(fig, "client concurrency (users)", y_title)
+
+
+def acceptance_vs_k(valid: pd.DataFrame) -> go.Figure | None:
+    agg = aggregate(valid, "acceptance_rate", ["users", "k"])
+    if agg.empty:
+        return None
+    fig = go.Figure()
+    for index, (users, points) in enumerate(agg.groupby("users", sort=True)):
+        fig.add_trace(_line(points, "k", f"{int(users)} users", PALETTE[index % len(PALETTE)]))
+    fig = _layout(fig, "speculative lookahead K", "acceptance rate (accepted / drafted)")
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero")
+    return fig
+
+
+def real_batch_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle],
+                        max_num_seqs: int | None) -> go.Figure | None:
+    fig = per_setting_vs_users(valid, styles, "running_mean", "real batch: mean running sequences")
+    if fig is None:
+        return None
+    users = column(valid, "users").dropna()
+    diagonal = [0.0, float(users.max())]
+    fig.add_trace(go.Scatter(x=diagonal, y=diagonal, mode="lines", name="users = concurrency",
+                             line={"color": REFERENCE_COLOUR, "dash": "dot", "width": 1.5}, hoverinfo="skip"))
+    if max_num_seqs is not None:
+        fig.add_hline(y=max_num_seqs, line={"color": REFERENCE_COLOUR, "dash": "dash", "width": 1},
+                      annotation_text=f"--max-num-seqs {max_num_seqs}", annotation_position="top left")
+    return fig
+
+
+def memory_vs_k(valid: pd.DataFrame) -> go.Figure | None:
+    kv = aggregate(valid.assign(kv_pct=column(valid, "kv_usage_peak") * 100.0), "kv_pct", ["users", "k"])
+    gpu = aggregate(valid, "gpu_mem_peak_mib", ["users", "k"])
+    if kv.empty and gpu.empty:
+        return None
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("KV-cache usage peak (%)", "GPU memory peak (MiB)"))
+    levels = sorted(set(kv["users"]).union(gpu["users"]))
+    for index, users in enumerate(levels):
+        colour, name = PALETTE[index % len(PALETTE)], f"{int(users)} users"
+        shown = False
+        for col, agg in ((1, kv), (2, gpu)):
+            points = agg[agg["users"] == users]
+            if not points.empty:
+                fig.add_trace(_line(points, "k", name, colour, legendgroup=name, showlegend=not shown),
+                              row=1, col=col)
+                shown = True
+    total_mib = column(valid, "gpu_mem_total_mib").max()
+    if pd.notna(total_mib) and not gpu.empty:
+        fig.add_hline(y=float(total_mib), row=1, col=2, line={"color": "#c0392b", "dash": "dash", "width": 1},
+                      annotation_text="GPU total", annotation_position="bottom left")
+    fig = _layout(fig, "speculative lookahead K", "")
+    fig.update_yaxes(title_text="% of KV blocks", row=1, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text="MiB", row=1, col=2, rangemode="tozero")
+    return fig
+
+
+def latency_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle]) -> go.Figure | None:
+    panels = (("ttft", "TTFT (ms)"), ("itl", "inter-token latency (ms)"))
+    aggs = {(name, p): aggregate(valid, f"{name}_{p}_ms", ["setting", "users"])
+            for name, _ in panels for p in ("p50", "p99")}
+    if all(agg.empty for agg in aggs.values()):
+        return None
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=[title for _, title in panels])
+    for col, (name, _) in enumerate(panels, start=1):
+        for style in styles.values():
+            for p, dash in (("p50", "solid"), ("p99", "dash")):
+                agg = aggs[(name, p)]
+                points = agg[agg["setting"] == style.setting]
+                if not points.empty:
+                    fig.add_trace(_line(points, "users", f"{style.label} {p}", style.colour, dash=dash,
+                                        legendgroup=f"{style.setting}-{p}", showlegend=(col == 1)), row=1, col=col)
+    fig = _layout(fig, "client concurrency (users)", "ms", height_px=420)
+    fig.update_yaxes(type="log")
+    return fig
+
+
+def summary_charts(valid: pd.DataFrame, styles: dict[str, SettingStyle], max_num_seqs: int | None) -> list[dict]:
+    """The comparison charts, in the order the engineer reads them."""
+    note = "median over valid repeats; bars span min to max"
+    return [
+        figure_entry("output-tokens", "Output tokens/s vs concurrency", note,
+                     per_setting_vs_users(valid, styles, "output_tok_per_s", "output tokens/s")),
+        figure_entry("requests", "Completed requests/s vs concurrency", note,
+                     per_setting_vs_users(valid, styles, "req_per_s", "requests/s")),
+        figure_entry("acceptance", "Speculative acceptance rate vs K", note + "; K=0 drafts nothing",
+                     acceptance_vs_k(valid), empty="no data: no speculative setting reported an acceptance rate"),
+        figure_entry("real-batch", "Real batch (server running sequences) vs concurrency",
+                     note + "; below the dotted diagonal the server runs fewer sequences than clients send",
+                     real_batch_vs_users(valid, styles, max_num_seqs)),
+        figure_entry("memory", "KV-cache and GPU memory peaks vs K", note, memory_vs_k(valid)),
+        figure_entry("latency", "TTFT and inter-token latency vs concurrency",
+                     note + "; solid p50, dashed p99, log scale", latency_vs_users(valid, styles)),
+    ]

@@ -1,0 +1,122 @@
+"""One timeline chart per server life: engine queue, KV usage and GPU memory, with the load stages shaded."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .charts import PALETTE, REFERENCE_COLOUR, TEMPLATE, column, figure_entry
+
+# Timestamps above this are unix seconds; below it, seconds since the life started.
+UNIX_EPOCH_THRESHOLD_S = 1e8
+# Bounds the page size for very long lives; 1 s samples over 2 h still fit without thinning.
+MAX_POINTS_PER_TRACE = 8000
+_STAGE_FILL = ("#8fa8c8", "#c8b38f")
+
+
+def timeline_key(setting: object, repeat: object) -> str:
+    return f"{setting}/r{repeat}"
+
+
+def _frame(parts: Mapping | None, name: str) -> pd.DataFrame:
+    frame = parts.get(name) if isinstance(parts, Mapping) else None
+    return frame if isinstance(frame, pd.DataFrame) else pd.DataFrame()
+
+
+def _thin(frame: pd.DataFrame) -> pd.DataFrame:
+    step = -(-len(frame) // MAX_POINTS_PER_TRACE)
+    return frame.iloc[::step] if step > 1 else frame
+
+
+def relative_times(times: list[pd.Series]) -> list[np.ndarray]:
+    """Puts unix-time series on one axis starting at 0; series already relative are left as they are."""
+    arrays = [pd.to_numeric(t, errors="coerce").to_numpy(dtype="float64") for t in times]
+    absolute = [a for a in arrays if a.size and np.isfinite(a).any() and np.nanmedian(a) > UNIX_EPOCH_THRESHOLD_S]
+    origin = min(float(np.nanmin(a)) for a in absolute) if absolute else 0.0
+    return [a - origin if any(a is b for b in absolute) else a for a in arrays]
+
+
+def _series(x: np.ndarray, y: pd.Series, name: str, colour: str, dash: str = "solid") -> go.Scatter:
+    # float32 halves the embedded size and is exact enough for seconds and gauges.
+    return go.Scatter(x=x.astype("float32"), y=y.to_numpy(dtype="float32"), name=name, mode="lines",
+                      line={"color": colour, "width": 1.6, "dash": dash}, hovertemplate="%{y:.4g}")
+
+
+def _stage_marks(starts: np.ndarray, ends: np.ndarray, users: pd.Series) -> tuple[list[dict], list[dict]]:
+    shapes, labels = [], []
+    for index, (t0, t1, n_users) in enumerate(zip(starts, ends, column(pd.DataFrame({"u": users}), "u"))):
+        if not (np.isfinite(t0) and np.isfinite(t1)):
+            continue
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": float(t0), "x1": float(t1),
+                       "y0": 0, "y1": 1, "fillcolor": _STAGE_FILL[index % 2], "opacity": 0.16,
+                       "line": {"width": 0}, "layer": "below"})
+        text = f"{int(n_users)} users" if np.isfinite(n_users) else f"stage {index}"
+        labels.append({"xref": "x", "yref": "paper", "x": float((t0 + t1) / 2), "y": 1.0, "yanchor": "bottom",
+                       "text": text, "showarrow": False, "font": {"size": 10, "color": "#555"}})
+    return shapes, labels
+
+
+def timeline_figure(parts: Mapping | None) -> go.Figure | None:
+    server = _thin(_frame(parts, "server"))
+    gpu = _thin(_frame(parts, "gpu"))
+    stages = _frame(parts, "stages")
+    has_server = not server.empty and "t_s" in server.columns
+    has_gpu = not gpu.empty and "t_s" in gpu.columns and "used_mib" in gpu.columns
+    if not (has_server or has_gpu):
+        return None
+    server_t, gpu_t, stage_t0, stage_t1 = relative_times([
+        server.get("t_s", pd.Series(dtype="float64")), gpu.get("t_s", pd.Series(dtype="float64")),
+        stages.get("t_start_s", pd.Series(dtype="float64")), stages.get("t_end_s", pd.Series(dtype="float64"))])
+    rows = 2 if (has_server and has_gpu) else 1
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        row_heights=[0.62, 0.38] if rows == 2 else None,
+                        specs=[[{"secondary_y": True}]] + ([[{}]] if rows == 2 else []))
+    if has_server:
+        for name, label, colour in (("running", "running", PALETTE[0]), ("waiting", "waiting", PALETTE[1])):
+            if name in server.columns:
+                fig.add_trace(_series(server_t, column(server, name), label, colour), row=1, col=1)
+        if "kv_usage" in server.columns:
+            fig.add_trace(_series(server_t, column(server, "kv_usage") * 100.0, "KV usage %", PALETTE[2]),
+                          row=1, col=1, secondary_y=True)
+        fig.update_yaxes(title_text="sequences", row=1, col=1, secondary_y=False, rangemode="tozero")
+        fig.update_yaxes(title_text="KV usage %", row=1, col=1, secondary_y=True, range=[0, 105],
+                         showgrid=False)
+    if has_gpu:
+        gpu_row = rows
+        fig.add_trace(_series(gpu_t, column(gpu, "used_mib"), "GPU used MiB", PALETTE[4]), row=gpu_row, col=1)
+        if "total_mib" in gpu.columns:
+            fig.add_trace(_series(gpu_t, column(gpu, "total_mib"), "GPU total MiB", REFERENCE_COLOUR, "dash"),
+                          row=gpu_row, col=1)
+        fig.update_yaxes(title_text="MiB", row=gpu_row, col=1, rangemode="tozero")
+    shapes, labels = _stage_marks(stage_t0, stage_t1, stages.get("users", pd.Series(dtype="float64")))
+    fig.update_layout(template=TEMPLATE, height=360 if rows == 2 else 280, shapes=shapes, annotations=labels,
+                      hovermode="x unified", margin={"t": 30})
+    fig.update_xaxes(title_text="seconds since first sample", row=rows, col=1)
+    return fig
+
+
+def preemptions_during(parts: Mapping | None) -> int | None:
+    values = column(_frame(parts, "server"), "preemptions_total").dropna()
+    return int(values.iloc[-1] - values.iloc[0]) if len(values) >= 2 else None
+
+
+def timeline_entries(timelines: Mapping | None, lives: list[dict]) -> list[dict]:
+    """Entries in plan order (every life, even one with no samples), then any timeline the plan does not list."""
+    timelines = timelines if isinstance(timelines, Mapping) else {}
+    ordered = [(timeline_key(life.get("setting"), life.get("repeat")), life) for life in lives]
+    listed = {key for key, _ in ordered}
+    ordered += [(key, {}) for key in sorted(map(str, timelines)) if key not in listed]
+    entries = []
+    for index, (key, life) in enumerate(ordered):
+        parts = timelines.get(key)
+        preemptions = preemptions_during(parts)
+        note = f"preemptions during this life: {preemptions}" if preemptions is not None else ""
+        entry = figure_entry(f"timeline-{index}", key, note, timeline_figure(parts),
+                             empty="no data: no server or GPU samples were recorded for this life")
+        entry.update({"status": str(life.get("status", "")), "reason": str(life.get("reason", "") or "")})
+        entries.append(entry)
+    return entries

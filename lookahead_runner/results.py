@@ -1,0 +1,86 @@
+"""The run folder: where every file of a sweep lives, written as soon as it exists.
+
+    <out>/<run-id>/plan.json, <setting>/r<repeat>/{server.log, server.json, locust*, requests.csv,
+    stages.csv, gpu.csv, server_metrics.csv, status.json}, summary.csv, decision.json, report.html
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import pandas as pd
+
+PLAN_VERSION = 1
+SECRET_KEY_RE = re.compile(r"(api[_-]?key|token|secret|password)", re.IGNORECASE)
+
+
+def new_run_dir(out_root: Path, name: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "sweep"
+    run_dir = Path(out_root) / f"{stamp}-{safe}"
+    suffix = 1
+    while run_dir.exists():
+        suffix += 1
+        run_dir = Path(out_root) / f"{stamp}-{safe}-{suffix}"
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def life_dir(run_dir: Path, setting: str, repeat: int) -> Path:
+    return Path(run_dir) / setting / f"r{repeat}"
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Atomic: a reader (or a crash) never sees half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def redact(value, secrets: tuple[str, ...] = ()):
+    """Drop secret values from anything headed for disk: known secrets and secret-looking env keys."""
+    if isinstance(value, dict):
+        return {k: ("<redacted>" if SECRET_KEY_RE.search(str(k)) and isinstance(v, str) and v else redact(v, secrets))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, str):
+        for secret in secrets:
+            if secret:
+                value = value.replace(secret, "<redacted>")
+    return value
+
+
+def write_status(directory: Path, state: str, reason: str = "", **extra) -> None:
+    write_json(directory / "status.json", {"state": state, "reason": reason, "t_s": time.time(), **extra})
+
+
+def life_state(directory: Path) -> str:
+    """done | failed | missing (never started or cut half-way: both are run again on resume)."""
+    try:
+        return read_json(directory / "status.json").get("state", "missing")
+    except (OSError, ValueError):
+        return "missing"
+
+
+def write_summary(run_dir: Path, summary: pd.DataFrame) -> Path:
+    path = Path(run_dir) / "summary.csv"
+    tmp = path.with_suffix(".csv.tmp")
+    summary.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    """A CSV that may be missing or empty (a life that died early): an empty frame then."""
+    try:
+        return pd.read_csv(path)
+    except (OSError, pd.errors.EmptyDataError):
+        return pd.DataFrame()

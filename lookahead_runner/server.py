@@ -1,0 +1,159 @@
+"""One vLLM server life: start in its own session, wait until ready, stop the whole group.
+
+`vllm serve` spawns engine processes; starting it in a new session puts them all in one
+process group, so stopping signals the group and nothing is left holding the GPU or the port.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from pathlib import Path
+
+
+class ServerError(RuntimeError):
+    """The server failed to start or become ready; the message carries the reason."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free right now (another process may take it before the server binds it)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def tail(path: Path, lines: int = 8) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "\n".join(line.rstrip() for line in deque(handle, maxlen=lines))
+    except OSError:
+        return ""
+
+
+class ServerProcess:
+    """Owns one server process group, its log file and its server.json record."""
+
+    def __init__(self, argv: list[str], base_url: str, log_path: Path, env: dict[str, str] | None = None,
+                 stop_grace_s: float = 15.0, headers: dict[str, str] | None = None) -> None:
+        self.argv = argv
+        self.base_url = base_url.rstrip("/")
+        self.log_path = log_path
+        self.env = env or {}
+        self.stop_grace_s = stop_grace_s
+        self.headers = headers or {}
+        self.process: subprocess.Popen | None = None
+        self.record: dict = {"argv": argv, "base_url": self.base_url}
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self) -> None:
+        log = open(self.log_path, "ab")
+        try:
+            self.process = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=os.environ | {"PYTHONUNBUFFERED": "1"} | self.env, start_new_session=True,
+            )
+        except OSError as err:
+            raise ServerError(f"cannot start {self.argv[0]!r}: {err.strerror}") from None
+        finally:
+            log.close()
+        self.record.update(pid=self.process.pid, t_start_s=time.time())
+        self._save()
+
+    def wait_until_ready(self, timeout_s: float) -> float:
+        """Poll /health until 200; fail at once if the process exits. Returns seconds waited."""
+        assert self.process is not None
+        started = time.monotonic()
+        deadline = started + timeout_s
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                raise ServerError(f"server exited with code {code} before it was ready:\n{tail(self.log_path)}")
+            if self._health_ok():
+                waited = time.monotonic() - started
+                self.record.update(ready_s=round(waited, 3), t_ready_s=time.time())
+                self._save()
+                return waited
+            time.sleep(0.25)
+        raise ServerError(f"server not ready after {timeout_s:.0f} s (server.ready_timeout_s):\n{tail(self.log_path)}")
+
+    def _health_ok(self) -> bool:
+        request = urllib.request.Request(self.base_url + "/health", headers=self.headers)
+        try:
+            with urllib.request.urlopen(request, timeout=2.0) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> int | None:
+        """SIGTERM the group, SIGKILL it after the grace period, reap. Returns the exit code."""
+        if self.process is None:
+            return None
+        try:
+            pgid = os.getpgid(self.process.pid)
+        except ProcessLookupError:
+            pgid = None
+        if pgid is not None:
+            _signal_group(pgid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=self.stop_grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        if pgid is not None:
+            _signal_group(pgid, signal.SIGKILL)  # engine workers may outlive the API server
+        code = self.process.wait()
+        self.record.update(exit_code=code, t_stop_s=time.time())
+        self._save()
+        return code
+
+    def _save(self) -> None:
+        path = self.log_path.with_name("server.json")
+        path.write_text(json.dumps(self.record, indent=1), encoding="utf-8")
+
+    def __enter__(self) -> "ServerProcess":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def wait_for_port_free(host: str, port: int, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if port_is_free(host, port):
+            return True
+        time.sleep(0.2)
+    return False

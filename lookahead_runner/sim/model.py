@@ -1,0 +1,344 @@
+"""The simulated engine: KV pool sizing, continuous batching, speculative steps, counters.
+
+Pure: no clock, no asyncio, no I/O. `EngineModel.step()` advances one scheduler iteration and
+says how long it took on the simulated GPU; the caller decides what that means in real time.
+Deterministic for a given seed and call order.
+
+Scheduling follows vLLM's V1 scheduler in the parts that matter for the lookahead:
+- a running sequence that verifies 1 + K tokens needs KV slots for its length + K drafts + the
+  lookahead L (L = K for draft-model/EAGLE, 0 for ngram), rounded up to whole blocks;
+- when blocks run out the newest running sequence is preempted (recompute: its blocks are
+  freed and it re-enters the waiting queue at the front; on return it prefills prompt +
+  generated tokens again), and no new request is admitted in that step;
+- waiting requests are admitted FCFS while running < max_num_seqs, the token budget lasts and
+  free blocks cover their prompt + L.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from lookahead_runner.sim.scenarios import Scenario
+
+
+class EngineConfig(NamedTuple):
+    """Server flags the model needs (vLLM names)."""
+
+    max_num_seqs: int = 128
+    max_num_batched_tokens: int = 2048
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.92
+    max_model_len: int = 4096
+    num_speculative_tokens: int = 0          # K; 0 = no speculation
+    method: str = ""                         # speculative method, "" without speculation
+    lookahead_tokens: int = 0                # L: extra KV slots reserved per running sequence
+    seed: int = 0
+    num_gpu_blocks_override: int | None = None
+    kv_cache_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class PoolSizing:
+    """Startup memory split (MiB) and the resulting KV pool."""
+
+    total_mib: float
+    weights_mib: float
+    activation_peak_mib: float
+    kv_mib: float
+    block_mib: float
+    num_blocks: int
+
+    @property
+    def used_mib(self) -> float:
+        """What NVML shows once the server is up."""
+        return self.weights_mib + self.activation_peak_mib + self.num_blocks * self.block_mib
+
+
+def size_kv_pool(scenario: Scenario, cfg: EngineConfig) -> PoolSizing:
+    """Profile memory like vLLM: budget - weights - activation peak = KV pool, in whole blocks."""
+    k = cfg.num_speculative_tokens
+    draft = scenario.draft_cost(cfg.method) if k > 0 else None
+    weights = scenario.target_weights_mib + (draft.weights_mib if draft else 0.0)
+    kv_kib_per_token = scenario.kv_kib_per_token + (draft.kv_kib_per_token if draft else 0.0)
+    activation = scenario.activation_base_mib + scenario.activation_mib_per_token * cfg.max_num_seqs * (k + 1)
+    block_mib = cfg.block_size * kv_kib_per_token / 1024.0
+    if cfg.kv_cache_memory_bytes is not None:
+        kv_mib = cfg.kv_cache_memory_bytes / 2**20
+    else:
+        kv_mib = scenario.gpu_total_mib * cfg.gpu_memory_utilization - weights - activation
+    num_blocks = int(kv_mib // block_mib) if kv_mib > 0 else 0
+    if cfg.num_gpu_blocks_override is not None:
+        num_blocks = cfg.num_gpu_blocks_override
+    if num_blocks <= 0:
+        raise ValueError(
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+            "when initializing the engine."
+        )
+    capacity_tokens = num_blocks * cfg.block_size
+    if capacity_tokens < cfg.max_model_len:
+        need_gib = cfg.max_model_len * kv_kib_per_token / 2**20
+        have_gib = num_blocks * block_mib / 1024.0
+        raise ValueError(
+            f"To serve at least one request with the models's max seq len ({cfg.max_model_len}), "
+            f"({need_gib:.2f} GiB KV cache is needed, which is larger than the available KV cache "
+            f"memory ({have_gib:.2f} GiB). Based on the available memory, the estimated maximum model "
+            f"length is {capacity_tokens}. Try increasing `gpu_memory_utilization` or decreasing "
+            "`max_model_len` when initializing the engine."
+        )
+    return PoolSizing(scenario.gpu_total_mib, weights, activation, max(kv_mib, 0.0), block_mib, num_blocks)
+
+
+class TokenOutput(NamedTuple):
+    request_id: str
+    n_tokens: int
+    finished: bool
+
+
+class StepResult(NamedTuple):
+    duration_s: float
+    outputs: list[TokenOutput]
+
+
+@dataclass(eq=False)
+class Sequence:
+    request_id: str
+    prompt_tokens: int
+    target_tokens: int          # tokens it will produce (max_tokens, or earlier at a natural stop)
+    max_tokens: int
+    log_alpha: float            # log of the per-token acceptance for this request's temperature
+    generated: int = 0
+    computed: int = 0           # tokens whose KV exists
+    prefill_left: int = 0       # tokens to (re)compute before decoding
+    blocks: int = 0
+    ever_scheduled: bool = False
+    preemptions: int = 0
+    spec_steps: int = 0
+    accepted: int = 0
+    accept_hist: list[int] = field(default_factory=list)
+
+    @property
+    def finish_reason(self) -> str:
+        return "length" if self.target_tokens >= self.max_tokens else "stop"
+
+
+@dataclass
+class Counters:
+    """Cumulative engine counters, named after the vLLM metrics they feed."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    preemptions: int = 0
+    spec_drafts: int = 0
+    spec_draft_tokens: int = 0
+    spec_accepted_tokens: int = 0
+    accept_hist: list[int] = field(default_factory=list)   # drafts by accepted count 0..K
+    finished: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0, "abort": 0})
+    steps: int = 0
+
+    def accepted_per_pos(self) -> list[int]:
+        """Drafts whose position i was accepted, i = 0..K-1."""
+        out, running = [], 0
+        for count in reversed(self.accept_hist[1:]):
+            running += count
+            out.append(running)
+        return out[::-1]
+
+
+class EngineModel:
+    """One engine: a KV block pool, a waiting queue, a running batch."""
+
+    def __init__(self, scenario: Scenario, cfg: EngineConfig) -> None:
+        self.scenario = scenario
+        self.cfg = cfg
+        self.sizing = size_kv_pool(scenario, cfg)
+        self.num_blocks = self.sizing.num_blocks
+        self.free_blocks = self.num_blocks
+        self.k = cfg.num_speculative_tokens
+        self.draft_step_ms = scenario.draft_cost(cfg.method).step_ms if self.k > 0 else 0.0
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.by_id: dict[str, Sequence] = {}
+        self.counters = Counters(accept_hist=[0] * (self.k + 1))
+        self.admitted_last_step: list[str] = []
+        self._rng = random.Random(cfg.seed)
+
+    # --- requests -------------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt_tokens: int, max_tokens: int, *, min_tokens: int = 0,
+                    ignore_eos: bool = False, temperature: float = 0.0) -> Sequence:
+        if request_id in self.by_id:
+            raise ValueError(f"duplicate request id {request_id!r}")
+        target = max_tokens
+        if not ignore_eos and self.scenario.natural_stop_prob_per_token > 0:
+            natural = 1 + int(math.log(1.0 - self._rng.random()) / math.log1p(-self.scenario.natural_stop_prob_per_token))
+            target = min(max_tokens, max(min_tokens, natural))
+        alpha = self.scenario.alpha_at(temperature)
+        seq = Sequence(request_id, prompt_tokens, max(target, 1), max_tokens,
+                       math.log(alpha) if 0.0 < alpha < 1.0 else (0.0 if alpha >= 1.0 else -math.inf),
+                       accept_hist=[0] * (self.k + 1))
+        seq.prefill_left = prompt_tokens
+        self.waiting.append(seq)
+        self.by_id[request_id] = seq
+        return seq
+
+    def abort(self, request_id: str) -> bool:
+        seq = self.by_id.pop(request_id, None)
+        if seq is None:
+            return False
+        if seq in self.running:
+            self.running.remove(seq)
+        else:
+            self.waiting.remove(seq)
+        self._free(seq)
+        self.counters.finished["abort"] += 1
+        return True
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    # --- gauges ---------------------------------------------------------------------------
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def kv_usage(self) -> float:
+        return (self.num_blocks - self.free_blocks) / self.num_blocks
+
+    # --- one iteration --------------------------------------------------------------------
+    def step(self) -> StepResult:
+        budget = self.cfg.max_num_batched_tokens
+        scheduled: list[tuple[Sequence, int, bool]] = []
+        budget, preempted = self._schedule_running(budget, scheduled)
+        self.admitted_last_step = []
+        if not preempted:
+            self._admit_waiting(budget, scheduled)
+        if not scheduled:
+            return StepResult(0.0, [])
+        return StepResult(self._step_duration_s(scheduled), self._execute(scheduled))
+
+    def _schedule_running(self, budget: int, scheduled: list) -> tuple[int, bool]:
+        preempted = False
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            decode = seq.prefill_left == 0
+            n_new = 1 + self.k if decode else min(seq.prefill_left, budget)
+            if n_new <= 0 or n_new > budget:
+                i += 1
+                continue
+            need = self._blocks_for(seq.computed + n_new) - seq.blocks
+            while need > self.free_blocks:
+                victim = self.running.pop()
+                self._preempt(victim)
+                preempted = True
+                if victim is seq:
+                    break
+            else:
+                self._allocate(seq, need)
+                budget -= n_new
+                scheduled.append((seq, n_new, decode))
+                i += 1
+                continue
+            break
+        return budget, preempted
+
+    def _admit_waiting(self, budget: int, scheduled: list) -> None:
+        while self.waiting and len(self.running) < self.cfg.max_num_seqs and budget > 0:
+            seq = self.waiting[0]
+            n_new = min(seq.prefill_left, budget)
+            need = self._blocks_for(n_new)
+            if need > self.free_blocks:
+                break
+            self.waiting.popleft()
+            self._allocate(seq, need)
+            self.running.append(seq)
+            budget -= n_new
+            scheduled.append((seq, n_new, False))
+            if not seq.ever_scheduled:
+                seq.ever_scheduled = True
+                self.counters.prompt_tokens += seq.prompt_tokens
+                self.admitted_last_step.append(seq.request_id)
+
+    def _step_duration_s(self, scheduled: list[tuple[Sequence, int, bool]]) -> float:
+        sc = self.scenario
+        verified = sum(n for _, n, decode in scheduled if decode)
+        prefilled = sum(n for _, n, decode in scheduled if not decode)
+        ms = sc.fixed_ms + max(sc.weight_read_ms, sc.compute_ms_per_token * verified)
+        if verified and self.k:
+            ms += self.k * self.draft_step_ms
+        ms += sc.prefill_ms_per_token * prefilled
+        return ms / 1000.0
+
+    def _execute(self, scheduled: list[tuple[Sequence, int, bool]]) -> list[TokenOutput]:
+        outputs: list[TokenOutput] = []
+        c = self.counters
+        any_finished = False
+        for seq, n_new, decode in scheduled:
+            if decode:
+                accepted = self._draw_accepted(seq.log_alpha) if self.k else 0
+                if self.k:
+                    c.spec_drafts += 1
+                    c.spec_draft_tokens += self.k
+                    c.spec_accepted_tokens += accepted
+                    c.accept_hist[accepted] += 1
+                    seq.spec_steps += 1
+                    seq.accepted += accepted
+                    seq.accept_hist[accepted] += 1
+                emitted = min(accepted + 1, seq.target_tokens - seq.generated)
+            else:
+                seq.computed += n_new
+                seq.prefill_left -= n_new
+                if seq.prefill_left > 0:
+                    continue
+                emitted = 1
+            seq.generated += emitted
+            seq.computed = seq.prompt_tokens + seq.generated - 1
+            c.generation_tokens += emitted
+            finished = seq.generated >= seq.target_tokens
+            if finished:
+                any_finished = True
+                self._free(seq)
+                self.by_id.pop(seq.request_id, None)
+                c.finished[seq.finish_reason] += 1
+            outputs.append(TokenOutput(seq.request_id, emitted, finished))
+        if any_finished:
+            self.running = [s for s in self.running if s.generated < s.target_tokens]
+        c.steps += 1
+        return outputs
+
+    def _draw_accepted(self, log_alpha: float) -> int:
+        """Accepted prefix length: P(accepted >= i) = alpha^i, capped at K. One draw per draft."""
+        if log_alpha == 0.0:
+            return self.k
+        if log_alpha == -math.inf:
+            return 0
+        return min(self.k, int(math.log(1.0 - self._rng.random()) / log_alpha))
+
+    # --- blocks ---------------------------------------------------------------------------
+    def _blocks_for(self, kv_tokens: int) -> int:
+        slots = min(kv_tokens + self.cfg.lookahead_tokens, self.cfg.max_model_len + self.cfg.lookahead_tokens)
+        return -(-slots // self.cfg.block_size)
+
+    def _allocate(self, seq: Sequence, n_blocks: int) -> None:
+        if n_blocks > 0:
+            self.free_blocks -= n_blocks
+            seq.blocks += n_blocks
+
+    def _free(self, seq: Sequence) -> None:
+        self.free_blocks += seq.blocks
+        seq.blocks = 0
+
+    def _preempt(self, seq: Sequence) -> None:
+        self._free(seq)
+        seq.computed = 0
+        seq.prefill_left = seq.prompt_tokens + seq.generated
+        seq.preemptions += 1
+        self.counters.preemptions += 1
+        self.waiting.appendleft(seq)

@@ -1,0 +1,129 @@
+"""Named hardware + workload presets for the simulated vLLM server.
+
+A scenario is the physics the engine model runs on: GPU memory, model sizes, the cost of one
+step and how often the drafter is right. It never scripts an outcome; the phenomena the
+tuning method looks for (speculation helps at low concurrency, KV lookahead shrinks the real
+batch at high concurrency, low acceptance wastes work) follow from these numbers.
+
+Defaults describe an 8B target (fp16, 15 GiB of weights, 128 KiB of KV per token) with a small
+draft model on a 24 GiB card, with step times scaled so a CPU demo shows them in real time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+DEFAULT_SCENARIO = "tight-kv"
+
+# Draft methods that run a second network (its weights, its own KV cache, its own steps).
+# ngram/suffix look tokens up in the prompt: no weights, no KV, almost no time.
+_DRAFT_COST_FACTORS = {
+    # method: (weights, kv per token, step time) as fractions of the scenario's draft model
+    "draft_model": (1.0, 1.0, 1.0),
+    "eagle": (0.6, 0.25, 0.5),
+    "eagle3": (0.6, 0.25, 0.5),
+    "mtp": (0.6, 0.25, 0.5),
+    "dflash": (0.6, 0.25, 0.35),
+    "ngram": (0.0, 0.0, 0.05),
+    "ngram_gpu": (0.0, 0.0, 0.05),
+    "suffix": (0.0, 0.0, 0.05),
+}
+
+
+@dataclass(frozen=True)
+class DraftCost:
+    weights_mib: float
+    kv_kib_per_token: float
+    step_ms: float
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Physics of one simulated deployment. Memory in MiB, times in ms, alpha per draft token."""
+
+    name: str
+    description: str
+    # --- memory, as vLLM's profiler sees it
+    gpu_total_mib: float = 24576.0
+    target_weights_mib: float = 15360.0
+    draft_weights_mib: float = 1024.0
+    kv_kib_per_token: float = 128.0          # target model: layers x kv heads x head dim x 2 x 2 bytes
+    draft_kv_kib_per_token: float = 16.0     # the draft model keeps its own KV cache
+    activation_base_mib: float = 1536.0      # CUDA context, graphs, non-torch allocations
+    # Sampler rows are vocab-wide fp32 (logits, target probs, draft probs): the profiled peak
+    # grows with the tokens a step may verify, max_num_seqs x (K + 1).
+    activation_mib_per_token: float = 1.5
+    # --- step cost (roofline-like)
+    fixed_ms: float = 8.0                    # scheduler, launch, sampling overhead per step
+    weight_read_ms: float = 30.0             # one pass over the target weights (memory bound)
+    compute_ms_per_token: float = 0.12       # per verified token once compute bound
+    draft_step_ms: float = 2.5               # one draft-model step for the whole batch
+    prefill_ms_per_token: float = 0.03
+    # --- acceptance and lengths
+    alpha: float = 0.8                       # P(draft token accepted | previous ones accepted), T = 0
+    natural_stop_prob_per_token: float = 0.01  # EOS chance per token when ignore_eos is off
+    max_model_len: int = 4096
+    # --- process life
+    startup_s: float = 1.5                   # weights load, profiling, KV allocation, graph capture
+
+    def draft_cost(self, method: str) -> DraftCost:
+        weights, kv, step = _DRAFT_COST_FACTORS.get(method, (1.0, 1.0, 1.0))
+        return DraftCost(self.draft_weights_mib * weights, self.draft_kv_kib_per_token * kv,
+                         self.draft_step_ms * step)
+
+    def alpha_at(self, temperature: float) -> float:
+        """Sampling spreads the target distribution, so drafts match it less often."""
+        return self.alpha * (1.0 - 0.5 * min(max(temperature, 0.0), 1.0))
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            name="tight-kv",
+            description=(
+                "High acceptance (alpha 0.8) but little KV memory left after weights: at 64-96 users "
+                "(prompt 128 + output 64) a larger K shrinks the pool (activation peak) and reserves "
+                "more slots per sequence, so the real batch drops and preemptions appear."
+            ),
+            gpu_total_mib=24576.0,
+            activation_base_mib=2048.0,
+        ),
+        Scenario(
+            name="roomy-kv",
+            description=(
+                "High acceptance (alpha 0.8) on an 80 GiB card: the KV pool holds every sequence even "
+                "at K = 8 and 128 users; only compute limits large K at high concurrency."
+            ),
+            gpu_total_mib=81920.0,
+        ),
+        Scenario(
+            name="low-acceptance",
+            description=(
+                "Same memory as tight-kv but a poor drafter (alpha 0.2): each extra draft token is "
+                "verified and almost always thrown away, so larger K only wastes compute and KV."
+            ),
+            gpu_total_mib=24576.0,
+            activation_base_mib=2048.0,
+            alpha=0.2,
+        ),
+    )
+}
+
+
+def get_scenario(name: str) -> Scenario:
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        known = ", ".join(sorted(SCENARIOS))
+        raise ValueError(f"unknown simulation scenario {name!r}; known: {known}") from None
+
+
+def with_overrides(scenario: Scenario, overrides: dict[str, str]) -> Scenario:
+    """Scenario with some fields replaced from `name=value` text (for tests and experiments)."""
+    types = {f.name: f.type for f in fields(Scenario)}
+    values: dict[str, object] = {}
+    for key, text in overrides.items():
+        if key not in types or key in ("name", "description"):
+            raise ValueError(f"unknown scenario field {key!r}")
+        values[key] = int(text) if types[key] in ("int", int) else float(text)
+    return replace(scenario, **values)

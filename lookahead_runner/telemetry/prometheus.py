@@ -1,0 +1,38 @@
+"""vLLM's /metrics: a pure parser into the signals the analysis needs, and a scraper."""
+from __future__ import annotations
+
+import math
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from ..vllm.metrics import SIGNALS
+
+AVERAGED = frozenset({"kv_usage"})
+
+
+def parse(text: str) -> dict[str, float]:
+    """Prometheus text -> {signal: value}, summed over labels; missing signals are absent.
+
+    KV usage is a 0..1 fraction per engine, so several engines (data parallel) are averaged.
+    """
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith("_created") or "position" in sample.labels:
+                continue
+            sums[sample.name] = sums.get(sample.name, 0.0) + float(sample.value)
+            counts[sample.name] = counts.get(sample.name, 0) + 1
+    values: dict[str, float] = {}
+    for signal, names in SIGNALS.items():
+        name = next((n for n in names if n in sums and not math.isnan(sums[n])), None)
+        if name is not None:
+            values[signal] = sums[name] / counts[name] if signal in AVERAGED else sums[name]
+    return values
+
+
+def scrape(url: str, timeout_s: float = 2.0, headers: dict[str, str] | None = None) -> str:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        return response.read().decode("utf-8", "replace")

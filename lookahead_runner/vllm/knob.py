@@ -1,0 +1,91 @@
+"""One setting of the sweep -> the `vllm serve` argv for the installed version.
+
+The swept knob is the per-sequence lookahead K (speculative tokens per step; K = 0 = no
+speculation). How K is written depends on the version (vllm-facts.md):
+`--speculative-model/--num-speculative-tokens` up to 0.8.1, `--speculative-config` JSON after.
+The literal `--num-lookahead-slots` is only rendered in raw mode, and only where it has effect.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from .probe import LOOKAHEAD_FLAG, Capabilities
+
+
+class KnobError(ValueError):
+    """This setting cannot be rendered for this vLLM: the message names the field and the fix."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of the sweep grid."""
+
+    k: int
+    raw_slots: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"slots{self.k}" if self.raw_slots else f"k{self.k}"
+
+
+def check_raw_mode(caps: Capabilities) -> None:
+    """Refuse a literal --num-lookahead-slots sweep where the flag is missing or has no effect."""
+    state = caps.lookahead_flag
+    if state == "effective":
+        return
+    why = (
+        f"vLLM {caps.version} has no {LOOKAHEAD_FLAG} (removed in 0.12)"
+        if state == "absent"
+        else f"vLLM {caps.version} accepts {LOOKAHEAD_FLAG} but its V1 engine never reads it"
+    )
+    raise KnobError(
+        f"speculation.raw_lookahead_slots: {why}, so the sweep would measure nothing; "
+        "sweep the effective lookahead K instead: set raw_lookahead_slots = false "
+        "(or run `lookahead-runner sweep --config FILE --set speculation.raw_lookahead_slots=false`)"
+    )
+
+
+def check_flags(caps: Capabilities, extra_args: list[str]) -> None:
+    for arg in extra_args:
+        if arg.startswith("--") and not caps.accepts(arg):
+            raise KnobError(
+                f"server.extra_args: vLLM {caps.version} does not accept {arg.split('=', 1)[0]}; "
+                "remove it or check `vllm serve --help=all`"
+            )
+
+
+def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str) -> list[str]:
+    """The flags that turn speculation on with K tokens; [] for K = 0 (the baseline)."""
+    if k == 0:
+        return []
+    if caps.spec_style == "legacy-flags":
+        model = "[ngram]" if method == "ngram" else draft_model
+        args = ["--speculative-model", model, "--num-speculative-tokens", str(k)]
+        if method == "ngram":
+            args += ["--ngram-prompt-lookup-max", "4"]
+        return args
+    spec: dict = {"method": method, "num_speculative_tokens": k}
+    if method == "ngram":
+        spec["prompt_lookup_max"] = 4
+    else:
+        spec["model"] = draft_model
+    return ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+
+
+def server_argv(
+    caps: Capabilities,
+    command: list[str],
+    model: str,
+    host: str,
+    port: int,
+    extra_args: list[str],
+    setting: Setting,
+    method: str,
+    draft_model: str,
+) -> list[str]:
+    """The full argv of one server life. Never a shell string: each value is one argument."""
+    argv = [*command, "serve", model, "--host", host, "--port", str(port), *extra_args]
+    if setting.raw_slots:
+        return argv + [LOOKAHEAD_FLAG, str(setting.k)]
+    return argv + speculation_args(caps, setting.k, method, draft_model)

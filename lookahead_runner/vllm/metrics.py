@@ -1,0 +1,24 @@
+"""Which Prometheus series carry each signal, per vLLM generation (vllm-facts.md).
+
+Each signal lists candidate sample names, newest first; the first one present wins. Counters
+carry `_total`; `_created` series are ignored.
+"""
+from __future__ import annotations
+
+SIGNALS: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    # >= 0.9.2 renamed gpu_cache_usage_perc; V0 and early V1 only have the old name.
+    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "preemptions_total": ("vllm:num_preemptions_total",),
+    "prompt_tokens_total": ("vllm:prompt_tokens_total",),
+    "generation_tokens_total": ("vllm:generation_tokens_total",),
+    "spec_drafts_total": ("vllm:spec_decode_num_drafts_total",),
+    "spec_draft_tokens_total": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_accepted_total": ("vllm:spec_decode_num_accepted_tokens_total",),
+    "spec_emitted_total": ("vllm:spec_decode_num_emitted_tokens_total",),
+    "requests_success_total": ("vllm:request_success_total",),
+}
+
+COUNTERS = frozenset(name for name in SIGNALS if name.endswith("_total"))
+SERVER_SAMPLE_COLUMNS = ("t_s", *SIGNALS)

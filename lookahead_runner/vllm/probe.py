@@ -1,0 +1,151 @@
+"""What vLLM is installed: its version and the flags `vllm serve` accepts.
+
+Parsing is pure (`parse_version`, `parse_help_flags`, `capabilities_from`); `run_probe` is the
+only function that starts a process (the CLI with `--version` and `serve --help[=all]`).
+Version facts come from ../shared/docs/vllm-facts.md.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import asdict, dataclass, field
+
+_VERSION_RE = re.compile(r"\b(\d+)\.(\d+)(?:\.(\d+))?[\w.+-]*")
+_OPTION_LINE_RE = re.compile(r"^ {1,4}(-{1,2}[A-Za-z0-9].*)$")
+_FLAG_RE = re.compile(r"^--[A-Za-z0-9][\w.-]*")
+
+LOOKAHEAD_FLAG = "--num-lookahead-slots"
+
+
+class ProbeError(RuntimeError):
+    """The vLLM command could not be probed; the message says what to check."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the probe learnt about one vLLM install."""
+
+    version: str
+    flags: frozenset[str] = field(default_factory=frozenset)
+    help_source: str = "--help=all"
+    command: tuple[str, ...] = ()
+
+    @property
+    def version_tuple(self) -> tuple[int, int, int]:
+        return parse_version(self.version)
+
+    @property
+    def generation(self) -> str:
+        """v0 (<= 0.8.1), v0-config (0.8.2), v1 (0.8.3 - 0.11), v1-no-slots (>= 0.12)."""
+        v = self.version_tuple
+        if v <= (0, 8, 1):
+            return "v0"
+        if v == (0, 8, 2):
+            return "v0-config"
+        if v < (0, 12, 0):
+            return "v1"
+        return "v1-no-slots"
+
+    @property
+    def spec_style(self) -> str:
+        """How K is written: legacy flags before 0.8.2, the JSON config after."""
+        if "--speculative-config" in self.flags or (not self.flags and self.generation != "v0"):
+            return "config-json"
+        return "legacy-flags"
+
+    @property
+    def lookahead_flag(self) -> str:
+        """What the literal --num-lookahead-slots does here: absent, ignored or effective (V0)."""
+        listed = LOOKAHEAD_FLAG in self.flags if self.flags else self.generation != "v1-no-slots"
+        if not listed:
+            return "absent"
+        return "effective" if self.generation in ("v0", "v0-config") else "ignored"
+
+    def accepts(self, flag: str) -> bool:
+        """True when the flag is known (or when the help could not be read: trust the user)."""
+        return not self.flags or flag.split("=", 1)[0] in self.flags
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["flags"] = sorted(self.flags)
+        data["command"] = list(self.command)
+        data.update(
+            generation=self.generation,
+            spec_style=self.spec_style,
+            lookahead_flag=self.lookahead_flag,
+            flags_count=len(self.flags),
+        )
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Capabilities":
+        return cls(
+            version=data["version"],
+            flags=frozenset(data.get("flags", [])),
+            help_source=data.get("help_source", "--help=all"),
+            command=tuple(data.get("command", [])),
+        )
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    match = _VERSION_RE.search(text)
+    if not match:
+        raise ProbeError(f"no version number in {text.strip()[:80]!r}")
+    return int(match[1]), int(match[2]), int(match[3] or 0)
+
+
+def version_from_output(text: str) -> str:
+    """The last line that looks like a version (the CLI may print warnings first)."""
+    for line in reversed(text.strip().splitlines()):
+        match = _VERSION_RE.search(line.strip())
+        if match and line.strip().startswith(match[0][:1]):
+            return match[0]
+    raise ProbeError(f"no version number in the output {text.strip()[-120:]!r}")
+
+
+def parse_help_flags(text: str) -> frozenset[str]:
+    """Long flag names (`--max-num-seqs`) from argparse help, aliases and --no- forms included."""
+    flags: set[str] = set()
+    for line in text.splitlines():
+        match = _OPTION_LINE_RE.match(line)
+        if not match:
+            continue
+        head = re.split(r"\s{2,}", match[1].strip(), maxsplit=1)[0]
+        for part in head.split(", "):
+            flag = _FLAG_RE.match(part.strip())
+            if flag:
+                flags.add(flag[0])
+    return frozenset(flags)
+
+
+def help_is_summary(text: str) -> bool:
+    """vLLM >= 0.11 prints only config groups for plain --help."""
+    return "--help=all" in text and len(parse_help_flags(text)) < 10
+
+
+def capabilities_from(version_text: str, help_all: str | None, help_plain: str | None,
+                      command: tuple[str, ...] = ()) -> Capabilities:
+    version = version_from_output(version_text)
+    if help_all and len(parse_help_flags(help_all)) >= 10:
+        return Capabilities(version, parse_help_flags(help_all), "--help=all", command)
+    if help_plain and not help_is_summary(help_plain):
+        return Capabilities(version, parse_help_flags(help_plain), "--help", command)
+    return Capabilities(version, frozenset(), "none", command)
+
+
+def _run(argv: list[str], timeout_s: float) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except FileNotFoundError:
+        raise ProbeError(f"server.command: {argv[0]!r} not found; install vLLM or fix the command") from None
+    except subprocess.TimeoutExpired:
+        raise ProbeError(f"server.command: {' '.join(argv[:4])} took over {timeout_s:.0f} s") from None
+    return done.stdout + done.stderr
+
+
+def run_probe(command: list[str], timeout_s: float = 180.0) -> Capabilities:
+    """Ask the installed vLLM CLI for its version and flags."""
+    version_text = _run([*command, "--version"], timeout_s)
+    help_all = _run([*command, "serve", "--help=all"], timeout_s)
+    help_plain = None if len(parse_help_flags(help_all)) >= 10 else _run([*command, "serve", "--help"], timeout_s)
+    return capabilities_from(version_text, help_all, help_plain, tuple(command))

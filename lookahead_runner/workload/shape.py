@@ -1,0 +1,86 @@
+"""The Locust load shape that runs the ``--stages`` schedule (parsing lives in stages.py, free of Locust)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from locust import LoadTestShape
+
+from lookahead_runner.records import StageRecord
+from lookahead_runner.workload.options import ScenarioSettings
+from lookahead_runner.workload.stages import Stage, parse_stages, stage_at
+
+__all__ = ["Stage", "StagedShape", "parse_stages", "stage_at"]
+
+logger = logging.getLogger(__name__)
+
+
+class StagedShape(LoadTestShape):
+    """Runs the ``--stages`` schedule and records each stage as it actually ran.
+
+    ``tick()`` returns ``(users, spawn_rate=users)`` for the stage scheduled now and ``None`` after the
+    last one. A stage starts when a tick first returns it (Locust polls about once a second, so the
+    recorded times, not the schedule, are the stage windows) and ends when a tick moves on, or when
+    the test stops (`close_open_stage`). Each ended stage goes to `stage_sink` (stages.csv).
+    """
+
+    abstract = True
+
+    stage_sink: Callable[[StageRecord], None] | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reset_schedule()
+
+    def _reset_schedule(self) -> None:
+        self.stages: list[Stage] | None = None
+        self.finished = False
+        self._open: StageRecord | None = None
+
+    def reset_time(self) -> None:
+        # Locust calls this when a shape run starts, so a second run from the web UI starts afresh.
+        super().reset_time()
+        self._reset_schedule()
+
+    def _load_stages(self) -> list[Stage]:
+        if self.stages is None:
+            options = self.runner.environment.parsed_options if self.runner is not None else None
+            self.stages = parse_stages(getattr(options, "stages", None) or ScenarioSettings.stages)
+        return self.stages
+
+    def tick(self) -> tuple[int, float] | None:
+        stages = self._load_stages()
+        index = stage_at(stages, self.get_run_time())
+        now_s = time.time()
+        if index is None:
+            self.close_open_stage(now_s)
+            self.finished = True
+            return None
+        if self._open is None or self._open.stage != index:
+            self.close_open_stage(now_s)
+            users = stages[index].users
+            self._open = StageRecord(stage=index, users=users, t_start_s=now_s, t_end_s=float("nan"))
+            logger.info("Stage %d: %d users for %g s", index, users, stages[index].duration_s)
+        users = self._open.users
+        return users, float(users)
+
+    def current_stage(self) -> tuple[int, int] | None:
+        """(stage index, target users) of the stage running now, None outside a run."""
+        if self._open is None:
+            return None
+        return self._open.stage, self._open.users
+
+    def close_open_stage(self, now_s: float | None = None) -> None:
+        if self._open is None:
+            return
+        ended = StageRecord(
+            stage=self._open.stage,
+            users=self._open.users,
+            t_start_s=self._open.t_start_s,
+            t_end_s=time.time() if now_s is None else now_s,
+        )
+        self._open = None
+        if self.stage_sink is not None:
+            self.stage_sink(ended)

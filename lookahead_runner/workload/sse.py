@@ -1,0 +1,121 @@
+"""Pure parsing of the server-sent events of a streaming vLLM ``/v1/completions`` response.
+
+A vLLM stream is a sequence of ``data: {json}`` lines separated by blank lines and ended by
+``data: [DONE]``. With ``stream_options.include_usage`` a last chunk has ``"choices": []`` and the
+request's ``usage``; with ``continuous_usage_stats`` every chunk also carries the running
+``usage`` (so the completion_tokens delta between chunks is the number of tokens a chunk holds:
+under speculative decoding one chunk carries several tokens). An error after the headers were
+sent arrives as a chunk with an ``error`` object (or ``"object": "error"``), then ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+DATA_PREFIX = b"data:"
+DONE_PAYLOAD = b"[DONE]"
+_EXCERPT_CHARS = 80
+
+
+class MalformedChunk(ValueError):
+    """A ``data:`` line whose payload is not a JSON object of the expected shape."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int | None
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One ``data:`` event. ``done`` marks the ``[DONE]`` sentinel (all other fields empty)."""
+
+    text: str = ""
+    has_choices: bool = False
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    error: str | None = None
+    done: bool = False
+
+
+DONE = Chunk(done=True)
+
+
+def excerpt(data: bytes | str, limit: int = _EXCERPT_CHARS) -> str:
+    """A short one-line printable excerpt, for error messages."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_sse_line(line: bytes | str) -> Chunk | None:
+    """Parse one line of the stream; None for lines that carry no data (blank, comment, event:, id:).
+
+    Raises MalformedChunk when a ``data:`` payload is not valid JSON or has the wrong shape.
+    """
+    raw = line.encode("utf-8") if isinstance(line, str) else line
+    raw = raw.strip()
+    if not raw.startswith(DATA_PREFIX):
+        return None
+    payload = raw[len(DATA_PREFIX) :].strip()
+    if payload == DONE_PAYLOAD:
+        return DONE
+    try:
+        obj = json.loads(payload)
+    except ValueError as exc:
+        raise MalformedChunk(f"not JSON: {excerpt(payload)}") from exc
+    if not isinstance(obj, dict):
+        raise MalformedChunk(f"not a JSON object: {excerpt(payload)}")
+    return chunk_from_json(obj, payload)
+
+
+def chunk_from_json(obj: dict, payload: bytes = b"") -> Chunk:
+    error = _error_message(obj)
+    if error is not None:
+        return Chunk(error=error)
+    choices = obj.get("choices")
+    if choices is None:
+        choices = []
+    if not isinstance(choices, list):
+        raise MalformedChunk(f"'choices' is not a list: {excerpt(payload)}")
+    texts: list[str] = []
+    finish_reason = None
+    for choice in choices:
+        if not isinstance(choice, dict):
+            raise MalformedChunk(f"a choice is not an object: {excerpt(payload)}")
+        text = choice.get("text") or ""
+        if not isinstance(text, str):
+            raise MalformedChunk(f"'text' is not a string: {excerpt(payload)}")
+        texts.append(text)
+        finish_reason = choice.get("finish_reason") or finish_reason
+    return Chunk(
+        text="".join(texts),
+        has_choices=bool(choices),
+        finish_reason=finish_reason,
+        usage=_usage(obj.get("usage"), payload),
+    )
+
+
+def _error_message(obj: dict) -> str | None:
+    error = obj.get("error")
+    if isinstance(error, dict):
+        return excerpt(str(error.get("message") or error))
+    if isinstance(error, str):
+        return excerpt(error)
+    if obj.get("object") == "error":
+        return excerpt(str(obj.get("message") or obj))
+    return None
+
+
+def _usage(usage: object, payload: bytes) -> Usage | None:
+    if usage is None:
+        return None
+    if not isinstance(usage, dict) or not isinstance(usage.get("completion_tokens"), int):
+        raise MalformedChunk(f"'usage' lacks an integer completion_tokens: {excerpt(payload)}")
+    prompt_tokens = usage.get("prompt_tokens")
+    return Usage(
+        prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None,
+        completion_tokens=usage["completion_tokens"],
+    )

@@ -1,0 +1,69 @@
+import math
+
+import pandas as pd
+
+from lookahead_runner.analysis import WindowRules, counter_delta, stage_rows
+
+
+def life(k_spec=True):
+    stages = pd.DataFrame({"stage": [0, 1], "users": [2, 4], "t_start_s": [100.0, 110.0], "t_end_s": [110.0, 120.0]})
+    reqs = []
+    for i in range(40):
+        t_done = 100.5 + i * 0.5
+        stage = 0 if t_done < 110 else 1
+        reqs.append(dict(stage=stage, users=[2, 4][stage], t_send_s=t_done - 1, t_first_token_s=t_done - 0.9,
+                         t_done_s=t_done, ttft_ms=100.0 + i, e2e_ms=1000.0, itl_p50_ms=10.0, itl_p99_ms=12.0,
+                         tpot_ms=14.0, prompt_tokens=128, output_tokens=64, chunks=20, ok=1, error="", lag_p99_ms=1.0))
+    reqs[-1].update(ok=0, error="cut")
+    reqs[5].update(ok=0, error="HTTP 500")
+    server = pd.DataFrame({
+        "t_s": [99.0, 102.5, 105.0, 110.0, 115.0, 120.5],
+        "running": [0, 2, 2, 2, 4, 4], "waiting": [0] * 6, "kv_usage": [0, .2, .2, .3, .5, .6],
+        "preemptions_total": [0, 0, 0, 1, 1, 3],
+        "spec_accepted_total": [0, 10, 30, 50, 80, 120] if k_spec else [math.nan] * 6,
+        "spec_draft_tokens_total": [0, 20, 60, 100, 160, 240] if k_spec else [math.nan] * 6,
+        "spec_drafts_total": [0, 5, 15, 25, 40, 60] if k_spec else [math.nan] * 6,
+    })
+    gpu = pd.DataFrame({"t_s": [101.0, 105.0, 115.0], "used_mib": [900.0, 950.0, 990.0], "total_mib": [1000.0] * 3})
+    return reqs, stages, server, gpu
+
+
+def test_stage_windows_count_completed_requests_after_warmup():
+    reqs, stages, server, gpu = life()
+    rules = WindowRules(warmup_s=2.5, min_requests=5, expected_output_tokens=64)
+    rows = stage_rows(pd.DataFrame(reqs), stages, server, gpu, "k4", 4, 0, rules)
+    first, second = rows
+    # stage 0 window [102.5, 110]: completions at 102.5 ... 110.0 = 16, one failed (index 5 at 103.0)
+    assert first["requests"] == 15 and first["duration_s"] == 7.5
+    assert math.isclose(first["failure_rate"], 1 / 16)
+    assert math.isclose(first["output_tok_per_s"], 15 * 64 / 7.5)
+    # acceptance from counter deltas over the window: (50 - 10) / (100 - 20)
+    assert math.isclose(first["acceptance_rate"], 0.5)
+    assert math.isclose(first["mean_acceptance_length"], 1 + 40 / 20)
+    assert first["preemptions"] == 1 and first["gpu_mem_peak_mib"] == 950.0
+    # the cut request is neither a completion nor a failure
+    assert second["failure_rate"] == 0.0 and second["valid"]
+
+
+def test_no_speculation_leaves_acceptance_empty():
+    reqs, stages, server, gpu = life(k_spec=False)
+    rows = stage_rows(pd.DataFrame(reqs), stages, server, gpu, "k0", 0, 0, WindowRules(min_requests=1))
+    assert all(math.isnan(r["acceptance_rate"]) for r in rows)
+
+
+def test_validity_gates():
+    reqs, stages, server, gpu = life()
+    for r in reqs[:20]:
+        r["output_tokens"] = 60
+    reqs[30]["lag_p99_ms"] = 500.0
+    rows = stage_rows(pd.DataFrame(reqs), stages, server, gpu, "k4", 4, 0,
+                      WindowRules(min_requests=50, expected_output_tokens=64))
+    assert not rows[0]["valid"]
+    assert "wrong token count" in rows[0]["invalid_reason"] and "only" in rows[0]["invalid_reason"]
+    assert "client saturated" in rows[1]["invalid_reason"]
+
+
+def test_counter_delta_uses_last_sample_before_each_edge():
+    server = pd.DataFrame({"t_s": [0.0, 1.0, 2.0], "c": [0.0, 5.0, 9.0]})
+    assert counter_delta(server, "c", 0.5, 2.5) == 9.0
+    assert counter_delta(server, "c", 1.0, 1.9) == 0.0

@@ -1,0 +1,45 @@
+import pytest
+
+from lookahead_runner.config import ConfigError, load_config
+
+
+def write(tmp_path, text):
+    path = tmp_path / "sweep.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_are_valid_and_sorted(tmp_path):
+    config = load_config(write(tmp_path, "[speculation]\nk = [8, 0, 4]\n"))
+    assert config.speculation.k == [0, 4, 8]
+    assert config.target_users == config.load.stages[-1].users
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("[speculation]\nkk = [1]\n", "speculation.kk: unknown key"),
+        ("[speculation]\nk = [0, -2]\n", "speculation.k: values must be >= 0"),
+        ("[load]\nstages = []\n", "load.stages: list at least one stage"),
+        ("[server]\ncommand = []\n", "server.command: set the vLLM command"),
+        ("[load]\nrepeats = 0\n", "load.repeats"),
+        ("[decision]\ntarget_users = 7\n", "decision.target_users = 7 is not a stage"),
+        ("[load\n", "not valid TOML"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_field(tmp_path, text, field):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text))
+    message = str(err.value)
+    assert field in message
+    assert "\n" not in message
+
+
+def test_missing_file_says_so(tmp_path):
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_cli_overrides_win(tmp_path):
+    config = load_config(write(tmp_path, "[load]\nrepeats = 1\n"), {"load.repeats": 3, "name": "x"})
+    assert (config.load.repeats, config.name) == (3, "x")

@@ -1,0 +1,33 @@
+"""Pins the metric names read from a real vLLM 0.32 /metrics: a wrong name never fails a run,
+it only empties a column, so the recorded text is the test."""
+from lookahead_runner.telemetry.prometheus import parse
+
+
+def test_spec_decode_counters_from_real_032_metrics(fixtures_dir):
+    values = parse((fixtures_dir / "metrics-specdecode.txt").read_text())
+    assert values["generation_tokens_total"] == 30848.0
+    assert values["spec_drafts_total"] == 12921.0
+    assert values["spec_draft_tokens_total"] == 51684.0
+    assert values["spec_accepted_total"] == 17827.0  # per-position series are not added in
+    assert values["running"] == 0.0 and values["kv_usage"] == 0.0
+
+
+def test_no_spec_series_without_speculation(fixtures_dir):
+    values = parse((fixtures_dir / "metrics-nospec.txt").read_text())
+    assert values["generation_tokens_total"] == 67136.0
+    assert not any(name.startswith("spec_") for name in values)
+
+
+def test_old_kv_name_and_engines_are_averaged():
+    text = "\n".join([
+        "# TYPE vllm:gpu_cache_usage_perc gauge",
+        'vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.5',
+        'vllm:gpu_cache_usage_perc{engine="1",model_name="m"} 0.25',
+        "# TYPE vllm:num_requests_running gauge",
+        'vllm:num_requests_running{engine="0",model_name="m"} 3',
+        'vllm:num_requests_running{engine="1",model_name="m"} 4',
+        "",
+    ])
+    values = parse(text)
+    assert values["kv_usage"] == 0.375
+    assert values["running"] == 7

@@ -1,0 +1,220 @@
+"""The HTML report: view-model content, a self-contained page, escaping of everything that came from outside."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from plotly.offline import get_plotlyjs
+
+from lookahead_runner.report import build_view, render_html, write_report
+from lookahead_runner.report.charts import script_safe_json
+
+HOSTILE = "<script>alert(1)</script>"
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+T0_UNIX_S = 1_760_000_000.0
+
+
+def _setting(k: int) -> str:
+    return f"k{k}{HOSTILE}" if k == 4 else f"k{k}"
+
+
+def make_summary(ks=(0, 2, 4), users=(4, 16, 32), repeats=2, stage_s=60.0) -> pd.DataFrame:
+    rows = []
+    for k in ks:
+        for repeat in range(repeats):
+            for stage, n_users in enumerate(users):
+                real_batch = min(n_users, 24 - 2 * k)
+                tokens_per_s = 25.0 * real_batch * (1 + 0.15 * k) + repeat
+                rows.append({
+                    "setting": _setting(k), "k": k, "repeat": repeat, "stage": stage, "users": n_users,
+                    "duration_s": stage_s, "requests": int(tokens_per_s * stage_s / 64),
+                    "req_per_s": tokens_per_s / 64, "output_tok_per_s": tokens_per_s,
+                    "ttft_p50_ms": 40.0 + n_users, "ttft_p99_ms": 90.0 + 2 * n_users,
+                    "itl_p50_ms": 12.0 + k, "itl_p99_ms": 30.0 + k, "e2e_p50_ms": 900.0, "e2e_p99_ms": 1500.0,
+                    "failure_rate": 0.0, "acceptance_rate": math.nan if k == 0 else 0.8 - 0.05 * k,
+                    "mean_acceptance_length": math.nan if k == 0 else 1 + 0.7 * k,
+                    "running_mean": float(real_batch), "running_peak": float(real_batch + 1),
+                    "waiting_mean": float(n_users - real_batch), "kv_usage_mean": 0.3 + 0.05 * k,
+                    "kv_usage_peak": 0.5 + 0.08 * k, "preemptions": 0, "gpu_mem_peak_mib": 70_000.0 + 500 * k,
+                    "gpu_mem_total_mib": 81_559.0, "client_lag_p99_ms": 2.0, "valid": True, "invalid_reason": "",
+                })
+    rows[-1].update(valid=False, invalid_reason=f"client saturated {HOSTILE}")
+    return pd.DataFrame(rows)
+
+
+def make_plan(ks=(0, 2, 4), repeats=2, failed=("k2", 1)) -> dict:
+    lives = []
+    for k in ks:
+        for repeat in range(repeats):
+            setting = _setting(k)
+            argv = ["vllm", "serve", HOSTILE, "--max-num-seqs", "64"]
+            if k:
+                argv += ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": k})]
+            is_failed = (setting, repeat) == failed
+            lives.append({"setting": setting, "k": k, "repeat": repeat, "argv": argv,
+                          "status": "failed" if is_failed else "done",
+                          "reason": f"server exited 1 {HOSTILE}" if is_failed else "", "dir": f"k{k}/r{repeat}"})
+    return {"run_id": "20250101-000000", "created": "2025-01-01T00:00:00+00:00",
+            "probe": {"version": "0.32.0", "help_source": "--help=all", "flags_count": 312,
+                      "knob": "--speculative-config", "lookahead_flag": "absent", "command": ["vllm", "serve"]},
+            "config": {"model": HOSTILE, "server": {"api_key": "***"}}, "lives": lives}
+
+
+def make_decision() -> dict:
+    return {
+        "recommended": {"k": 2, "setting": "k2", "argv": ["vllm", "serve", HOSTILE, "--speculative-config",
+                                                          '{"method": "ngram", "num_speculative_tokens": 2}']},
+        "target_users": 32,
+        "per_stage": [{"users": 4, "best_k": 4, "running_mean": 4.0}, {"users": 32, "best_k": 2, "running_mean": 20.0}],
+        "checklist": [
+            {"name": "repeat spread", "passed": True, "evidence": "spread 1.2% <= 5%"},
+            {"name": "failures vs baseline", "passed": True, "evidence": "0.0% vs 0.0%"},
+            {"name": "memory headroom", "passed": False, "evidence": f"peak 98% of GPU {HOSTILE}"},
+            {"name": "concurrency scaling", "passed": True, "evidence": "tokens/s grows 16 -> 32 users"},
+        ],
+        "diagnoses": ["real batch 20 < 32 users: KV cache or scheduler limits the batch"],
+        "reasons": [f"K=4 raised memory without req/s {HOSTILE}"],
+        "verdict": "set K=2", "stopped_at_k": 4,
+    }
+
+
+def make_life_timeline(users=(4, 16, 32), stage_s=60, sample_s=1.0, t0_s=T0_UNIX_S) -> dict:
+    total_s = stage_s * len(users)
+    t_s = t0_s + np.arange(0.0, total_s, sample_s)
+    phase = np.minimum((t_s - t0_s) // stage_s, len(users) - 1).astype(int)
+    running = np.minimum(np.asarray(users)[phase], 20).astype(float)
+    server = pd.DataFrame({"t_s": t_s, "running": running, "waiting": np.asarray(users)[phase] - running,
+                           "kv_usage": running / 24, "preemptions_total": np.cumsum(running > 19),
+                           "generation_tokens_total": np.cumsum(running * 25)})
+    gpu = pd.DataFrame({"t_s": t_s, "used_mib": 70_000 + 10 * running, "total_mib": 81_559.0})
+    stages = pd.DataFrame({"stage": range(len(users)), "users": list(users),
+                           "t_start_s": [t0_s + i * stage_s for i in range(len(users))],
+                           "t_end_s": [t0_s + (i + 1) * stage_s for i in range(len(users))]})
+    return {"server": server, "gpu": gpu, "stages": stages}
+
+
+def make_timelines(plan: dict, skip=("k0", 1)) -> dict:
+    return {f"{life['setting']}/r{life['repeat']}": make_life_timeline()
+            for life in plan["lives"] if (life["setting"], life["repeat"]) != skip}
+
+
+@pytest.fixture()
+def inputs():
+    plan = make_plan()
+    return make_summary(), make_decision(), plan, make_timelines(plan)
+
+
+def _strip_plotly_js(page: str) -> str:
+    js = get_plotlyjs()
+    assert page.count(js[:400]) == 1, "plotly.js must be inlined exactly once"
+    start = page.index(js[:400])
+    return page[:start] + page[start + len(js):]
+
+
+def test_view_carries_the_decision(inputs):
+    view = build_view(*inputs)
+    assert view["verdict"]["text"] == "set K=2"
+    assert view["verdict"]["tone"] == "warn"  # one checklist item failed
+    assert view["recommended"]["k"] == 2
+    assert view["recommended"]["argv_shell"].startswith("vllm serve '<script>alert(1)</script>' --speculative-config")
+    assert [(row["name"], row["status"]) for row in view["checklist"]] == [
+        ("repeat spread", "passed"), ("failures vs baseline", "passed"),
+        ("memory headroom", "failed"), ("concurrency scaling", "passed")]
+    assert view["checklist_passed"] == 3
+    assert view["target_users"] == "32" and view["stopped_at_k"] == "4"
+    assert view["invalid_count"] == 1 and view["row_count"] == 18
+
+
+def test_view_charts_and_tables(inputs):
+    view = build_view(*inputs)
+    charts = {chart["id"]: chart for chart in view["charts"]}
+    assert set(charts) == {"output-tokens", "requests", "acceptance", "real-batch", "memory", "latency"}
+    assert all(chart["figure_json"] for chart in charts.values())
+    output = json.loads(charts["output-tokens"]["figure_json"])
+    assert [trace["name"] for trace in output["data"]] == ["K=0", "K=2", "K=4"]
+    acceptance = json.loads(charts["acceptance"]["figure_json"])
+    assert [trace["name"] for trace in acceptance["data"]] == ["4 users", "16 users", "32 users"]
+    real_batch = json.loads(charts["real-batch"]["figure_json"])
+    assert "users = concurrency" in [trace["name"] for trace in real_batch["data"]]
+
+    table = view["summary_table"]
+    assert table["columns"][:3] == ["setting", "k", "repeat"] and "invalid_reason" not in table["columns"]
+    invalid = [row for row in table["rows"] if not row["valid"]]
+    assert len(invalid) == 1 and invalid[0]["invalid_reason"] == f"client saturated {HOSTILE}"
+    k0_row = table["rows"][0]["cells"]
+    assert k0_row[table["columns"].index("acceptance_rate")] == "–"
+    assert k0_row[table["columns"].index("kv_usage_peak")] == "50.0%"
+    assert [row["label"] for row in view["probe"]][:4] == ["vLLM version", "help source", "flags found",
+                                                            "how K is written"]
+    lives = view["lives"]
+    assert len(lives) == 6 and lives[0]["dir_href"] == "k0/r0/"
+    assert "k0/r0/requests.csv" in [f["href"] for f in lives[0]["files"]]
+
+
+def test_view_timelines_follow_the_plan(inputs):
+    view = build_view(*inputs)
+    timelines = view["timelines"]
+    assert [t["title"] for t in timelines][:2] == ["k0/r0", "k0/r1"]
+    missing = timelines[1]
+    assert missing["figure_json"] is None and missing["empty"].startswith("no data")
+    figure = json.loads(timelines[0]["figure_json"])
+    assert len(figure["layout"]["shapes"]) == 3  # one shaded band per stage
+    assert figure["layout"]["shapes"][0]["x0"] == 0.0  # unix time put on a 0-based axis
+    failed = next(t for t in timelines if t["status"] == "failed")
+    assert failed["reason"].startswith("server exited 1")
+
+
+def test_all_nan_acceptance_and_failed_life():
+    plan = make_plan(failed=("k0", 0))
+    summary = make_summary().assign(acceptance_rate=math.nan, mean_acceptance_length=math.nan)
+    view = build_view(summary, make_decision(), plan, {})
+    acceptance = next(chart for chart in view["charts"] if chart["id"] == "acceptance")
+    assert acceptance["figure_json"] is None and "no data" in acceptance["empty"]
+    assert view["lives"][0]["status"] == "failed"
+    assert all(t["figure_json"] is None for t in view["timelines"])
+
+
+def test_degenerate_inputs_still_build():
+    view = build_view(pd.DataFrame(), {}, {}, {})
+    assert view["recommended"] is None and view["verdict"]["tone"] == "bad"
+    assert all(chart["figure_json"] is None for chart in view["charts"])
+    partial = {"k0/r0": {"server": pd.DataFrame(), "gpu": None},
+               "k2/r0": {"gpu": make_life_timeline()["gpu"]}}
+    entries = build_view(make_summary(), make_decision(), {"lives": []}, partial)["timelines"]
+    assert [e["figure_json"] is None for e in entries] == [True, False]
+
+
+def test_rendered_page_is_self_contained_and_escaped(tmp_path: Path, inputs):
+    path = write_report(tmp_path, *inputs)
+    assert path == tmp_path / "report.html"
+    page = path.read_text(encoding="utf-8")
+    rest = _strip_plotly_js(page)
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", rest, re.IGNORECASE)
+    assert not re.search(r"<link\b|@import", rest, re.IGNORECASE)
+    for tag in re.findall(r"<script\b[^>]*>", rest):
+        assert tag == "<script>" or re.fullmatch(r'<script type="application/json" data-chart="[\w-]+">', tag)
+    assert HOSTILE not in page
+    assert "alert(1)</script" not in page.lower()
+    assert ESCAPED in rest  # model name, reasons, evidence, argv shown as text
+    assert "set K=2" in rest and "memory headroom" in rest
+    assert "no data: no server or GPU samples" in rest
+    assert rest.count('data-chart="') == 6 + 5  # six summary charts, five lives with samples
+
+
+def test_render_missing_everything(tmp_path: Path):
+    render_html(build_view(pd.DataFrame(), {}, {}, {}), tmp_path / "empty" / "report.html")
+    page = (tmp_path / "empty" / "report.html").read_text(encoding="utf-8")
+    assert "no data: the summary is empty" in page and "No recommendation" in page
+
+
+def test_script_safe_json_round_trips():
+    raw = json.dumps({"name": "</script><!-- & >"})
+    safe = script_safe_json(raw)
+    assert "<" not in safe and ">" not in safe and "&" not in safe
+    assert json.loads(safe) == json.loads(raw)
