@@ -147,3 +147,17 @@ def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFram
 def summary_frame(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     return frame.sort_values(["k", "repeat", "stage"], kind="stable").reset_index(drop=True)
+
+
+def life_token_check(requests: pd.DataFrame, server: pd.DataFrame) -> dict:
+    """Client-counted output tokens vs the server's generation-token counter over the whole life.
+
+    The sampler's first sample is taken before Locust starts and its last after Locust exits,
+    so the window is closed: with no request cut mid-stream the two must be equal.
+    """
+    client = int(pd.to_numeric(requests.get("output_tokens", pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
+    cut = int((requests.get("error", pd.Series(dtype=str)).fillna("") == "cut").sum()) if len(requests) else 0
+    column = server.get("generation_tokens_total", pd.Series(dtype=float)).dropna() if len(server) else pd.Series()
+    served = int(column.iloc[-1] - column.iloc[0]) if len(column) >= 2 else None
+    return {"client_output_tokens": client, "server_generation_tokens": served, "cut_requests": cut,
+            "difference": None if served is None else served - client}

@@ -174,8 +174,10 @@ def decide(summary: pd.DataFrame, target_users: int, th: Thresholds, argv_by_k: 
     if table.empty or target_users not in set(table["users"]):
         return empty | {"verdict": f"No valid measurement at {target_users} users: nothing can be recommended.",
                         "reasons": ["Every window at the target concurrency was invalid or missing; see summary.csv."]}
+    table["k"] = table["k"].astype(int)
+    table["users"] = table["users"].astype(int)
     at_target = table[table["users"] == target_users].sort_values("k").reset_index(drop=True)
-    baseline = at_target.iloc[0]
+    baseline = next(at_target.itertuples(index=False))
     kept, stopped_at, reasons = walk_up(at_target, th)
     reasons.insert(0, f"Baseline K={baseline.k} at {target_users} users: {baseline.req_per_s:.2f} req/s, "
                       f"{baseline.tok_per_s:.0f} output tok/s, {baseline.running_mean:.1f} running.")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import results
-from .analysis import WindowRules, stage_rows, summary_frame
+from .analysis import WindowRules, life_token_check, stage_rows, summary_frame
 from .config import SweepConfig
 from .decision import Thresholds, decide
 from .vllm.probe import parse_version
@@ -55,11 +55,13 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
             continue
         frames = load_life(directory)
         timelines[life["dir"]] = {"server": frames["server"], "gpu": frames["gpu"], "stages": frames["stages"]}
+        life["tokens"] = life_token_check(frames["requests"], frames["server"])
         if state == "done" and not frames["stages"].empty and not frames["requests"].empty:
             rows += stage_rows(frames["requests"], frames["stages"], frames["server"], frames["gpu"],
                                life["setting"], life["k"], life["repeat"], rules)
     summary = summary_frame(rows)
     results.write_summary(run_dir, summary)
+    results.write_lives(run_dir, plan["lives"])
     argv_by_k = {life["k"]: life["argv"] for life in plan["lives"]}
     decision = decide(summary, plan["target_users"], thresholds_from(config), argv_by_k,
                       parse_version(plan["probe"]["version"]))

@@ -53,7 +53,8 @@ def script_safe_json(json_text: str) -> str:
 
 def figure_entry(chart_id: str, title: str, note: str, fig: go.Figure | None, empty: str = "no data") -> dict:
     figure_json = script_safe_json(fig.to_json()) if fig is not None else None
-    return {"id": chart_id, "title": title, "note": note, "figure_json": figure_json, "empty": empty}
+    return {"id": chart_id, "title": title, "note": note, "figure_json": figure_json, "empty": empty,
+            "status": "", "reason": ""}
 
 
 def column(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -109,9 +110,22 @@ def _line(points: pd.DataFrame, x: str, name: str, colour: str, dash: str = "sol
                       hovertemplate="%{x}: %{y:.4g} (median of %{customdata})<extra>%{fullData.name}</extra>")
 
 
-def _layout(fig: go.Figure, x_title: str, y_title: str, height_px: int = 380) -> go.Figure:
-    fig.update_layout(template=TEMPLATE, height=height_px)
-    fig.update_xaxes(title_text=x_title)
+def users_axis(users: pd.Series) -> dict:
+    """Ticks on the stage levels; a log axis once they span 8x, since ramps usually double concurrency."""
+    levels = sorted(int(u) for u in column(pd.DataFrame({"u": users}), "u").dropna().unique())
+    wide = len(levels) > 1 and levels[0] > 0 and levels[-1] / levels[0] >= 8
+    return {"title_text": "client concurrency (users)", "tickvals": levels, "type": "log" if wide else "linear"}
+
+
+def k_axis(ks: pd.Series) -> dict:
+    levels = sorted(int(k) for k in column(pd.DataFrame({"k": ks}), "k").dropna().unique())
+    return {"title_text": "speculative lookahead K", "tickvals": levels}
+
+
+def _layout(fig: go.Figure, xaxis: dict, y_title: str, height_px: int = 380, subplots: bool = False) -> go.Figure:
+    # Subplot titles sit in the top margin, under the mode bar: give them room.
+    fig.update_layout(template=TEMPLATE, height=height_px, margin={"t": 64 if subplots else 40})
+    fig.update_xaxes(**xaxis)
     fig.update_yaxes(title_text=y_title)
     return fig
 
@@ -126,7 +140,7 @@ def per_setting_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle], m
         points = agg[agg["setting"] == style.setting]
         if not points.empty:
             fig.add_trace(_line(points, "users", style.label, style.colour))
-    return _layout(fig, "client concurrency (users)", y_title)
+    return _layout(fig, users_axis(agg["users"]), y_title)
 
 
 def acceptance_vs_k(valid: pd.DataFrame) -> go.Figure | None:
@@ -136,7 +150,7 @@ def acceptance_vs_k(valid: pd.DataFrame) -> go.Figure | None:
     fig = go.Figure()
     for index, (users, points) in enumerate(agg.groupby("users", sort=True)):
         fig.add_trace(_line(points, "k", f"{int(users)} users", PALETTE[index % len(PALETTE)]))
-    fig = _layout(fig, "speculative lookahead K", "acceptance rate (accepted / drafted)")
+    fig = _layout(fig, k_axis(agg["k"]), "acceptance rate (accepted / drafted)")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     return fig
 
@@ -146,8 +160,8 @@ def real_batch_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle],
     fig = per_setting_vs_users(valid, styles, "running_mean", "real batch: mean running sequences")
     if fig is None:
         return None
-    users = column(valid, "users").dropna()
-    diagonal = [0.0, float(users.max())]
+    # Every stage level, so the reference stays the y = x line on a log users axis too.
+    diagonal = sorted(column(valid, "users").dropna().unique().tolist())
     fig.add_trace(go.Scatter(x=diagonal, y=diagonal, mode="lines", name="users = concurrency",
                              line={"color": REFERENCE_COLOUR, "dash": "dot", "width": 1.5}, hoverinfo="skip"))
     if max_num_seqs is not None:
@@ -177,7 +191,7 @@ def memory_vs_k(valid: pd.DataFrame) -> go.Figure | None:
     if pd.notna(total_mib) and not gpu.empty:
         fig.add_hline(y=float(total_mib), row=1, col=2, line={"color": "#c0392b", "dash": "dash", "width": 1},
                       annotation_text="GPU total", annotation_position="bottom left")
-    fig = _layout(fig, "speculative lookahead K", "")
+    fig = _layout(fig, k_axis(pd.concat([kv["k"], gpu["k"]])), "", subplots=True)
     fig.update_yaxes(title_text="% of KV blocks", row=1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text="MiB", row=1, col=2, rangemode="tozero")
     return fig
@@ -185,21 +199,24 @@ def memory_vs_k(valid: pd.DataFrame) -> go.Figure | None:
 
 def latency_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle]) -> go.Figure | None:
     panels = (("ttft", "TTFT (ms)"), ("itl", "inter-token latency (ms)"))
-    aggs = {(name, p): aggregate(valid, f"{name}_{p}_ms", ["setting", "users"])
-            for name, _ in panels for p in ("p50", "p99")}
+    aggs = {(metric, p): aggregate(valid, f"{metric}_{p}_ms", ["setting", "users"])
+            for metric, _ in panels for p in ("p50", "p99")}
     if all(agg.empty for agg in aggs.values()):
         return None
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=[title for _, title in panels])
-    for col, (name, _) in enumerate(panels, start=1):
+    for col, (metric, _) in enumerate(panels, start=1):
         for style in styles.values():
             for p, dash in (("p50", "solid"), ("p99", "dash")):
-                agg = aggs[(name, p)]
+                agg = aggs[(metric, p)]
                 points = agg[agg["setting"] == style.setting]
                 if not points.empty:
-                    fig.add_trace(_line(points, "users", f"{style.label} {p}", style.colour, dash=dash,
-                                        legendgroup=f"{style.setting}-{p}", showlegend=(col == 1)), row=1, col=col)
-    fig = _layout(fig, "client concurrency (users)", "ms", height_px=420)
-    fig.update_yaxes(type="log")
+                    # One legend entry per K toggles its p50 and p99 lines in both panels.
+                    trace_name = style.label if p == "p50" else f"{style.label} p99"
+                    fig.add_trace(_line(points, "users", trace_name, style.colour, dash=dash, legendgroup=style.setting,
+                                        showlegend=(col == 1 and p == "p50")), row=1, col=col)
+    users = pd.concat([agg["users"] for agg in aggs.values()])
+    fig = _layout(fig, users_axis(users), "ms", height_px=420, subplots=True)
+    fig.update_yaxes(rangemode="tozero")
     return fig
 
 
@@ -218,5 +235,5 @@ def summary_charts(valid: pd.DataFrame, styles: dict[str, SettingStyle], max_num
                      real_batch_vs_users(valid, styles, max_num_seqs)),
         figure_entry("memory", "KV-cache and GPU memory peaks vs K", note, memory_vs_k(valid)),
         figure_entry("latency", "TTFT and inter-token latency vs concurrency",
-                     note + "; solid p50, dashed p99, log scale", latency_vs_users(valid, styles)),
+                     note + "; solid p50, dashed p99", latency_vs_users(valid, styles)),
     ]

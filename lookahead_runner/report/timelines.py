@@ -84,7 +84,7 @@ def timeline_figure(parts: Mapping | None) -> go.Figure | None:
                           row=1, col=1, secondary_y=True)
         fig.update_yaxes(title_text="sequences", row=1, col=1, secondary_y=False, rangemode="tozero")
         fig.update_yaxes(title_text="KV usage %", row=1, col=1, secondary_y=True, range=[0, 105],
-                         showgrid=False)
+                         tickvals=[0, 25, 50, 75, 100], showgrid=False)
     if has_gpu:
         gpu_row = rows
         fig.add_trace(_series(gpu_t, column(gpu, "used_mib"), "GPU used MiB", PALETTE[4]), row=gpu_row, col=1)
@@ -94,7 +94,7 @@ def timeline_figure(parts: Mapping | None) -> go.Figure | None:
         fig.update_yaxes(title_text="MiB", row=gpu_row, col=1, rangemode="tozero")
     shapes, labels = _stage_marks(stage_t0, stage_t1, stages.get("users", pd.Series(dtype="float64")))
     fig.update_layout(template=TEMPLATE, height=360 if rows == 2 else 280, shapes=shapes, annotations=labels,
-                      hovermode="x unified", margin={"t": 30})
+                      hovermode="x unified", margin={"t": 52})
     fig.update_xaxes(title_text="seconds since first sample", row=rows, col=1)
     return fig
 
@@ -107,15 +107,20 @@ def preemptions_during(parts: Mapping | None) -> int | None:
 def timeline_entries(timelines: Mapping | None, lives: list[dict]) -> list[dict]:
     """Entries in plan order (every life, even one with no samples), then any timeline the plan does not list."""
     timelines = timelines if isinstance(timelines, Mapping) else {}
-    ordered = [(timeline_key(life.get("setting"), life.get("repeat")), life) for life in lives]
-    listed = {key for key, _ in ordered}
-    ordered += [(key, {}) for key in sorted(map(str, timelines)) if key not in listed]
+    # The runner keys a life's timeline by its folder, "<setting>/r<repeat>" today; accept either.
+    ordered = []
+    for life in lives:
+        candidates = (str(life.get("dir") or ""), timeline_key(life.get("setting"), life.get("repeat")))
+        found = next((key for key in candidates if key in timelines), None)
+        ordered.append((f"{candidates[1]} (K={life.get('k')})", found, life))
+    used = {found for _, found, _ in ordered}
+    ordered += [(key, key, {}) for key in sorted(map(str, timelines)) if key not in used]
     entries = []
-    for index, (key, life) in enumerate(ordered):
-        parts = timelines.get(key)
+    for index, (title, key, life) in enumerate(ordered):
+        parts = timelines.get(key) if key is not None else None
         preemptions = preemptions_during(parts)
         note = f"preemptions during this life: {preemptions}" if preemptions is not None else ""
-        entry = figure_entry(f"timeline-{index}", key, note, timeline_figure(parts),
+        entry = figure_entry(f"timeline-{index}", title, note, timeline_figure(parts),
                              empty="no data: no server or GPU samples were recorded for this life")
         entry.update({"status": str(life.get("status", "")), "reason": str(life.get("reason", "") or "")})
         entries.append(entry)

@@ -32,6 +32,8 @@ _ONE_DECIMAL = {"duration_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p
                 "e2e_p99_ms", "output_tok_per_s", "running_mean", "running_peak", "waiting_mean",
                 "client_lag_p99_ms"}
 _TWO_DECIMALS = {"req_per_s", "mean_acceptance_length"}
+_NUMERIC = _INTEGER | _PERCENT | _ONE_DECIMAL | _TWO_DECIMALS
+_IDENTITY = ("setting", "k", "repeat", "stage", "users")
 _TRUE_TEXT = {"true", "1", "yes", "y", "t"}
 # What a life folder normally holds (design.md); a failed life may lack some of them.
 LIFE_FILES = ("server.log", "server.json", "status.json", "requests.csv", "stages.csv", "gpu.csv",
@@ -45,8 +47,7 @@ def format_cell(name: str, value: object) -> str:
         return MISSING
     if name == "valid":
         return "yes" if as_bool(value) else "no"
-    numeric = name in _INTEGER | _PERCENT | _ONE_DECIMAL | _TWO_DECIMALS
-    if not numeric:
+    if name not in _NUMERIC:
         return str(value)
     try:
         number = float(value)
@@ -97,16 +98,25 @@ def _sorted_summary(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_table(summary: pd.DataFrame) -> dict:
-    columns = [name for name in SUMMARY_COLUMNS if name in summary.columns]
-    columns += [name for name in summary.columns if name not in SUMMARY_COLUMNS]
-    shown = [name for name in columns if name != "invalid_reason"]
+    """Cells as display text; the validity column sits right after the row's identity so it is seen."""
+    present = [name for name in SUMMARY_COLUMNS if name in summary.columns]
+    present += [name for name in summary.columns if name not in SUMMARY_COLUMNS]
+    identity = [name for name in _IDENTITY if name in present]
+    shown = identity + ["valid"] + [name for name in present if name not in {*identity, "valid", "invalid_reason"}]
     rows = []
     for record in _sorted_summary(summary).to_dict("records"):
         valid = as_bool(record.get("valid", True))
         reason = record.get("invalid_reason")
         reason_text = "" if format_cell("invalid_reason", reason) == MISSING else str(reason)
-        rows.append({"cells": [format_cell(name, record.get(name)) for name in shown], "valid": valid,
-                     "invalid_reason": reason_text or ("" if valid else "marked invalid (no reason given)")})
+        reason_text = reason_text or ("" if valid else "marked invalid (no reason given)")
+        cells = []
+        for name in shown:
+            if name == "valid":
+                cells.append({"text": "yes" if valid else f"no: {reason_text}", "kind": "flag"})
+            else:
+                kind = "text" if name == "setting" or name not in _NUMERIC else "num"
+                cells.append({"text": format_cell(name, record.get(name)), "kind": kind})
+        rows.append({"cells": cells, "valid": valid, "invalid_reason": reason_text})
     return {"columns": shown, "rows": rows}
 
 

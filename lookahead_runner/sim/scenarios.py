@@ -56,7 +56,7 @@ class Scenario:
     fixed_ms: float = 8.0                    # scheduler, launch, sampling overhead per step
     weight_read_ms: float = 30.0             # one pass over the target weights (memory bound)
     compute_ms_per_token: float = 0.12       # per verified token once compute bound
-    draft_step_ms: float = 2.5               # one draft-model step for the whole batch
+    draft_step_ms: float = 1.5               # one draft-model step for the whole batch
     prefill_ms_per_token: float = 0.03
     # --- acceptance and lengths
     alpha: float = 0.8                       # P(draft token accepted | previous ones accepted), T = 0
@@ -86,7 +86,7 @@ SCENARIOS: dict[str, Scenario] = {
                 "more slots per sequence, so the real batch drops and preemptions appear."
             ),
             gpu_total_mib=24576.0,
-            activation_base_mib=2048.0,
+            activation_base_mib=3072.0,
         ),
         Scenario(
             name="roomy-kv",
@@ -103,7 +103,7 @@ SCENARIOS: dict[str, Scenario] = {
                 "verified and almost always thrown away, so larger K only wastes compute and KV."
             ),
             gpu_total_mib=24576.0,
-            activation_base_mib=2048.0,
+            activation_base_mib=3072.0,
             alpha=0.2,
         ),
     )

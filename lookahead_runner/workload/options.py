@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass, fields
 from typing import Any
 
-from lookahead_runner.workload.stages import Stage, parse_stages
+from lookahead_runner.workload.stages import STAGES_OPTION, Stage, parse_stages
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,8 @@ def _checked_stages(text: str) -> str:
     try:
         parse_stages(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
+        # argparse already prefixes "argument --stages: "
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(STAGES_OPTION + ": ")) from exc
     return text
 
 
@@ -69,7 +70,7 @@ def _positive(kind: type) -> Any:
         try:
             value = kind(text)
         except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not a {kind.__name__}: {text!r}") from exc
+            raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {text!r}") from exc
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
         return value

@@ -38,6 +38,7 @@ class StagedShape(LoadTestShape):
         self.stages: list[Stage] | None = None
         self.finished = False
         self._open: StageRecord | None = None
+        self._last_stage: tuple[int, int] | None = None
 
     def reset_time(self) -> None:
         # Locust calls this when a shape run starts, so a second run from the web UI starts afresh.
@@ -51,7 +52,11 @@ class StagedShape(LoadTestShape):
         return self.stages
 
     def tick(self) -> tuple[int, float] | None:
-        stages = self._load_stages()
+        try:
+            stages = self._load_stages()
+        except ValueError as exc:  # only from the web UI's form: the command line is checked by argparse
+            logger.error("Not starting: %s", exc)
+            return None
         index = stage_at(stages, self.get_run_time())
         now_s = time.time()
         if index is None:
@@ -62,15 +67,15 @@ class StagedShape(LoadTestShape):
             self.close_open_stage(now_s)
             users = stages[index].users
             self._open = StageRecord(stage=index, users=users, t_start_s=now_s, t_end_s=float("nan"))
+            self._last_stage = (index, users)
             logger.info("Stage %d: %d users for %g s", index, users, stages[index].duration_s)
         users = self._open.users
         return users, float(users)
 
     def current_stage(self) -> tuple[int, int] | None:
-        """(stage index, target users) of the stage running now, None outside a run."""
-        if self._open is None:
-            return None
-        return self._open.stage, self._open.users
+        """(stage index, target users) of the stage running now, or of the last one once the shape ended
+        (a request sent between the end and the stop still belongs to it); None before the first tick."""
+        return self._last_stage
 
     def close_open_stage(self, now_s: float | None = None) -> None:
         if self._open is None:

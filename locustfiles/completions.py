@@ -1,0 +1,62 @@
+"""Fixed-length streaming completions at rising concurrency, for vLLM's /v1/completions.
+
+    locust -f locustfiles/completions.py --host http://127.0.0.1:8000            # web UI
+    locust -f locustfiles/completions.py --host http://127.0.0.1:8000 --headless \\
+        --stages 4:20,16:20,32:20 --requests-csv requests.csv --stages-csv stages.csv --csv locust
+
+Options: --stages, --prompt-tokens, --output-tokens, --model, --temperature, --requests-csv,
+--stages-csv, --request-timeout-s (see `locust -f locustfiles/completions.py --help`).
+"""
+
+from locust import events, run_single_user, task
+
+from lookahead_runner.workload import scenario
+from lookahead_runner.workload.options import add_scenario_options
+from lookahead_runner.workload.shape import StagedShape
+from lookahead_runner.workload.user import StreamingCompletionsBase
+
+
+class StreamingCompletionsUser(StreamingCompletionsBase):
+    """Each user streams one completion after another, with no think time (closed loop).
+
+    Every request: a prompt of exactly --prompt-tokens tokens (unique head, so no prefix-cache hits),
+    exactly --output-tokens tokens out (min_tokens = max_tokens, ignore_eos), --temperature, streamed
+    with usage on every chunk. One row per request goes to --requests-csv.
+    """
+
+    @task
+    def fixed_length_completion(self) -> None:
+        self.stream_completion()
+
+
+class RisingConcurrency(StagedShape):
+    """--stages "USERS:SECONDS,...": hold each USERS for SECONDS (spawned at USERS/s), then stop."""
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser, **_kwargs):
+    add_scenario_options(parser)
+
+
+@events.init.add_listener
+def _on_init(environment, **_kwargs):
+    scenario.on_init(environment)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kwargs):
+    scenario.on_test_start(environment)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_kwargs):
+    scenario.on_test_stop(environment)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment, **_kwargs):
+    scenario.on_quitting(environment)
+
+
+if __name__ == "__main__":
+    run_single_user(StreamingCompletionsUser)

@@ -1,0 +1,65 @@
+"""Fault modes of the simulated server, for testing the runner's failure handling.
+
+`--sim-fault NAME[=VALUE]` may be repeated. Names (VALUE in brackets, with its default):
+  fail-start            the engine fails while starting (exit 1, vLLM-like traceback)
+  oom-above-k[=4]       startup fails with vLLM's "No available memory for the cache blocks"
+                        error when K (num_speculative_tokens) is above VALUE
+  slow-start[=30]       the startup phase lasts VALUE seconds
+  die-after[=5]         VALUE seconds after it is ready the engine dies (EngineDeadError, exit 1)
+  hang-after[=5]        VALUE seconds after it is ready the engine stops stepping; HTTP stays up
+  http-500[=0.1]        that fraction of completion requests answers 500
+  short-stream[=0.1]    that fraction of streams stops halfway and sends [DONE] without usage
+  malformed-stream[=0.1] that fraction of streams carries one chunk that is not JSON
+  slow-metrics[=2]      /metrics answers after VALUE seconds
+Decisions that draw (fractions) use their own seeded generator, so faults are reproducible.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+_DEFAULTS = {
+    "fail-start": 1.0,
+    "oom-above-k": 4.0,
+    "slow-start": 30.0,
+    "die-after": 5.0,
+    "hang-after": 5.0,
+    "http-500": 0.1,
+    "short-stream": 0.1,
+    "malformed-stream": 0.1,
+    "slow-metrics": 2.0,
+}
+
+
+@dataclass
+class Faults:
+    values: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed + 7919)
+
+    def get(self, name: str) -> float | None:
+        return self.values.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.values
+
+    def draw(self, name: str) -> bool:
+        """True for the configured fraction of calls (per request)."""
+        fraction = self.values.get(name)
+        return fraction is not None and self._rng.random() < fraction
+
+
+def parse_faults(specs: list[str] | None, seed: int = 0) -> Faults:
+    values: dict[str, float] = {}
+    for spec in specs or []:
+        name, _, text = spec.partition("=")
+        name = name.strip()
+        if name not in _DEFAULTS:
+            raise ValueError(f"unknown --sim-fault {name!r}; known: {', '.join(sorted(_DEFAULTS))}")
+        try:
+            values[name] = float(text) if text else _DEFAULTS[name]
+        except ValueError:
+            raise ValueError(f"--sim-fault {name}: {text!r} is not a number") from None
+    return Faults(values, seed)

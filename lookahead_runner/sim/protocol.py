@@ -1,0 +1,171 @@
+"""OpenAI/vLLM wire format of the simulator: request parsing and response bodies. Pure.
+
+The simulator's tokenizer is one token per whitespace-separated word (a list of ints is that
+many tokens); generated text is one short word per token, each with a leading space, so a
+client that counts words counts tokens. Chunk shapes follow fixtures/stream-sample.txt.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+
+_WORDS = ("the", "a", "of", "sea", "light", "keeper", "night", "storm", "ship", "wave", "old", "bright",
+          "lamp", "rock", "tide", "wind", "far", "cold", "grey", "salt", "star", "fog", "bell", "stone",
+          "harbor", "cliff", "moon", "dark", "long", "quiet", "watch", "shore")
+VOCAB_SIZE = 32000
+
+
+class RequestError(ValueError):
+    """A request vLLM would refuse: message, OpenAI error type, HTTP status."""
+
+    def __init__(self, message: str, err_type: str = "BadRequestError", status: int = 400) -> None:
+        super().__init__(message)
+        self.message, self.err_type, self.status = message, err_type, status
+
+
+@dataclass(frozen=True)
+class CompletionParams:
+    prompt_tokens: int
+    max_tokens: int
+    min_tokens: int
+    ignore_eos: bool
+    temperature: float
+    stream: bool
+    include_usage: bool
+    continuous_usage: bool
+    model: str | None
+
+
+def token_ids(prompt: str | list) -> list[int]:
+    if isinstance(prompt, list):
+        return [int(t) for t in prompt]
+    return [zlib.crc32(word.encode()) % VOCAB_SIZE for word in prompt.split()]
+
+
+def detokenize(tokens: list[int]) -> str:
+    return " ".join(_WORDS[t % len(_WORDS)] for t in tokens)
+
+
+def words(offset: int, n: int) -> str:
+    return "".join(" " + _WORDS[(offset + i) % len(_WORDS)] for i in range(n))
+
+
+def _count_prompt(prompt: object) -> int:
+    if isinstance(prompt, str):
+        return len(prompt.split())
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        return len(prompt)
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        return _count_prompt(prompt[0])
+    if isinstance(prompt, list) and len(prompt) > 1:
+        raise RequestError("the simulator serves one prompt per request; send a string or a list of token ids")
+    raise RequestError("prompt must be a string or a list of token ids")
+
+
+def _number(body: dict, key: str, default, kind: type):
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+        raise RequestError(f"{key} must be a{'n integer' if kind is int else ' number'}, got {value!r}")
+    return kind(value)
+
+
+def parse_completion(body: object, max_model_len: int) -> CompletionParams:
+    """Validate a /v1/completions body the way vLLM does for the fields the simulator uses."""
+    if not isinstance(body, dict):
+        raise RequestError("request body must be a JSON object")
+    if "prompt" not in body:
+        raise RequestError("[{'type': 'missing', 'loc': ('body', 'prompt'), 'msg': 'Field required'}]")
+    n_prompt = _count_prompt(body["prompt"])
+    if n_prompt == 0:
+        raise RequestError("Prompt cannot be empty")
+    max_tokens = _number(body, "max_tokens", 16, int)
+    min_tokens = _number(body, "min_tokens", 0, int)
+    temperature = _number(body, "temperature", 1.0, float)
+    if _number(body, "n", 1, int) != 1:
+        raise RequestError("the simulator supports n = 1 only")
+    if max_tokens < 1:
+        raise RequestError(f"max_tokens must be at least 1, got {max_tokens}.")
+    if not 0 <= min_tokens <= max_tokens:
+        raise RequestError(f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {min_tokens}.")
+    if temperature < 0:
+        raise RequestError(f"temperature must be non-negative, got {temperature}.")
+    if n_prompt >= max_model_len:
+        raise RequestError(f"This model's maximum context length is {max_model_len} tokens. However, your "
+                           f"request has {n_prompt} input tokens. Please reduce the length of the input messages.")
+    if n_prompt + max_tokens > max_model_len:
+        raise RequestError(f"This model's maximum context length is {max_model_len} tokens. However, you "
+                           f"requested {max_tokens} output tokens and your prompt contains at least {n_prompt} "
+                           f"input tokens, for a total of at least {n_prompt + max_tokens} tokens. Please reduce "
+                           "the length of the input prompt or the number of requested output tokens.")
+    stream = bool(body.get("stream", False))
+    options = body.get("stream_options") or {}
+    if body.get("stream_options") is not None and not stream:
+        raise RequestError("Stream options can only be defined when `stream=True`.")
+    if not isinstance(options, dict):
+        raise RequestError("stream_options must be an object")
+    model = body.get("model")
+    return CompletionParams(
+        prompt_tokens=n_prompt, max_tokens=max_tokens, min_tokens=min_tokens,
+        ignore_eos=bool(body.get("ignore_eos", False)), temperature=temperature, stream=stream,
+        include_usage=bool(options.get("include_usage", False)),
+        continuous_usage=bool(options.get("continuous_usage_stats", False)),
+        model=str(model) if model is not None else None,
+    )
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens": completion_tokens}
+
+
+class ChunkWriter:
+    """SSE lines of one streamed completion; the per-chunk prefix is built once."""
+
+    def __init__(self, request_id: str, created: int, model: str) -> None:
+        self.head = {"id": request_id, "object": "text_completion", "created": created, "model": model}
+        self._prefix = "data: " + json.dumps(self.head, separators=(",", ":"))[:-1] + ',"choices":[{"index":0,"text":'
+
+    def content(self, text: str, finish_reason: str | None, usage_now: dict | None = None) -> bytes:
+        reason = "null" if finish_reason is None else json.dumps(finish_reason)
+        tail = (f',"logprobs":null,"finish_reason":{reason},"stop_reason":null,"prompt_token_ids":null,'
+                f'"token_ids":null}}]')
+        if usage_now is not None:
+            tail += ',"usage":' + json.dumps(usage_now, separators=(",", ":"))
+        return (self._prefix + json.dumps(text) + tail + "}\n\n").encode()
+
+    def final_usage(self, usage_now: dict, fingerprint: str, spec_metrics: dict | None) -> bytes:
+        body = {**self.head, "choices": [], "usage": usage_now, "system_fingerprint": fingerprint}
+        if spec_metrics is not None:
+            body["metrics"] = {"speculative_decoding": spec_metrics}
+        return ("data: " + json.dumps(body, separators=(",", ":")) + "\n\n").encode()
+
+    @staticmethod
+    def done() -> bytes:
+        return b"data: [DONE]\n\n"
+
+
+def spec_metrics(k: int, spec_steps: int, accepted: int, accept_hist: list[int]) -> dict:
+    """Per-request speculation summary vLLM 0.32 puts in the final usage chunk."""
+    drafted = spec_steps * k
+    return {
+        "mean_acceptance_length": 1.0 + accepted / spec_steps if spec_steps else 1.0,
+        "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
+        "acceptance_histogram": list(accept_hist),
+        "num_spec_steps": spec_steps,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafted,
+        "num_spec_tokens": k,
+    }
+
+
+def completion_response(request_id: str, created: int, model: str, text: str, finish_reason: str,
+                        prompt_tokens: int, completion_tokens: int) -> dict:
+    return {
+        "id": request_id, "object": "text_completion", "created": created, "model": model,
+        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
+                     "stop_reason": None, "prompt_logprobs": None}],
+        "usage": {**usage(prompt_tokens, completion_tokens), "prompt_tokens_details": None},
+    }

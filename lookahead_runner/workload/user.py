@@ -1,0 +1,142 @@
+"""FastHttpUser base that streams fixed-length ``/v1/completions`` and records each request.
+
+One request = a prompt of exactly ``--prompt-tokens`` token ids, exactly ``--output-tokens`` tokens
+out (max_tokens = min_tokens, ignore_eos), streamed with usage on every chunk. Lines are read with
+``resp.stream.readline(b"\\n")`` and timestamped before any JSON parsing; TTFT, per-token ITL and TPOT
+are defined in `lookahead_runner.workload.timeline`. Locust's own statistics get the full end-to-end
+time as response_time and the completion tokens as response_length.
+
+A request ends in exactly one of three ways:
+- valid: a requests.csv row with ok=1 and a Locust success;
+- failed (HTTP status, timeout, disconnect, malformed or error chunk, wrong length, missing usage):
+  a row with ok=0 and the reason (plus detail), and a Locust failure with the reason alone;
+- cut (the user was stopped mid-request, by a ramp-down or the end of the test): a row with ok=0 and
+  error="cut", and no Locust event at all, so a killed request never counts as completed. With
+  ``--stop-timeout`` > 0 Locust lets in-flight requests finish instead, and they count normally.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+import gevent
+from gevent import GreenletExit
+from locust import FastHttpUser, constant
+
+from lookahead_runner.records import CUT_ERROR, RequestRecord
+from lookahead_runner.workload.request import (
+    StreamFailure,
+    completion_payload,
+    prompt_token_ids,
+    to_record,
+    transport_failure,
+)
+from lookahead_runner.workload.scenario import ScenarioState, stage_now, state_of
+from lookahead_runner.workload.sse import MalformedChunk, excerpt, parse_sse_line
+from lookahead_runner.workload.timeline import TokenTimeline, judge
+
+COMPLETIONS_PATH = "/v1/completions"
+# After a request refused outright (server down, HTTP error status), pause before the next one:
+# a closed loop would otherwise spin at thousands of failures per second and flood requests.csv.
+_REFUSED_BACKOFF_S = 0.1
+
+
+class StreamingCompletionsBase(FastHttpUser):
+    """Closed-loop user: sends the next streaming completion as soon as the last one ended."""
+
+    abstract = True
+    concurrency = 1
+    wait_time = constant(0)
+
+    def __init__(self, environment: Any) -> None:
+        self.scenario: ScenarioState = state_of(environment)
+        # Queueing at high concurrency delays the first chunk by seconds: Locust's 60 s default
+        # socket timeout would cut exactly the requests this test is about.
+        self.network_timeout = self.connection_timeout = self.scenario.settings.request_timeout_s
+        super().__init__(environment)
+        self._rng = random.Random()
+
+    def stream_completion(self) -> RequestRecord:
+        """Send one request, read its stream, report it to Locust and append it to requests.csv."""
+        settings = self.scenario.settings
+        stage, users = stage_now(self.environment)
+        payload = completion_payload(
+            self.scenario.model, prompt_token_ids(settings.prompt_tokens, self._rng), settings.output_tokens, settings.temperature
+        )
+        timeline = TokenTimeline()
+        lag_mark = self.scenario.lag.mark()
+        t_send_s = time.time()
+        t0 = time.perf_counter()
+        try:
+            with self.client.post(
+                COMPLETIONS_PATH,
+                json=payload,
+                # raw SSE lines are read off the socket: a compressed body could not be split into lines
+                headers={"Accept-Encoding": "identity"},
+                stream=True,
+                catch_response=True,
+            ) as resp:
+                failure = self._read_stream(resp, timeline, t0, settings.request_timeout_s)
+                result = timeline.result(time.perf_counter() - t0)
+                reason = judge(result, settings.output_tokens)
+                if failure is None and reason is not None:
+                    failure = StreamFailure(reason, f"{result.output_tokens} tokens, {result.chunks} chunks")
+                resp.request_meta["response_time"] = result.e2e_ms
+                resp.request_meta["response_length"] = result.output_tokens
+                if failure is None:
+                    resp.success()
+                else:
+                    resp.failure(failure.reason)
+        except GreenletExit:
+            # Stopped mid-request: no Locust event fired (the with-block saw no verdict), only a "cut" row.
+            self._write(to_record(stage, users, t_send_s, timeline.result(time.perf_counter() - t0), CUT_ERROR, None))
+            raise
+        record = to_record(stage, users, t_send_s, result, str(failure or ""), self.scenario.lag.p99_since_ms(lag_mark))
+        self._write(record)
+        if failure is not None and failure.reason.startswith(("connection error", "HTTP ")):
+            gevent.sleep(_REFUSED_BACKOFF_S)
+        return record
+
+    def _read_stream(self, resp: Any, timeline: TokenTimeline, t0: float, timeout_s: float) -> StreamFailure | None:
+        error = getattr(resp, "error", None)
+        status = resp.status_code
+        if status != 200:
+            if status:
+                return StreamFailure(f"HTTP {status}: {_body_excerpt(resp)}")
+            return transport_failure(error, mid_stream=False)
+        deadline = t0 + timeout_s
+        stream = resp.stream
+        while True:
+            try:
+                line = stream.readline(b"\n")
+            except Exception as exc:  # socket errors, parser errors, connection closed
+                return transport_failure(exc, mid_stream=True)
+            received = time.perf_counter()
+            if not line:
+                return None  # end of body; judge() tells a clean end from a disconnect
+            try:
+                chunk = parse_sse_line(line)
+            except MalformedChunk as exc:
+                return StreamFailure("malformed chunk", str(exc))
+            if chunk is None:
+                continue
+            timeline.add(chunk, received - t0)
+            if chunk.done:
+                return None
+            if chunk.error is not None:
+                return StreamFailure("stream error", chunk.error)
+            if received > deadline:
+                return StreamFailure("timeout", f"over {timeout_s:g} s")
+
+    def _write(self, record: RequestRecord) -> None:
+        if self.scenario.request_log is not None:
+            self.scenario.request_log.append(record.as_row())
+
+
+def _body_excerpt(resp: Any) -> str:
+    try:
+        return excerpt(resp.content or b"") or "(empty body)"
+    except Exception:  # the body may be gone with the released connection
+        return "(body unavailable)"

@@ -1,0 +1,97 @@
+"""A minimal vLLM-shaped streaming server with known timing, for the locustfile's e2e test.
+
+    python tests/e2e/stub_vllm.py [--port 0] [--first-token-ms 50] [--chunk-interval-ms 10]
+        [--tokens-per-chunk 3]
+
+Binds 127.0.0.1 (port 0: the kernel picks a free one) and prints ``LISTENING <port>`` once serving.
+/v1/completions streams like vLLM 0.32 (fixtures stream-sample.txt): the first chunk carries one token,
+later chunks `tokens_per_chunk` (as under speculative decoding), usage on every chunk when
+``continuous_usage_stats`` is set, a ``"choices": []`` usage chunk when ``include_usage`` is set,
+then ``data: [DONE]``. Only the fields the scenario reads are honoured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+from aiohttp import web
+
+MODEL = "stub-model"
+
+
+def _chunk(request_id: str, text: str | None, finish: str | None, usage: dict | None) -> bytes:
+    body: dict = {"id": request_id, "object": "text_completion", "created": int(time.time()), "model": MODEL}
+    body["choices"] = [] if text is None else [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}]
+    if usage is not None:
+        body["usage"] = usage
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def make_app(first_token_s: float, chunk_interval_s: float, tokens_per_chunk: int) -> web.Application:
+    counter = iter(range(1, 10**9))
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        prompt = body.get("prompt", [])
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+        if body.get("model") != MODEL:
+            return web.json_response({"error": {"message": f"model {body.get('model')!r} not found"}}, status=404)
+        max_tokens = int(body.get("max_tokens", 16))
+        options = body.get("stream_options") or {}
+        continuous = bool(options.get("continuous_usage_stats"))
+        request_id = f"cmpl-stub{next(counter)}"
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        sent = 0
+        await asyncio.sleep(first_token_s)
+        while sent < max_tokens:
+            n = 1 if sent == 0 else min(tokens_per_chunk, max_tokens - sent)
+            sent += n
+            usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + sent, "completion_tokens": sent}
+            finish = "length" if sent == max_tokens else None
+            await response.write(_chunk(request_id, " tok" * n, finish, usage if continuous else None))
+            if sent < max_tokens:
+                await asyncio.sleep(chunk_interval_s)
+        if options.get("include_usage"):
+            usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + sent, "completion_tokens": sent}
+            await response.write(_chunk(request_id, None, None, usage))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    async def health(_request: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def models(_request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+
+    app = web.Application()
+    app.add_routes([web.post("/v1/completions", completions), web.get("/health", health), web.get("/v1/models", models)])
+    return app
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    app = make_app(args.first_token_ms / 1000.0, args.chunk_interval_ms / 1000.0, args.tokens_per_chunk)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", args.port)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    print(f"LISTENING {port}", flush=True)
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--first-token-ms", type=float, default=50.0)
+    parser.add_argument("--chunk-interval-ms", type=float, default=10.0)
+    parser.add_argument("--tokens-per-chunk", type=int, default=3)
+    asyncio.run(_serve(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

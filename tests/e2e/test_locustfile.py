@@ -1,0 +1,212 @@
+"""The real locustfile, headless, through two stages against a vLLM-shaped server on 127.0.0.1.
+
+Two servers: the stub (tests/e2e/stub_vllm.py, known timing, so the TTFT/ITL definitions can be
+checked) and, when ``python -m lookahead_runner.sim --version`` works, the simulated vLLM server.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lookahead_runner.records import REQUEST_COLUMNS, STAGE_COLUMNS
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+LOCUSTFILE = REPO / "locustfiles" / "completions.py"
+STUB = Path(__file__).with_name("stub_vllm.py")
+SERVER_READY_TIMEOUT_S = 30.0
+LOCUST_TIMEOUT_S = 60.0
+STAGES = "2:3,4:3"
+STAGE_USERS = {0: 2, 1: 4}
+OUTPUT_TOKENS = 16
+PROMPT_TOKENS = 32
+
+
+@dataclass
+class Server:
+    url: str
+    model: str
+    process: subprocess.Popen
+
+
+def _free_port() -> int:
+    """A port free right now (another process could take it before the server binds it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """TERM the process group, wait, then KILL and reap."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process.wait(timeout=10)
+
+
+def _group_is_empty(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _wait_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"server exited with {process.returncode}:\n{log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"server not healthy within {SERVER_READY_TIMEOUT_S} s:\n{log.read_text()[-2000:]}")
+
+
+def _sim_available() -> bool:
+    try:
+        done = subprocess.run([sys.executable, "-m", "lookahead_runner.sim", "--version"],
+                              capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0 and done.stdout.strip() == "0.32.0"
+
+
+def _start_stub(log: Path) -> Server:
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, str(STUB), "--port", "0", "--first-token-ms", "50",
+                                    "--chunk-interval-ms", "10", "--tokens-per-chunk", "3"],
+                                   stdout=subprocess.PIPE, stderr=out, start_new_session=True)
+    assert process.stdout is not None
+    line = process.stdout.readline().decode()  # the stub prints LISTENING <port> first, or dies
+    if not line.startswith("LISTENING "):
+        _stop(process)
+        pytest.fail(f"stub did not start: {line!r} {log.read_text()[-2000:]}")
+    url = f"http://127.0.0.1:{int(line.split()[1])}"
+    _wait_healthy(url, process, log)
+    return Server(url, "stub-model", process)
+
+
+def _start_sim(log: Path) -> Server:
+    port = _free_port()
+    spec = json.dumps({"method": "ngram", "num_speculative_tokens": 2})
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "lookahead_runner.sim", "serve", "sim-model",
+                                    "--port", str(port), "--speculative-config", spec],
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, process, log)
+    except BaseException:
+        _stop(process)
+        raise
+    return Server(url, "sim-model", process)
+
+
+@pytest.fixture(params=["stub", "sim"])
+def server(request, tmp_path) -> Iterator[Server]:
+    if request.param == "sim" and not _sim_available():
+        pytest.skip("the simulated vLLM server (python -m lookahead_runner.sim) is not available")
+    start = _start_stub if request.param == "stub" else _start_sim
+    started = start(tmp_path / f"{request.param}.log")
+    try:
+        yield started
+    finally:
+        _stop(started.process)
+        assert _group_is_empty(started.process.pid), "server processes left behind"
+
+
+def _run_locust(server: Server, tmp_path: Path) -> tuple[int, Path]:
+    argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--host", server.url,
+            "--stages", STAGES, "--prompt-tokens", str(PROMPT_TOKENS), "--output-tokens", str(OUTPUT_TOKENS),
+            "--requests-csv", str(tmp_path / "requests.csv"), "--stages-csv", str(tmp_path / "stages.csv"),
+            "--csv", str(tmp_path / "locust"), "--only-summary"]  # no --model: read from /v1/models
+    log = tmp_path / "locust.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   env=os.environ | {"PYTHONUNBUFFERED": "1"})
+        try:
+            code = process.wait(timeout=LOCUST_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            pytest.fail(f"locust ran past {LOCUST_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+    assert _group_is_empty(process.pid), "locust left processes behind"
+    return code, log
+
+
+def _rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def test_headless_run_writes_tagged_requests_and_stages(server, tmp_path):
+    code, log = _run_locust(server, tmp_path)
+    output = log.read_text()
+    assert code == 0, output[-3000:]
+
+    stage_header, stages = _rows(tmp_path / "stages.csv")
+    assert stage_header == list(STAGE_COLUMNS)
+    assert [(int(s["stage"]), int(s["users"])) for s in stages] == [(0, 2), (1, 4)]
+    for stage in stages:
+        assert 2.5 < float(stage["t_end_s"]) - float(stage["t_start_s"]) < 5.0
+    assert stages[0]["t_end_s"] == stages[1]["t_start_s"]
+
+    header, rows = _rows(tmp_path / "requests.csv")
+    assert header == list(REQUEST_COLUMNS)
+    ok_rows = [r for r in rows if r["ok"] == "1"]
+    cut_rows = [r for r in rows if r["error"] == "cut"]
+    failed_rows = [r for r in rows if r["ok"] == "0" and r["error"] != "cut"]
+    assert not failed_rows, failed_rows[:3]
+    assert all(r["ok"] == "0" for r in cut_rows)
+    for row in rows:
+        assert STAGE_USERS[int(row["stage"])] == int(row["users"])
+        window = stages[int(row["stage"])]
+        assert float(window["t_start_s"]) - 0.01 <= float(row["t_send_s"]) <= float(window["t_end_s"]) + 0.5
+    for stage in STAGE_USERS:
+        assert sum(1 for r in ok_rows if int(r["stage"]) == stage) >= STAGE_USERS[stage], f"stage {stage}"
+    for row in ok_rows:
+        assert int(row["output_tokens"]) == OUTPUT_TOKENS
+        assert int(row["prompt_tokens"]) == PROMPT_TOKENS
+        assert 0 < float(row["ttft_ms"]) < float(row["e2e_ms"])
+        assert float(row["t_send_s"]) < float(row["t_first_token_s"]) < float(row["t_done_s"])
+        assert 1 <= int(row["chunks"]) <= OUTPUT_TOKENS
+        assert float(row["itl_p50_ms"]) <= float(row["itl_p99_ms"])
+        assert row["error"] == ""
+
+    # Locust counted every request that ended, and no cut one.
+    _, locust_stats = _rows(tmp_path / "locust_stats.csv")
+    aggregated = next(r for r in locust_stats if r["Name"] == "Aggregated")
+    assert int(aggregated["Request Count"]) == len(ok_rows)
+    assert int(aggregated["Failure Count"]) == 0
+
+    if server.model == "stub-model":  # known timing: first token after 50 ms, then 3 tokens per 10 ms
+        ttfts = sorted(float(r["ttft_ms"]) for r in ok_rows)
+        itls = sorted(float(r["itl_p50_ms"]) for r in ok_rows)
+        assert 45 <= ttfts[len(ttfts) // 2] < 150
+        assert 2.5 <= itls[len(itls) // 2] < 8  # 10 ms / 3 tokens, not one 10 ms gap per chunk
+        assert all(int(r["chunks"]) == 6 for r in ok_rows)  # 1 + 3 * 5 tokens

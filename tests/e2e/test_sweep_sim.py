@@ -1,0 +1,108 @@
+"""The product end to end: the CLI sweeps the simulated vLLM through real processes
+(one server life per setting, a headless Locust subprocess per life) and writes the report."""
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import psutil
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+SWEEP = """
+name = "e2e"
+[server]
+model = "sim/e2e-model"
+extra_args = ["--max-num-seqs", "64", "--sim-scenario", "tight-kv"]
+ready_timeout_s = 60
+memory_stable_window_s = 0.5
+[speculation]
+k = [0, 4]
+[load]
+stages = [{ users = 2, duration_s = 4 }, { users = 8, duration_s = 4 }]
+prompt_tokens = 32
+output_tokens = 16
+warmup_s = 1.0
+[decision]
+target_users = 2
+min_requests = 3
+"""
+
+
+def run_cli(*args, timeout=240, cwd=None):
+    return subprocess.run([sys.executable, "-m", "lookahead_runner", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)
+
+
+def sweep_processes(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in part for part in proc.info["cmdline"] or []):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_sweep_on_the_simulator_writes_summary_decision_report(tmp_path):
+    config = tmp_path / "sweep.toml"
+    config.write_text(SWEEP)
+    done = run_cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+
+    summary = pd.read_csv(run_dir / "summary.csv")
+    assert sorted(summary["k"].unique()) == [0, 4]
+    assert len(summary) == 4  # 2 settings x 1 repeat x 2 stages
+    assert (summary["requests"] > 0).all() and (summary["output_tok_per_s"] > 0).all()
+    assert summary.loc[summary["k"] == 0, "acceptance_rate"].isna().all()
+    assert summary.loc[summary["k"] == 4, "acceptance_rate"].between(0, 1, inclusive="right").all()
+    assert summary["running_mean"].notna().all() and summary["gpu_mem_peak_mib"].notna().all()
+
+    decision = json.loads((run_dir / "decision.json").read_text())
+    assert decision["recommended"]["k"] in (0, 4) and decision["target_users"] == 2
+    assert {item["name"] for item in decision["checklist"]} == {
+        "repeat stability", "failures and latency", "memory headroom", "concurrency scaling"}
+    assert (run_dir / "report.html").stat().st_size > 100_000
+
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["probe"]["version"] == "0.32.0" and plan["probe"]["lookahead_flag"] == "absent"
+    for life in ("k0/r0", "k4/r0"):
+        server = json.loads((run_dir / life / "server.json").read_text())
+        assert server["exit_code"] is not None and server["ready_s"] > 0
+        assert json.loads((run_dir / life / "status.json").read_text())["state"] == "done"
+        assert (run_dir / life / "requests.csv").stat().st_size > 0
+    assert "--speculative-config" in json.dumps(plan["lives"][1]["argv"])
+    assert not sweep_processes(str(run_dir)), "a server or Locust process of the sweep survived"
+
+    rerender = run_cli("report", str(run_dir))
+    assert rerender.returncode == 0 and "report.html" in rerender.stdout
+
+
+@pytest.mark.parametrize("toml, field", [
+    ("[speculation]\nk = [-1]\n", "speculation.k"),
+    ("[load]\nstages = []\n", "load.stages"),
+    ("[server]\ncommand = []\n", "server.command"),
+    ("[server]\ncommnd = ['vllm']\n", "server.commnd: unknown key"),
+    ("[server]\ncommand = ['/nonexistent/vllm']\n", "server.command: '/nonexistent/vllm' not found"),
+])
+def test_bad_config_is_one_line_exit_2(tmp_path, toml, field):
+    config = tmp_path / "bad.toml"
+    config.write_text(toml)
+    done = run_cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"), timeout=60)
+    assert done.returncode == 2
+    assert field in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_raw_lookahead_sweep_refused_before_any_server(tmp_path):
+    config = tmp_path / "raw.toml"
+    config.write_text("[speculation]\nraw_lookahead_slots = true\n")
+    done = run_cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"), timeout=60)
+    assert done.returncode == 2 and "removed in 0.12" in done.stderr
+    assert not (tmp_path / "runs").exists()

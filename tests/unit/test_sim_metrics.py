@@ -1,0 +1,80 @@
+"""The simulator's /metrics text carries the same vLLM 0.32 families as a real server's.
+
+A wrong metric name never fails a run, it only empties a column; so the names the runner
+reads are pinned against the recorded vLLM output (fixtures metrics-specdecode.txt and
+metrics-nospec.txt).
+"""
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from lookahead_runner.sim.metrics import SimMetrics
+from lookahead_runner.sim.model import EngineConfig, EngineModel
+from lookahead_runner.sim.profiles import get_profile
+from lookahead_runner.sim.scenarios import get_scenario
+
+MODEL = "sim/llama-3-8b"
+CONTRACT_FAMILIES = {  # names as the parser reports them (counters without _total)
+    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+    "vllm:num_preemptions", "vllm:prompt_tokens", "vllm:generation_tokens", "vllm:request_success",
+    "vllm:cache_config_info", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
+}
+SPEC_FAMILIES = {
+    "vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens",
+    "vllm:spec_decode_num_accepted_tokens_per_pos",
+}
+
+
+def families(text: str) -> dict:
+    return {f.name: f for f in text_string_to_metric_families(text) if f.name.startswith("vllm:")}
+
+
+def sim_metrics_text(k: int) -> str:
+    cfg = EngineConfig(num_speculative_tokens=k, method="draft_model" if k else "", lookahead_tokens=k)
+    model = EngineModel(get_scenario("tight-kv"), cfg)
+    for i in range(6):
+        model.add_request(f"r{i}", 30, 20, ignore_eos=True)
+    while model.has_work():
+        model.step()
+    metrics = SimMetrics(model, MODEL, get_profile())
+    metrics.ttft_s.observe(0.05)
+    metrics.itl_s.observe(0.03)
+    return metrics.render().decode()
+
+
+def test_spec_decode_families_match_the_recorded_server(fixtures_dir):
+    real = families((fixtures_dir / "metrics-specdecode.txt").read_text())
+    sim = families(sim_metrics_text(4))
+    wanted = CONTRACT_FAMILIES | SPEC_FAMILIES
+    assert wanted <= set(real), wanted - set(real)
+    assert wanted <= set(sim), wanted - set(sim)
+    for name in wanted:
+        assert sim[name].type == real[name].type, name
+
+
+def test_no_spec_families_without_speculation_like_the_recorded_server(fixtures_dir):
+    real = families((fixtures_dir / "metrics-nospec.txt").read_text())
+    sim = families(sim_metrics_text(0))
+    assert not SPEC_FAMILIES & set(real)
+    assert not SPEC_FAMILIES & set(sim)
+    assert CONTRACT_FAMILIES <= set(sim)
+
+
+def test_samples_carry_vllm_names_labels_and_the_engine_counts():
+    sim = families(sim_metrics_text(4))
+    samples = {s.name: s for f in sim.values() for s in f.samples}
+    labels = {"engine": "0", "model_name": MODEL}
+    assert samples["vllm:generation_tokens_total"].labels == labels
+    assert samples["vllm:generation_tokens_total"].value == 6 * 20
+    assert samples["vllm:prompt_tokens_total"].value == 6 * 30
+    assert "vllm:num_preemptions_total" in samples and "vllm:num_preemptions_created" in samples
+    per_pos = [s for s in sim["vllm:spec_decode_num_accepted_tokens_per_pos"].samples if s.name.endswith("_total")]
+    assert [s.labels["position"] for s in per_pos] == ["0", "1", "2", "3"]
+    drafts = samples["vllm:spec_decode_num_drafts_total"].value
+    accepted = samples["vllm:spec_decode_num_accepted_tokens_total"].value
+    assert samples["vllm:spec_decode_num_draft_tokens_total"].value == 4 * drafts
+    assert sum(s.value for s in per_pos) == accepted
+    info = sim["vllm:cache_config_info"].samples[0]
+    assert info.labels["block_size"] == "16" and int(info.labels["num_gpu_blocks"]) > 0
+    assert samples["vllm:time_to_first_token_seconds_count"].value == 1
