@@ -6,11 +6,13 @@
 
 Options: --stages, --prompt-tokens, --output-tokens, --model, --temperature, --requests-csv,
 --stages-csv, --request-timeout-s (see `locust -f locustfiles/completions.py --help`).
+With the web UI, the "vLLM live" and "vLLM history" tabs show the server's side (webui.py).
 """
 
 from locust import events, run_single_user, task
 
 from lookahead_runner.workload import scenario
+from lookahead_runner.workload import webui
 from lookahead_runner.workload.options import add_scenario_options
 from lookahead_runner.workload.shape import StagedShape
 from lookahead_runner.workload.user import StreamingCompletionsBase
@@ -26,7 +28,7 @@ class StreamingCompletionsUser(StreamingCompletionsBase):
 
     @task
     def fixed_length_completion(self) -> None:
-        self.stream_completion()
+        webui.observe(self.environment, self.stream_completion())
 
 
 class RisingConcurrency(StagedShape):
@@ -56,6 +58,11 @@ def _on_test_stop(environment, **_kwargs):
 @events.quitting.add_listener
 def _on_quitting(environment, **_kwargs):
     scenario.on_quitting(environment)
+
+
+# the web UI's live tabs (nothing when headless)
+events.init_command_line_parser.add_listener(webui.add_options)
+events.init.add_listener(webui.on_init)
 
 
 if __name__ == "__main__":

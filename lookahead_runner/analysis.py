@@ -4,8 +4,14 @@ A stage's steady-state window starts `warmup_s` after the stage starts (the ramp
 new users' first requests and the batch refilling) and ends with the stage. Requests count in
 the window they completed in. Server counters are differenced between the last sample at or
 before each window edge, so acceptance = delta(accepted) / delta(draft tokens) over the window.
-Per-request ITL percentiles are summarised across requests: itl_p50_ms is the median of the
-requests' medians, itl_p99_ms the 99th percentile of the requests' 99th percentiles.
+requests.csv holds each request's ITL median and 99th percentile only, so ITL is summarised across
+requests: itl_p50_ms is the median of the requests' medians, itl_p99_ms the 99th percentile of the
+requests' 99th percentiles (there is no honest ITL p90 to report). TTFT and e2e are per request,
+so their p50 / p90 / p99 are plain percentiles over the window's successful requests.
+
+Failures are counted over requests that finished in the window ("cut" rows, killed by the end of
+a stage or of the test, are neither completions nor failures). Timeouts and length-check failures
+are recognised by the error text the scenario writes (lookahead_runner/workload/user.py).
 """
 from __future__ import annotations
 
@@ -14,14 +20,21 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .records import CUT_ERROR
+
 SUMMARY_COLUMNS = (
     "setting", "k", "repeat", "stage", "users", "duration_s", "requests", "req_per_s", "output_tok_per_s",
-    "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "failure_rate",
-    "acceptance_rate", "mean_acceptance_length", "running_mean", "running_peak", "waiting_mean",
-    "kv_usage_mean", "kv_usage_peak", "preemptions", "gpu_mem_peak_mib", "gpu_mem_total_mib",
-    "client_lag_p99_ms", "length_mismatches", "valid", "invalid_reason",
+    "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
+    "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms", "failures", "failure_rate", "timeouts", "timeout_rate",
+    "length_mismatches", "acceptance_rate", "mean_acceptance_length", "running_mean", "running_peak",
+    "waiting_mean", "waiting_peak", "kv_usage_mean", "kv_usage_peak", "preemptions", "gpu_mem_peak_mib",
+    "gpu_mem_total_mib", "client_lag_p99_ms", "valid", "invalid_reason",
 )
 NAN = float("nan")
+# The error texts requests.csv carries (workload/request.py StreamFailure, workload/timeline.py judge):
+# "timeout (TimeoutError)" or "timeout (over 120 s)"; "short output (completion_tokens != 64) (...)".
+TIMEOUT_ERROR_PREFIX = "timeout"
+LENGTH_ERROR_PREFIX = "short output"
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,7 @@ def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
         "running_mean": stat("running", "mean"),
         "running_peak": stat("running", "max"),
         "waiting_mean": stat("waiting", "mean"),
+        "waiting_peak": stat("waiting", "max"),
         "kv_usage_mean": stat("kv_usage", "mean"),
         "kv_usage_peak": stat("kv_usage", "max"),
         "preemptions": counter_delta(server, "preemptions_total", t0, t1),
@@ -108,6 +122,32 @@ def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
     return (not reasons), "; ".join(reasons)
 
 
+def _latency_columns(ok: pd.DataFrame) -> dict:
+    empty = pd.Series(dtype=float)
+    ttft, e2e = ok.get("ttft_ms", empty), ok.get("e2e_ms", empty)
+    itl_median, itl_tail = ok.get("itl_p50_ms", empty), ok.get("itl_p99_ms", empty)
+    return {
+        "ttft_p50_ms": _pct(ttft, 0.5), "ttft_p90_ms": _pct(ttft, 0.9), "ttft_p99_ms": _pct(ttft, 0.99),
+        "itl_p50_ms": _pct(itl_median, 0.5), "itl_p99_ms": _pct(itl_tail, 0.99),
+        "e2e_p50_ms": _pct(e2e, 0.5), "e2e_p90_ms": _pct(e2e, 0.9), "e2e_p99_ms": _pct(e2e, 0.99),
+    }
+
+
+def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_tokens: int) -> dict:
+    errors = finished["error"].fillna("").astype(str) if len(finished) else pd.Series(dtype=str)
+    failed = errors[finished["ok"] != 1] if len(finished) else errors
+    timeouts = int(failed.str.startswith(TIMEOUT_ERROR_PREFIX).sum())
+    # Wrong lengths: responses the scenario failed for it, plus any that passed with another count
+    # (a scenario run with a different output length than the plan declares).
+    mismatches = int(failed.str.startswith(LENGTH_ERROR_PREFIX).sum())
+    if expected_output_tokens and len(ok):
+        mismatches += int((ok["output_tokens"] != expected_output_tokens).sum())
+    total = len(finished)
+    return {"failures": int(total - len(ok)), "failure_rate": (1 - len(ok) / total) if total else 0.0,
+            "timeouts": timeouts, "timeout_rate": timeouts / total if total else 0.0,
+            "length_mismatches": mismatches}
+
+
 def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
                setting: str, k: int, repeat: int, rules: WindowRules) -> list[dict]:
     """One summary row per stage of one server life."""
@@ -117,27 +157,18 @@ def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFram
         t1 = stage.t_end_s
         duration = max(t1 - t0, 1e-9)
         done = requests[(requests["t_done_s"] >= t0) & (requests["t_done_s"] <= t1)] if len(requests) else requests
-        finished = done[done["error"].fillna("") != "cut"] if len(done) else done
+        finished = done[done["error"].fillna("") != CUT_ERROR] if len(done) else done
         ok = finished[finished["ok"] == 1] if len(finished) else finished
-        mismatches = 0
-        if rules.expected_output_tokens and len(ok):
-            mismatches = int((ok["output_tokens"] != rules.expected_output_tokens).sum())
         row = {
             "setting": setting, "k": k, "repeat": repeat, "stage": int(stage.stage), "users": int(stage.users),
             "duration_s": round(duration, 3), "requests": int(len(ok)),
             "req_per_s": len(ok) / duration,
             "output_tok_per_s": float(ok["output_tokens"].sum()) / duration if len(ok) else 0.0,
-            "ttft_p50_ms": _pct(ok.get("ttft_ms", pd.Series(dtype=float)), 0.5),
-            "ttft_p99_ms": _pct(ok.get("ttft_ms", pd.Series(dtype=float)), 0.99),
-            "itl_p50_ms": _pct(ok.get("itl_p50_ms", pd.Series(dtype=float)), 0.5),
-            "itl_p99_ms": _pct(ok.get("itl_p99_ms", pd.Series(dtype=float)), 0.99),
-            "e2e_p50_ms": _pct(ok.get("e2e_ms", pd.Series(dtype=float)), 0.5),
-            "e2e_p99_ms": _pct(ok.get("e2e_ms", pd.Series(dtype=float)), 0.99),
-            "failure_rate": (1 - len(ok) / len(finished)) if len(finished) else 0.0,
+            **_latency_columns(ok),
+            **_failure_columns(finished, ok, rules.expected_output_tokens),
             **_server_columns(server, t0, t1),
             **_gpu_columns(gpu, t0, t1),
             "client_lag_p99_ms": _pct(ok.get("lag_p99_ms", pd.Series(dtype=float)), 0.99),
-            "length_mismatches": mismatches,
         }
         row["valid"], row["invalid_reason"] = _validity(row, rules)
         rows.append(row)
@@ -156,7 +187,7 @@ def life_token_check(requests: pd.DataFrame, server: pd.DataFrame) -> dict:
     so the window is closed: with no request cut mid-stream the two must be equal.
     """
     client = int(pd.to_numeric(requests.get("output_tokens", pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
-    cut = int((requests.get("error", pd.Series(dtype=str)).fillna("") == "cut").sum()) if len(requests) else 0
+    cut = int((requests.get("error", pd.Series(dtype=str)).fillna("") == CUT_ERROR).sum()) if len(requests) else 0
     column = server.get("generation_tokens_total", pd.Series(dtype=float)).dropna() if len(server) else pd.Series()
     served = int(column.iloc[-1] - column.iloc[0]) if len(column) >= 2 else None
     return {"client_output_tokens": client, "server_generation_tokens": served, "cut_requests": cut,

@@ -8,7 +8,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from .config import ConfigError, SweepConfig, load_config
+from .config import ConfigError, SweepConfig, config_from_dict, load_config
 
 DEMO_CONFIG = resources.files("lookahead_runner") / "presets" / "demo.toml"
 
@@ -38,11 +38,12 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
     return load_config(path, overrides)
 
 
-def _start_run(config: SweepConfig, args: argparse.Namespace) -> int:
+def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep") -> int:
     from . import results
-    from .runner import build_plan, plan_lives, probe_and_check, render_argv, run_sweep
+    from .life import render_argv
+    from .runner import plan_lives, probe_and_check, run_sweep
 
-    caps = probe_and_check(config)
+    caps = probe_and_check(config, Path(args.resume) if args.resume else None)
     print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
           f"--num-lookahead-slots: {caps.lookahead_flag}; K written as {caps.spec_style}")
     if args.dry_run:
@@ -57,13 +58,16 @@ def _start_run(config: SweepConfig, args: argparse.Namespace) -> int:
     else:
         run_dir = results.new_run_dir(Path(config.out), config.name)
     print(f"run folder: {run_dir}")
-    report = run_sweep(config, run_dir, caps)
+    report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode)
     decision = json.loads((run_dir / "decision.json").read_text(encoding="utf-8"))
     print(f"\n{decision.get('verdict', '')}")
     for reason in decision.get("reasons", []) + decision.get("diagnoses", []):
         print(f"  - {reason}")
     print(f"\nreport: {report}")
-    return 0
+    failed = decision.get("failed_lives", [])
+    if failed:
+        print(f"{len(failed)} server lives failed; first: {failed[0]['life']}: {failed[0]['reason']}", file=sys.stderr)
+    return 0 if decision.get("recommended") else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -77,13 +81,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         plan = Path(args.resume) / "plan.json"
         if not plan.exists():
             raise UsageError(f"--resume {args.resume}: no plan.json there; pass a folder made by an earlier sweep")
-        from .config import config_from_dict
-
         config = config_from_dict(json.loads(plan.read_text(encoding="utf-8"))["config"], str(plan))
         return _start_run(config, args)
     if not args.config:
         raise UsageError("sweep: --config FILE.toml is required (see examples/sweep.toml)")
     return _start_run(_config(Path(args.config), args), args)
+
+
+def cmd_ramp(args: argparse.Namespace) -> int:
+    from .ramp import ramp_config
+
+    if args.config:
+        config = _config(Path(args.config), args)
+    else:
+        with resources.as_file(DEMO_CONFIG) as path:
+            config = _config(path, args)
+    users = None
+    if args.users:
+        try:
+            users = [int(u) for u in args.users.split(",")]
+        except ValueError:
+            raise UsageError(f"--users {args.users!r}: write rising user counts, e.g. --users 1,2,4,8,16") from None
+    config = ramp_config(config, args.k, users, args.stage_s)
+    if args.url:
+        config = config_from_dict(config.model_dump() | {"server": config.server.model_dump() | {"url": args.url}})
+    return _start_run(config, args, mode="ramp")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -103,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override a config value, e.g. --set load.repeats=3 (repeatable)")
         p.add_argument("--dry-run", action="store_true", help="print the probe and every server argv; start nothing")
         p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run; finished lives are kept")
+        p.add_argument("--no-early-stop", action="store_true",
+                       help="measure every K even after the stop rule fired at the target concurrency")
 
     demo = sub.add_parser("demo", help="sweep K in {0,2,4,8} on the simulated vLLM server and write a report")
     run_options(demo)
@@ -111,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--config", metavar="FILE.toml", help="sweep configuration (see examples/sweep.toml)")
     run_options(sweep)
     sweep.set_defaults(func=cmd_sweep)
+    ramp = sub.add_parser("ramp", help="the concurrency-scaling check alone: one K, rising stages, the knee")
+    ramp.add_argument("--config", metavar="FILE.toml", help="server and load settings (default: the demo's)")
+    ramp.add_argument("--k", type=int, help="the lookahead K to ramp (default: the config's first K)")
+    ramp.add_argument("--users", help="rising user counts, e.g. 1,2,4,8,16,32,64 (default: the config's stages)")
+    ramp.add_argument("--stage-s", type=float, help="seconds per stage")
+    ramp.add_argument("--url", help="ramp an already-running server instead of starting one")
+    run_options(ramp)
+    ramp.set_defaults(func=cmd_ramp)
     report = sub.add_parser("report", help="re-analyse a run folder's files and re-render its report")
     report.add_argument("run_dir", help="a run folder (holds plan.json)")
     report.set_defaults(func=cmd_report)

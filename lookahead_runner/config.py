@@ -40,7 +40,9 @@ class ServerConfig(Strict):
     env: dict[str, str] = Field(default_factory=dict, description="environment overlay for the server process")
     ready_timeout_s: float = Field(600.0, gt=0, description="seconds to wait for /health after start")
     stop_grace_s: float = Field(15.0, gt=0, description="seconds between SIGTERM and SIGKILL of the server group")
-    memory_source: Literal["auto", "nvml", "sim", "process", "none"] = "auto"
+    memory_source: Literal["auto", "nvml", "sim", "process", "dcgm", "none"] = "auto"
+    dcgm_url: str = Field("", description="a DCGM exporter's /metrics URL, for GPU memory of a remote server")
+    url: str = Field("", description="an already-running server to load (no restarts; one setting)")
     memory_stable_band_mib: float = Field(64.0, ge=0, description="memory counts as stable within this band")
     memory_stable_window_s: float = Field(2.0, ge=0, description="for this long")
     memory_stable_timeout_s: float = Field(120.0, gt=0)
@@ -91,6 +93,10 @@ class LoadConfig(Strict):
         -1.0, description="seconds excluded at each stage start; -1 = max(2 s, 25% of the stage)"
     )
     request_timeout_s: float = Field(120.0, gt=0)
+    processes: int = Field(1, ge=1, le=64, description="Locust worker processes on this host (--processes)")
+    top_p: float = Field(1.0, gt=0, le=1)
+    seed: int | None = Field(None, description="sampling seed sent with every request")
+    prompt_file: str = Field("", description="JSONL prompt corpus ({\"text\": ...} per line); empty = built-in")
     locust_extra_args: list[str] = Field(default_factory=list)
 
     @field_validator("stages")
@@ -99,6 +105,23 @@ class LoadConfig(Strict):
         if not value:
             raise ValueError("list at least one stage, e.g. stages = [{users = 8, duration_s = 20}]")
         return value
+
+
+class GridConfig(Strict):
+    """A second sweep axis: any `vllm serve` flag, crossed with every K."""
+
+    flag: str = Field("", description="e.g. \"--max-num-seqs\"; empty = no second axis")
+    values: list[str] = Field(default_factory=list, description="values of that flag, e.g. [\"64\", \"128\"]")
+
+    @model_validator(mode="after")
+    def _flag_and_values(self) -> "GridConfig":
+        if self.flag and not self.flag.startswith("--"):
+            raise ValueError(f"grid.flag = {self.flag!r}: write the flag with its dashes, e.g. \"--max-num-seqs\"")
+        if self.flag and not self.values:
+            raise ValueError("grid.values: list at least one value for grid.flag")
+        if self.values and not self.flag:
+            raise ValueError("grid.flag: name the server flag that grid.values are for")
+        return self
 
 
 class DecisionConfig(Strict):
@@ -118,6 +141,7 @@ class SweepConfig(Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     speculation: SpeculationConfig = Field(default_factory=SpeculationConfig)
     load: LoadConfig = Field(default_factory=LoadConfig)
+    grid: GridConfig = Field(default_factory=GridConfig)
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
 
     @model_validator(mode="after")
@@ -125,6 +149,13 @@ class SweepConfig(Strict):
         users = [s.users for s in self.load.stages]
         if self.decision.target_users and self.decision.target_users not in users:
             raise ValueError(f"decision.target_users = {self.decision.target_users} is not a stage's users {users}")
+        return self
+
+    @model_validator(mode="after")
+    def _running_server_has_one_setting(self) -> "SweepConfig":
+        if self.server.url and (len(self.speculation.k) != 1 or self.grid.flag):
+            raise ValueError("server.url: an already-running server is one setting; "
+                             "set speculation.k to the one K it runs (e.g. k = [4]) and no grid")
         return self
 
     @property

@@ -13,6 +13,7 @@ from . import results
 from .analysis import WindowRules, life_token_check, stage_rows, summary_frame
 from .config import SweepConfig
 from .decision import Thresholds, decide
+from .ramp import ramp_decision
 from .vllm.probe import parse_version
 
 
@@ -34,6 +35,33 @@ def thresholds_from(config: SweepConfig) -> Thresholds:
     return Thresholds(memory_rise_frac=d.memory_rise_frac, throughput_gain_frac=d.throughput_gain_frac,
                       tie_tolerance_frac=d.tie_tolerance_frac, repeat_spread_frac=d.repeat_spread_frac,
                       low_acceptance=d.low_acceptance, kv_headroom_frac=d.kv_headroom_frac)
+
+
+def decide_all(summary: pd.DataFrame, plan: dict, config: SweepConfig) -> dict:
+    """The decision over K; with a grid, one per flag value and the best of them overall."""
+    version = parse_version(plan["probe"]["version"])
+    th = thresholds_from(config)
+    values = config.grid.values or [""]
+    decisions = []
+    for value in values:
+        part = summary[summary["axis_value"].astype(str) == value] if config.grid.flag else summary
+        argv_by_k = {l["k"]: l["argv"] for l in plan["lives"] if l.get("axis_value", "") == value}
+        decisions.append((value, decide(part, plan["target_users"], th, argv_by_k, version)))
+    if not config.grid.flag:
+        return decisions[0][1]
+
+    def score(decision: dict) -> float:
+        rec = decision.get("recommended")
+        picked = [c for c in decision.get("candidates", []) if rec and c["k"] == rec["k"]]
+        return picked[0]["conservative_req_per_s"] if picked else float("-inf")
+
+    value, best = max(decisions, key=lambda item: score(item[1]))
+    best = dict(best)
+    best["verdict"] = f"With {config.grid.flag} {value}: {best['verdict']}"
+    best["by_axis"] = [{"flag": config.grid.flag, "value": v, "verdict": d["verdict"],
+                        "k": (d.get("recommended") or {}).get("k"), "conservative_req_per_s": score(d)}
+                       for v, d in decisions]
+    return best
 
 
 def finalize(run_dir: Path, render: bool = True) -> Path:
@@ -60,12 +88,23 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
             rows += stage_rows(frames["requests"], frames["stages"], frames["server"], frames["gpu"],
                                life["setting"], life["k"], life["repeat"], rules)
     summary = summary_frame(rows)
+    if config.grid.flag:
+        axis_of = {life["setting"]: life.get("axis_value", "") for life in plan["lives"]}
+        summary.insert(1, "axis_value", summary["setting"].map(axis_of))
     results.write_summary(run_dir, summary)
     results.write_lives(run_dir, plan["lives"])
-    argv_by_k = {life["k"]: life["argv"] for life in plan["lives"]}
-    decision = decide(summary, plan["target_users"], thresholds_from(config), argv_by_k,
-                      parse_version(plan["probe"]["version"]))
-    decision["failed_lives"] = [{"life": l["dir"], "reason": l["reason"]} for l in plan["lives"] if l["status"] == "failed"]
+    if plan.get("mode") == "ramp":
+        life = plan["lives"][0]
+        decision = ramp_decision(summary, life["k"], life["argv"], config.decision.throughput_gain_frac)
+    else:
+        decision = decide_all(summary, plan, config)
+    for state in ("failed", "skipped"):
+        decision[f"{state}_lives"] = [{"life": l["dir"], "reason": l["reason"]}
+                                      for l in plan["lives"] if l["status"] == state]
+    if decision["skipped_lives"]:
+        ks = sorted({l["k"] for l in plan["lives"] if l["status"] == "skipped"})
+        decision["reasons"].append(f"Early stop: K {ks} were not run once the stop rule fired "
+                                   f"(rerun with --no-early-stop to measure them).")
     results.write_json(run_dir / "decision.json", decision)
     if not render:
         return run_dir / "summary.csv"

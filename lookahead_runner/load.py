@@ -39,7 +39,10 @@ def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path
         "--requests-csv", os.fspath(out_dir / "requests.csv"),
         "--stages-csv", os.fspath(out_dir / "stages.csv"),
         "--csv", os.fspath(out_dir / "locust"),
+        # in-flight requests finish at the end (not cut), so the life's token count is a closed window
+        "--stop-timeout", f"{load.request_timeout_s:g}",
         "--only-summary", "--loglevel", "WARNING",
+        *(["--processes", str(load.processes)] if load.processes > 1 else []),
         *load.locust_extra_args,
     ]
 

@@ -96,10 +96,11 @@ class CsvAppender:
     """Appends rows to a CSV file: header once, rows buffered, flushed at least every `flush_interval_s`.
 
     The header is written only when the file is new or empty, so several runs (or a restarted
-    process) can append to one file. Rows are flushed when an append finds the last flush older
-    than the interval; a caller that may go quiet for longer should also call `flush_if_due()`
-    periodically. After `close()`, appends still work but open, write and close the file each time:
-    requests cut by a shutdown can arrive after the owner closed the log, and must not be lost.
+    process) can append to one file. Rows are flushed when an append finds the last flush at least
+    `flush_interval_s` old; to bound the delay of every row, the owner also calls `flush()` once per
+    interval (the scenario does, from a greenlet). After `close()`, appends still work but open,
+    write and close the file each time: requests cut by a shutdown can arrive after the owner
+    closed the log, and must not be lost.
     """
 
     def __init__(
@@ -155,7 +156,7 @@ class CsvAppender:
             self.flush()
 
     def flush(self) -> None:
-        if self._file is not None:
+        if self._file is not None and self._pending_rows:
             self._file.flush()
         self._pending_rows = 0
         self._last_flush_s = self._clock_s()

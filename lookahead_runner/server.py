@@ -86,14 +86,17 @@ class ServerProcess:
         while time.monotonic() < deadline:
             code = self.process.poll()
             if code is not None:
-                raise ServerError(f"server exited with code {code} before it was ready:\n{tail(self.log_path)}")
+                log = tail(self.log_path)
+                last = log.splitlines()[-1].strip() if log else "no output"
+                raise ServerError(f"server exited with code {code} before it was ready: {last}\n{log}")
             if self._health_ok():
                 waited = time.monotonic() - started
                 self.record.update(ready_s=round(waited, 3), t_ready_s=time.time())
                 self._save()
                 return waited
             time.sleep(0.25)
-        raise ServerError(f"server not ready after {timeout_s:.0f} s (server.ready_timeout_s):\n{tail(self.log_path)}")
+        raise ServerError(f"server not ready after {timeout_s:.0f} s; raise server.ready_timeout_s or check the log:\n"
+                          f"{tail(self.log_path)}")
 
     def _health_ok(self) -> bool:
         request = urllib.request.Request(self.base_url + "/health", headers=self.headers)
@@ -157,3 +160,33 @@ def wait_for_port_free(host: str, port: int, timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+class RunningServer(ServerProcess):
+    """A server started by someone else (another host, a shared deployment): never started or
+    stopped here, only checked for health. `alive()` asks /health."""
+
+    def __init__(self, base_url: str, log_path: Path, headers: dict[str, str] | None = None) -> None:
+        super().__init__([], base_url, log_path, headers=headers)
+        self.record["external"] = True
+
+    def start(self) -> None:
+        self.log_path.write_text(f"external server at {self.base_url}: not started by lookahead-runner\n")
+        self.record.update(t_start_s=time.time())
+        self._save()
+
+    def wait_until_ready(self, timeout_s: float) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < min(timeout_s, 30.0):
+            if self._health_ok():
+                self.record.update(ready_s=0.0, t_ready_s=time.time())
+                self._save()
+                return 0.0
+            time.sleep(0.5)
+        raise ServerError(f"server.url {self.base_url}: /health did not answer 200; is the server up?")
+
+    def alive(self) -> bool:
+        return self._health_ok()
+
+    def stop(self) -> int | None:
+        return None

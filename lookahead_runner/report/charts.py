@@ -198,12 +198,13 @@ def memory_vs_k(valid: pd.DataFrame) -> go.Figure | None:
 
 
 def latency_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle]) -> go.Figure | None:
-    panels = (("ttft", "TTFT (ms)"), ("itl", "inter-token latency (ms)"))
+    panels = (("ttft", "TTFT (ms)"), ("itl", "inter-token latency (ms)"), ("e2e", "end-to-end latency (ms)"))
     aggs = {(metric, p): aggregate(valid, f"{metric}_{p}_ms", ["setting", "users"])
             for metric, _ in panels for p in ("p50", "p99")}
     if all(agg.empty for agg in aggs.values()):
         return None
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=[title for _, title in panels])
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.07,
+                        subplot_titles=[title for _, title in panels])
     for col, (metric, _) in enumerate(panels, start=1):
         for style in styles.values():
             for p, dash in (("p50", "solid"), ("p99", "dash")):
@@ -234,6 +235,6 @@ def summary_charts(valid: pd.DataFrame, styles: dict[str, SettingStyle], max_num
                      note + "; below the dotted diagonal the server runs fewer sequences than clients send",
                      real_batch_vs_users(valid, styles, max_num_seqs)),
         figure_entry("memory", "KV-cache and GPU memory peaks vs K", note, memory_vs_k(valid)),
-        figure_entry("latency", "TTFT and inter-token latency vs concurrency",
+        figure_entry("latency", "Latency percentiles vs concurrency: TTFT, inter-token, end-to-end",
                      note + "; solid p50, dashed p99", latency_vs_users(valid, styles)),
     ]

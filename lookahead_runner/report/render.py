@@ -43,10 +43,14 @@ def write_report(run_dir: Path, summary: pd.DataFrame, decision: dict, plan: dic
                  timelines: dict[str, dict[str, pd.DataFrame]]) -> Path:
     run_dir = Path(run_dir)
     view = build_view(summary, decision, plan, timelines)
+    # Link only what is there: a life that never started has no folder, an early failure few files.
     for life in view["lives"]:
         folder = run_dir / life["dir"] if life["dir"] else None
-        if folder is not None and folder.is_dir():
+        if folder is None or not folder.is_dir():
+            life["files"], life["dir_href"] = [], ""
+        else:
             life["files"] = [f for f in life["files"] if (folder / f["name"]).exists()]
+    view["run_files"] = [f for f in view["run_files"] if (run_dir / f["name"]).exists()]
     path = run_dir / REPORT_FILE
     render_html(view, path)
     return path

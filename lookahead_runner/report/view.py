@@ -7,67 +7,25 @@ made script-safe in charts.figure_entry.
 from __future__ import annotations
 
 import json
-import math
-import shlex
 from collections.abc import Mapping
 from urllib.parse import quote
 
 import pandas as pd
 
 from .. import __version__
+from ..analysis import SUMMARY_COLUMNS, WindowRules
+from .cells import MISSING, NUMERIC_COLUMNS, as_bool, format_cell, relative_href, shell_text
 from .charts import column, setting_styles, summary_charts
 from .timelines import timeline_entries
+from .verdict import (candidate_rows, checklist_rows, failed_lives, per_batch_size, per_stage_rows, recommendation,
+                      token_accounting, verdict_tone)
 
-SUMMARY_COLUMNS = (
-    "setting", "k", "repeat", "stage", "users", "duration_s", "requests", "req_per_s", "output_tok_per_s",
-    "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p99_ms", "failure_rate",
-    "acceptance_rate", "mean_acceptance_length", "running_mean", "running_peak", "waiting_mean",
-    "kv_usage_mean", "kv_usage_peak", "preemptions", "gpu_mem_peak_mib", "gpu_mem_total_mib",
-    "client_lag_p99_ms", "valid", "invalid_reason",
-)
-# How each summary column is shown; columns not listed are shown as text.
-_INTEGER = {"k", "repeat", "stage", "users", "requests", "preemptions", "gpu_mem_peak_mib", "gpu_mem_total_mib"}
-_PERCENT = {"failure_rate", "acceptance_rate", "kv_usage_mean", "kv_usage_peak"}
-_ONE_DECIMAL = {"duration_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms",
-                "e2e_p99_ms", "output_tok_per_s", "running_mean", "running_peak", "waiting_mean",
-                "client_lag_p99_ms"}
-_TWO_DECIMALS = {"req_per_s", "mean_acceptance_length"}
-_NUMERIC = _INTEGER | _PERCENT | _ONE_DECIMAL | _TWO_DECIMALS
 _IDENTITY = ("setting", "k", "repeat", "stage", "users")
-_TRUE_TEXT = {"true", "1", "yes", "y", "t"}
-# What a life folder normally holds (design.md); a failed life may lack some of them.
+# What a life folder normally holds (design.md); write_report drops the ones a life lacks.
 LIFE_FILES = ("server.log", "server.json", "status.json", "requests.csv", "stages.csv", "gpu.csv",
-              "server_metrics.csv")
-RUN_FILES = ("summary.csv", "decision.json", "plan.json")
-MISSING = "–"
-
-
-def format_cell(name: str, value: object) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return MISSING
-    if name == "valid":
-        return "yes" if as_bool(value) else "no"
-    if name not in _NUMERIC:
-        return str(value)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if math.isnan(number):
-        return MISSING
-    if name in _INTEGER:
-        return f"{number:,.0f}"
-    if name in _PERCENT:
-        return f"{number * 100:.1f}%"
-    return f"{number:,.1f}" if name in _ONE_DECIMAL else f"{number:,.2f}"
-
-
-def as_bool(value: object) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in _TRUE_TEXT
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return False
-    return bool(value)
+              "server_metrics.csv", "locust.log", "locust_stats.csv", "locust_stats_history.csv",
+              "locust_failures.csv", "locust_exceptions.csv")
+RUN_FILES = ("summary.csv", "lives.csv", "decision.json", "plan.json")
 
 
 def valid_rows(summary: pd.DataFrame) -> pd.DataFrame:
@@ -75,17 +33,6 @@ def valid_rows(summary: pd.DataFrame) -> pd.DataFrame:
     if "valid" not in summary.columns:
         return summary
     return summary[summary["valid"].map(as_bool).astype(bool)]
-
-
-def shell_text(argv: object) -> str:
-    if not isinstance(argv, (list, tuple)):
-        return "" if argv is None else str(argv)
-    return shlex.join(str(part) for part in argv)
-
-
-def relative_href(path: object) -> str:
-    """A relative link: percent-encoding ':' keeps any scheme ('javascript:', 'http:') from surviving."""
-    return quote(str(path).replace("\\", "/"), safe="/")
 
 
 def _sorted_summary(summary: pd.DataFrame) -> pd.DataFrame:
@@ -114,51 +61,67 @@ def summary_table(summary: pd.DataFrame) -> dict:
             if name == "valid":
                 cells.append({"text": "yes" if valid else f"no: {reason_text}", "kind": "flag"})
             else:
-                kind = "text" if name == "setting" or name not in _NUMERIC else "num"
+                kind = "text" if name == "setting" or name not in NUMERIC_COLUMNS else "num"
                 cells.append({"text": format_cell(name, record.get(name)), "kind": kind})
         rows.append({"cells": cells, "valid": valid, "invalid_reason": reason_text})
     return {"columns": shown, "rows": rows}
 
 
-def checklist_rows(decision: Mapping) -> list[dict]:
+def invalid_windows(summary: pd.DataFrame) -> list[dict]:
+    """Every window the decision left out, and why."""
+    if summary.empty or "valid" not in summary.columns:
+        return []
     rows = []
-    for item in decision.get("checklist") or []:
-        passed = as_bool(item.get("passed"))
-        rows.append({"name": str(item.get("name", "")), "passed": passed,
-                     "status": "passed" if passed else "failed", "evidence": str(item.get("evidence", ""))})
+    for record in _sorted_summary(summary).to_dict("records"):
+        if not as_bool(record.get("valid")):
+            reason = record.get("invalid_reason")
+            rows.append({**{key: format_cell(key, record.get(key)) for key in _IDENTITY},
+                         "reason": MISSING if format_cell("invalid_reason", reason) == MISSING else str(reason)})
     return rows
 
 
-def recommendation(decision: Mapping) -> dict | None:
-    chosen = decision.get("recommended")
-    if not isinstance(chosen, Mapping):
-        return None
-    argv = [str(part) for part in chosen.get("argv") or []]
-    return {"k": chosen.get("k"), "setting": str(chosen.get("setting", "")), "argv": argv,
-            "argv_shell": shell_text(argv)}
+def window_rule(config: Mapping) -> str:
+    """How a stage becomes its steady-state window (analysis.py), with this run's numbers."""
+    load = config.get("load") if isinstance(config.get("load"), Mapping) else {}
+    rules = config.get("decision") if isinstance(config.get("decision"), Mapping) else {}
+    warmup_s = load.get("warmup_s")
+    if isinstance(warmup_s, (int, float)) and warmup_s >= 0:
+        skipped = f"the first {warmup_s:g} s of each stage (at most 90% of it)"
+    else:
+        skipped = "the first max(2 s, 25%) of each stage (at most half of it)"
+    text = (f"Steady-state windows: {skipped} is the ramp transient and is left out. Requests count in the "
+            "window they completed in; cut requests (killed by the end of a stage or run) are neither completions "
+            "nor failures. Server gauges are averaged over the samples inside the window; counters (acceptance, "
+            "preemptions) are differenced between the last samples at or before its edges.")
+    if isinstance(rules.get("min_requests"), int):
+        text += f" A window is invalid with fewer than {rules['min_requests']} completions"
+        text += (f", a saturated client (event-loop lag p99 over {WindowRules().max_client_lag_p99_ms:g} ms) "
+                 "or any response of the wrong length.")
+    return text
 
 
-def verdict_tone(chosen: dict | None, checklist: list[dict]) -> str:
-    if chosen is None or chosen.get("k") is None:
-        return "bad"
-    return "ok" if checklist and all(row["passed"] for row in checklist) else "warn"
+def _flags_in(argv: object) -> list[str]:
+    return [str(part).split("=", 1)[0] for part in argv or [] if str(part).startswith("--")]
 
 
-def per_stage_rows(decision: Mapping) -> list[dict]:
-    return [{"users": format_cell("users", row.get("users")), "best_k": format_cell("k", row.get("best_k")),
-             "running_mean": format_cell("running_mean", row.get("running_mean"))}
-            for row in decision.get("per_stage") or [] if isinstance(row, Mapping)]
+def flags_used(lives: list[Mapping]) -> list[str]:
+    """The server flags this run passed, in first-seen order over every life's argv."""
+    seen: dict[str, None] = {}
+    for life in lives:
+        seen.update(dict.fromkeys(_flags_in(life.get("argv"))))
+    return list(seen)
 
 
-def probe_rows(probe: Mapping) -> list[dict]:
+def probe_rows(probe: Mapping, lives: list[Mapping]) -> list[dict]:
     fields = (("vLLM version", "version"), ("help source", "help_source"), ("flags found", "flags_count"),
               ("how K is written", "knob"), ("--num-lookahead-slots", "lookahead_flag"))
     rows = [{"label": label, "value": str(probe.get(key, MISSING))} for label, key in fields]
     rows.append({"label": "command", "value": shell_text(probe.get("command")) or MISSING})
+    rows.append({"label": "flags used by this run", "value": " ".join(flags_used(lives)) or MISSING})
     return rows
 
 
-def life_rows(lives: list[dict]) -> list[dict]:
+def life_rows(lives: list[Mapping]) -> list[dict]:
     rows = []
     for life in lives:
         folder = str(life.get("dir", "") or "")
@@ -167,6 +130,7 @@ def life_rows(lives: list[dict]) -> list[dict]:
             "setting": str(life.get("setting", "")), "k": format_cell("k", life.get("k")),
             "repeat": format_cell("repeat", life.get("repeat")), "status": str(life.get("status", "")),
             "reason": str(life.get("reason", "") or ""), "argv_shell": shell_text(life.get("argv")),
+            "tokens": token_accounting(life.get("tokens")),
             "dir": folder, "dir_href": href + "/" if href else "",
             "files": [{"name": name, "href": f"{href}/{quote(name)}"} for name in LIFE_FILES] if href else [],
         })
@@ -205,6 +169,7 @@ def build_view(summary: pd.DataFrame, decision: dict, plan: dict,
     summary = summary if isinstance(summary, pd.DataFrame) else pd.DataFrame()
     decision, plan = decision or {}, plan or {}
     config = plan.get("config") if isinstance(plan.get("config"), Mapping) else {}
+    probe = plan.get("probe") if isinstance(plan.get("probe"), Mapping) else {}
     lives = [life for life in plan.get("lives") or [] if isinstance(life, Mapping)]
     valid = valid_rows(summary)
     checklist = checklist_rows(decision)
@@ -216,17 +181,24 @@ def build_view(summary: pd.DataFrame, decision: dict, plan: dict,
         "verdict": {"text": str(decision.get("verdict", "") or "no verdict recorded"),
                     "tone": verdict_tone(chosen, checklist)},
         "recommended": chosen,
+        "failed_lives": failed_lives(decision, lives),
         "target_users": format_cell("users", decision.get("target_users")),
-        "stopped_at_k": format_cell("k", decision.get("stopped_at_k")),
+        "stopped_at_k": (format_cell("k", decision.get("stopped_at_k")) if decision.get("stopped_at_k") is not None
+                         else "not stopped: every K was kept" if decision.get("candidates") else MISSING),
         "reasons": _strings(decision.get("reasons")), "diagnoses": _strings(decision.get("diagnoses")),
         "checklist": checklist,
         "checklist_passed": sum(row["passed"] for row in checklist),
+        "candidates": candidate_rows(decision),
         "per_stage": per_stage_rows(decision),
+        "per_batch_size": per_batch_size(decision, str(probe.get("version", "") or "")),
         "charts": summary_charts(valid, setting_styles(summary), max_num_seqs_from(lives)),
         "timelines": timeline_entries(timelines, lives),
+        "window_rule": window_rule(config),
         "summary_table": summary_table(summary),
+        "invalid_windows": invalid_windows(summary),
         "row_count": len(summary), "invalid_count": len(summary) - len(valid),
-        "probe": probe_rows(plan.get("probe") if isinstance(plan.get("probe"), Mapping) else {}),
+        "probe": probe_rows(probe, lives),
+        "probe_flags": [str(flag) for flag in probe.get("flags") or []],
         "lives": life_rows(lives),
         "run_files": [{"name": name, "href": name} for name in RUN_FILES],
         "config_json": json.dumps(config, indent=2, sort_keys=True, default=str),

@@ -4,7 +4,10 @@ Lives like vLLM: a startup phase (weights, memory profiling, KV allocation, grap
 during which the NVML-like memory reading climbs, then HTTP listens and logs
 "Application startup complete.", then SIGTERM/SIGINT ends it within a second.
 With LOOKAHEAD_SIM_GPU_FILE set, the memory reading is rewritten there every ~100 ms from
-process start. LOOKAHEAD_SIM_VLLM_VERSION picks the emulated vLLM profile.
+process start. The emulated vLLM version (profiles.py) comes from `--sim-version V` placed before
+the subcommand (`python -m lookahead_runner.sim --sim-version 0.6.6 serve ...`, so a runner's
+command prefix selects it for `--version`, `serve --help` and `serve` alike), else from the
+environment variable LOOKAHEAD_SIM_VLLM_VERSION, else 0.32.0.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import signal
 import sys
 import time
 
+from lookahead_runner.sim import logs
 from lookahead_runner.sim.cli import ConfigError, ServeArgs, help_text, parse_serve
 from lookahead_runner.sim.profiles import DEFAULT_PROFILE, Profile, get_profile
 
@@ -22,17 +26,8 @@ GPU_FILE_ENV = "LOOKAHEAD_SIM_GPU_FILE"
 PROFILE_ENV = "LOOKAHEAD_SIM_VLLM_VERSION"
 MEMORY_WRITE_INTERVAL_S = 0.1
 _TOP_USAGE = "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."
-
-
-def _line(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-
-def log(level: str, source: str, message: str, role: str = "APIServer") -> None:
-    stamp = time.strftime("%m-%d %H:%M:%S")
-    for part in message.splitlines() or [""]:
-        _line(f"({role} pid={os.getpid()}) {level} {stamp} [{source}] {part}")
+_line = logs.write_line
+log: logs.Logger = logs.Logger(get_profile())
 
 
 class MemoryFile:
@@ -75,17 +70,15 @@ async def _ramp(memory: MemoryFile, start: float, end: float, seconds: float, st
             pass
 
 
-def _engine_failed(error: str) -> None:
-    log("ERROR", "core.py:1088", "EngineCore failed to start.\nTraceback (most recent call last):\n"
-        '  File "vllm/v1/engine/core.py", line 1079, in run_engine_core\n'
-        '  File "vllm/v1/core/kv_cache_utils.py", line 1045, in check_enough_kv_cache_memory\n'
-        f"{error}", role="EngineCore")
-    _line("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+def _engine_failed(profile: Profile, error: str) -> None:
+    *lines, last = logs.startup_failure(profile, error)
+    log("ERROR", "engine.py:366" if profile.engine == "v0" else "core.py:1088", "\n".join(lines), role="EngineCore")
+    _line(last)
 
 
 async def _start_engine(args: ServeArgs, profile: Profile, memory: MemoryFile, stop: asyncio.Event):
     """The startup phase. Returns the engine model, None when stopped, or raises ValueError."""
-    from lookahead_runner.sim.model import EngineModel, size_kv_pool
+    from lookahead_runner.sim.model import EngineModel, KVPoolError, size_kv_pool
 
     sc, cfg = args.scenario, args.engine
     startup_s = args.faults.get("slow-start") or sc.startup_s
@@ -93,44 +86,43 @@ async def _start_engine(args: ServeArgs, profile: Profile, memory: MemoryFile, s
     draft_mib = sc.draft_cost(cfg.method).weights_mib if k else 0.0
     weights_mib = sc.target_weights_mib + draft_mib
     context_mib = min(512.0, sc.activation_base_mib)
-    log("INFO", "core.py:133", f"Initializing a V1 LLM engine (v{profile.version}) with config: "
-        f"model={args.model!r}, speculative_config={args.speculative_config}, max_seq_len={cfg.max_model_len}, "
-        f"seed={cfg.seed}", role="EngineCore")
+    source, message = logs.engine_init(profile, args.model, args.speculative_config, k, cfg.method,
+                                       cfg.max_model_len, cfg.seed)
+    log("INFO", source, message, role="EngineCore")
     if await _ramp(memory, 0.0, context_mib, 0.15 * startup_s, stop):
         return None
-    log("INFO", "gpu_model_runner.py:2970", f"Starting to load model {args.model}...", role="Worker")
+    log("INFO", *logs.startup(profile, "load", model=args.model), role="Worker")
     if await _ramp(memory, context_mib, context_mib + weights_mib, 0.4 * startup_s, stop):
         return None
-    log("INFO", "gpu_model_runner.py:3062", f"Model loading took {weights_mib / 1024:.4f} GiB and "
-        f"{0.55 * startup_s:.6f} seconds", role="Worker")
+    log("INFO", *logs.startup(profile, "loaded", gib=weights_mib / 1024, s=0.55 * startup_s), role="Worker")
     if "fail-start" in args.faults:
         raise ValueError("RuntimeError: CUDA error: an illegal memory access was encountered "
                          "(simulated by --sim-fault fail-start)")
     try:
         oom_k = args.faults.get("oom-above-k")
         if oom_k is not None and k > oom_k:
-            raise ValueError("No available memory for the cache blocks. Try increasing "
-                             "`gpu_memory_utilization` when initializing the engine.")
+            raise KVPoolError("No available memory for the cache blocks. Try increasing "
+                              "`gpu_memory_utilization` when initializing the engine.", "empty")
         sizing = size_kv_pool(sc, cfg)
-    except ValueError as e:
+    except KVPoolError as e:
         peak = weights_mib + sc.activation_base_mib + sc.activation_mib_per_token * cfg.max_num_seqs * (k + 1)
         await _ramp(memory, memory.used_mib, min(peak, sc.gpu_total_mib), 0.15 * startup_s, stop)
-        raise ValueError(f"ValueError: {e}") from None
+        raise ValueError(f"ValueError: {logs.kv_error_text(profile, e)}") from None
     model = EngineModel(sc, cfg)
     profiled = weights_mib + sizing.activation_peak_mib
     if await _ramp(memory, memory.used_mib, profiled, 0.15 * startup_s, stop):
         return None
-    log("INFO", "gpu_worker.py:391", f"Available KV cache memory: {sizing.num_blocks * sizing.block_mib / 1024:.2f} "
-        "GiB", role="Worker")
-    kv_line = profile.kv_cache_log_line(sizing.num_blocks * cfg.block_size, cfg.max_model_len)
-    log("INFO", "kv_cache_utils.py:2327", kv_line, role="EngineCore")
+    log("INFO", *logs.startup(profile, "kv_memory", kv_gib=sizing.num_blocks * sizing.block_mib / 1024,
+                              s=0.15 * startup_s), role="Worker")
+    for source, message in logs.kv_cache(profile, sizing.num_blocks, cfg.block_size, sizing.block_mib,
+                                         cfg.max_model_len):
+        log("INFO", source, message, role="EngineCore")
     if await _ramp(memory, profiled, sizing.used_mib, 0.1 * startup_s, stop):
         return None
     if await _ramp(memory, sizing.used_mib, sizing.used_mib, 0.15 * startup_s, stop):
         return None
-    log("INFO", "gpu_model_runner.py:4020", f"Graph capturing finished in {0.15 * startup_s:.0f} secs", role="Worker")
-    log("INFO", "core.py:402", f"init engine (profile, create kv cache, warmup model) took {startup_s:.2f} s",
-        role="EngineCore")
+    log("INFO", *logs.startup(profile, "graphs", s=0.15 * startup_s), role="Worker")
+    log("INFO", *logs.startup(profile, "ready", s=startup_s), role="EngineCore")
     return model
 
 
@@ -142,13 +134,13 @@ async def _serve(args: ServeArgs, profile: Profile) -> int:
     memory = MemoryFile(os.environ.get(GPU_FILE_ENV), args.scenario.gpu_total_mib)
     memory.write()
     memory_task = asyncio.create_task(memory.run())
-    log("INFO", "api_utils.py:347", f"vLLM API server version {profile.version}")
-    log("INFO", "api_utils.py:286", f"non-default args: {args.non_default}")
+    for source, message in logs.server_start(profile, args.non_default):
+        log("INFO", source, message)
     try:
         model = await _start_engine(args, profile, memory, stop)
         exit_code = 0 if model is None else await _listen(args, profile, model, stop)
     except ValueError as e:
-        _engine_failed(str(e))
+        _engine_failed(profile, str(e))
         exit_code = 1
     memory_task.cancel()
     memory.used_mib = 0.0          # the process is gone: so is its device memory
@@ -176,12 +168,16 @@ async def _listen(args: ServeArgs, profile: Profile, model, stop: asyncio.Event)
         await runner.cleanup()
         return 1
     tasks = [asyncio.create_task(server.engine_loop()), asyncio.create_task(server.stats_loop())]
-    log("INFO", "entry.py:140", f"Starting vLLM server on http://{args.host}:{args.port}")
+    if profile.engine == "v0":
+        log("INFO", "api_server.py:712", f"Starting vLLM API server on http://{args.host}:{args.port}")
+    else:
+        log("INFO", "entry.py:140", f"Starting vLLM server on http://{args.host}:{args.port}")
     _line(f"INFO:     Started server process [{os.getpid()}]")
     _line("INFO:     Waiting for application startup.")
     _line("INFO:     Application startup complete.")
-    exit_code = await _run_faults_until_stopped(server, args, stop)
-    log("INFO", "launcher.py:254", "[shutdown] API server: shutdown triggered")
+    exit_code = await _run_faults_until_stopped(server, args, profile, stop)
+    if profile.engine != "v0":
+        log("INFO", "launcher.py:254", "[shutdown] API server: shutdown triggered")
     _line("INFO:     Shutting down")
     for task in tasks:
         task.cancel()
@@ -193,33 +189,46 @@ async def _listen(args: ServeArgs, profile: Profile, model, stop: asyncio.Event)
     return exit_code
 
 
-async def _run_faults_until_stopped(server, args: ServeArgs, stop: asyncio.Event) -> int:
+async def _run_faults_until_stopped(server, args: ServeArgs, profile: Profile, stop: asyncio.Event) -> int:
     ready_s = time.monotonic()
-    die_after, hang_after = args.faults.get("die-after"), args.faults.get("hang-after")
+    faults = args.faults
+    die_after, hang_after, mute_after = faults.get("die-after"), faults.get("hang-after"), faults.get(
+        "unresponsive-after")
     while not stop.is_set():
+        alive_s = time.monotonic() - ready_s
+        if hang_after is not None and alive_s >= hang_after:
+            server.hung = True
+        if mute_after is not None and alive_s >= mute_after:
+            server.hung = server.unresponsive = True
+        if die_after is not None and alive_s >= die_after:
+            for source, message in logs.engine_died(profile):
+                log("ERROR", source, message, role="EngineCore")
+            return 1
         try:
             await asyncio.wait_for(stop.wait(), 0.1)
         except asyncio.TimeoutError:
             pass
-        alive_s = time.monotonic() - ready_s
-        if hang_after is not None and alive_s >= hang_after:
-            server.hung = True
-        if die_after is not None and alive_s >= die_after:
-            log("ERROR", "core.py:1095", "EngineCore encountered a fatal error (simulated by --sim-fault die-after)",
-                role="EngineCore")
-            log("ERROR", "async_llm.py:906", "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered "
-                "an issue. See stack trace (above) for the root cause.")
-            return 1
     return 0
 
 
+def _pop_sim_version(argv: list[str]) -> tuple[list[str], str | None]:
+    """`--sim-version V` / `--sim-version=V` before the subcommand."""
+    if argv and argv[0].startswith("--sim-version="):
+        return argv[1:], argv[0].split("=", 1)[1]
+    if argv and argv[0] == "--sim-version":
+        return argv[2:], argv[1] if len(argv) > 1 else ""
+    return argv, None
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    global log
+    argv, version = _pop_sim_version(list(sys.argv[1:] if argv is None else argv))
     try:
-        profile = get_profile(os.environ.get(PROFILE_ENV, DEFAULT_PROFILE))
+        profile = get_profile(version if version is not None else os.environ.get(PROFILE_ENV, DEFAULT_PROFILE))
     except ValueError as e:
         print(e, file=sys.stderr)
         return 2
+    log = logs.Logger(profile)
     if not argv or argv[0] in ("-h", "--help"):
         print(_TOP_USAGE)
         return 0
@@ -238,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_serve(argv[1:], profile)
     except ConfigError as e:
-        log("ERROR", "api_server.py:1977", f"pydantic_core._pydantic_core.ValidationError: {e}")
+        log("ERROR", "api_server.py:1977", str(e))
         return 1
     return asyncio.run(_serve(args, profile))
 

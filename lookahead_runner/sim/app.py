@@ -1,14 +1,18 @@
 """HTTP face of the simulator: vLLM's routes on aiohttp, plus the loop that steps the engine.
 
 One asyncio task steps the pure engine model while work exists and sleeps to an absolute
-schedule (next_t += step duration), so chunk times follow the model, not Python's speed.
-Each request owns an asyncio.Queue that the loop fills with (tokens, finished) per step.
+schedule (next_t += step duration), so chunk times follow the model, not Python's speed. A step's
+tokens are due at the end of the step; each request owns an asyncio.Queue that the loop fills
+with (output, due time). With LOOKAHEAD_SIM_TRACE_SCHEDULE=1 every streamed chunk also carries
+"sim_t" (the due time) and "sim_w" (when it was written), both on time.monotonic()'s clock, which
+all processes of a Linux host share: benchmarks/sim_fidelity.py measures lateness with them.
 """
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import json
+import os
 import secrets
 import time
 import zlib
@@ -18,24 +22,44 @@ from typing import Callable
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
+from lookahead_runner.sim import logs
 from lookahead_runner.sim.faults import Faults
-from lookahead_runner.sim.metrics import CONTENT_TYPE, SimMetrics
+from lookahead_runner.sim.metrics import CONTENT_TYPE, RequestDone, SimMetrics
 from lookahead_runner.sim.model import EngineModel, TokenOutput
 from lookahead_runner.sim.profiles import Profile
 from lookahead_runner.sim.protocol import (ChunkWriter, RequestError, completion_response, detokenize,
                                            parse_completion, spec_metrics, token_ids, usage, words)
+from lookahead_runner.sim.stream import StreamSink
 
 Log = Callable[[str, str, str], None]          # (level, source "file.py:line", message)
 STATS_INTERVAL_S = 5.0
 MAX_LAG_BEFORE_RESYNC_S = 0.25                 # a stalled loop must not burst to catch up
+TRACE_ENV = "LOOKAHEAD_SIM_TRACE_SCHEDULE"
+SPIN_S = 0.0015                                # the last stretch of a sleep is slept precisely
+
+
+async def _sleep_until(loop: asyncio.AbstractEventLoop, t_due: float) -> None:
+    """Sleep to t_due within ~0.1 ms, and always yield once.
+
+    asyncio wakes up to 1 ms late (epoll counts in whole milliseconds), so the last 1.5 ms are slept
+    with time.sleep, which blocks the loop that long but keeps chunk times on the schedule.
+    """
+    coarse = t_due - loop.time() - SPIN_S
+    await asyncio.sleep(max(coarse, 0.0))
+    rest = t_due - loop.time()
+    if rest > 0:
+        time.sleep(rest)
 
 
 @dataclass(eq=False)
 class _Live:
     request_id: str
     prompt_tokens: int
+    max_tokens: int
     t_arrival: float
+    t_scheduled: float | None = None
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    sink: StreamSink | None = None
 
 
 class SimServer:
@@ -53,8 +77,12 @@ class SimServer:
         self.live: dict[str, _Live] = {}
         self.created_s = int(time.time())
         self.fingerprint = f"vllm-{profile.version}-{hashlib.sha256(model_name.encode()).hexdigest()[:8]}"
-        self.hung = False
+        self.hung = False                  # the engine stops stepping; HTTP still answers
+        self.unresponsive = False          # connections are accepted, nothing is answered
+        self.resyncs = 0
+        self.trace = os.environ.get(TRACE_ENV, "") not in ("", "0")
         self._wake = asyncio.Event()
+        self._never = asyncio.Event()
 
     # --- engine loop ----------------------------------------------------------------------
     async def engine_loop(self) -> None:
@@ -66,62 +94,78 @@ class SimServer:
                 await self._wake.wait()
                 next_t = loop.time()
                 continue
-            step_start = loop.time()
             result = self.model.step()
             for rid in self.model.admitted_last_step:
                 live = self.live.get(rid)
                 if live is not None:
-                    self.metrics.queue_s.observe(step_start - live.t_arrival)
+                    live.t_scheduled = next_t
+                    self.metrics.queue_s.observe(max(next_t - live.t_arrival, 0.0))
             if result.duration_s <= 0.0:        # nothing fits this instant; wait for a change
                 await asyncio.sleep(0.005)
                 next_t = loop.time()
                 continue
+            self.metrics.iteration_tokens.observe(result.n_tokens)
+            ready, queued = self._render(result.outputs)
             next_t += result.duration_s
             delay = next_t - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            elif delay < -MAX_LAG_BEFORE_RESYNC_S:
+            if delay < -MAX_LAG_BEFORE_RESYNC_S:
+                self.resyncs += 1
+                self.log("WARNING", "core.py:410", f"simulated engine loop is {-delay:.3f} s behind its schedule; "
+                         "resynchronising (the host is too slow for this load)")
                 next_t = loop.time()
-            self._deliver(result.outputs)
+            await _sleep_until(loop, next_t)
+            self._release(ready, queued, next_t, loop)
 
-    def _deliver(self, outputs: list[TokenOutput]) -> None:
+    def _render(self, outputs: list[TokenOutput]) -> tuple[list, list]:
+        """Before the step is due: the bytes of every streamed chunk, the outputs for everyone else."""
+        ready, queued = [], []
         for out in outputs:
             live = self.live.get(out.request_id)
-            if live is not None:
-                live.queue.put_nowait(out)
+            if live is None:
+                continue
+            if live.sink is None:
+                queued.append((live, out))
+            else:
+                rendered = live.sink.render(out)
+                if rendered is not None:
+                    ready.append((live, *rendered))
+        return ready, queued
+
+    def _release(self, ready: list, queued: list, t_due: float, loop: asyncio.AbstractEventLoop) -> None:
+        """At the step's end: write the chunks first, then the bookkeeping."""
+        observed: list[tuple[_Live, float, float | None]] = []
+        for live, data, end in ready:
+            live.sink.send(data, end, t_due, loop.time(), lambda now, last, live=live: observed.append((live, now, last)))
+        for live, out in queued:
+            live.queue.put_nowait((out, t_due))
+        for live, now, last in observed:
+            self._observe_chunk(live, now, last)
 
     async def stats_loop(self) -> None:
-        """vLLM's periodic 'Engine 000: ...' and 'SpecDecoding metrics: ...' lines."""
-        c = self.model.counters
-        last = (time.monotonic(), c.prompt_tokens, c.generation_tokens, c.spec_drafts, c.spec_draft_tokens,
-                c.spec_accepted_tokens, c.accepted_per_pos())
+        """vLLM's periodic throughput (and speculation) log lines, in the profile's format."""
+        m, c = self.model, self.model.counters
+
+        def snapshot() -> tuple:
+            return (time.monotonic(), c.prompt_tokens, c.generation_tokens, c.spec_drafts, c.spec_draft_tokens,
+                    c.spec_accepted_tokens, c.accepted_per_pos())
+
+        last = snapshot()
         while True:
             await asyncio.sleep(STATS_INTERVAL_S)
-            now = (time.monotonic(), c.prompt_tokens, c.generation_tokens, c.spec_drafts, c.spec_draft_tokens,
-                   c.spec_accepted_tokens, c.accepted_per_pos())
-            dt = max(now[0] - last[0], 1e-9)
-            prompt_tps, gen_tps = (now[1] - last[1]) / dt, (now[2] - last[2]) / dt
-            busy = prompt_tps or gen_tps or self.model.num_running or self.model.num_waiting
+            now = snapshot()
+            d = [a - b for a, b in zip(now[:6], last[:6])]
+            busy = d[1] or d[2] or m.num_running or m.num_waiting
             if busy and self.log_stats:
-                self.log("INFO", "loggers.py:259", (
-                    f"Engine 000: Avg prompt throughput: {prompt_tps:.1f} tokens/s, Avg generation throughput: "
-                    f"{gen_tps:.1f} tokens/s, Running: {self.model.num_running} reqs, Waiting: "
-                    f"{self.model.num_waiting} reqs, GPU KV cache usage: {100 * self.model.kv_usage:.1f}%, "
-                    "Prefix cache hit rate: 0.0%"))
-                drafts, drafted, accepted = now[3] - last[3], now[4] - last[4], now[5] - last[5]
-                if self.model.k and drafts:
-                    per_pos = ", ".join(f"{(a - b) / drafts:.3f}" for a, b in zip(now[6], last[6]))
-                    self.log("INFO", "metrics.py:100", (
-                        f"SpecDecoding metrics: Mean acceptance length: {1 + accepted / drafts:.2f}, "
-                        f"Accepted throughput: {accepted / dt:.2f} tokens/s, Drafted throughput: "
-                        f"{drafted / dt:.2f} tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
-                        f"Per-position acceptance rate: {per_pos}, Avg Draft acceptance rate: "
-                        f"{100 * accepted / drafted:.1f}%"))
+                window = logs.StatsWindow(d[0], d[1], d[2], d[3], d[4], d[5], [a - b for a, b in zip(now[6], last[6])],
+                                          m.num_running, m.num_waiting, m.kv_usage, m.k, c.spec_drafts,
+                                          c.spec_draft_tokens, c.spec_accepted_tokens)
+                for source, message in logs.stats(self.profile, window):
+                    self.log("INFO", source, message)
             last = now
 
     # --- routes ---------------------------------------------------------------------------
     def build_app(self) -> web.Application:
-        app = web.Application(middlewares=[self._auth])
+        app = web.Application(middlewares=[self._faults_and_auth])
         app.router.add_get("/health", self.health)
         app.router.add_get("/version", self.version)
         app.router.add_get("/v1/models", self.models)
@@ -132,7 +176,9 @@ class SimServer:
         return app
 
     @web.middleware
-    async def _auth(self, request: web.Request, handler):
+    async def _faults_and_auth(self, request: web.Request, handler):
+        if self.unresponsive:
+            await self._never.wait()
         if self.api_keys and request.path.startswith("/v1"):
             if request.headers.get("Authorization", "") not in {f"Bearer {k}" for k in self.api_keys}:
                 return web.json_response({"error": "Unauthorized"}, status=401)
@@ -197,18 +243,22 @@ class SimServer:
         if params.model is not None and params.model != self.model_name:
             return self.error(f"The model `{params.model}` does not exist.", "NotFoundError", 404)
         if self.faults.draw("http-500"):
-            return self.error("simulated internal server error (--sim-fault http-500)",
-                              "InternalServerError", 500)
+            return self.error("simulated internal server error (--sim-fault http-500)", "InternalServerError", 500)
+        if self.faults.draw("http-429"):
+            return self.error("simulated rate limit (--sim-fault http-429)", "TooManyRequestsError", 429)
         rid = f"cmpl-{secrets.token_hex(8)}"
-        live = _Live(rid, params.prompt_tokens, t_arrival)
+        live = _Live(rid, params.prompt_tokens, params.max_tokens, t_arrival)
+        if params.stream:                  # the sink exists before the engine can produce a token
+            response, writer = await self._open_stream(request, live, params)
         self.live[rid] = live
         seq = self.model.add_request(rid, params.prompt_tokens, params.max_tokens, min_tokens=params.min_tokens,
                                      ignore_eos=params.ignore_eos, temperature=params.temperature)
         self._wake.set()
         try:
-            if params.stream:
-                return await self._stream(request, live, params, seq)
-            return await self._collect(live, params, seq)
+            if live.sink is not None:
+                live.sink.seq = seq
+                return await self._finish_stream(response, writer, live, params, seq)
+            return await self._collect(live, seq)
         finally:
             self.live.pop(rid, None)
             self.model.abort(rid)          # no-op once finished; frees the blocks of a dropped client
@@ -219,68 +269,61 @@ class SimServer:
         else:
             self.metrics.itl_s.observe(now - t_last)
 
-    async def _collect(self, live: _Live, params, seq) -> web.Response:
+    def _observe_done(self, live: _Live, seq, now: float, t_first: float, n_done: int) -> None:
+        t_scheduled = live.t_scheduled if live.t_scheduled is not None else live.t_arrival
+        self.metrics.request_done(RequestDone(
+            queue_s=t_scheduled - live.t_arrival, prefill_s=t_first - t_scheduled, decode_s=now - t_first,
+            e2e_s=now - live.t_arrival, prompt_tokens=live.prompt_tokens, generation_tokens=n_done,
+            max_tokens=live.max_tokens, preemptions=seq.preemptions))
+
+    async def _collect(self, live: _Live, seq) -> web.Response:
         loop = asyncio.get_running_loop()
-        n_done, t_last = 0, None
+        n_done, t_first, t_last = 0, 0.0, None
         while True:
-            out: TokenOutput = await live.queue.get()
+            out, _ = await live.queue.get()
             now = loop.time()
             self._observe_chunk(live, now, t_last)
-            t_last = now
+            t_first, t_last = (now if t_last is None else t_first), now
             n_done += out.n_tokens
             if out.finished:
                 break
-        self.metrics.e2e_s.observe(loop.time() - live.t_arrival)
+        self._observe_done(live, seq, loop.time(), t_first, n_done)
         body = completion_response(live.request_id, int(time.time()), self.model_name,
                                    words(zlib.crc32(live.request_id.encode()), n_done), seq.finish_reason,
                                    live.prompt_tokens, n_done)
         return web.json_response(body)
 
-    async def _stream(self, request: web.Request, live: _Live, params, seq) -> web.StreamResponse:
+    async def _open_stream(self, request: web.Request, live: _Live, params) -> tuple[web.StreamResponse, ChunkWriter]:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8",
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
+        await response.write(b"")          # flush the headers before the engine loop writes the body
         writer = ChunkWriter(live.request_id, int(time.time()), self.model_name)
+        live.sink = StreamSink(request.transport, response.chunked, writer, None, live.prompt_tokens,
+                               zlib.crc32(live.request_id.encode()), stream_interval=self.stream_interval,
+                               continuous_usage=params.continuous_usage,
+                               cut_at=params.max_tokens // 2 if self.faults.draw("short-stream") else None,
+                               garbled=self.faults.draw("malformed-stream"), trace=self.trace)
+        return response, writer
+
+    async def _finish_stream(self, response: web.StreamResponse, writer: ChunkWriter, live: _Live, params,
+                             seq) -> web.StreamResponse:
+        sink = live.sink
+        end = await sink.done
         try:
-            await self._write_stream(response, writer, live, params, seq)
+            if end == "finished":
+                self._observe_done(live, seq, asyncio.get_running_loop().time(), sink.t_first or 0.0, sink.n_done)
+                if params.include_usage:
+                    extras = self.profile.usage_extras
+                    spec = (spec_metrics(self.model.k, seq.spec_steps, seq.accepted, seq.accept_hist)
+                            if self.model.k and extras else None)
+                    await response.write(writer.final_usage(usage(live.prompt_tokens, sink.n_done),
+                                                            self.fingerprint if extras else None, spec))
+            if end != "gone":
+                await response.write(writer.done())
         except ConnectionResetError:       # the client went away; the caller frees its blocks
             pass
         return response
-
-    async def _write_stream(self, response: web.StreamResponse, writer: ChunkWriter, live: _Live, params,
-                            seq) -> None:
-        loop = asyncio.get_running_loop()
-        offset = zlib.crc32(live.request_id.encode())
-        cut_at = params.max_tokens // 2 if self.faults.draw("short-stream") else None
-        garbled = self.faults.draw("malformed-stream")
-        n_done, pending, t_last = 0, 0, None
-        while True:
-            out: TokenOutput = await live.queue.get()
-            pending += out.n_tokens
-            if n_done and pending < self.stream_interval and not out.finished:
-                continue                   # --stream-interval: buffer all but the first token
-            now = loop.time()
-            self._observe_chunk(live, now, t_last)
-            t_last = now
-            text = words(offset + n_done, pending)
-            n_done, pending = n_done + pending, 0
-            reason = seq.finish_reason if out.finished else None
-            usage_now = usage(live.prompt_tokens, n_done) if params.continuous_usage else None
-            if garbled and n_done > 1:
-                await response.write(b'data: {"id": "' + live.request_id.encode() + b'", "choices": [\n\n')
-                garbled = False
-            await response.write(writer.content(text, reason, usage_now))
-            if cut_at is not None and n_done >= cut_at and not out.finished:
-                await response.write(writer.done())
-                return
-            if out.finished:
-                break
-        self.metrics.e2e_s.observe(loop.time() - live.t_arrival)
-        if params.include_usage:
-            spec = (spec_metrics(self.model.k, seq.spec_steps, seq.accepted, seq.accept_hist)
-                    if self.model.k else None)
-            await response.write(writer.final_usage(usage(live.prompt_tokens, n_done), self.fingerprint, spec))
-        await response.write(writer.done())
 
 
 def access_logger_class(write: Callable[[str], None]) -> type[AbstractAccessLogger]:

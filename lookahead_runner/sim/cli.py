@@ -1,15 +1,16 @@
 """`vllm serve`-like argv for the simulator: parsing, validation and the help screens. Pure.
 
-The accepted flags and their help come from the profile, so `serve --help=all` lists exactly
-what the parser accepts. The simulator's own flags (--sim-*) sit in a last group of their own,
-"SimulatorConfig", so a capability probe accepts them too (the runner passes them as extra args);
-the group summary of plain `--help` does not mention them.
+The accepted flags and their help come from the profile, so the help lists exactly what the parser
+accepts. The simulator's own flags (--sim-*) sit in a last group of their own, "SimulatorConfig",
+so a capability probe accepts them too (the runner passes them as extra args); the group summary
+of plain `--help` (0.11+) does not mention them.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import textwrap
 from dataclasses import dataclass
 
 from lookahead_runner.sim.faults import Faults, parse_faults
@@ -23,8 +24,13 @@ DEFAULT_BLOCK_SIZE = 16
 _SPEC_FLAG = "--speculative-config"
 
 
+_PYDANTIC = "pydantic_core._pydantic_core.ValidationError: "
+
+
 class ConfigError(ValueError):
-    """Flags that parse but describe an engine vLLM would refuse to build (exit 1 at startup)."""
+    """Flags that parse but describe an engine vLLM would refuse to build (exit 1 at startup).
+
+    The message starts with the exception vLLM would raise ("ValueError: ...")."""
 
 
 @dataclass(frozen=True)
@@ -45,18 +51,27 @@ class ServeArgs:
 
 
 class _Formatter(argparse.RawTextHelpFormatter):
+    """vLLM's help layout (0.10+): 80 columns, every help ends with its default."""
+
+    show_defaults = True
+
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=80, max_help_position=24)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "%(default)" not in text and action.default is not argparse.SUPPRESS:
+        if self.show_defaults and "%(default)" not in text and action.default is not argparse.SUPPRESS:
             text += " (default: %(default)s)"
         return text
 
     def _split_lines(self, text: str, width: int) -> list[str]:
-        import textwrap
         return [line for part in text.splitlines() for line in (textwrap.wrap(part, width) or [""])]
+
+
+class _PlainFormatter(_Formatter):
+    """V0's: no defaults in the help."""
+
+    show_defaults = False
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,9 +81,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(profile: Profile) -> argparse.ArgumentParser:
-    parser = _Parser(prog="vllm serve", usage=profile.usage, description=profile.description,
-                     epilog=profile.help_all_epilog, formatter_class=_Formatter, add_help=False)
-    groups = {}
+    parser = _Parser(prog="vllm serve", usage=profile.usage, description=profile.description or None,
+                     epilog=profile.help_epilog or None, add_help=False,
+                     formatter_class=_Formatter if profile.show_defaults else _PlainFormatter)
+    groups: dict[str, argparse._ActionsContainer] = {}
     for name, description in profile.groups.items():
         if name == "positional arguments":
             groups[name] = parser._positionals
@@ -76,10 +92,14 @@ def build_parser(profile: Profile) -> argparse.ArgumentParser:
             groups[name] = parser._optionals
         else:
             groups[name] = parser.add_argument_group(name, description or None)
-    groups["options"].add_argument("-h", "--help", action="store_true", help="show this help message and exit",
-                                   default=argparse.SUPPRESS)
+    if not any("--help" in spec.names for spec in profile.flags):
+        groups["options"].add_argument("-h", "--help", action="store_true", default=argparse.SUPPRESS,
+                                       help="show this help message and exit")
     for spec in profile.flags:
-        groups[spec.group].add_argument(*spec.names, **spec.kwargs)
+        kwargs = dict(spec.kwargs)
+        if "--help" in spec.names:
+            kwargs.update(default=argparse.SUPPRESS, help="show this help message and exit")
+        groups[spec.group].add_argument(*spec.names, **kwargs)
     sim = parser.add_argument_group("SimulatorConfig", "The simulated engine (lookahead-runner), not part of vLLM.")
     sim.add_argument("--sim-scenario", default=DEFAULT_SCENARIO, choices=sorted(SCENARIOS),
                      help="Named hardware and workload physics the engine model runs on.")
@@ -91,12 +111,18 @@ def build_parser(profile: Profile) -> argparse.ArgumentParser:
 
 
 def help_text(argv: list[str], profile: Profile) -> str | None:
-    """The text for -h / --help / --help=TOPIC, or None when argv asks for no help."""
+    """The text for -h / --help / --help=TOPIC, or None when argv asks for no help.
+
+    V0 knows no topics: `--help=all` is an argparse error there (exit 2), as on vLLM <= 0.8.
+    """
     for arg in argv:
         if arg in ("-h", "--help"):
             return profile.help_summary or build_parser(profile).format_help()
         if arg.startswith("--help="):
-            return _help_topic(arg.split("=", 1)[1], profile)
+            topic = arg.split("=", 1)[1]
+            if profile.help_style == "v0-flat":
+                build_parser(profile).error(f"argument -h/--help: ignored explicit argument {topic!r}")
+            return _help_topic(topic, profile)
     return None
 
 
@@ -105,6 +131,9 @@ def _help_topic(topic: str, profile: Profile) -> str:
     if topic.lower() == "all":
         return full
     sections = re.split(r"\n\n(?=\S[^\n]*:\n)", full)
+    if topic.lower() == "listgroup" and profile.help_style == "flat":
+        names = [s.split(":", 1)[0] for s in sections[1:] if not s.startswith(("When passing", "Tip:"))]
+        return "Available argument groups:\n" + "".join(f"  - {name}\n" for name in names)
     for section in sections:
         if section.split(":", 1)[0].strip().lower() == topic.lower():
             return section.rstrip() + "\n"
@@ -116,29 +145,37 @@ def _help_topic(topic: str, profile: Profile) -> str:
     return f"Parameters matching '{topic}':\n\n" + "\n".join(h.split("\n\n")[0] for h in hits) + "\n"
 
 
-def _split_dotted_spec(argv: list[str]) -> tuple[list[str], dict]:
-    """`--speculative-config.num_speculative_tokens 3` (or `=3`) -> a key of the JSON config."""
-    rest, dotted = [], {}
+def _split_dotted(argv: list[str], json_flags: frozenset[str]) -> tuple[list[str], dict[str, dict]]:
+    """`--speculative-config.num_speculative_tokens 3` (or `=3`) -> {flag: {key: 3}}."""
+    rest: list[str] = []
+    dotted: dict[str, dict] = {}
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if arg.startswith(_SPEC_FLAG + "."):
-            key, eq, value = arg[len(_SPEC_FLAG) + 1:].partition("=")
+        flag, dot, path = arg.partition(".")
+        if dot and flag in json_flags and path:
+            path, eq, value = path.partition("=")
             if not eq:
                 i += 1
                 value = argv[i] if i < len(argv) else ""
             try:
-                dotted[key] = json.loads(value)
+                parsed = json.loads(value)
             except json.JSONDecodeError:
-                dotted[key] = value
+                parsed = value
+            node = dotted.setdefault(flag, {})
+            *parents, leaf = path.split(".")
+            for key in parents:
+                node = node.setdefault(key, {})
+            node[leaf] = parsed
         else:
             rest.append(arg)
         i += 1
     return rest, dotted
 
 
-def _speculative_config(text: str | None, dotted: dict, parser: argparse.ArgumentParser) -> dict | None:
+def _config_json_spec(ns: argparse.Namespace, dotted: dict, parser: argparse.ArgumentParser) -> dict | None:
     spec: dict = {}
+    text = ns.speculative_config
     if text is not None:
         try:
             spec = json.loads(text)
@@ -147,31 +184,61 @@ def _speculative_config(text: str | None, dotted: dict, parser: argparse.Argumen
                          "<function loads>.")
         if not isinstance(spec, dict):
             parser.error("argument --speculative-config/-sc: expected a JSON object")
-    spec.update(dotted)
+    spec.update(dotted.get(_SPEC_FLAG, {}))
+    for flag, key in (("spec_method", "method"), ("spec_model", "model"), ("spec_tokens", "num_speculative_tokens")):
+        value = getattr(ns, flag, None)
+        if value is not None:
+            spec[key] = value
     return spec or None
 
 
-def _resolve_spec(spec: dict | None, profile: Profile) -> tuple[int, str, int]:
+def _legacy_spec(ns: argparse.Namespace) -> dict | None:
+    """V0's --speculative-model / --num-speculative-tokens, checked like SpeculativeConfig.maybe_create_spec_config."""
+    model, k = ns.speculative_model, ns.num_speculative_tokens
+    if model is None:
+        if k is not None:
+            raise ConfigError("ValueError: num_speculative_tokens was provided without speculative_model.")
+        return None
+    if k is None:
+        raise ConfigError("ValueError: Expected both speculative_model and num_speculative_tokens to be provided, "
+                          f"but found speculative_model={model!r} and num_speculative_tokens=None.")
+    if k <= 0:
+        raise ConfigError(f"ValueError: Expected num_speculative_tokens to be greater than zero ({k}).")
+    if model == "[ngram]" and (ns.ngram_prompt_lookup_max or 0) < 1:
+        raise ConfigError(f"ValueError: ngram_prompt_lookup_max={ns.ngram_prompt_lookup_max} must be > 0")
+    return {"model": model, "num_speculative_tokens": k}
+
+
+def _resolve_spec(spec: dict | None, profile: Profile) -> tuple[int, str]:
     if spec is None:
-        return 0, "", 0
+        return 0, ""
     k = spec.get("num_speculative_tokens")
     if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
-        raise ConfigError("1 validation error for SpeculativeConfig\n  Value error, num_speculative_tokens must be "
-                          f"provided with speculative model unless the draft model config contains an n_predict "
-                          f"parameter, and must be > 0 (got {k!r})")
+        raise ConfigError(f"{_PYDANTIC}1 validation error for SpeculativeConfig\n  Value error, "
+                          "num_speculative_tokens must be provided with speculative model unless the draft model "
+                          f"config contains an n_predict parameter, and must be > 0 (got {k!r})")
     method = speculative_method(spec)
+    if method in profile.unsupported_methods:
+        raise ConfigError(profile.unsupported_methods[method])
     if method not in profile.spec_methods:
-        raise ConfigError(f"1 validation error for SpeculativeConfig\nmethod\n  Input should be "
+        raise ConfigError(f"{_PYDANTIC}1 validation error for SpeculativeConfig\nmethod\n  Input should be "
                           f"{', '.join(repr(m) for m in profile.spec_methods)} (got {method!r})")
-    return k, method, profile.lookahead_for(method, k)
+    return k, method
+
+
+def kv_lookahead(profile: Profile, k: int, method: str, slots: int) -> int:
+    """Extra KV slots per running sequence: the literal flag counts only on V0 and only without speculation."""
+    if k > 0:
+        return profile.lookahead_for(method, k)
+    return slots if profile.lookahead_slots == "effective" else 0
 
 
 def parse_serve(argv: list[str], profile: Profile) -> ServeArgs:
     """argv after `serve` -> typed settings. argparse errors exit 2; ConfigError means exit 1 later."""
     parser = build_parser(profile)
-    argv, dotted = _split_dotted_spec(argv)
+    argv, dotted = _split_dotted(argv, profile.json_flags)
     ns = parser.parse_args(argv)
-    spec = _speculative_config(ns.speculative_config, dotted, parser)
+    spec = _legacy_spec(ns) if profile.spec_flags == "legacy" else _config_json_spec(ns, dotted, parser)
     try:
         scenario = with_overrides(get_scenario(ns.sim_scenario), dict(s.split("=", 1) for s in ns.sim_set))
         faults = parse_faults(ns.sim_fault, ns.seed)
@@ -180,25 +247,32 @@ def parse_serve(argv: list[str], profile: Profile) -> ServeArgs:
     model = ns.model_tag or ns.model
     non_default = {key: value for key, value in vars(ns).items()
                    if not key.startswith("sim_") and value != parser.get_default(key)}
-    if spec is not None:
+    if spec is not None and profile.spec_flags == "config":
         non_default["speculative_config"] = spec
-    k, method, lookahead = _resolve_spec(spec, profile)
+    k, method = _resolve_spec(spec, profile)
+    slots = getattr(ns, "num_lookahead_slots", 0) or 0
     engine = EngineConfig(
         max_num_seqs=ns.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
         max_num_batched_tokens=ns.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
         block_size=ns.block_size or DEFAULT_BLOCK_SIZE,
         gpu_memory_utilization=ns.gpu_memory_utilization,
         max_model_len=ns.max_model_len or scenario.max_model_len,
-        num_speculative_tokens=k, method=method, lookahead_tokens=lookahead, seed=ns.seed,
-        num_gpu_blocks_override=ns.num_gpu_blocks_override, kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
+        num_speculative_tokens=k, method=method, lookahead_tokens=kv_lookahead(profile, k, method, slots),
+        seed=ns.seed, num_gpu_blocks_override=ns.num_gpu_blocks_override,
+        kv_cache_memory_bytes=getattr(ns, "kv_cache_memory_bytes", None),
+        spec_disable_batch_size=getattr(ns, "speculative_disable_by_batch_size", None) if k else None,
     )
+    stream_interval = getattr(ns, "stream_interval", 1)
     if not 0 < engine.gpu_memory_utilization <= 1:
-        raise ConfigError(f"GPU memory utilization must be within (0, 1]. Got {engine.gpu_memory_utilization}.")
-    if min(engine.max_num_seqs, engine.block_size, engine.max_num_batched_tokens, ns.stream_interval) < 1:
-        raise ConfigError("max_num_seqs, block_size, max_num_batched_tokens and stream_interval must be positive")
+        raise ConfigError(f"ValueError: GPU memory utilization must be within (0, 1]. Got "
+                          f"{engine.gpu_memory_utilization}.")
+    if min(engine.max_num_seqs, engine.block_size, engine.max_num_batched_tokens, stream_interval) < 1 or slots < 0:
+        raise ConfigError("ValueError: max_num_seqs, block_size, max_num_batched_tokens, stream_interval and "
+                          "num_lookahead_slots must be positive")
+    api_keys = ns.api_key if isinstance(ns.api_key, list) else [ns.api_key] if ns.api_key else []
     return ServeArgs(
         model=model, served_model_name=(ns.served_model_name or [model])[0], host=ns.host or "0.0.0.0",
         port=ns.port, engine=engine, scenario=scenario, faults=faults, speculative_config=spec,
-        api_keys=tuple(ns.api_key or ()), stream_interval=ns.stream_interval, log_stats=not ns.disable_log_stats,
-        access_log=not ns.disable_uvicorn_access_log, non_default=non_default,
+        api_keys=tuple(api_keys), stream_interval=stream_interval, log_stats=not ns.disable_log_stats,
+        access_log=not getattr(ns, "disable_uvicorn_access_log", False), non_default=non_default,
     )

@@ -7,10 +7,16 @@
   slow-start[=30]       the startup phase lasts VALUE seconds
   die-after[=5]         VALUE seconds after it is ready the engine dies (EngineDeadError, exit 1)
   hang-after[=5]        VALUE seconds after it is ready the engine stops stepping; HTTP stays up
+                        (/health 200, /metrics frozen, streams stall)
+  unresponsive-after[=5] VALUE seconds after it is ready the process accepts connections and never
+                        answers any of them (/health included), as a wedged server does; 0 = from the start
   http-500[=0.1]        that fraction of completion requests answers 500
+  http-429[=0.1]        that fraction of completion requests answers 429 (as a rate-limiting proxy would)
   short-stream[=0.1]    that fraction of streams stops halfway and sends [DONE] without usage
   malformed-stream[=0.1] that fraction of streams carries one chunk that is not JSON
   slow-metrics[=2]      /metrics answers after VALUE seconds
+Failing at start without a fault: a KV pool that would be empty (e.g. --gpu-memory-utilization 0.7
+with a draft model on tight-kv) exits 1 with vLLM's "No available memory for the cache blocks".
 Decisions that draw (fractions) use their own seeded generator, so faults are reproducible.
 """
 from __future__ import annotations
@@ -24,7 +30,9 @@ _DEFAULTS = {
     "slow-start": 30.0,
     "die-after": 5.0,
     "hang-after": 5.0,
+    "unresponsive-after": 5.0,
     "http-500": 0.1,
+    "http-429": 0.1,
     "short-stream": 0.1,
     "malformed-stream": 0.1,
     "slow-metrics": 2.0,

@@ -12,6 +12,10 @@ Scheduling follows vLLM's V1 scheduler in the parts that matter for the lookahea
   generated tokens again), and no new request is admitted in that step;
 - waiting requests are admitted FCFS while running < max_num_seqs, the token budget lasts and
   free blocks cover their prompt + L.
+L comes from the CLI and the version profile: K (or K+1, or 0 for lookup drafters) with
+speculation, and on V0 without speculation the literal --num-lookahead-slots, which reserves
+KV but drafts nothing. V0's --speculative-disable-by-batch-size turns drafting off for a step
+whose running batch has reached it; the lookahead stays reserved, as in V0's scheduler.
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ class EngineConfig(NamedTuple):
     seed: int = 0
     num_gpu_blocks_override: int | None = None
     kv_cache_memory_bytes: int | None = None
+    spec_disable_batch_size: int | None = None  # V0: no drafting in a step whose running batch is this large
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,14 @@ class PoolSizing:
         return self.weights_mib + self.activation_peak_mib + self.num_blocks * self.block_mib
 
 
+class KVPoolError(ValueError):
+    """The KV pool cannot be built; `kind` is "empty" or "too-small" (str(e) is V1's text)."""
+
+    def __init__(self, message: str, kind: str, max_model_len: int = 0, capacity_tokens: int = 0) -> None:
+        super().__init__(message)
+        self.kind, self.max_model_len, self.capacity_tokens = kind, max_model_len, capacity_tokens
+
+
 def size_kv_pool(scenario: Scenario, cfg: EngineConfig) -> PoolSizing:
     """Profile memory like vLLM: budget - weights - activation peak = KV pool, in whole blocks."""
     k = cfg.num_speculative_tokens
@@ -73,20 +86,20 @@ def size_kv_pool(scenario: Scenario, cfg: EngineConfig) -> PoolSizing:
     if cfg.num_gpu_blocks_override is not None:
         num_blocks = cfg.num_gpu_blocks_override
     if num_blocks <= 0:
-        raise ValueError(
+        raise KVPoolError(
             "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-            "when initializing the engine."
+            "when initializing the engine.", "empty"
         )
     capacity_tokens = num_blocks * cfg.block_size
     if capacity_tokens < cfg.max_model_len:
         need_gib = cfg.max_model_len * kv_kib_per_token / 2**20
         have_gib = num_blocks * block_mib / 1024.0
-        raise ValueError(
+        raise KVPoolError(
             f"To serve at least one request with the models's max seq len ({cfg.max_model_len}), "
             f"({need_gib:.2f} GiB KV cache is needed, which is larger than the available KV cache "
             f"memory ({have_gib:.2f} GiB). Based on the available memory, the estimated maximum model "
             f"length is {capacity_tokens}. Try increasing `gpu_memory_utilization` or decreasing "
-            "`max_model_len` when initializing the engine."
+            "`max_model_len` when initializing the engine.", "too-small", cfg.max_model_len, capacity_tokens
         )
     return PoolSizing(scenario.gpu_total_mib, weights, activation, max(kv_mib, 0.0), block_mib, num_blocks)
 
@@ -100,6 +113,7 @@ class TokenOutput(NamedTuple):
 class StepResult(NamedTuple):
     duration_s: float
     outputs: list[TokenOutput]
+    n_tokens: int = 0           # tokens scheduled in the step (prefill + verified)
 
 
 @dataclass(eq=False)
@@ -163,6 +177,7 @@ class EngineModel:
         self.by_id: dict[str, Sequence] = {}
         self.counters = Counters(accept_hist=[0] * (self.k + 1))
         self.admitted_last_step: list[str] = []
+        self.k_step = self.k                 # K of the step being run (0 when drafting is off for it)
         self._rng = random.Random(cfg.seed)
 
     # --- requests -------------------------------------------------------------------------
@@ -215,13 +230,16 @@ class EngineModel:
     def step(self) -> StepResult:
         budget = self.cfg.max_num_batched_tokens
         scheduled: list[tuple[Sequence, int, bool]] = []
+        limit = self.cfg.spec_disable_batch_size
+        self.k_step = 0 if limit is not None and len(self.running) >= limit else self.k
         budget, preempted = self._schedule_running(budget, scheduled)
         self.admitted_last_step = []
         if not preempted:
             self._admit_waiting(budget, scheduled)
         if not scheduled:
             return StepResult(0.0, [])
-        return StepResult(self._step_duration_s(scheduled), self._execute(scheduled))
+        n_tokens = sum(n for _, n, _ in scheduled)
+        return StepResult(self._step_duration_s(scheduled), self._execute(scheduled), n_tokens)
 
     def _schedule_running(self, budget: int, scheduled: list) -> tuple[int, bool]:
         preempted = False
@@ -229,7 +247,7 @@ class EngineModel:
         while i < len(self.running):
             seq = self.running[i]
             decode = seq.prefill_left == 0
-            n_new = 1 + self.k if decode else min(seq.prefill_left, budget)
+            n_new = 1 + self.k_step if decode else min(seq.prefill_left, budget)
             if n_new <= 0 or n_new > budget:
                 i += 1
                 continue
@@ -271,8 +289,8 @@ class EngineModel:
         verified = sum(n for _, n, decode in scheduled if decode)
         prefilled = sum(n for _, n, decode in scheduled if not decode)
         ms = sc.fixed_ms + max(sc.weight_read_ms, sc.compute_ms_per_token * verified)
-        if verified and self.k:
-            ms += self.k * self.draft_step_ms
+        if verified and self.k_step:
+            ms += self.k_step * self.draft_step_ms
         ms += sc.prefill_ms_per_token * prefilled
         return ms / 1000.0
 
@@ -282,8 +300,8 @@ class EngineModel:
         any_finished = False
         for seq, n_new, decode in scheduled:
             if decode:
-                accepted = self._draw_accepted(seq.log_alpha) if self.k else 0
-                if self.k:
+                accepted = self._draw_accepted(seq.log_alpha) if self.k_step else 0
+                if self.k_step:
                     c.spec_drafts += 1
                     c.spec_draft_tokens += self.k
                     c.spec_accepted_tokens += accepted

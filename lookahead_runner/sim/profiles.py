@@ -1,46 +1,69 @@
-"""What differs between vLLM generations, as the simulator emulates them.
+"""What differs between vLLM generations, as the simulator emulates them (vllm-facts.md).
 
-Everything version-specific lives here: the version string, the flags `vllm serve` accepts
-and how its help looks, what the lookahead means per speculative method, the error body, the
-startup log line. The engine model (model.py) and HTTP routes (app.py) ask the profile.
-Only vLLM 0.32 (the >= 0.12 generation: no --num-lookahead-slots, --speculative-config JSON,
-V1 metric names) is written so far; V0 (<= 0.8.1) and 0.8.2 - 0.11 profiles slot in beside it.
-Texts follow ../shared/fixtures/vllm-0.32.0-cpu/ (serve-help*.txt, server-log-specdecode.txt).
+| profile | engine | speculation flags | --num-lookahead-slots | `serve --help` | KV usage metric |
+|---|---|---|---|---|---|
+| 0.6.6 | V0 | --speculative-model + --num-speculative-tokens | reserves N extra KV slots per running sequence without speculation; replaced by K with it | every flag; `--help=all` is an argparse error | gpu_cache_usage_perc |
+| 0.10.2 | V1 | --speculative-config JSON | parsed, read nowhere | every flag (+ `--help=TOPIC`) | kv_cache_usage_perc |
+| 0.32.0 | V1 | --speculative-config JSON, dotted keys, --spec-* | argparse error (exit 2) | group summary; `--help=all` every flag | kv_cache_usage_perc |
+
+The engine model (model.py) never sees a version: the CLI turns the flags into K and the KV
+lookahead L per sequence with `Profile.lookahead_for` and `Profile.lookahead_slots`, and the HTTP
+layer asks the profile for metric names, error bodies and log formats (logs.py).
+The 0.32 texts follow ../shared/fixtures/vllm-0.32.0-cpu/; LOOKAHEAD_SIM_VLLM_VERSION selects a profile.
 """
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-
-@dataclass(frozen=True)
-class FlagSpec:
-    group: str
-    names: tuple[str, ...]
-    kwargs: dict[str, Any]
+from lookahead_runner.sim import flags
+from lookahead_runner.sim.flags import FlagSpec
 
 
 @dataclass(frozen=True)
 class Profile:
     version: str
-    generation: str                          # "v0", "v1", "v1-no-slots"
+    engine: str                              # "v0" or "v1": metric names, labels, log and error formats
     usage: str
     description: str
-    help_summary: str                        # plain `serve --help`; empty = print the full help
-    help_all_epilog: str
+    help_style: str                          # "v0-flat", "flat" (+ --help=TOPIC) or "summary" (0.11+)
+    help_summary: str                        # plain `serve --help` for the "summary" style
+    help_epilog: str
     groups: dict[str, str]                   # group name -> description, in help order
     flags: tuple[FlagSpec, ...]
+    spec_flags: str                          # "legacy" (--speculative-model ...) or "config" (JSON)
+    lookahead_slots: str                     # --num-lookahead-slots: "effective", "ignored" or "absent"
     lookahead_for: Callable[[str, int], int]  # (method, K) -> KV slots reserved per sequence
     spec_methods: tuple[str, ...]
+    unsupported_methods: dict[str, str] = field(default_factory=dict)   # method -> startup error
+    json_flags: frozenset[str] = frozenset()  # flags that also take `--flag.key value`
+    show_defaults: bool = True               # "(default: X)" after each help text
     kv_usage_metric: str = "vllm:kv_cache_usage_perc"
     itl_metric: str = "vllm:inter_token_latency_seconds"
-    error_body: Callable[[str, str, int], dict] = field(default=lambda m, t, c: {"error": {
-        "message": m, "type": t, "param": None, "code": c}})
+    nested_errors: bool = True               # {"error": {...}} (0.12+) or a flat {"object": "error", ...}
+    usage_extras: bool = True                # final usage chunk carries system_fingerprint and spec metrics
 
-    def kv_cache_log_line(self, tokens: int, max_model_len: int) -> str:
-        return (f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {max_model_len:,} tokens "
-                f"per request: {tokens / max_model_len:.2f}x")
+    @property
+    def generation(self) -> str:
+        """The same labels as lookahead_runner.vllm.probe.Capabilities.generation."""
+        if self.engine == "v0":
+            return "v0"
+        return "v1" if self.lookahead_slots == "ignored" else "v1-no-slots"
+
+    def error_body(self, message: str, err_type: str, code: int) -> dict:
+        if self.nested_errors:
+            return {"error": {"message": message, "type": err_type, "param": None, "code": code}}
+        return {"object": "error", "message": message, "type": err_type, "param": None, "code": code}
+
+
+def _v0_lookahead(method: str, k: int) -> int:
+    """V0: SpeculativeConfig.num_lookahead_slots is K whatever drafts the tokens."""
+    return max(k, 0)
+
+
+def _v1_0_10_lookahead(method: str, k: int) -> int:
+    """V1 scheduler (0.8.3 - 0.11): K for model-based drafters, 0 for ngram."""
+    return 0 if k <= 0 or method == "ngram" else k
 
 
 def _v1_lookahead(method: str, k: int) -> int:
@@ -50,107 +73,7 @@ def _v1_lookahead(method: str, k: int) -> int:
     return k + 1 if method == "dflash" else k
 
 
-def _int_k(text: str) -> int:
-    """vLLM's human-readable integers: 1k = 1000, 1K = 1024, 25.6k = 25600."""
-    text = text.strip()
-    units = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
-
-
-def _f(group: str, *names: str, **kwargs: Any) -> FlagSpec:
-    return FlagSpec(group, names, kwargs)
-
-
-_BOOL = argparse.BooleanOptionalAction
-
-_FLAGS_0_32 = (
-    _f("positional arguments", "model_tag", nargs="?", default=None,
-       help="The model tag to serve (optional if specified in config)"),
-    _f("options", "--disable-log-stats", action="store_true", default=False, help="Disable logging statistics."),
-    _f("options", "--enable-log-requests", action=_BOOL, default=False,
-       help="Enable logging request information, dependent on log level."),
-    _f("options", "--headless", action="store_true", default=False,
-       help="Run in headless mode. See multi-node data parallel documentation for more details."),
-    _f("options", "--shutdown-timeout", type=int, default=0,
-       help="Shutdown timeout in seconds. 0 = abort, >0 = wait."),
-    _f("Frontend", "--host", default=None, help="Host name."),
-    _f("Frontend", "--port", type=int, default=8000, help="Port number."),
-    _f("Frontend", "--api-key", nargs="+", default=None,
-       help="If provided, the server will require one of these keys to be presented in the header."),
-    _f("Frontend", "--uvicorn-log-level", choices=["critical", "debug", "error", "info", "trace", "warning"],
-       default="info", help="Log level for uvicorn."),
-    _f("Frontend", "--disable-uvicorn-access-log", action=_BOOL, default=False, help="Disable uvicorn access log."),
-    _f("Frontend", "--disable-fastapi-docs", action=_BOOL, default=False,
-       help="Disable FastAPI's OpenAPI schema, Swagger UI, and ReDoc endpoint."),
-    _f("ModelConfig", "--model", default="Qwen/Qwen3-0.6B",
-       help="Name or path of the Hugging Face model to use."),
-    _f("ModelConfig", "--served-model-name", nargs="+", default=None,
-       help="The model name(s) used in the API. The model name in the model field of a response will be "
-            "the first name in this list."),
-    _f("ModelConfig", "--tokenizer", default=None, help="Name or path of the Hugging Face tokenizer to use."),
-    _f("ModelConfig", "--trust-remote-code", action=_BOOL, default=False,
-       help="Trust remote code (e.g., from HuggingFace) when downloading the model and tokenizer."),
-    _f("ModelConfig", "--dtype", choices=["auto", "bfloat16", "float", "float16", "float32", "half"],
-       default="auto", help="Data type for model weights and activations."),
-    _f("ModelConfig", "--seed", type=int, default=0, help="Random seed for reproducibility."),
-    _f("ModelConfig", "--max-model-len", type=_int_k, default=None,
-       help="Model context length (prompt and output). If unspecified, will be automatically derived "
-            "from the model config."),
-    _f("ModelConfig", "--enforce-eager", action=_BOOL, default=False,
-       help="Whether to always use eager-mode PyTorch. If True, we will disable CUDA graph."),
-    _f("ModelConfig", "--generation-config", default="auto", help="The folder path to the generation config."),
-    _f("ModelConfig", "--revision", default=None, help="The specific model version to use."),
-    _f("ParallelConfig", "--tensor-parallel-size", "-tp", type=int, default=1,
-       help="Number of tensor parallel groups."),
-    _f("ParallelConfig", "--pipeline-parallel-size", "-pp", type=int, default=1,
-       help="Number of pipeline parallel groups."),
-    _f("ParallelConfig", "--data-parallel-size", "-dp", type=int, default=1,
-       help="Number of data parallel groups."),
-    _f("CacheConfig", "--block-size", type=int, default=None,
-       help="Size of a contiguous cache block in number of tokens."),
-    _f("CacheConfig", "--gpu-memory-utilization", "--device-memory-utilization", type=float, default=0.92,
-       help="The fraction of GPU memory to be used for the model executor, which can range from 0 to 1."),
-    _f("CacheConfig", "--kv-cache-memory-bytes", type=_int_k, default=None,
-       help="Size of KV Cache per GPU in bytes. When set, gpu_memory_utilization is ignored."),
-    _f("CacheConfig", "--kv-cache-dtype", choices=["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"],
-       default="auto", help="Data type for kv cache storage."),
-    _f("CacheConfig", "--num-gpu-blocks-override", type=int, default=None,
-       help="Number of GPU blocks to use. This overrides the profiled `num_gpu_blocks` if specified. "
-            "Used for testing preemption."),
-    _f("CacheConfig", "--enable-prefix-caching", action=_BOOL, default=None,
-       help="Whether to enable prefix caching."),
-    _f("SchedulerConfig", "--max-num-batched-tokens", type=_int_k, default=None,
-       help="Maximum number of tokens that can be processed in a single iteration."),
-    _f("SchedulerConfig", "--max-num-seqs", type=int, default=None,
-       help="Maximum number of sequences to be processed in a single iteration."),
-    _f("SchedulerConfig", "--enable-chunked-prefill", action=_BOOL, default=None,
-       help="If True, prefill requests can be chunked based on the remaining `max_num_batched_tokens`."),
-    _f("SchedulerConfig", "--stream-interval", type=int, default=1,
-       help="The interval (or buffer size) for streaming in terms of token length. A larger value reduces "
-            "host overhead by batching multiple tokens before sending."),
-    _f("SchedulerConfig", "--scheduling-policy", choices=["fcfs", "priority"], default="fcfs",
-       help="The scheduling policy to use."),
-    _f("VllmConfig", "--speculative-config", "-sc", default=None,
-       help="Speculative decoding configuration.\nAPI docs: https://docs.vllm.ai/en/v0.32.0/api/vllm/config/"
-            "#vllm.config.SpeculativeConfig\nShould either be a valid JSON string or JSON keys passed "
-            "individually."),
-)
-
-_GROUPS_0_32 = {
-    "positional arguments": "",
-    "options": "",
-    "Frontend": "Arguments for the OpenAI-compatible frontend server.",
-    "ModelConfig": "Configuration for the model.",
-    "ParallelConfig": "Configuration for the distributed execution.",
-    "CacheConfig": "Configuration for the KV cache.",
-    "SchedulerConfig": "Scheduler configuration.",
-    "VllmConfig": "Dataclass which contains all vllm-related configuration. This\n"
-                  "    simplifies passing around the distinct configurations in the codebase.",
-}
-
-_DESCRIPTION = (
+_DESCRIPTION_0_32 = (
     "Launch a local OpenAI-compatible API server to serve LLM\n"
     "completions via HTTP. Defaults to Qwen/Qwen3-0.6B if no model is specified.\n\n"
     "Search by using: `--help=<ConfigGroup>` to explore options by section (e.g.,\n"
@@ -168,9 +91,25 @@ Config Groups:
   options
   Frontend                Arguments for the OpenAI-compatible frontend server.
   ModelConfig             Configuration for the model.
+  LoadConfig              Configuration for loading the model weights.
+  AttentionConfig         Configuration for attention mechanisms in vLLM.
+  MambaConfig             Configuration for Mamba SSM backends.
+  StructuredOutputsConfig Dataclass which contains structured outputs config
+                          for the engine.
   ParallelConfig          Configuration for the distributed execution.
   CacheConfig             Configuration for the KV cache.
+  OffloadConfig           Configuration for model weight offloading to reduce
+                          GPU memory usage.
+  MultiModalConfig        Controls the behavior of multimodal models.
+  LoRAConfig              Configuration for LoRA.
+  LoggingConfig           vLLM logging. Default ``dictConfig`` adds a
+                          formatted stream handler.
+  ObservabilityConfig     Configuration for observability - metrics and
+                          tracing.
   SchedulerConfig         Scheduler configuration.
+  CompilationConfig       Configuration for compilation.
+  KernelConfig            Configuration for kernel selection and warmup
+                          behavior.
   VllmConfig              Dataclass which contains all vllm-related
                           configuration. This simplifies passing around the
                           distinct configurations in the codebase.
@@ -179,7 +118,7 @@ For full list:            vllm serve --help=all
 For a section:            vllm serve --help=ModelConfig    (case-insensitive)
 For a flag:               vllm serve --help=max-model-len  (_ or - accepted)
 Documentation:            https://docs.vllm.ai
-""".format(description=_DESCRIPTION)
+""".format(description=_DESCRIPTION_0_32)
 
 _JSON_EPILOG = """\
 When passing JSON CLI arguments, the following sets of arguments are equivalent:
@@ -187,28 +126,66 @@ When passing JSON CLI arguments, the following sets of arguments are equivalent:
    --json-arg.key1 value1 --json-arg.key2.key3 value2
 """
 
+_JSON_EPILOG_0_32 = _JSON_EPILOG + """
+Additionally, list elements can be passed individually using +:
+   --json-arg '{"key4": ["value3", "value4", "value5"]}'
+   --json-arg.key4+ value3 --json-arg.key4+='value4,value5'
+"""
+
+_TIP_EPILOG_0_10 = """\
+Tip: Use `vllm [serve|run-batch|bench <bench_type>] --help=<keyword>` to explore arguments from help.
+   - To view a argument group:     --help=ModelConfig
+   - To view a single argument:    --help=max-num-seqs
+   - To search by keyword:         --help=max
+   - To list all groups:           --help=listgroup
+"""
+
 VLLM_0_32 = Profile(
-    version="0.32.0",
-    generation="v1-no-slots",
-    usage="vllm serve [model_tag] [options]",
-    description=_DESCRIPTION,
-    help_summary=_SUMMARY_0_32,
-    help_all_epilog=_JSON_EPILOG,
-    groups=_GROUPS_0_32,
-    flags=_FLAGS_0_32,
-    lookahead_for=_v1_lookahead,
-    spec_methods=("draft_model", "eagle", "eagle3", "mtp", "dflash", "ngram", "ngram_gpu", "suffix"),
+    version="0.32.0", engine="v1", usage="vllm serve [model_tag] [options]", description=_DESCRIPTION_0_32,
+    help_style="summary", help_summary=_SUMMARY_0_32, help_epilog=_JSON_EPILOG_0_32,
+    groups=flags.GROUPS_0_32, flags=flags.FLAGS_0_32, json_flags=flags.JSON_FLAGS_0_32,
+    spec_flags="config", lookahead_slots="absent", lookahead_for=_v1_lookahead,
+    spec_methods=tuple(next(spec.kwargs["choices"] for spec in flags.FLAGS_0_32
+                            if spec.names[0] == "--spec-method")[:-1]),
 )
 
-PROFILES: dict[str, Profile] = {VLLM_0_32.version: VLLM_0_32}
+VLLM_0_10 = Profile(
+    version="0.10.2", engine="v1", usage="vllm serve [model_tag] [options]",
+    description="Start the vLLM OpenAI Compatible API server.",
+    help_style="flat", help_summary="", help_epilog=_JSON_EPILOG + "\n" + _TIP_EPILOG_0_10,
+    groups=flags.GROUPS_0_10, flags=flags.FLAGS_0_10, json_flags=flags.JSON_FLAGS_0_10,
+    spec_flags="config", lookahead_slots="ignored", lookahead_for=_v1_0_10_lookahead,
+    spec_methods=("ngram", "eagle", "eagle3", "medusa", "mtp", "deepseek_mtp"),
+    # vllm-facts.md: draft-model speculation runs on V1 only from recent releases on.
+    unsupported_methods={"draft_model": (
+        "NotImplementedError: Speculative decoding with draft model is not supported yet. Please consider "
+        "using other speculative decoding methods such as ngram, medusa, eagle, or mtp.")},
+    itl_metric="vllm:time_per_output_token_seconds", nested_errors=False, usage_extras=False,
+)
+
+VLLM_0_6 = Profile(
+    version="0.6.6", engine="v0", usage="vllm serve <model_tag> [options]", description="",
+    help_style="v0-flat", help_summary="", help_epilog="",
+    groups=flags.GROUPS_0_6, flags=flags.FLAGS_0_6, show_defaults=False,
+    spec_flags="legacy", lookahead_slots="effective", lookahead_for=_v0_lookahead,
+    spec_methods=("draft_model", "ngram"),
+    kv_usage_metric="vllm:gpu_cache_usage_perc", itl_metric="vllm:time_per_output_token_seconds",
+    nested_errors=False, usage_extras=False,
+)
+
+PROFILES: dict[str, Profile] = {p.version: p for p in (VLLM_0_6, VLLM_0_10, VLLM_0_32)}
 DEFAULT_PROFILE = VLLM_0_32.version
 
 
 def get_profile(version: str = DEFAULT_PROFILE) -> Profile:
-    try:
+    """A profile by its version, or by a unique prefix of one ("0.6", "0.10")."""
+    version = version.strip() or DEFAULT_PROFILE
+    if version in PROFILES:
         return PROFILES[version]
-    except KeyError:
-        raise ValueError(f"no simulator profile for vLLM {version!r}; known: {', '.join(PROFILES)}") from None
+    matches = [p for v, p in PROFILES.items() if v.startswith(version + ".")]
+    if len(matches) == 1:
+        return matches[0]
+    raise ValueError(f"no simulator profile for vLLM {version!r}; known: {', '.join(PROFILES)}")
 
 
 def speculative_method(spec: dict) -> str:

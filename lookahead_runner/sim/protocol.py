@@ -128,19 +128,26 @@ class ChunkWriter:
         self.head = {"id": request_id, "object": "text_completion", "created": created, "model": model}
         self._prefix = "data: " + json.dumps(self.head, separators=(",", ":"))[:-1] + ',"choices":[{"index":0,"text":'
 
-    def content(self, text: str, finish_reason: str | None, usage_now: dict | None = None) -> bytes:
+    def content(self, text: str, finish_reason: str | None, usage_now: dict | None = None, trace: str = "") -> bytes:
+        """One chunk; `trace` is extra top-level JSON members (",\"k\":v"), only for schedule tracing."""
         reason = "null" if finish_reason is None else json.dumps(finish_reason)
         tail = (f',"logprobs":null,"finish_reason":{reason},"stop_reason":null,"prompt_token_ids":null,'
                 f'"token_ids":null}}]')
         if usage_now is not None:
             tail += ',"usage":' + json.dumps(usage_now, separators=(",", ":"))
-        return (self._prefix + json.dumps(text) + tail + "}\n\n").encode()
+        return (self._prefix + json.dumps(text) + tail + trace + "}\n\n").encode()
 
-    def final_usage(self, usage_now: dict, fingerprint: str, spec_metrics: dict | None) -> bytes:
-        body = {**self.head, "choices": [], "usage": usage_now, "system_fingerprint": fingerprint}
+    def final_usage(self, usage_now: dict, fingerprint: str | None, spec_metrics: dict | None) -> bytes:
+        body = {**self.head, "choices": [], "usage": usage_now}
+        if fingerprint is not None:
+            body["system_fingerprint"] = fingerprint
         if spec_metrics is not None:
             body["metrics"] = {"speculative_decoding": spec_metrics}
         return ("data: " + json.dumps(body, separators=(",", ":")) + "\n\n").encode()
+
+    def garbled(self) -> bytes:
+        """An SSE event that is not JSON (the malformed-stream fault)."""
+        return b'data: {"id": "' + self.head["id"].encode() + b'", "choices": [\n\n'
 
     @staticmethod
     def done() -> bytes:

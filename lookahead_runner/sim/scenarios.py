@@ -66,7 +66,8 @@ class Scenario:
     startup_s: float = 1.5                   # weights load, profiling, KV allocation, graph capture
 
     def draft_cost(self, method: str) -> DraftCost:
-        weights, kv, step = _DRAFT_COST_FACTORS.get(method, (1.0, 1.0, 1.0))
+        family = next((m for m in ("ngram", "eagle", "mtp") if m in method), "draft_model")
+        weights, kv, step = _DRAFT_COST_FACTORS.get(method, _DRAFT_COST_FACTORS[family])
         return DraftCost(self.draft_weights_mib * weights, self.draft_kv_kib_per_token * kv,
                          self.draft_step_ms * step)
 
@@ -105,6 +106,22 @@ SCENARIOS: dict[str, Scenario] = {
             gpu_total_mib=24576.0,
             activation_base_mib=3072.0,
             alpha=0.2,
+        ),
+        Scenario(
+            name="bench-10ms",
+            description=(
+                "For benchmarks/sim_fidelity.py: every step lasts exactly 10 ms whatever the batch, on an "
+                "80 GiB card, so 256 streams fit and the schedule is known in advance; a check of the "
+                "simulator's own timing, not a deployment."
+            ),
+            gpu_total_mib=81920.0,
+            fixed_ms=10.0,
+            weight_read_ms=0.0,
+            compute_ms_per_token=0.0,
+            draft_step_ms=0.0,
+            prefill_ms_per_token=0.0,
+            natural_stop_prob_per_token=0.0,
+            startup_s=0.3,
         ),
     )
 }

@@ -96,6 +96,43 @@ class ProcessMemory:
         return MemoryReading(used / MIB, psutil.virtual_memory().total / MIB)
 
 
+class DcgmMemory:
+    """Framebuffer memory from a DCGM exporter's /metrics (for a server on another host)."""
+
+    name = "dcgm"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.unavailable_reason = "" if url else "memory_source = \"dcgm\" needs server.dcgm_url"
+
+    def read(self) -> MemoryReading | None:
+        if not self.url:
+            return None
+        from .prometheus import scrape
+
+        try:
+            return parse_dcgm(scrape(self.url))
+        except (OSError, ValueError):
+            return None
+
+
+def parse_dcgm(text: str) -> MemoryReading | None:
+    """DCGM_FI_DEV_FB_USED/FREE/RESERVED (MiB per GPU), summed over GPUs."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums = {"DCGM_FI_DEV_FB_USED": 0.0, "DCGM_FI_DEV_FB_FREE": 0.0, "DCGM_FI_DEV_FB_RESERVED": 0.0}
+    seen = False
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in sums:
+                sums[sample.name] += float(sample.value)
+                seen = seen or sample.name == "DCGM_FI_DEV_FB_USED"
+    if not seen:
+        return None
+    used = sums["DCGM_FI_DEV_FB_USED"]
+    return MemoryReading(used, used + sums["DCGM_FI_DEV_FB_FREE"] + sums["DCGM_FI_DEV_FB_RESERVED"])
+
+
 class NoMemory:
     name = "none"
 
@@ -106,10 +143,13 @@ class NoMemory:
         return None
 
 
-def open_memory_source(kind: str, is_simulator: bool, sim_file: Path, pid_of_server):
-    """auto: NVML when a GPU is visible, else the simulator's file, else process RSS."""
+def open_memory_source(kind: str, is_simulator: bool, sim_file: Path, pid_of_server, dcgm_url: str = ""):
+    """auto: the simulator's file for the simulator, DCGM when a URL is given, NVML when a GPU is
+    visible, else process RSS."""
     if kind == "none":
         return NoMemory()
+    if kind == "dcgm" or (kind == "auto" and dcgm_url):
+        return DcgmMemory(dcgm_url)
     if kind == "sim" or (kind == "auto" and is_simulator):
         return SimMemory(sim_file)
     if kind in ("nvml", "auto"):

@@ -4,35 +4,15 @@ Rows are appended to CSV files and flushed as they arrive, so a crash keeps what
 """
 from __future__ import annotations
 
-import csv
 import threading
 import time
 from pathlib import Path
 
+from ..records import CsvAppender
 from ..vllm.metrics import SERVER_SAMPLE_COLUMNS, SIGNALS
 from . import prometheus
 
 GPU_COLUMNS = ("t_s", "used_mib", "total_mib")
-
-
-class CsvAppender:
-    """A CSV file written row by row, header first, flushed after every row."""
-
-    def __init__(self, path: Path, columns: tuple[str, ...]) -> None:
-        self.columns = columns
-        fresh = not path.exists() or path.stat().st_size == 0
-        self._file = open(path, "a", newline="", encoding="utf-8")
-        self._writer = csv.writer(self._file)
-        if fresh:
-            self._writer.writerow(columns)
-            self._file.flush()
-
-    def append(self, values: dict) -> None:
-        self._writer.writerow(["" if values.get(c) is None else values.get(c) for c in self.columns])
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
 
 
 class Sampler:
@@ -46,8 +26,9 @@ class Sampler:
         self.headers = headers
         self.metrics_errors = 0
         self.last_metrics_error = ""
-        self._server_csv = CsvAppender(out_dir / "server_metrics.csv", SERVER_SAMPLE_COLUMNS)
-        self._gpu_csv = CsvAppender(out_dir / "gpu.csv", GPU_COLUMNS)
+        self._server_csv = CsvAppender(out_dir / "server_metrics.csv", SERVER_SAMPLE_COLUMNS, flush_interval_s=0)
+        self._gpu_csv = CsvAppender(out_dir / "gpu.csv", GPU_COLUMNS, flush_interval_s=0)
+        self.last_values: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -56,14 +37,14 @@ class Sampler:
         values = None
         try:
             values = prometheus.parse(prometheus.scrape(self.metrics_url, headers=self.headers))
-            self._server_csv.append({"t_s": round(now, 3), **{k: values.get(k) for k in SIGNALS}})
+            self._server_csv.append([round(now, 3), *(values.get(k) for k in SIGNALS)])
+            self.last_values = values | {"t_s": now}
         except Exception as err:  # a slow or missing /metrics must not stop the load
             self.metrics_errors += 1
             self.last_metrics_error = f"{type(err).__name__}: {err}"
         reading = self.memory.read()
         if reading is not None:
-            self._gpu_csv.append({"t_s": round(now, 3), "used_mib": round(reading.used_mib, 1),
-                                  "total_mib": round(reading.total_mib, 1)})
+            self._gpu_csv.append([round(now, 3), round(reading.used_mib, 1), round(reading.total_mib, 1)])
         return values
 
     def _loop(self) -> None:

@@ -23,10 +23,13 @@ class Setting:
 
     k: int
     raw_slots: bool = False
+    axis_flag: str = ""
+    axis_value: str = ""
 
     @property
     def name(self) -> str:
-        return f"slots{self.k}" if self.raw_slots else f"k{self.k}"
+        base = f"slots{self.k}" if self.raw_slots else f"k{self.k}"
+        return f"{base}-{self.axis_flag.lstrip('-')}{self.axis_value}" if self.axis_flag else base
 
 
 def check_raw_mode(caps: Capabilities) -> None:
@@ -85,7 +88,25 @@ def server_argv(
     draft_model: str,
 ) -> list[str]:
     """The full argv of one server life. Never a shell string: each value is one argument."""
-    argv = [*command, "serve", model, "--host", host, "--port", str(port), *extra_args]
+    argv = [*command, "serve", model, "--host", host, "--port", str(port), *with_axis(extra_args, setting)]
     if setting.raw_slots:
         return argv + [LOOKAHEAD_FLAG, str(setting.k)]
     return argv + speculation_args(caps, setting.k, method, draft_model)
+
+
+def with_axis(extra_args: list[str], setting: Setting) -> list[str]:
+    """The production flags with the grid's flag set to this setting's value (replaced if present)."""
+    if not setting.axis_flag:
+        return list(extra_args)
+    args, skip = [], False
+    for arg in extra_args:
+        if skip:
+            skip = False
+            continue
+        if arg == setting.axis_flag:
+            skip = True
+            continue
+        if arg.startswith(setting.axis_flag + "="):
+            continue
+        args.append(arg)
+    return args + [setting.axis_flag, setting.axis_value]

@@ -149,3 +149,16 @@ def run_probe(command: list[str], timeout_s: float = 180.0) -> Capabilities:
     help_all = _run([*command, "serve", "--help=all"], timeout_s)
     help_plain = None if len(parse_help_flags(help_all)) >= 10 else _run([*command, "serve", "--help"], timeout_s)
     return capabilities_from(version_text, help_all, help_plain, tuple(command))
+
+
+def probe_running_server(base_url: str, timeout_s: float = 10.0) -> Capabilities:
+    """A server someone else started: its version from GET /version; its flags stay unknown."""
+    import json
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/version", timeout=timeout_s) as response:
+            version = json.loads(response.read())["version"]
+    except (OSError, ValueError, KeyError) as err:
+        raise ProbeError(f"server.url: GET {base_url}/version failed ({err}); is the server up?") from None
+    return Capabilities(version_from_output(str(version)), frozenset(), "none", ())

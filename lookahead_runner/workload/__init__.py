@@ -1,5 +1,5 @@
 """The Locust scenario side: streaming /v1/completions users, SSE reading, records and the stage shape.
 
-Modules that import Locust (and so gevent's monkey-patching): user, shape, scenario, lag.
-Pure modules, safe to import anywhere: sse, timeline, request, stages, options.
+user, shape and scenario import Locust (which monkey-patches the process with gevent); lag needs gevent.
+sse, timeline, request, stages and options are pure and safe to import anywhere (unit tests included).
 """

@@ -32,7 +32,8 @@ class StreamFailure:
 def prompt_token_ids(count: int, rng: random.Random) -> list[int]:
     """`count` token ids; a random head makes every prompt unique, so the server's prefix cache
     cannot skip prefills that production traffic (different prompts) would pay for."""
-    head = [rng.randrange(_PROMPT_BASE_ID, _PROMPT_BASE_ID + _PROMPT_ID_SPAN) for _ in range(min(count, _UNIQUE_HEAD_TOKENS))]
+    head_length = min(count, _UNIQUE_HEAD_TOKENS)
+    head = [rng.randrange(_PROMPT_BASE_ID, _PROMPT_BASE_ID + _PROMPT_ID_SPAN) for _ in range(head_length)]
     tail = [_PROMPT_BASE_ID + i % _PROMPT_ID_SPAN for i in range(len(head), count)]
     return head + tail
 
@@ -62,7 +63,9 @@ def transport_failure(exc: BaseException | None, mid_stream: bool) -> StreamFail
     return StreamFailure(f"connection error: {name}", excerpt(str(original or exc)))
 
 
-def to_record(stage: int, users: int, t_send_s: float, result: StreamResult, error: str, lag_p99_ms: float | None) -> RequestRecord:
+def to_record(
+    stage: int, users: int, t_send_s: float, result: StreamResult, error: str, lag_p99_ms: float | None
+) -> RequestRecord:
     first = result.first_token_s
     return RequestRecord(
         stage=stage,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ class ScenarioState:
     lag: LoopLagMonitor = field(default_factory=LoopLagMonitor)
     model: str = ""
     _flusher: gevent.Greenlet | None = None
+    _sigterm_watcher: Any = None
 
     def flush(self) -> None:
         for log in (self.request_log, self.stage_log):
@@ -44,13 +46,19 @@ class ScenarioState:
                 log.flush()
 
     def _flush_forever(self) -> None:
+        # Appends flush when the last flush is a second old; this tick bounds the wait of rows
+        # appended just after one, so a reader never sees rows older than about a second missing.
         while True:
             gevent.sleep(FLUSH_INTERVAL_S)
-            for log in (self.request_log, self.stage_log):
-                if log is not None:
-                    log.flush_if_due()
+            self.flush()
+
+    def cancel_sigterm_watcher(self) -> None:
+        if self._sigterm_watcher is not None:
+            self._sigterm_watcher.cancel()
+            self._sigterm_watcher = None
 
     def close(self) -> None:
+        self.cancel_sigterm_watcher()
         if self._flusher is not None:
             self._flusher.kill(block=False)
             self._flusher = None
@@ -89,8 +97,19 @@ def on_init(environment: Environment) -> ScenarioState:
     if not isinstance(runner, MasterRunner):
         state.lag.start()
     state._flusher = gevent.spawn(state._flush_forever)
+    if shape is not None and getattr(environment.parsed_options, "headless", False):
+        # Headless Locust 2.47 joins the shape before installing its own SIGTERM handler, so a SIGTERM
+        # during the stages would kill the process outright: no cut rows, no open stage, no last flush.
+        # Until the test stops, a SIGTERM stops the runner instead and Locust shuts down as usual.
+        state._sigterm_watcher = gevent.signal_handler(signal.SIGTERM, _quit_on_sigterm, environment)
     setattr(environment, STATE_ATTRIBUTE, state)
     return state
+
+
+def _quit_on_sigterm(environment: Environment) -> None:
+    logger.warning("Got SIGTERM during the stages: stopping the test")
+    if environment.runner is not None:
+        environment.runner.quit()
 
 
 def state_of(environment: Environment) -> ScenarioState:
@@ -117,7 +136,9 @@ def on_test_stop(environment: Environment) -> None:
     shape = _shape(environment)
     if shape is not None:
         shape.close_open_stage()
-    state_of(environment).flush()
+    state = state_of(environment)
+    state.cancel_sigterm_watcher()  # from here on Locust's own SIGTERM handler applies
+    state.flush()
 
 
 def on_quitting(environment: Environment) -> None:

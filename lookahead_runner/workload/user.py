@@ -62,9 +62,8 @@ class StreamingCompletionsBase(FastHttpUser):
         """Send one request, read its stream, report it to Locust and append it to requests.csv."""
         settings = self.scenario.settings
         stage, users = stage_now(self.environment)
-        payload = completion_payload(
-            self.scenario.model, prompt_token_ids(settings.prompt_tokens, self._rng), settings.output_tokens, settings.temperature
-        )
+        prompt_ids = prompt_token_ids(settings.prompt_tokens, self._rng)
+        payload = completion_payload(self.scenario.model, prompt_ids, settings.output_tokens, settings.temperature)
         timeline = TokenTimeline()
         lag_mark = self.scenario.lag.mark()
         t_send_s = time.time()

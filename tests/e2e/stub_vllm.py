@@ -24,7 +24,8 @@ MODEL = "stub-model"
 
 def _chunk(request_id: str, text: str | None, finish: str | None, usage: dict | None) -> bytes:
     body: dict = {"id": request_id, "object": "text_completion", "created": int(time.time()), "model": MODEL}
-    body["choices"] = [] if text is None else [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}]
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+    body["choices"] = [] if text is None else [choice]
     if usage is not None:
         body["usage"] = usage
     return b"data: " + json.dumps(body).encode() + b"\n\n"
@@ -38,7 +39,8 @@ def make_app(first_token_s: float, chunk_interval_s: float, tokens_per_chunk: in
         prompt = body.get("prompt", [])
         prompt_tokens = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
         if body.get("model") != MODEL:
-            return web.json_response({"error": {"message": f"model {body.get('model')!r} not found"}}, status=404)
+            error = {"message": f"model {body.get('model')!r} not found"}
+            return web.json_response({"error": error}, status=404)
         max_tokens = int(body.get("max_tokens", 16))
         options = body.get("stream_options") or {}
         continuous = bool(options.get("continuous_usage_stats"))

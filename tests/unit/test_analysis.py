@@ -67,3 +67,27 @@ def test_counter_delta_uses_last_sample_before_each_edge():
     server = pd.DataFrame({"t_s": [0.0, 1.0, 2.0], "c": [0.0, 5.0, 9.0]})
     assert counter_delta(server, "c", 0.5, 2.5) == 9.0
     assert counter_delta(server, "c", 1.0, 1.9) == 0.0
+
+
+def test_timeouts_and_length_failures_are_counted_from_the_error_text():
+    reqs, stages, server, gpu = life()
+    reqs[30].update(ok=0, error="timeout (over 120 s)")
+    reqs[31].update(ok=0, error="timeout (TimeoutError)")
+    reqs[32].update(ok=0, error="short output (completion_tokens != 64) (12 tokens, 4 chunks)", output_tokens=12)
+    reqs[33].update(ok=0, error="HTTP 500: boom")
+    rows = stage_rows(pd.DataFrame(reqs), stages, server, gpu, "k4", 4, 0,
+                      WindowRules(warmup_s=2.5, min_requests=1, expected_output_tokens=64))
+    second = rows[1]  # window [112.5, 120]: completions at 112.5 ... 119.5 (index 24 ... 38, 39 is cut)
+    assert second["failures"] == 4 and second["timeouts"] == 2
+    assert math.isclose(second["timeout_rate"], 2 / 15) and math.isclose(second["failure_rate"], 4 / 15)
+    assert second["length_mismatches"] == 1 and "1 responses with the wrong token count" in second["invalid_reason"]
+    assert rows[0]["timeouts"] == 0 and rows[0]["timeout_rate"] == 0.0
+
+
+def test_latency_percentiles_and_peaks():
+    reqs, stages, server, gpu = life()
+    rows = stage_rows(pd.DataFrame(reqs), stages, server, gpu, "k4", 4, 0, WindowRules(warmup_s=2.5, min_requests=1))
+    first = rows[0]
+    assert first["ttft_p50_ms"] <= first["ttft_p90_ms"] <= first["ttft_p99_ms"]
+    assert first["e2e_p90_ms"] == 1000.0 and first["itl_p99_ms"] == 12.0
+    assert rows[1]["waiting_peak"] == 0 and rows[1]["running_peak"] == 4 and rows[1]["kv_usage_peak"] == 0.5

@@ -110,3 +110,71 @@ def test_per_batch_size_ranges_follow_the_measured_batch():
                                     {"running_mean": 30, "best_k": 4}])
     assert [r[2] for r in ranges] == [8, 4, 2]
     assert ranges[0][0] == 1 and ranges[0][1] == 17 and ranges[1][0] == 18 and ranges[-1][1] >= 1000
+
+
+def test_more_timeouts_than_baseline_fail_the_failures_check():
+    summary = table({0: {32: 10, 64: 12}, 2: {32: 14, 64: 16}}).assign(timeout_rate=0.0)
+    summary.loc[summary["k"] == 2, "timeout_rate"] = 0.05
+    k2 = next(c for c in decide(summary, 32, TH, {})["candidates"] if c["k"] == 2)
+    item = next(i for i in k2["checklist"] if i["name"] == "failures and latency")
+    assert not item["passed"] and "timeouts 5.00% vs 0.00%" in item["evidence"]
+
+
+def test_longer_ttft_tail_fails_the_failures_check():
+    summary = table({0: {32: 10, 64: 12}, 2: {32: 14, 64: 16}})
+    summary.loc[summary["k"] == 2, "ttft_p99_ms"] = 400.0  # baseline 200 ms
+    k2 = next(c for c in decide(summary, 32, TH, {})["candidates"] if c["k"] == 2)
+    assert not next(i for i in k2["checklist"] if i["name"] == "failures and latency")["passed"]
+
+
+def test_scaling_check_looks_at_every_stage_above_the_target():
+    summary = table({0: {32: 10, 64: 12, 96: 13}, 2: {32: 14, 64: 16, 96: 11}})
+    k2 = next(c for c in decide(summary, 32, TH, {})["candidates"] if c["k"] == 2)
+    item = next(i for i in k2["checklist"] if i["name"] == "concurrency scaling")
+    assert not item["passed"] and "falls from" in item["evidence"] and "at 96" in item["evidence"]
+
+
+def test_concurrency_bound_names_the_scheduler_with_its_numbers():
+    summary = table({0: {64: 10, 96: 11}, 2: {64: 11, 96: 12}})
+    summary.loc[summary["users"] == 64, "running_mean"] = 30.0
+    summary.loc[summary["users"] == 64, "waiting_mean"] = 20.0
+    notes = decide(summary, 64, TH, {})["diagnoses"]
+    bound = [d for d in notes if d.startswith("Concurrency-bound")]
+    assert bound and "scheduler" in bound[0] and "30.0 running" in bound[0] and "20.0 waiting" in bound[0]
+
+
+def test_missing_k0_says_which_k_is_the_baseline():
+    summary = table({2: {32: 10, 64: 12}, 4: {32: 12, 64: 14}})
+    reasons = decide(summary, 32, TH, {})["reasons"]
+    assert any("No valid K=0 window" in r and "K=2 stands in" in r for r in reasons)
+
+
+def test_per_stage_best_carries_a_command_and_older_vllm_gets_no_batch_size_form():
+    summary = table({0: {4: 2, 32: 10, 64: 12}, 4: {4: 4, 32: 13, 64: 11}})
+    argv = {0: ["vllm", "serve", "m"], 4: ["vllm", "serve", "m", "--speculative-config", '{"num_speculative_tokens":4}']}
+    decision = decide(summary, 32, TH, argv, version=(0, 32, 0))
+    assert [(p["users"], p["best_k"]) for p in decision["per_stage"]] == [(4, 4), (32, 4), (64, 0)]
+    assert decision["per_stage"][2]["argv"] == argv[0] and decision["per_stage"][0]["argv"] == argv[4]
+    assert "per_batch_size" not in decision
+    assert decision["recommended"]["k"] == 0  # K=4 falls above the target
+    assert any("4 users -> K=4" in r for r in decision["reasons"])
+
+
+def test_per_batch_size_form_on_033_extends_the_speculative_config():
+    summary = table({0: {4: 2, 32: 10, 64: 12}, 2: {4: 3, 32: 13, 64: 12.2}, 4: {4: 4, 32: 12, 64: 11}})
+    summary.loc[summary["users"] == 4, "running_mean"] = 4.0
+    summary.loc[summary["users"] == 32, "running_mean"] = 30.0
+    spec = '{"method":"ngram","num_speculative_tokens":%d,"prompt_lookup_max":4}'
+    argv = {0: ["vllm", "serve", "m"], 2: ["vllm", "serve", "m", "--speculative-config", spec % 2],
+            4: ["vllm", "serve", "m", "--speculative-config", spec % 4]}
+    form = decide(summary, 32, TH, argv, version=(0, 33, 0))["per_batch_size"]
+    assert form["num_speculative_tokens_per_batch_size"] == [[1, 17, 4], [18, 45, 2], [46, 1_000_000, 0]]
+    config = __import__("json").loads(form["argv"][-1])
+    assert config["num_speculative_tokens"] == 4 and config["prompt_lookup_max"] == 4
+    assert config["num_speculative_tokens_per_batch_size"] == form["num_speculative_tokens_per_batch_size"]
+
+
+def test_per_batch_size_ranges_merge_neighbours_with_the_same_k():
+    ranges = per_batch_size_config([{"running_mean": 4, "best_k": 4}, {"running_mean": 30, "best_k": 4},
+                                    {"running_mean": 60, "best_k": 0}])
+    assert ranges == [[1, 45, 4], [46, 1_000_000, 0]]

@@ -228,3 +228,78 @@ def test_timelines_found_by_life_folder():
     view = build_view(make_summary(ks=(0,)), make_decision(), plan, {"custom/place": make_life_timeline()})
     assert [(t["title"], t["status"], t["figure_json"] is not None) for t in view["timelines"]] == [
         ("k0/r0 (K=0)", "missing", True)]
+
+
+def test_view_shows_per_stage_commands_and_the_version_form():
+    decision = make_decision()
+    decision["per_stage"] = [{"users": 4, "best_k": 4, "running_mean": 4.0, "tok_per_s": 300.0,
+                              "argv": ["vllm", "serve", HOSTILE, "--speculative-config", '{"num_speculative_tokens":4}']},
+                             {"users": 32, "best_k": 0, "running_mean": 20.0, "tok_per_s": 900.0,
+                              "argv": ["vllm", "serve", HOSTILE]}]
+    plan = make_plan()
+    older = build_view(make_summary(), decision, plan, {})
+    assert older["per_stage"][0]["argv_shell"].startswith("vllm serve '<script>alert(1)</script>' --speculative")
+    assert older["per_stage"][1]["tok_per_s"] == "900.0"
+    assert not older["per_batch_size"]["available"] and "0.32.0" in older["per_batch_size"]["note"]
+
+    ranges = [[1, 12, 4], [13, 1_000_000, 0]]
+    decision["per_batch_size"] = {"num_speculative_tokens_per_batch_size": ranges,
+                                  "argv": ["vllm", "serve", "m", "--speculative-config", json.dumps(
+                                      {"num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": ranges})]}
+    plan["probe"]["version"] = "0.33.0"
+    newer = build_view(make_summary(), decision, plan, {})["per_batch_size"]
+    assert newer["available"] and newer["ranges"] == ["batch 1 to 12: K=4", "batch 13 and up: K=0"]
+    assert json.loads(newer["json"]) == {"num_speculative_tokens_per_batch_size": ranges}
+    assert newer["argv_shell"].startswith("vllm serve m --speculative-config '{")
+
+
+def test_view_lists_candidates_failed_lives_tokens_and_invalid_windows():
+    decision = make_decision() | {
+        "candidates": [{"k": 0, "req_per_s": 10.0, "conservative_req_per_s": 9.9, "tok_per_s": 640.0, "passed": 4,
+                        "checklist": [{"name": "repeat stability", "passed": True, "evidence": "ok"}]},
+                       {"k": 2, "req_per_s": 12.0, "conservative_req_per_s": 11.5, "tok_per_s": 768.0, "passed": 3,
+                        "checklist": [{"name": "memory headroom", "passed": False, "evidence": HOSTILE}]}],
+        "failed_lives": [{"life": "k2/r1", "reason": "server exited 1"}]}
+    plan = make_plan()
+    plan["lives"][0]["tokens"] = {"client_output_tokens": 1000, "server_generation_tokens": 1010,
+                                  "difference": 10, "cut_requests": 2}
+    plan["lives"][1]["tokens"] = {"client_output_tokens": 1000, "server_generation_tokens": 1010,
+                                  "difference": 10, "cut_requests": 0}
+    view = build_view(make_summary(), decision, plan, {})
+    assert [(c["k"], c["chosen"], c["passed"]) for c in view["candidates"]] == [("0", False, "1/1"), ("2", True, "0/1")]
+    assert [f["life"] for f in view["failed_lives"]] == ["k2/r1"]
+    assert view["failed_lives"][0]["reason"].startswith("server exited 1")
+    assert view["lives"][0]["tokens"] == {"text": "client 1,000 / server 1,010 (difference +10, 2 cut)", "status": ""}
+    assert view["lives"][1]["tokens"]["status"] == "check"  # more tokens served than seen, and nothing was cut
+    assert view["lives"][2]["tokens"]["text"] == "–"
+    assert [(w["setting"], w["users"], w["reason"]) for w in view["invalid_windows"]] == [
+        (f"k4{HOSTILE}", "32", f"client saturated {HOSTILE}")]
+    probe = {row["label"]: row["value"] for row in view["probe"]}
+    assert probe["flags used by this run"] == "--max-num-seqs --speculative-config"
+    assert "lives.csv" in [f["name"] for f in view["run_files"]]
+    assert "first max(2 s, 25%)" in view["window_rule"]
+
+
+def test_rendered_page_has_the_new_sections_escaped(tmp_path: Path, inputs):
+    summary, decision, plan, timelines = inputs
+    summary = summary.assign(timeout_rate=0.0125, timeouts=1)
+    decision = decision | {"failed_lives": [{"life": "k2/r1", "reason": f"boom {HOSTILE}"}],
+                           "per_stage": [{"users": 4, "best_k": 4, "running_mean": 4.0, "tok_per_s": 1.0,
+                                          "argv": ["vllm", "serve", HOSTILE]}]}
+    page = _strip_plotly_js(write_report(tmp_path, summary, decision, plan, timelines).read_text(encoding="utf-8"))
+    assert HOSTILE not in page and ESCAPED in page
+    for text in ("Best K per concurrency stage", "Candidates at the target concurrency", "Invalid windows",
+                 "without results", "timeout_rate", "1.2%"):
+        assert text in page, text
+    # Only files that exist are linked: this run folder holds no life folders and no run files yet.
+    assert 'href="k0/r0/' not in page and 'href="summary.csv"' not in page
+
+
+def test_only_existing_raw_files_are_linked(tmp_path: Path, inputs):
+    summary, decision, plan, timelines = inputs
+    (tmp_path / "k0" / "r0").mkdir(parents=True)
+    (tmp_path / "k0" / "r0" / "requests.csv").write_text("stage\n")
+    (tmp_path / "summary.csv").write_text("k\n")
+    page = write_report(tmp_path, summary, decision, plan, timelines).read_text(encoding="utf-8")
+    assert 'href="k0/r0/requests.csv"' in page and 'href="k0/r0/server.log"' not in page
+    assert 'href="summary.csv"' in page and 'href="lives.csv"' not in page

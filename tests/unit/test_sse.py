@@ -58,7 +58,7 @@ def test_usage_chunk_with_empty_choices_is_not_indexed():
 
 
 def test_error_chunk_after_headers():
-    new_style = parse_sse_line(b'data: {"error": {"message": "engine dead", "type": "InternalServerError", "code": 500}}')
+    new_style = parse_sse_line(b'data: {"error": {"message": "engine dead", "type": "Internal", "code": 500}}')
     old_style = parse_sse_line(b'data: {"object": "error", "message": "too long", "code": 400}')
     assert new_style is not None and new_style.error == "engine dead"
     assert old_style is not None and old_style.error == "too long"

@@ -1,0 +1,78 @@
+"""Progress over the whole sweep (rich): current life, stage, users, server tok/s, ETA.
+
+The bar advances in planned seconds of load; a background refresh reads the live sampler's last
+values, so the numbers shown are the server's own counters.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+class SweepProgress:
+    def __init__(self, stages, lives_total: int, enabled: bool = True) -> None:
+        self.stages = list(stages)
+        self.stage_total_s = sum(s.duration_s for s in self.stages)
+        self.console = Console(stderr=True)
+        self.enabled = enabled and self.console.is_terminal
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                                  TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
+                                  disable=not self.enabled)
+        self._task = self._progress.add_task("sweep", total=lives_total * self.stage_total_s)
+        self._life = ""
+        self._sampler = None
+        self._load_started = 0.0
+        self._done_s = 0.0
+        self._last = (0.0, 0.0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._refresh_loop, daemon=True)
+
+    def say(self, text: str) -> None:
+        self.console.print(text, highlight=False) if self.enabled else print(text, flush=True)
+
+    def life_started(self, key: str) -> None:
+        self._life, self._sampler, self._last = key, None, (0.0, 0.0)
+
+    def load_started(self, sampler) -> None:
+        self._sampler, self._load_started = sampler, time.monotonic()
+
+    def life_finished(self) -> None:
+        self._done_s += self.stage_total_s
+        self._sampler = None
+        self._progress.update(self._task, completed=self._done_s, description=f"{self._life} finished")
+
+    def _describe(self) -> str:
+        elapsed = time.monotonic() - self._load_started
+        edge, stage_no, users = 0.0, len(self.stages), self.stages[-1].users
+        for number, stage in enumerate(self.stages, 1):
+            edge += stage.duration_s
+            if elapsed < edge:
+                stage_no, users = number, stage.users
+                break
+        values = self._sampler.last_values if self._sampler else {}
+        rate = ""
+        if "generation_tokens_total" in values:
+            t_prev, tokens_prev = self._last
+            if t_prev and values["t_s"] > t_prev:
+                rate = f", {(values['generation_tokens_total'] - tokens_prev) / (values['t_s'] - t_prev):.0f} tok/s"
+            self._last = (values["t_s"], values["generation_tokens_total"])
+        return f"{self._life} stage {stage_no}/{len(self.stages)} ({users} users{rate})", min(elapsed, self.stage_total_s)
+
+    def _refresh_loop(self) -> None:
+        while not self._stop.wait(1.0):
+            if self._sampler is not None:
+                text, elapsed = self._describe()
+                self._progress.update(self._task, description=text, completed=self._done_s + elapsed)
+
+    def __enter__(self) -> "SweepProgress":
+        self._progress.__enter__()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._progress.__exit__(*exc)

@@ -1,0 +1,339 @@
+"""The values of the web UI's live tabs, as pure functions: safe to import anywhere (no Locust, no gevent).
+
+Every second the Locust process that serves the web UI (the master in distributed mode) scrapes the
+server's /metrics into a `CounterWindow`, collects the finished requests of the last seconds in a
+`LatencyWindow` and turns both, with the stage and the setting, into one `LiveValues`. The tab shows
+`now_rows(values)`; the history tab and the CSV downloads show `history_row(values)` per tick.
+
+Definitions (the report's, applied to the last `LIVE_WINDOW_S` seconds instead of a stage window):
+- acceptance rate = delta(accepted tokens) / delta(draft tokens); mean acceptance length =
+  1 + delta(accepted tokens) / delta(drafts);
+- real batch = vllm:num_requests_running / vllm:num_requests_waiting at the last scrape;
+- TTFT p50/p99 over the requests that finished in the window; ITL p50 = median of their per-request
+  median ITLs, ITL p99 = 99th percentile of their per-request p99 ITLs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+
+from lookahead_runner.workload.stages import Stage
+from lookahead_runner.workload.timeline import percentile
+
+LIVE_WINDOW_S = 10.0
+POLL_INTERVAL_S = 1.0
+HISTORY_MAX_ROWS = 6 * 3600  # six hours at one row a second
+HISTORY_TAB_ROWS = 60  # the history tab shows the last minute; the CSV has it all
+
+
+@dataclass(frozen=True)
+class LatencySample:
+    """What the live view needs from one finished request (cut requests are never sampled)."""
+
+    ok: bool
+    ttft_ms: float | None
+    itl_p50_ms: float | None
+    itl_p99_ms: float | None
+
+    def pack(self) -> list:
+        """A compact list for worker -> master messages (msgpack keeps lists small)."""
+        return [int(self.ok), self.ttft_ms, self.itl_p50_ms, self.itl_p99_ms]
+
+    @classmethod
+    def unpack(cls, row: Sequence) -> LatencySample:
+        ok, ttft, itl50, itl99 = row
+        return cls(bool(ok), _opt(ttft), _opt(itl50), _opt(itl99))
+
+
+def _opt(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def sample_of(record) -> LatencySample:
+    """A RequestRecord (records.py) -> its live sample."""
+    return LatencySample(bool(record.ok), record.ttft_ms, record.itl_p50_ms, record.itl_p99_ms)
+
+
+class LatencyWindow:
+    """Finished requests of the last `window_s` seconds, stamped with the time they reached this process.
+
+    Arrival time rather than the worker's own clock: workers on other hosts may run a skewed clock,
+    and they ship their samples every second, so arrival is at most about a second late.
+    """
+
+    def __init__(self, window_s: float = LIVE_WINDOW_S) -> None:
+        self.window_s = window_s
+        self._samples: deque[tuple[float, LatencySample]] = deque()
+
+    def add(self, t_s: float, samples: Iterable[LatencySample]) -> None:
+        self._samples.extend((t_s, sample) for sample in samples)
+
+    def clear(self) -> None:
+        self._samples.clear()
+
+    def summary(self, now_s: float) -> dict[str, float | None]:
+        while self._samples and self._samples[0][0] < now_s - self.window_s:
+            self._samples.popleft()
+        ok = [s for _, s in self._samples if s.ok]
+        ttft = [s.ttft_ms for s in ok if s.ttft_ms is not None]
+        itl50 = [s.itl_p50_ms for s in ok if s.itl_p50_ms is not None]
+        itl99 = [s.itl_p99_ms for s in ok if s.itl_p99_ms is not None]
+        return {
+            "ttft_p50_ms": percentile(ttft, 50),
+            "ttft_p99_ms": percentile(ttft, 99),
+            "itl_p50_ms": percentile(itl50, 50),
+            "itl_p99_ms": percentile(itl99, 99),
+            "requests_ok": float(len(ok)),
+            "requests_failed": float(len(self._samples) - len(ok)),
+        }
+
+
+class CounterWindow:
+    """Scrapes of /metrics ({signal: value} from telemetry.prometheus.parse) over the last `window_s` s.
+
+    Keeps the newest scrape older than the window as the base, so counter deltas span the whole window.
+    """
+
+    def __init__(self, window_s: float = LIVE_WINDOW_S) -> None:
+        self.window_s = window_s
+        self._scrapes: deque[tuple[float, dict[str, float]]] = deque()
+
+    def add(self, t_s: float, signals: dict[str, float]) -> None:
+        self._scrapes.append((t_s, dict(signals)))
+        while len(self._scrapes) > 2 and self._scrapes[1][0] <= t_s - self.window_s:
+            self._scrapes.popleft()
+
+    def latest(self) -> dict[str, float]:
+        return self._scrapes[-1][1] if self._scrapes else {}
+
+    def latest_t_s(self) -> float | None:
+        return self._scrapes[-1][0] if self._scrapes else None
+
+    def delta(self, signal: str) -> tuple[float, float] | None:
+        """(delta of the counter, seconds it spans), or None without two scrapes carrying it or across a reset."""
+        carrying = [(t, values[signal]) for t, values in self._scrapes if signal in values]
+        if len(carrying) < 2:
+            return None
+        (t0, v0), (t1, v1) = carrying[0], carrying[-1]
+        if v1 < v0 or t1 <= t0:  # the server restarted: its counters began again
+            return None
+        return v1 - v0, t1 - t0
+
+    def rates(self) -> dict[str, float | None]:
+        accepted = self.delta("spec_accepted_total")
+        drafted = self.delta("spec_draft_tokens_total")
+        drafts = self.delta("spec_drafts_total")
+        generated = self.delta("generation_tokens_total")
+        preempted = self.delta("preemptions_total")
+        return {
+            "acceptance_rate": _ratio(accepted, drafted),
+            "mean_acceptance_length": None if _ratio(accepted, drafts) is None else 1.0 + _ratio(accepted, drafts),
+            "generation_tokens_per_s": None if generated is None else generated[0] / generated[1],
+            "preemptions_in_window": None if preempted is None else preempted[0],
+        }
+
+
+def _ratio(numerator: tuple[float, float] | None, denominator: tuple[float, float] | None) -> float | None:
+    if numerator is None or denominator is None or denominator[0] <= 0:
+        return None
+    return numerator[0] / denominator[0]
+
+
+@dataclass(frozen=True)
+class StageNow:
+    """Where the load shape is: the stage index (None before the first tick), its users and timing."""
+
+    state: str  # Locust's runner state: ready, spawning, running, stopping, stopped
+    index: int | None = None
+    users: int = 0
+    count: int = 0
+    elapsed_s: float = 0.0
+    duration_s: float = 0.0
+    finished: bool = False
+
+
+def stage_now(state: str, stages: Sequence[Stage] | None, current: tuple[int, int] | None,
+              run_time_s: float, finished: bool) -> StageNow:
+    """The stage running `run_time_s` into the shape run, from the shape's own (index, users)."""
+    if current is None or not stages:
+        return StageNow(state=state, count=len(stages or ()), finished=finished)
+    index, users = current
+    start_s = sum(stage.duration_s for stage in stages[:index])
+    duration_s = stages[index].duration_s if index < len(stages) else 0.0
+    elapsed_s = min(max(run_time_s - start_s, 0.0), duration_s)
+    return StageNow(state, index, users, len(stages), elapsed_s, duration_s, finished)
+
+
+def stage_text(stage: StageNow) -> str:
+    if stage.finished:
+        return f"all {stage.count} stages done ({stage.state})"
+    if stage.index is None:
+        return f"not started ({stage.state})" + (f"; {stage.count} stages planned" if stage.count else "")
+    return (f"{stage.index + 1} of {stage.count}: {stage.users} users, "
+            f"{stage.elapsed_s:.0f} of {stage.duration_s:g} s")
+
+
+@dataclass(frozen=True)
+class LiveValues:
+    """One tick of the live view; None where the value is not known (yet)."""
+
+    t_s: float
+    setting: str
+    stage: StageNow
+    acceptance_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None
+    preemptions_total: float | None = None
+    preemptions_in_window: float | None = None
+    generation_tokens_per_s: float | None = None
+    gpu_used_mib: float | None = None
+    gpu_total_mib: float | None = None
+    gpu_note: str = ""
+    ttft_p50_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p99_ms: float | None = None
+    requests_ok: float | None = None
+    requests_failed: float | None = None
+    metrics_age_s: float | None = None
+    metrics_error: str = ""
+
+
+def live_values(t_s: float, setting: str, stage: StageNow, counters: CounterWindow, latency: LatencyWindow,
+                gpu: tuple[float, float] | None, gpu_note: str, metrics_error: str) -> LiveValues:
+    latest = counters.latest()
+    scraped_t_s = counters.latest_t_s()
+    return LiveValues(
+        t_s=t_s, setting=setting, stage=stage,
+        running=latest.get("running"), waiting=latest.get("waiting"), kv_usage=latest.get("kv_usage"),
+        preemptions_total=latest.get("preemptions_total"),
+        gpu_used_mib=None if gpu is None else gpu[0], gpu_total_mib=None if gpu is None else gpu[1],
+        gpu_note=gpu_note, metrics_age_s=None if scraped_t_s is None else max(t_s - scraped_t_s, 0.0),
+        metrics_error=metrics_error,
+        **counters.rates(), **latency.summary(t_s),
+    )
+
+
+def _num(value: float | None, digits: int = 0, suffix: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def _pair(a: float | None, b: float | None, digits: int, suffix: str) -> str:
+    if a is None and b is None:
+        return "–"
+    return f"{_num(a, digits)} / {_num(b, digits)}{suffix}"
+
+
+def _window() -> str:
+    return f"last {LIVE_WINDOW_S:g} s"
+
+
+def now_rows(values: LiveValues) -> list[dict[str, str]]:
+    """The live tab's rows: {signal, value, meaning}."""
+    v = values
+    spec_missing = v.acceptance_rate is None and v.mean_acceptance_length is None
+    gpu = (f"{_num(v.gpu_used_mib)} / {_num(v.gpu_total_mib)} MiB"
+           + (f" ({100 * v.gpu_used_mib / v.gpu_total_mib:.1f} %)" if v.gpu_used_mib and v.gpu_total_mib else "")
+           if v.gpu_used_mib is not None else f"n/a{f' ({v.gpu_note})' if v.gpu_note else ''}")
+    if v.metrics_error:
+        scrape = f"failing: {v.metrics_error}"
+    elif v.metrics_age_s is None:
+        scrape = "no scrape yet"
+    else:
+        scrape = f"ok, {v.metrics_age_s:.1f} s ago"
+    rows = [
+        ("Setting", v.setting or "(not given)", "the server setting under test (--setting-name; the runner passes K)"),
+        ("Stage", stage_text(v.stage), "the --stages schedule: stage, target users, seconds into it"),
+        ("Acceptance rate", _num(None if v.acceptance_rate is None else 100 * v.acceptance_rate, 1, " %"),
+         f"accepted / drafted tokens, {_window()}" + (" (no drafts seen: K = 0 or idle)" if spec_missing else "")),
+        ("Mean acceptance length", _num(v.mean_acceptance_length, 2),
+         f"1 + accepted tokens / drafts: tokens per sequence per step, {_window()}"),
+        ("Real batch (running / waiting)", _pair(v.running, v.waiting, 0, ""),
+         "vllm:num_requests_running / vllm:num_requests_waiting, now"),
+        ("KV cache usage", _num(None if v.kv_usage is None else 100 * v.kv_usage, 1, " %"),
+         "vllm:kv_cache_usage_perc, now"),
+        ("Preemptions", f"{_num(v.preemptions_total)} (+{_num(v.preemptions_in_window)} in {_window()})"
+         if v.preemptions_total is not None else "–", "vllm:num_preemptions_total: requests evicted for KV space"),
+        ("Generation throughput", _num(v.generation_tokens_per_s, 0, " tok/s"),
+         f"delta(vllm:generation_tokens_total) / seconds, {_window()}"),
+        ("GPU memory", gpu, "used / total over the visible GPUs (NVML, or the simulator's reading)"),
+        ("TTFT p50 / p99", _pair(v.ttft_p50_ms, v.ttft_p99_ms, 0, " ms"),
+         f"time to first token of the requests finished in the {_window()} (client side)"),
+        ("ITL p50 / p99", _pair(v.itl_p50_ms, v.itl_p99_ms, 1, " ms"),
+         f"median of per-request median ITLs / p99 of per-request p99 ITLs, {_window()}"),
+        ("Requests (ok / failed)", _pair(v.requests_ok, v.requests_failed, 0, ""),
+         f"finished in the {_window()}, all Locust processes"),
+        ("Server /metrics", scrape, "scraped once a second by this Locust process (the master when distributed)"),
+    ]
+    return [{"signal": s, "value": value, "meaning": meaning} for s, value, meaning in rows]
+
+
+NOW_COLUMNS = (("signal", "Signal"), ("value", "Value"), ("meaning", "Meaning"))
+
+HISTORY_COLUMNS = (
+    ("t_s", "Time (unix s)"), ("setting", "Setting"), ("stage", "Stage"), ("users", "Users"),
+    ("acceptance_rate", "Acceptance rate"), ("mean_acceptance_length", "Mean acceptance length"),
+    ("running", "Running"), ("waiting", "Waiting"), ("kv_usage", "KV usage"),
+    ("preemptions_total", "Preemptions"), ("generation_tokens_per_s", "Gen tok/s"),
+    ("gpu_used_mib", "GPU used MiB"), ("gpu_total_mib", "GPU total MiB"),
+    ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p99_ms", "TTFT p99 ms"),
+    ("itl_p50_ms", "ITL p50 ms"), ("itl_p99_ms", "ITL p99 ms"),
+    ("requests_ok", "Requests ok"), ("requests_failed", "Requests failed"),
+)
+
+_ROUNDING = {"acceptance_rate": 4, "mean_acceptance_length": 3, "kv_usage": 4, "t_s": 1}
+
+
+def history_row(values: LiveValues) -> dict[str, str]:
+    """One tick as strings: unit-bearing column keys (the CSV header), empty where unknown."""
+    raw = {f.name: getattr(values, f.name) for f in fields(values) if f.name != "stage"}
+    raw |= {"stage": values.stage.index, "users": values.stage.users if values.stage.index is not None else None}
+    row = {}
+    for key, _title in HISTORY_COLUMNS:
+        value = raw.get(key)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            row[key] = ""
+        elif isinstance(value, float):
+            row[key] = f"{value:.{_ROUNDING.get(key, 2)}f}"
+        else:
+            row[key] = str(value)
+    return row
+
+
+def csv_text(columns: Sequence[str], rows: Iterable[dict[str, str]]) -> str:
+    """CSV with a header of `columns` (the dict keys, as the files under reports/ name their columns)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+HISTORY_TAB_COLUMNS = (
+    ("time", "Time"), ("stage", "Stage (users)"), ("acceptance", "Acceptance"), ("length", "Mean acc. length"),
+    ("batch", "Running / waiting"), ("kv", "KV usage"), ("preemptions", "Preemptions"),
+    ("throughput", "Gen tok/s"), ("gpu", "GPU MiB"), ("ttft", "TTFT p50 / p99 ms"), ("itl", "ITL p50 / p99 ms"),
+)
+
+
+def history_tab_row(values: LiveValues, clock: str) -> dict[str, str]:
+    """One tick for the history tab (display strings); `clock` is the tick's local time, e.g. "12:03:04"."""
+    v = values
+    stage = "–" if v.stage.index is None else f"{v.stage.index + 1} ({v.stage.users})"
+    return {
+        "time": clock, "stage": stage,
+        "acceptance": _num(None if v.acceptance_rate is None else 100 * v.acceptance_rate, 1, " %"),
+        "length": _num(v.mean_acceptance_length, 2), "batch": _pair(v.running, v.waiting, 0, ""),
+        "kv": _num(None if v.kv_usage is None else 100 * v.kv_usage, 1, " %"), "preemptions": _num(v.preemptions_total),
+        "throughput": _num(v.generation_tokens_per_s), "gpu": _num(v.gpu_used_mib),
+        "ttft": _pair(v.ttft_p50_ms, v.ttft_p99_ms, 0, ""), "itl": _pair(v.itl_p50_ms, v.itl_p99_ms, 1, ""),
+    }

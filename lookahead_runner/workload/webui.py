@@ -1,0 +1,278 @@
+"""Live tabs in Locust's web UI: the vLLM server's side of the test while it runs.
+
+Two extended tabs ("vLLM live": the values now; "vLLM history": one row a second) and two CSV
+downloads (same values), computed in `lookahead_runner.workload.live` from:
+- the server's /metrics (``--host``), scraped once a second by the process serving the web UI;
+- GPU memory: the simulator's NVML-like file when ``LOOKAHEAD_SIM_GPU_FILE`` is set, else NVML;
+- the finished requests of the last seconds (the task hands each record to `observe`). In
+  distributed mode each worker ships its samples to the master once a second (a custom message),
+  so the master's tabs show all processes merged;
+- the stage (the --stages shape) and ``--setting-name`` (the runner passes the life's setting).
+
+Headless runs (the runner's default) get none of this: no web UI, no extra scrapes, no messages.
+Locust's tab components read ``extended_tabs``/``extended_tables``/``extended_csv_files`` from the
+page's template args and the rows from ``extended_stats`` in each ``/stats/requests`` answer
+(Locust's ``examples/extend_web_ui.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import gevent
+from flask import Response, make_response, request
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
+from lookahead_runner.telemetry.prometheus import parse, scrape
+from lookahead_runner.workload.live import (
+    HISTORY_COLUMNS,
+    HISTORY_MAX_ROWS,
+    HISTORY_TAB_COLUMNS,
+    HISTORY_TAB_ROWS,
+    NOW_COLUMNS,
+    POLL_INTERVAL_S,
+    CounterWindow,
+    LatencySample,
+    LatencyWindow,
+    LiveValues,
+    csv_text,
+    history_row,
+    history_tab_row,
+    live_values,
+    now_rows,
+    sample_of,
+    stage_now,
+)
+from lookahead_runner.workload.shape import StagedShape
+from lookahead_runner.workload.stages import parse_stages
+
+logger = logging.getLogger(__name__)
+
+STATE_ATTRIBUTE = "lookahead_live"
+LATENCY_MESSAGE = "lookahead_latency"
+NOW_TAB = "lookahead"
+HISTORY_TAB = "lookahead-history"
+NOW_CSV = "lookahead/now.csv"
+HISTORY_CSV = "lookahead/history.csv"
+SCRAPE_TIMEOUT_S = 2.0
+SIM_GPU_FILE_ENV = "LOOKAHEAD_SIM_GPU_FILE"
+API_KEY_ENV = "LOOKAHEAD_API_KEY"
+
+
+def add_options(parser: Any, **_kwargs: Any) -> None:
+    """``events.init_command_line_parser`` listener."""
+    parser.add_argument(
+        "--setting-name", default="", env_var="LOCUST_SETTING_NAME", include_in_web_ui=False,
+        help="Label of the server setting under test, shown in the web UI's live tab (the runner passes K).",
+    )
+
+
+def observe(environment: Environment, record: Any) -> None:
+    """Hand one finished request's record (records.RequestRecord) to the live view; a no-op when headless."""
+    state = getattr(environment, STATE_ATTRIBUTE, None)
+    if state is not None and record is not None:
+        state.observe(sample_of(record))
+
+
+def on_init(environment: Environment, **_kwargs: Any) -> None:
+    """``events.init`` listener: the live view where the web UI runs, a sample shipper on workers."""
+    runner = environment.runner
+    view = LiveView(environment) if environment.web_ui is not None else None
+    if isinstance(runner, MasterRunner):
+        # registered even without a web UI, so workers' samples are dropped quietly, not warned about
+        runner.register_message(LATENCY_MESSAGE, view.on_message if view else _drop)
+    if view is not None:
+        _install(environment, view)
+        setattr(environment, STATE_ATTRIBUTE, view)
+        view.start()
+    elif isinstance(runner, WorkerRunner) and not getattr(environment.parsed_options, "headless", False):
+        shipper = LatencyShipper(runner)
+        setattr(environment, STATE_ATTRIBUTE, shipper)
+        shipper.start()
+
+
+def _drop(**_kwargs: Any) -> None:
+    pass
+
+
+class LatencyShipper:
+    """On a worker: collects samples and sends them to the master once a second."""
+
+    def __init__(self, runner: WorkerRunner) -> None:
+        self.runner = runner
+        self.pending: list[list] = []
+        self._greenlet: gevent.Greenlet | None = None
+
+    def observe(self, sample: LatencySample) -> None:
+        self.pending.append(sample.pack())
+
+    def start(self) -> None:
+        self._greenlet = gevent.spawn(self._run)
+
+    def _run(self) -> None:
+        while True:
+            gevent.sleep(POLL_INTERVAL_S)
+            if not self.pending:
+                continue
+            batch, self.pending = self.pending, []
+            try:
+                self.runner.send_message(LATENCY_MESSAGE, batch)
+            except Exception as exc:  # the master is gone or not yet connected: the live view is best effort
+                logger.debug("Could not ship %d latency samples: %s", len(batch), exc)
+
+
+class LiveView:
+    """On the process serving the web UI: scrapes, windows and the latest values for the tabs."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        self.counters = CounterWindow()
+        self.latency = LatencyWindow()
+        self.history: deque[tuple[LiveValues, str]] = deque(maxlen=HISTORY_MAX_ROWS)
+        self.values: LiveValues | None = None
+        self.metrics_error = ""
+        self.memory, self.memory_note = _open_memory()
+        self._greenlet: gevent.Greenlet | None = None
+
+    def observe(self, sample: LatencySample) -> None:
+        self.latency.add(time.time(), [sample])
+
+    def on_message(self, environment: Environment, msg: Any, **_kwargs: Any) -> None:
+        self.latency.add(time.time(), [LatencySample.unpack(row) for row in msg.data or []])
+
+    def reset(self, **_kwargs: Any) -> None:
+        self.latency.clear()
+        self.history.clear()
+
+    def start(self) -> None:
+        self.environment.events.reset_stats.add_listener(self.reset)
+        self._greenlet = gevent.spawn(self._run)
+
+    def _run(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                self.tick()
+            except Exception:  # never let the live view take the test down
+                logger.exception("Live view tick failed")
+            gevent.sleep(max(POLL_INTERVAL_S - (time.monotonic() - started), 0.05))
+
+    def tick(self) -> None:
+        host = (self.environment.host or "").rstrip("/")
+        if host:
+            try:
+                self.counters.add(time.time(), parse(scrape(host + "/metrics", SCRAPE_TIMEOUT_S, _headers())))
+                self.metrics_error = ""
+            except Exception as exc:  # refused, timeout, HTTP error, unparsable text
+                self.metrics_error = f"{type(exc).__name__}: {exc}"[:200]
+        else:
+            self.metrics_error = "no --host"
+        reading = self.memory.read() if self.memory is not None else None
+        now_s = time.time()
+        options = self.environment.parsed_options
+        self.values = live_values(
+            now_s, getattr(options, "setting_name", "") or "", self._stage(), self.counters, self.latency,
+            None if reading is None else (reading.used_mib, reading.total_mib),
+            self.memory_note if reading is None else "", self.metrics_error,
+        )
+        self.history.append((self.values, time.strftime("%H:%M:%S", time.localtime(now_s))))
+
+    def _stage(self):
+        runner = self.environment.runner
+        state = str(getattr(runner, "state", "") or "")
+        shape = self.environment.shape_class
+        if not isinstance(shape, StagedShape):
+            return stage_now(state, None, None, 0.0, False)
+        stages = shape.stages
+        if stages is None:
+            try:
+                stages = parse_stages(getattr(self.environment.parsed_options, "stages", "") or "")
+            except ValueError:
+                stages = None
+        run_time_s = shape.get_run_time() if shape.current_stage() is not None else 0.0
+        return stage_now(state, stages, shape.current_stage(), run_time_s, shape.finished)
+
+    def extended_stats(self) -> list[dict]:
+        if self.values is None:
+            return [{"key": NOW_TAB, "data": []}, {"key": HISTORY_TAB, "data": []}]
+        recent = list(self.history)[-HISTORY_TAB_ROWS:]
+        return [
+            {"key": NOW_TAB, "data": now_rows(self.values)},
+            {"key": HISTORY_TAB, "data": [history_tab_row(v, clock) for v, clock in reversed(recent)]},
+        ]
+
+    def now_csv(self) -> str:
+        rows = now_rows(self.values) if self.values is not None else []
+        return csv_text([key for key, _ in NOW_COLUMNS], rows)
+
+    def history_csv(self) -> str:
+        return csv_text([key for key, _ in HISTORY_COLUMNS], (history_row(v) for v, _ in self.history))
+
+
+def _open_memory():
+    """(source, why it may read nothing): the simulator's file when named, else NVML, else None."""
+    sim_file = os.environ.get(SIM_GPU_FILE_ENV, "")
+    if sim_file:
+        return SimMemory(Path(sim_file)), f"no reading in {SIM_GPU_FILE_ENV}={sim_file}"
+    nvml = NvmlMemory()
+    if nvml.unavailable_reason:
+        return None, nvml.unavailable_reason
+    return nvml, "NVML gave no reading"
+
+
+def _headers() -> dict[str, str]:
+    key = os.environ.get(API_KEY_ENV, "")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _install(environment: Environment, view: LiveView) -> None:
+    """Add the tabs, the CSV routes and the ``extended_stats`` of ``/stats/requests`` to the web UI."""
+    web_ui = environment.web_ui
+    assert web_ui is not None
+    web_ui.template_args.update(
+        extended_tabs=[{"title": "vLLM live", "key": NOW_TAB}, {"title": "vLLM history", "key": HISTORY_TAB}],
+        extended_tables=[
+            {"key": NOW_TAB, "structure": [{"key": k, "title": t} for k, t in NOW_COLUMNS]},
+            {"key": HISTORY_TAB, "structure": [{"key": k, "title": t} for k, t in HISTORY_TAB_COLUMNS]},
+        ],
+        extended_csv_files=[
+            {"href": f"./{NOW_CSV}", "title": "Download vLLM live values CSV"},
+            {"href": f"./{HISTORY_CSV}", "title": "Download vLLM live history CSV (one row a second)"},
+        ],
+    )
+    base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
+
+    def csv_response(text: str, name: str) -> Response:
+        response = make_response(text)
+        response.headers["Content-Type"] = "text/csv"
+        response.headers["Content-Disposition"] = f"attachment;filename={name}_{int(time.time())}.csv"
+        return response
+
+    @web_ui.auth_required_if_enabled
+    def now_csv() -> Response:
+        return csv_response(view.now_csv(), "lookahead_live")
+
+    @web_ui.auth_required_if_enabled
+    def history_csv() -> Response:
+        return csv_response(view.history_csv(), "lookahead_history")
+
+    web_ui.app.add_url_rule(f"{base}/{NOW_CSV}", "lookahead_now_csv", now_csv)
+    web_ui.app.add_url_rule(f"{base}/{HISTORY_CSV}", "lookahead_history_csv", history_csv)
+
+    @web_ui.app.after_request
+    def add_extended_stats(response: Response) -> Response:
+        if response.status_code != 200 or not request.path.rstrip("/").endswith("/stats/requests"):
+            return response
+        body = response.get_json(silent=True)
+        if isinstance(body, dict):
+            body["extended_stats"] = view.extended_stats()
+            response.set_data(json.dumps(body))
+        return response

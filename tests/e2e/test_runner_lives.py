@@ -1,0 +1,125 @@
+"""Server lives through real processes: SIGTERM/Ctrl-C of the runner leaves no process,
+--resume keeps finished lives and reruns the cut one, early stop skips larger K, dry-run starts nothing."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def sweep_toml(model, k, stages, target, extra=""):
+    stage_list = ", ".join(f"{{ users = {u}, duration_s = {d} }}" for u, d in stages)
+    return f"""
+name = "lives"
+[server]
+model = "{model}"
+extra_args = ["--max-num-seqs", "128", "--sim-scenario", "tight-kv"]
+ready_timeout_s = 60
+memory_stable_window_s = 0.5
+[speculation]
+k = {k}
+[load]
+stages = [{stage_list}]
+prompt_tokens = 128
+output_tokens = 64
+warmup_s = 1.0
+[decision]
+target_users = {target}
+min_requests = 3
+{extra}
+"""
+
+
+def processes_of(marker):
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in part for part in proc.info["cmdline"] or []):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def start_runner(tmp_path, toml, *extra):
+    config = tmp_path / "sweep.toml"
+    config.write_text(toml)
+    return subprocess.Popen([sys.executable, "-m", "lookahead_runner", "sweep", "--config", str(config),
+                             "--out", str(tmp_path / "runs"), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for(predicate, timeout_s, what):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def life_is_loading(run_root, life):
+    return any((run / life / "requests.csv").exists() for run in run_root.glob("*")) if run_root.exists() else False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_mid_load_leaves_no_process_and_resume_finishes(tmp_path, sig):
+    model = f"sim/lives-{uuid.uuid4().hex[:8]}"
+    runner = start_runner(tmp_path, sweep_toml(model, "[0, 2]", [(4, 3), (8, 3)], 4))
+    try:
+        wait_for(lambda: life_is_loading(tmp_path / "runs", "k2/r0"), 90, "the second life's load")
+        assert processes_of(model), "the server of the second life should be running"
+        os.kill(runner.pid, sig)
+        _, stderr = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+    assert runner.returncode == 130
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    wait_for(lambda: not processes_of(model), 10, "every server and Locust process to exit")
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    assert json.loads((run_dir / "k0/r0/status.json").read_text())["state"] == "done"
+    assert json.loads((run_dir / "k2/r0/status.json").read_text())["state"] == "running"
+    first_life = (run_dir / "k0/r0/requests.csv").stat().st_mtime_ns
+
+    resumed = subprocess.run([sys.executable, "-m", "lookahead_runner", "sweep", "--resume", str(run_dir)],
+                             capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "k0/r0: done earlier, kept" in resumed.stdout
+    assert (run_dir / "k0/r0/requests.csv").stat().st_mtime_ns == first_life
+    assert json.loads((run_dir / "k2/r0/status.json").read_text())["state"] == "done"
+    summary = (run_dir / "summary.csv").read_text().splitlines()
+    assert len(summary) == 1 + 2 * 2
+    assert not processes_of(model)
+
+
+def test_early_stop_skips_larger_k(tmp_path):
+    """Tight KV at 48 users: K=8 fills the pool without raising req/s, so K=16 is never run."""
+    model = f"sim/early-{uuid.uuid4().hex[:8]}"
+    runner = start_runner(tmp_path, sweep_toml(model, "[0, 4, 8, 16]", [(48, 6)], 48))
+    stdout, stderr = runner.communicate(timeout=240)
+    assert runner.returncode == 0, stderr[-2000:]
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    decision = json.loads((run_dir / "decision.json").read_text())
+    assert decision["stopped_at_k"] == 8, decision["reasons"]
+    assert [life["life"] for life in decision["skipped_lives"]] == ["k16/r0"]
+    assert "k16/r0: skipped (early stop at K=8)" in stdout
+    assert not (run_dir / "k16/r0/server.log").exists()
+    assert any("Early stop" in reason for reason in decision["reasons"])
+
+
+def test_dry_run_prints_every_argv_and_starts_nothing(tmp_path):
+    model = f"sim/dry-{uuid.uuid4().hex[:8]}"
+    runner = start_runner(tmp_path, sweep_toml(model, "[0, 4]", [(4, 3)], 4), "--dry-run")
+    stdout, stderr = runner.communicate(timeout=60)
+    assert runner.returncode == 0, stderr
+    assert "vLLM 0.32.0" in stdout
+    assert "k0/r0:" in stdout and "k4/r0:" in stdout and "--speculative-config" in stdout
+    assert not (tmp_path / "runs").exists()
