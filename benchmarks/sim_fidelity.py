@@ -10,6 +10,8 @@ each stream sends its next request when the last ends) and notes when each chunk
 
   write lateness   = sim_w - sim_t   (the server's event loop: scheduler wake-up + writing N chunks)
   receive lateness = recv - sim_t    (end to end: + kernel + the client's own reading)
+Per step, the write lateness splits into the wake-up (first chunk's sim_w - sim_t: timer precision
+and the OS scheduler) and the write burst (last chunk's sim_w - first's: the CPU work of N writes).
 
 Run: `python benchmarks/sim_fidelity.py` (256 streams, baseline 16, 20 s each) or
 `--streams 256 --baseline-streams 16 --seconds 20 --sweep 16,64,128,256,384`.
@@ -66,7 +68,7 @@ async def _client(url: str, streams: int, seconds: float, warmup_s: float, max_t
     warm_t, deadline = t0 + warmup_s, t0 + warmup_s + seconds
     write_late: list[float] = []
     recv_late: list[float] = []
-    due_times: set[float] = set()
+    steps: dict[float, list[float]] = {}       # due time -> [first write, last write]
     errors = 0
     body = {"prompt": PROMPT, "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0.0, "stream": True}
 
@@ -75,29 +77,34 @@ async def _client(url: str, streams: int, seconds: float, warmup_s: float, max_t
         while time.monotonic() < deadline:
             try:
                 async with session.post(url, json=body) as response:
-                    async for line in response.content:
+                    async for data in response.content.iter_any():    # whatever arrived: parse it all at once
                         recv_t = time.monotonic()
-                        i = line.find(b'"sim_t":')
-                        if i < 0:
-                            continue
-                        j = line.find(b',"sim_w":', i)
-                        sim_t, sim_w = float(line[i + 8:j]), float(line[j + 9:line.find(b"}", j)])
-                        if warm_t <= sim_t <= deadline:
-                            write_late.append(sim_w - sim_t)
-                            recv_late.append(recv_t - sim_t)
-                            due_times.add(sim_t)
+                        i = data.find(b'"sim_t":')
+                        while i >= 0:
+                            j = data.find(b',"sim_w":', i)
+                            k = data.find(b"}", j)
+                            sim_t, sim_w = float(data[i + 8:j]), float(data[j + 9:k])
+                            if warm_t <= sim_t <= deadline:
+                                write_late.append(sim_w - sim_t)
+                                recv_late.append(recv_t - sim_t)
+                                span = steps.setdefault(sim_t, [sim_w, sim_w])
+                                span[0], span[1] = min(span[0], sim_w), max(span[1], sim_w)
+                            i = data.find(b'"sim_t":', k)
             except (aiohttp.ClientError, asyncio.TimeoutError):
                 errors += 1
                 await asyncio.sleep(0.1)
 
+    cpu0, wall0 = time.process_time(), time.monotonic()
     timeout = aiohttp.ClientTimeout(total=seconds + warmup_s + 60)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout) as session:
         await asyncio.gather(*(one_stream(session) for _ in range(streams)))
-    steps = sorted(due_times)
-    gaps = sorted(b - a for a, b in zip(steps, steps[1:]))
+    due = sorted(steps)
+    gaps = sorted(b - a for a, b in zip(due, due[1:]))
     return {"write": write_late, "recv": recv_late, "errors": errors,
+            "wake": [steps[t][0] - t for t in due], "burst": [steps[t][1] - steps[t][0] for t in due],
+            "client_cpu_frac": round((time.process_time() - cpu0) / (time.monotonic() - wall0), 3),
             "step_gap_p50_ms": round(_percentile(gaps, 0.5) * 1000, 3) if gaps else None,
-            "steps": len(steps)}
+            "steps": len(due)}
 
 
 def _client_main(args: argparse.Namespace) -> int:
@@ -165,8 +172,10 @@ def measure(streams: int, args: argparse.Namespace, workdir: Path) -> dict:
     return {"streams": streams, "chunks": chunks, "chunks_per_s": round(chunks / args.seconds, 1),
             "expected_chunks_per_s": round(streams * 1000.0 / STEP_MS, 1),
             "write_lateness_ms": _summary_ms(raw["write"]), "receive_lateness_ms": _summary_ms(raw["recv"]),
+            "step_wake_lateness_ms": _summary_ms(raw["wake"]), "step_write_burst_ms": _summary_ms(raw["burst"]),
             "step_gap_p50_ms": raw["step_gap_p50_ms"], "server_cpu_frac": round(cpu_frac, 3),
-            "resyncs": resyncs, "client_errors": raw["errors"]}
+            "server_cpu_us_per_chunk": round(cpu_frac * args.seconds / max(chunks, 1) * 1e6, 1),
+            "client_cpu_frac": raw["client_cpu_frac"], "resyncs": resyncs, "client_errors": raw["errors"]}
 
 
 def _ratios(main: dict, base: dict) -> dict:

@@ -4,8 +4,16 @@
     locust -f locustfiles/completions.py --host http://127.0.0.1:8000 --headless \\
         --stages 4:20,16:20,32:20 --requests-csv requests.csv --stages-csv stages.csv --csv locust
 
-Options: --stages, --prompt-tokens, --output-tokens, --model, --temperature, --requests-csv,
---stages-csv, --request-timeout-s (see `locust -f locustfiles/completions.py --help`).
+    locust -f locustfiles/completions.py --host http://127.0.0.1:8000 --headless --processes 4 ...
+
+Options: --stages, --prompt-tokens, --output-tokens, --model, --temperature, --top-p, --seed,
+--prompt-file, --requests-csv, --stages-csv, --workload-json, --request-timeout-s (see
+`locust -f locustfiles/completions.py --help`). An API key is read from the environment variable
+LOOKAHEAD_API_KEY only, and sent as a bearer header.
+Across hosts, start the master with the options and `--master --expect-workers N`, and each worker
+with `locust -f locustfiles/completions.py --worker --master-host MASTER` (plus LOOKAHEAD_API_KEY,
+and the --prompt-file at the same path): workers send their request rows to the master, which
+writes requests.csv, stages.csv and workload.json exactly as a single process does.
 With the web UI, the "vLLM live" and "vLLM history" tabs show the server's side (webui.py).
 """
 
@@ -21,14 +29,15 @@ from lookahead_runner.workload.user import StreamingCompletionsBase
 class StreamingCompletionsUser(StreamingCompletionsBase):
     """Each user streams one completion after another, with no think time (closed loop).
 
-    Every request: a prompt of exactly --prompt-tokens tokens (unique head, so no prefix-cache hits),
-    exactly --output-tokens tokens out (min_tokens = max_tokens, ignore_eos), --temperature, streamed
-    with usage on every chunk. One row per request goes to --requests-csv.
+    Every request: a prompt of exactly --prompt-tokens tokens of the served model (unique head, so no
+    prefix-cache hits), exactly --output-tokens tokens out (min_tokens = max_tokens, ignore_eos),
+    --temperature / --top-p / --seed, streamed with usage on every chunk. One row per request goes
+    to --requests-csv.
     """
 
     @task
     def fixed_length_completion(self) -> None:
-        webui.observe(self.environment, self.stream_completion())
+        self.stream_completion()
 
 
 class RisingConcurrency(StagedShape):
@@ -60,7 +69,7 @@ def _on_quitting(environment, **_kwargs):
     scenario.on_quitting(environment)
 
 
-# the web UI's live tabs (nothing when headless)
+# the web UI's live tabs (nothing when headless); after the scenario's init, whose request log they tap
 events.init_command_line_parser.add_listener(webui.add_options)
 events.init.add_listener(webui.on_init)
 

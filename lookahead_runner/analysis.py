@@ -32,9 +32,11 @@ SUMMARY_COLUMNS = (
 )
 NAN = float("nan")
 # The error texts requests.csv carries (workload/request.py StreamFailure, workload/timeline.py judge):
-# "timeout (TimeoutError)" or "timeout (over 120 s)"; "short output (completion_tokens != 64) (...)".
+# "timeout (TimeoutError)" or "timeout (over 120 s)"; "short output (completion_tokens != 64) (...)" and
+# "wrong prompt length (prompt_tokens != 128) (...)". The runner side never imports the scenario side,
+# so they are repeated here and pinned by tests/unit/test_analysis.py.
 TIMEOUT_ERROR_PREFIX = "timeout"
-LENGTH_ERROR_PREFIX = "short output"
+LENGTH_ERROR_PREFIXES = ("short output", "wrong prompt length")
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,13 @@ def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
     return (not reasons), "; ".join(reasons)
 
 
+def error_text(requests: pd.DataFrame) -> pd.Series:
+    """The error column as text, "" for none: a file where no request failed reads back as all-NaN floats."""
+    if "error" not in requests.columns:
+        return pd.Series("", index=requests.index, dtype="object")
+    return requests["error"].astype("string").fillna("").astype("object")
+
+
 def _latency_columns(ok: pd.DataFrame) -> dict:
     empty = pd.Series(dtype=float)
     ttft, e2e = ok.get("ttft_ms", empty), ok.get("e2e_ms", empty)
@@ -134,12 +143,12 @@ def _latency_columns(ok: pd.DataFrame) -> dict:
 
 
 def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_tokens: int) -> dict:
-    errors = finished["error"].fillna("").astype(str) if len(finished) else pd.Series(dtype=str)
+    errors = error_text(finished)
     failed = errors[finished["ok"] != 1] if len(finished) else errors
     timeouts = int(failed.str.startswith(TIMEOUT_ERROR_PREFIX).sum())
-    # Wrong lengths: responses the scenario failed for it, plus any that passed with another count
-    # (a scenario run with a different output length than the plan declares).
-    mismatches = int(failed.str.startswith(LENGTH_ERROR_PREFIX).sum())
+    # Wrong lengths (prompt or output): responses the scenario failed for it, plus any that passed with
+    # another output count (a scenario run with a different output length than the plan declares).
+    mismatches = int(failed.str.startswith(LENGTH_ERROR_PREFIXES).sum())
     if expected_output_tokens and len(ok):
         mismatches += int((ok["output_tokens"] != expected_output_tokens).sum())
     total = len(finished)
@@ -157,7 +166,7 @@ def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFram
         t1 = stage.t_end_s
         duration = max(t1 - t0, 1e-9)
         done = requests[(requests["t_done_s"] >= t0) & (requests["t_done_s"] <= t1)] if len(requests) else requests
-        finished = done[done["error"].fillna("") != CUT_ERROR] if len(done) else done
+        finished = done[error_text(done) != CUT_ERROR] if len(done) else done
         ok = finished[finished["ok"] == 1] if len(finished) else finished
         row = {
             "setting": setting, "k": k, "repeat": repeat, "stage": int(stage.stage), "users": int(stage.users),
@@ -187,7 +196,7 @@ def life_token_check(requests: pd.DataFrame, server: pd.DataFrame) -> dict:
     so the window is closed: with no request cut mid-stream the two must be equal.
     """
     client = int(pd.to_numeric(requests.get("output_tokens", pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
-    cut = int((requests.get("error", pd.Series(dtype=str)).fillna("") == CUT_ERROR).sum()) if len(requests) else 0
+    cut = int((error_text(requests) == CUT_ERROR).sum())
     column = server.get("generation_tokens_total", pd.Series(dtype=float)).dropna() if len(server) else pd.Series()
     served = int(column.iloc[-1] - column.iloc[0]) if len(column) >= 2 else None
     return {"client_output_tokens": client, "server_generation_tokens": served, "cut_requests": cut,

@@ -8,13 +8,34 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from .config import ConfigError, SweepConfig, config_from_dict, load_config
+from pydantic import ValidationError
+
+from .config import ConfigError, SweepConfig, config_from_dict, error_line, load_config
 
 DEMO_CONFIG = resources.files("lookahead_runner") / "presets" / "demo.toml"
 
 
 class UsageError(ValueError):
     """A problem with what the user asked for: printed as one line, exit code 2."""
+
+
+class ResultsError(RuntimeError):
+    """The run folder could not be written (disk full, read-only): one line, exit code 74 (EX_IOERR)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP during a run; carries the run folder to resume."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(str(run_dir))
+        self.run_dir = run_dir
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line (no usage block): exit code 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _parse_set(items: list[str]) -> dict:
@@ -58,7 +79,13 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     else:
         run_dir = results.new_run_dir(Path(config.out), config.name)
     print(f"run folder: {run_dir}")
-    report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode)
+    try:
+        report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode, web=args.web)
+    except KeyboardInterrupt:
+        raise Interrupted(run_dir) from None
+    except OSError as err:
+        raise ResultsError(f"cannot write {err.filename or run_dir}: {err.strerror or err}; the lives finished "
+                           f"before are kept: free space, then continue with --resume {run_dir}") from None
     decision = json.loads((run_dir / "decision.json").read_text(encoding="utf-8"))
     print(f"\n{decision.get('verdict', '')}")
     for reason in decision.get("reasons", []) + decision.get("diagnoses", []):
@@ -81,7 +108,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         plan = Path(args.resume) / "plan.json"
         if not plan.exists():
             raise UsageError(f"--resume {args.resume}: no plan.json there; pass a folder made by an earlier sweep")
-        config = config_from_dict(json.loads(plan.read_text(encoding="utf-8"))["config"], str(plan))
+        try:
+            data = json.loads(plan.read_text(encoding="utf-8"))["config"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise UsageError(f"--resume {args.resume}: plan.json is unreadable or not a sweep's plan") from None
+        config = config_from_dict(data, str(plan))
         return _start_run(config, args)
     if not args.config:
         raise UsageError("sweep: --config FILE.toml is required (see examples/sweep.toml)")
@@ -102,7 +133,16 @@ def cmd_ramp(args: argparse.Namespace) -> int:
             users = [int(u) for u in args.users.split(",")]
         except ValueError:
             raise UsageError(f"--users {args.users!r}: write rising user counts, e.g. --users 1,2,4,8,16") from None
-    config = ramp_config(config, args.k, users, args.stage_s)
+        if min(users) < 1:
+            raise UsageError(f"--users {args.users!r}: user counts are >= 1, e.g. --users 1,2,4,8,16")
+    if args.k is not None and args.k < 0:
+        raise UsageError(f"--k {args.k}: K is >= 0 (0 is the no-speculation baseline)")
+    if args.stage_s is not None and not 0 < args.stage_s < float("inf"):
+        raise UsageError(f"--stage-s {args.stage_s:g}: give the seconds per stage, e.g. --stage-s 30")
+    try:
+        config = ramp_config(config, args.k, users, args.stage_s)
+    except ValidationError as err:
+        raise ConfigError(error_line(err, "ramp")) from None
     if args.url:
         config = config_from_dict(config.model_dump() | {"server": config.server.model_dump() | {"url": args.url}})
     return _start_run(config, args, mode="ramp")
@@ -116,7 +156,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lookahead-runner", description=__doc__)
+    parser = _Parser(prog="lookahead-runner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def run_options(p: argparse.ArgumentParser) -> None:
@@ -127,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run; finished lives are kept")
         p.add_argument("--no-early-stop", action="store_true",
                        help="measure every K even after the stop rule fired at the target concurrency")
+        p.add_argument("--web", action="store_true",
+                       help="run Locust with its web UI on a free 127.0.0.1 port for each server life (URL printed): "
+                            "live server tabs; the stages still start and end by themselves")
 
     demo = sub.add_parser("demo", help="sweep K in {0,2,4,8} on the simulated vLLM server and write a report")
     run_options(demo)
@@ -161,8 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, UsageError, KnobError, ProbeError, RunDirError, ServerError) as err:
         print(f"lookahead-runner: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("lookahead-runner: interrupted; finished server lives are kept (continue with --resume RUN_DIR)",
+    except ResultsError as err:
+        print(f"lookahead-runner: {err}", file=sys.stderr)
+        return 74
+    except OSError as err:  # e.g. the output root cannot be created
+        print(f"lookahead-runner: {err.filename or ''}{': ' if err.filename else ''}{err.strerror or err}",
+              file=sys.stderr)
+        return 74
+    except KeyboardInterrupt as err:
+        run_dir = getattr(err, "run_dir", "RUN_DIR")
+        print(f"lookahead-runner: interrupted; finished server lives are kept (continue with --resume {run_dir})",
               file=sys.stderr)
         return 130
 

@@ -6,6 +6,7 @@ line that names the field and says what to do.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Literal
@@ -25,7 +26,31 @@ class ConfigError(ValueError):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+# flags the runner writes itself for every server life: set through the config fields named here
+RUNNER_FLAGS = {
+    "--speculative-config": "speculation.k, speculation.method and speculation.draft_model",
+    "-sc": "speculation.k, speculation.method and speculation.draft_model",
+    "--spec-method": "speculation.method",
+    "--spec-tokens": "speculation.k",
+    "--num-speculative-tokens": "speculation.k",
+    "--speculative-model": "speculation.draft_model",
+    "--host": "server.host",
+    "--port": "server.port",
+}
+
+
+def runner_flag(arg: str) -> str:
+    """The runner-owned flag `arg` sets (`--speculative_config=...`, `--speculative-config.method`), or ""."""
+    if not arg.startswith("-"):
+        return ""
+    name = arg.split("=", 1)[0]
+    name = name[:2] + name[2:].replace("_", "-")
+    if name.startswith("--speculative-config."):
+        name = "--speculative-config"
+    return name if name in RUNNER_FLAGS else ""
 
 
 class ServerConfig(Strict):
@@ -53,6 +78,16 @@ class ServerConfig(Strict):
     def _command_not_empty(cls, value: list[str]) -> list[str]:
         if not value or not value[0].strip():
             raise ValueError("set the vLLM command, e.g. command = [\"vllm\"]")
+        return value
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_runner_flags(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            flag = runner_flag(arg)
+            if flag:
+                raise ValueError(f"{arg.split('=', 1)[0]} is written by the runner for every server life; "
+                                 f"remove it and set {RUNNER_FLAGS[flag]} instead")
         return value
 
 
@@ -117,6 +152,9 @@ class GridConfig(Strict):
     def _flag_and_values(self) -> "GridConfig":
         if self.flag and not self.flag.startswith("--"):
             raise ValueError(f"grid.flag = {self.flag!r}: write the flag with its dashes, e.g. \"--max-num-seqs\"")
+        if runner_flag(self.flag):
+            raise ValueError(f"grid.flag = {self.flag!r} is written by the runner; sweep {RUNNER_FLAGS[runner_flag(self.flag)]} "
+                             "instead")
         if self.flag and not self.values:
             raise ValueError("grid.values: list at least one value for grid.flag")
         if self.values and not self.flag:
@@ -163,7 +201,7 @@ class SweepConfig(Strict):
         return self.decision.target_users or self.load.stages[-1].users
 
 
-def _error_line(err: ValidationError, source: str) -> str:
+def error_line(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     field = ".".join(str(p) for p in first["loc"]) or "config"
     msg = first["msg"]
@@ -176,9 +214,28 @@ def _error_line(err: ValidationError, source: str) -> str:
 
 def config_from_dict(data: dict, source: str = "config") -> SweepConfig:
     try:
-        return SweepConfig.model_validate(data)
+        config = SweepConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_error_line(err, source)) from None
+        raise ConfigError(error_line(err, source)) from None
+    check_files(config, source)
+    return config
+
+
+def check_files(config: SweepConfig, source: str = "config") -> None:
+    """Files the config names must be readable now, not hours into the sweep."""
+    path = config.load.prompt_file
+    if not path:
+        return
+    if not os.path.isfile(path):
+        why = "is not a file" if os.path.exists(path) else "does not exist"
+        raise ConfigError(f"{source}: load.prompt_file: {path!r} {why}; give a JSONL file "
+                          "({\"text\": ...} per line) or leave it empty for the built-in corpus")
+    try:
+        with open(path, "rb") as handle:
+            handle.read(1)
+    except OSError as err:
+        raise ConfigError(f"{source}: load.prompt_file: cannot read {path!r} ({err.strerror}); "
+                          "check its permissions") from None
 
 
 def load_config(path: Path | None, overrides: dict | None = None) -> SweepConfig:
@@ -197,7 +254,12 @@ def load_config(path: Path | None, overrides: dict | None = None) -> SweepConfig
     for dotted, value in (overrides or {}).items():
         node = data
         *parents, leaf = dotted.split(".")
-        for part in parents:
+        if not leaf or not all(parents):
+            raise ConfigError(f"--set {dotted}: empty key part; write e.g. --set load.repeats=3")
+        for depth, part in enumerate(parents):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {dotted}: {'.'.join(parents[:depth + 1])} is not a table; "
+                                  "set a key inside a table, e.g. --set load.repeats=3")
         node[leaf] = value
     return config_from_dict(data, source)

@@ -257,6 +257,19 @@ def per_batch_size_recommendation(per_stage: list[dict], argv_by_k: dict[int, li
     return {"num_speculative_tokens_per_batch_size": ranges, "argv": per_batch_size_argv(ranges, argv_by_k)}
 
 
+def candidate(row, baseline, above: pd.DataFrame, th: Thresholds) -> dict:
+    items = checklist(row, baseline, above, th)
+    return {"k": int(row.k), "req_per_s": float(row.req_per_s), "conservative_req_per_s": float(row.conservative_req_per_s),
+            "tok_per_s": float(row.tok_per_s), "checklist": items, "passed": sum(i["passed"] for i in items)}
+
+
+def choose(pool: list[dict], th: Thresholds) -> dict:
+    """Best conservative throughput (median - MAD); within the tie tolerance of it, the smaller K."""
+    top = max(c["conservative_req_per_s"] for c in pool)
+    return min((c for c in pool if c["conservative_req_per_s"] >= top * (1 - th.tie_tolerance_frac)),
+               key=lambda c: c["k"])
+
+
 def decide(summary: pd.DataFrame, target_users: int, th: Thresholds, argv_by_k: dict[int, list[str]],
            version: tuple[int, int, int] = (0, 0, 0)) -> dict:
     """The whole decision, as written to decision.json."""
@@ -276,19 +289,11 @@ def decide(summary: pd.DataFrame, target_users: int, th: Thresholds, argv_by_k: 
     if baseline.k != 0:
         reasons.insert(0, f"No valid K=0 window at {target_users} users: the smallest measured K={baseline.k} "
                           "stands in as the baseline, so gains are relative to it, not to no speculation.")
-    candidates = []
-    for row in at_target[at_target["k"].isin(kept)].itertuples(index=False):
-        above = table[(table["k"] == row.k) & (table["users"] > target_users)]
-        items = checklist(row, baseline, above, th)
-        candidates.append({"k": int(row.k), "req_per_s": float(row.req_per_s),
-                           "conservative_req_per_s": float(row.conservative_req_per_s),
-                           "tok_per_s": float(row.tok_per_s), "checklist": items,
-                           "passed": sum(i["passed"] for i in items)})
+    candidates = [candidate(row, baseline, table[(table["k"] == row.k) & (table["users"] > target_users)], th)
+                  for row in at_target[at_target["k"].isin(kept)].itertuples(index=False)]
     best_passed = max(c["passed"] for c in candidates)
     pool = [c for c in candidates if c["passed"] == best_passed]
-    top = max(c["conservative_req_per_s"] for c in pool)
-    choice = min((c for c in pool if c["conservative_req_per_s"] >= top * (1 - th.tie_tolerance_frac)),
-                 key=lambda c: c["k"])
+    choice = choose(pool, th)
     gain = _rel(choice["tok_per_s"], float(baseline.tok_per_s))
     if best_passed < 4:
         reasons.append(f"No K passes all four checks; the choice is among the K passing the most ({best_passed}/4).")

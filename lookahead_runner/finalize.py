@@ -64,20 +64,49 @@ def decide_all(summary: pd.DataFrame, plan: dict, config: SweepConfig) -> dict:
     return best
 
 
+def telemetry_gaps(statuses: dict[str, dict]) -> list[str]:
+    """One line per kind of missing measurement (/metrics errors, no memory source, lost rows)."""
+    lines = []
+    for life, status in statuses.items():
+        if status.get("state") != "done":  # a failed life is listed with its reason already
+            continue
+        if status.get("metrics_errors"):
+            lines.append(f"/metrics failed {status['metrics_errors']} times during {life} (last: "
+                         f"{status.get('last_metrics_error') or 'unknown'}): its acceptance, real batch and KV "
+                         "use are missing or partial.")
+        if status.get("write_errors"):
+            lines.append(f"{status['write_errors']} telemetry rows of {life} could not be written "
+                         f"({status.get('last_write_error') or 'unknown'}).")
+    by_note: dict[str, list[str]] = {}
+    for life, status in statuses.items():
+        if status.get("memory_note"):
+            by_note.setdefault(status["memory_note"], []).append(life)
+    for note, lives in by_note.items():
+        lines.append(f"Device memory not measured in {', '.join(lives)}: {note}; "
+                     "the memory headroom check has no reading for them.")
+    return lines
+
+
 def finalize(run_dir: Path, render: bool = True) -> Path:
     run_dir = Path(run_dir)
     try:
         plan = results.read_json(run_dir / "plan.json")
     except (OSError, ValueError):
         raise RunDirError(f"{run_dir}: no readable plan.json; pass a folder made by `lookahead-runner sweep`") from None
-    config = SweepConfig.model_validate(plan["config"])
+    try:
+        config = SweepConfig.model_validate(plan["config"])
+        plan["lives"], plan["probe"]["version"]
+    except (KeyError, TypeError, ValueError):
+        raise RunDirError(f"{run_dir}: plan.json is not a plan this version can read; "
+                          "pass a folder made by `lookahead-runner sweep`") from None
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
                         expected_output_tokens=config.load.output_tokens)
-    rows, timelines = [], {}
+    rows, timelines, statuses = [], {}, {}
     for life in plan["lives"]:
         directory = run_dir / life["dir"]
         state = results.life_state(directory)
         status = results.read_json(directory / "status.json") if state != "missing" else {}
+        statuses[life["dir"]] = status
         life["status"], life["reason"] = state, status.get("reason", "")
         if state == "missing":
             continue
@@ -105,6 +134,7 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         ks = sorted({l["k"] for l in plan["lives"] if l["status"] == "skipped"})
         decision["reasons"].append(f"Early stop: K {ks} were not run once the stop rule fired "
                                    f"(rerun with --no-early-stop to measure them).")
+    decision["diagnoses"] = list(decision.get("diagnoses") or []) + telemetry_gaps(statuses)
     results.write_json(run_dir / "decision.json", decision)
     if not render:
         return run_dir / "summary.csv"

@@ -9,14 +9,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import results
 from .config import SweepConfig
-from .load import locust_argv, run_locust
-from .server import RunningServer, ServerError, ServerProcess, free_port, wait_for_port_free
+from .load import WEB_HOST, locust_argv, run_locust, web_url
+from .server import RunningServer, ServerError, ServerProcess, free_port, root_cause, tail, wait_for_port_free
 from .telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
 from .telemetry.sampler import Sampler
 from .vllm.knob import Setting, server_argv
@@ -56,16 +57,38 @@ def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port:
     return server_argv(caps, s.command, s.model, s.host, port, s.extra_args, setting, spec.method, spec.draft_model)
 
 
-def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2) -> None:
-    """A few short requests before sampling starts, so first-request costs stay out of the results."""
+def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2, key_env: str = "") -> None:
+    """A few short requests before sampling starts, so first-request costs stay out of the results.
+
+    A server that refuses the API key (401/403) fails the life here, with the fix in one line."""
     body = json.dumps({"model": model, "prompt": "warm up", "max_tokens": 4}).encode()
     for _ in range(count):
         request = urllib.request.Request(base_url + "/v1/completions", data=body,
                                          headers={"Content-Type": "application/json", **headers})
         try:
             urllib.request.urlopen(request, timeout=60).read()
+        except urllib.error.HTTPError as err:
+            if err.code in (401, 403):
+                fix = (f"check the key in the environment variable {key_env} (server.api_key_env)" if key_env
+                       else "set server.api_key_env to the environment variable holding the key")
+                raise ServerError(f"the server refused the request (HTTP {err.code} {err.reason}): {fix}") from None
+            return
         except OSError:
             return
+
+
+def answers(base_url: str, model: str, headers: dict[str, str], timeout_s: float) -> bool:
+    """Does the server still complete a 1-token request? An HTTP error is an answer; silence is not."""
+    body = json.dumps({"model": model, "prompt": "are you there", "max_tokens": 1}).encode()
+    request = urllib.request.Request(base_url + "/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json", **headers})
+    try:
+        urllib.request.urlopen(request, timeout=timeout_s).read()
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def fresh_life_dir(run_dir: Path, life: Life) -> Path:
@@ -77,8 +100,11 @@ def fresh_life_dir(run_dir: Path, life: Life) -> Path:
     return out
 
 
-def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path, say, watch=None) -> Outcome:
-    """Run one server life; a server that fails to start or dies becomes a failed Outcome."""
+def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path, say, watch=None,
+             web: bool = False) -> Outcome:
+    """Run one server life; a server that fails to start or dies becomes a failed Outcome.
+
+    With `web`, Locust serves its web UI (with the live tabs) on a free local port, printed here."""
     out = fresh_life_dir(run_dir, life)
     results.write_status(out, "running")
     headers = api_headers(config)
@@ -95,6 +121,9 @@ def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path,
                                 config.server.dcgm_url)
     status: dict = {"memory_source": memory.name, "memory_note": memory.unavailable_reason}
     try:
+        if not external and config.server.port and not wait_for_port_free(config.server.host, port, 5.0):
+            raise ServerError(f"server.port {port}: {config.server.host}:{port} is in use by another process; "
+                              "stop it, or set server.port = 0 (a free port per server life)")
         with server:
             ready_s = server.wait_until_ready(config.server.ready_timeout_s)
             stable, stable_s = wait_memory_stable(memory, config.server.memory_stable_band_mib,
@@ -102,24 +131,50 @@ def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path,
                                                   config.server.memory_stable_timeout_s, alive=server.alive)
             say(f"  ready in {ready_s:.1f} s; memory ({memory.name}) {'stable' if stable else 'NOT stable'} "
                 f"after {stable_s:.1f} s")
-            warm_up(base_url, config.server.model, headers)
+            warm_up(base_url, config.server.model, headers, key_env=config.server.api_key_env)
             deadline_s = sum(s.duration_s for s in config.load.stages) + 2 * config.load.request_timeout_s + 60
             with Sampler(base_url + "/metrics", memory, out, headers=headers) as sampler:
                 if watch:
                     watch(sampler)
-                load = run_locust(locust_argv(base_url, out, config.server.model, config.load), out / "locust.log",
-                                  deadline_s, env=_locust_env(config))
+                web_port = free_port(WEB_HOST) if web else None
+                if web_port is not None:
+                    say(f"  live view: {web_url(web_port)}")
+                argv = locust_argv(base_url, out, config.server.model, config.load,
+                                   setting_name=life.key, web_port=web_port)
+                hang_s = max(config.load.request_timeout_s, 3.0)
+
+                def abort() -> str:  # asked while Locust runs: stop it at once if the server is gone
+                    if not external and not server.alive():
+                        return died(server)
+                    stalled = sampler.stalled_s()
+                    return (f"the server hung: no token generated for {stalled:.0f} s with requests in flight"
+                            if stalled >= hang_s else "")
+
+                # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
+                load = run_locust(argv, out / "locust.log", deadline_s,
+                                  env=_locust_env(config) | (sim_file_env(sim_file) if simulated else {}),
+                                  abort=abort)
                 alive_at_end = server.alive()
+            # after the closing sample, so this request stays out of the life's token accounting
+            hung = (f"the server hung: a 1-token completion got no answer within {hang_s:.0f} s after the load"
+                    if alive_at_end and not load.aborted
+                    and not answers(base_url, config.server.model, headers, hang_s) else "")
+            died_at_end = "" if alive_at_end or external else died(server)
             status.update(ready_s=round(ready_s, 2), memory_stable=stable, locust_exit=load.exit_code,
-                          metrics_errors=sampler.metrics_errors, last_metrics_error=sampler.last_metrics_error)
+                          metrics_errors=sampler.metrics_errors, last_metrics_error=sampler.last_metrics_error,
+                          write_errors=sampler.write_errors, last_write_error=sampler.last_write_error)
         if not external:
             wait_for_port_free(config.server.host, port)
     except ServerError as err:
         reason = str(err).splitlines()[0]
         results.write_status(out, "failed", reason, detail=str(err), **status)
         return Outcome("failed", str(err))
-    reason = ("Locust overran its deadline" if load.timed_out
-              else "the server died during the load" if not alive_at_end
+    reason = (load.aborted or hung if load.aborted or hung
+              else "Locust overran its deadline" if load.timed_out
+              else died_at_end or "the server died during the load" if not alive_at_end
+              else f"Locust ran no stage (exit code {load.exit_code}): {last_line(out / 'locust.log')}"
+              if not (out / "stages.csv").exists()
+              else f"Locust was killed by signal {-load.exit_code} (see locust.log)" if load.exit_code < 0
               else f"Locust exited with code {load.exit_code} (see locust.log)" if load.exit_code not in (0, 1)
               else "")
     results.write_status(out, "failed" if reason else "done", reason, **status)
@@ -131,3 +186,14 @@ def _locust_env(config: SweepConfig) -> dict[str, str]:
     if config.server.api_key_env and config.server.api_key_env in os.environ:
         return {"LOOKAHEAD_API_KEY": os.environ[config.server.api_key_env]}
     return {}
+
+
+def died(server: ServerProcess) -> str:
+    """Why a server process ended: its exit code and the line of its log that says why."""
+    code = server.process.poll() if server.process else None
+    return f"the server died during the load (exit code {code}): {root_cause(tail(server.log_path, 40))}"
+
+
+def last_line(path: Path) -> str:
+    lines = tail(path, 3).splitlines()
+    return lines[-1].strip() if lines else "no output"

@@ -1,4 +1,5 @@
-"""One server life's load: headless Locust as a subprocess running the scenario's stages.
+"""One server life's load: headless Locust as a subprocess running the scenario's stages
+(or, with `sweep --web`, Locust with its web UI, still starting and ending the stages by itself).
 
 The runner never imports locust (it monkey-patches the process); it only builds the argv,
 runs it under a deadline and hands back where the files are.
@@ -8,10 +9,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import reaper
+
 DEFAULT_LOCUSTFILE = Path(__file__).resolve().parents[1] / "locustfiles" / "completions.py"
+WEB_HOST = "127.0.0.1"
+WEB_LINGER_S = 5.0  # with --web, the UI stays up this long after the last stage, showing the final values
 
 
 @dataclass(frozen=True)
@@ -19,25 +25,35 @@ class LoadResult:
     exit_code: int
     timed_out: bool
     log_path: Path
+    aborted: str = ""  # why the runner stopped Locust early (the server died or hung); "" = it ran to the end
 
 
 def stages_arg(stages) -> str:
     return ",".join(f"{s.users}:{s.duration_s:g}" for s in stages)
 
 
-def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path = DEFAULT_LOCUSTFILE) -> list[str]:
-    """The `locust --headless` command for one server life (all values as separate arguments)."""
+def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path = DEFAULT_LOCUSTFILE,
+                setting_name: str = "", web_port: int | None = None) -> list[str]:
+    """The `locust --headless` command for one server life (all values as separate arguments).
+
+    No secret goes here: an API key reaches Locust only through its environment (LOOKAHEAD_API_KEY).
+    With `web_port`, Locust serves its web UI (live tabs included) on 127.0.0.1:web_port instead,
+    still starting the stages by itself and quitting WEB_LINGER_S seconds after the last one.
+    """
     return [
-        sys.executable, "-m", "locust", "-f", os.fspath(locustfile), "--headless",
+        sys.executable, "-m", "locust", "-f", os.fspath(locustfile), *_ui_args(web_port),
+        *(["--setting-name", setting_name] if setting_name else []),
         "--host", base_url,
         "--stages", stages_arg(load.stages),
         "--prompt-tokens", str(load.prompt_tokens),
         "--output-tokens", str(load.output_tokens),
         "--model", model,
-        "--temperature", f"{load.temperature:g}",
+        "--temperature", repr(float(load.temperature)),
+        *_sampling_args(load),
         "--request-timeout-s", f"{load.request_timeout_s:g}",
         "--requests-csv", os.fspath(out_dir / "requests.csv"),
         "--stages-csv", os.fspath(out_dir / "stages.csv"),
+        "--workload-json", os.fspath(out_dir / "workload.json"),
         "--csv", os.fspath(out_dir / "locust"),
         # in-flight requests finish at the end (not cut), so the life's token count is a closed window
         "--stop-timeout", f"{load.request_timeout_s:g}",
@@ -47,20 +63,70 @@ def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path
     ]
 
 
-def run_locust(argv: list[str], log_path: Path, deadline_s: float, env: dict[str, str] | None = None) -> LoadResult:
-    """Run Locust to the end of its stages; kill its group if it overruns the deadline."""
+def _sampling_args(load) -> list[str]:
+    """--top-p, --seed and --prompt-file of the load config (fields a bare namespace may lack)."""
+    top_p, seed, prompt_file = getattr(load, "top_p", 1.0), getattr(load, "seed", None), getattr(load, "prompt_file", "")
+    return [
+        "--top-p", repr(float(top_p)),
+        *(["--seed", str(seed)] if seed is not None else []),
+        *(["--prompt-file", os.path.abspath(prompt_file)] if prompt_file else []),
+    ]
+
+
+def _ui_args(web_port: int | None) -> list[str]:
+    if web_port is None:
+        return ["--headless"]
+    return ["--autostart", "--autoquit", f"{WEB_LINGER_S:g}", "--web-host", WEB_HOST, "--web-port", str(web_port)]
+
+
+def web_url(web_port: int) -> str:
+    """The live view of a life's Locust web UI (opens on the "vLLM live" tab)."""
+    return f"http://{WEB_HOST}:{web_port}/?tab=lookahead"
+
+
+def run_locust(argv: list[str], log_path: Path, deadline_s: float, env: dict[str, str] | None = None,
+               abort=None) -> LoadResult:
+    """Run Locust to the end of its stages; kill its group if it overruns the deadline.
+
+    `abort()` is asked twice a second; when it returns a reason (the server died or hung), Locust
+    is stopped at once (SIGTERM, so it writes its stats; SIGKILL 5 s later) instead of loading a
+    dead server until its stages end."""
     with open(log_path, "ab") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    env=os.environ | (env or {}), start_new_session=True)
+        reaper.register(process.pid, 5.0)
         try:
-            return LoadResult(process.wait(timeout=deadline_s), False, log_path)
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            return LoadResult(process.wait(), True, log_path)
+            end = time.monotonic() + deadline_s
+            while True:
+                try:
+                    return LoadResult(process.wait(timeout=max(0.0, min(0.5, end - time.monotonic()))),
+                                      False, log_path)
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= end:
+                        _kill_group(process)
+                        return LoadResult(process.wait(), True, log_path)
+                    reason = abort() if abort else ""
+                    if reason:
+                        _stop_group(process)
+                        return LoadResult(process.wait(), False, log_path, reason)
         except BaseException:
             _kill_group(process)
             process.wait()
             raise
+        finally:
+            reaper.unregister(process.pid)
+
+
+def _stop_group(process: subprocess.Popen, grace_s: float = 5.0) -> None:
+    import signal
+
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=grace_s)
+    except (ProcessLookupError, PermissionError):
+        pass
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
 
 
 def _kill_group(process: subprocess.Popen) -> None:

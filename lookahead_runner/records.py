@@ -3,6 +3,12 @@
 The column names are the contract with the runner side, which reads these files with pandas.
 Times ending in ``_s`` are unix seconds, durations ending in ``_ms`` are milliseconds; an empty
 cell means "not measured" (for example ``ttft_ms`` of a request that failed before its first token).
+
+The client columns say whether the Locust process could be trusted while the request ran:
+``lag_p99_ms`` is the p99 of that process's event-loop lag during the request (how late it ran a
+greenlet that was ready: the delay it adds to every chunk it reads), ``client`` names the process
+(``host:pid``; one per worker with ``--processes`` or master/worker), and ``client_cpu_pct`` is the
+CPU time that process used during the request over its wall time, in percent of one core.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ REQUEST_COLUMNS: tuple[str, ...] = (
     "ok",
     "error",
     "lag_p99_ms",
+    "client",
+    "client_cpu_pct",
 )
 
 STAGE_COLUMNS: tuple[str, ...] = ("stage", "users", "t_start_s", "t_end_s")
@@ -59,6 +67,8 @@ class RequestRecord:
     ok: bool
     error: str
     lag_p99_ms: float | None
+    client: str = ""
+    client_cpu_pct: float | None = None
 
     def as_row(self) -> list[str]:
         return [format_cell(value) for value in astuple(self)]

@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import results
+from . import reaper, results
 from .config import SweepConfig
 from .finalize import finalize
 from .life import Life, is_simulator, render_argv, run_life
@@ -43,7 +43,7 @@ def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabil
     elif config.server.url:
         caps = probe_running_server(config.server.url)
     else:
-        caps = run_probe(config.server.command)
+        caps = run_probe(config.server.command, env=config.server.env)
     check_capabilities(config, caps)
     return caps
 
@@ -64,15 +64,17 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str =
 
 @contextmanager
 def sigterm_as_interrupt():
-    """SIGTERM unwinds like Ctrl-C, so every server group and Locust is stopped on the way out."""
+    """SIGTERM and SIGHUP (the terminal closed) unwind like Ctrl-C, so every server group and
+    Locust is stopped on the way out."""
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
 
 def _stopped_at(run_dir: Path) -> int | None:
@@ -83,12 +85,16 @@ def _stopped_at(run_dir: Path) -> int | None:
 
 
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, early_stop: bool = True,
-              mode: str = "sweep") -> Path:
+              mode: str = "sweep", web: bool = False) -> Path:
     plan_path = run_dir / "plan.json"
     if not plan_path.exists():
         results.write_json(plan_path, results.redact(build_plan(config, caps, run_dir.name, mode)))
+    else:  # a resumed run: what a killed runner of this folder left running goes first
+        for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
+            (say or print)(f"stopped a process the interrupted run left behind: {stale}")
     lives = plan_lives(config)
-    with sigterm_as_interrupt(), SweepProgress(config.load.stages, len(lives)) as progress:
+    with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
+            SweepProgress(config.load.stages, len(lives)) as progress:
         say = say or progress.say
         stopped_at = None
         for number, life in enumerate(lives, 1):
@@ -105,7 +111,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             else:
                 say(f"{tag}: starting the server")
                 progress.life_started(life.key)
-                outcome = run_life(config, caps, life, run_dir, say, watch=progress.load_started)
+                outcome = run_life(config, caps, life, run_dir, say, watch=progress.load_started, web=web)
                 say(f"{tag}: {outcome.state}" + (f" - {outcome.reason.splitlines()[0]}" if outcome.reason else ""))
             progress.life_finished()
             finalize(run_dir, render=False)  # summary.csv and decision.json grow life by life

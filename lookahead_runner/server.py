@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
+
+from . import reaper
 
 
 class ServerError(RuntimeError):
@@ -36,6 +41,24 @@ def port_is_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+# "(EngineCore pid=12) ERROR 11-29 23:16:55 [core.py:1088] " and the like, before a log message
+_LOG_PREFIX_RE = re.compile(r"^(\(\w+ pid=\d+\) )?(DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d-]+ [\d:]+ \[[^\]]*\] ")
+_ERROR_LINE_RE = re.compile(r"(\b[A-Z]\w*(Error|Exception)\b|\berror\b|\[Errno \d+\])", re.IGNORECASE)
+# wrappers that only point at the root cause printed before them
+_WRAPPER_RE = re.compile(r"root cause|initialization failed|^Traceback|^\s*File \"", re.IGNORECASE)
+
+
+def root_cause(log: str) -> str:
+    """The line of a failed server's log that says why: the last error line that is not a wrapper
+    ("Engine core initialization failed. See root cause above"), without its log prefix."""
+    lines = [_LOG_PREFIX_RE.sub("", line).strip() for line in log.splitlines()]
+    lines = [line for line in lines if line]
+    for line in reversed(lines):
+        if _ERROR_LINE_RE.search(line) and not _WRAPPER_RE.search(line):
+            return line
+    return lines[-1] if lines else "no output"
 
 
 def tail(path: Path, lines: int = 8) -> str:
@@ -75,6 +98,7 @@ class ServerProcess:
             raise ServerError(f"cannot start {self.argv[0]!r}: {err.strerror}") from None
         finally:
             log.close()
+        reaper.register(self.process.pid, self.stop_grace_s)
         self.record.update(pid=self.process.pid, t_start_s=time.time())
         self._save()
 
@@ -86,16 +110,15 @@ class ServerProcess:
         while time.monotonic() < deadline:
             code = self.process.poll()
             if code is not None:
-                log = tail(self.log_path)
-                last = log.splitlines()[-1].strip() if log else "no output"
-                raise ServerError(f"server exited with code {code} before it was ready: {last}\n{log}")
+                log = tail(self.log_path, 40)
+                raise ServerError(f"server exited with code {code} before it was ready: {root_cause(log)}\n{log}")
             if self._health_ok():
                 waited = time.monotonic() - started
                 self.record.update(ready_s=round(waited, 3), t_ready_s=time.time())
                 self._save()
                 return waited
             time.sleep(0.25)
-        raise ServerError(f"server not ready after {timeout_s:.0f} s; raise server.ready_timeout_s or check the log:\n"
+        raise ServerError(f"server not ready after {timeout_s:.0f} s (raise server.ready_timeout_s, or see server.log)\n"
                           f"{tail(self.log_path)}")
 
     def _health_ok(self) -> bool:
@@ -110,24 +133,24 @@ class ServerProcess:
         return self.process is not None and self.process.poll() is None
 
     def stop(self) -> int | None:
-        """SIGTERM the group, SIGKILL it after the grace period, reap. Returns the exit code."""
+        """SIGTERM the group, SIGKILL it after the grace period, reap. Returns the exit code.
+
+        Ctrl-C / SIGTERM / SIGHUP arriving meanwhile cannot cut this short (that would leave the
+        engine processes running): they skip the rest of the grace period instead, and are raised
+        once the group is gone."""
         if self.process is None:
             return None
-        try:
-            pgid = os.getpgid(self.process.pid)
-        except ProcessLookupError:
-            pgid = None
-        if pgid is not None:
+        with signals_deferred() as caught:
+            pgid = self.process.pid  # the leader of its own session: its pid is the group id
             _signal_group(pgid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=self.stop_grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-        if pgid is not None:
+            deadline = time.monotonic() + self.stop_grace_s
+            while self.process.poll() is None and time.monotonic() < deadline and not caught:
+                time.sleep(0.05)
             _signal_group(pgid, signal.SIGKILL)  # engine workers may outlive the API server
-        code = self.process.wait()
-        self.record.update(exit_code=code, t_stop_s=time.time())
-        self._save()
+            code = self.process.wait()
+            reaper.unregister(pgid)
+            self.record.update(exit_code=code, t_stop_s=time.time())
+            self._save()
         return code
 
     def _save(self) -> None:
@@ -144,6 +167,25 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@contextmanager
+def signals_deferred():
+    """While a process group is being stopped, Ctrl-C, SIGTERM and SIGHUP are recorded (the
+    yielded list) instead of raised; the first is raised as KeyboardInterrupt afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield caught
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    if caught:
+        raise KeyboardInterrupt(f"signal {caught[0]}")
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 # Tableau 10: distinguishable, colour-blind tolerant, and small to embed (no plotly template).
@@ -51,9 +52,14 @@ def script_safe_json(json_text: str) -> str:
     return json_text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def figure_entry(chart_id: str, title: str, note: str, fig: go.Figure | None, empty: str = "no data") -> dict:
-    figure_json = script_safe_json(fig.to_json()) if fig is not None else None
-    return {"id": chart_id, "title": title, "note": note, "figure_json": figure_json, "empty": empty,
+def figure_json(fig: go.Figure | dict) -> str:
+    """A figure, or a figure dict already built from validated parts, as script-safe JSON."""
+    return script_safe_json(fig.to_json() if isinstance(fig, go.Figure) else pio.to_json(fig, validate=False))
+
+
+def figure_entry(chart_id: str, title: str, note: str, fig: go.Figure | dict | None, empty: str = "no data") -> dict:
+    figure_json_text = figure_json(fig) if fig is not None else None
+    return {"id": chart_id, "title": title, "note": note, "figure_json": figure_json_text, "empty": empty,
             "status": "", "reason": ""}
 
 

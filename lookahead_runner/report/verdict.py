@@ -83,7 +83,7 @@ def candidate_rows(decision: Mapping) -> list[dict]:
     for candidate in decision.get("candidates") or []:
         if not isinstance(candidate, Mapping):
             continue
-        checks = [row for row in checklist_rows({"checklist": candidate.get("checklist")})]
+        checks = checklist_rows({"checklist": candidate.get("checklist")})
         rows.append({
             "k": format_cell("k", candidate.get("k")),
             "chosen": candidate.get("k") is not None and candidate.get("k") == chosen.get("k"),
@@ -131,3 +131,17 @@ def token_accounting(tokens: object) -> dict:
             f"{format_cell('server_generation_tokens', served)} (difference {int(difference):+,}, "
             f"{format_cell('cut_requests', cut)} cut)")
     return {"text": text, "status": "" if explained else "check"}
+
+
+def axis_rows(decision: Mapping) -> list[dict]:
+    """With a second sweep axis (grid), the decision made at each value of that flag."""
+    rows = []
+    for item in decision.get("by_axis") or []:
+        if isinstance(item, Mapping):
+            score = item.get("conservative_req_per_s")
+            finite = isinstance(score, (int, float)) and score not in (float("inf"), float("-inf"))
+            rows.append({"flag": str(item.get("flag", "")), "value": str(item.get("value", "")),
+                         "k": format_cell("k", item.get("k")),
+                         "conservative_req_per_s": format_cell("conservative_req_per_s", score) if finite else MISSING,
+                         "verdict": str(item.get("verdict", ""))})
+    return rows

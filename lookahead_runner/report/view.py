@@ -17,10 +17,10 @@ from ..analysis import SUMMARY_COLUMNS, WindowRules
 from .cells import MISSING, NUMERIC_COLUMNS, as_bool, format_cell, relative_href, shell_text
 from .charts import column, setting_styles, summary_charts
 from .timelines import timeline_entries
-from .verdict import (candidate_rows, checklist_rows, failed_lives, per_batch_size, per_stage_rows, recommendation,
-                      token_accounting, verdict_tone)
+from .verdict import (axis_rows, candidate_rows, checklist_rows, failed_lives, per_batch_size, per_stage_rows,
+                      recommendation, token_accounting, verdict_tone)
 
-_IDENTITY = ("setting", "k", "repeat", "stage", "users")
+_IDENTITY = ("setting", "axis_value", "k", "repeat", "stage", "users")
 # What a life folder normally holds (design.md); write_report drops the ones a life lacks.
 LIFE_FILES = ("server.log", "server.json", "status.json", "requests.csv", "stages.csv", "gpu.csv",
               "server_metrics.csv", "locust.log", "locust_stats.csv", "locust_stats_history.csv",
@@ -181,6 +181,7 @@ def build_view(summary: pd.DataFrame, decision: dict, plan: dict,
         "verdict": {"text": str(decision.get("verdict", "") or "no verdict recorded"),
                     "tone": verdict_tone(chosen, checklist)},
         "recommended": chosen,
+        "mode": str(decision.get("mode") or plan.get("mode") or "sweep"),
         "failed_lives": failed_lives(decision, lives),
         "target_users": format_cell("users", decision.get("target_users")),
         "stopped_at_k": (format_cell("k", decision.get("stopped_at_k")) if decision.get("stopped_at_k") is not None
@@ -189,6 +190,7 @@ def build_view(summary: pd.DataFrame, decision: dict, plan: dict,
         "checklist": checklist,
         "checklist_passed": sum(row["passed"] for row in checklist),
         "candidates": candidate_rows(decision),
+        "by_axis": axis_rows(decision),
         "per_stage": per_stage_rows(decision),
         "per_batch_size": per_batch_size(decision, str(probe.get("version", "") or "")),
         "charts": summary_charts(valid, setting_styles(summary), max_num_seqs_from(lives)),

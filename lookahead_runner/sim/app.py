@@ -2,10 +2,12 @@
 
 One asyncio task steps the pure engine model while work exists and sleeps to an absolute
 schedule (next_t += step duration), so chunk times follow the model, not Python's speed. A step's
-tokens are due at the end of the step; each request owns an asyncio.Queue that the loop fills
-with (output, due time). With LOOKAHEAD_SIM_TRACE_SCHEDULE=1 every streamed chunk also carries
-"sim_t" (the due time) and "sim_w" (when it was written), both on time.monotonic()'s clock, which
-all processes of a Linux host share: benchmarks/sim_fidelity.py measures lateness with them.
+tokens are due at the end of the step: the loop renders the streamed chunks as soon as the step is
+computed and writes them itself when it is due (stream.py); a non-streamed request gets
+(output, due time) through its asyncio.Queue. With LOOKAHEAD_SIM_TRACE_SCHEDULE=1 every streamed
+chunk also carries "sim_t" (the due time) and "sim_w" (when it was written), both on
+time.monotonic()'s clock, which all processes of a Linux host share: benchmarks/sim_fidelity.py
+measures lateness with them.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ Log = Callable[[str, str, str], None]          # (level, source "file.py:line", 
 STATS_INTERVAL_S = 5.0
 MAX_LAG_BEFORE_RESYNC_S = 0.25                 # a stalled loop must not burst to catch up
 TRACE_ENV = "LOOKAHEAD_SIM_TRACE_SCHEDULE"
-SPIN_S = 0.0015                                # the last stretch of a sleep is slept precisely
+PRECISE_SLEEP_S = 0.0015                       # the last stretch of a sleep is slept precisely
 
 
 async def _sleep_until(loop: asyncio.AbstractEventLoop, t_due: float) -> None:
@@ -44,7 +46,7 @@ async def _sleep_until(loop: asyncio.AbstractEventLoop, t_due: float) -> None:
     asyncio wakes up to 1 ms late (epoll counts in whole milliseconds), so the last 1.5 ms are slept
     with time.sleep, which blocks the loop that long but keeps chunk times on the schedule.
     """
-    coarse = t_due - loop.time() - SPIN_S
+    coarse = t_due - loop.time() - PRECISE_SLEEP_S
     await asyncio.sleep(max(coarse, 0.0))
     rest = t_due - loop.time()
     if rest > 0:
@@ -135,7 +137,9 @@ class SimServer:
         """At the step's end: write the chunks first, then the bookkeeping."""
         observed: list[tuple[_Live, float, float | None]] = []
         for live, data, end in ready:
-            live.sink.send(data, end, t_due, loop.time(), lambda now, last, live=live: observed.append((live, now, last)))
+            written = live.sink.send(data, end, t_due, loop.time())
+            if written is not None:
+                observed.append((live, *written))
         for live, out in queued:
             live.queue.put_nowait((out, t_due))
         for live, now, last in observed:
@@ -299,7 +303,8 @@ class SimServer:
         await response.prepare(request)
         await response.write(b"")          # flush the headers before the engine loop writes the body
         writer = ChunkWriter(live.request_id, int(time.time()), self.model_name)
-        live.sink = StreamSink(request.transport, response.chunked, writer, None, live.prompt_tokens,
+        chunked = "chunked" in response.headers.get("Transfer-Encoding", "")
+        live.sink = StreamSink(request.transport, chunked, writer, None, live.prompt_tokens,
                                zlib.crc32(live.request_id.encode()), stream_interval=self.stream_interval,
                                continuous_usage=params.continuous_usage,
                                cut_at=params.max_tokens // 2 if self.faults.draw("short-stream") else None,

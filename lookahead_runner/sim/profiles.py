@@ -1,10 +1,15 @@
 """What differs between vLLM generations, as the simulator emulates them (vllm-facts.md).
 
-| profile | engine | speculation flags | --num-lookahead-slots | `serve --help` | KV usage metric |
-|---|---|---|---|---|---|
-| 0.6.6 | V0 | --speculative-model + --num-speculative-tokens | reserves N extra KV slots per running sequence without speculation; replaced by K with it | every flag; `--help=all` is an argparse error | gpu_cache_usage_perc |
-| 0.10.2 | V1 | --speculative-config JSON | parsed, read nowhere | every flag (+ `--help=TOPIC`) | kv_cache_usage_perc |
-| 0.32.0 | V1 | --speculative-config JSON, dotted keys, --spec-* | argparse error (exit 2) | group summary; `--help=all` every flag | kv_cache_usage_perc |
+- 0.6.6 (V0 engine): speculation by --speculative-model + --num-speculative-tokens; the literal
+  --num-lookahead-slots reserves N extra KV slots per running sequence without speculation and is
+  replaced by K with it; `serve --help` prints every flag and `--help=all` is an argparse error;
+  metrics gpu_cache_usage_perc, spec decoding gauges (acceptance rate, efficiency) + counters.
+- 0.10.2 (V1): --speculative-config JSON only (draft_model not yet on V1); --num-lookahead-slots is
+  parsed and read nowhere; `serve --help` prints every flag, `--help=TOPIC` filters;
+  kv_cache_usage_perc, spec decoding counters, time_per_output_token_seconds.
+- 0.32.0 (>= 0.12): --speculative-config JSON, dotted keys, --spec-* shorthands;
+  --num-lookahead-slots is an argparse error (exit 2); `serve --help` prints the group summary and
+  `--help=all` every flag; the families of a real 0.32 /metrics.
 
 The engine model (model.py) never sees a version: the CLI turns the flags into K and the KV
 lookahead L per sequence with `Profile.lookahead_for` and `Profile.lookahead_slots`, and the HTTP

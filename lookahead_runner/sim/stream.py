@@ -10,12 +10,8 @@ and [DONE] through aiohttp, whose chunked framing these writes follow.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
-
 from lookahead_runner.sim.model import Sequence, TokenOutput
 from lookahead_runner.sim.protocol import ChunkWriter, usage, words
-
-Observe = Callable[[float, float | None], None]   # (write time, previous write time or None)
 
 
 class StreamSink:
@@ -52,20 +48,20 @@ class StreamSink:
             end = "cut"
         return data, end
 
-    def send(self, data: bytes, end: str | None, t_due: float, now: float, observe: Observe) -> None:
-        """Write one rendered chunk (called at or after its due time)."""
+    def send(self, data: bytes, end: str | None, t_due: float, now: float) -> tuple[float, float | None] | None:
+        """Write one rendered chunk (at or after its due time); (write time, previous write time) if written."""
         if self.done.done():
-            return
+            return None
         if self.trace:
             data = data[:-3] + b',"sim_t":%.6f,"sim_w":%.6f}\n\n' % (t_due, now)
         transport = self.transport
         if transport is None or transport.is_closing():
             self.done.set_result("gone")
-            return
+            return None
         transport.write(b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data)
-        observe(now, self.t_last)
+        previous, self.t_last = self.t_last, now
         if self.t_first is None:
             self.t_first = now
-        self.t_last = now
         if end is not None:
             self.done.set_result(end)
+        return now, previous

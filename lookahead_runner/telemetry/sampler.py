@@ -29,6 +29,10 @@ class Sampler:
         self._server_csv = CsvAppender(out_dir / "server_metrics.csv", SERVER_SAMPLE_COLUMNS, flush_interval_s=0)
         self._gpu_csv = CsvAppender(out_dir / "gpu.csv", GPU_COLUMNS, flush_interval_s=0)
         self.last_values: dict[str, float] = {}
+        self.write_errors = 0  # rows lost because the disk refused them (full, read-only)
+        self.last_write_error = ""
+        self._progress_t: float | None = None  # last sample showing new tokens or nothing to do
+        self._sample_t: float | None = None    # last successful sample
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -37,15 +41,40 @@ class Sampler:
         values = None
         try:
             values = prometheus.parse(prometheus.scrape(self.metrics_url, headers=self.headers))
-            self._server_csv.append([round(now, 3), *(values.get(k) for k in SIGNALS)])
-            self.last_values = values | {"t_s": now}
         except Exception as err:  # a slow or missing /metrics must not stop the load
             self.metrics_errors += 1
             self.last_metrics_error = f"{type(err).__name__}: {err}"
+        else:
+            self._track_progress(values, now)
+            self.last_values = values | {"t_s": now}
+            self._write(self._server_csv, [round(now, 3), *(values.get(k) for k in SIGNALS)])
         reading = self.memory.read()
         if reading is not None:
-            self._gpu_csv.append([round(now, 3), round(reading.used_mib, 1), round(reading.total_mib, 1)])
+            self._write(self._gpu_csv, [round(now, 3), round(reading.used_mib, 1), round(reading.total_mib, 1)])
         return values
+
+    def _write(self, csv: CsvAppender, row: list) -> None:
+        try:
+            csv.append(row)
+        except OSError as err:  # disk full: counted; the life's next status write reports it
+            self.write_errors += 1
+            self.last_write_error = f"{csv.path}: {err.strerror or err}"
+
+    def _track_progress(self, values: dict[str, float], now: float) -> None:
+        tokens = values.get("generation_tokens_total")
+        if tokens is None:
+            return
+        busy = (values.get("running") or 0) + (values.get("waiting") or 0) > 0
+        if not busy or self._progress_t is None or tokens != self.last_values.get("generation_tokens_total"):
+            self._progress_t = now
+        self._sample_t = now
+
+    def stalled_s(self) -> float:
+        """Seconds the server has had requests in flight without generating a token, as far as the
+        successful samples show (a /metrics that stops answering is not counted as a stall)."""
+        if self._progress_t is None or self._sample_t is None:
+            return 0.0
+        return self._sample_t - self._progress_t
 
     def _loop(self) -> None:
         next_t = time.monotonic()
@@ -65,5 +94,9 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.sample_once()  # and its closing sample, after the load stopped
-        self._server_csv.close()
-        self._gpu_csv.close()
+        for csv in (self._server_csv, self._gpu_csv):
+            try:
+                csv.close()
+            except OSError as err:
+                self.write_errors += 1
+                self.last_write_error = f"{csv.path}: {err.strerror or err}"

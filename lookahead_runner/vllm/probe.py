@@ -6,8 +6,10 @@ Version facts come from ../shared/docs/vllm-facts.md.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 
 _VERSION_RE = re.compile(r"\b(\d+)\.(\d+)(?:\.(\d+))?[\w.+-]*")
@@ -133,9 +135,10 @@ def capabilities_from(version_text: str, help_all: str | None, help_plain: str |
     return Capabilities(version, frozenset(), "none", command)
 
 
-def _run(argv: list[str], timeout_s: float) -> str:
+def _run(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> str:
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+                              env=os.environ | env if env else None)
     except FileNotFoundError:
         raise ProbeError(f"server.command: {argv[0]!r} not found; install vLLM or fix the command") from None
     except subprocess.TimeoutExpired:
@@ -143,11 +146,14 @@ def _run(argv: list[str], timeout_s: float) -> str:
     return done.stdout + done.stderr
 
 
-def run_probe(command: list[str], timeout_s: float = 180.0) -> Capabilities:
+def run_probe(command: list[str], timeout_s: float = 180.0, env: dict[str, str] | None = None) -> Capabilities:
     """Ask the installed vLLM CLI for its version and flags."""
-    version_text = _run([*command, "--version"], timeout_s)
-    help_all = _run([*command, "serve", "--help=all"], timeout_s)
-    help_plain = None if len(parse_help_flags(help_all)) >= 10 else _run([*command, "serve", "--help"], timeout_s)
+    version_text = _run([*command, "--version"], timeout_s, env)
+    if not _VERSION_RE.search(version_text) and Path(command[0]).name.startswith("python"):
+        # `python -m vllm.entrypoints...` has no --version: ask the package itself
+        version_text = _run([command[0], "-c", "import vllm; print(vllm.__version__)"], timeout_s, env)
+    help_all = _run([*command, "serve", "--help=all"], timeout_s, env)
+    help_plain = None if len(parse_help_flags(help_all)) >= 10 else _run([*command, "serve", "--help"], timeout_s, env)
     return capabilities_from(version_text, help_all, help_plain, tuple(command))
 
 

@@ -1,9 +1,10 @@
 """The values of the web UI's live tabs, as pure functions: safe to import anywhere (no Locust, no gevent).
 
 Every second the Locust process that serves the web UI (the master in distributed mode) scrapes the
-server's /metrics into a `CounterWindow`, collects the finished requests of the last seconds in a
-`LatencyWindow` and turns both, with the stage and the setting, into one `LiveValues`. The tab shows
-`now_rows(values)`; the history tab and the CSV downloads show `history_row(values)` per tick.
+server's /metrics into a `CounterWindow`; the requests.csv rows of the requests that finish (its own,
+or the workers' forwarded ones) go to a `LatencyWindow`; both, with the stage and the setting, make
+one `LiveValues`. The tab shows `now_rows(values)`; the history tab and the CSV downloads show
+`history_row(values)` per tick.
 
 Definitions (the report's, applied to the last `LIVE_WINDOW_S` seconds instead of a stage window):
 - acceptance rate = delta(accepted tokens) / delta(draft tokens); mean acceptance length =
@@ -22,6 +23,8 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
+from lookahead_runner.records import CUT_ERROR, REQUEST_COLUMNS
+from lookahead_runner.vllm.metrics import SIGNALS
 from lookahead_runner.workload.stages import Stage
 from lookahead_runner.workload.timeline import percentile
 
@@ -29,6 +32,24 @@ LIVE_WINDOW_S = 10.0
 POLL_INTERVAL_S = 1.0
 HISTORY_MAX_ROWS = 6 * 3600  # six hours at one row a second
 HISTORY_TAB_ROWS = 60  # the history tab shows the last minute; the CSV has it all
+
+
+_SIGNAL_NAMES = frozenset(name for names in SIGNALS.values() for name in names)
+
+
+def signal_lines(text: str) -> str:
+    """Only the sample lines of the series `telemetry.prometheus.parse` reads.
+
+    vLLM's /metrics is tens of kB of histograms; parsing it whole takes about 10 ms, which would stall
+    the event loop that times the streams once a second. The few lines kept parse the same.
+    """
+    kept = []
+    for line in text.splitlines():
+        if line and line[0] != "#":
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in _SIGNAL_NAMES:
+                kept.append(line)
+    return "\n".join(kept) + "\n"
 
 
 @dataclass(frozen=True)
@@ -40,30 +61,31 @@ class LatencySample:
     itl_p50_ms: float | None
     itl_p99_ms: float | None
 
-    def pack(self) -> list:
-        """A compact list for worker -> master messages (msgpack keeps lists small)."""
-        return [int(self.ok), self.ttft_ms, self.itl_p50_ms, self.itl_p99_ms]
 
-    @classmethod
-    def unpack(cls, row: Sequence) -> LatencySample:
-        ok, ttft, itl50, itl99 = row
-        return cls(bool(ok), _opt(ttft), _opt(itl50), _opt(itl99))
+_COLUMN = {name: index for index, name in enumerate(REQUEST_COLUMNS)}
 
 
-def _opt(value) -> float | None:
-    return None if value is None else float(value)
+def sample_of_row(row: Sequence[str]) -> LatencySample | None:
+    """A requests.csv row (records.RequestRecord.as_row) -> its live sample; None for a cut request,
+    which neither finished nor failed."""
+    if len(row) != len(REQUEST_COLUMNS) or row[_COLUMN["error"]] == CUT_ERROR:
+        return None
 
+    def number(name: str) -> float | None:
+        text = row[_COLUMN[name]]
+        try:
+            return float(text) if text != "" else None
+        except ValueError:
+            return None
 
-def sample_of(record) -> LatencySample:
-    """A RequestRecord (records.py) -> its live sample."""
-    return LatencySample(bool(record.ok), record.ttft_ms, record.itl_p50_ms, record.itl_p99_ms)
+    return LatencySample(row[_COLUMN["ok"]] == "1", number("ttft_ms"), number("itl_p50_ms"), number("itl_p99_ms"))
 
 
 class LatencyWindow:
     """Finished requests of the last `window_s` seconds, stamped with the time they reached this process.
 
-    Arrival time rather than the worker's own clock: workers on other hosts may run a skewed clock,
-    and they ship their samples every second, so arrival is at most about a second late.
+    Arrival time rather than the row's own times: rows from workers on other hosts carry their clock,
+    which may be skewed, and workers forward rows about once a second, so arrival is at most that late.
     """
 
     def __init__(self, window_s: float = LIVE_WINDOW_S) -> None:
@@ -144,7 +166,7 @@ def _ratio(numerator: tuple[float, float] | None, denominator: tuple[float, floa
     return numerator[0] / denominator[0]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StageNow:
     """Where the load shape is: the stage index (None before the first tick), its users and timing."""
 
@@ -178,9 +200,10 @@ def stage_text(stage: StageNow) -> str:
             f"{stage.elapsed_s:.0f} of {stage.duration_s:g} s")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LiveValues:
-    """One tick of the live view; None where the value is not known (yet)."""
+    """One tick of the live view; None where the value is not known (yet). Slots: a long session keeps
+    one per second (HISTORY_MAX_ROWS) for the history CSV."""
 
     t_s: float
     setting: str
@@ -251,7 +274,8 @@ def now_rows(values: LiveValues) -> list[dict[str, str]]:
     else:
         scrape = f"ok, {v.metrics_age_s:.1f} s ago"
     rows = [
-        ("Setting", v.setting or "(not given)", "the server setting under test (--setting-name; the runner passes K)"),
+        ("Setting", v.setting or "(not given)",
+         "the server setting under test (--setting-name; the runner passes K/repeat)"),
         ("Stage", stage_text(v.stage), "the --stages schedule: stage, target users, seconds into it"),
         ("Acceptance rate", _num(None if v.acceptance_rate is None else 100 * v.acceptance_rate, 1, " %"),
          f"accepted / drafted tokens, {_window()}" + (" (no drafts seen: K = 0 or idle)" if spec_missing else "")),

@@ -6,6 +6,7 @@ import argparse
 from dataclasses import dataclass, fields
 from typing import Any
 
+from lookahead_runner.workload.prompt import read_corpus_file
 from lookahead_runner.workload.stages import STAGES_OPTION, Stage, parse_stages
 
 
@@ -18,8 +19,12 @@ class ScenarioSettings:
     output_tokens: int = 64
     model: str = ""
     temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    prompt_file: str = ""
     requests_csv: str = ""
     stages_csv: str = ""
+    workload_json: str = ""
     request_timeout_s: float = 120.0
 
     @classmethod
@@ -38,6 +43,10 @@ class ScenarioSettings:
             raise ValueError(f"--output-tokens: must be >= 1, got {self.output_tokens}")
         if self.request_timeout_s <= 0:
             raise ValueError(f"--request-timeout-s: must be > 0, got {self.request_timeout_s}")
+        if self.temperature < 0:
+            raise ValueError(f"--temperature: must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"--top-p: must be in (0, 1], got {self.top_p}")
 
     @property
     def parsed_stages(self) -> list[Stage]:
@@ -46,12 +55,17 @@ class ScenarioSettings:
 
 _HELP = {
     "stages": "Load stages as USERS:SECONDS,... (each stage holds USERS users for SECONDS, spawned at USERS/s).",
-    "prompt_tokens": "Prompt length in tokens, exact (sent as a list of token ids).",
+    "prompt_tokens": "Prompt length in tokens, exact for the served model: text calibrated through POST "
+    "/tokenize, or token ids where the server has no /tokenize.",
     "output_tokens": "Output length in tokens, exact (max_tokens = min_tokens, ignore_eos).",
     "model": "Model name for requests; empty: the first id from GET /v1/models.",
     "temperature": "Sampling temperature of every request.",
+    "top_p": "Sampling top_p of every request.",
+    "seed": "Sampling seed sent with every request (unset: none sent).",
+    "prompt_file": "Prompt corpus, JSONL with one {\"text\": ...} per line (empty: the built-in corpus).",
     "requests_csv": "Write one row per finished request to this CSV file (empty: no file).",
     "stages_csv": "Write one row per stage as it ran to this CSV file (empty: no file).",
+    "workload_json": "Write how prompts were built (method, source, token count) to this JSON file (empty: no file).",
     "request_timeout_s": "Timeout in seconds for one request, end to end (also the socket timeout).",
 }
 
@@ -62,6 +76,37 @@ def _checked_stages(text: str) -> str:
     except ValueError as exc:
         # argparse already prefixes "argument --stages: "
         raise argparse.ArgumentTypeError(str(exc).removeprefix(STAGES_OPTION + ": ")) from exc
+    return text
+
+
+def _unit_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
+def _corpus_file(text: str) -> str:
+    if text:
+        try:
+            read_corpus_file(text)
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot read {text!r} ({exc.strerror})") from None
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 
@@ -84,9 +129,13 @@ _TYPES = {
     "prompt_tokens": _positive(int),
     "output_tokens": _positive(int),
     "model": str,
-    "temperature": float,
+    "temperature": _non_negative,
+    "top_p": _unit_interval,
+    "seed": int,
+    "prompt_file": _corpus_file,
     "requests_csv": str,
     "stages_csv": str,
+    "workload_json": str,
     "request_timeout_s": _positive(float),
 }
 

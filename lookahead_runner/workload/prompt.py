@@ -4,11 +4,13 @@ Two methods, and the scenario records which one it used (workload.json, ``prompt
 
 - ``tokenize``: real text. A corpus (the built-in one under ``workload/corpus/``, or the user's
   JSONL file, one ``{"text": ...}`` per line) is cut by characters, bisecting on the server's own
-  token count, to the longest prefix that makes exactly P tokens together with a per-request head
-  (``Passage 01234567:``, a random number, so that no two prompts share a prefix-cache block). The
-  cut is then re-tokenized with other random heads: a tokenizer whose count changes with the
-  digits (GPT-2-like BPE) cannot be given unique text heads, and falls back to token ids. The
-  count includes what the server adds for a text prompt (a BOS token), as /v1/completions counts.
+  token count, to the shortest prefix that makes exactly P tokens together with a per-request head
+  (a random number, so that no two prompts share a prefix-cache block). The cut is then
+  re-tokenized with other random heads. Head styles, the first whose count holds is used:
+  ``Passage 01234567:`` (tokenizers that split numbers by position: Llama, Mistral, Qwen), then
+  ``Passage #0-1-2-3-4-5:`` (one digit per pre-token, so byte-level BPE like GPT-2's cannot merge
+  them differently); if neither holds, token ids. The count includes what the server adds for a
+  text prompt (a BOS token), as /v1/completions counts.
 - ``token-ids``: a list of P token ids (a random head, then a fixed ramp), exact by construction,
   when the server has no /tokenize (or calibration failed, with the reason in ``note``).
 
@@ -33,8 +35,8 @@ METHOD_TOKENIZE = "tokenize"
 METHOD_TOKEN_IDS = "token-ids"
 BUILTIN_SOURCE = "built-in"
 BUILTIN_CORPUS = "builtin.txt"
-HEAD_DIGITS = 8
-VERIFY_HEADS = 4
+HEAD_STYLES = ("digits", "spaced-digits")
+VERIFY_HEADS = 8
 MAX_TOKENIZE_CALLS = 80
 TOKENIZE_TIMEOUT_S = 30.0
 _PROMPT_BASE_ID = 100
@@ -53,8 +55,11 @@ class CalibrationFailed(RuntimeError):
     """No cut of the corpus tokenized to exactly the asked count."""
 
 
-def head_text(number: int) -> str:
-    return f"Passage {number:0{HEAD_DIGITS}d}:\n"
+def head_text(rng: random.Random, style: str = HEAD_STYLES[0]) -> str:
+    """A random per-request head: 10**8 (digits) or 10**6 (spaced-digits) different ones."""
+    if style == "digits":
+        return f"Passage {rng.randrange(10**8):08d}:\n"
+    return "Passage #" + "-".join(str(rng.randrange(10)) for _ in range(6)) + ":\n"
 
 
 def prompt_token_ids(count: int, rng: random.Random) -> list[int]:
@@ -75,6 +80,7 @@ class PromptPlan:
     source: str = ""
     body: str = ""
     unique_head: bool = True
+    head_style: str = HEAD_STYLES[0]
     tokenize_calls: int = 0
     note: str = ""
 
@@ -83,7 +89,7 @@ class PromptPlan:
             return prompt_token_ids(self.prompt_tokens, rng)
         if not self.unique_head:
             return self.body
-        return head_text(rng.randrange(10**HEAD_DIGITS)) + self.body
+        return head_text(rng, self.head_style) + self.body
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -91,6 +97,7 @@ class PromptPlan:
             "prompt_tokens": self.prompt_tokens,
             "prompt_source": self.source,
             "prompt_unique_head": self.unique_head,
+            "prompt_head_style": self.head_style if self.method == METHOD_TOKENIZE and self.unique_head else None,
             "prompt_chars": len(self.body) if self.method == METHOD_TOKENIZE else None,
             "tokenize_calls": self.tokenize_calls,
             "prompt_note": self.note,
@@ -158,18 +165,30 @@ def calibrate(
 ) -> PromptPlan:
     """A `tokenize` plan whose prompts are exactly `target` tokens by `count_tokens`.
 
-    Raises CalibrationFailed (or what `count_tokens` raises) when no exact cut is found.
+    Raises CalibrationFailed (or what `count_tokens` raises) when no head style gives an exact cut.
     """
     if target < 1:
         raise ValueError(f"prompt tokens must be >= 1, got {target}")
     if not corpus.strip():
         raise CalibrationFailed("the corpus is empty")
-    count = _Counter(count_tokens, MAX_TOKENIZE_CALLS)
-    head = head_text(0)
+    count = _Counter(count_tokens, MAX_TOKENIZE_CALLS * len(HEAD_STYLES))
+    failures = []
+    for style in HEAD_STYLES:
+        try:
+            return _calibrate_style(count, corpus.strip(), target, rng, source, style)
+        except CalibrationFailed as exc:
+            failures.append(f"{style} head: {exc}")
+    raise CalibrationFailed("; ".join(failures))
+
+
+def _calibrate_style(
+    count: _Counter, corpus: str, target: int, rng: random.Random, source: str, style: str
+) -> PromptPlan:
+    head = head_text(random.Random(0), style)
     unique = count(head) < target
     if not unique:
         head = ""
-    body = _long_enough(count, head, corpus.strip(), target)
+    body = _long_enough(count, head, corpus, target)
     for _ in range(_START_SHIFTS):
         cut = _exact_cut(count, head, body, target)
         if cut is not None:
@@ -182,22 +201,30 @@ def calibrate(
     note = "" if unique else f"{target} tokens leave no room for a unique head: prompts are identical"
     if unique:
         for _ in range(VERIFY_HEADS):
-            seen = count(head_text(rng.randrange(10**HEAD_DIGITS)) + text)
+            seen = count(head_text(rng, style) + text)
             if seen != target:
                 raise CalibrationFailed(f"a unique head changes the count ({seen} != {target} tokens)")
-    return PromptPlan(METHOD_TOKENIZE, target, source, text, unique, count.calls, note)
+    return PromptPlan(METHOD_TOKENIZE, target, source, text, unique, style, count.calls, note)
 
 
 def _long_enough(count: _Counter, head: str, corpus: str, target: int) -> str:
-    """The corpus, repeated until head + body holds at least `target` tokens."""
-    body = corpus
-    for _ in range(4):
-        total = count(head + body)
-        if total >= target:
+    """A start of the corpus (repeated when short) that holds at least `target` tokens with the head.
+
+    Starts at about twice the characters English needs per token, so a large corpus file is never
+    sent whole to /tokenize.
+    """
+    length = target * 8 + 256
+    for _ in range(6):
+        body = _repeated(corpus, length)
+        if count(head + body) >= target:
             return body
-        copies = -(-target // max(total, 1)) + 1
-        body = "\n\n".join([corpus] * copies)
+        length *= 4
     raise CalibrationFailed(f"the corpus does not reach {target} tokens")
+
+
+def _repeated(corpus: str, length: int) -> str:
+    unit = corpus + "\n\n"
+    return (unit * (length // len(unit) + 1))[:length].rstrip() if length > len(corpus) else corpus[:length]
 
 
 def _exact_cut(count: _Counter, head: str, body: str, target: int) -> int | None:
@@ -207,13 +234,17 @@ def _exact_cut(count: _Counter, head: str, body: str, target: int) -> int | None
     that jumps over the target is looked for just around the crossing.
     """
     low, high = 0, len(body)  # count(low) < target <= count(high)
+    high_count = None
     while high - low > 1:
         middle = (low + high) // 2
-        if count(head + body[:middle]) >= target:
-            high = middle
+        middle_count = count(head + body[:middle])
+        if middle_count >= target:
+            high, high_count = middle, middle_count
         else:
             low = middle
-    if count(head + body[:high]) == target:
+    if high_count is None:
+        high_count = count(head + body[:high])
+    if high_count == target:
         return high
     for cut in range(high + 1, min(high + 8, len(body)) + 1):
         if count(head + body[:cut]) == target:
@@ -224,7 +255,7 @@ def _exact_cut(count: _Counter, head: str, body: str, target: int) -> int | None
 def _end_of_word(count: _Counter, head: str, body: str, cut: int, target: int) -> int:
     """Extend a cut that ended inside a word to the word's end, when that keeps the count."""
     end = _next_space(body, cut)
-    if end == cut or end > len(body):
+    if end == cut:
         return cut
     return end if count(head + body[:end]) == target else cut
 

@@ -5,17 +5,12 @@ Kept apart from user.py so they can be tested without importing Locust (which pa
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any
 
 from lookahead_runner.records import RequestRecord
 from lookahead_runner.workload.sse import excerpt
 from lookahead_runner.workload.timeline import StreamResult
-
-_PROMPT_BASE_ID = 100
-_PROMPT_ID_SPAN = 1000
-_UNIQUE_HEAD_TOKENS = 4
 
 
 @dataclass(frozen=True)
@@ -29,26 +24,33 @@ class StreamFailure:
         return f"{self.reason} ({self.detail})" if self.detail else self.reason
 
 
-def prompt_token_ids(count: int, rng: random.Random) -> list[int]:
-    """`count` token ids; a random head makes every prompt unique, so the server's prefix cache
-    cannot skip prefills that production traffic (different prompts) would pay for."""
-    head_length = min(count, _UNIQUE_HEAD_TOKENS)
-    head = [rng.randrange(_PROMPT_BASE_ID, _PROMPT_BASE_ID + _PROMPT_ID_SPAN) for _ in range(head_length)]
-    tail = [_PROMPT_BASE_ID + i % _PROMPT_ID_SPAN for i in range(len(head), count)]
-    return head + tail
-
-
-def completion_payload(model: str, prompt_ids: list[int], output_tokens: int, temperature: float) -> dict[str, Any]:
-    return {
+def completion_payload(
+    model: str,
+    prompt: str | list[int],
+    output_tokens: int,
+    temperature: float,
+    top_p: float = 1.0,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """A streamed completion of exactly `output_tokens` tokens, with usage on every chunk."""
+    payload: dict[str, Any] = {
         "model": model,
-        "prompt": prompt_ids,
+        "prompt": prompt,
         "max_tokens": output_tokens,
         "min_tokens": output_tokens,
         "ignore_eos": True,
         "temperature": temperature,
+        "top_p": top_p,
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
+    if seed is not None:
+        payload["seed"] = seed
+    return payload
+
+
+def auth_headers(api_key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
 def transport_failure(exc: BaseException | None, mid_stream: bool) -> StreamFailure:
@@ -64,7 +66,14 @@ def transport_failure(exc: BaseException | None, mid_stream: bool) -> StreamFail
 
 
 def to_record(
-    stage: int, users: int, t_send_s: float, result: StreamResult, error: str, lag_p99_ms: float | None
+    stage: int,
+    users: int,
+    t_send_s: float,
+    result: StreamResult,
+    error: str,
+    lag_p99_ms: float | None,
+    client: str = "",
+    client_cpu_pct: float | None = None,
 ) -> RequestRecord:
     first = result.first_token_s
     return RequestRecord(
@@ -84,4 +93,6 @@ def to_record(
         ok=not error,
         error=error,
         lag_p99_ms=lag_p99_ms,
+        client=client,
+        client_cpu_pct=client_cpu_pct,
     )

@@ -1,14 +1,25 @@
-"""Per-process scenario state (settings, record files, lag monitor, model) and the Locust event handlers.
+"""Per-process scenario state (settings, record files, lag monitor, model, prompt) and the Locust event handlers.
 
 The locustfile registers these handlers on Locust's events; the state hangs on the Environment
 (as Locust's own ``run_single_user`` hangs ``single_user_instance``), so no module-level mutable state.
+Who writes what: a single process writes requests.csv, stages.csv and workload.json itself; with
+workers (``--processes N`` or master/worker across hosts) the master writes all three and the
+workers send their rows and prompt description to it (workload/distributed.py).
+
+The API key comes only from the environment variable LOOKAHEAD_API_KEY (never an option, so it
+is in no argv, parsed options, web UI form or master->worker message) and is sent as a bearer
+header on every request: /v1/models, /tokenize and /v1/completions.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
+import os
+import random
 import signal
+import socket
 import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,13 +30,23 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from lookahead_runner.records import REQUEST_COLUMNS, STAGE_COLUMNS, CsvAppender, StageRecord
+from lookahead_runner.workload import distributed
 from lookahead_runner.workload.lag import LoopLagMonitor
 from lookahead_runner.workload.options import ScenarioSettings
+from lookahead_runner.workload.prompt import (
+    METHOD_TOKENIZE,
+    PromptPlan,
+    plan_prompt,
+    token_ids_plan,
+    tokenize_counter,
+)
+from lookahead_runner.workload.request import auth_headers
 from lookahead_runner.workload.shape import StagedShape
 
 logger = logging.getLogger(__name__)
 
 STATE_ATTRIBUTE = "lookahead_scenario"
+API_KEY_ENV = "LOOKAHEAD_API_KEY"
 FLUSH_INTERVAL_S = 1.0
 MODELS_TIMEOUT_S = 10.0
 
@@ -33,12 +54,22 @@ MODELS_TIMEOUT_S = 10.0
 @dataclass
 class ScenarioState:
     settings: ScenarioSettings
-    request_log: CsvAppender | None = None
+    api_key: str = field(default="", repr=False)
+    client: str = ""
+    request_log: Any = None  # CsvAppender, or a RowForwarder on a worker
     stage_log: CsvAppender | None = None
+    workload: distributed.WorkloadRecord | None = None
     lag: LoopLagMonitor = field(default_factory=LoopLagMonitor)
     model: str = ""
+    prompt: PromptPlan | None = None
+    remote_stage: tuple[int, int] | None = None
+    _prompt_key: tuple | None = None
     _flusher: gevent.Greenlet | None = None
     _sigterm_watcher: Any = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return auth_headers(self.api_key)
 
     def flush(self) -> None:
         for log in (self.request_log, self.stage_log):
@@ -74,36 +105,80 @@ def _shape(environment: Environment) -> StagedShape | None:
 
 
 def on_init(environment: Environment) -> ScenarioState:
-    """Read the options, open the record files and start the lag monitor (``events.init``)."""
+    """Read the options, open the record files, wire master/worker messages, start the lag monitor
+    (``events.init``); a headless single process also resolves the model and prompt here, so the
+    calibration does not eat into the first stage."""
     settings = ScenarioSettings.from_options(environment.parsed_options)
-    state = ScenarioState(settings=settings)
+    state = ScenarioState(settings=settings, api_key=os.environ.get(API_KEY_ENV, ""),
+                          client=f"{socket.gethostname()}:{os.getpid()}")
     runner = environment.runner
-    distributed = isinstance(runner, (MasterRunner, WorkerRunner))
-    if distributed and settings.requests_csv:
-        logger.warning("--requests-csv is written in single-process runs only; distributed workers skip it")
-    if settings.requests_csv and not distributed:
-        state.request_log = CsvAppender(settings.requests_csv, REQUEST_COLUMNS, FLUSH_INTERVAL_S)
-    if settings.stages_csv and not isinstance(runner, WorkerRunner):
-        state.stage_log = CsvAppender(settings.stages_csv, STAGE_COLUMNS, FLUSH_INTERVAL_S)
+    if isinstance(runner, WorkerRunner):
+        state.request_log = distributed.RowForwarder(runner.send_message, REQUEST_COLUMNS)
+        runner.register_message(distributed.MSG_STAGE, lambda msg, **_kw: _on_stage_message(state, msg))
+    else:
+        if settings.requests_csv:
+            state.request_log = CsvAppender(settings.requests_csv, REQUEST_COLUMNS, FLUSH_INTERVAL_S)
+        if settings.stages_csv:
+            state.stage_log = CsvAppender(settings.stages_csv, STAGE_COLUMNS, FLUSH_INTERVAL_S)
+        if settings.workload_json:
+            state.workload = distributed.WorkloadRecord(settings.workload_json)
+    if isinstance(runner, MasterRunner):
+        runner.register_message(distributed.MSG_ROWS, lambda msg, **_kw: _on_rows_message(state, msg))
+        runner.register_message(distributed.MSG_WORKLOAD, lambda msg, **_kw: _on_workload_message(state, msg))
     shape = _shape(environment)
-    if shape is not None and state.stage_log is not None:
-        stage_log = state.stage_log
+    if shape is not None:
+        _wire_shape(shape, state, runner)
+    if not isinstance(runner, MasterRunner):
+        state.lag.start()
+    state._flusher = gevent.spawn(state._flush_forever)
+    headless = getattr(environment.parsed_options, "headless", False)
+    if shape is not None and headless:
+        # Headless Locust 2.47 joins the shape before installing its own SIGTERM handler, so a SIGTERM
+        # during the stages would kill the process outright: no cut rows, no open stage, no last flush.
+        # Until the test stops, a SIGTERM stops the runner instead and Locust shuts down as usual.
+        state._sigterm_watcher = gevent.signal_handler(signal.SIGTERM, _quit_on_sigterm, environment)
+    setattr(environment, STATE_ATTRIBUTE, state)
+    if headless and environment.host and not isinstance(runner, (MasterRunner, WorkerRunner)):
+        try:
+            prepare_requests(environment, state)
+        except Exception as exc:  # test_start tries again and reports the error where Locust shows it
+            logger.warning("Could not prepare requests at start-up: %s", exc)
+    # A full collection walks every object Locust, gevent and Flask made at start-up: 20-40 ms during
+    # which no stream is read (measured: benchmarks/client_accuracy.py). Frozen, they are skipped.
+    gc.collect()
+    gc.freeze()
+    return state
+
+
+def _wire_shape(shape: StagedShape, state: ScenarioState, runner: Any) -> None:
+    stage_log = state.stage_log
+    if stage_log is not None:
 
         def write_stage(record: StageRecord) -> None:
             stage_log.append(record.as_row())
             stage_log.flush()
 
         shape.stage_sink = write_stage
-    if not isinstance(runner, MasterRunner):
-        state.lag.start()
-    state._flusher = gevent.spawn(state._flush_forever)
-    if shape is not None and getattr(environment.parsed_options, "headless", False):
-        # Headless Locust 2.47 joins the shape before installing its own SIGTERM handler, so a SIGTERM
-        # during the stages would kill the process outright: no cut rows, no open stage, no last flush.
-        # Until the test stops, a SIGTERM stops the runner instead and Locust shuts down as usual.
-        state._sigterm_watcher = gevent.signal_handler(signal.SIGTERM, _quit_on_sigterm, environment)
-    setattr(environment, STATE_ATTRIBUTE, state)
-    return state
+    if isinstance(runner, MasterRunner):
+        shape.on_stage_start = lambda stage, users: runner.send_message(distributed.MSG_STAGE, [stage, users])
+
+
+def _on_stage_message(state: ScenarioState, msg: Any) -> None:
+    stage = distributed.stage_from_message(msg.data)
+    if stage is not None:
+        state.remote_stage = stage
+
+
+def _on_rows_message(state: ScenarioState, msg: Any) -> None:
+    if state.request_log is None:
+        return
+    for row in distributed.rows_from_message(msg.data, REQUEST_COLUMNS):
+        state.request_log.append(row)
+
+
+def _on_workload_message(state: ScenarioState, msg: Any) -> None:
+    if state.workload is not None and isinstance(msg.data, dict):
+        state.workload.add(msg.data)
 
 
 def _quit_on_sigterm(environment: Environment) -> None:
@@ -118,8 +193,8 @@ def state_of(environment: Environment) -> ScenarioState:
 
 
 def on_test_start(environment: Environment) -> None:
-    """Re-read the options (the web UI may have edited them) and resolve the model, before users spawn
-    (``events.test_start``). The record files stay those opened at init."""
+    """Re-read the options (the web UI, or the master, may have changed them), then resolve the model
+    and the prompt before users spawn (``events.test_start``). The record files stay those opened at init."""
     state = state_of(environment)
     try:
         state.settings = ScenarioSettings.from_options(environment.parsed_options)
@@ -127,12 +202,45 @@ def on_test_start(environment: Environment) -> None:
         logger.error("Keeping the previous scenario options: %s", exc)
     if isinstance(environment.runner, MasterRunner):
         return
-    state.model = state.settings.model or first_model_id(environment.host or "")
-    logger.info("Model: %s", state.model)
+    prepare_requests(environment, state)
+
+
+def prepare_requests(environment: Environment, state: ScenarioState) -> None:
+    """Model and prompt plan for this host and settings: calibrated once, then reused."""
+    settings, host = state.settings, environment.host or ""
+    key = (host, settings.model, settings.prompt_tokens, settings.prompt_file)
+    if state.prompt is not None and state._prompt_key == key:
+        return
+    state.model = settings.model or first_model_id(host, state.headers)
+    state.prompt = _plan(host, state)
+    state._prompt_key = key
+    plan = state.prompt
+    how = f"via /tokenize, {plan.source} corpus" if plan.method == METHOD_TOKENIZE else "as token ids"
+    logger.log(logging.INFO if plan.method == METHOD_TOKENIZE and not plan.note else logging.WARNING,
+               "Model %s; prompts of %d tokens %s%s", state.model, plan.prompt_tokens, how,
+               f" ({plan.note})" if plan.note else "")
+    info = {**plan.describe(), "model": state.model, "output_tokens": settings.output_tokens,
+            "temperature": settings.temperature, "top_p": settings.top_p, "seed": settings.seed,
+            "client": state.client}
+    if isinstance(environment.runner, WorkerRunner):
+        environment.runner.send_message(distributed.MSG_WORKLOAD, info)
+    elif state.workload is not None:
+        state.workload.add(info)
+
+
+def _plan(host: str, state: ScenarioState) -> PromptPlan:
+    settings = state.settings
+    counter = tokenize_counter(host, state.model, state.headers)
+    try:
+        return plan_prompt(counter, settings.prompt_tokens, settings.prompt_file, random.Random())
+    except (OSError, ValueError) as exc:  # e.g. a worker host without the master's --prompt-file
+        logger.error("Prompt corpus unusable (%s): sending token ids", exc)
+        return token_ids_plan(settings.prompt_tokens, f"prompt corpus unusable: {exc}")
 
 
 def on_test_stop(environment: Environment) -> None:
-    """End the open stage (a stop from the web UI or Ctrl-C) and flush (``events.test_stop``)."""
+    """End the open stage (a stop from the web UI or Ctrl-C) and flush; a worker sends its last rows
+    here, before it reports to the master that it stopped (``events.test_stop``)."""
     shape = _shape(environment)
     if shape is not None:
         shape.close_open_stage()
@@ -146,13 +254,18 @@ def on_quitting(environment: Environment) -> None:
 
     Failed requests are data here (requests.csv holds them with their reason), and the runner judges
     them; an unhandled exception in the scenario code, or an interrupted run, keeps Locust's exit code.
+    A worker has no shape of its own: it exits 0 unless its code raised.
     """
     on_test_stop(environment)
     state_of(environment).close()
     shape = _shape(environment)
     runner = environment.runner
-    completed = shape is not None and shape.finished
     clean = runner is not None and not runner.exceptions and not locust_log.unhandled_greenlet_exception
+    if isinstance(runner, WorkerRunner):
+        if clean:
+            environment.process_exit_code = 0
+        return
+    completed = shape is not None and shape.finished
     if completed and clean:
         environment.process_exit_code = 0
     elif not completed:
@@ -160,19 +273,24 @@ def on_quitting(environment: Environment) -> None:
 
 
 def stage_now(environment: Environment) -> tuple[int, int]:
-    """(stage index, target users) to tag a request sent now; stage 0 at the runner's target without a shape."""
+    """(stage index, target users) to tag a request sent now: from the shape, or on a worker from the
+    master's last stage message; stage 0 at the runner's target without either."""
     shape = _shape(environment)
     current = shape.current_stage() if shape is not None else None
     if current is not None:
         return current
+    state = getattr(environment, STATE_ATTRIBUTE, None)
+    if state is not None and state.remote_stage is not None:
+        return state.remote_stage
     runner: Any = environment.runner
     return 0, int(getattr(runner, "target_user_count", 0) or 1)
 
 
-def first_model_id(host: str, timeout_s: float = MODELS_TIMEOUT_S) -> str:
+def first_model_id(host: str, headers: dict[str, str] | None = None, timeout_s: float = MODELS_TIMEOUT_S) -> str:
     """The first model id served at `host` (GET /v1/models), as vLLM lists the served model first."""
     url = host.rstrip("/") + "/v1/models"
-    with urllib.request.urlopen(url, timeout=timeout_s) as response:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=timeout_s) as response:
         body = json.loads(response.read())
     models = body.get("data") or []
     if not models or not isinstance(models[0], dict) or "id" not in models[0]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from locust import LoadTestShape
 
@@ -23,12 +24,15 @@ class StagedShape(LoadTestShape):
     ``tick()`` returns ``(users, spawn_rate=users)`` for the stage scheduled now and ``None`` after the
     last one. A stage starts when a tick first returns it (Locust polls about once a second, so the
     recorded times, not the schedule, are the stage windows) and ends when a tick moves on, or when
-    the test stops (`close_open_stage`). Each ended stage goes to `stage_sink` (stages.csv).
+    the test stops (`close_open_stage`). Each ended stage goes to `stage_sink` (stages.csv); each
+    started one to `on_stage_start(stage, users)` (a master tells its workers), before the tick
+    returns it, so before any user of that stage spawns.
     """
 
     abstract = True
 
     stage_sink: Callable[[StageRecord], None] | None = None
+    on_stage_start: Callable[[int, int], None] | None = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -42,8 +46,13 @@ class StagedShape(LoadTestShape):
 
     def reset_time(self) -> None:
         # Locust calls this when a shape run starts, so a second run from the web UI starts afresh.
+        # A master calls it once more when its first spawn goes out, after the first tick opened
+        # stage 0: the clock restarts there, and so does stage 0.
         super().reset_time()
-        self._reset_schedule()
+        if self._open is not None and self._open.stage == 0 and not self.finished:
+            self._open = replace(self._open, t_start_s=time.time())
+        else:
+            self._reset_schedule()
 
     def _load_stages(self) -> list[Stage]:
         if self.stages is None:
@@ -69,6 +78,8 @@ class StagedShape(LoadTestShape):
             self._open = StageRecord(stage=index, users=users, t_start_s=now_s, t_end_s=float("nan"))
             self._last_stage = (index, users)
             logger.info("Stage %d: %d users for %g s", index, users, stages[index].duration_s)
+            if self.on_stage_start is not None:
+                self.on_stage_start(index, users)
         users = self._open.users
         return users, float(users)
 

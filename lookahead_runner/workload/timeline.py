@@ -23,6 +23,12 @@ from dataclasses import dataclass, field
 
 from lookahead_runner.workload.sse import Chunk
 
+# Failure reasons (the start of requests.csv's error text, and Locust's failure name).
+DISCONNECT = "disconnect mid-stream"
+MISSING_USAGE = "missing usage"
+SHORT_OUTPUT = "short output"
+WRONG_PROMPT_LENGTH = "wrong prompt length"
+
 
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The q-th percentile (0..100) with linear interpolation, as numpy's and pandas' default."""
@@ -130,14 +136,21 @@ class TokenTimeline:
         )
 
 
-def judge(result: StreamResult, expected_output_tokens: int) -> str | None:
-    """The failure reason of a stream that ended without a transport error, or None when it is valid."""
+def judge(result: StreamResult, expected_output_tokens: int, expected_prompt_tokens: int | None = None) -> str | None:
+    """The failure reason of a stream that ended without a transport error, or None when it is valid.
+
+    The usage of every response is checked: a completion count other than asked is "short output",
+    a prompt count other than `expected_prompt_tokens` is "wrong prompt length" (both are counted
+    per stage by the analysis, never accepted).
+    """
     if not result.done:
-        return "disconnect mid-stream"
-    if not result.usage_seen:
-        return "missing usage"
+        return DISCONNECT
+    if not result.usage_seen or (expected_prompt_tokens is not None and result.prompt_tokens is None):
+        return MISSING_USAGE
     if result.output_tokens != expected_output_tokens:
-        return f"short output (completion_tokens != {expected_output_tokens})"
+        return f"{SHORT_OUTPUT} (completion_tokens != {expected_output_tokens})"
+    if expected_prompt_tokens is not None and result.prompt_tokens != expected_prompt_tokens:
+        return f"{WRONG_PROMPT_LENGTH} (prompt_tokens != {expected_prompt_tokens})"
     if result.first_token_s is None:
         return "no token received"
     return None

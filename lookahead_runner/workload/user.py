@@ -1,15 +1,19 @@
 """FastHttpUser base that streams fixed-length ``/v1/completions`` and records each request.
 
-One request = a prompt of exactly ``--prompt-tokens`` token ids, exactly ``--output-tokens`` tokens
-out (max_tokens = min_tokens, ignore_eos), streamed with usage on every chunk. Lines are read with
-``resp.stream.readline(b"\\n")`` and timestamped before any JSON parsing; TTFT, per-token ITL and TPOT
-are defined in `lookahead_runner.workload.timeline`. Locust's own statistics get the full end-to-end
-time as response_time and the completion tokens as response_length.
+One request = a prompt of exactly ``--prompt-tokens`` tokens for the served model (workload/prompt.py:
+calibrated text, or token ids), exactly ``--output-tokens`` tokens out (max_tokens = min_tokens,
+ignore_eos), with --temperature / --top-p / --seed, streamed with usage on every chunk. Lines are read
+with ``resp.stream.readline(b"\\n")`` and timestamped before any JSON parsing; TTFT, per-token ITL and
+TPOT are defined in `lookahead_runner.workload.timeline`. Locust's own statistics get the full
+end-to-end time as response_time and the completion tokens as response_length.
 
 A request ends in exactly one of three ways:
 - valid: a requests.csv row with ok=1 and a Locust success;
-- failed (HTTP status, timeout, disconnect, malformed or error chunk, wrong length, missing usage):
-  a row with ok=0 and the reason (plus detail), and a Locust failure with the reason alone;
+- failed: a row with ok=0 and the reason (plus detail), and a Locust failure with the reason alone.
+  Reasons: "HTTP <status>: <body excerpt>", "timeout" (--request-timeout-s, end to end),
+  "connection error: <type>", "disconnect mid-stream", "malformed chunk", "stream error" (an error
+  chunk), "short output (completion_tokens != N)", "wrong prompt length (prompt_tokens != P)",
+  "missing usage", "no token received";
 - cut (the user was stopped mid-request, by a ramp-down or the end of the test): a row with ok=0 and
   error="cut", and no Locust event at all, so a killed request never counts as completed. With
   ``--stop-timeout`` > 0 Locust lets in-flight requests finish instead, and they count normally.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -26,14 +31,8 @@ from gevent import GreenletExit
 from locust import FastHttpUser, constant
 
 from lookahead_runner.records import CUT_ERROR, RequestRecord
-from lookahead_runner.workload.request import (
-    StreamFailure,
-    completion_payload,
-    prompt_token_ids,
-    to_record,
-    transport_failure,
-)
-from lookahead_runner.workload.scenario import ScenarioState, stage_now, state_of
+from lookahead_runner.workload.request import StreamFailure, completion_payload, to_record, transport_failure
+from lookahead_runner.workload.scenario import ScenarioState, prepare_requests, stage_now, state_of
 from lookahead_runner.workload.sse import MalformedChunk, excerpt, parse_sse_line
 from lookahead_runner.workload.timeline import TokenTimeline, judge
 
@@ -41,6 +40,7 @@ COMPLETIONS_PATH = "/v1/completions"
 # After a request refused outright (server down, HTTP error status), pause before the next one:
 # a closed loop would otherwise spin at thousands of failures per second and flood requests.csv.
 _REFUSED_BACKOFF_S = 0.1
+SPAWN_SPREAD_S = 1.0
 
 
 class StreamingCompletionsBase(FastHttpUser):
@@ -49,6 +49,9 @@ class StreamingCompletionsBase(FastHttpUser):
     abstract = True
     concurrency = 1
     wait_time = constant(0)
+    # Called with (raw line, perf_counter receive time) for every line read; for instrumentation
+    # (benchmarks/client_accuracy.py), None in normal runs.
+    observe_line: Callable[[bytes, float], None] | None = None
 
     def __init__(self, environment: Any) -> None:
         self.scenario: ScenarioState = state_of(environment)
@@ -57,31 +60,41 @@ class StreamingCompletionsBase(FastHttpUser):
         self.network_timeout = self.connection_timeout = self.scenario.settings.request_timeout_s
         super().__init__(environment)
         self._rng = random.Random()
+        # raw SSE lines are read off the socket: a compressed body could not be split into lines
+        self._headers = {"Accept-Encoding": "identity", **self.scenario.headers}
+
+    def on_start(self) -> None:
+        # Locust spawns a stage's new users in one burst (spawn rate = USERS per second is one
+        # dispatch); with fixed lengths they would then send, finish and resend in lockstep for the
+        # whole stage, and the client would queue each wave's sends. Spreading first requests over
+        # a second starts them "at USERS per second", as the stages promise, and keeps them apart.
+        gevent.sleep(self._rng.uniform(0.0, SPAWN_SPREAD_S))
 
     def stream_completion(self) -> RequestRecord:
         """Send one request, read its stream, report it to Locust and append it to requests.csv."""
-        settings = self.scenario.settings
+        state = self.scenario
+        if state.prompt is None:
+            prepare_requests(self.environment, state)
+        assert state.prompt is not None
+        settings = state.settings
         stage, users = stage_now(self.environment)
-        prompt_ids = prompt_token_ids(settings.prompt_tokens, self._rng)
-        payload = completion_payload(self.scenario.model, prompt_ids, settings.output_tokens, settings.temperature)
+        payload = completion_payload(state.model, state.prompt.make(self._rng), settings.output_tokens,
+                                     settings.temperature, settings.top_p, settings.seed)
         timeline = TokenTimeline()
-        lag_mark = self.scenario.lag.mark()
+        lag_mark = state.lag.mark()
         t_send_s = time.time()
+        cpu0_s = time.process_time()
         t0 = time.perf_counter()
         try:
             with self.client.post(
-                COMPLETIONS_PATH,
-                json=payload,
-                # raw SSE lines are read off the socket: a compressed body could not be split into lines
-                headers={"Accept-Encoding": "identity"},
-                stream=True,
-                catch_response=True,
+                COMPLETIONS_PATH, json=payload, headers=self._headers, stream=True, catch_response=True
             ) as resp:
                 failure = self._read_stream(resp, timeline, t0, settings.request_timeout_s)
                 result = timeline.result(time.perf_counter() - t0)
-                reason = judge(result, settings.output_tokens)
+                reason = judge(result, settings.output_tokens, state.prompt.prompt_tokens)
                 if failure is None and reason is not None:
-                    failure = StreamFailure(reason, f"{result.output_tokens} tokens, {result.chunks} chunks")
+                    failure = StreamFailure(reason, f"{result.prompt_tokens} prompt, {result.output_tokens} "
+                                                    f"output tokens, {result.chunks} chunks")
                 resp.request_meta["response_time"] = result.e2e_ms
                 resp.request_meta["response_length"] = result.output_tokens
                 if failure is None:
@@ -90,9 +103,12 @@ class StreamingCompletionsBase(FastHttpUser):
                     resp.failure(failure.reason)
         except GreenletExit:
             # Stopped mid-request: no Locust event fired (the with-block saw no verdict), only a "cut" row.
-            self._write(to_record(stage, users, t_send_s, timeline.result(time.perf_counter() - t0), CUT_ERROR, None))
+            cut = timeline.result(time.perf_counter() - t0)
+            self._write(to_record(stage, users, t_send_s, cut, CUT_ERROR, None, state.client,
+                                  _cpu_pct(cpu0_s, cut.end_s)))
             raise
-        record = to_record(stage, users, t_send_s, result, str(failure or ""), self.scenario.lag.p99_since_ms(lag_mark))
+        record = to_record(stage, users, t_send_s, result, str(failure or ""), state.lag.p99_since_ms(lag_mark),
+                           state.client, _cpu_pct(cpu0_s, result.end_s))
         self._write(record)
         if failure is not None and failure.reason.startswith(("connection error", "HTTP ")):
             gevent.sleep(_REFUSED_BACKOFF_S)
@@ -105,14 +121,30 @@ class StreamingCompletionsBase(FastHttpUser):
             if status:
                 return StreamFailure(f"HTTP {status}: {_body_excerpt(resp)}")
             return transport_failure(error, mid_stream=False)
-        deadline = t0 + timeout_s
-        stream = resp.stream
+        # The socket timeout bounds each read; this bounds the whole request (a trickling stream too).
+        timer = gevent.Timeout.start_new(max(t0 + timeout_s - time.perf_counter(), 0.0))
+        try:
+            failure = self._read_lines(resp.stream, timeline, t0)
+        except gevent.Timeout as exc:
+            if exc is not timer:
+                raise
+            failure = StreamFailure("timeout", f"over {timeout_s:g} s")
+        finally:
+            timer.close()
+        if failure is not None:
+            _close_connection(resp)
+        return failure
+
+    def _read_lines(self, stream: Any, timeline: TokenTimeline, t0: float) -> StreamFailure | None:
+        observe = self.observe_line
         while True:
             try:
                 line = stream.readline(b"\n")
             except Exception as exc:  # socket errors, parser errors, connection closed
                 return transport_failure(exc, mid_stream=True)
             received = time.perf_counter()
+            if observe is not None:
+                observe(line, received)
             if not line:
                 return None  # end of body; judge() tells a clean end from a disconnect
             try:
@@ -126,12 +158,27 @@ class StreamingCompletionsBase(FastHttpUser):
                 return None
             if chunk.error is not None:
                 return StreamFailure("stream error", chunk.error)
-            if received > deadline:
-                return StreamFailure("timeout", f"over {timeout_s:g} s")
 
     def _write(self, record: RequestRecord) -> None:
         if self.scenario.request_log is not None:
             self.scenario.request_log.append(record.as_row())
+
+
+def _cpu_pct(cpu0_s: float, wall_s: float) -> float | None:
+    """CPU time this process used since `cpu0_s`, in percent of one core over `wall_s`."""
+    if wall_s <= 0:
+        return None
+    return 100.0 * (time.process_time() - cpu0_s) / wall_s
+
+
+def _close_connection(resp: Any) -> None:
+    """Drop the connection of a stream left unread, rather than leave it to the garbage collector."""
+    raw = getattr(resp, "_response", None)
+    try:
+        if raw is not None:
+            raw.release()
+    except Exception:  # already closed
+        pass
 
 
 def _body_excerpt(resp: Any) -> str:

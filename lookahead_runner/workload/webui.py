@@ -4,12 +4,12 @@ Two extended tabs ("vLLM live": the values now; "vLLM history": one row a second
 downloads (same values), computed in `lookahead_runner.workload.live` from:
 - the server's /metrics (``--host``), scraped once a second by the process serving the web UI;
 - GPU memory: the simulator's NVML-like file when ``LOOKAHEAD_SIM_GPU_FILE`` is set, else NVML;
-- the finished requests of the last seconds (the task hands each record to `observe`). In
-  distributed mode each worker ships its samples to the master once a second (a custom message),
-  so the master's tabs show all processes merged;
+- the requests.csv rows of the requests that finish: the scenario's request log on this process is
+  tapped, and in distributed mode every worker's rows already reach the master's log
+  (workload/distributed.py), so the master's tabs show all processes merged;
 - the stage (the --stages shape) and ``--setting-name`` (the runner passes the life's setting).
 
-Headless runs (the runner's default) get none of this: no web UI, no extra scrapes, no messages.
+Headless runs (the runner's default) get none of this: no web UI, no extra scrapes.
 Locust's tab components read ``extended_tabs``/``extended_tables``/``extended_csv_files`` from the
 page's template args and the rows from ``extended_stats`` in each ``/stats/requests`` answer
 (Locust's ``examples/extend_web_ui.py``).
@@ -22,13 +22,13 @@ import logging
 import os
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import gevent
 from flask import Response, make_response, request
 from locust.env import Environment
-from locust.runners import MasterRunner, WorkerRunner
 
 from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
 from lookahead_runner.telemetry.prometheus import parse, scrape
@@ -48,16 +48,17 @@ from lookahead_runner.workload.live import (
     history_tab_row,
     live_values,
     now_rows,
-    sample_of,
+    sample_of_row,
+    signal_lines,
     stage_now,
 )
+from lookahead_runner.workload import scenario
 from lookahead_runner.workload.shape import StagedShape
 from lookahead_runner.workload.stages import parse_stages
 
 logger = logging.getLogger(__name__)
 
 STATE_ATTRIBUTE = "lookahead_live"
-LATENCY_MESSAGE = "lookahead_latency"
 NOW_TAB = "lookahead"
 HISTORY_TAB = "lookahead-history"
 NOW_CSV = "lookahead/now.csv"
@@ -71,62 +72,48 @@ def add_options(parser: Any, **_kwargs: Any) -> None:
     """``events.init_command_line_parser`` listener."""
     parser.add_argument(
         "--setting-name", default="", env_var="LOCUST_SETTING_NAME", include_in_web_ui=False,
-        help="Label of the server setting under test, shown in the web UI's live tab (the runner passes K).",
+        help="Label of the server setting under test, shown in the web UI's live tab (the runner passes e.g. k4/r0).",
     )
 
 
-def observe(environment: Environment, record: Any) -> None:
-    """Hand one finished request's record (records.RequestRecord) to the live view; a no-op when headless."""
-    state = getattr(environment, STATE_ATTRIBUTE, None)
-    if state is not None and record is not None:
-        state.observe(sample_of(record))
-
-
 def on_init(environment: Environment, **_kwargs: Any) -> None:
-    """``events.init`` listener: the live view where the web UI runs, a sample shipper on workers."""
-    runner = environment.runner
-    view = LiveView(environment) if environment.web_ui is not None else None
-    if isinstance(runner, MasterRunner):
-        # registered even without a web UI, so workers' samples are dropped quietly, not warned about
-        runner.register_message(LATENCY_MESSAGE, view.on_message if view else _drop)
-    if view is not None:
-        _install(environment, view)
-        setattr(environment, STATE_ATTRIBUTE, view)
-        view.start()
-    elif isinstance(runner, WorkerRunner) and not getattr(environment.parsed_options, "headless", False):
-        shipper = LatencyShipper(runner)
-        setattr(environment, STATE_ATTRIBUTE, shipper)
-        shipper.start()
+    """``events.init`` listener, registered after the scenario's (whose request log it taps)."""
+    if environment.web_ui is None:
+        return
+    view = LiveView(environment)
+    state = getattr(environment, scenario.STATE_ATTRIBUTE, None)
+    if state is None:
+        logger.warning("No scenario state: the live tabs show no TTFT/ITL (register webui.on_init after the "
+                       "scenario's init listener)")
+    else:
+        state.request_log = RowTap(state.request_log, view)
+    _install(environment, view)
+    setattr(environment, STATE_ATTRIBUTE, view)
+    view.start()
 
 
-def _drop(**_kwargs: Any) -> None:
-    pass
+class RowTap:
+    """The scenario's request log (a CsvAppender, or None without --requests-csv) with every appended
+    row also handed to the live view; the same append / flush / close interface."""
 
+    def __init__(self, log: Any, view: LiveView) -> None:
+        self.log = log
+        self.view = view
 
-class LatencyShipper:
-    """On a worker: collects samples and sends them to the master once a second."""
+    def append(self, row: Sequence[str]) -> None:
+        if self.log is not None:
+            self.log.append(row)
+        sample = sample_of_row(row)
+        if sample is not None:
+            self.view.observe(sample)
 
-    def __init__(self, runner: WorkerRunner) -> None:
-        self.runner = runner
-        self.pending: list[list] = []
-        self._greenlet: gevent.Greenlet | None = None
+    def flush(self) -> None:
+        if self.log is not None:
+            self.log.flush()
 
-    def observe(self, sample: LatencySample) -> None:
-        self.pending.append(sample.pack())
-
-    def start(self) -> None:
-        self._greenlet = gevent.spawn(self._run)
-
-    def _run(self) -> None:
-        while True:
-            gevent.sleep(POLL_INTERVAL_S)
-            if not self.pending:
-                continue
-            batch, self.pending = self.pending, []
-            try:
-                self.runner.send_message(LATENCY_MESSAGE, batch)
-            except Exception as exc:  # the master is gone or not yet connected: the live view is best effort
-                logger.debug("Could not ship %d latency samples: %s", len(batch), exc)
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
 
 
 class LiveView:
@@ -144,9 +131,6 @@ class LiveView:
 
     def observe(self, sample: LatencySample) -> None:
         self.latency.add(time.time(), [sample])
-
-    def on_message(self, environment: Environment, msg: Any, **_kwargs: Any) -> None:
-        self.latency.add(time.time(), [LatencySample.unpack(row) for row in msg.data or []])
 
     def reset(self, **_kwargs: Any) -> None:
         self.latency.clear()
@@ -169,7 +153,8 @@ class LiveView:
         host = (self.environment.host or "").rstrip("/")
         if host:
             try:
-                self.counters.add(time.time(), parse(scrape(host + "/metrics", SCRAPE_TIMEOUT_S, _headers())))
+                text = scrape(host + "/metrics", SCRAPE_TIMEOUT_S, _headers())
+                self.counters.add(time.time(), parse(signal_lines(text)))
                 self.metrics_error = ""
             except Exception as exc:  # refused, timeout, HTTP error, unparsable text
                 self.metrics_error = f"{type(exc).__name__}: {exc}"[:200]

@@ -1,13 +1,17 @@
 """A minimal vLLM-shaped streaming server with known timing, for the locustfile's e2e test.
 
     python tests/e2e/stub_vllm.py [--port 0] [--first-token-ms 50] [--chunk-interval-ms 10]
-        [--tokens-per-chunk 3]
+        [--tokens-per-chunk 3] [--api-key KEY] [--no-tokenize]
 
 Binds 127.0.0.1 (port 0: the kernel picks a free one) and prints ``LISTENING <port>`` once serving.
 /v1/completions streams like vLLM 0.32 (fixtures stream-sample.txt): the first chunk carries one token,
 later chunks `tokens_per_chunk` (as under speculative decoding), usage on every chunk when
 ``continuous_usage_stats`` is set, a ``"choices": []`` usage chunk when ``include_usage`` is set,
 then ``data: [DONE]``. Only the fields the scenario reads are honoured.
+POST /tokenize counts one token per whitespace-separated word plus one BOS token (as a BPE model's
+tokenizer adds one; a text prompt to /v1/completions is counted the same way), unless
+``--no-tokenize`` (then 404, like a server without the route). With ``--api-key`` every route but
+/health answers 401 without ``Authorization: Bearer KEY``; every request's headers are checked.
 """
 
 from __future__ import annotations
@@ -31,13 +35,35 @@ def _chunk(request_id: str, text: str | None, finish: str | None, usage: dict | 
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
-def make_app(first_token_s: float, chunk_interval_s: float, tokens_per_chunk: int) -> web.Application:
+BOS_TOKENS = 1
+
+
+def _count_text(text: str) -> int:
+    return BOS_TOKENS + len(text.split())
+
+
+def make_app(first_token_s: float, chunk_interval_s: float, tokens_per_chunk: int, api_key: str = "",
+             tokenize: bool = True) -> web.Application:
     counter = iter(range(1, 10**9))
+
+    @web.middleware
+    async def auth(request: web.Request, handler):
+        if api_key and request.path != "/health" and request.headers.get("Authorization") != f"Bearer {api_key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    async def tokenize_route(request: web.Request) -> web.Response:
+        body = await request.json()
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str):
+            return web.json_response({"error": {"message": "prompt must be a string"}}, status=400)
+        count = _count_text(prompt)
+        return web.json_response({"count": count, "max_model_len": 4096, "tokens": list(range(count))})
 
     async def completions(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         prompt = body.get("prompt", [])
-        prompt_tokens = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else _count_text(str(prompt))
         if body.get("model") != MODEL:
             error = {"message": f"model {body.get('model')!r} not found"}
             return web.json_response({"error": error}, status=404)
@@ -70,13 +96,16 @@ def make_app(first_token_s: float, chunk_interval_s: float, tokens_per_chunk: in
     async def models(_request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
-    app = web.Application()
+    app = web.Application(middlewares=[auth])
     app.add_routes([web.post("/v1/completions", completions), web.get("/health", health), web.get("/v1/models", models)])
+    if tokenize:
+        app.add_routes([web.post("/tokenize", tokenize_route)])
     return app
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    app = make_app(args.first_token_ms / 1000.0, args.chunk_interval_ms / 1000.0, args.tokens_per_chunk)
+    app = make_app(args.first_token_ms / 1000.0, args.chunk_interval_ms / 1000.0, args.tokens_per_chunk,
+                   args.api_key, not args.no_tokenize)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port)
@@ -92,6 +121,8 @@ def main() -> None:
     parser.add_argument("--first-token-ms", type=float, default=50.0)
     parser.add_argument("--chunk-interval-ms", type=float, default=10.0)
     parser.add_argument("--tokens-per-chunk", type=int, default=3)
+    parser.add_argument("--api-key", default="")
+    parser.add_argument("--no-tokenize", action="store_true")
     asyncio.run(_serve(parser.parse_args()))
 
 

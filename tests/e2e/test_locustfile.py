@@ -2,6 +2,8 @@
 
 Two servers: the stub (tests/e2e/stub_vllm.py, known timing, so the TTFT/ITL definitions can be
 checked) and, when ``python -m lookahead_runner.sim --version`` works, the simulated vLLM server.
+Then the stub alone: prompts as token ids when it has no /tokenize, and an API key that must reach
+every route and no file. The helpers here are shared with test_distributed.py.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -96,10 +99,10 @@ def _sim_available() -> bool:
     return done.returncode == 0 and done.stdout.strip() == "0.32.0"
 
 
-def _start_stub(log: Path) -> Server:
+def _start_stub(log: Path, *extra: str) -> Server:
     with open(log, "wb") as out:
         process = subprocess.Popen([sys.executable, str(STUB), "--port", "0", "--first-token-ms", "50",
-                                    "--chunk-interval-ms", "10", "--tokens-per-chunk", "3"],
+                                    "--chunk-interval-ms", "10", "--tokens-per-chunk", "3", *extra],
                                    stdout=subprocess.PIPE, stderr=out, start_new_session=True)
     assert process.stdout is not None
     line = process.stdout.readline().decode()  # the stub prints LISTENING <port> first, or dies
@@ -147,17 +150,19 @@ def server(request, tmp_path) -> Iterator[Server]:
         assert _group_is_empty(started.process.pid), "server processes left behind"
 
 
-def _run_locust(server: Server, tmp_path: Path) -> tuple[int, Path]:
+def _run_locust(server: Server, tmp_path: Path, *extra: str, stages: str = STAGES,
+                env: dict[str, str] | None = None) -> tuple[int, Path]:
     argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--host", server.url,
-            "--stages", STAGES, "--prompt-tokens", str(PROMPT_TOKENS), "--output-tokens", str(OUTPUT_TOKENS),
+            "--stages", stages, "--prompt-tokens", str(PROMPT_TOKENS), "--output-tokens", str(OUTPUT_TOKENS),
             "--requests-csv", str(tmp_path / "requests.csv"), "--stages-csv", str(tmp_path / "stages.csv"),
+            "--workload-json", str(tmp_path / "workload.json"),
             "--csv", str(tmp_path / "locust"), "--json-file", str(tmp_path / "final"),
-            "--only-summary"]  # no --model: read from /v1/models
+            "--only-summary", *extra]  # no --model: read from /v1/models
     log = tmp_path / "locust.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                   env=os.environ | {"PYTHONUNBUFFERED": "1"})
+                                   env=os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {}))
         try:
             code = process.wait(timeout=LOCUST_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -173,8 +178,8 @@ def _rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
         return list(reader.fieldnames or []), list(reader)
 
 
-def test_headless_run_writes_tagged_requests_and_stages(server, tmp_path):
-    code, log = _run_locust(server, tmp_path)
+def _check_tagged_run(tmp_path: Path, code: int, log: Path) -> tuple[list[dict[str, str]], dict]:
+    """The checks every good run passes; returns the ok rows and workload.json."""
     output = log.read_text()
     assert code == 0, output[-3000:]
 
@@ -195,7 +200,7 @@ def test_headless_run_writes_tagged_requests_and_stages(server, tmp_path):
     for row in rows:
         assert STAGE_USERS[int(row["stage"])] == int(row["users"])
         window = stages[int(row["stage"])]
-        assert float(window["t_start_s"]) - 0.01 <= float(row["t_send_s"]) <= float(window["t_end_s"]) + 0.5
+        assert float(window["t_start_s"]) - 0.05 <= float(row["t_send_s"]) <= float(window["t_end_s"]) + 0.5
     for stage in STAGE_USERS:
         assert sum(1 for r in ok_rows if int(r["stage"]) == stage) >= STAGE_USERS[stage], f"stage {stage}"
     for row in ok_rows:
@@ -206,6 +211,7 @@ def test_headless_run_writes_tagged_requests_and_stages(server, tmp_path):
         assert 1 <= int(row["chunks"]) <= OUTPUT_TOKENS
         assert float(row["itl_p50_ms"]) <= float(row["itl_p99_ms"])
         assert row["error"] == ""
+        assert row["client"] and 0 <= float(row["client_cpu_pct"]) < 250
 
     # Locust counted every request that ended, and no cut one (--json-file is written after the
     # users stopped; _stats.csv is only the stats writer's last once-a-second snapshot).
@@ -216,9 +222,73 @@ def test_headless_run_writes_tagged_requests_and_stages(server, tmp_path):
     aggregated = next(r for r in locust_stats if r["Name"] == "Aggregated")
     assert 0 < int(aggregated["Request Count"]) <= len(ok_rows)
 
+    workload = json.loads((tmp_path / "workload.json").read_text())
+    assert workload["prompt_tokens"] == PROMPT_TOKENS and workload["output_tokens"] == OUTPUT_TOKENS
+    assert set(workload["clients"]) == {r["client"] for r in rows}
+    return ok_rows, workload
+
+
+def test_headless_run_writes_tagged_requests_and_stages(server, tmp_path):
+    code, log = _run_locust(server, tmp_path)
+    ok_rows, workload = _check_tagged_run(tmp_path, code, log)
+    # both servers have /tokenize: real text prompts, calibrated to exactly PROMPT_TOKENS
+    assert (workload["prompt_method"], workload["prompt_source"]) == ("tokenize", "built-in"), workload
+    assert workload["prompt_unique_head"] is True and workload["tokenize_calls"] > 0
+
     if server.model == "stub-model":  # known timing: first token after 50 ms, then 3 tokens per 10 ms
         ttfts = sorted(float(r["ttft_ms"]) for r in ok_rows)
         itls = sorted(float(r["itl_p50_ms"]) for r in ok_rows)
         assert 45 <= ttfts[len(ttfts) // 2] < 150
         assert 2.5 <= itls[len(itls) // 2] < 8  # 10 ms / 3 tokens, not one 10 ms gap per chunk
         assert all(int(r["chunks"]) == 6 for r in ok_rows)  # 1 + 3 * 5 tokens
+
+
+@pytest.fixture
+def stub_factory(tmp_path):
+    started: list[Server] = []
+
+    def start(*extra: str) -> Server:
+        started.append(_start_stub(tmp_path / f"stub{len(started)}.log", *extra))
+        return started[-1]
+
+    yield start
+    for server in started:
+        _stop(server.process)
+        assert _group_is_empty(server.process.pid), "server processes left behind"
+
+
+def test_without_tokenize_prompts_are_token_ids_and_say_so(stub_factory, tmp_path):
+    server = stub_factory("--no-tokenize")
+    code, log = _run_locust(server, tmp_path, "--temperature", "0.5", "--top-p", "0.9", "--seed", "3",
+                            stages="2:2")
+    assert code == 0, log.read_text()[-3000:]
+    _, rows = _rows(tmp_path / "requests.csv")
+    ok_rows = [r for r in rows if r["ok"] == "1"]
+    assert ok_rows and all(int(r["prompt_tokens"]) == PROMPT_TOKENS for r in ok_rows)
+    assert not [r for r in rows if r["ok"] == "0" and r["error"] != "cut"]
+    workload = json.loads((tmp_path / "workload.json").read_text())
+    assert workload["prompt_method"] == "token-ids" and "HTTP 404" in workload["prompt_note"]
+    assert (workload["temperature"], workload["top_p"], workload["seed"]) == (0.5, 0.9, 3)
+    assert "as token ids" in log.read_text()  # said in the log too
+
+
+API_KEY = "sk-test-0f1e2d3c4b5a"
+
+
+def test_api_key_reaches_every_route_and_no_file(stub_factory, tmp_path):
+    server = stub_factory("--api-key", API_KEY)
+    with pytest.raises(urllib.error.HTTPError) as refused:  # the stub does check it
+        urllib.request.urlopen(server.url + "/v1/models", timeout=5)
+    assert refused.value.code == 401
+
+    code, log = _run_locust(server, tmp_path, stages="2:2", env={"LOOKAHEAD_API_KEY": API_KEY})
+    assert code == 0, log.read_text()[-3000:]
+    _, rows = _rows(tmp_path / "requests.csv")
+    assert any(r["ok"] == "1" for r in rows)
+    assert not [r for r in rows if r["ok"] == "0" and r["error"] != "cut"]  # no 401 anywhere
+    workload = json.loads((tmp_path / "workload.json").read_text())
+    assert workload["prompt_method"] == "tokenize"  # /tokenize answered too
+    written = [path for path in tmp_path.rglob("*") if path.is_file() and not path.name.startswith("stub")]
+    assert {"requests.csv", "stages.csv", "workload.json", "locust.log", "locust_stats.csv"} <= {p.name for p in written}
+    for path in written:
+        assert API_KEY not in path.read_text(errors="replace"), path

@@ -123,3 +123,17 @@ def test_dry_run_prints_every_argv_and_starts_nothing(tmp_path):
     assert "vLLM 0.32.0" in stdout
     assert "k0/r0:" in stdout and "k4/r0:" in stdout and "--speculative-config" in stdout
     assert not (tmp_path / "runs").exists()
+
+
+def test_ramp_reports_the_knee_with_the_report_machinery(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "lookahead_runner", "ramp", "--k", "2", "--users", "2,16",
+                           "--stage-s", "4", "--out", str(tmp_path / "runs"), "--set", "decision.min_requests=2",
+                           "--set", "load.warmup_s=1"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    decision = json.loads((run_dir / "decision.json").read_text())
+    assert decision["mode"] == "ramp" and decision["recommended"]["k"] == 2
+    assert decision["knee"]["knee_users"] in (2, 16)
+    assert [p["users"] for p in decision["per_stage"]] == [2, 16]
+    assert (run_dir / "report.html").exists() and "report:" in done.stdout

@@ -144,3 +144,64 @@ def test_version_help_and_unknown_flag():
                          timeout=30)
     assert bad.returncode == 2
     assert "vllm serve: error: unrecognized arguments: --num-lookahead-slots" in bad.stderr
+
+
+def listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def test_fault_die_mid_run(tmp_path):
+    port = free_port()
+    proc, log_path = start(tmp_path, "--host", "127.0.0.1", "--port", str(port), "--sim-set", "startup_s=0.3",
+                           "--sim-fault", "die-after=0.5")
+    try:
+        wait_healthy(proc, port, log_path)
+        assert proc.wait(10) == 1
+        assert "EngineDeadError" in log_path.read_text()
+    finally:
+        stop(proc)
+
+
+def test_fault_unresponsive_accepts_connections_and_never_answers(tmp_path):
+    port = free_port()
+    proc, log_path = start(tmp_path, "--host", "127.0.0.1", "--port", str(port), "--sim-set", "startup_s=0.3",
+                           "--sim-fault", "unresponsive-after=0")
+    try:
+        deadline = time.monotonic() + READY_DEADLINE_S
+        while not listening(port):
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-2000:]
+            time.sleep(0.1)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=0.5)
+        with pytest.raises(TimeoutError):
+            conn.request("GET", "/health")
+            conn.getresponse()
+        conn.close()
+        assert proc.poll() is None
+    finally:
+        stop(proc)
+
+
+def test_fault_hang_keeps_health_but_stalls_streams_and_slow_start_delays_readiness(tmp_path):
+    port = free_port()
+    t0 = time.monotonic()
+    proc, log_path = start(tmp_path, "--host", "127.0.0.1", "--port", str(port), "--sim-fault", "slow-start=2",
+                           "--sim-fault", "hang-after=0")
+    try:
+        wait_healthy(proc, port, log_path)
+        assert time.monotonic() - t0 >= 2.0
+        time.sleep(0.3)
+        body = json.dumps({"model": MODEL, "prompt": "a b c", "max_tokens": 8, "stream": True})
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
+        conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        assert response.status == 200
+        with pytest.raises(TimeoutError):
+            response.read(1)
+        conn.close()
+        assert get(port, "/health")[0] == 200
+    finally:
+        stop(proc)

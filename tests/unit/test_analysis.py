@@ -91,3 +91,19 @@ def test_latency_percentiles_and_peaks():
     assert first["ttft_p50_ms"] <= first["ttft_p90_ms"] <= first["ttft_p99_ms"]
     assert first["e2e_p90_ms"] == 1000.0 and first["itl_p99_ms"] == 12.0
     assert rows[1]["waiting_peak"] == 0 and rows[1]["running_peak"] == 4 and rows[1]["kv_usage_peak"] == 0.5
+
+
+def test_error_prefixes_match_what_the_scenario_writes():
+    """A renamed failure reason would silently zero the timeout and length columns: pin them."""
+    from lookahead_runner.analysis import LENGTH_ERROR_PREFIXES, TIMEOUT_ERROR_PREFIX
+    from lookahead_runner.workload.request import transport_failure
+    from lookahead_runner.workload.sse import Chunk, Usage
+    from lookahead_runner.workload.timeline import TokenTimeline, judge
+
+    assert str(transport_failure(TimeoutError("timed out"), mid_stream=True)).startswith(TIMEOUT_ERROR_PREFIX)
+    timeline = TokenTimeline()
+    timeline.add(Chunk(text="a", has_choices=True, usage=Usage(16, 1)), 0.01)
+    timeline.add(Chunk(done=True), 0.02)
+    result = timeline.result(0.02)
+    assert judge(result, 2).startswith(LENGTH_ERROR_PREFIXES[0])
+    assert judge(result, 1, expected_prompt_tokens=8).startswith(LENGTH_ERROR_PREFIXES[1])

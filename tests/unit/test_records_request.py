@@ -6,10 +6,11 @@ import random
 import socket
 
 from lookahead_runner.records import REQUEST_COLUMNS
+from lookahead_runner.workload.prompt import prompt_token_ids
 from lookahead_runner.workload.request import (
     StreamFailure,
+    auth_headers,
     completion_payload,
-    prompt_token_ids,
     to_record,
     transport_failure,
 )
@@ -31,9 +32,21 @@ def test_payload_asks_for_a_fixed_length_stream_with_usage_on_every_chunk():
     payload = completion_payload("m", [1, 2, 3], 64, 0.0)
     assert payload == {
         "model": "m", "prompt": [1, 2, 3], "max_tokens": 64, "min_tokens": 64, "ignore_eos": True,
-        "temperature": 0.0, "stream": True,
+        "temperature": 0.0, "top_p": 1.0, "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
+
+
+def test_payload_carries_sampling_options_and_text_prompts():
+    payload = completion_payload("m", "Passage 00000001:\nsome text", 8, 0.7, top_p=0.9, seed=42)
+    assert payload["prompt"] == "Passage 00000001:\nsome text"
+    assert (payload["temperature"], payload["top_p"], payload["seed"]) == (0.7, 0.9, 42)
+    assert "seed" not in completion_payload("m", [1], 8, 0.7)
+
+
+def test_auth_header_only_with_a_key():
+    assert auth_headers("") == {}
+    assert auth_headers("sk-1") == {"Authorization": "Bearer sk-1"}
 
 
 class RetriesExceeded(ConnectionError):
@@ -65,8 +78,9 @@ def test_record_turns_offsets_into_unix_times():
     timeline.add(Chunk(text="a", has_choices=True, usage=Usage(8, 1)), 0.050)
     timeline.add(Chunk(text="b c", has_choices=True, usage=Usage(8, 3)), 0.070)
     timeline.add(DONE, 0.071)
-    record = to_record(2, 32, 1000.0, timeline.result(0.071), "", 1.5)
+    record = to_record(2, 32, 1000.0, timeline.result(0.071), "", 1.5, "host:12", 37.5)
     row = dict(zip(REQUEST_COLUMNS, record.as_row()))
+    assert (row["client"], row["client_cpu_pct"]) == ("host:12", "37.5")
     assert (row["stage"], row["users"], row["ok"], row["error"]) == ("2", "32", "1", "")
     assert float(row["t_first_token_s"]) == 1000.05
     assert float(row["t_done_s"]) == 1000.071

@@ -284,6 +284,9 @@ def test_rendered_page_has_the_new_sections_escaped(tmp_path: Path, inputs):
     summary, decision, plan, timelines = inputs
     summary = summary.assign(timeout_rate=0.0125, timeouts=1)
     decision = decision | {"failed_lives": [{"life": "k2/r1", "reason": f"boom {HOSTILE}"}],
+                           "candidates": [{"k": 2, "req_per_s": 1.0, "conservative_req_per_s": 1.0, "tok_per_s": 64.0,
+                                           "checklist": [{"name": "memory headroom", "passed": False,
+                                                          "evidence": HOSTILE}]}],
                            "per_stage": [{"users": 4, "best_k": 4, "running_mean": 4.0, "tok_per_s": 1.0,
                                           "argv": ["vllm", "serve", HOSTILE]}]}
     page = _strip_plotly_js(write_report(tmp_path, summary, decision, plan, timelines).read_text(encoding="utf-8"))
@@ -303,3 +306,21 @@ def test_only_existing_raw_files_are_linked(tmp_path: Path, inputs):
     page = write_report(tmp_path, summary, decision, plan, timelines).read_text(encoding="utf-8")
     assert 'href="k0/r0/requests.csv"' in page and 'href="k0/r0/server.log"' not in page
     assert 'href="summary.csv"' in page and 'href="lives.csv"' not in page
+
+
+def test_grid_axis_and_ramp_mode(tmp_path: Path):
+    decision = make_decision() | {"by_axis": [
+        {"flag": "--max-num-seqs", "value": "64", "verdict": "Set K=2", "k": 2, "conservative_req_per_s": 11.5},
+        {"flag": "--max-num-seqs", "value": "128", "verdict": "No valid measurement", "k": None,
+         "conservative_req_per_s": float("-inf")}]}
+    view = build_view(make_summary(), decision, make_plan(), {})
+    assert [(a["value"], a["k"], a["conservative_req_per_s"]) for a in view["by_axis"]] == [
+        ("64", "2", "11.50"), ("128", "–", "–")]
+    ramp = {"mode": "ramp", "verdict": "Throughput stops growing above 16 users at K=2.", "checklist": [],
+            "candidates": [], "per_stage": [{"users": 16, "best_k": 2, "running_mean": 15.0, "tok_per_s": 900.0}],
+            "recommended": {"k": 2, "setting": "k2", "argv": ["vllm", "serve", "m"]}, "target_users": 16}
+    view = build_view(make_summary(), ramp, make_plan(), {})
+    assert view["mode"] == "ramp" and view["by_axis"] == []
+    render_html(view, tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "Throughput per concurrency stage" in page and "Candidates at the target" not in page

@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestServer
 
 from lookahead_runner.sim.app import SimServer
@@ -19,10 +20,11 @@ FAST = replace(get_scenario("tight-kv"), fixed_ms=1.0, weight_read_ms=2.0, draft
 TIMEOUT = aiohttp.ClientTimeout(total=10)
 
 
-def run_with_server(check, k: int = 4, faults: list[str] | None = None, stream_interval: int = 1) -> None:
+def run_with_server(check, k: int = 4, faults: list[str] | None = None, stream_interval: int = 1,
+                    version: str = "0.32.0") -> None:
     async def main():
         cfg = EngineConfig(num_speculative_tokens=k, method="draft_model" if k else "", lookahead_tokens=k)
-        sim = SimServer(EngineModel(FAST, cfg), get_profile(), MODEL, parse_faults(faults), lambda *a: None,
+        sim = SimServer(EngineModel(FAST, cfg), get_profile(version), MODEL, parse_faults(faults), lambda *a: None,
                         stream_interval=stream_interval)
         engine = asyncio.create_task(sim.engine_loop())
         server = TestServer(sim.build_app(), host="127.0.0.1", port=0)
@@ -172,3 +174,71 @@ def test_fault_http_500_and_short_stream():
         assert sum(len(e["choices"][0]["text"].split()) for e in events[:-1]) < 40
 
     run_with_server(short, faults=["short-stream=1"])
+
+
+def test_fault_http_429_and_an_unresponsive_server():
+    async def limited(session, sim):
+        async with session.post("/v1/completions", json=completion(4)) as r:
+            assert r.status == 429 and (await r.json())["error"]["code"] == 429
+
+    run_with_server(limited, faults=["http-429=1"])
+
+    async def mute(session, sim):
+        sim.unresponsive = True
+        for path in ("/health", "/metrics"):
+            with pytest.raises(asyncio.TimeoutError):
+                async with session.get(path, timeout=aiohttp.ClientTimeout(total=0.3)):
+                    pass
+
+    run_with_server(mute)
+
+
+def test_schedule_trace_only_when_asked(monkeypatch):
+    async def check(session, sim):
+        async with session.post("/v1/completions", json=completion(12, stream=True)) as r:
+            events = await sse_events(r)
+        content = events[:-1]
+        if not sim.trace:
+            assert all("sim_t" not in e for e in content)
+            return
+        due = [e["sim_t"] for e in content]
+        assert due == sorted(due) and len(set(due)) == len(due)
+        assert all(e["sim_w"] >= e["sim_t"] for e in content)      # never before the model's time
+
+    run_with_server(check)
+    monkeypatch.setenv("LOOKAHEAD_SIM_TRACE_SCHEDULE", "1")
+    run_with_server(check)
+
+
+def test_older_generations_answer_in_their_own_shapes():
+    async def check(session, sim):
+        async with session.post("/v1/completions", json=completion(10, prompt="w " * 5000)) as r:
+            body = await r.json()
+        assert body["object"] == "error" and body["code"] == 400 and "error" not in body
+        body = completion(9, stream=True, stream_options={"include_usage": True})
+        async with session.post("/v1/completions", json=body) as r:
+            events = await sse_events(r)
+        final = events[-2]
+        assert final["usage"]["completion_tokens"] == 9 and "metrics" not in final
+        assert "system_fingerprint" not in final
+        async with session.get("/version") as r:
+            assert (await r.json())["version"] == sim.profile.version
+
+    run_with_server(check, version="0.6.6")
+    run_with_server(check, version="0.10.2")
+
+
+def test_fault_malformed_stream_carries_one_event_that_is_not_json():
+    async def check(session, sim):
+        async with session.post("/v1/completions", json=completion(12, stream=True)) as r:
+            lines = [raw.decode().strip() async for raw in r.content]
+        payloads = [line[len("data: "):] for line in lines if line.startswith("data: ") and line != "data: [DONE]"]
+        bad = []
+        for payload in payloads:
+            try:
+                json.loads(payload)
+            except json.JSONDecodeError:
+                bad.append(payload)
+        assert len(bad) == 1 and "data: [DONE]" in lines
+
+    run_with_server(check, faults=["malformed-stream=1"])

@@ -1,12 +1,15 @@
-"""The simulator's /metrics text carries the same vLLM 0.32 families as a real server's.
+"""The simulator's /metrics text carries the families of the emulated vLLM generation.
 
 A wrong metric name never fails a run, it only empties a column; so the names the runner
-reads are pinned against the recorded vLLM output (fixtures metrics-specdecode.txt and
-metrics-nospec.txt).
+reads are pinned against the recorded vLLM 0.32 output (fixtures metrics-specdecode.txt and
+metrics-nospec.txt) and, for V0 and 0.10, against vllm-facts.md through the runner's parser.
 """
 from __future__ import annotations
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from lookahead_runner.telemetry.prometheus import parse
 
 from lookahead_runner.sim.metrics import SimMetrics
 from lookahead_runner.sim.model import EngineConfig, EngineModel
@@ -30,14 +33,14 @@ def families(text: str) -> dict:
     return {f.name: f for f in text_string_to_metric_families(text) if f.name.startswith("vllm:")}
 
 
-def sim_metrics_text(k: int) -> str:
+def sim_metrics_text(k: int, version: str = "0.32.0") -> str:
     cfg = EngineConfig(num_speculative_tokens=k, method="draft_model" if k else "", lookahead_tokens=k)
     model = EngineModel(get_scenario("tight-kv"), cfg)
     for i in range(6):
         model.add_request(f"r{i}", 30, 20, ignore_eos=True)
     while model.has_work():
         model.step()
-    metrics = SimMetrics(model, MODEL, get_profile())
+    metrics = SimMetrics(model, MODEL, get_profile(version))
     metrics.ttft_s.observe(0.05)
     metrics.itl_s.observe(0.03)
     return metrics.render().decode()
@@ -78,3 +81,47 @@ def test_samples_carry_vllm_names_labels_and_the_engine_counts():
     info = sim["vllm:cache_config_info"].samples[0]
     assert info.labels["block_size"] == "16" and int(info.labels["num_gpu_blocks"]) > 0
     assert samples["vllm:time_to_first_token_seconds_count"].value == 1
+
+
+@pytest.mark.parametrize("fixture, k", [("metrics-specdecode.txt", 4), ("metrics-nospec.txt", 0)])
+def test_0_32_exposes_exactly_the_families_of_the_recorded_server(fixtures_dir, fixture, k):
+    real = families((fixtures_dir / fixture).read_text())
+    sim = families(sim_metrics_text(k))
+    assert set(sim) == set(real), (set(sim) ^ set(real))
+    assert {name: f.type for name, f in sim.items()} == {name: f.type for name, f in real.items()}
+    assert set(parse(sim_metrics_text(k))) == set(parse((fixtures_dir / fixture).read_text()))
+
+
+V1_SIGNALS = {"running", "waiting", "kv_usage", "preemptions_total", "prompt_tokens_total",
+              "generation_tokens_total", "requests_success_total"}
+
+
+@pytest.mark.parametrize("version, k, signals", [
+    ("0.6.6", 4, V1_SIGNALS | {"spec_draft_tokens_total", "spec_accepted_total", "spec_emitted_total"}),
+    ("0.6.6", 0, V1_SIGNALS),
+    ("0.10.2", 4, V1_SIGNALS | {"spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_total"}),
+    ("0.10.2", 0, V1_SIGNALS),
+])
+def test_older_generations_parse_into_their_signals(version, k, signals):
+    assert set(parse(sim_metrics_text(k, version))) == signals
+
+
+def test_v0_names_gauges_and_labels():
+    sim = families(sim_metrics_text(4, "0.6.6"))
+    assert {"vllm:gpu_cache_usage_perc", "vllm:num_requests_swapped", "vllm:spec_decode_draft_acceptance_rate",
+            "vllm:spec_decode_efficiency", "vllm:spec_decode_num_emitted_tokens",
+            "vllm:time_per_output_token_seconds"} <= set(sim)
+    absent = {"vllm:kv_cache_usage_perc", "vllm:spec_decode_num_drafts", "vllm:inter_token_latency_seconds"}
+    assert not absent & set(sim)
+    assert sim["vllm:spec_decode_efficiency"].type == "gauge"
+    samples = {s.name: s for f in sim.values() for s in f.samples}
+    assert samples["vllm:generation_tokens_total"].labels == {"model_name": MODEL}
+    rate = samples["vllm:spec_decode_draft_acceptance_rate"].value
+    assert rate == samples["vllm:spec_decode_num_accepted_tokens_total"].value / \
+        samples["vllm:spec_decode_num_draft_tokens_total"].value
+
+
+def test_0_10_names():
+    sim = families(sim_metrics_text(4, "0.10.2"))
+    assert {"vllm:kv_cache_usage_perc", "vllm:time_per_output_token_seconds", "vllm:spec_decode_num_drafts"} <= set(sim)
+    assert not {"vllm:gpu_cache_usage_perc", "vllm:inter_token_latency_seconds", "vllm:engine_sleep_state"} & set(sim)

@@ -125,3 +125,23 @@ def test_tpot_needs_two_tokens():
     timeline.add(_text("a", 1), 0.01)
     timeline.add(DONE, 0.02)
     assert timeline.result(0.02).tpot_ms is None
+
+
+def test_every_response_usage_is_checked_against_both_lengths():
+    def stream(prompt_tokens, completion_tokens):
+        timeline = TokenTimeline()
+        timeline.add(_text("a", 1, prompt_tokens), 0.01)
+        timeline.add(_text("b", completion_tokens, prompt_tokens), 0.02)
+        timeline.add(_usage_chunk(completion_tokens, prompt_tokens), 0.021)
+        timeline.add(DONE, 0.022)
+        return timeline.result(0.022)
+
+    assert judge(stream(16, 2), 2, 16) is None
+    assert judge(stream(17, 2), 2, 16) == "wrong prompt length (prompt_tokens != 16)"
+    assert judge(stream(16, 3), 2, 16) == "short output (completion_tokens != 2)"
+    assert judge(stream(17, 2), 2) is None  # no expectation, no check
+
+    no_prompt_count = TokenTimeline()
+    no_prompt_count.add(Chunk(text="a", has_choices=True, usage=Usage(None, 1)), 0.01)
+    no_prompt_count.add(DONE, 0.02)
+    assert judge(no_prompt_count.result(0.02), 1, 16) == "missing usage"

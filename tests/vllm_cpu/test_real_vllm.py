@@ -214,7 +214,8 @@ def sweeps(tmp_path_factory, baseline):
         started = time.monotonic()
         with ProcessWatch() as watch:
             try:
-                done = run_cli("sweep", "--config", str(config), "--out", str(root / name), timeout=timeout)
+                done = run_cli("sweep", "--config", str(config), "--out", str(root / name), "--no-early-stop",
+                               timeout=timeout)
             except subprocess.TimeoutExpired as err:
                 killed = kill_leftovers(baseline)
                 pytest.fail(f"the {name} sweep overran {timeout} s; killed {killed}\n{(err.stdout or b'')[-2000:]!r}")
@@ -238,11 +239,13 @@ def _write_timings(out: dict) -> None:
         lives = pd.read_csv(run_dir / "lives.csv") if (run_dir / "lives.csv").exists() else pd.DataFrame()
         summary = pd.read_csv(run_dir / "summary.csv") if (run_dir / "summary.csv").exists() else pd.DataFrame()
         record[name] = {
+            "exit_code": sweep["proc"].returncode,
             "wall_s": round(sweep["wall_s"], 1),
             "ready_s": {life.parent.name: json.loads((life / "server.json").read_text()).get("ready_s")
                         for life in sorted(run_dir.glob("k*/r0")) if (life / "server.json").exists()},
             "lives": lives.to_dict("records"),
-            "acceptance": summary[["k", "users", "requests", "acceptance_rate", "mean_acceptance_length"]]
+            "acceptance": summary[["k", "users", "requests", "acceptance_rate", "mean_acceptance_length",
+                                   "client_lag_p99_ms", "invalid_reason"]]
             .to_dict("records") if len(summary) else [],
         }
     TIMINGS.parent.mkdir(parents=True, exist_ok=True)
@@ -252,9 +255,13 @@ def _write_timings(out: dict) -> None:
 def run_dir_of(sweeps: dict, name: str) -> Path:
     sweep = sweeps[name]
     done = sweep["proc"]
-    assert done.returncode == 0, f"{name} sweep exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    # 0: a recommendation; 1: the sweep ran but no K can be recommended (e.g. every window invalid
+    # because a 2-core machine's Locust lags: "client saturated"). Both leave a complete run folder.
+    assert done.returncode in (0, 1), f"{name} sweep exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert sweep["run_dir"] is not None, f"{name}: expected one run folder, found {sweep['runs']}"
+    decision = json.loads((sweep["run_dir"] / "decision.json").read_text())
+    assert bool(decision.get("recommended")) == (done.returncode == 0), (done.returncode, decision.get("verdict"))
     return sweep["run_dir"]
 
 
@@ -305,7 +312,7 @@ def test_one_server_life_per_setting_and_nothing_survives(sweeps):
             server = json.loads((directory / "server.json").read_text())
             status = json.loads((directory / "status.json").read_text())
             assert status["state"] == "done", f"{name} {life['dir']}: {status}"
-            assert status["locust_exit"] == 0 and status["server_alive_at_end"] is True
+            assert status["locust_exit"] == 0, f"{name} {life['dir']}: see locust.log"
             assert status["metrics_errors"] == 0 and status["memory_source"] == "process"
             assert isinstance(server["pid"], int) and 0 < server["ready_s"] < 240
             assert server["exit_code"] is not None, f"{name} {life['dir']}: the server was not reaped"
@@ -327,7 +334,7 @@ def _recount(run_dir: Path, life: str) -> tuple[int, int, int]:
     requests = pd.read_csv(run_dir / life / "requests.csv")
     server = pd.read_csv(run_dir / life / "server_metrics.csv")
     generated = server["generation_tokens_total"].dropna()
-    cut = int((requests["error"].fillna("") == "cut").sum())
+    cut = int(requests["error"].eq("cut").sum())
     return int(requests["output_tokens"].fillna(0).sum()), int(generated.iloc[-1] - generated.iloc[0]), cut
 
 
@@ -350,7 +357,7 @@ def test_client_tokens_equal_the_server_generation_counter(sweeps):
             else:
                 assert 0 <= row.difference <= row.cut_requests * TOKENS, f"{name} {row.life}: {row}"
         failures = pd.concat([pd.read_csv(run_dir / d / "requests.csv") for d in lives["life"]])
-        failed = failures[(failures["ok"] == 0) & (failures["error"].fillna("") != "cut")]
+        failed = failures[(failures["ok"] == 0) & ~failures["error"].eq("cut")]
         assert failed.empty, f"{name}: failed requests {failed['error'].value_counts().to_dict()}"
 
 

@@ -1,0 +1,207 @@
+"""The web UI extension (workload/webui.py) in-process: Locust's real WebUI (Flask test client, no socket),
+a canned /metrics text instead of a server, the simulator's memory file from tmp_path; and the runner's
+Locust argv parsed by Locust's own parser with the locustfile's options.
+
+Importing Locust monkey-patches the whole process with gevent, and no test session here imports it: the
+checks below run in a child interpreter (`test_in_a_child_interpreter`), defined only when
+LOOKAHEAD_WEBUI_CHILD=1.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+CHILD_ENV = "LOOKAHEAD_WEBUI_CHILD"
+IN_CHILD = os.environ.get(CHILD_ENV) == "1"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_in_a_child_interpreter():
+    if IN_CHILD:
+        pytest.skip("this is the child")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+                          cwd=REPO, env=os.environ | {CHILD_ENV: "1"}, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert " passed" in done.stdout
+
+
+if IN_CHILD:
+    import csv
+    import io
+    import json
+    import textwrap
+    from types import SimpleNamespace
+
+    from locust import FastHttpUser, task
+    from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
+    from locust.env import Environment
+
+    from lookahead_runner.load import WEB_HOST, locust_argv
+    from lookahead_runner.records import RequestRecord
+    from lookahead_runner.workload import scenario, webui
+    from lookahead_runner.workload.options import add_scenario_options
+    from lookahead_runner.workload.shape import StagedShape
+
+    METRICS = textwrap.dedent("""\
+    # TYPE vllm:num_requests_running gauge
+    vllm:num_requests_running{{engine="0",model_name="m"}} {running}
+    vllm:num_requests_waiting{{engine="0",model_name="m"}} 3.0
+    vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.25
+    vllm:num_preemptions_total{{engine="0",model_name="m"}} 1.0
+    vllm:generation_tokens_total{{engine="0",model_name="m"}} {generated}
+    vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}
+    vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {draft_tokens}
+    vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}
+    """)
+
+    class _User(FastHttpUser):
+        @task
+        def nothing(self) -> None:
+            pass
+
+    class _Shape(StagedShape):
+        pass
+
+    @pytest.fixture
+    def live(tmp_path, monkeypatch):
+        gpu = tmp_path / "sim_gpu.json"
+        gpu.write_text(json.dumps({"used_mib": 1000.0, "total_mib": 4000.0}))
+        monkeypatch.setenv(webui.SIM_GPU_FILE_ENV, str(gpu))
+        scrapes = iter([
+            METRICS.format(running=4.0, generated=0.0, drafts=0.0, draft_tokens=0.0, accepted=0.0),
+            METRICS.format(running=6.0, generated=500.0, drafts=100.0, draft_tokens=400.0, accepted=200.0),
+        ])
+        monkeypatch.setattr(webui, "scrape", lambda url, timeout_s, headers: next(scrapes))
+        # Locust's page rendering re-parses sys.argv for the form's extra options: not pytest's argv
+        monkeypatch.setattr("sys.argv", ["locust", "-f", "x.py"])
+        parser = get_empty_argument_parser(default_config_files=[])
+        setup_parser_arguments(parser)
+        add_scenario_options(parser)
+        webui.add_options(parser)
+        options = parser.parse_args(["-f", "x.py", "--setting-name", "k4/r0", "--stages", "2:10,4:10"])
+        environment = Environment(user_classes=[_User], shape_class=_Shape(), host="http://sim.invalid",
+                                  parsed_options=options)
+        environment.create_local_runner()
+        environment.create_web_ui("127.0.0.1", 0, delayed_start=True)  # delayed: never binds the port
+        scenario.on_init(environment)  # the locustfile's order: the scenario first, then the live tabs
+        webui.on_init(environment)
+        view = getattr(environment, webui.STATE_ATTRIBUTE)
+        view._greenlet.kill(block=True)  # ticks are driven by hand below
+        yield environment, view
+        scenario.on_quitting(environment)
+        environment.runner.quit()
+
+    def _row(**overrides) -> list[str]:
+        values = dict(stage=0, users=2, t_send_s=1.0, t_first_token_s=1.1, t_done_s=2.0, ttft_ms=100.0,
+                      e2e_ms=900.0, itl_p50_ms=10.0, itl_p99_ms=30.0, tpot_ms=12.0, prompt_tokens=32,
+                      output_tokens=16, chunks=8, ok=True, error="", lag_p99_ms=0.1)
+        return RequestRecord(**{**values, **overrides}).as_row()
+
+    def _rows(client) -> dict[str, list[dict]]:
+        body = client.get("/stats/requests").get_json()
+        return {tab["key"]: tab["data"] for tab in body["extended_stats"]}
+
+    def test_tabs_tables_and_csv_links_reach_the_page(live):
+        environment, _view = live
+        page = environment.web_ui.app.test_client().get("/").get_data(as_text=True)
+        args = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0])
+        assert [tab["key"] for tab in args["extended_tabs"]] == [webui.NOW_TAB, webui.HISTORY_TAB]
+        assert {table["key"] for table in args["extended_tables"]} == {webui.NOW_TAB, webui.HISTORY_TAB}
+        links = [link["href"] for link in args["extended_csv_files"]]
+        assert links == ["./lookahead/now.csv", "./lookahead/history.csv"]
+
+    def test_the_tab_rows_follow_the_server_and_the_requests(live):
+        environment, view = live
+        client = environment.web_ui.app.test_client()
+        view.tick()
+        first = {row["signal"]: row["value"] for row in _rows(client)[webui.NOW_TAB]}
+        assert first["Setting"] == "k4/r0"
+        assert first["Real batch (running / waiting)"] == "4 / 3"
+        assert first["GPU memory"] == "1,000 / 4,000 MiB (25.0 %)"
+        assert first["Acceptance rate"] == "–"  # one scrape: no delta yet
+        # rows reach the scenario's request log from this process's users, or from the workers
+        log = getattr(environment, scenario.STATE_ATTRIBUTE).request_log
+        log.append(_row(ttft_ms=80.0, itl_p50_ms=9.0, itl_p99_ms=20.0))
+        log.append(_row(ttft_ms=120.0, itl_p50_ms=11.0, itl_p99_ms=30.0))
+        log.append(_row(ok=False, error="cut"))  # stopped mid-request: neither ok nor failed
+        view.tick()
+        rows = _rows(client)
+        second = {row["signal"]: row["value"] for row in rows[webui.NOW_TAB]}
+        assert second["Real batch (running / waiting)"] == "6 / 3"
+        assert second["Acceptance rate"] == "50.0 %"
+        assert second["Mean acceptance length"] == "3.00"
+        assert second["TTFT p50 / p99"] == "100 / 120 ms"
+        assert second["Requests (ok / failed)"] == "2 / 0"
+        assert second["KV cache usage"] == "25.0 %"
+        assert [row["batch"] for row in rows[webui.HISTORY_TAB]] == ["6 / 3", "4 / 3"]  # newest first
+
+    def test_the_csv_downloads_hold_the_same_values(live):
+        environment, view = live
+        client = environment.web_ui.app.test_client()
+        view.tick()
+        view.tick()
+        now = client.get("/lookahead/now.csv")
+        assert now.headers["Content-Type"].startswith("text/csv")
+        assert "attachment" in now.headers["Content-Disposition"]
+        now_rows = {row["signal"]: row["value"] for row in csv.DictReader(io.StringIO(now.get_data(as_text=True)))}
+        assert now_rows == {row["signal"]: row["value"] for row in _rows(client)[webui.NOW_TAB]}
+        history = list(csv.DictReader(io.StringIO(client.get("/lookahead/history.csv").get_data(as_text=True))))
+        assert [row["running"] for row in history] == ["4.00", "6.00"]
+        assert history[-1]["acceptance_rate"] == "0.5000"
+        assert history[-1]["setting"] == "k4/r0"
+
+    def test_a_failing_scrape_is_shown_not_raised(live, monkeypatch):
+        environment, view = live
+
+        def refuse(url, timeout_s, headers):
+            raise ConnectionRefusedError(111, "Connection refused")
+
+        monkeypatch.setattr(webui, "scrape", refuse)
+        view.tick()
+        rows = {row["signal"]: row["value"] for row in _rows(environment.web_ui.app.test_client())[webui.NOW_TAB]}
+        assert rows["Server /metrics"].startswith("failing: ConnectionRefusedError")
+
+    def test_without_a_web_ui_nothing_is_installed():
+        environment = Environment(user_classes=[_User], host="http://sim.invalid",
+                                  parsed_options=SimpleNamespace(headless=True))
+        environment.create_local_runner()
+        log = object()
+        setattr(environment, scenario.STATE_ATTRIBUTE, SimpleNamespace(request_log=log))
+        webui.on_init(environment)
+        assert getattr(environment, webui.STATE_ATTRIBUTE, None) is None
+        assert getattr(environment, scenario.STATE_ATTRIBUTE).request_log is log  # untouched
+        environment.runner.quit()
+
+    LOAD = SimpleNamespace(stages=[SimpleNamespace(users=2, duration_s=5.0)], prompt_tokens=32, output_tokens=16,
+                           temperature=0.0, request_timeout_s=30.0, processes=1, locust_extra_args=[])
+
+    def _locust_options(argv: list[str]):
+        """Parse a runner-built argv with Locust's own parser plus the locustfile's options."""
+        parser = get_empty_argument_parser(default_config_files=[])
+        setup_parser_arguments(parser)
+        add_scenario_options(parser)
+        webui.add_options(parser)
+        assert argv[1:3] == ["-m", "locust"]
+        return parser.parse_args(args=argv[3:])
+
+    def test_the_runner_argv_parses_headless_by_default_with_the_setting_name(tmp_path):
+        options = _locust_options(locust_argv("http://127.0.0.1:8000", tmp_path, "m", LOAD, setting_name="k4/r0"))
+        assert options.headless is True
+        assert options.setting_name == "k4/r0"
+
+    def test_the_runner_argv_in_web_mode_serves_the_ui_and_runs_the_stages_unattended(tmp_path):
+        argv = locust_argv("http://127.0.0.1:8000", tmp_path, "m", LOAD, setting_name="k2/r1", web_port=18089)
+        options = _locust_options(argv)
+        assert options.headless is False
+        assert options.autostart is True
+        assert options.autoquit >= 0  # Locust quits by itself after the last stage
+        assert (options.web_host, options.web_port) == (WEB_HOST, 18089)
+        assert options.setting_name == "k2/r1"
+        assert options.stages == "2:5"

@@ -1,0 +1,47 @@
+"""`sweep --web`: the option, and the Locust argv of a life with and without the web UI (no Locust import;
+tests/e2e/test_webui_routes.py parses the same argv with Locust's own parser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from lookahead_runner.cli import build_parser
+from lookahead_runner.load import WEB_HOST, locust_argv, web_url
+
+LOAD = SimpleNamespace(stages=[SimpleNamespace(users=2, duration_s=5.0)], prompt_tokens=32, output_tokens=16,
+                       temperature=0.0, request_timeout_s=30.0, processes=1, locust_extra_args=[])
+
+
+def _value(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_web_is_an_option_of_every_run_command():
+    parser = build_parser()
+    assert parser.parse_args(["sweep", "--config", "x.toml", "--web"]).web is True
+    assert parser.parse_args(["sweep", "--config", "x.toml"]).web is False
+    assert parser.parse_args(["demo", "--web"]).web is True
+    assert parser.parse_args(["ramp", "--web"]).web is True
+
+
+def test_headless_by_default_with_the_setting_name():
+    argv = locust_argv("http://127.0.0.1:8000", Path("/tmp/life"), "m", LOAD, setting_name="k4/r0")
+    assert "--headless" in argv
+    assert _value(argv, "--setting-name") == "k4/r0"
+    assert not {"--web-port", "--web-host", "--autostart", "--autoquit"} & set(argv)
+
+
+def test_web_mode_serves_the_ui_locally_and_still_runs_the_stages_unattended():
+    argv = locust_argv("http://127.0.0.1:8000", Path("/tmp/life"), "m", LOAD, setting_name="k2/r1", web_port=18089)
+    assert "--headless" not in argv
+    assert "--autostart" in argv
+    assert float(_value(argv, "--autoquit")) >= 0  # Locust quits by itself after the last stage
+    assert (_value(argv, "--web-host"), _value(argv, "--web-port")) == (WEB_HOST, "18089")
+    assert _value(argv, "--setting-name") == "k2/r1"
+    assert _value(argv, "--stages") == "2:5"
+    assert web_url(18089) == "http://127.0.0.1:18089/?tab=lookahead"
+
+
+def test_without_a_setting_name_no_option_is_passed():
+    assert "--setting-name" not in locust_argv("http://h", Path("/tmp/life"), "m", LOAD)
