@@ -80,18 +80,25 @@ def _frame(data: bytes) -> bytes:
 
 
 async def _stream(writer: asyncio.StreamWriter, body: dict, t_arrival: float, itl_s: float, request_id: int) -> None:
+    """Send the chunks from timer callbacks (no task switch per chunk), each at start + first + i * itl."""
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
     loop = asyncio.get_running_loop()
-    start = loop.time()
+    start = loop.time() + FIRST_TOKEN_MS / 1000.0
     tokens = int(body.get("max_tokens", OUTPUT_TOKENS))
-    for index in range(tokens):
-        delay = start + FIRST_TOKEN_MS / 1000.0 + index * itl_s - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        elif index % 8 == 0:
-            await asyncio.sleep(0)  # at 0 ms/token, let the other streams run too
+    finished = loop.create_future()
+
+    def send(index: int) -> None:
+        if writer.is_closing():
+            finished.set_result(None)
+            return
         writer.write(_chunk(request_id, index, t_arrival, index == tokens - 1))
-        await writer.drain()
+        if index + 1 < tokens:
+            loop.call_at(start + (index + 1) * itl_s, send, index + 1)
+        else:
+            finished.set_result(None)
+
+    loop.call_at(start, send, 0)
+    await finished
     usage = (f'{{"id":"cmpl-{request_id}","object":"text_completion","choices":[],"usage":{{"prompt_tokens":'
              f'{PROMPT_TOKENS},"total_tokens":{PROMPT_TOKENS + tokens},"completion_tokens":{tokens}}}}}')
     writer.write(_frame(b"data: " + usage.encode() + b"\n\n") + _frame(b"data: [DONE]\n\n") + b"0\r\n\r\n")

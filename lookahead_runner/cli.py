@@ -35,7 +35,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with its errors on one line (no usage block): exit code 2."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(2, one_line(f"{self.prog}: {message} (see {self.prog} --help)") + "\n")
+
+
+def one_line(text: str) -> str:
+    """A message as one printable line: control characters from the input are shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def _parse_set(items: list[str]) -> dict:
@@ -202,13 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ConfigError, UsageError, KnobError, ProbeError, RunDirError, ServerError) as err:
-        print(f"lookahead-runner: {err}", file=sys.stderr)
+        message = str(err).splitlines()[0] if isinstance(err, ServerError) and str(err) else str(err)
+        print(one_line(f"lookahead-runner: {message}"), file=sys.stderr)
         return 2
     except ResultsError as err:
-        print(f"lookahead-runner: {err}", file=sys.stderr)
+        print(one_line(f"lookahead-runner: {err}"), file=sys.stderr)
         return 74
     except OSError as err:  # e.g. the output root cannot be created
-        print(f"lookahead-runner: {err.filename or ''}{': ' if err.filename else ''}{err.strerror or err}",
+        print(one_line(f"lookahead-runner: {err.filename or ''}{': ' if err.filename else ''}{err.strerror or err}"),
               file=sys.stderr)
         return 74
     except KeyboardInterrupt as err:

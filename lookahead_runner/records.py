@@ -8,7 +8,7 @@ The client columns say whether the Locust process could be trusted while the req
 ``lag_p99_ms`` is the p99 of that process's event-loop lag during the request (how late it ran a
 greenlet that was ready: the delay it adds to every chunk it reads), ``client`` names the process
 (``host:pid``; one per worker with ``--processes`` or master/worker), and ``client_cpu_pct`` is the
-CPU time that process used during the request over its wall time, in percent of one core.
+CPU that process used over the last second before the request ended, in percent of one core.
 """
 
 from __future__ import annotations

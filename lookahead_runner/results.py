@@ -36,7 +36,10 @@ def life_dir(run_dir: Path, setting: str, repeat: int) -> Path:
 def write_json(path: Path, data: dict) -> None:
     """Atomic: a reader (or a crash) never sees half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    try:
+        tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    except OSError as err:  # a failed write() names no file: say which one (disk full, read-only)
+        raise OSError(err.errno, err.strerror, os.fspath(path)) from None
     os.replace(tmp, path)
 
 

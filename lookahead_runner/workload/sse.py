@@ -16,19 +16,21 @@ from dataclasses import dataclass
 DATA_PREFIX = b"data:"
 DONE_PAYLOAD = b"[DONE]"
 _EXCERPT_CHARS = 80
+_DECODER = json.JSONDecoder()
 
 
 class MalformedChunk(ValueError):
     """A ``data:`` line whose payload is not a JSON object of the expected shape."""
 
 
-@dataclass(frozen=True)
+# Not frozen: a frozen dataclass's __init__ costs about a microsecond more, for every chunk read.
+@dataclass(slots=True)
 class Usage:
     prompt_tokens: int | None
     completion_tokens: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Chunk:
     """One ``data:`` event. ``done`` marks the ``[DONE]`` sentinel (all other fields empty)."""
 
@@ -56,15 +58,17 @@ def parse_sse_line(line: bytes | str) -> Chunk | None:
     Raises MalformedChunk when a ``data:`` payload is not valid JSON or has the wrong shape.
     """
     raw = line.encode("utf-8") if isinstance(line, str) else line
-    raw = raw.strip()
     if not raw.startswith(DATA_PREFIX):
-        return None
+        raw = raw.strip()
+        if not raw.startswith(DATA_PREFIX):
+            return None
     payload = raw[len(DATA_PREFIX) :].strip()
     if payload == DONE_PAYLOAD:
         return DONE
     try:
-        obj = json.loads(payload)
-    except ValueError as exc:
+        # str into the decoder directly: json.loads(bytes) first sniffs the encoding, a third of its time
+        obj = _DECODER.decode(payload.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError included
         raise MalformedChunk(f"not JSON: {excerpt(payload)}") from exc
     if not isinstance(obj, dict):
         raise MalformedChunk(f"not a JSON object: {excerpt(payload)}")

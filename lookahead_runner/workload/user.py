@@ -83,7 +83,6 @@ class StreamingCompletionsBase(FastHttpUser):
         timeline = TokenTimeline()
         lag_mark = state.lag.mark()
         t_send_s = time.time()
-        cpu0_s = time.process_time()
         t0 = time.perf_counter()
         try:
             with self.client.post(
@@ -104,11 +103,10 @@ class StreamingCompletionsBase(FastHttpUser):
         except GreenletExit:
             # Stopped mid-request: no Locust event fired (the with-block saw no verdict), only a "cut" row.
             cut = timeline.result(time.perf_counter() - t0)
-            self._write(to_record(stage, users, t_send_s, cut, CUT_ERROR, None, state.client,
-                                  _cpu_pct(cpu0_s, cut.end_s)))
+            self._write(to_record(stage, users, t_send_s, cut, CUT_ERROR, None, state.client, state.lag.cpu_pct()))
             raise
         record = to_record(stage, users, t_send_s, result, str(failure or ""), state.lag.p99_since_ms(lag_mark),
-                           state.client, _cpu_pct(cpu0_s, result.end_s))
+                           state.client, state.lag.cpu_pct())
         self._write(record)
         if failure is not None and failure.reason.startswith(("connection error", "HTTP ")):
             gevent.sleep(_REFUSED_BACKOFF_S)
@@ -145,6 +143,8 @@ class StreamingCompletionsBase(FastHttpUser):
             received = time.perf_counter()
             if observe is not None:
                 observe(line, received)
+            if line == b"\n":  # the blank line after every event
+                continue
             if not line:
                 return None  # end of body; judge() tells a clean end from a disconnect
             try:
@@ -162,13 +162,6 @@ class StreamingCompletionsBase(FastHttpUser):
     def _write(self, record: RequestRecord) -> None:
         if self.scenario.request_log is not None:
             self.scenario.request_log.append(record.as_row())
-
-
-def _cpu_pct(cpu0_s: float, wall_s: float) -> float | None:
-    """CPU time this process used since `cpu0_s`, in percent of one core over `wall_s`."""
-    if wall_s <= 0:
-        return None
-    return 100.0 * (time.process_time() - cpu0_s) / wall_s
 
 
 def _close_connection(resp: Any) -> None:

@@ -152,19 +152,29 @@ def is_server(cmd: list[str]) -> bool:
 
 
 class ProcessWatch:
-    """Polls the process table while a sweep runs: every `vllm serve MODEL` server seen, by pid."""
+    """Polls the process table while a sweep runs: every `vllm serve MODEL` server seen, by pid.
+
+    vLLM's engine processes start as forks of the API server and carry its command line until they
+    retitle themselves (VLLM::EngineCore): a match whose parent is a match is not another server."""
 
     def __init__(self) -> None:
-        self.servers: dict[int, list[str]] = {}
+        self._seen: dict[int, tuple[int, list[str]]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def servers(self) -> dict[int, list[str]]:
+        return {pid: cmd for pid, (ppid, cmd) in self._seen.items() if ppid not in self._seen}
 
     def _run(self) -> None:
         while not self._stop.is_set():
             for proc in psutil.process_iter():
                 cmd = _cmdline(proc)
-                if cmd and is_server(cmd):
-                    self.servers.setdefault(proc.pid, cmd)
+                if cmd and is_server(cmd) and proc.pid not in self._seen:
+                    try:
+                        self._seen[proc.pid] = (proc.ppid(), cmd)
+                    except psutil.Error:
+                        continue
             self._stop.wait(0.25)
 
     def __enter__(self) -> "ProcessWatch":

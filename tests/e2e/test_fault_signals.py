@@ -1,0 +1,116 @@
+"""Reliability matrix, the runner itself is stopped: Ctrl-C pressed twice, the terminal closing
+(SIGHUP), SIGKILL of the runner, SIGKILL of the runner and its watchdog. (One SIGINT and one SIGTERM
+are tests/e2e/test_runner_lives.py::test_signal_mid_load_leaves_no_process_and_resume_finishes.)
+
+Each case: the signal lands while the second setting's Locust is loading its server; the first
+setting's files must come through byte for byte, no process of the sweep may survive, and
+`--resume` must rerun the cut setting only.
+"""
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from fault_kit import (cli, kill_all, kill_group, life_line, no_traceback, only_run_dir, processes_of, snapshot,
+                       start, status, survivors, sweep_toml, unique_model, wait_for, write_config)
+
+pytestmark = pytest.mark.e2e
+
+STAGES = ((2, 3),)
+
+
+def start_sweep(tmp_path, case):
+    model = unique_model(case)
+    config = write_config(tmp_path, sweep_toml(model, [0, 2], stages=STAGES))
+    runner = start("sweep", "--config", str(config), "--out", str(tmp_path / "runs"))
+    wait_for(lambda: any((run / "k2/r0/requests.csv").exists() for run in (tmp_path / "runs").glob("*")),
+             120, "the second setting's load")
+    run_dir = only_run_dir(tmp_path / "runs")
+    assert status(run_dir, "k0/r0")["state"] == "done"
+    return model, runner, run_dir, snapshot(run_dir / "k0/r0")
+
+
+def resume_and_check(model, run_dir, kept):
+    resumed = cli("sweep", "--resume", str(run_dir), timeout=180)
+    no_traceback(resumed.stdout, resumed.stderr)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert life_line(resumed.stdout, "k0/r0").endswith("k0/r0: done earlier, kept")
+    assert life_line(resumed.stdout, "k2/r0").endswith("k2/r0: done")
+    assert snapshot(run_dir / "k0/r0") == kept
+    assert survivors(model, str(run_dir)) == []
+    return resumed
+
+
+def test_ctrl_c_twice_still_stops_every_process(tmp_path):
+    """The second Ctrl-C arrives while the server group is being stopped: it skips the grace period
+    instead of abandoning the stop (which would leave the engine processes running)."""
+    model, runner, run_dir, kept = start_sweep(tmp_path, "sigint2")
+    try:
+        os.kill(runner.pid, signal.SIGINT)
+        time.sleep(0.3)
+        os.kill(runner.pid, signal.SIGINT)
+        _, stderr = runner.communicate(timeout=60)
+        assert runner.returncode == 130
+        no_traceback(stderr)
+        assert stderr.strip().splitlines() == [
+            f"lookahead-runner: interrupted; finished server lives are kept (continue with --resume {run_dir})"]
+        assert survivors(model, str(run_dir)) == []
+        assert status(run_dir, "k2/r0")["state"] == "running"  # cut: --resume runs it again
+        resume_and_check(model, run_dir, kept)
+    finally:
+        kill_group(runner)
+        kill_all(model)
+
+
+def test_terminal_closing_sighup_unwinds_like_ctrl_c(tmp_path):
+    model, runner, run_dir, kept = start_sweep(tmp_path, "sighup")
+    try:
+        os.kill(runner.pid, signal.SIGHUP)
+        _, stderr = runner.communicate(timeout=60)
+        assert runner.returncode == 130
+        no_traceback(stderr)
+        assert "interrupted; finished server lives are kept" in stderr
+        assert survivors(model, str(run_dir)) == []
+        resume_and_check(model, run_dir, kept)
+    finally:
+        kill_group(runner)
+        kill_all(model)
+
+
+def test_sigkill_of_the_runner_the_watchdog_stops_its_processes(tmp_path):
+    model, runner, run_dir, kept = start_sweep(tmp_path, "sigkill")
+    try:
+        assert processes_of(model), "the second setting's server and Locust should be running"
+        assert processes_of(f"watchdog of {run_dir}"), "the sweep's watchdog should be running"
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.communicate(timeout=30)
+        # SIGTERM to the server and Locust groups at once, SIGKILL after server.stop_grace_s (5 s)
+        assert survivors(model, str(run_dir), settle_s=15) == []
+        resume_and_check(model, run_dir, kept)
+    finally:
+        kill_group(runner)
+        kill_all(model)
+
+
+def test_sigkill_of_runner_and_watchdog_resume_stops_the_leftovers_first(tmp_path):
+    """Nothing is left to act when both are killed: the server and Locust run on (their Locust would
+    even write into the run folder). `--resume` stops them before it reruns the setting."""
+    model, runner, run_dir, kept = start_sweep(tmp_path, "sigkill2")
+    try:
+        (watchdog,) = processes_of(f"watchdog of {run_dir}")
+        watchdog.kill()
+        watchdog.wait(5)
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.communicate(timeout=30)
+        left = processes_of(model)
+        assert left, "with its watchdog killed too, the server and Locust outlive the runner"
+        left_pids = {p.pid for p in left}
+        resumed = resume_and_check(model, run_dir, kept)
+        assert "stopped a process the interrupted run left behind: server pid" in resumed.stdout
+        assert not [pid for pid in left_pids if psutil.pid_exists(pid)
+                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    finally:
+        kill_group(runner)
+        kill_all(model)

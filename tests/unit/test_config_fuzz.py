@@ -1,0 +1,276 @@
+"""Bad input, fuzzed (hypothesis): whatever a config file, a `--set` or an argv holds, the CLI answers
+with a result or with one line on stderr that names the field, exit code 2, no traceback, and
+nothing written anywhere. Valid configs stop at the probe (patched), so no process starts here.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from lookahead_runner import cli, runner
+from lookahead_runner.config import ConfigError, SweepConfig, config_from_dict, load_config
+
+SECTIONS = {name: list(field.annotation.model_fields) for name, field in SweepConfig.model_fields.items()
+            if hasattr(field.annotation, "model_fields")}
+TOP_KEYS = set(SweepConfig.model_fields)
+FIELD_RE = re.compile(r"\b(" + "|".join(SECTIONS) + r")\.\w+")
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+class ProbeReached(Exception):
+    """A valid config got as far as the vLLM probe: where this test stops it."""
+
+
+@pytest.fixture(autouse=True)
+def no_probe(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise ProbeReached
+
+    monkeypatch.setattr(runner, "probe_and_check", refuse)
+
+
+# --- generating configs ------------------------------------------------------------------------
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+scalars = st.one_of(st.booleans(), st.integers(min_value=-(2 ** 63), max_value=2 ** 63 - 1),
+                    st.sampled_from([0, -1, 1, 10 ** 9, 2 ** 63 - 1]),
+                    st.floats(allow_nan=True, allow_infinity=True), text,
+                    st.sampled_from(["", "--speculative-config", "{not json", "$(touch x)"]))
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=2),
+                      max_leaves=6)
+
+
+@st.composite
+def sections(draw, name):
+    keys = st.sampled_from(SECTIONS[name]) | st.sampled_from(["bogus", "K", "stage"]) | text
+    return draw(st.dictionaries(keys, values, max_size=4))
+
+
+configs = st.dictionaries(
+    st.sampled_from(sorted(TOP_KEYS | {"extra", "Server"})),
+    st.one_of(*[sections(name) for name in SECTIONS], values),
+    max_size=4,
+).map(lambda data: {key: value for key, value in data.items()})
+
+
+def toml_string(text_: str) -> str:
+    escaped = "".join("\\u%04x" % ord(c) if ord(c) < 0x20 or ord(c) == 0x7F else "\\" + c if c in '"\\' else c
+                      for c in text_)
+    return f'"{escaped}"'
+
+
+def toml(value, top: bool = True) -> str:
+    """Write a dict as TOML (inline tables; nan/inf as TOML spells them)."""
+    if isinstance(value, dict):
+        items = [f"{toml_string(k)} = {toml(v, False)}" for k, v in value.items()]
+        return "\n".join(items) + "\n" if top else "{" + ", ".join(items) + "}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml(v, False) for v in value) + "]"
+    if isinstance(value, str):
+        return toml_string(value)
+    return json.dumps(value)
+
+
+# --- what every answer must look like ----------------------------------------------------------
+
+
+def check_one_line(message: str, source: str) -> None:
+    assert "\n" not in message.strip() and "Traceback" not in message, message
+    assert message.startswith(f"{source}: "), message
+    if message.startswith(f"{source}: not valid TOML ("):  # names the line and column instead
+        return
+    field, _, why = message[len(source) + 2:].partition(": ")
+    assert why, message
+    if field == "config":  # a rule across fields: the message names them
+        assert FIELD_RE.search(why), message
+    else:
+        assert field.split(".")[0] in TOP_KEYS | {"extra", "Server"} or field.startswith("--set"), message
+
+
+def run_main(argv: list[str], workdir: Path) -> tuple[int | str, str, str]:
+    """cli.main in `workdir`, as the user's shell would run it: (exit code or 'probe', stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    before = sorted(p.name for p in workdir.iterdir())
+    previous = os.getcwd()
+    os.chdir(workdir)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code: int | str = cli.main(argv)
+            except ProbeReached:
+                code = "probe"
+            except SystemExit as exit_:  # argparse
+                code = exit_.code if isinstance(exit_.code, int) else 2
+    finally:
+        os.chdir(previous)
+    assert sorted(p.name for p in workdir.iterdir()) == before, "bad input wrote files"
+    return code, out.getvalue(), err.getvalue()
+
+
+# --- config files ------------------------------------------------------------------------------
+
+
+@FUZZ
+@given(data=configs)
+@example(data={"speculation": {"k": []}})
+@example(data={"speculation": {"k": [2 ** 63 - 1, -3]}})
+@example(data={"load": {"stages": [{"users": 0, "duration_s": float("nan")}]}})
+@example(data={"load": {"stages": [{"users": 8, "duration_s": float("inf")}]}})
+@example(data={"server": {"extra_args": ["--speculative-config", "{not json"]}})
+@example(data={"server": {"port": 70000, "ready_timeout_s": -1}})
+@example(data={"load": {"prompt_file": "/nonexistent/prompts.jsonl"}})
+def test_any_config_file_is_valid_or_one_line_naming_the_field(tmp_path_factory, data):
+    workdir = tmp_path_factory.mktemp("cwd")
+    path = workdir / "sweep.toml"
+    path.write_text(toml(data), encoding="utf-8")
+    code, stdout, stderr = run_main(["sweep", "--config", "sweep.toml", "--out", "runs"], workdir)
+    if code == "probe":
+        config = load_config(path, {"out": "runs"})  # accepted: the values are sane
+        assert all(math.isfinite(s.duration_s) and s.duration_s > 0 for s in config.load.stages)
+        return
+    assert code == 2, (code, stderr)
+    assert stdout == ""
+    assert stderr.startswith("lookahead-runner: ")
+    check_one_line(stderr.strip()[len("lookahead-runner: "):], "sweep.toml")
+
+
+@FUZZ
+@given(raw=st.binary(max_size=200) | text.map(str.encode))
+@example(raw=b"[server\ncommand = ['vllm']")
+@example(raw=b"\xff\xfe[server]")
+def test_any_bytes_as_a_config_file_are_one_line(tmp_path_factory, raw):
+    workdir = tmp_path_factory.mktemp("cwd")
+    (workdir / "sweep.toml").write_bytes(raw)
+    code, _, stderr = run_main(["sweep", "--config", "sweep.toml", "--out", "runs"], workdir)
+    assert code in (2, "probe"), (code, stderr)
+    if code == 2:
+        assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr, stderr
+
+
+# --- --set overrides and argv ------------------------------------------------------------------
+
+dotted = st.one_of(
+    st.sampled_from([f"{section}.{key}" for section, keys in SECTIONS.items() for key in keys]),
+    st.sampled_from(["name", "out", "load.stages.users", "name.x", "server.env.X", ".", "a..b", "load.", "server"]),
+    text,
+)
+raw_values = st.one_of(st.sampled_from(["1", "-1", "0", "1e999", "NaN", "null", "[]", "{}", '"x"', "true",
+                                        '["--port", "1"]', '[{"users": 0, "duration_s": 1}]', "abc", ""]), text)
+
+
+@FUZZ
+@given(overrides=st.lists(st.tuples(dotted, raw_values), max_size=3))
+@example(overrides=[("name.x", "1")])
+@example(overrides=[("load.stages.users", "3")])
+@example(overrides=[("server.extra_args", '["--port", "9000"]')])
+def test_any_set_override_is_valid_or_one_line(tmp_path_factory, overrides):
+    workdir = tmp_path_factory.mktemp("cwd")
+    (workdir / "sweep.toml").write_text('[load]\nstages = [{users = 2, duration_s = 2}]\n')
+    argv = ["sweep", "--config", "sweep.toml", "--out", "runs"]
+    for key, value in overrides:
+        argv += ["--set", f"{key}={value}"]
+    code, _, stderr = run_main(argv, workdir)
+    assert code in (2, "probe"), (code, stderr)
+    if code == 2:
+        (line,) = stderr.strip().splitlines()
+        assert line.startswith("lookahead-runner: ") and "Traceback" not in line
+
+
+FLAGS = ["sweep", "demo", "ramp", "report", "--config", "--out", "--set", "--dry-run", "--resume", "--no-early-stop",
+         "--k", "--users", "--stage-s", "--url", "--web", "-x", "--bogus"]
+argv_items = st.one_of(st.sampled_from(FLAGS), st.sampled_from(["-1", "0", "1,2", "0,1", "x", "nan", "inf", "1e9",
+                                                                  "sweep.toml", "missing.toml", "k=1", "."]), text)
+
+
+@FUZZ
+@given(argv=st.lists(argv_items, max_size=6))
+@example(argv=["ramp", "--users", "0,2"])
+@example(argv=["ramp", "--stage-s", "-1"])
+@example(argv=["ramp", "--stage-s", "nan"])
+@example(argv=["ramp", "--k", "-2"])
+@example(argv=["report", "."])
+@example(argv=["sweep", "--resume", "."])
+@example(argv=["sweep", "--k", "2"])
+def test_any_argv_is_handled_in_one_line(tmp_path_factory, argv):
+    workdir = tmp_path_factory.mktemp("cwd")
+    (workdir / "sweep.toml").write_text('[load]\nstages = [{users = 2, duration_s = 2}]\n')
+    if any(a in ("--help", "-h") for a in argv):
+        return
+    code, _, stderr = run_main(argv, workdir)
+    assert code in (0, 2, "probe"), (code, stderr)
+    if code == 2:
+        assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr, stderr
+
+
+# --- the named cases of the issue, one by one --------------------------------------------------
+
+NAMED = [
+    ("wrong type", "[load]\nrepeats = \"three\"\n", "load.repeats: Input should be a valid integer"),
+    ("wrong type in a list", "[speculation]\nk = [0, \"two\"]\n", "speculation.k.1: Input should be a valid integer"),
+    ("negative", "[speculation]\nk = [-1]\n", "speculation.k: values must be >= 0"),
+    ("negative port", "[server]\nport = -5\n", "server.port: Input should be greater than or equal to 0"),
+    ("huge", "[load]\nrepeats = 9223372036854775807\n", "load.repeats: Input should be less than or equal to 100"),
+    ("infinite", "[load]\nstages = [{users = 2, duration_s = inf}]\n", "load.stages.0.duration_s: Input should be a finite number"),
+    ("not a number", "[load]\nwarmup_s = nan\n", "load.warmup_s: Input should be a finite number"),
+    ("unknown key", "[load]\nrepeat = 3\n", "load.repeat: unknown key; remove it or check its spelling"),
+    ("unknown section", "[lod]\nrepeats = 3\n", "lod: unknown key; remove it or check its spelling"),
+    ("empty K list", "[speculation]\nk = []\n", "speculation.k: list at least one value"),
+    ("empty stage list", "[load]\nstages = []\n", "load.stages: list at least one stage"),
+    ("missing prompt file", "[load]\nprompt_file = \"/nonexistent/p.jsonl\"\n",
+     "load.prompt_file: '/nonexistent/p.jsonl' does not exist"),
+    ("prompt file is a folder", "[load]\nprompt_file = \"/\"\n", "load.prompt_file: '/' is not a file"),
+    ("speculative config in extra_args (invalid JSON)", "[server]\nextra_args = [\"--speculative-config\", \"{oops\"]\n",
+     "server.extra_args: --speculative-config is written by the runner for every server life"),
+    ("speculative config, = form", "[server]\nextra_args = [\"--speculative_config={}\"]\n",
+     "server.extra_args: --speculative_config is written by the runner"),
+    ("port in extra_args", "[server]\nextra_args = [\"--port\", \"9000\"]\n",
+     "server.extra_args: --port is written by the runner for every server life; remove it and set server.port"),
+    ("grid over the runner's flag", "[grid]\nflag = \"--speculative-config\"\nvalues = [\"{}\"]\n",
+     "grid: grid.flag = '--speculative-config' is written by the runner"),
+    ("not TOML", "[server\n", "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("case, text_, expected", NAMED, ids=[case for case, _, _ in NAMED])
+def test_named_bad_input(tmp_path, case, text_, expected):
+    (tmp_path / "sweep.toml").write_text(text_)
+    code, stdout, stderr = run_main(["sweep", "--config", "sweep.toml", "--out", "runs"], tmp_path)
+    assert code == 2, (code, stderr)
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("lookahead-runner: sweep.toml: ") and expected in line, line
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file: an unreadable file cannot be made here")
+def test_unreadable_prompt_file(tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"text": "x"}\n')
+    prompts.chmod(0)
+    (tmp_path / "sweep.toml").write_text(f'[load]\nprompt_file = "{prompts}"\n')
+    code, _, stderr = run_main(["sweep", "--config", "sweep.toml", "--out", "runs"], tmp_path)
+    assert code == 2 and "load.prompt_file: cannot read" in stderr
+
+
+def test_readable_prompt_file_is_accepted(tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"text": "hello"}\n')
+    config = config_from_dict({"load": {"prompt_file": str(prompts)}})
+    assert config.load.prompt_file == str(prompts)
+
+
+def test_config_error_is_always_one_line():
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"load": {"stages": [{"users": "x"}]}}, "f.toml")
+    assert "\n" not in str(err.value) and str(err.value).startswith("f.toml: load.stages.0.users: ")
