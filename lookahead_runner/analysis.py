@@ -118,7 +118,8 @@ def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
         reasons.append(f"only {row['requests']} requests completed (< {rules.min_requests})")
     lag = row["client_lag_p99_ms"]
     if not math.isnan(lag) and lag > rules.max_client_lag_p99_ms:
-        reasons.append(f"client saturated: lag p99 {lag:.0f} ms; run Locust with --processes")
+        reasons.append(f"client saturated: Locust's loop lag p99 {lag:.0f} ms > {rules.max_client_lag_p99_ms:g} ms; "
+                       "give Locust a core of its own or more processes (load.processes)")
     if row["length_mismatches"]:
         reasons.append(f"{row['length_mismatches']} responses with the wrong token count")
     return (not reasons), "; ".join(reasons)

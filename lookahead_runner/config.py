@@ -171,6 +171,8 @@ class DecisionConfig(Strict):
     low_acceptance: float = Field(0.3, ge=0, le=1, description="acceptance below this is acceptance-bound")
     kv_headroom_frac: float = Field(0.05, ge=0, le=1, description="KV usage peak must stay under 1 - this")
     min_requests: int = Field(10, ge=1, description="a stage window with fewer requests is invalid")
+    max_client_lag_p99_ms: float = Field(
+        50.0, gt=0, description="a window whose Locust loop lag p99 exceeds this is invalid (client saturated)")
 
 
 class SweepConfig(Strict):

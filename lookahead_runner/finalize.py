@@ -100,7 +100,8 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         raise RunDirError(f"{run_dir}: plan.json is not a plan this version can read; "
                           "pass a folder made by `lookahead-runner sweep`") from None
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
-                        expected_output_tokens=config.load.output_tokens)
+                        expected_output_tokens=config.load.output_tokens,
+                        max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms)
     rows, timelines, statuses = [], {}, {}
     for life in plan["lives"]:
         directory = run_dir / life["dir"]

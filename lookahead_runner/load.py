@@ -7,6 +7,7 @@ runs it under a deadline and hands back where the files are.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -58,9 +59,20 @@ def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path
         # in-flight requests finish at the end (not cut), so the life's token count is a closed window
         "--stop-timeout", f"{load.request_timeout_s:g}",
         "--only-summary", "--loglevel", "WARNING",
-        *(["--processes", str(load.processes)] if load.processes > 1 else []),
+        *_processes_args(load.processes),
         *load.locust_extra_args,
     ]
+
+
+def _processes_args(processes: int) -> list[str]:
+    """--processes N, with the master on a free port: on Locust's default 5557, the workers of another
+    run on this host (a lingering one, or a parallel test) would join this master."""
+    if processes <= 1:
+        return []
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    return ["--processes", str(processes), "--master-port", port, "--master-bind-port", port]
 
 
 def _sampling_args(load) -> list[str]:

@@ -19,7 +19,7 @@ SECRET_KEY_RE = re.compile(r"(api[_-]?key|token|secret|password)", re.IGNORECASE
 
 def new_run_dir(out_root: Path, name: str) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "sweep"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "sweep"  # no "..", no hidden folder
     run_dir = Path(out_root) / f"{stamp}-{safe}"
     suffix = 1
     while run_dir.exists():

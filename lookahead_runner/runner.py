@@ -69,7 +69,8 @@ def sigterm_as_interrupt():
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    hangup = [signal.SIGHUP] if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN else []  # under nohup: ignored
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, *hangup)}
     try:
         yield
     finally:

@@ -178,7 +178,8 @@ def signals_deferred():
         return
     caught: list[int] = []
     previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) != signal.SIG_IGN}  # what nohup ignores stays ignored
     try:
         yield caught
     finally:

@@ -162,6 +162,13 @@ def _wire_shape(shape: StagedShape, state: ScenarioState, runner: Any) -> None:
     if isinstance(runner, MasterRunner):
         shape.on_stage_start = lambda stage, users: runner.send_message(distributed.MSG_STAGE, [stage, users])
 
+        def tell_joining_worker(client_id: str, **_kwargs: Any) -> None:
+            current = shape.current_stage()
+            if current is not None and not shape.finished:
+                runner.send_message(distributed.MSG_STAGE, list(current), client_id=client_id)
+
+        runner.environment.events.worker_connect.add_listener(tell_joining_worker)
+
 
 def _on_stage_message(state: ScenarioState, msg: Any) -> None:
     stage = distributed.stage_from_message(msg.data)
@@ -247,6 +254,11 @@ def on_test_stop(environment: Environment) -> None:
     state = state_of(environment)
     state.cancel_sigterm_watcher()  # from here on Locust's own SIGTERM handler applies
     state.flush()
+    if isinstance(environment.runner, WorkerRunner):
+        # Its users are stopped (Locust waited up to --stop-timeout for them) and its rows sent. Locust
+        # 2.47 then sleeps --stop-timeout once more before the worker can handle the master's quit,
+        # so a worker would outlive its master by that long; the next spawn message sets it again.
+        environment.stop_timeout = 0.0
 
 
 def on_quitting(environment: Environment) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 from locust import LoadTestShape
+from locust.runners import STATE_STOPPED, STATE_STOPPING, MasterRunner
 
 from lookahead_runner.records import StageRecord
 from lookahead_runner.workload.options import ScenarioSettings
@@ -46,13 +46,14 @@ class StagedShape(LoadTestShape):
 
     def reset_time(self) -> None:
         # Locust calls this when a shape run starts, so a second run from the web UI starts afresh.
-        # A master calls it once more when its first spawn goes out, after the first tick opened
-        # stage 0: the clock restarts there, and so does stage 0.
-        super().reset_time()
+        # A master calls it once more when its first spawn goes out, just after the first tick opened
+        # stage 0. That one is ignored: restarting the clock a few ms after the tick would put every
+        # later (once a second) tick just before a whole second of run time, and so every stage
+        # change a second late, with the last stage a second short.
         if self._open is not None and self._open.stage == 0 and not self.finished:
-            self._open = replace(self._open, t_start_s=time.time())
-        else:
-            self._reset_schedule()
+            return
+        super().reset_time()
+        self._reset_schedule()
 
     def _load_stages(self) -> list[Stage]:
         if self.stages is None:
@@ -71,6 +72,7 @@ class StagedShape(LoadTestShape):
         if index is None:
             self.close_open_stage(now_s)
             self.finished = True
+            self._stop_workers()
             return None
         if self._open is None or self._open.stage != index:
             self.close_open_stage(now_s)
@@ -82,6 +84,14 @@ class StagedShape(LoadTestShape):
                 self.on_stage_start(index, users)
         users = self._open.users
         return users, float(users)
+
+    def _stop_workers(self) -> None:
+        """A headless master quits at the shape's end without stopping its workers first, and waits only
+        0.5 s for them: rows of requests still finishing (within --stop-timeout) would never arrive.
+        Stopping them here waits until every worker has stopped, and so has sent its last rows."""
+        runner = self.runner
+        if isinstance(runner, MasterRunner) and runner.state not in (STATE_STOPPING, STATE_STOPPED):
+            runner.stop()
 
     def current_stage(self) -> tuple[int, int] | None:
         """(stage index, target users) of the stage running now, or of the last one once the shape ended

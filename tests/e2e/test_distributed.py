@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_locustfile import _check_tagged_run, _group_is_empty, _rows, _run_locust, _start_stub, _stop
+from test_locustfile import (
+    _check_tagged_run,
+    _free_port,
+    _group_is_empty,
+    _rows,
+    _run_locust,
+    _start_stub,
+    _stop,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -14,13 +22,19 @@ pytestmark = pytest.mark.e2e
 def test_processes_send_every_row_to_the_master(tmp_path):
     server = _start_stub(tmp_path / "stub.log")
     try:
-        code, log = _run_locust(server, tmp_path, "--processes", "2", env={"LOOKAHEAD_API_KEY": "sk-dist"})
+        port = str(_free_port())  # not Locust's default 5557, which another run's workers could reach
+        code, log = _run_locust(server, tmp_path, "--processes", "2", "--master-port", port, "--master-bind-port", port,
+                                "--stop-timeout", "5", env={"LOOKAHEAD_API_KEY": "sk-dist"})
     finally:
         _stop(server.process)
         assert _group_is_empty(server.process.pid)
     ok_rows, workload = _check_tagged_run(tmp_path, code, log)
 
     _, rows = _rows(tmp_path / "requests.csv")
+    # with --stop-timeout the requests in flight at the end finish, and their rows still reach the master
+    assert not [r for r in rows if r["error"] == "cut"]
+    _, stages = _rows(tmp_path / "stages.csv")
+    assert any(float(r["t_done_s"]) > float(stages[-1]["t_end_s"]) for r in ok_rows)
     clients = {r["client"] for r in rows}
     assert len(clients) == 2, clients  # both workers' rows, and none from the master
     for stage, users in ((0, 2), (1, 4)):  # each stage's users were spread over both workers

@@ -4,29 +4,31 @@ gone. Each test below is one row of docs/reliability.md.
 
     K=0 clean            K=1 dies mid-stage      K=2 hangs mid-stage     K=3 too slow to be ready
     K=4 5xx, 429, short and malformed streams   K=5 /metrics slower than the scrape timeout
-    K=6 a bad server flag (exits 2)             K=8 out of memory at a large K (oom-above-k=6)
+    K=6 a bad server flag (exits 2)             K=7 stops answering HTTP at all (/health, /metrics too)
+    K=8 out of memory at a large K (oom-above-k=7)
 """
 import json
 
 import pandas as pd
 import pytest
 
-from fault_kit import (cli, faults_at_k, kill_all, life_line, no_traceback, only_run_dir, snapshot, status,
+from fault_kit import (FAST, cli, faults_at_k, kill_all, life_line, no_traceback, only_run_dir, snapshot, status,
                        survivors, sweep_toml, unique_model, write_config)
 
 pytestmark = pytest.mark.e2e
 
-K = [0, 1, 2, 3, 4, 5, 6, 8]
+K = [0, 1, 2, 3, 4, 5, 6, 7, 8]
 FAULTS = {
-    1: ["--sim-fault", "die-after=5"],
-    2: ["--sim-fault", "hang-after=5"],
+    1: ["--sim-fault", "die-after=3"],   # seconds after ready: Locust is loading by then
+    2: ["--sim-fault", "hang-after=3"],
     3: ["--sim-fault", "slow-start=30"],
     4: ["--sim-fault", "http-500=0.15", "--sim-fault", "http-429=0.15",
         "--sim-fault", "short-stream=0.15", "--sim-fault", "malformed-stream=0.15"],
     5: ["--sim-fault", "slow-metrics=3"],
     6: ["--max-num-seqs", "abc"],
+    7: ["--sim-fault", "unresponsive-after=3"],
 }
-FAILING = {"k1/r0", "k2/r0", "k3/r0", "k6/r0", "k8/r0"}
+FAILING = {"k1/r0", "k2/r0", "k3/r0", "k6/r0", "k7/r0", "k8/r0"}
 WORKING = {"k0/r0", "k4/r0", "k5/r0"}
 
 
@@ -35,7 +37,7 @@ def sweep(tmp_path_factory):
     """The faulty sweep, then its resume with the faults fixed (as a user would after reading the report)."""
     tmp = tmp_path_factory.mktemp("faults")
     model = unique_model("settings")
-    server = {"extra_args": ["--max-num-seqs", "64", "--sim-fault", "oom-above-k=6"], "ready_timeout_s": 6}
+    server = {"extra_args": FAST + ["--sim-fault", "oom-above-k=7"], "ready_timeout_s": 4}
     config = write_config(tmp, sweep_toml(model, K, server=server, env=faults_at_k(FAULTS)))
     try:
         first = cli("sweep", "--config", str(config), "--out", str(tmp / "runs"), "--no-early-stop", timeout=400)
@@ -66,14 +68,14 @@ def test_sweep_finishes_with_one_line_per_failed_setting(sweep):
 
 def test_server_fails_to_start_bad_flag(sweep):
     line = life_line(sweep["first"].stdout, "k6/r0")
-    assert line == ("[7/8] k6/r0: failed - server exited with code 2 before it was ready: "
+    assert line == ("[7/9] k6/r0: failed - server exited with code 2 before it was ready: "
                     "vllm serve: error: argument --max-num-seqs: invalid int value: 'abc'")
     assert sweep["states"]["k6/r0"]["state"] == "failed" and "invalid int value" in sweep["states"]["k6/r0"]["reason"]
 
 
 def test_server_fails_to_start_out_of_memory_at_large_k(sweep):
     line = life_line(sweep["first"].stdout, "k8/r0")
-    assert line.startswith("[8/8] k8/r0: failed - server exited with code 1 before it was ready: "
+    assert line.startswith("[9/9] k8/r0: failed - server exited with code 1 before it was ready: "
                            "ValueError: No available memory for the cache blocks."), line
     failed = {f["life"]: f["reason"] for f in sweep["decision"]["failed_lives"]}
     assert "No available memory for the cache blocks" in failed["k8/r0"]
@@ -93,9 +95,15 @@ def test_server_hangs_mid_stage(sweep):
     assert state["state"] == "failed" and state["reason"].startswith("the server hung: "), state["reason"]
 
 
+def test_server_stops_answering_http(sweep):
+    state = sweep["states"]["k7/r0"]
+    assert state["state"] == "failed" and state["reason"] == (
+        "the server hung: a 1-token completion got no answer within 4 s after the load"), state["reason"]
+
+
 def test_server_slow_to_become_ready(sweep):
     line = life_line(sweep["first"].stdout, "k3/r0")
-    assert line == "[4/8] k3/r0: failed - server not ready after 6 s (raise server.ready_timeout_s, or see server.log)"
+    assert line == "[4/9] k3/r0: failed - server not ready after 4 s (raise server.ready_timeout_s, or see server.log)"
 
 
 def test_error_answers_and_broken_streams_are_recorded_not_fatal(sweep):

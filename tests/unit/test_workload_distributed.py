@@ -91,6 +91,8 @@ def test_runner_argv_passes_every_load_setting(tmp_path):
     assert _value(argv, "--workload-json") == str(tmp_path / "workload.json")
     assert _value(argv, "--requests-csv") == str(tmp_path / "requests.csv")
     assert _value(argv, "--processes") == "4"
+    port = _value(argv, "--master-port")  # a free one, not Locust's shared default 5557
+    assert _value(argv, "--master-bind-port") == port and port != "5557"
     assert argv[-2:] == ["-L", "INFO"]
 
 
@@ -99,4 +101,5 @@ def test_runner_argv_leaves_out_unset_options_and_secrets(tmp_path, monkeypatch)
     load = SimpleNamespace(**{**vars(LOAD), "seed": None, "prompt_file": "", "processes": 1, "locust_extra_args": []})
     argv = locust_argv("http://127.0.0.1:8000", tmp_path, "m", load)
     assert "--seed" not in argv and "--prompt-file" not in argv and "--processes" not in argv
+    assert "--master-port" not in argv
     assert not any("sk-secret" in arg for arg in argv)

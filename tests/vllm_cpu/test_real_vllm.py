@@ -9,7 +9,7 @@ each with two short stages (2 then 4 users), prompts and outputs of 32 tokens, t
 Plus a refused raw `--num-lookahead-slots` sweep, which must start no server at all.
 
 Needs `bash tests/vllm_cpu/setup.sh` first; run with `python -m pytest -m vllm_cpu tests/vllm_cpu`
-(pyproject's addopts deselect this marker by default). About 5 minutes on 2 cores.
+(pyproject's addopts deselect this marker by default). 5-8 minutes on 2 cores.
 Set VLLM_CPU_REQUIRED=1 (CI does) to fail instead of skipping when the venv or models are missing.
 """
 from __future__ import annotations
@@ -107,6 +107,9 @@ warmup_s = {WARMUP_S}
 request_timeout_s = 60
 [decision]
 min_requests = 3
+# vLLM's CPU engine shares these 2 cores with Locust, so Locust's loop lags far more than a GPU host's
+# would; this test proves protocol, counters and restarts, not timing accuracy, so it tolerates that
+max_client_lag_p99_ms = 10000
 """
 
 
@@ -265,13 +268,11 @@ def _write_timings(out: dict) -> None:
 def run_dir_of(sweeps: dict, name: str) -> Path:
     sweep = sweeps[name]
     done = sweep["proc"]
-    # 0: a recommendation; 1: the sweep ran but no K can be recommended (e.g. every window invalid
-    # because a 2-core machine's Locust lags: "client saturated"). Both leave a complete run folder.
-    assert done.returncode in (0, 1), f"{name} sweep exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"{name} sweep exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert sweep["run_dir"] is not None, f"{name}: expected one run folder, found {sweep['runs']}"
     decision = json.loads((sweep["run_dir"] / "decision.json").read_text())
-    assert bool(decision.get("recommended")) == (done.returncode == 0), (done.returncode, decision.get("verdict"))
+    assert decision.get("recommended"), decision.get("verdict")
     return sweep["run_dir"]
 
 
@@ -409,8 +410,11 @@ def test_report_renders_from_the_run(sweeps):
     run_dir = run_dir_of(sweeps, "self")
     assert (run_dir / "report.html").stat().st_size > 100_000
     decision = json.loads((run_dir / "decision.json").read_text())
-    assert {item["name"] for item in decision["checklist"]} == {
-        "repeat stability", "failures and latency", "memory headroom", "concurrency scaling"}
+    assert decision["verdict"] and decision["target_users"] == USERS[-1]
+    if decision["recommended"]:  # with no valid window (a saturated client) there is no checklist
+        assert decision["recommended"]["k"] in DRAFTS["self"][1]
+        assert {item["name"] for item in decision["checklist"]} == {
+            "repeat stability", "failures and latency", "memory headroom", "concurrency scaling"}
     before = pd.read_csv(run_dir / "summary.csv")
     done = run_cli("report", str(run_dir), timeout=120)
     assert done.returncode == 0 and "report.html" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
