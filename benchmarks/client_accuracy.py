@@ -269,34 +269,28 @@ def _figures(raw: dict, duration_s: float) -> dict:
     }
 
 
-def _run_locust(url: str, users: int, duration_s: float, out: Path, cpu: int | None) -> dict:
-    raw_path = out / "locust_raw.json"
-    argv = [sys.executable, "-m", "locust", "-f", str(Path(__file__).resolve()), "--headless", "--host", url,
-            "--stages", f"{users}:{duration_s:g}", "--prompt-tokens", str(PROMPT_TOKENS),
-            "--output-tokens", str(OUTPUT_TOKENS), "--model", MODEL, "--requests-csv", str(out / "requests.csv"),
-            "--stages-csv", str(out / "stages.csv"), "--only-summary", "--loglevel", "WARNING"]
+def _run_client(client: str, url: str, users: int, duration_s: float, out: Path, cpu: int | None) -> dict:
+    """One client process through one run; its raw measurements."""
+    raw_path = out / "raw.json"
+    if client == "locust":
+        argv = [sys.executable, "-m", "locust", "-f", str(Path(__file__).resolve()), "--headless", "--host", url,
+                "--stages", f"{users}:{duration_s:g}", "--prompt-tokens", str(PROMPT_TOKENS), "--output-tokens",
+                str(OUTPUT_TOKENS), "--model", MODEL, "--requests-csv", str(out / "requests.csv"),
+                "--stages-csv", str(out / "stages.csv"), "--only-summary", "--loglevel", "WARNING"]
+    else:
+        argv = [sys.executable, str(Path(__file__).resolve()), "reference", "--url", url, "--users", str(users),
+                "--duration-s", str(duration_s), "--out", str(raw_path)]
     env = os.environ | {"ACCURACY_RAW": str(raw_path), "PYTHONPATH": str(REPO)}
-    with open(out / "locust.log", "wb") as log:
+    with open(out / "client.log", "wb") as log:
         code = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_pin(cpu),
                               timeout=duration_s + 120).returncode
     if code != 0 or not raw_path.exists():
-        raise RuntimeError(f"locust exited {code}: {(out / 'locust.log').read_text()[-2000:]}")
+        raise RuntimeError(f"{client} exited {code}: {(out / 'client.log').read_text()[-2000:]}")
     raw = json.loads(raw_path.read_text())
-    with open(out / "stages.csv", newline="") as handle:
-        raw["t_start"] = float(next(csv.DictReader(handle))["t_start_s"])
+    if client == "locust":  # the stage as the shape ran it
+        with open(out / "stages.csv", newline="") as handle:
+            raw["t_start"] = float(next(csv.DictReader(handle))["t_start_s"])
     return raw
-
-
-def _run_reference(url: str, users: int, duration_s: float, out: Path, cpu: int | None) -> dict:
-    raw_path = out / "reference_raw.json"
-    argv = [sys.executable, str(Path(__file__).resolve()), "reference", "--url", url, "--users", str(users),
-            "--duration-s", str(duration_s), "--out", str(raw_path)]
-    with open(out / "reference.log", "wb") as log:
-        code = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_pin(cpu),
-                              timeout=duration_s + 120).returncode
-    if code != 0:
-        raise RuntimeError(f"reference exited {code}: {(out / 'reference.log').read_text()[-2000:]}")
-    return json.loads(raw_path.read_text())
 
 
 def _drive(args: argparse.Namespace) -> None:
@@ -317,15 +311,17 @@ def _drive(args: argparse.Namespace) -> None:
                 time.sleep(0.5)
                 for users in args.users:
                     pair = {}
-                    for client, run in (("locust", _run_locust), ("reference", _run_reference)):
+                    for client in ("locust", "reference"):
                         out = work / f"{client}-{users}-{itl_ms:g}"
                         out.mkdir()
-                        pair[client] = _figures(run(url, users, args.duration_s, out, client_cpu), args.duration_s)
+                        raw = _run_client(client, url, users, args.duration_s, out, client_cpu)
+                        pair[client] = _figures(raw, args.duration_s)
                     ratio = (pair["locust"]["tokens_per_s"] / pair["reference"]["tokens_per_s"]
                              if pair["reference"]["tokens_per_s"] else None)
-                    runs.append({"users": users, "itl_ms": itl_ms, "token_rate_ratio": ratio and round(ratio, 3), **pair})
+                    ratio = ratio and round(ratio, 3)
+                    runs.append({"users": users, "itl_ms": itl_ms, "token_rate_ratio": ratio, **pair})
                     print(f"users={users:4d} itl={itl_ms:g}ms  locust {_line(pair['locust'])}  |  "
-                          f"reference {_line(pair['reference'])}  ratio {ratio and round(ratio, 3)}", flush=True)
+                          f"reference {_line(pair['reference'])}  ratio {ratio}", flush=True)
         finally:
             os.killpg(server.pid, 15)
             server.wait(timeout=10)
@@ -336,9 +332,9 @@ def _drive(args: argparse.Namespace) -> None:
 
 
 def _line(figures: dict) -> str:
-    return (f"{figures['tokens_per_s']:8.0f} tok/s ttft err {figures['ttft_error_ms']['p50']}/"
-            f"{figures['ttft_error_ms']['p99']} itl err {figures['itl_error_ms']['p50']}/{figures['itl_error_ms']['p99']}"
-            f" lag p99 {figures['read_lag_ms']['p99']} cpu {figures['cpu_pct']}%")
+    ttft, itl = figures["ttft_error_ms"], figures["itl_error_ms"]
+    return (f"{figures['tokens_per_s']:8.0f} tok/s ttft err {ttft['p50']}/{ttft['p99']} itl err {itl['p50']}/"
+            f"{itl['p99']} lag p99 {figures['read_lag_ms']['p99']} cpu {figures['cpu_pct']}%")
 
 
 def _goals(runs: list[dict]) -> dict:

@@ -28,7 +28,7 @@ SUMMARY_COLUMNS = (
     "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms", "failures", "failure_rate", "timeouts", "timeout_rate",
     "length_mismatches", "acceptance_rate", "mean_acceptance_length", "running_mean", "running_peak",
     "waiting_mean", "waiting_peak", "kv_usage_mean", "kv_usage_peak", "preemptions", "gpu_mem_peak_mib",
-    "gpu_mem_total_mib", "client_lag_p99_ms", "valid", "invalid_reason",
+    "gpu_mem_total_mib", "client_lag_p99_ms", "client_cpu_pct", "valid", "invalid_reason",
 )
 NAN = float("nan")
 # The error texts requests.csv carries (workload/request.py StreamFailure, workload/timeline.py judge):
@@ -44,7 +44,9 @@ class WindowRules:
     warmup_s: float = -1.0  # -1: max(2 s, 25% of the stage)
     min_requests: int = 10
     max_client_lag_p99_ms: float = 50.0
+    max_client_cpu_pct: float = 90.0
     expected_output_tokens: int = 0
+    expected_prompt_tokens: int = 0
 
     def warmup_for(self, stage_s: float) -> float:
         if self.warmup_s >= 0:
@@ -120,9 +122,21 @@ def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
     if not math.isnan(lag) and lag > rules.max_client_lag_p99_ms:
         reasons.append(f"client saturated: Locust's loop lag p99 {lag:.0f} ms > {rules.max_client_lag_p99_ms:g} ms; "
                        "give Locust a core of its own or more processes (load.processes)")
+    cpu = row.get("client_cpu_pct", NAN)
+    if not math.isnan(cpu) and cpu >= rules.max_client_cpu_pct:
+        reasons.append(f"client saturated: Locust CPU {cpu:.0f}% of a core; raise load.processes")
     if row["length_mismatches"]:
         reasons.append(f"{row['length_mismatches']} responses with the wrong token count")
     return (not reasons), "; ".join(reasons)
+
+
+def _client_cpu(ok: pd.DataFrame) -> float:
+    """The busiest Locust process's median CPU (% of a core) over the window's requests."""
+    if "client_cpu_pct" not in ok or not len(ok):
+        return NAN
+    cpu = pd.to_numeric(ok["client_cpu_pct"], errors="coerce")
+    by_process = cpu.groupby(ok["client"] if "client" in ok else 0).median().dropna()
+    return float(by_process.max()) if len(by_process) else NAN
 
 
 def error_text(requests: pd.DataFrame) -> pd.Series:
@@ -143,7 +157,8 @@ def _latency_columns(ok: pd.DataFrame) -> dict:
     }
 
 
-def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_tokens: int) -> dict:
+def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_tokens: int,
+                     expected_prompt_tokens: int = 0) -> dict:
     errors = error_text(finished)
     failed = errors[finished["ok"] != 1] if len(finished) else errors
     timeouts = int(failed.str.startswith(TIMEOUT_ERROR_PREFIX).sum())
@@ -152,6 +167,8 @@ def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_t
     mismatches = int(failed.str.startswith(LENGTH_ERROR_PREFIXES).sum())
     if expected_output_tokens and len(ok):
         mismatches += int((ok["output_tokens"] != expected_output_tokens).sum())
+    if expected_prompt_tokens and len(ok) and "prompt_tokens" in ok:
+        mismatches += int((pd.to_numeric(ok["prompt_tokens"], errors="coerce") != expected_prompt_tokens).sum())
     total = len(finished)
     return {"failures": int(total - len(ok)), "failure_rate": (1 - len(ok) / total) if total else 0.0,
             "timeouts": timeouts, "timeout_rate": timeouts / total if total else 0.0,
@@ -175,10 +192,11 @@ def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFram
             "req_per_s": len(ok) / duration,
             "output_tok_per_s": float(ok["output_tokens"].sum()) / duration if len(ok) else 0.0,
             **_latency_columns(ok),
-            **_failure_columns(finished, ok, rules.expected_output_tokens),
+            **_failure_columns(finished, ok, rules.expected_output_tokens, rules.expected_prompt_tokens),
             **_server_columns(server, t0, t1),
             **_gpu_columns(gpu, t0, t1),
             "client_lag_p99_ms": _pct(ok.get("lag_p99_ms", pd.Series(dtype=float)), 0.99),
+            "client_cpu_pct": _client_cpu(ok),
         }
         row["valid"], row["invalid_reason"] = _validity(row, rules)
         rows.append(row)

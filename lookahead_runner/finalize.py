@@ -37,6 +37,15 @@ def thresholds_from(config: SweepConfig) -> Thresholds:
                       low_acceptance=d.low_acceptance, kv_headroom_frac=d.kv_headroom_frac)
 
 
+def _workload_of(directory: Path) -> dict:
+    """How the scenario built its prompts in this life (workload.json): tokenize or token-ids."""
+    try:
+        data = results.read_json(directory / "workload.json")
+    except (OSError, ValueError):
+        return {}
+    return {"prompt_method": data.get("prompt_method", ""), "prompt_note": data.get("prompt_note", "")}
+
+
 def decide_all(summary: pd.DataFrame, plan: dict, config: SweepConfig) -> dict:
     """The decision over K; with a grid, one per flag value and the best of them overall."""
     version = parse_version(plan["probe"]["version"])
@@ -101,6 +110,7 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
                           "pass a folder made by `lookahead-runner sweep`") from None
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
                         expected_output_tokens=config.load.output_tokens,
+                        expected_prompt_tokens=config.load.prompt_tokens,
                         max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms)
     rows, timelines, statuses = [], {}, {}
     for life in plan["lives"]:
@@ -113,7 +123,7 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
             continue
         frames = load_life(directory)
         timelines[life["dir"]] = {"server": frames["server"], "gpu": frames["gpu"], "stages": frames["stages"]}
-        life["tokens"] = life_token_check(frames["requests"], frames["server"])
+        life["tokens"] = life_token_check(frames["requests"], frames["server"]) | _workload_of(directory)
         if state == "done" and not frames["stages"].empty and not frames["requests"].empty:
             rows += stage_rows(frames["requests"], frames["stages"], frames["server"], frames["gpu"],
                                life["setting"], life["k"], life["repeat"], rules)
@@ -131,6 +141,10 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     for state in ("failed", "skipped"):
         decision[f"{state}_lives"] = [{"life": l["dir"], "reason": l["reason"]}
                                       for l in plan["lives"] if l["status"] == state]
+    fallbacks = [l["dir"] for l in plan["lives"] if l.get("tokens", {}).get("prompt_method") not in (None, "", "tokenize")]
+    if fallbacks:
+        decision["diagnoses"].append(f"Prompts in {len(fallbacks)} lives were token ids, not text calibrated "
+                                     f"through /tokenize (see lives.csv prompt_note), e.g. {fallbacks[0]}.")
     if decision["skipped_lives"]:
         ks = sorted({l["k"] for l in plan["lives"] if l["status"] == "skipped"})
         decision["reasons"].append(f"Early stop: K {ks} were not run once the stop rule fired "

@@ -159,6 +159,8 @@ def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path,
             hung = (f"the server hung: a 1-token completion got no answer within {hang_s:.0f} s after the load"
                     if alive_at_end and not load.aborted
                     and not answers(base_url, config.server.model, headers, hang_s) else "")
+            if hung and not external and not server.alive():  # not hung: it was dying meanwhile
+                hung, alive_at_end = "", False
             died_at_end = "" if alive_at_end or external else died(server)
             status.update(ready_s=round(ready_s, 2), memory_stable=stable, locust_exit=load.exit_code,
                           metrics_errors=sampler.metrics_errors, last_metrics_error=sampler.last_metrics_error,

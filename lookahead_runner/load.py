@@ -77,7 +77,8 @@ def _processes_args(processes: int) -> list[str]:
 
 def _sampling_args(load) -> list[str]:
     """--top-p, --seed and --prompt-file of the load config (fields a bare namespace may lack)."""
-    top_p, seed, prompt_file = getattr(load, "top_p", 1.0), getattr(load, "seed", None), getattr(load, "prompt_file", "")
+    top_p, seed = getattr(load, "top_p", 1.0), getattr(load, "seed", None)
+    prompt_file = getattr(load, "prompt_file", "")
     return [
         "--top-p", repr(float(top_p)),
         *(["--seed", str(seed)] if seed is not None else []),

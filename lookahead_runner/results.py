@@ -90,7 +90,7 @@ def read_csv(path: Path) -> pd.DataFrame:
 
 
 LIFE_COLUMNS = ("life", "setting", "k", "repeat", "status", "reason", "client_output_tokens",
-                "server_generation_tokens", "difference", "cut_requests")
+                "server_generation_tokens", "difference", "cut_requests", "prompt_method", "prompt_note")
 
 
 def write_lives(run_dir: Path, lives: list[dict]) -> Path:

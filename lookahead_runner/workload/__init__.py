@@ -1,5 +1,6 @@
-"""The Locust scenario side: streaming /v1/completions users, SSE reading, records and the stage shape.
+"""The Locust scenario side: streaming /v1/completions users, SSE reading, prompts, records and the stage shape.
 
-user, shape and scenario import Locust (which monkey-patches the process with gevent); lag needs gevent.
-sse, timeline, request, stages and options are pure and safe to import anywhere (unit tests included).
+user, shape, scenario and webui import Locust (which monkey-patches the process with gevent); lag needs
+gevent. sse, timeline, request, stages, options, prompt, distributed and live are pure or stdlib-only,
+and safe to import anywhere (unit tests included).
 """

@@ -83,7 +83,7 @@ def stage_from_message(data: Any) -> tuple[int, int] | None:
 
 
 class WorkloadRecord:
-    """workload.json: the first process's description, plus which processes reported what."""
+    """workload.json: the latest description a process reported, plus which processes reported what."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -92,8 +92,7 @@ class WorkloadRecord:
 
     def add(self, info: dict[str, Any]) -> None:
         client = str(info.get("client", ""))
-        if not self.info:
-            self.info = {key: value for key, value in info.items() if key != "client"}
+        self.info = {key: value for key, value in info.items() if key != "client"}
         self.methods_by_client[client] = str(info.get("prompt_method", ""))
         self.write()
 

@@ -277,7 +277,9 @@ def _next_word(text: str, start: int) -> int:
 # --- the server's tokenizer (I/O) --------------------------------------------------------------
 
 
-def tokenize_counter(host: str, model: str, headers: dict[str, str], timeout_s: float = TOKENIZE_TIMEOUT_S) -> TokenCounter:
+def tokenize_counter(
+    host: str, model: str, headers: dict[str, str], timeout_s: float = TOKENIZE_TIMEOUT_S
+) -> TokenCounter:
     """A counter that asks the server's ``POST /tokenize``; raises TokenizeUnavailable on any refusal."""
     url = host.rstrip("/") + "/tokenize"
 

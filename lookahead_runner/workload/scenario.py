@@ -213,20 +213,20 @@ def on_test_start(environment: Environment) -> None:
 
 
 def prepare_requests(environment: Environment, state: ScenarioState) -> None:
-    """Model and prompt plan for this host and settings: calibrated once, then reused."""
+    """Model and prompt plan for this host and settings (calibrated once, then reused), and workload.json."""
     settings, host = state.settings, environment.host or ""
     key = (host, settings.model, settings.prompt_tokens, settings.prompt_file)
-    if state.prompt is not None and state._prompt_key == key:
-        return
-    state.model = settings.model or first_model_id(host, state.headers)
-    state.prompt = _plan(host, state)
-    state._prompt_key = key
-    plan = state.prompt
-    how = f"via /tokenize, {plan.source} corpus" if plan.method == METHOD_TOKENIZE else "as token ids"
-    logger.log(logging.INFO if plan.method == METHOD_TOKENIZE and not plan.note else logging.WARNING,
-               "Model %s; prompts of %d tokens %s%s", state.model, plan.prompt_tokens, how,
-               f" ({plan.note})" if plan.note else "")
-    info = {**plan.describe(), "model": state.model, "output_tokens": settings.output_tokens,
+    if state.prompt is None or state._prompt_key != key:
+        state.model = settings.model or first_model_id(host, state.headers)
+        state.prompt = _plan(host, state)
+        state._prompt_key = key
+        plan = state.prompt
+        how = f"via /tokenize, {plan.source} corpus" if plan.method == METHOD_TOKENIZE else "as token ids"
+        logger.log(logging.INFO if plan.method == METHOD_TOKENIZE and not plan.note else logging.WARNING,
+                   "Model %s; prompts of %d tokens %s%s", state.model, plan.prompt_tokens, how,
+                   f" ({plan.note})" if plan.note else "")
+    # reported at every start: the web UI may have changed the sampling options since the last one
+    info = {**state.prompt.describe(), "model": state.model, "output_tokens": settings.output_tokens,
             "temperature": settings.temperature, "top_p": settings.top_p, "seed": settings.seed,
             "client": state.client}
     if isinstance(environment.runner, WorkerRunner):

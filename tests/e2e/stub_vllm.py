@@ -97,7 +97,8 @@ def make_app(first_token_s: float, chunk_interval_s: float, tokens_per_chunk: in
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
     app = web.Application(middlewares=[auth])
-    app.add_routes([web.post("/v1/completions", completions), web.get("/health", health), web.get("/v1/models", models)])
+    app.add_routes([web.post("/v1/completions", completions), web.get("/health", health),
+                    web.get("/v1/models", models)])
     if tokenize:
         app.add_routes([web.post("/tokenize", tokenize_route)])
     return app

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_processes_send_every_row_to_the_master(tmp_path):
-    server = _start_stub(tmp_path / "stub.log")
+    server = _start_stub(tmp_path / "stub.log", "--api-key", "sk-dist")  # the forked workers must send it too
     try:
         port = str(_free_port())  # not Locust's default 5557, which another run's workers could reach
         code, log = _run_locust(server, tmp_path, "--processes", "2", "--master-port", port, "--master-bind-port", port,

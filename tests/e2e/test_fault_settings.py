@@ -38,7 +38,8 @@ def sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("faults")
     model = unique_model("settings")
     server = {"extra_args": FAST + ["--sim-fault", "oom-above-k=7"], "ready_timeout_s": 4}
-    config = write_config(tmp, sweep_toml(model, K, server=server, env=faults_at_k(FAULTS)))
+    # one 3 s stage: the load outlasts die-after/hang-after=3 (counted from ready) however slow Locust starts
+    config = write_config(tmp, sweep_toml(model, K, stages=((2, 3),), server=server, env=faults_at_k(FAULTS)))
     try:
         first = cli("sweep", "--config", str(config), "--out", str(tmp / "runs"), "--no-early-stop", timeout=400)
         run_dir = only_run_dir(tmp / "runs")
@@ -48,7 +49,7 @@ def sweep(tmp_path_factory):
                        "summary": pd.read_csv(run_dir / "summary.csv"),
                        "decision": json.loads((run_dir / "decision.json").read_text()),
                        "report": (run_dir / "report.html").read_text()}
-        fixed = write_config(tmp, sweep_toml(model, K, server={"ready_timeout_s": 30}), "fixed.toml")
+        fixed = write_config(tmp, sweep_toml(model, K, stages=((2, 3),), server={"ready_timeout_s": 30}), "fixed.toml")
         resumed = cli("sweep", "--config", str(fixed), "--resume", str(run_dir), "--no-early-stop", timeout=400)
         yield {"model": model, "run_dir": run_dir, "first": first, "resumed": resumed, **after_first,
                "resume_survivors": survivors(model, str(run_dir))}

@@ -159,6 +159,7 @@ def _run_locust(server: Server, tmp_path: Path, *extra: str, stages: str = STAGE
             "--csv", str(tmp_path / "locust"), "--json-file", str(tmp_path / "final"),
             "--only-summary", *extra]  # no --model: read from /v1/models
     log = tmp_path / "locust.log"
+    tmp_path.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out:
         process = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True,
@@ -292,6 +293,30 @@ def test_api_key_reaches_every_route_and_no_file(stub_factory, tmp_path):
     workload = json.loads((tmp_path / "workload.json").read_text())
     assert workload["prompt_method"] == "tokenize"  # /tokenize answered too
     written = [path for path in tmp_path.rglob("*") if path.is_file() and not path.name.startswith("stub")]
-    assert {"requests.csv", "stages.csv", "workload.json", "locust.log", "locust_stats.csv"} <= {p.name for p in written}
+    expected = {"requests.csv", "stages.csv", "workload.json", "locust.log", "locust_stats.csv"}
+    assert expected <= {path.name for path in written}
     for path in written:
         assert API_KEY not in path.read_text(errors="replace"), path
+
+
+def _failures(tmp_path: Path) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """(failed rows of requests.csv, Locust's _failures.csv rows)."""
+    _, rows = _rows(tmp_path / "requests.csv")
+    _, locust_failures = _rows(tmp_path / "locust_failures.csv")
+    return [r for r in rows if r["ok"] == "0" and r["error"] != "cut"], locust_failures
+
+
+def test_failures_are_named_in_requests_csv_and_locust(stub_factory, tmp_path):
+    slow = stub_factory("--chunk-interval-ms", "200", "--tokens-per-chunk", "1")  # 16 tokens: over 3 s
+    code, log = _run_locust(slow, tmp_path / "slow", "--request-timeout-s", "1", stages="1:2.5")
+    assert code == 0, log.read_text()[-3000:]
+    failed, locust_failures = _failures(tmp_path / "slow")
+    assert failed and all(r["error"] == "timeout (over 1 s)" for r in failed)
+    assert all(900 < float(r["e2e_ms"]) < 1600 for r in failed)  # the whole request is bounded, not each read
+    assert {f["Error"] for f in locust_failures} == {"CatchResponseError('timeout')"}  # how Locust names failure()
+
+    code, log = _run_locust(stub_factory(), tmp_path / "wrong", "--model", "no-such-model", stages="1:1.5")
+    assert code == 0, log.read_text()[-3000:]
+    failed, locust_failures = _failures(tmp_path / "wrong")
+    assert failed and all(r["error"].startswith("HTTP 404: ") and "no-such-model" in r["error"] for r in failed)
+    assert {f["Error"] for f in locust_failures} == {f"CatchResponseError({failed[0]['error']!r})"}

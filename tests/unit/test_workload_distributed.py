@@ -74,7 +74,8 @@ def test_workload_record_merges_processes(tmp_path):
 
 LOAD = SimpleNamespace(stages=[SimpleNamespace(users=2, duration_s=5.0), SimpleNamespace(users=8, duration_s=2.5)],
                        prompt_tokens=512, output_tokens=64, temperature=0.7, top_p=0.9, seed=7,
-                       prompt_file="prompts.jsonl", request_timeout_s=30.0, processes=4, locust_extra_args=["-L", "INFO"])
+                       prompt_file="prompts.jsonl", request_timeout_s=30.0, processes=4,
+                       locust_extra_args=["-L", "INFO"])
 
 
 def _value(argv: list[str], flag: str) -> str:
