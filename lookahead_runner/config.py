@@ -59,6 +59,10 @@ class ServerConfig(Strict):
         description="argv prefix of the vLLM CLI; `serve MODEL --port P ...` is appended",
     )
     model: str = Field("sim/llama-3-8b", description="model served by `serve MODEL`")
+    argv_template: list[str] = Field(
+        default_factory=list,
+        description="the whole server argv with {model}, {host}, {port} and an {args} element "
+                    "(e.g. a `docker run` or `ssh` line); empty = COMMAND serve MODEL --host H --port P ARGS")
     host: str = Field("127.0.0.1", description="address the server listens on and load goes to")
     port: int = Field(0, ge=0, le=65535, description="0 picks a free port per server life")
     extra_args: list[str] = Field(default_factory=list, description="other `vllm serve` flags, kept as in production")
@@ -72,6 +76,15 @@ class ServerConfig(Strict):
     memory_stable_window_s: float = Field(2.0, ge=0, description="for this long")
     memory_stable_timeout_s: float = Field(120.0, gt=0)
     api_key_env: str = Field("", description="name of an environment variable holding the API key")
+
+    @field_validator("argv_template")
+    @classmethod
+    def _template_has_args(cls, value: list[str]) -> list[str]:
+        if value and "{args}" not in value:
+            raise ValueError("add an element \"{args}\" where the vLLM flags go, and {port} where the port goes")
+        if value and not any("{port}" in part for part in value):
+            raise ValueError("use {port} where the server's port goes, e.g. \"-p\", \"{port}:8000\"")
+        return value
 
     @field_validator("command")
     @classmethod
@@ -232,12 +245,18 @@ def check_files(config: SweepConfig, source: str = "config") -> None:
         why = "is not a file" if os.path.exists(path) else "does not exist"
         raise ConfigError(f"{source}: load.prompt_file: {path!r} {why}; give a JSONL file "
                           "({\"text\": ...} per line) or leave it empty for the built-in corpus")
+    from .workload.prompt import read_corpus_file  # pure (no Locust): the same reader the load uses
+
     try:
-        with open(path, "rb") as handle:
-            handle.read(1)
+        read_corpus_file(path)
     except OSError as err:
         raise ConfigError(f"{source}: load.prompt_file: cannot read {path!r} ({err.strerror}); "
                           "check its permissions") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: load.prompt_file: {path!r} is not UTF-8 text; "
+                          "write one {\"text\": ...} per line") from None
+    except ValueError as err:
+        raise ConfigError(f"{source}: load.prompt_file: {err}") from None
 
 
 def load_config(path: Path | None, overrides: dict | None = None) -> SweepConfig:

@@ -86,12 +86,29 @@ def server_argv(
     setting: Setting,
     method: str,
     draft_model: str,
+    template: list[str] | None = None,
 ) -> list[str]:
-    """The full argv of one server life. Never a shell string: each value is one argument."""
-    argv = [*command, "serve", model, "--host", host, "--port", str(port), *with_axis(extra_args, setting)]
-    if setting.raw_slots:
-        return argv + [LOOKAHEAD_FLAG, str(setting.k)]
-    return argv + speculation_args(caps, setting.k, method, draft_model)
+    """The full argv of one server life. Never a shell string: each value is one argument.
+
+    With a template (e.g. `docker run ... -p {port}:8000 IMAGE --model {model} {args}`), `{model}`,
+    `{host}` and `{port}` are replaced inside its elements and the element `{args}` becomes the
+    production flags plus the speculation flags; without one, `COMMAND serve MODEL --host --port ...`.
+    """
+    knob = [LOOKAHEAD_FLAG, str(setting.k)] if setting.raw_slots else speculation_args(caps, setting.k, method,
+                                                                                       draft_model)
+    args = [*with_axis(extra_args, setting), *knob]
+    if template:
+        values = {"model": model, "host": host, "port": str(port)}
+        argv = []
+        for part in template:
+            if part == "{args}":
+                argv += args
+            else:
+                for name, value in values.items():
+                    part = part.replace("{" + name + "}", value)
+                argv.append(part)
+        return argv
+    return [*command, "serve", model, "--host", host, "--port", str(port), *args]
 
 
 def with_axis(extra_args: list[str], setting: Setting) -> list[str]:

@@ -51,6 +51,8 @@ def sweep(tmp_path_factory):
                        "report": (run_dir / "report.html").read_text()}
         fixed = write_config(tmp, sweep_toml(model, K, stages=((2, 3),), server={"ready_timeout_s": 30}), "fixed.toml")
         resumed = cli("sweep", "--config", str(fixed), "--resume", str(run_dir), "--no-early-stop", timeout=400)
+        for name, done in (("first", first), ("resumed", resumed)):  # kept for reading after a failure
+            (tmp / f"{name}.out").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
         yield {"model": model, "run_dir": run_dir, "first": first, "resumed": resumed, **after_first,
                "resume_survivors": survivors(model, str(run_dir))}
     finally:

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from lookahead_runner import cli, runner
@@ -23,7 +23,8 @@ SECTIONS = {name: list(field.annotation.model_fields) for name, field in SweepCo
             if hasattr(field.annotation, "model_fields")}
 TOP_KEYS = set(SweepConfig.model_fields)
 FIELD_RE = re.compile(r"\b(" + "|".join(SECTIONS) + r")\.\w+")
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=150, deadline=None, database=None,  # no .hypothesis/ folder in the checkout
+                suppress_health_check=[HealthCheck.too_slow])
 
 
 class ProbeReached(Exception):
@@ -137,6 +138,7 @@ def test_any_config_file_is_valid_or_one_line_naming_the_field(tmp_path_factory,
     path = workdir / "sweep.toml"
     path.write_text(toml(data), encoding="utf-8")
     code, stdout, stderr = run_main(["sweep", "--config", "sweep.toml", "--out", "runs"], workdir)
+    event(f"exit {code}")
     if code == "probe":
         config = load_config(path, {"out": "runs"})  # accepted: the values are sane
         assert all(math.isfinite(s.duration_s) and s.duration_s > 0 for s in config.load.stages)
@@ -155,6 +157,7 @@ def test_any_bytes_as_a_config_file_are_one_line(tmp_path_factory, raw):
     workdir = tmp_path_factory.mktemp("cwd")
     (workdir / "sweep.toml").write_bytes(raw)
     code, _, stderr = run_main(["sweep", "--config", "sweep.toml", "--out", "runs"], workdir)
+    event(f"exit {code}")
     assert code in (2, "probe"), (code, stderr)
     if code == 2:
         assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr, stderr
@@ -183,10 +186,11 @@ def test_any_set_override_is_valid_or_one_line(tmp_path_factory, overrides):
     for key, value in overrides:
         argv += ["--set", f"{key}={value}"]
     code, _, stderr = run_main(argv, workdir)
+    event(f"exit {code}")
     assert code in (2, "probe"), (code, stderr)
     if code == 2:
         (line,) = stderr.strip().splitlines()
-        assert line.startswith("lookahead-runner: ") and "Traceback" not in line
+        assert line.startswith("lookahead-runner") and "Traceback" not in line  # argparse: "lookahead-runner sweep: "
 
 
 FLAGS = ["sweep", "demo", "ramp", "report", "--config", "--out", "--set", "--dry-run", "--resume", "--no-early-stop",
@@ -210,6 +214,7 @@ def test_any_argv_is_handled_in_one_line(tmp_path_factory, argv):
     if any(a in ("--help", "-h") for a in argv):
         return
     code, _, stderr = run_main(argv, workdir)
+    event(f"exit {code}")
     assert code in (0, 2, "probe"), (code, stderr)
     if code == 2:
         assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr, stderr
@@ -261,6 +266,21 @@ def test_unreadable_prompt_file(tmp_path):
     (tmp_path / "sweep.toml").write_text(f'[load]\nprompt_file = "{prompts}"\n')
     code, _, stderr = run_main(["sweep", "--config", "sweep.toml", "--out", "runs"], tmp_path)
     assert code == 2 and "load.prompt_file: cannot read" in stderr
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b'{"text": "ok"}\nnot json\n', "line 2 is not JSON"),
+    (b'{"txt": "x"}\n', 'line 1 has no string "text"'),
+    (b"\n\n", "no text"),
+    (b"\xff\xfe{", "is not UTF-8 text"),
+])
+def test_prompt_file_that_the_load_could_not_use(tmp_path, content, expected):
+    (tmp_path / "p.jsonl").write_bytes(content)
+    (tmp_path / "sweep.toml").write_text('[load]\nprompt_file = "p.jsonl"\n')
+    code, _, stderr = run_main(["sweep", "--config", "sweep.toml", "--out", "runs"], tmp_path)
+    assert code == 2
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("lookahead-runner: sweep.toml: load.prompt_file: ") and expected in line, line
 
 
 def test_readable_prompt_file_is_accepted(tmp_path):

@@ -71,3 +71,22 @@ def test_shell_metacharacters_stay_one_argument(fixtures_dir):
 def test_unknown_extra_flag_is_refused(fixtures_dir):
     with pytest.raises(KnobError, match="server.extra_args: .* --num-lookahead-slots"):
         check_flags(caps_032(fixtures_dir), ["--max-num-seqs", "8", "--num-lookahead-slots", "4"])
+
+
+def test_argv_template_wraps_the_server_in_a_launcher(fixtures_dir):
+    caps = caps_032(fixtures_dir)
+    template = ["docker", "run", "--rm", "-p", "{port}:8000", "vllm/vllm-openai", "--model", "{model}", "{args}"]
+    argv = server_argv(caps, ["vllm"], "m x", "h", 9001, ["--max-num-seqs", "8"], Setting(2), "draft_model", "d",
+                       template)
+    assert argv[:8] == ["docker", "run", "--rm", "-p", "9001:8000", "vllm/vllm-openai", "--model", "m x"]
+    assert argv[8:10] == ["--max-num-seqs", "8"] and argv[10] == "--speculative-config"
+    assert json.loads(argv[11])["num_speculative_tokens"] == 2
+
+
+def test_argv_template_must_place_args_and_port():
+    from lookahead_runner.config import ConfigError, config_from_dict
+
+    with pytest.raises(ConfigError, match=r"server.argv_template: .*\{args\}"):
+        config_from_dict({"server": {"argv_template": ["ssh", "gpu1", "vllm", "serve", "--port", "{port}"]}})
+    with pytest.raises(ConfigError, match=r"server.argv_template: .*\{port\}"):
+        config_from_dict({"server": {"argv_template": ["ssh", "gpu1", "vllm", "serve", "{args}"]}})
