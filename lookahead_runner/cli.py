@@ -38,6 +38,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, one_line(f"{self.prog}: {message} (see {self.prog} --help)") + "\n")
 
 
+def _ignore_interrupts() -> None:
+    """After the unwinding: further Ctrl-C / SIGTERM / SIGHUP until exit would only print a traceback."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def one_line(text: str) -> str:
     """A message as one printable line: control characters from the input are shown escaped."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
@@ -87,6 +95,7 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     try:
         report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode, web=args.web)
     except KeyboardInterrupt:
+        _ignore_interrupts()  # everything is stopped: another Ctrl-C must not cut the goodbye short
         raise Interrupted(run_dir) from None
     except OSError as err:
         raise ResultsError(f"cannot write {err.filename or run_dir}: {err.strerror or err}; the lives finished "
@@ -218,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 74
     except KeyboardInterrupt as err:
+        _ignore_interrupts()
         run_dir = getattr(err, "run_dir", "RUN_DIR")
         print(f"lookahead-runner: interrupted; finished server lives are kept (continue with --resume {run_dir})",
               file=sys.stderr)

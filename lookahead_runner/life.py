@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -17,7 +18,8 @@ from pathlib import Path
 from . import results
 from .config import SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
-from .server import RunningServer, ServerError, ServerProcess, free_port, root_cause, tail, wait_for_port_free
+from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
+                     wait_for_port_free)
 from .telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
 from .telemetry.sampler import Sampler
 from .vllm.knob import Setting, server_argv
@@ -122,14 +124,17 @@ def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path,
                                 config.server.dcgm_url)
     status: dict = {"memory_source": memory.name, "memory_note": memory.unavailable_reason}
     try:
-        if not external and config.server.port and not wait_for_port_free(config.server.host, port, 5.0):
+        if not external and config.server.port and port_taken(config.server.host, port):
             raise ServerError(f"server.port {port}: {config.server.host}:{port} is in use by another process; "
                               "stop it, or set server.port = 0 (a free port per server life)")
         with server:
-            ready_s = server.wait_until_ready(config.server.ready_timeout_s)
+            startup_memory: list[tuple[float, float]] = []
+            ready_s = server.wait_until_ready(config.server.ready_timeout_s,
+                                              on_poll=lambda: _remember(memory, startup_memory))
             stable, stable_s = wait_memory_stable(memory, config.server.memory_stable_band_mib,
                                                   config.server.memory_stable_window_s,
-                                                  config.server.memory_stable_timeout_s, alive=server.alive)
+                                                  config.server.memory_stable_timeout_s, alive=server.alive,
+                                                  history=startup_memory)
             say(f"  ready in {ready_s:.1f} s; memory ({memory.name}) {'stable' if stable else 'NOT stable'} "
                 f"after {stable_s:.1f} s")
             warm_up(base_url, config.server.model, headers, key_env=config.server.api_key_env)
@@ -195,6 +200,12 @@ def died(server: ServerProcess) -> str:
     """Why a server process ended: its exit code and the line of its log that says why."""
     code = server.process.poll() if server.process else None
     return f"the server died during the load (exit code {code}): {root_cause(tail(server.log_path, 40))}"
+
+
+def _remember(memory, readings: list[tuple[float, float]]) -> None:
+    reading = memory.read()
+    if reading is not None:
+        readings.append((time.monotonic(), reading.used_mib))
 
 
 def last_line(path: Path) -> str:

@@ -115,8 +115,9 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
                 outcome = run_life(config, caps, life, run_dir, say, watch=progress.load_started, web=web)
                 say(f"{tag}: {outcome.state}" + (f" - {outcome.reason.splitlines()[0]}" if outcome.reason else ""))
             progress.life_finished()
-            finalize(run_dir, render=False)  # summary.csv and decision.json grow life by life
             last_of_k = number == len(lives) or lives[number].setting.k != life.setting.k
+            if last_of_k:  # the raw files are on disk already; summary and decision are re-made per K
+                finalize(run_dir, render=False)
             # with a grid each flag value has its own decision: no early stop across them
             if early_stop and last_of_k and stopped_at is None and not config.grid.flag:
                 stopped_at = _stopped_at(run_dir)

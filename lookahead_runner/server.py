@@ -5,6 +5,7 @@ process group, so stopping signals the group and nothing is left holding the GPU
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -61,6 +62,24 @@ def root_cause(log: str) -> str:
     return lines[-1] if lines else "no output"
 
 
+def port_taken(host: str, port: int, wait_s: float = 5.0) -> bool:
+    """True when host:port stays in use by another process for `wait_s`. An address that is not this
+    machine's (a server on another host) cannot be checked here and counts as free."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+                return False
+            except OSError as err:
+                if err.errno != errno.EADDRINUSE:
+                    return False
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.2)
+
+
 def tail(path: Path, lines: int = 8) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
@@ -102,12 +121,15 @@ class ServerProcess:
         self.record.update(pid=self.process.pid, t_start_s=time.time())
         self._save()
 
-    def wait_until_ready(self, timeout_s: float) -> float:
-        """Poll /health until 200; fail at once if the process exits. Returns seconds waited."""
+    def wait_until_ready(self, timeout_s: float, on_poll=None) -> float:
+        """Poll /health until 200; fail at once if the process exits. Returns seconds waited.
+        `on_poll` runs on every poll (the runner samples memory while the server starts)."""
         assert self.process is not None
         started = time.monotonic()
         deadline = started + timeout_s
         while time.monotonic() < deadline:
+            if on_poll:
+                on_poll()
             code = self.process.poll()
             if code is not None:
                 log = tail(self.log_path, 40)
@@ -218,7 +240,7 @@ class RunningServer(ServerProcess):
         self.record.update(t_start_s=time.time())
         self._save()
 
-    def wait_until_ready(self, timeout_s: float) -> float:
+    def wait_until_ready(self, timeout_s: float, on_poll=None) -> float:
         started = time.monotonic()
         while time.monotonic() - started < min(timeout_s, 30.0):
             if self._health_ok():

@@ -164,15 +164,18 @@ def sim_file_env(sim_file: Path) -> dict[str, str]:
 
 
 def wait_memory_stable(source, band_mib: float, window_s: float, timeout_s: float,
-                       poll_s: float = 0.2, alive=lambda: True) -> tuple[bool, float]:
+                       poll_s: float = 0.2, alive=lambda: True,
+                       history: list[tuple[float, float]] | None = None) -> tuple[bool, float]:
     """Wait until readings stay within `band_mib` for `window_s`. Returns (stable, seconds waited).
 
-    A source that cannot read counts as stable at once: there is nothing to wait for.
+    `history` holds (monotonic time, MiB) readings taken while the server was starting, so memory
+    that settled before /health answered needs no second wait. A source that cannot read counts
+    as stable at once: there is nothing to wait for.
     """
     import time
 
     started = time.monotonic()
-    window: list[tuple[float, float]] = []
+    window: list[tuple[float, float]] = list(history or [])
     while time.monotonic() - started < timeout_s and alive():
         reading = source.read()
         now = time.monotonic()
@@ -181,10 +184,9 @@ def wait_memory_stable(source, band_mib: float, window_s: float, timeout_s: floa
                 return True, now - started
         else:
             window.append((now, reading.used_mib))
-            window = [(t, v) for t, v in window if now - t <= window_s]
+            window = [(t, v) for t, v in window if now - t <= window_s + poll_s * 1.5]
             values = [v for _, v in window]
-            if now - started >= window_s and window[0][0] <= now - window_s + poll_s * 1.5 \
-                    and max(values) - min(values) <= band_mib:
+            if window[0][0] <= now - window_s + poll_s * 1.5 and max(values) - min(values) <= band_mib:
                 return True, now - started
         time.sleep(poll_s)
     return False, time.monotonic() - started
