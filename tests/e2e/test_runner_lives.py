@@ -5,11 +5,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 
-import psutil
 import pytest
+from fault_kit import processes_of, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -37,32 +36,12 @@ min_requests = 3
 """
 
 
-def processes_of(marker):
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(marker in part for part in proc.info["cmdline"] or []):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
 def start_runner(tmp_path, toml, *extra):
     config = tmp_path / "sweep.toml"
     config.write_text(toml)
     return subprocess.Popen([sys.executable, "-m", "lookahead_runner", "sweep", "--config", str(config),
                              "--out", str(tmp_path / "runs"), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-
-
-def wait_for(predicate, timeout_s, what):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def life_is_loading(run_root, life):

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pandas as pd
-import psutil
 import pytest
+from fault_kit import processes_of
 
 pytestmark = pytest.mark.e2e
 
@@ -34,17 +34,6 @@ min_requests = 3
 def run_cli(*args, timeout=240, cwd=None):
     return subprocess.run([sys.executable, "-m", "lookahead_runner", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd)
-
-
-def sweep_processes(marker: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(marker in part for part in proc.info["cmdline"] or []):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 def test_sweep_on_the_simulator_writes_summary_decision_report(tmp_path):
@@ -77,7 +66,7 @@ def test_sweep_on_the_simulator_writes_summary_decision_report(tmp_path):
         assert json.loads((run_dir / life / "status.json").read_text())["state"] == "done"
         assert (run_dir / life / "requests.csv").stat().st_size > 0
     assert "--speculative-config" in json.dumps(plan["lives"][1]["argv"])
-    assert not sweep_processes(str(run_dir)), "a server or Locust process of the sweep survived"
+    assert not processes_of(str(run_dir)), "a server or Locust process of the sweep survived"
 
     rerender = run_cli("report", str(run_dir))
     assert rerender.returncode == 0 and "report.html" in rerender.stdout

@@ -294,3 +294,15 @@ def test_config_error_is_always_one_line():
     with pytest.raises(ConfigError) as err:
         config_from_dict({"load": {"stages": [{"users": "x"}]}}, "f.toml")
     assert "\n" not in str(err.value) and str(err.value).startswith("f.toml: load.stages.0.users: ")
+
+
+@pytest.mark.parametrize("plan", ["{}", "[]", "not json", '{"config": {"load": {"repeats": -1}}, "lives": []}'])
+@pytest.mark.parametrize("command", [["report"], ["sweep", "--resume"]])
+def test_corrupt_plan_json_is_one_line(tmp_path, plan, command):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "plan.json").write_text(plan)
+    code, _, stderr = run_main([*command, "run"], tmp_path)
+    assert code == 2, (code, stderr)
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("lookahead-runner: ") and "plan.json" in line and "Traceback" not in line, line
