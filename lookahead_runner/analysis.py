@@ -75,6 +75,20 @@ def counter_delta(samples: pd.DataFrame, column: str, t0: float, t1: float) -> f
     return _at_or_before(samples, column, t1) - _at_or_before(samples, column, t0)
 
 
+def covering_delta(samples: pd.DataFrame, column: str, t0: float, t1: float) -> float:
+    """Counter delta from the last sample at or before t0 to the first at or after t1.
+
+    For ratios of counters (acceptance): a busy server can answer /metrics late, leaving no sample
+    inside a short window; the smallest sampled interval covering the window still gives the ratio.
+    """
+    if samples.empty or column not in samples:
+        return NAN
+    frame = samples[["t_s", column]].dropna()
+    after = frame[frame["t_s"] >= t1]
+    end = float(after.iloc[0][column]) if len(after) else _at_or_before(samples, column, t1)
+    return end - _at_or_before(samples, column, t0)
+
+
 def _ratio(num: float, den: float) -> float:
     return num / den if den and not math.isnan(den) and not math.isnan(num) and den > 0 else NAN
 
@@ -88,9 +102,9 @@ def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
         values = pd.to_numeric(inside[column], errors="coerce").dropna()
         return float(getattr(values, how)()) if len(values) else NAN
 
-    accepted = counter_delta(server, "spec_accepted_total", t0, t1)
-    drafted = counter_delta(server, "spec_draft_tokens_total", t0, t1)
-    drafts = counter_delta(server, "spec_drafts_total", t0, t1)
+    accepted = covering_delta(server, "spec_accepted_total", t0, t1)
+    drafted = covering_delta(server, "spec_draft_tokens_total", t0, t1)
+    drafts = covering_delta(server, "spec_drafts_total", t0, t1)
     return {
         "acceptance_rate": _ratio(accepted, drafted),
         "mean_acceptance_length": 1 + _ratio(accepted, drafts) if not math.isnan(_ratio(accepted, drafts)) else NAN,

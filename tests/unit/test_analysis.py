@@ -107,3 +107,12 @@ def test_error_prefixes_match_what_the_scenario_writes():
     result = timeline.result(0.02)
     assert judge(result, 2).startswith(LENGTH_ERROR_PREFIXES[0])
     assert judge(result, 1, expected_prompt_tokens=8).startswith(LENGTH_ERROR_PREFIXES[1])
+
+
+def test_acceptance_survives_a_window_with_no_sample_inside():
+    """A busy server answered /metrics late: no sample falls inside the window, the covering one counts."""
+    from lookahead_runner.analysis import covering_delta
+
+    server = pd.DataFrame({"t_s": [0.0, 1.0, 6.0], "a": [0.0, 2.0, 42.0], "d": [0.0, 4.0, 84.0]})
+    assert counter_delta(server, "a", 2.0, 5.0) == 0.0
+    assert covering_delta(server, "a", 2.0, 5.0) / covering_delta(server, "d", 2.0, 5.0) == 0.5

@@ -383,8 +383,13 @@ def _window_acceptance(run_dir: Path, life: str, stage: int) -> float:
         before = server[server["t_s"] <= t][column].dropna()
         return float(before.iloc[-1]) if len(before) else float(server[column].dropna().iloc[0])
 
-    accepted = at("spec_accepted_total", t1) - at("spec_accepted_total", t0)
-    drafted = at("spec_draft_tokens_total", t1) - at("spec_draft_tokens_total", t0)
+    def first_after(column: str, t: float) -> float:
+        # the busy CPU server may answer /metrics late: the sampled interval covering the window
+        after = server[server["t_s"] >= t][column].dropna()
+        return float(after.iloc[0]) if len(after) else at(column, t)
+
+    accepted = first_after("spec_accepted_total", t1) - at("spec_accepted_total", t0)
+    drafted = first_after("spec_draft_tokens_total", t1) - at("spec_draft_tokens_total", t0)
     return accepted / drafted
 
 
