@@ -11,8 +11,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fault_kit import stop_group as _stop
+
+from lookahead_runner.server import free_port as _free_port
 
 from lookahead_runner.records import REQUEST_COLUMNS, STAGE_COLUMNS
 
@@ -44,26 +45,6 @@ class Server:
     url: str
     model: str
     process: subprocess.Popen
-
-
-def _free_port() -> int:
-    """A port free right now (another process could take it before the server binds it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """TERM the process group, wait, then KILL and reap."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    process.wait(timeout=10)
 
 
 def _group_is_empty(pgid: int) -> bool:

@@ -18,7 +18,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -31,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fault_kit import stop_group as _stop
+
+from lookahead_runner.server import free_port as _free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -47,26 +49,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 LIVE_SIGNALS = ("Real batch (running / waiting)", "KV cache usage", "Preemptions", "Generation throughput",
                 "TTFT p50 / p99", "ITL p50 / p99", "Requests (ok / failed)", "Acceptance rate",
                 "Mean acceptance length", "Stage")
-
-
-def _free_port() -> int:
-    """A port free right now (another process could take it before it is bound)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """TERM the process group, wait, then KILL and reap."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    process.wait(timeout=10)
 
 
 def _wait_http(url: str, process: subprocess.Popen, log: Path, timeout_s: float = READY_TIMEOUT_S) -> None:
