@@ -75,15 +75,15 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
 def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep") -> int:
     from . import results
     from .life import render_argv
-    from .runner import plan_lives, probe_and_check, run_sweep
+    from .runner import plan_lives, probe_and_check, run_sweep, server_lives
 
     caps = probe_and_check(config, Path(args.resume) if args.resume else None)
     print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
           f"--num-lookahead-slots: {caps.lookahead_flag}; K written as {caps.spec_style}")
     if args.dry_run:
-        for life in plan_lives(config):
-            argv = render_argv(config, caps, life.setting, config.server.port or 8000)
-            print(f"{life.key}: {shlex.join(results.redact(argv))}")
+        for group in server_lives(plan_lives(config), config.load.repeat_mode == "same-server"):
+            argv = render_argv(config, caps, group[0].setting, config.server.port or 8000)
+            print(f"{', '.join(life.key for life in group)}: {shlex.join(results.redact(argv))}")
         return 0
     if args.resume:
         run_dir = Path(args.resume)

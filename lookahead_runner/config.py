@@ -137,6 +137,9 @@ class LoadConfig(Strict):
     output_tokens: int = Field(64, ge=2)
     temperature: float = Field(0.0, ge=0)
     repeats: int = Field(1, ge=1, le=100)
+    repeat_mode: Literal["restart", "same-server"] = Field(
+        "restart", description="restart: a fresh server per repeat (its startup varies too); same-server: "
+                               "all repeats of a setting on one server life (faster; caches stay warm)")
     warmup_s: float = Field(
         -1.0, description="seconds excluded at each stage start; -1 = max(2 s, 25% of the stage)"
     )

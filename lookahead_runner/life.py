@@ -1,8 +1,9 @@
 """One server life: start the server, wait until it is ready and its memory is stable, warm it
-up, sample it while Locust runs the stages, stop the whole process group, record the outcome.
+up, sample it while Locust runs the stages (once per repeat it hosts), stop the whole process
+group, record the outcomes.
 
-Everything a life produces lands in its own folder as it happens; the life's status.json is
-written `done` only at the very end, so a life cut by a crash or Ctrl-C is rerun by --resume.
+Every repeat's files land in its own folder as they happen; its status.json is written `done`
+only once its load is over, so a repeat cut by a crash or Ctrl-C is rerun by --resume.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import shutil
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +44,28 @@ class Life:
 class Outcome:
     state: str  # done | failed
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class LifeEvents:
+    """What the runner hears from a server life: a repeat starting (on a new server or the same one),
+    its load starting (the live sampler, for progress), and its outcome."""
+
+    started: Callable[[Life, bool], None] = lambda life, new_server: None
+    load_started: Callable[[Sampler], None] = lambda sampler: None
+    finished: Callable[[Life, Outcome], None] = lambda life, outcome: None
+
+
+@dataclass(frozen=True)
+class Served:
+    """A ready server and how to reach and watch it."""
+
+    base_url: str
+    headers: dict[str, str]
+    server: ServerProcess
+    memory: object
+    external: bool
+    sim_file: Path | None
 
 
 def is_simulator(command: list[str]) -> bool:
@@ -103,30 +127,44 @@ def fresh_life_dir(run_dir: Path, life: Life) -> Path:
     return out
 
 
-def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path, say, watch=None,
-             web: bool = False) -> Outcome:
-    """Run one server life; a server that fails to start or dies becomes a failed Outcome.
+def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path, say,
+             events: LifeEvents | None = None, web: bool = False) -> Outcome:
+    """One server life for one repeat (load.repeat_mode = "restart")."""
+    return run_server_life(config, caps, life.setting, [life.repeat], run_dir, say, events, web)[0]
 
-    With `web`, Locust serves its web UI (with the live tabs) on a free local port, printed here."""
-    out = fresh_life_dir(run_dir, life)
-    results.write_status(out, "running")
+
+def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, repeats: list[int], run_dir: Path,
+                    say, events: LifeEvents | None = None, web: bool = False) -> list[Outcome]:
+    """Start the server once and measure `repeats` of `setting` on it, one after another.
+
+    A failed start or a dead server fails every repeat it leaves unmeasured. The server's own files
+    (server.log, server.json) live in the first repeat's folder; each later repeat's status.json
+    names that folder (`server_life`). With `web`, Locust serves its web UI on a free local port."""
+    events = events or LifeEvents()
+    lives = [Life(setting, repeat) for repeat in repeats]
+    host = fresh_life_dir(run_dir, lives[0])
+    results.write_status(host, "running")
     headers = api_headers(config)
     external = bool(config.server.url)
     port = 0 if external else config.server.port or free_port(config.server.host)
     base_url = config.server.url.rstrip("/") if external else f"http://{config.server.host}:{port}"
     simulated = is_simulator(config.server.command) and not external
-    sim_file = out / "sim_gpu.json"
+    sim_file = host / "sim_gpu.json"
     env = config.server.env | (sim_file_env(sim_file) if simulated else {})
-    server = (RunningServer(base_url, out / "server.log", headers) if external else
-              ServerProcess(render_argv(config, caps, life.setting, port), base_url, out / "server.log", env,
+    server = (RunningServer(base_url, host / "server.log", headers) if external else
+              ServerProcess(render_argv(config, caps, setting, port), base_url, host / "server.log", env,
                             config.server.stop_grace_s, headers))
     memory = open_memory_source(config.server.memory_source, simulated, sim_file, lambda: server.pid,
                                 config.server.dcgm_url)
+    served = Served(base_url, headers, server, memory, external, sim_file if simulated else None)
     status: dict = {"memory_source": memory.name, "memory_note": memory.unavailable_reason}
+    outcomes: list[Outcome] = []
+    out = host
     try:
         if not external and config.server.port and port_taken(config.server.host, port):
             raise ServerError(f"server.port {port}: {config.server.host}:{port} is in use by another process; "
                               "stop it, or set server.port = 0 (a free port per server life)")
+        events.started(lives[0], True)
         with server:
             startup_memory: list[tuple[float, float]] = []
             ready_s = server.wait_until_ready(config.server.ready_timeout_s,
@@ -138,45 +176,79 @@ def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path,
             say(f"  ready in {ready_s:.1f} s; memory ({memory.name}) {'stable' if stable else 'NOT stable'} "
                 f"after {stable_s:.1f} s")
             warm_up(base_url, config.server.model, headers, key_env=config.server.api_key_env)
-            deadline_s = sum(s.duration_s for s in config.load.stages) + 2 * config.load.request_timeout_s + 60
-            with Sampler(base_url + "/metrics", memory, out, headers=headers) as sampler:
-                if watch:
-                    watch(sampler)
-                web_port = free_port(WEB_HOST) if web else None
-                if web_port is not None:
-                    say(f"  live view: {web_url(web_port)}")
-                argv = locust_argv(base_url, out, config.server.model, config.load,
-                                   setting_name=life.key, web_port=web_port)
-                hang_s = max(config.load.request_timeout_s, 3.0)
-
-                def abort() -> str:  # asked while Locust runs: stop it at once if the server is gone
-                    if not external and not server.alive():
-                        return died(server)
-                    stalled = sampler.stalled_s()
-                    return (f"the server hung: no token generated for {stalled:.0f} s with requests in flight"
-                            if stalled >= hang_s else "")
-
-                # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
-                load = run_locust(argv, out / "locust.log", deadline_s,
-                                  env=_locust_env(config) | (sim_file_env(sim_file) if simulated else {}),
-                                  abort=abort)
-                alive_at_end = server.alive()
-            # after the closing sample, so this request stays out of the life's token accounting
-            hung = (f"the server hung: a 1-token completion got no answer within {hang_s:.0f} s after the load"
-                    if alive_at_end and not load.aborted
-                    and not answers(base_url, config.server.model, headers, hang_s) else "")
-            if hung and not external and not server.alive():  # not hung: it was dying meanwhile
-                hung, alive_at_end = "", False
-            died_at_end = "" if alive_at_end or external else died(server)
-            status.update(ready_s=round(ready_s, 2), memory_stable=stable, locust_exit=load.exit_code,
-                          metrics_errors=sampler.metrics_errors, last_metrics_error=sampler.last_metrics_error,
-                          write_errors=sampler.write_errors, last_write_error=sampler.last_write_error)
+            status.update(ready_s=round(ready_s, 2), memory_stable=stable)
+            if len(lives) > 1:
+                status.update(server_life=lives[0].key)
+            for index, life in enumerate(lives):
+                if index:
+                    out = fresh_life_dir(run_dir, life)
+                    results.write_status(out, "running", server_life=lives[0].key)
+                    events.started(life, False)
+                reason, measured, alive = measure(config, served, life, out, say, events, web)
+                outcomes.append(_finish(out, life, reason, status | measured, events))
+                if not alive and index + 1 < len(lives):
+                    cause = f"not measured: the server of {lives[0].key} failed in {life.key}: {reason}"
+                    for rest in lives[index + 1:]:
+                        outcomes.append(_finish(fresh_life_dir(run_dir, rest), rest, cause, status, events))
+                    break
         if not external:
             wait_for_port_free(config.server.host, port)
     except ServerError as err:
-        reason = str(err).splitlines()[0]
-        results.write_status(out, "failed", reason, detail=str(err), **status)
-        return Outcome("failed", str(err))
+        first = True
+        for life in lives[len(outcomes):]:
+            folder = out if first else fresh_life_dir(run_dir, life)
+            outcomes.append(_finish(folder, life, str(err), status, events, detail=str(err) if first else ""))
+            first = False
+    return outcomes
+
+
+def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents, detail: str = "") -> Outcome:
+    """Write the repeat's final status.json (`done` only without a reason) and tell the runner."""
+    state = "failed" if reason else "done"
+    extra = {"detail": detail} if detail else {}
+    results.write_status(out, state, reason.splitlines()[0] if reason else "", **extra, **status)
+    outcome = Outcome(state, reason)
+    events.finished(life, outcome)
+    return outcome
+
+
+def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, events: LifeEvents,
+            web: bool) -> tuple[str, dict, bool]:
+    """Sample the ready server while Locust runs the stages into `out`.
+
+    Returns (why the repeat failed or "", status fields, whether the server is alive at the end)."""
+    server, base_url, headers = served.server, served.base_url, served.headers
+    deadline_s = sum(s.duration_s for s in config.load.stages) + 2 * config.load.request_timeout_s + 60
+    sim_env = sim_file_env(served.sim_file) if served.sim_file else {}
+    with Sampler(base_url + "/metrics", served.memory, out, headers=headers) as sampler:
+        events.load_started(sampler)
+        web_port = free_port(WEB_HOST) if web else None
+        if web_port is not None:
+            say(f"  live view: {web_url(web_port)}")
+        argv = locust_argv(base_url, out, config.server.model, config.load, setting_name=life.key,
+                           web_port=web_port)
+        hang_s = max(config.load.request_timeout_s, 3.0)
+
+        def abort() -> str:  # asked while Locust runs: stop it at once if the server is gone
+            if not served.external and not server.alive():
+                return died(server)
+            stalled = sampler.stalled_s()
+            return (f"the server hung: no token generated for {stalled:.0f} s with requests in flight"
+                    if stalled >= hang_s else "")
+
+        # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
+        load = run_locust(argv, out / "locust.log", deadline_s, env=_locust_env(config) | sim_env, abort=abort)
+        alive_at_end = server.alive()
+    # after the closing sample, so this request stays out of the life's token accounting
+    hung = (f"the server hung: a 1-token completion got no answer within {hang_s:.0f} s after the load"
+            if alive_at_end and not load.aborted
+            and not answers(base_url, config.server.model, headers, hang_s) else "")
+    if hung and not served.external and not server.alive():  # not hung: it was dying meanwhile
+        hung, alive_at_end = "", False
+    died_at_end = "" if alive_at_end or served.external else died(server)
+    measured = dict(locust_exit=load.exit_code, metrics_errors=sampler.metrics_errors,
+                    last_metrics_error=sampler.last_metrics_error, write_errors=sampler.write_errors,
+                    last_write_error=sampler.last_write_error)
     reason = (load.aborted or hung if load.aborted or hung
               else "Locust overran its deadline" if load.timed_out
               else died_at_end or "the server died during the load" if not alive_at_end
@@ -185,8 +257,7 @@ def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path,
               else f"Locust was killed by signal {-load.exit_code} (see locust.log)" if load.exit_code < 0
               else f"Locust exited with code {load.exit_code} (see locust.log)" if load.exit_code not in (0, 1)
               else "")
-    results.write_status(out, "failed" if reason else "done", reason, **status)
-    return Outcome("failed" if reason else "done", reason)
+    return reason, measured, alive_at_end and not (hung or load.aborted)
 
 
 def _locust_env(config: SweepConfig) -> dict[str, str]:

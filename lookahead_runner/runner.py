@@ -1,4 +1,7 @@
-"""The sweep loop: probe, plan, one server life per (setting, repeat), finalize.
+"""The sweep loop: probe, plan, server lives, finalize.
+
+A server life hosts one repeat of one setting (load.repeat_mode = "restart"), or every repeat
+of it ("same-server").
 
 Lives run in K order; after each K the decision is re-made from the files, and once the
 method's stop rule fires at the target concurrency the larger K are skipped (early stop,
@@ -14,7 +17,7 @@ from pathlib import Path
 from . import reaper, results
 from .config import SweepConfig
 from .finalize import finalize
-from .life import Life, is_simulator, render_argv, run_life
+from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode
 from .vllm.probe import Capabilities, probe_running_server, run_probe
@@ -26,6 +29,17 @@ def plan_lives(config: SweepConfig) -> list[Life]:
     axis = [(grid.flag, value) for value in grid.values] or [("", "")]
     return [Life(Setting(k, raw, flag, value), r)
             for k in config.speculation.k for flag, value in axis for r in range(config.load.repeats)]
+
+
+def server_lives(lives: list[Life], same_server: bool) -> list[list[Life]]:
+    """The lives each server start hosts: one each ("restart"), or all repeats of a setting."""
+    groups: list[list[Life]] = []
+    for life in lives:
+        if same_server and groups and groups[-1][0].setting == life.setting:
+            groups[-1].append(life)
+        else:
+            groups.append([life])
+    return groups
 
 
 def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
@@ -94,31 +108,46 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
         for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
     lives = plan_lives(config)
+    number = {life.key: n for n, life in enumerate(lives, 1)}
     with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
             SweepProgress(config.load.stages, len(lives)) as progress:
         say = say or progress.say
-        stopped_at = None
-        for number, life in enumerate(lives, 1):
-            out = results.life_dir(run_dir, life.setting.name, life.repeat)
-            tag = f"[{number}/{len(lives)}] {life.key}"
-            if stopped_at is not None:  # lives run in K order: every one left has a larger K
-                out.mkdir(parents=True, exist_ok=True)
-                results.write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
-                say(f"{tag}: skipped (early stop at K={stopped_at})")
-                progress.life_finished()
-                continue
-            if results.life_state(out) == "done":
-                say(f"{tag}: done earlier, kept")
-            else:
-                say(f"{tag}: starting the server")
-                progress.life_started(life.key)
-                outcome = run_life(config, caps, life, run_dir, say, watch=progress.load_started, web=web)
-                say(f"{tag}: {outcome.state}" + (f" - {outcome.reason.splitlines()[0]}" if outcome.reason else ""))
+
+        def tag(life: Life) -> str:
+            return f"[{number[life.key]}/{len(lives)}] {life.key}"
+
+        def started(life: Life, new_server: bool) -> None:
+            say(f"{tag(life)}: {'starting the server' if new_server else 'on the same server'}")
+            progress.life_started(life.key)
+
+        def finished(life: Life, outcome) -> None:
+            say(f"{tag(life)}: {outcome.state}" + (f" - {outcome.reason.splitlines()[0]}" if outcome.reason else ""))
             progress.life_finished()
-            last_of_k = number == len(lives) or lives[number].setting.k != life.setting.k
-            if last_of_k:  # the raw files are on disk already; summary and decision are re-made per K
-                finalize(run_dir, render=False)
+
+        events = LifeEvents(started, progress.load_started, finished)
+        stopped_at = None
+        for group in server_lives(lives, config.load.repeat_mode == "same-server"):
+            todo = []
+            for life in group:
+                out = results.life_dir(run_dir, life.setting.name, life.repeat)
+                if stopped_at is not None:  # lives run in K order: every one left has a larger K
+                    out.mkdir(parents=True, exist_ok=True)
+                    results.write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
+                    say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
+                    progress.life_finished()
+                elif results.life_state(out) == "done":
+                    say(f"{tag(life)}: done earlier, kept")
+                    progress.life_finished()
+                else:
+                    todo.append(life)
+            if todo:
+                run_server_life(config, caps, todo[0].setting, [life.repeat for life in todo], run_dir, say,
+                                events, web=web)
+            last = number[group[-1].key]
+            if stopped_at is not None or (last < len(lives) and lives[last].setting.k == group[-1].setting.k):
+                continue
+            finalize(run_dir, render=False)  # the raw files are on disk already: re-made per K
             # with a grid each flag value has its own decision: no early stop across them
-            if early_stop and last_of_k and stopped_at is None and not config.grid.flag:
+            if early_stop and not config.grid.flag:
                 stopped_at = _stopped_at(run_dir)
     return finalize(run_dir, render=True)
