@@ -76,10 +76,12 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     from . import results
     from .life import render_argv
     from .runner import plan_lives, probe_and_check, run_sweep, server_lives
+    from .vllm.knob import resolve_style
 
     caps = probe_and_check(config, Path(args.resume) if args.resume else None)
     print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
-          f"--num-lookahead-slots: {caps.lookahead_flag}; K written as {caps.spec_style}")
+          f"--num-lookahead-slots: {caps.lookahead_flag}; K written as "
+          f"{resolve_style(caps, config.speculation.flag_style)}")
     if args.dry_run:
         for group in server_lives(plan_lives(config), config.load.repeat_mode == "same-server"):
             argv = render_argv(config, caps, group[0].setting, config.server.port or 8000)

@@ -34,6 +34,7 @@ RUNNER_FLAGS = {
     "--speculative-config": "speculation.k, speculation.method and speculation.draft_model",
     "-sc": "speculation.k, speculation.method and speculation.draft_model",
     "--spec-method": "speculation.method",
+    "--spec-model": "speculation.draft_model",
     "--spec-tokens": "speculation.k",
     "--num-speculative-tokens": "speculation.k",
     "--speculative-model": "speculation.draft_model",
@@ -111,6 +112,9 @@ class SpeculationConfig(Strict):
     raw_lookahead_slots: bool = Field(
         False, description="sweep the literal --num-lookahead-slots instead of K (only where it exists)"
     )
+    flag_style: Literal["auto", "shorthand", "config-json", "legacy-flags"] = Field(
+        "auto", description="how K is written: auto = the best this vLLM accepts (--spec-* shorthands, "
+                            "else --speculative-config JSON, else --speculative-model/--num-speculative-tokens)")
 
     @field_validator("k")
     @classmethod

@@ -81,7 +81,7 @@ def api_headers(config: SweepConfig) -> dict[str, str]:
 def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port: int) -> list[str]:
     s, spec = config.server, config.speculation
     return server_argv(caps, s.command, s.model, s.host, port, s.extra_args, setting, spec.method, spec.draft_model,
-                       s.argv_template or None)
+                       s.argv_template or None, spec.flag_style)
 
 
 def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2, key_env: str = "") -> None:

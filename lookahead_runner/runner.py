@@ -19,8 +19,8 @@ from .config import SweepConfig
 from .finalize import finalize
 from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
 from .progress import SweepProgress
-from .vllm.knob import Setting, check_flags, check_raw_mode
-from .vllm.probe import Capabilities, probe_running_server, run_probe
+from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
+from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, probe_running_server, run_probe
 
 
 def plan_lives(config: SweepConfig) -> list[Life]:
@@ -46,6 +46,8 @@ def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
     """Refuse what this vLLM cannot do, before any server starts."""
     if config.speculation.raw_lookahead_slots:
         check_raw_mode(caps)
+    else:
+        resolve_style(caps, config.speculation.flag_style)
     check_flags(caps, config.server.extra_args + ([config.grid.flag] if config.grid.flag else []))
 
 
@@ -67,8 +69,8 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str =
     lives = [{"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
               "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
               "argv": render_argv(config, caps, life.setting, port), "dir": life.key} for life in plan_lives(config)]
-    knob = ("--num-lookahead-slots" if config.speculation.raw_lookahead_slots
-            else "--speculative-config" if caps.spec_style == "config-json" else "--num-speculative-tokens")
+    style = resolve_style(caps, config.speculation.flag_style)
+    knob = "--num-lookahead-slots" if config.speculation.raw_lookahead_slots else SPEC_STYLE_FLAGS[style][-1]
     return {
         "version": results.PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "probe": caps.to_dict() | {"knob": knob}, "config": config.model_dump(mode="json"),

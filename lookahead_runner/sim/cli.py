@@ -184,10 +184,14 @@ def _config_json_spec(ns: argparse.Namespace, dotted: dict, parser: argparse.Arg
                          "<function loads>.")
         if not isinstance(spec, dict):
             parser.error("argument --speculative-config/-sc: expected a JSON object")
-    spec.update(dotted.get(_SPEC_FLAG, {}))
+    if dotted.get(_SPEC_FLAG):  # vLLM appends the dotted keys as one more JSON: the last one wins
+        spec = dict(dotted[_SPEC_FLAG])
     for flag, key in (("spec_method", "method"), ("spec_model", "model"), ("spec_tokens", "num_speculative_tokens")):
         value = getattr(ns, flag, None)
         if value is not None:
+            if key in spec:
+                raise ConfigError(f"ValueError: --{flag.replace('_', '-')} and --speculative-config['{key}'] "
+                                  "are mutually exclusive")
             spec[key] = value
     return spec or None
 

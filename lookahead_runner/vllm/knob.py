@@ -2,7 +2,8 @@
 
 The swept knob is the per-sequence lookahead K (speculative tokens per step; K = 0 = no
 speculation). How K is written depends on the version (vllm-facts.md):
-`--speculative-model/--num-speculative-tokens` up to 0.8.1, `--speculative-config` JSON after.
+`--speculative-model/--num-speculative-tokens` up to 0.8.1, `--speculative-config` JSON after,
+and the `--spec-method/--spec-model/--spec-tokens` shorthands where the help lists them.
 The literal `--num-lookahead-slots` is only rendered in raw mode, and only where it has effect.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .probe import LOOKAHEAD_FLAG, Capabilities
+from .probe import LOOKAHEAD_FLAG, SPEC_STYLE_FLAGS, Capabilities
 
 
 class KnobError(ValueError):
@@ -58,16 +59,37 @@ def check_flags(caps: Capabilities, extra_args: list[str]) -> None:
             )
 
 
-def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str) -> list[str]:
-    """The flags that turn speculation on with K tokens; [] for K = 0 (the baseline)."""
+def resolve_style(caps: Capabilities, wanted: str = "auto") -> str:
+    """The way K is written: the best this vLLM accepts, or the one the config asks for if accepted."""
+    if wanted == "auto":
+        return caps.spec_style
+    if wanted not in caps.spec_styles:
+        raise KnobError(
+            f"speculation.flag_style = {wanted!r}: vLLM {caps.version} does not accept "
+            f"{' / '.join(SPEC_STYLE_FLAGS[wanted])}; set flag_style = \"auto\" (here: {caps.spec_style}) "
+            f"or one of {', '.join(caps.spec_styles)}"
+        )
+    return wanted
+
+
+def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str, style: str = "auto") -> list[str]:
+    """The flags that turn speculation on with K tokens; [] for K = 0 (the baseline).
+
+    ngram gets prompt_lookup_max = 4 in every style (vLLM's own default is 5)."""
     if k == 0:
         return []
-    if caps.spec_style == "legacy-flags":
+    style = resolve_style(caps, style)
+    if style == "legacy-flags":
         model = "[ngram]" if method == "ngram" else draft_model
         args = ["--speculative-model", model, "--num-speculative-tokens", str(k)]
         if method == "ngram":
             args += ["--ngram-prompt-lookup-max", "4"]
         return args
+    if style == "shorthand":
+        args = ["--spec-method", method, "--spec-tokens", str(k)]
+        # no shorthand exists for prompt_lookup_max; a dotted key merges with the shorthands (0.32)
+        return args + (["--speculative-config.prompt_lookup_max", "4"] if method == "ngram"
+                       else ["--spec-model", draft_model])
     spec: dict = {"method": method, "num_speculative_tokens": k}
     if method == "ngram":
         spec["prompt_lookup_max"] = 4
@@ -87,6 +109,7 @@ def server_argv(
     method: str,
     draft_model: str,
     template: list[str] | None = None,
+    style: str = "auto",
 ) -> list[str]:
     """The full argv of one server life. Never a shell string: each value is one argument.
 
@@ -94,8 +117,8 @@ def server_argv(
     `{host}` and `{port}` are replaced inside its elements and the element `{args}` becomes the
     production flags plus the speculation flags; without one, `COMMAND serve MODEL --host --port ...`.
     """
-    knob = [LOOKAHEAD_FLAG, str(setting.k)] if setting.raw_slots else speculation_args(caps, setting.k, method,
-                                                                                       draft_model)
+    knob = ([LOOKAHEAD_FLAG, str(setting.k)] if setting.raw_slots
+            else speculation_args(caps, setting.k, method, draft_model, style))
     args = [*with_axis(extra_args, setting), *knob]
     if template:
         values = {"model": model, "host": host, "port": str(port)}

@@ -17,6 +17,11 @@ _OPTION_LINE_RE = re.compile(r"^ {1,4}(-{1,2}[A-Za-z0-9].*)$")
 _FLAG_RE = re.compile(r"^--[A-Za-z0-9][\w.-]*")
 
 LOOKAHEAD_FLAG = "--num-lookahead-slots"
+SPEC_STYLE_FLAGS = {  # how K can be written, best first, and the flags each way needs
+    "shorthand": ("--spec-method", "--spec-model", "--spec-tokens"),
+    "config-json": ("--speculative-config",),
+    "legacy-flags": ("--speculative-model", "--num-speculative-tokens"),
+}
 
 
 class ProbeError(RuntimeError):
@@ -49,11 +54,18 @@ class Capabilities:
         return "v1-no-slots"
 
     @property
+    def spec_styles(self) -> tuple[str, ...]:
+        """The ways this vLLM accepts K: `--spec-*` shorthands (0.32+), the JSON config (0.8.2+),
+        legacy flags (up to 0.8.2); best first. Without a readable help, the version decides."""
+        if not self.flags:
+            return ("config-json",) if self.generation != "v0" else ("legacy-flags",)
+        styles = [style for style, flags in SPEC_STYLE_FLAGS.items() if all(flag in self.flags for flag in flags)]
+        return tuple(styles) or ("legacy-flags",)
+
+    @property
     def spec_style(self) -> str:
-        """How K is written: legacy flags before 0.8.2, the JSON config after."""
-        if "--speculative-config" in self.flags or (not self.flags and self.generation != "v0"):
-            return "config-json"
-        return "legacy-flags"
+        """How K is written when the config leaves it to the runner (speculation.flag_style = "auto")."""
+        return self.spec_styles[0]
 
     @property
     def lookahead_flag(self) -> str:

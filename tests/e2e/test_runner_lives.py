@@ -100,7 +100,7 @@ def test_dry_run_prints_every_argv_and_starts_nothing(tmp_path):
     stdout, stderr = runner.communicate(timeout=60)
     assert runner.returncode == 0, stderr
     assert "vLLM 0.32.0" in stdout
-    assert "k0/r0:" in stdout and "k4/r0:" in stdout and "--speculative-config" in stdout
+    assert "k0/r0:" in stdout and "k4/r0:" in stdout and "--spec-tokens 4" in stdout
     assert not (tmp_path / "runs").exists()
 
 

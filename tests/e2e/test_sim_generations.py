@@ -23,7 +23,7 @@ CASES = {  # version: (generation, spec_style, lookahead_flag, method, spec sign
               {"spec_draft_tokens_total", "spec_accepted_total", "spec_emitted_total"}),
     "0.10.2": ("v1", "config-json", "ignored", "eagle",
                {"spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_total"}),
-    "0.32.0": ("v1-no-slots", "config-json", "absent", "draft_model",
+    "0.32.0": ("v1-no-slots", "shorthand", "absent", "draft_model",
                {"spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_total"}),
 }
 

@@ -20,7 +20,8 @@ def test_help_all_of_032_gives_flags_without_lookahead(fixtures_dir):
     assert caps.help_source == "--help=all"
     assert {"--max-num-seqs", "--speculative-config", "--port", "--no-enable-log-requests"} <= caps.flags
     assert "--num-lookahead-slots" not in caps.flags
-    assert (caps.generation, caps.spec_style, caps.lookahead_flag) == ("v1-no-slots", "config-json", "absent")
+    assert (caps.generation, caps.spec_style, caps.lookahead_flag) == ("v1-no-slots", "shorthand", "absent")
+    assert caps.spec_styles == ("shorthand", "config-json")
 
 
 def test_group_summary_help_has_no_flags(fixtures_dir):
@@ -52,9 +53,15 @@ def test_k_rendering_per_generation(fixtures_dir):
     caps = caps_032(fixtures_dir)
     argv = server_argv(caps, ["vllm"], "m", "127.0.0.1", 9000, ["--max-num-seqs", "64"], Setting(4), "draft_model", "d")
     assert argv[:8] == ["vllm", "serve", "m", "--host", "127.0.0.1", "--port", "9000", "--max-num-seqs"]
-    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert argv[9:] == ["--spec-method", "draft_model", "--spec-tokens", "4", "--spec-model", "d"]
+    ngram = server_argv(caps, ["vllm"], "m", "h", 1, [], Setting(3), "ngram", "d")
+    assert ngram[-6:] == ["--spec-method", "ngram", "--spec-tokens", "3", "--speculative-config.prompt_lookup_max", "4"]
+    as_json = server_argv(caps, ["vllm"], "m", "h", 1, [], Setting(4), "draft_model", "d", style="config-json")
+    spec = json.loads(as_json[as_json.index("--speculative-config") + 1])
     assert spec == {"method": "draft_model", "num_speculative_tokens": 4, "model": "d"}
-    assert "--speculative-config" not in server_argv(caps, ["vllm"], "m", "h", 1, [], Setting(0), "draft_model", "d")
+    assert server_argv(caps, ["vllm"], "m", "h", 1, [], Setting(0), "draft_model", "d")[-1] == "1"
+    v10 = Capabilities("0.10.2", frozenset({"--speculative-config", "--port"}))
+    assert server_argv(v10, ["vllm"], "m", "h", 1, [], Setting(2), "eagle", "d")[-2] == "--speculative-config"
     old = Capabilities("0.8.1", frozenset())
     legacy = server_argv(old, ["vllm"], "m", "h", 1, [], Setting(3), "draft_model", "d")
     assert legacy[-4:] == ["--speculative-model", "d", "--num-speculative-tokens", "3"]
@@ -64,7 +71,8 @@ def test_shell_metacharacters_stay_one_argument(fixtures_dir):
     caps = caps_032(fixtures_dir)
     model = "m; rm -rf / $(whoami)"
     argv = server_argv(caps, ["vllm"], model, "h", 1, [], Setting(2), "draft_model", "d`x`")
-    assert model in argv
+    assert model in argv and argv[-1] == "d`x`"
+    argv = server_argv(caps, ["vllm"], model, "h", 1, [], Setting(2), "draft_model", "d`x`", style="config-json")
     assert json.loads(argv[-1])["model"] == "d`x`"
 
 
@@ -79,8 +87,7 @@ def test_argv_template_wraps_the_server_in_a_launcher(fixtures_dir):
     argv = server_argv(caps, ["vllm"], "m x", "h", 9001, ["--max-num-seqs", "8"], Setting(2), "draft_model", "d",
                        template)
     assert argv[:8] == ["docker", "run", "--rm", "-p", "9001:8000", "vllm/vllm-openai", "--model", "m x"]
-    assert argv[8:10] == ["--max-num-seqs", "8"] and argv[10] == "--speculative-config"
-    assert json.loads(argv[11])["num_speculative_tokens"] == 2
+    assert argv[8:] == ["--max-num-seqs", "8", "--spec-method", "draft_model", "--spec-tokens", "2", "--spec-model", "d"]
 
 
 def test_argv_template_must_place_args_and_port():
@@ -90,3 +97,16 @@ def test_argv_template_must_place_args_and_port():
         config_from_dict({"server": {"argv_template": ["ssh", "gpu1", "vllm", "serve", "--port", "{port}"]}})
     with pytest.raises(ConfigError, match=r"server.argv_template: .*\{port\}"):
         config_from_dict({"server": {"argv_template": ["ssh", "gpu1", "vllm", "serve", "{args}"]}})
+
+
+def test_a_flag_style_this_vllm_lacks_is_refused_with_the_fix(fixtures_dir):
+    from lookahead_runner.vllm.knob import resolve_style
+
+    v10 = Capabilities("0.10.2", frozenset({"--speculative-config", "--port"}))
+    with pytest.raises(KnobError) as err:
+        resolve_style(v10, "shorthand")
+    assert str(err.value).startswith("speculation.flag_style = 'shorthand': vLLM 0.10.2 does not accept --spec-method")
+    assert 'flag_style = "auto" (here: config-json)' in str(err.value)
+    assert resolve_style(caps_032(fixtures_dir), "config-json") == "config-json"
+    assert resolve_style(Capabilities("0.8.2", frozenset({"--speculative-config", "--speculative-model",
+                                                            "--num-speculative-tokens"})), "legacy-flags") == "legacy-flags"

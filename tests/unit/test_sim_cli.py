@@ -41,6 +41,23 @@ def test_dotted_speculative_config_keys():
     assert (e.method, e.num_speculative_tokens, e.lookahead_tokens) == ("eagle", 5, 5)
 
 
+def test_shorthand_flags_merge_like_vllm_032():
+    from lookahead_runner.vllm.knob import speculation_args
+    from lookahead_runner.vllm.probe import Capabilities
+
+    caps = Capabilities("0.32.0", frozenset({"--spec-method", "--spec-model", "--spec-tokens", "--speculative-config"}))
+    for method, lookahead in (("draft_model", 3), ("ngram", 0)):
+        e = parse_serve(["m", *speculation_args(caps, 3, method, "d")], PROFILE).engine
+        assert (e.method, e.num_speculative_tokens, e.lookahead_tokens) == (method, 3, lookahead)
+    assert parse_serve(["m", "--spec-model", "d", "--spec-tokens", "2"], PROFILE).engine.method == "draft_model"
+    # real 0.32: a key given both ways is refused; dotted keys replace a whole JSON argument
+    with pytest.raises(ConfigError, match=r"--spec-tokens and --speculative-config\['num_speculative_tokens'\] are mutually"):
+        parse_serve(["m", "-sc", '{"num_speculative_tokens":4}', "--spec-method", "ngram", "--spec-tokens", "2"], PROFILE)
+    with pytest.raises(ConfigError, match="num_speculative_tokens"):
+        parse_serve(["m", "-sc", '{"method":"ngram","num_speculative_tokens":2}',
+                     "--speculative-config.prompt_lookup_max", "4"], PROFILE)
+
+
 def test_bad_speculative_config_is_an_engine_config_error():
     with pytest.raises(ConfigError, match="num_speculative_tokens"):
         parse_serve(["m", "--speculative-config", '{"method":"draft_model"}'], PROFILE)

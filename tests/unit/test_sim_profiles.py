@@ -17,7 +17,7 @@ V0, V10, V32 = (get_profile(v) for v in ("0.6.6", "0.10.2", "0.32.0"))
 EXPECTED = {  # version: (generation, spec_style, lookahead_flag, help_source), per vllm-facts.md
     "0.6.6": ("v0", "legacy-flags", "effective", "--help"),
     "0.10.2": ("v1", "config-json", "ignored", "--help=all"),
-    "0.32.0": ("v1-no-slots", "config-json", "absent", "--help=all"),
+    "0.32.0": ("v1-no-slots", "shorthand", "absent", "--help=all"),
 }
 
 

@@ -75,9 +75,11 @@ DRAFTS = {  # name -> (draft model directory, K values swept, acceptance range e
     "unrelated": ("tiny-draft-unrelated", [2], (0.0, 0.1)),
     "perturbed": ("tiny-draft-perturbed", [4], (0.2, 0.85)),
 }
+# how K is written: 0.32 lists the --spec-* shorthands, so "auto" uses them; one sweep keeps the JSON form
+FLAG_STYLES = {"self": "auto", "unrelated": "config-json", "perturbed": "auto"}
 
 
-def sweep_toml(name: str, draft: str, ks: list[int], raw: bool = False) -> str:
+def sweep_toml(name: str, draft: str, ks: list[int], raw: bool = False, flag_style: str = "auto") -> str:
     stages = ", ".join(f"{{ users = {u}, duration_s = {STAGE_S} }}" for u in USERS)
     return f"""
 name = "{name}"
@@ -98,6 +100,7 @@ k = {json.dumps(ks)}
 method = "draft_model"
 draft_model = {json.dumps(str(MODELS / draft))}
 raw_lookahead_slots = {"true" if raw else "false"}
+flag_style = "{flag_style}"
 [load]
 stages = [{stages}]
 prompt_tokens = {TOKENS}
@@ -222,7 +225,7 @@ def sweeps(tmp_path_factory, baseline):
     root = tmp_path_factory.mktemp("real-vllm")
     for name, (draft, ks, _range) in DRAFTS.items():
         config = root / f"{name}.toml"
-        config.write_text(sweep_toml(f"e2e-{name}", draft, ks))
+        config.write_text(sweep_toml(f"e2e-{name}", draft, ks, flag_style=FLAG_STYLES[name]))
         timeout = 120 + 90 * len(ks)  # probe ~20 s; a life ~25 s start + ~12 s load + stop
         started = time.monotonic()
         with ProcessWatch() as watch:
@@ -302,9 +305,10 @@ def test_probe_reads_the_real_version_and_flags(sweeps):
         assert probe["version"] == "0.32.0"
         assert probe["help_source"] == "--help=all"
         assert probe["lookahead_flag"] == "absent"
-        assert probe["generation"] == "v1-no-slots" and probe["spec_style"] == "config-json"
-        assert probe["knob"] == "--speculative-config"
-        assert "--speculative-config" in probe["flags"] and "--max-num-seqs" in probe["flags"]
+        assert probe["generation"] == "v1-no-slots" and probe["spec_style"] == "shorthand"
+        assert probe["knob"] == ("--speculative-config" if FLAG_STYLES[name] == "config-json" else "--spec-tokens")
+        assert {"--speculative-config", "--spec-method", "--spec-model", "--spec-tokens", "--max-num-seqs"} <= set(
+            probe["flags"])
         assert "--num-lookahead-slots" not in probe["flags"]
         assert probe["flags_count"] > 300  # the full list, not the group summary of plain --help
         assert plan["is_simulator"] is False
@@ -331,10 +335,13 @@ def test_one_server_life_per_setting_and_nothing_survives(sweeps):
             argv = server["argv"]
             assert argv[:3] == [str(LAUNCHER), "serve", str(MODELS / "tiny-target")]
             if life["k"] == 0:
-                assert "--speculative-config" not in argv
-            else:
+                assert not any(arg.startswith(("--spec", "--num-spec")) for arg in argv)
+            elif FLAG_STYLES[name] == "config-json":
                 spec = json.loads(argv[argv.index("--speculative-config") + 1])
                 assert spec == {"method": "draft_model", "num_speculative_tokens": life["k"], "model": str(MODELS / draft)}
+            else:
+                assert argv[-6:] == ["--spec-method", "draft_model", "--spec-tokens", str(life["k"]),
+                                     "--spec-model", str(MODELS / draft)]
             pids.append(server["pid"])
         # started once per setting: one pid per life, and the process table saw exactly those servers
         assert len(set(pids)) == len(ks)
