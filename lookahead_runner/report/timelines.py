@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -68,6 +69,32 @@ _SERVER_SERIES = (("server", "running", "running", PALETTE[0], "solid", False),
                   ("server", "kv_usage", "KV usage %", PALETTE[2], "solid", True))
 _GPU_SERIES = (("gpu", "used_mib", "GPU used MiB", PALETTE[4], "solid", False),
                ("gpu", "total_mib", "GPU total MiB", REFERENCE_COLOUR, "dash", False))
+_PROCESS_SERIES = ("gpu", "server_process_mib", "server process MiB", PALETTE[6], "solid", False)
+_PER_GPU_COLUMN = re.compile(r"gpu(\d+)_used_mib")
+_PER_GPU_COLOURS = tuple(c for i, c in enumerate(PALETTE) if i not in (4, 6))
+PROCESS_NOT_VISIBLE = ("the server process's own GPU memory was not visible: NVML listed none of its pids "
+                       "(a container's own PID namespace, or a driver that hides per-process usage)")
+
+
+def memory_panel_series(gpu: pd.DataFrame) -> tuple:
+    """The memory panel's series: the sums; each GPU's used memory when there are several (one GPU's line
+    would repeat the sum); the server process's memory when some reading saw it."""
+    matches = (_PER_GPU_COLUMN.fullmatch(str(name)) for name in gpu.columns)
+    per_gpu = sorted((int(m.group(1)), m.group(0)) for m in matches if m)
+    series = [_GPU_SERIES[0]]
+    if len(per_gpu) > 1:
+        series += [("gpu", name, f"GPU {index} used MiB", _PER_GPU_COLOURS[n % len(_PER_GPU_COLOURS)], "dot", False)
+                   for n, (index, name) in enumerate(per_gpu)]
+    if column(gpu, _PROCESS_SERIES[1]).notna().any():
+        series.append(_PROCESS_SERIES)
+    return tuple(s for s in series + [_GPU_SERIES[1]] if s[1] in gpu.columns)
+
+
+def process_memory_note(parts: Mapping | None) -> str:
+    """Says why the server-process line is missing when the source tried to measure it."""
+    gpu = _frame(parts, "gpu")
+    name = _PROCESS_SERIES[1]
+    return PROCESS_NOT_VISIBLE if name in gpu.columns and len(gpu) and column(gpu, name).isna().all() else ""
 
 
 def typed_array(values: np.ndarray) -> dict:
@@ -119,10 +146,10 @@ def timeline_figure(parts: Mapping | None) -> dict | None:
         stages.get("t_start_s", pd.Series(dtype="float64")), stages.get("t_end_s", pd.Series(dtype="float64"))])
     times = {"server": server_t, "gpu": gpu_t}
     server_series = tuple(s for s in _SERVER_SERIES if has_server and s[1] in frames["server"].columns)
-    gpu_series = tuple(s for s in _GPU_SERIES if has_gpu and s[1] in frames["gpu"].columns)
-    skeleton = _skeleton(server_series, gpu_series)
+    memory_series = memory_panel_series(frames["gpu"]) if has_gpu else ()
+    skeleton = _skeleton(server_series, memory_series)
     data = []
-    for trace, (frame, name, *_rest) in zip(skeleton["data"], server_series + gpu_series):
+    for trace, (frame, name, *_rest) in zip(skeleton["data"], server_series + memory_series):
         values = column(frames[frame], name) * (100.0 if name == "kv_usage" else 1.0)
         data.append(trace | {"x": typed_array(times[frame]), "y": typed_array(values.to_numpy())})
     shapes, labels = _stage_marks(stage_t0, stage_t1, stages.get("users", pd.Series(dtype="float64")))
@@ -149,7 +176,9 @@ def timeline_entries(timelines: Mapping | None, lives: list[dict]) -> list[dict]
     for index, (title, key, life) in enumerate(ordered):
         parts = timelines.get(key) if key is not None else None
         preemptions = preemptions_during(parts)
-        note = f"preemptions during this life: {preemptions}" if preemptions is not None else ""
+        notes = [f"preemptions during this life: {preemptions}" if preemptions is not None else "",
+                 process_memory_note(parts)]
+        note = "; ".join(n for n in notes if n)
         entry = figure_entry(f"timeline-{index}", title, note, timeline_figure(parts),
                              empty="no data: no server or GPU samples were recorded for this life")
         entry.update({"status": str(life.get("status", "")), "reason": str(life.get("reason", "") or "")})

@@ -11,8 +11,7 @@ from pathlib import Path
 from ..records import CsvAppender
 from ..vllm.metrics import SERVER_SAMPLE_COLUMNS, SIGNALS
 from . import prometheus
-
-GPU_COLUMNS = ("t_s", "used_mib", "total_mib")
+from .memory import BASE_COLUMNS, MemoryReading, reading_cells
 
 
 class Sampler:
@@ -22,12 +21,14 @@ class Sampler:
                  headers: dict[str, str] | None = None) -> None:
         self.metrics_url = metrics_url
         self.memory = memory_source
+        self.out_dir = Path(out_dir)
         self.interval_s = interval_s
         self.headers = headers
         self.metrics_errors = 0
         self.last_metrics_error = ""
         self._server_csv = CsvAppender(out_dir / "server_metrics.csv", SERVER_SAMPLE_COLUMNS, flush_interval_s=0)
-        self._gpu_csv = CsvAppender(out_dir / "gpu.csv", GPU_COLUMNS, flush_interval_s=0)
+        # opened at the first reading: a DCGM source learns its GPUs, and so its columns, only then
+        self._gpu_csv: CsvAppender | None = None
         self.last_values: dict[str, float] = {}
         self.write_errors = 0  # rows lost because the disk refused them (full, read-only)
         self.last_write_error = ""
@@ -50,8 +51,24 @@ class Sampler:
             self._write(self._server_csv, [round(now, 3), *(values.get(k) for k in SIGNALS)])
         reading = self.memory.read()
         if reading is not None:
-            self._write(self._gpu_csv, [round(now, 3), round(reading.used_mib, 1), round(reading.total_mib, 1)])
+            self._write_reading(now, reading)
         return values
+
+    def _open_gpu_csv(self) -> CsvAppender | None:
+        if self._gpu_csv is None:
+            try:
+                self._gpu_csv = CsvAppender(self.out_dir / "gpu.csv", getattr(self.memory, "columns", BASE_COLUMNS),
+                                            flush_interval_s=0)
+            except OSError as err:
+                self.write_errors += 1
+                self.last_write_error = f"{self.out_dir / 'gpu.csv'}: {err.strerror or err}"
+        return self._gpu_csv
+
+    def _write_reading(self, now: float, reading: MemoryReading) -> None:
+        csv = self._open_gpu_csv()
+        if csv is not None:
+            cells = reading_cells(reading)
+            self._write(csv, [round(now, 3), *(cells.get(name) for name in csv.columns[1:])])
 
     def _write(self, csv: CsvAppender, row: list) -> None:
         try:
@@ -94,7 +111,10 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.sample_once()  # and its closing sample, after the load stopped
+        self._open_gpu_csv()  # a header-only gpu.csv when no reading came
         for csv in (self._server_csv, self._gpu_csv):
+            if csv is None:
+                continue
             try:
                 csv.close()
             except OSError as err:
