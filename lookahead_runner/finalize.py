@@ -21,6 +21,9 @@ class RunDirError(ValueError):
     """Not a run folder (no plan.json); the message says what to pass."""
 
 
+SAME_SERVER_NOTE = "; all repeats on one server life (load.repeat_mode), so restart-to-restart variation is not in it"
+
+
 def load_life(directory: Path) -> dict[str, pd.DataFrame]:
     return {
         "requests": results.read_csv(directory / "requests.csv"),
@@ -46,6 +49,19 @@ def _workload_of(directory: Path) -> dict:
     return {"prompt_method": data.get("prompt_method", ""), "prompt_note": data.get("prompt_note", "")}
 
 
+def note_repeat_mode(decision: dict, repeat_mode: str) -> dict:
+    """Repeats measured on one server life say so in their stability evidence: the spread they show
+    leaves out what differs between server starts."""
+    if repeat_mode != "same-server":
+        return decision
+    lists = [decision.get("checklist", [])] + [c.get("checklist", []) for c in decision.get("candidates", [])]
+    for item in (item for items in lists for item in items):
+        if (item["name"] == "repeat stability" and not item["evidence"].startswith("only one")
+                and SAME_SERVER_NOTE not in item["evidence"]):
+            item["evidence"] += SAME_SERVER_NOTE
+    return decision
+
+
 def decide_all(summary: pd.DataFrame, plan: dict, config: SweepConfig) -> dict:
     """The decision over K; with a grid, one per flag value and the best of them overall."""
     version = parse_version(plan["probe"]["version"])
@@ -55,7 +71,8 @@ def decide_all(summary: pd.DataFrame, plan: dict, config: SweepConfig) -> dict:
     for value in values:
         part = summary[summary["axis_value"].astype(str) == value] if config.grid.flag else summary
         argv_by_k = {l["k"]: l["argv"] for l in plan["lives"] if l.get("axis_value", "") == value}
-        decisions.append((value, decide(part, plan["target_users"], th, argv_by_k, version)))
+        decision = decide(part, plan["target_users"], th, argv_by_k, version)
+        decisions.append((value, note_repeat_mode(decision, config.load.repeat_mode)))
     if not config.grid.flag:
         return decisions[0][1]
 

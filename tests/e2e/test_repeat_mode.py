@@ -51,6 +51,9 @@ def test_same_server_measures_every_repeat_on_one_server(tmp_path):
                for life in lives)
     summary = (run_dir / "summary.csv").read_text().splitlines()
     assert len(summary) == 1 + 2 * 3 * 2
+    decision = json.loads((run_dir / "decision.json").read_text())
+    (stability,) = [item for item in decision["checklist"] if item["name"] == "repeat stability"]
+    assert "over 3 repeats" in stability["evidence"] and "all repeats on one server life" in stability["evidence"]
     assert not processes_of(model)
 
 

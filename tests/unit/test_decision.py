@@ -196,3 +196,18 @@ def test_per_batch_size_ranges_merge_neighbours_with_the_same_k():
     ranges = per_batch_size_config([{"running_mean": 4, "best_k": 4}, {"running_mean": 30, "best_k": 4},
                                     {"running_mean": 60, "best_k": 0}])
     assert ranges == [[1, 45, 4], [46, 1_000_000, 0]]
+
+
+def test_same_server_repeats_say_so_in_their_stability_evidence():
+    from lookahead_runner.finalize import SAME_SERVER_NOTE, note_repeat_mode
+
+    def decision():
+        shared = {"name": "repeat stability", "passed": True, "evidence": "req/s over 3 repeats 9.8-10.1"}
+        single = {"name": "repeat stability", "passed": False, "evidence": "only one repeat: set load.repeats >= 2"}
+        return {"checklist": [shared], "candidates": [{"checklist": [shared]}, {"checklist": [single]}]}
+
+    noted = note_repeat_mode(decision(), "same-server")
+    assert noted["checklist"][0]["evidence"] == "req/s over 3 repeats 9.8-10.1" + SAME_SERVER_NOTE  # once, though shared
+    assert noted["candidates"][1]["checklist"][0]["evidence"].startswith("only one repeat") and \
+        SAME_SERVER_NOTE not in noted["candidates"][1]["checklist"][0]["evidence"]
+    assert note_repeat_mode(decision(), "restart") == decision()
