@@ -22,7 +22,7 @@ from lookahead_runner.sim import __main__ as sim_main
 
 
 def k_of(argv: list[str]) -> int:
-    for flag in ("--speculative-config", "--num-speculative-tokens"):
+    for flag in ("--speculative-config", "--spec-tokens", "--num-speculative-tokens"):
         if flag in argv:
             value = argv[argv.index(flag) + 1]
             return int(json.loads(value)["num_speculative_tokens"]) if value.startswith("{") else int(value)
