@@ -3,13 +3,15 @@ measured into its own folder with its own closed token window; a server that die
 repeats it leaves unmeasured."""
 import csv
 import json
+import os
+import signal
 import subprocess
 import sys
 import uuid
 
 import pytest
-from fault_kit import processes_of
-from test_runner_lives import sweep_toml
+from fault_kit import processes_of, wait_for
+from test_runner_lives import life_is_loading, start_runner, sweep_toml
 
 pytestmark = pytest.mark.e2e
 
@@ -70,4 +72,33 @@ def test_same_server_death_fails_the_repeats_left(tmp_path):
         later = status(run_dir, f"k0/r{repeat}")
         assert later["state"] == "failed"
         assert later["reason"].startswith("not measured: the server of k0/r0 failed in k0/r0")
+    assert not processes_of(model)
+
+
+def test_same_server_cut_in_a_later_repeat_resumes_only_that_repeat(tmp_path):
+    model = f"sim/same-cut-{uuid.uuid4().hex[:8]}"
+    toml = sweep_toml(model, "[0]", [(4, 3), (8, 3)], 8).replace(
+        "warmup_s = 1.0", "warmup_s = 1.0\nrepeats = 2\nrepeat_mode = \"same-server\"")
+    runner = start_runner(tmp_path, toml)
+    try:
+        wait_for(lambda: life_is_loading(tmp_path / "runs", "k0/r1"), 120, "the second repeat's load")
+        os.kill(runner.pid, signal.SIGINT)
+        _, stderr = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+    assert runner.returncode == 130 and "Traceback" not in stderr
+    wait_for(lambda: not processes_of(model), 10, "every server and Locust process to exit")
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    assert status(run_dir, "k0/r0")["state"] == "done"
+    assert status(run_dir, "k0/r1")["state"] == "running"
+    first = (run_dir / "k0/r0/requests.csv").stat().st_mtime_ns
+
+    resumed = subprocess.run([sys.executable, "-m", "lookahead_runner", "sweep", "--resume", str(run_dir)],
+                             capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "k0/r0: done earlier, kept" in resumed.stdout and "k0/r1: starting the server" in resumed.stdout
+    assert (run_dir / "k0/r0/requests.csv").stat().st_mtime_ns == first
+    # the rerun repeat had a server life of its own: its folder holds that server's record
+    assert status(run_dir, "k0/r1")["state"] == "done" and (run_dir / "k0/r1/server.json").exists()
     assert not processes_of(model)
