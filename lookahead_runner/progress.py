@@ -1,4 +1,4 @@
-"""Progress over the whole sweep (rich): current life, stage, users, server tok/s, ETA.
+"""Progress over the whole sweep (rich): current life, stage, users, server req/s and tok/s, ETA.
 
 The bar advances in planned seconds of load; a background refresh reads the live sampler's last
 values, so the numbers shown are the server's own counters.
@@ -26,7 +26,7 @@ class SweepProgress:
         self._sampler = None
         self._load_started = 0.0
         self._done_s = 0.0
-        self._last = (0.0, 0.0)
+        self._last: dict = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._refresh_loop, daemon=True)
 
@@ -34,7 +34,7 @@ class SweepProgress:
         self.console.print(text, highlight=False) if self.enabled else print(text, flush=True)
 
     def life_started(self, key: str) -> None:
-        self._life, self._sampler, self._last = key, None, (0.0, 0.0)
+        self._life, self._sampler, self._last = key, None, {}
 
     def load_started(self, sampler) -> None:
         self._sampler, self._load_started = sampler, time.monotonic()
@@ -53,13 +53,22 @@ class SweepProgress:
                 stage_no, users = number, stage.users
                 break
         values = self._sampler.last_values if self._sampler else {}
-        rate = ""
-        if "generation_tokens_total" in values:
-            t_prev, tokens_prev = self._last
-            if t_prev and values["t_s"] > t_prev:
-                rate = f", {(values['generation_tokens_total'] - tokens_prev) / (values['t_s'] - t_prev):.0f} tok/s"
-            self._last = (values["t_s"], values["generation_tokens_total"])
-        return f"{self._life} stage {stage_no}/{len(self.stages)} ({users} users{rate})", min(elapsed, self.stage_total_s)
+        return (f"{self._life} stage {stage_no}/{len(self.stages)} ({users} users{self._rates(values)})",
+                min(elapsed, self.stage_total_s))
+
+    def _rates(self, values: dict) -> str:
+        """Server-side req/s and tok/s since the previous refresh, from its own counters."""
+        if "t_s" not in values:
+            return ""
+        previous, self._last = self._last, values
+        dt = values["t_s"] - previous.get("t_s", values["t_s"])
+        if dt <= 0:
+            return ""
+        parts = [f", {(values[name] - previous[name]) / dt:.{digits}f} {unit}"
+                 for name, unit, digits in (("requests_success_total", "req/s", 1),
+                                            ("generation_tokens_total", "tok/s", 0))
+                 if name in values and name in previous]
+        return "".join(parts)
 
     def _refresh_loop(self) -> None:
         while not self._stop.wait(1.0):
