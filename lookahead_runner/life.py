@@ -127,12 +127,6 @@ def fresh_life_dir(run_dir: Path, life: Life) -> Path:
     return out
 
 
-def run_life(config: SweepConfig, caps: Capabilities, life: Life, run_dir: Path, say,
-             events: LifeEvents | None = None, web: bool = False) -> Outcome:
-    """One server life for one repeat (load.repeat_mode = "restart")."""
-    return run_server_life(config, caps, life.setting, [life.repeat], run_dir, say, events, web)[0]
-
-
 def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, repeats: list[int], run_dir: Path,
                     say, events: LifeEvents | None = None, web: bool = False) -> list[Outcome]:
     """Start the server once and measure `repeats` of `setting` on it, one after another.
