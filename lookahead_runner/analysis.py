@@ -189,10 +189,11 @@ def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_t
             "length_mismatches": mismatches}
 
 
-def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
-               setting: str, k: int, repeat: int, rules: WindowRules) -> list[dict]:
-    """One summary row per stage of one server life."""
-    rows = []
+def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
+                  setting: str, k: int, repeat: int, rules: WindowRules) -> list[tuple[dict, pd.DataFrame, pd.DataFrame, float]]:
+    """Per stage of one server life: its summary row, the requests that finished in its window, the
+    successful ones among them, and the window's start (unix seconds)."""
+    out = []
     for stage in stages.itertuples(index=False):
         t0 = stage.t_start_s + rules.warmup_for(stage.t_end_s - stage.t_start_s)
         t1 = stage.t_end_s
@@ -213,8 +214,14 @@ def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFram
             "client_cpu_pct": _client_cpu(ok),
         }
         row["valid"], row["invalid_reason"] = _validity(row, rules)
-        rows.append(row)
-    return rows
+        out.append((row, finished, ok, t0))
+    return out
+
+
+def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
+               setting: str, k: int, repeat: int, rules: WindowRules) -> list[dict]:
+    """One summary row per stage of one server life."""
+    return [row for row, *_ in stage_windows(requests, stages, server, gpu, setting, k, repeat, rules)]
 
 
 def summary_frame(rows: list[dict]) -> pd.DataFrame:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from .decision.schema import Decision
 from .config import ConfigError, SweepConfig, config_from_dict, error_line, load_config
 
 DEMO_CONFIG = resources.files("lookahead_runner") / "presets" / "demo.toml"
+EXIT_NOT_DECIDED = 3
 
 
 class UsageError(ValueError):
@@ -102,15 +104,26 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     except OSError as err:
         raise ResultsError(f"cannot write {err.filename or run_dir}: {err.strerror or err}; the lives finished "
                            f"before are kept: free space, then continue with --resume {run_dir}") from None
-    decision = json.loads((run_dir / "decision.json").read_text(encoding="utf-8"))
-    print(f"\n{decision.get('verdict', '')}")
-    for reason in decision.get("reasons", []) + decision.get("diagnoses", []):
+    decision = Decision.model_validate_json((run_dir / "decision.json").read_text(encoding="utf-8"))
+    print(f"\n{decision.verdict}")
+    for reason in decision.reasons + decision.diagnoses:
         print(f"  - {reason}")
+    for step in decision.next_runs:
+        print(f"  > {step}")
     print(f"\nreport: {report}")
-    failed = decision.get("failed_lives", [])
-    if failed:
-        print(f"{len(failed)} server lives failed; first: {failed[0]['life']}: {failed[0]['reason']}", file=sys.stderr)
-    return 0 if decision.get("recommended") else 1
+    if decision.failed_lives:
+        first = decision.failed_lives[0]
+        print(f"{len(decision.failed_lives)} server lives failed; first: {first.life}: {first.reason}", file=sys.stderr)
+    return exit_code(decision)
+
+
+def exit_code(decision: Decision) -> int:
+    """0 a recommendation (or a ramp measured); 3 measured but not decided yet (run more); 1 none can be made."""
+    if decision.mode == "ramp":
+        return 1 if decision.status == "no_measurement" else 0
+    if decision.recommended is not None and decision.status == "decided":
+        return 0
+    return EXIT_NOT_DECIDED if decision.status == "not_decided" else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -183,16 +184,66 @@ class GridConfig(Strict):
 
 
 class DecisionConfig(Strict):
+    """Every threshold of the decision, in one place; the report shows the run's values."""
+
     target_users: int = Field(0, ge=0, description="concurrency the decision is made at; 0 = the last stage")
-    memory_rise_frac: float = Field(0.05, ge=0, description="a memory rise this large counts as clear")
-    throughput_gain_frac: float = Field(0.02, ge=0, description="req/s must rise at least this much to pay for it")
-    tie_tolerance_frac: float = Field(0.03, ge=0, description="throughputs within this are a tie: smaller K wins")
-    repeat_spread_frac: float = Field(0.10, ge=0, description="max (max-min)/median of req/s across repeats")
+    objective: Literal["req_per_s", "output_tok_per_s", "goodput"] = Field(
+        "req_per_s", description="what the best K maximises; goodput = requests/s meeting every SLO")
+    slo: dict[str, float] = Field(
+        default_factory=dict, description="per-request SLOs, METRIC_pNN_ms = limit (METRIC: ttft, tpot, itl, "
+                                          "e2e), e.g. ttft_p99_ms = 500; a K breaking one is blocked")
+    memory_rise_frac: float = Field(0.05, ge=0, description="a memory rise this large counts as clear (stop rule)")
+    throughput_gain_frac: float = Field(0.02, ge=0, description="the objective must rise this much to pay for it")
+    tie_tolerance_frac: float = Field(0.03, ge=0, description="objectives within this are a tie: smaller K wins")
+    latency_percentile: float = Field(90.0, gt=0, lt=100, description="e2e percentile the latency gate reads "
+                                                                      "when no SLO is given")
+    latency_tolerance_frac: float = Field(0.10, ge=0, description="e2e worse than the baseline by more than this "
+                                                                  "(and beyond its interval) blocks a K")
+    failure_rate_slack: float = Field(0.005, ge=0, description="failure or timeout rate above the baseline's by "
+                                                               "more than this (and beyond its interval) blocks a K")
+    batch_drop_frac: float = Field(0.10, ge=0, le=1, description="real batch below the baseline's by more than "
+                                                                 "this blocks a K (lower --max-num-seqs first)")
+    repeat_spread_frac: float = Field(0.10, ge=0, description="advice: (max-min)/median of req/s across repeats")
     low_acceptance: float = Field(0.3, ge=0, le=1, description="acceptance below this is acceptance-bound")
     kv_headroom_frac: float = Field(0.05, ge=0, le=1, description="KV usage peak must stay under 1 - this")
+    confidence: float = Field(0.90, ge=0.5, le=1, description="share of resamples the recommended K must win; "
+                                                              "below it the verdict is \"not decided yet\"")
+    interval_level: float = Field(0.95, gt=0.5, lt=1, description="confidence level of every interval shown")
+    resamples: int = Field(1000, ge=50, le=100_000, description="bootstrap resamples behind intervals and confidence")
+    seed: int = Field(0, description="seed of the resampling (the same run gives the same report)")
+    bin_min_s: float = Field(1.0, gt=0, description="shortest throughput bin inside a window (batch means); bins "
+                                                    "are at least one median request long")
+    knee_gain_per_doubling: float = Field(0.10, ge=0, description="more users buying less throughput than this per "
+                                                                  "doubling, at a latency or KV cost, is the knee")
+    knee_latency_rise_frac: float = Field(0.25, ge=0, description="a TTFT or e2e p50 rise this large is a latency "
+                                                                  "cost at the knee")
     min_requests: int = Field(10, ge=1, description="a stage window with fewer requests is invalid")
     max_client_lag_p99_ms: float = Field(
         50.0, gt=0, description="a window whose Locust loop lag p99 exceeds this is invalid (client saturated)")
+
+    @field_validator("slo")
+    @classmethod
+    def _slo_keys(cls, value: dict[str, float]) -> dict[str, float]:
+        from .decision.slo import parse_slo_key
+
+        for key, limit in value.items():
+            parse_slo_key(key)
+            if not limit > 0:
+                raise ValueError(f"SLO {key} = {limit}: give a limit in ms above 0")
+        return value
+
+    @model_validator(mode="after")
+    def _goodput_needs_slo(self) -> "DecisionConfig":
+        if self.objective == "goodput" and not self.slo:
+            raise ValueError("objective = \"goodput\" counts requests meeting every SLO: set at least one in "
+                             "decision.slo, e.g. ttft_p99_ms = 500")
+        return self
+
+    @cached_property
+    def slos(self):
+        from .decision.slo import parse_slos
+
+        return parse_slos(self.slo)
 
 
 class SweepConfig(Strict):

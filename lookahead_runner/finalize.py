@@ -5,16 +5,17 @@ or interrupted, and the sweep calls it after every server life.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from . import results
-from .analysis import WindowRules, life_token_check, stage_rows, summary_frame
+from .analysis import WindowRules, life_token_check, stage_windows, summary_frame
 from .config import SweepConfig
-from .decision import Thresholds, decide
+from .decision import Decision, Window, decide, evidence, window
+from .decision.schema import AxisDecision, LifeNote
 from .ramp import ramp_decision
-from .vllm.probe import parse_version
 
 
 class RunDirError(ValueError):
@@ -33,13 +34,6 @@ def load_life(directory: Path) -> dict[str, pd.DataFrame]:
     }
 
 
-def thresholds_from(config: SweepConfig) -> Thresholds:
-    d = config.decision
-    return Thresholds(memory_rise_frac=d.memory_rise_frac, throughput_gain_frac=d.throughput_gain_frac,
-                      tie_tolerance_frac=d.tie_tolerance_frac, repeat_spread_frac=d.repeat_spread_frac,
-                      low_acceptance=d.low_acceptance, kv_headroom_frac=d.kv_headroom_frac)
-
-
 def _workload_of(directory: Path) -> dict:
     """How the scenario built its prompts in this life (workload.json): tokenize or token-ids."""
     try:
@@ -49,44 +43,105 @@ def _workload_of(directory: Path) -> dict:
     return {"prompt_method": data.get("prompt_method", ""), "prompt_note": data.get("prompt_note", "")}
 
 
-def note_repeat_mode(decision: dict, repeat_mode: str) -> dict:
+def note_repeat_mode(decision: Decision, repeat_mode: str) -> Decision:
     """Repeats measured on one server life say so in their stability evidence: the spread they show
     leaves out what differs between server starts."""
     if repeat_mode != "same-server":
         return decision
-    lists = [decision.get("checklist", [])] + [c.get("checklist", []) for c in decision.get("candidates", [])]
-    for item in (item for items in lists for item in items):
-        if (item["name"] == "repeat stability" and not item["evidence"].startswith("only one")
-                and SAME_SERVER_NOTE not in item["evidence"]):
-            item["evidence"] += SAME_SERVER_NOTE
+    for item in decision.checklist:
+        if item.name == "repeat stability" and item.unknown_because != "too little data" \
+                and SAME_SERVER_NOTE not in item.evidence:
+            item.evidence += SAME_SERVER_NOTE
     return decision
 
 
-def decide_all(summary: pd.DataFrame, plan: dict, config: SweepConfig) -> dict:
-    """The decision over K; with a grid, one per flag value and the best of them overall."""
-    version = parse_version(plan["probe"]["version"])
-    th = thresholds_from(config)
+@dataclass
+class RunData:
+    """A run folder read back: its plan and config, the summary rows and the decision's evidence."""
+
+    plan: dict
+    config: SweepConfig
+    summary: pd.DataFrame
+    windows: list[tuple[str, Window]]           # (grid axis value, window) for every valid window
+    timelines: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)
+    statuses: dict[str, dict] = field(default_factory=dict)
+
+    def evidence(self, axis_value: str = ""):
+        return evidence([w for value, w in self.windows if value == axis_value], self.config.target_users)
+
+    def argv_by_k(self, axis_value: str = "") -> dict[int, list[str]]:
+        return {l["k"]: l["argv"] for l in self.plan["lives"] if l.get("axis_value", "") == axis_value}
+
+
+def read_plan(run_dir: Path) -> tuple[dict, SweepConfig]:
+    try:
+        plan = results.read_json(run_dir / "plan.json")
+    except (OSError, ValueError):
+        raise RunDirError(f"{run_dir}: no readable plan.json; pass a folder made by `lookahead-runner sweep`") from None
+    try:
+        config = SweepConfig.model_validate(plan["config"])
+        plan["lives"], plan["probe"]["version"]
+    except (KeyError, TypeError, ValueError):
+        raise RunDirError(f"{run_dir}: plan.json is not a plan this version can read; "
+                          "pass a folder made by `lookahead-runner sweep`") from None
+    return plan, config
+
+
+def read_run(run_dir: Path) -> RunData:
+    """Every life's raw files -> summary rows and evidence windows (pure analysis; only reads)."""
+    plan, config = read_plan(run_dir)
+    rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
+                        expected_output_tokens=config.load.output_tokens,
+                        expected_prompt_tokens=config.load.prompt_tokens,
+                        max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms)
+    data = RunData(plan, config, pd.DataFrame(), [])
+    rows = []
+    for life in plan["lives"]:
+        directory = run_dir / life["dir"]
+        state = results.life_state(directory)
+        status = results.read_json(directory / "status.json") if state != "missing" else {}
+        data.statuses[life["dir"]] = status
+        life["status"], life["reason"] = state, status.get("reason", "")
+        if state == "missing":
+            continue
+        frames = load_life(directory)
+        data.timelines[life["dir"]] = {"server": frames["server"], "gpu": frames["gpu"], "stages": frames["stages"]}
+        life["tokens"] = life_token_check(frames["requests"], frames["server"]) | _workload_of(directory)
+        if state == "done" and not frames["stages"].empty and not frames["requests"].empty:
+            for row, finished, ok, t0 in stage_windows(frames["requests"], frames["stages"], frames["server"],
+                                                       frames["gpu"], life["setting"], life["k"], life["repeat"], rules):
+                rows.append(row)
+                if row["valid"]:
+                    data.windows.append((str(life.get("axis_value", "")), window(row, finished, ok, t0)))
+    data.summary = summary_frame(rows)
+    if config.grid.flag:
+        axis_of = {life["setting"]: life.get("axis_value", "") for life in plan["lives"]}
+        data.summary.insert(1, "axis_value", data.summary["setting"].map(axis_of))
+    return data
+
+
+def decide_all(data: RunData) -> Decision:
+    """The decision over K; with a grid, one per flag value and the best decided one overall."""
+    config = data.config
+    schedule_form = (data.plan["probe"].get("schedule_capability") or {}).get("form")
     values = config.grid.values or [""]
-    decisions = []
-    for value in values:
-        part = summary[summary["axis_value"].astype(str) == value] if config.grid.flag else summary
-        argv_by_k = {l["k"]: l["argv"] for l in plan["lives"] if l.get("axis_value", "") == value}
-        decision = decide(part, plan["target_users"], th, argv_by_k, version)
-        decisions.append((value, note_repeat_mode(decision, config.load.repeat_mode)))
+    decisions = [(value, decide(data.evidence(value), config.decision, data.argv_by_k(value), schedule_form))
+                 for value in values]
+    decisions = [(value, note_repeat_mode(d, config.load.repeat_mode)) for value, d in decisions]
     if not config.grid.flag:
         return decisions[0][1]
 
-    def score(decision: dict) -> float:
-        rec = decision.get("recommended")
-        picked = [c for c in decision.get("candidates", []) if rec and c["k"] == rec["k"]]
-        return picked[0]["conservative_req_per_s"] if picked else float("-inf")
+    def score(decision: Decision) -> float:
+        chosen = [c for c in decision.candidates if decision.recommended and c.k == decision.recommended.k]
+        return chosen[0].objective if chosen else float("-inf")
 
     value, best = max(decisions, key=lambda item: score(item[1]))
-    best = dict(best)
-    best["verdict"] = f"With {config.grid.flag} {value}: {best['verdict']}"
-    best["by_axis"] = [{"flag": config.grid.flag, "value": v, "verdict": d["verdict"],
-                        "k": (d.get("recommended") or {}).get("k"), "conservative_req_per_s": score(d)}
-                       for v, d in decisions]
+    best = best.model_copy(deep=True)
+    best.verdict = f"With {config.grid.flag} {value}: {best.verdict}"
+    best.by_axis = [AxisDecision(flag=config.grid.flag, value=v, status=d.status,
+                                 k=d.recommended.k if d.recommended else None,
+                                 objective=score(d) if d.recommended else None, verdict=d.verdict)
+                    for v, d in decisions]
     return best
 
 
@@ -115,61 +170,29 @@ def telemetry_gaps(statuses: dict[str, dict]) -> list[str]:
 
 def finalize(run_dir: Path, render: bool = True) -> Path:
     run_dir = Path(run_dir)
-    try:
-        plan = results.read_json(run_dir / "plan.json")
-    except (OSError, ValueError):
-        raise RunDirError(f"{run_dir}: no readable plan.json; pass a folder made by `lookahead-runner sweep`") from None
-    try:
-        config = SweepConfig.model_validate(plan["config"])
-        plan["lives"], plan["probe"]["version"]
-    except (KeyError, TypeError, ValueError):
-        raise RunDirError(f"{run_dir}: plan.json is not a plan this version can read; "
-                          "pass a folder made by `lookahead-runner sweep`") from None
-    rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
-                        expected_output_tokens=config.load.output_tokens,
-                        expected_prompt_tokens=config.load.prompt_tokens,
-                        max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms)
-    rows, timelines, statuses = [], {}, {}
-    for life in plan["lives"]:
-        directory = run_dir / life["dir"]
-        state = results.life_state(directory)
-        status = results.read_json(directory / "status.json") if state != "missing" else {}
-        statuses[life["dir"]] = status
-        life["status"], life["reason"] = state, status.get("reason", "")
-        if state == "missing":
-            continue
-        frames = load_life(directory)
-        timelines[life["dir"]] = {"server": frames["server"], "gpu": frames["gpu"], "stages": frames["stages"]}
-        life["tokens"] = life_token_check(frames["requests"], frames["server"]) | _workload_of(directory)
-        if state == "done" and not frames["stages"].empty and not frames["requests"].empty:
-            rows += stage_rows(frames["requests"], frames["stages"], frames["server"], frames["gpu"],
-                               life["setting"], life["k"], life["repeat"], rules)
-    summary = summary_frame(rows)
-    if config.grid.flag:
-        axis_of = {life["setting"]: life.get("axis_value", "") for life in plan["lives"]}
-        summary.insert(1, "axis_value", summary["setting"].map(axis_of))
-    results.write_summary(run_dir, summary)
+    data = read_run(run_dir)
+    plan, config = data.plan, data.config
+    results.write_summary(run_dir, data.summary)
     results.write_lives(run_dir, plan["lives"])
     if plan.get("mode") == "ramp":
         life = plan["lives"][0]
-        decision = ramp_decision(summary, life["k"], life["argv"], config.decision.throughput_gain_frac)
+        decision = ramp_decision(data.evidence(), life["k"], life["argv"], config.decision)
     else:
-        decision = decide_all(summary, plan, config)
-    for state in ("failed", "skipped"):
-        decision[f"{state}_lives"] = [{"life": l["dir"], "reason": l["reason"]}
-                                      for l in plan["lives"] if l["status"] == state]
+        decision = decide_all(data)
+    for state, notes in (("failed", decision.failed_lives), ("skipped", decision.skipped_lives)):
+        notes.extend(LifeNote(life=l["dir"], reason=l["reason"]) for l in plan["lives"] if l["status"] == state)
     fallbacks = [l["dir"] for l in plan["lives"] if l.get("tokens", {}).get("prompt_method") not in (None, "", "tokenize")]
     if fallbacks:
-        decision["diagnoses"].append(f"Prompts in {len(fallbacks)} lives were token ids, not text calibrated "
-                                     f"through /tokenize (see lives.csv prompt_note), e.g. {fallbacks[0]}.")
-    if decision["skipped_lives"]:
+        decision.diagnoses.append(f"Prompts in {len(fallbacks)} lives were token ids, not text calibrated "
+                                  f"through /tokenize (see lives.csv prompt_note), e.g. {fallbacks[0]}.")
+    if decision.skipped_lives:
         ks = sorted({l["k"] for l in plan["lives"] if l["status"] == "skipped"})
-        decision["reasons"].append(f"Early stop: K {ks} were not run once the stop rule fired "
-                                   f"(rerun with --no-early-stop to measure them).")
-    decision["diagnoses"] = list(decision.get("diagnoses") or []) + telemetry_gaps(statuses)
-    results.write_json(run_dir / "decision.json", decision)
+        decision.reasons.append(f"Early stop: K {ks} were not run once the stop rule fired "
+                                f"(rerun with --no-early-stop to measure them).")
+    decision.diagnoses += telemetry_gaps(data.statuses)
+    results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:
         return run_dir / "summary.csv"
     from .report.render import write_report  # jinja2 + plotly load only when a page is rendered
 
-    return write_report(run_dir, summary, decision, plan, timelines)
+    return write_report(run_dir, data.summary, decision, plan, data.timelines)

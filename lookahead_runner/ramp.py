@@ -1,12 +1,14 @@
 """The concurrency-scaling check alone (`lookahead-runner ramp`): one setting, rising stages,
-the knee where throughput stops growing. Pure: a config in, a config out; a summary in, a
-decision-shaped dict out (so the same report machinery renders it).
+the knee where more users buy little throughput at a latency or KV cost. Pure: a config in, a
+config out; evidence in, a `Decision` out (so the same report machinery renders it).
 """
 from __future__ import annotations
 
-import pandas as pd
-
-from .config import SweepConfig, StageConfig
+from .config import DecisionConfig, StageConfig, SweepConfig
+from .decision import Decision, Evidence, evaluate_stages
+from .decision.engine import cell_summaries
+from .decision.knee import find_knee
+from .decision.schema import Recommended, StagePick
 
 DEFAULT_USERS = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -27,30 +29,26 @@ def ramp_config(config: SweepConfig, k: int | None, users: list[int] | None, sta
     return SweepConfig.model_validate(data)
 
 
-def find_knee(summary: pd.DataFrame, gain_frac: float) -> dict:
-    """The last stage whose req/s still grew by at least `gain_frac` over the stage before it."""
-    valid = summary[summary["valid"].astype(bool)].sort_values("users")
-    points = valid.groupby("users", as_index=False)["req_per_s"].median()
-    if points.empty:
-        return {"knee_users": None, "reason": "no valid stage: nothing to judge"}
-    knee = points.iloc[0]
-    for prev, row in zip(points.itertuples(index=False), points.iloc[1:].itertuples(index=False)):
-        growth = (row.req_per_s - prev.req_per_s) / prev.req_per_s if prev.req_per_s else 0.0
-        if growth < gain_frac:
-            return {"knee_users": int(prev.users), "next_users": int(row.users), "growth": growth,
-                    "reason": f"req/s grew {growth:+.1%} from {prev.users} to {row.users} users "
-                              f"({prev.req_per_s:.2f} -> {row.req_per_s:.2f}): the knee is {prev.users} users"}
-        knee = row
-    return {"knee_users": int(knee.users), "next_users": None, "growth": None,
-            "reason": f"req/s still grew at the last stage ({int(knee.users)} users): add higher stages to find the knee"}
+def ramp_decision(ev: Evidence, k: int, argv: list[str], p: DecisionConfig) -> Decision:
+    """The knee of one K over the ramp's stages, as a decision the report renders."""
+    stages = evaluate_stages(ev, p)
+    stages = {u: st for u, st in stages.items() if k in st.stats}
+    base = {"mode": "ramp", "objective": p.objective, "resamples": p.resamples, "confidence_threshold": p.confidence,
+            "thresholds": p.model_dump(mode="json"), "recommended": Recommended(k=k, setting=f"k{k}", argv=argv)}
+    if not stages:
+        return Decision(status="no_measurement", verdict=f"No valid stage at K={k}: no knee to find.", **base)
+    knee = find_knee(k, {u: st.stats[k] for u, st in stages.items()}, {u: st.draws[k] for u, st in stages.items()}, p)
+    verdict = (f"The knee at K={k} is {knee.users} users: {knee.reason.split(': ', 1)[1]}." if knee.users is not None
+               else f"No knee found at K={k}: {knee.reason}.")
+    per_stage = [StagePick(users=u, status="decided", k=k, leading_k=k, running_mean=st.stats[k].running_mean,
+                           objective=st.stats[k].objective(p.objective), argv=argv) for u, st in sorted(stages.items())]
+    return Decision(status="decided" if knee.users is not None else "not_decided", verdict=verdict,
+                    target_users=knee.users, leading_k=k, knee=knee, per_stage=per_stage,
+                    cells=cell_summaries(stages, p), reasons=[step_text(s) for s in knee.steps], **base)
 
 
-def ramp_decision(summary: pd.DataFrame, k: int, argv: list[str], gain_frac: float) -> dict:
-    knee = find_knee(summary, gain_frac)
-    verdict = (f"Throughput stops growing above {knee['knee_users']} users at K={k}."
-               if knee.get("next_users") else f"No knee found at K={k}: {knee['reason']}.")
-    per_stage = [{"users": int(r.users), "best_k": k, "running_mean": float(r.running_mean),
-                  "tok_per_s": float(r.output_tok_per_s)} for r in summary.sort_values("users").itertuples()]
-    return {"mode": "ramp", "verdict": verdict, "knee": knee, "reasons": [knee["reason"]], "diagnoses": [],
-            "checklist": [], "per_stage": per_stage, "candidates": [], "stopped_at_k": None,
-            "recommended": {"k": k, "setting": f"k{k}", "argv": argv}, "target_users": knee["knee_users"]}
+def step_text(step) -> str:
+    gain = "?" if step.gain_per_doubling is None else f"{step.gain_per_doubling:+.1%}"
+    low = "?" if step.gain_range.low is None else f"{step.gain_range.low:+.1%}"
+    high = "?" if step.gain_range.high is None else f"{step.gain_range.high:+.1%}"
+    return f"{step.users_from} -> {step.users_to} users: {gain} [{low}, {high}] per doubling; {step.cost or 'no cost measured'}."

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from . import reaper, results
 from .config import SweepConfig
-from .finalize import finalize
+from .decision.engine import next_setting
+from .finalize import finalize, read_run
 from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
@@ -94,13 +95,6 @@ def sigterm_as_interrupt():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
 
-def _stopped_at(run_dir: Path) -> int | None:
-    try:
-        return results.read_json(run_dir / "decision.json").get("stopped_at_k")
-    except (OSError, ValueError):
-        return None
-
-
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, early_stop: bool = True,
               mode: str = "sweep", web: bool = False) -> Path:
     plan_path = run_dir / "plan.json"
@@ -151,5 +145,5 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             finalize(run_dir, render=False)  # the raw files are on disk already: re-made per K
             # with a grid each flag value has its own decision: no early stop across them
             if early_stop and not config.grid.flag:
-                stopped_at = _stopped_at(run_dir)
+                _, stopped_at = next_setting(read_run(run_dir).evidence(), config.decision, config.speculation.k)
     return finalize(run_dir, render=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from ..decision.schema import Decision
 from .view import build_view
 
 __all__ = ["build_view", "render_html", "write_report"]
@@ -39,7 +40,7 @@ def render_html(view: dict, path: Path) -> None:
     partial.replace(path)
 
 
-def write_report(run_dir: Path, summary: pd.DataFrame, decision: dict, plan: dict,
+def write_report(run_dir: Path, summary: pd.DataFrame, decision: Decision, plan: dict,
                  timelines: dict[str, dict[str, pd.DataFrame]]) -> Path:
     run_dir = Path(run_dir)
     view = build_view(summary, decision, plan, timelines)

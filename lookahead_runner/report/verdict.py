@@ -1,102 +1,183 @@
-"""The top of the report, from decision.json: verdict, checklist, candidates and the per-stage recommendation.
+"""The top of the report, from the typed decision: verdict and its confidence, checklist, gates,
+candidates with intervals, the evidence table, per-stage picks, the knee and the run's thresholds.
 
-Pure: decision (and plan parts) in, plain dicts of display strings out. Strings stay raw; the template escapes.
+Pure: a `Decision` (and plan parts) in, plain dicts of display strings out. Strings stay raw; the
+template escapes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
 
-from .cells import MISSING, as_bool, format_cell, is_missing, shell_text
+from ..decision.schema import Check, Decision, Percentile, Range
+from ..decision.schedule import OPEN_END, PER_BATCH_SIZE_KEY
+from .cells import MISSING, format_cell, is_missing, shell_text
 
-PER_BATCH_SIZE_KEY = "num_speculative_tokens_per_batch_size"
-PER_BATCH_SIZE_SINCE = "0.33"
-
-
-def checklist_rows(decision: Mapping) -> list[dict]:
-    rows = []
-    for item in decision.get("checklist") or []:
-        if not isinstance(item, Mapping):
-            continue
-        passed = as_bool(item.get("passed"))
-        rows.append({"name": str(item.get("name", "")), "passed": passed,
-                     "status": "passed" if passed else "failed", "evidence": str(item.get("evidence", ""))})
-    return rows
+STATUS_TEXT = {"pass": "✔ pass", "fail": "✘ fail", "unknown": "? unknown"}
+DECISION_STATUS_TEXT = {"decided": "decided", "not_decided": "not decided yet", "no_eligible": "no K passes the gates",
+                        "no_measurement": "no valid measurement"}
 
 
-def recommendation(decision: Mapping) -> dict | None:
-    chosen = decision.get("recommended")
-    if not isinstance(chosen, Mapping):
+def _num(value: float | None, digits: int = 2) -> str:
+    return MISSING if is_missing(value) else f"{value:,.{digits}f}"
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    if is_missing(value):
+        return MISSING
+    return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
+def range_text(r: Range, fmt=_num) -> str:
+    """[low, high], "∞" for an unbounded side."""
+    low = "−∞" if r.low is None else fmt(r.low)
+    high = "∞" if r.high is None else fmt(r.high)
+    return f"[{low}, {high}]"
+
+
+def check_rows(checks: list[Check]) -> list[dict]:
+    return [{"name": c.name, "kind": c.kind, "status": c.status, "status_text": STATUS_TEXT[c.status],
+             "evidence": c.evidence + (f" ({c.unknown_because})" if c.unknown_because else ""),
+             "n": "" if c.n is None else f"{c.n:,}"} for c in checks]
+
+
+def recommendation(decision: Decision) -> dict | None:
+    chosen = decision.recommended
+    if chosen is None:
         return None
-    argv = [str(part) for part in chosen.get("argv") or []]
-    return {"k": chosen.get("k"), "setting": str(chosen.get("setting", "")), "argv": argv,
-            "argv_shell": shell_text(argv)}
+    return {"k": chosen.k, "setting": chosen.setting, "argv": chosen.argv, "argv_shell": shell_text(chosen.argv)}
 
 
-def verdict_tone(chosen: dict | None, checklist: list[dict]) -> str:
-    if chosen is None or chosen.get("k") is None:
+def verdict_tone(decision: Decision) -> str:
+    if decision.status in ("no_eligible", "no_measurement"):
         return "bad"
-    return "ok" if checklist and all(row["passed"] for row in checklist) else "warn"
+    if decision.status == "not_decided":
+        return "warn"
+    return "ok" if all(c.status == "pass" for c in decision.checklist) else "warn"
 
 
-def per_stage_rows(decision: Mapping) -> list[dict]:
+def confidence_text(decision: Decision) -> str:
+    if decision.confidence is None or decision.leading_k is None or decision.mode == "ramp":
+        return ""
+    return (f"K={decision.leading_k} was picked in {math.floor(decision.confidence * 100):.0f}% of "
+            f"{decision.resamples} resamples of the evidence (requests within windows and repeats); a verdict "
+            f"needs {decision.confidence_threshold:.0%}.")
+
+
+def candidate_rows(decision: Decision) -> list[dict]:
     rows = []
-    for row in decision.get("per_stage") or []:
-        if isinstance(row, Mapping):
-            rows.append({"users": format_cell("users", row.get("users")), "best_k": format_cell("k", row.get("best_k")),
-                         "running_mean": format_cell("running_mean", row.get("running_mean")),
-                         "tok_per_s": format_cell("tok_per_s", row.get("tok_per_s")),
-                         "argv_shell": shell_text(row.get("argv")) if row.get("argv") else ""})
-    return rows
-
-
-def _range_text(entry: object) -> str:
-    if isinstance(entry, (list, tuple)) and len(entry) == 3:
-        lo, hi, k = entry
-        upper = "and up" if isinstance(hi, int) and hi >= 1_000_000 else f"to {hi}"
-        return f"batch {lo} {upper}: K={k}"
-    return str(entry)
-
-
-def per_batch_size(decision: Mapping, vllm_version: str) -> dict:
-    """The recommendation in the installed version's form: one config keyed by real batch size on vLLM >= 0.33,
-    else one command per stage (the per-stage rows carry them)."""
-    form = decision.get("per_batch_size")
-    if not isinstance(form, Mapping):
-        return {"available": False, "note": (
-            f"vLLM {vllm_version or MISSING} has no per-batch-size K ({PER_BATCH_SIZE_KEY} needs >= "
-            f"{PER_BATCH_SIZE_SINCE}): a server runs one K. Use the command of the stage that matches "
-            "production concurrency, or the target's recommendation above.")}
-    ranges = form.get(PER_BATCH_SIZE_KEY) or []
-    argv = form.get("argv")
-    note = "" if argv else "No stage gains from speculation, or the winning argv has no --speculative-config to extend."
-    return {"available": True, "ranges": [_range_text(entry) for entry in ranges],
-            "json": json.dumps({PER_BATCH_SIZE_KEY: ranges}), "argv_shell": shell_text(argv) if argv else "",
-            "note": note}
-
-
-def candidate_rows(decision: Mapping) -> list[dict]:
-    """Every K the walk kept at the target, with its checks, so the choice can be re-read."""
-    chosen = decision.get("recommended") if isinstance(decision.get("recommended"), Mapping) else {}
-    rows = []
-    for candidate in decision.get("candidates") or []:
-        if not isinstance(candidate, Mapping):
-            continue
-        checks = checklist_rows({"checklist": candidate.get("checklist")})
+    for c in decision.candidates:
         rows.append({
-            "k": format_cell("k", candidate.get("k")),
-            "chosen": candidate.get("k") is not None and candidate.get("k") == chosen.get("k"),
-            "req_per_s": format_cell("req_per_s", candidate.get("req_per_s")),
-            "conservative_req_per_s": format_cell("conservative_req_per_s", candidate.get("conservative_req_per_s")),
-            "tok_per_s": format_cell("tok_per_s", candidate.get("tok_per_s")),
-            "passed": f"{sum(row['passed'] for row in checks)}/{len(checks)}" if checks else MISSING,
-            "checks": checks,
+            "k": str(c.k), "chosen": decision.recommended is not None and c.k == decision.recommended.k,
+            "leading": c.k == decision.leading_k,
+            "objective": _num(c.objective), "objective_range": range_text(c.objective_range),
+            "gain": MISSING if c.gain is None else _pct(c.gain, signed=True),
+            "gain_range": "" if c.gain is None else range_text(c.gain_range, lambda v: _pct(v, signed=True)),
+            "win_share": f"{math.floor(c.win_share * 100):.0f}%",
+            "state": ("blocked: " + ", ".join(c.blocked_by)) if c.blocked_by else
+                     "beyond the stop rule" if c.beyond_stop else
+                     "gates unknown" if any(g.status == "unknown" for g in c.gates) else "passes every gate",
+            "gates": check_rows(c.gates), "tradeoffs": [t.text for t in c.tradeoffs],
         })
     return rows
 
 
-def failed_lives(decision: Mapping, lives: list[Mapping]) -> list[dict]:
+def _percentile_text(p: Percentile | None) -> str:
+    if p is None or p.value_ms is None:
+        return MISSING
+    text = f"{p.value_ms:,.0f} {range_text(p.range, lambda v: f'{v:,.0f}')}"
+    return text if p.decisive else text + " ⚠"
+
+
+def evidence_rows(decision: Decision) -> list[dict]:
+    """The (K, users) table the decision read: pooled requests, intervals, n."""
+    rows = []
+    for cell in decision.cells:
+        by = {(p.metric, p.q): p for p in cell.percentiles}
+        rows.append({
+            "k": str(cell.k), "users": str(cell.users), "repeats": str(cell.repeats), "requests": f"{cell.requests:,}",
+            "req_per_s": f"{_num(cell.req_per_s)} {range_text(cell.req_per_s_range)}",
+            "by_repeat": ", ".join(_num(v) for v in cell.req_per_s_by_repeat),
+            "tok_per_s": f"{_num(cell.output_tok_per_s, 0)} {range_text(cell.output_tok_per_s_range, lambda v: _num(v, 0))}",
+            "goodput": "" if cell.goodput is None else f"{_num(cell.goodput)} {range_text(cell.goodput_range)}",
+            "ttft_p50": _percentile_text(by.get(("ttft", 0.5))), "ttft_p99": _percentile_text(by.get(("ttft", 0.99))),
+            "tpot_p50": _percentile_text(by.get(("tpot", 0.5))), "e2e_p90": _percentile_text(by.get(("e2e", 0.9))),
+            "e2e_p99": _percentile_text(by.get(("e2e", 0.99))),
+            "failures": f"{cell.failures} ({_pct(cell.failure_rate)} {range_text(cell.failure_rate_range, _pct)})",
+            "running": format_cell("running_mean", cell.running_mean),
+            "waiting": format_cell("waiting_mean", cell.waiting_mean),
+            "kv_peak": format_cell("kv_usage_peak", cell.kv_usage_peak),
+            "preemptions": format_cell("preemptions", cell.preemptions),
+            "acceptance": format_cell("acceptance_rate", cell.acceptance_rate),
+        })
+    return rows
+
+
+def per_stage_rows(decision: Decision) -> list[dict]:
+    rows = []
+    for pick in decision.per_stage:
+        shown_k = pick.k if pick.k is not None else pick.leading_k
+        rows.append({
+            "users": str(pick.users), "status": pick.status, "status_text": DECISION_STATUS_TEXT[pick.status],
+            "k": MISSING if shown_k is None else (str(shown_k) if pick.k is not None else f"({shown_k} leads)"),
+            "confidence": MISSING if pick.confidence is None else f"{math.floor(pick.confidence * 100):.0f}%",
+            "running_mean": format_cell("running_mean", pick.running_mean),
+            "objective": _num(pick.objective),
+            "blocked": "; ".join(f"K={k}: {', '.join(names)}" for k, names in pick.blocked.items()),
+            "reason": pick.reason, "argv_shell": shell_text(pick.argv) if pick.argv else "",
+        })
+    return rows
+
+
+def _range_entry(entry: object) -> str:
+    if isinstance(entry, (list, tuple)) and len(entry) == 3:
+        lo, hi, k = entry
+        upper = "and up" if isinstance(hi, int) and hi >= OPEN_END else f"to {hi}"
+        return f"batch {lo} {upper}: K={k}"
+    return str(entry)
+
+
+def per_batch_size(decision: Decision) -> dict:
+    """A schedule (K by real batch size) when decided stages want different K and the server takes one."""
+    form = decision.per_batch_size
+    if not form:
+        return {"available": False, "note": "No schedule: the decided stages agree on one K, too few stages are "
+                                            "decided, or this vLLM takes no per-batch-size K."}
+    ranges = form.get(PER_BATCH_SIZE_KEY) or []
+    argv = form.get("argv")
+    left_out = form.get("left_out_users") or []
+    note = (f"Anchored on the decided stages ({', '.join(map(str, form.get('anchored_on_users') or []))} users)"
+            + (f"; left out (not decided): {', '.join(map(str, left_out))} users" if left_out else "") + ".")
+    return {"available": True, "ranges": [_range_entry(entry) for entry in ranges],
+            "json": json.dumps({PER_BATCH_SIZE_KEY: ranges}), "argv_shell": shell_text(argv) if argv else "",
+            "note": note + ("" if argv else " The argv of the largest K has no speculative config to extend.")}
+
+
+def knee_view(decision: Decision) -> dict | None:
+    knee = decision.knee
+    if knee is None:
+        return None
+    return {"k": str(knee.k), "users": MISSING if knee.users is None else str(knee.users), "reason": knee.reason,
+            "steps": [{"from": str(s.users_from), "to": str(s.users_to),
+                       "gain": _pct(s.gain_per_doubling, signed=True),
+                       "range": range_text(s.gain_range, lambda v: _pct(v, signed=True)),
+                       "cost": s.cost or MISSING, "costly": s.costly} for s in knee.steps]}
+
+
+def threshold_rows(decision: Decision) -> list[dict]:
+    return [{"name": name, "value": json.dumps(value) if isinstance(value, (dict, list)) else str(value)}
+            for name, value in sorted(decision.thresholds.items())]
+
+
+def axis_rows(decision: Decision) -> list[dict]:
+    """With a second sweep axis (grid), the decision made at each value of that flag."""
+    return [{"flag": a.flag, "value": a.value, "k": MISSING if a.k is None else str(a.k),
+             "objective": _num(a.objective), "status": DECISION_STATUS_TEXT[a.status], "verdict": a.verdict}
+            for a in decision.by_axis]
+
+
+def failed_lives(decision: Decision, lives: list) -> list[dict]:
     """Server lives that failed or never finished: what the decision had to do without."""
     rows = []
     for life in lives:
@@ -106,9 +187,8 @@ def failed_lives(decision: Mapping, lives: list[Mapping]) -> list[dict]:
                          "status": status,
                          "reason": str(life.get("reason") or ("" if status == "failed" else "not run or cut half-way"))})
     listed = {row["life"] for row in rows}
-    for item in decision.get("failed_lives") or []:
-        if isinstance(item, Mapping) and str(item.get("life", "")) not in listed:
-            rows.append({"life": str(item.get("life", "")), "status": "failed", "reason": str(item.get("reason", ""))})
+    rows += [{"life": note.life, "status": "failed", "reason": note.reason}
+             for note in decision.failed_lives if note.life not in listed]
     return rows
 
 
@@ -118,7 +198,7 @@ def token_accounting(tokens: object) -> dict:
     The server keeps generating for a request the client cut, so server > client is expected when
     requests were cut; any other difference means tokens the client never saw (or counted twice).
     """
-    tokens = tokens if isinstance(tokens, Mapping) else {}
+    tokens = tokens if isinstance(tokens, dict) else {}
     client, served = tokens.get("client_output_tokens"), tokens.get("server_generation_tokens")
     difference, cut = tokens.get("difference"), tokens.get("cut_requests")
     if is_missing(client) and is_missing(served):
@@ -131,17 +211,3 @@ def token_accounting(tokens: object) -> dict:
             f"{format_cell('server_generation_tokens', served)} (difference {int(difference):+,}, "
             f"{format_cell('cut_requests', cut)} cut)")
     return {"text": text, "status": "" if explained else "check"}
-
-
-def axis_rows(decision: Mapping) -> list[dict]:
-    """With a second sweep axis (grid), the decision made at each value of that flag."""
-    rows = []
-    for item in decision.get("by_axis") or []:
-        if isinstance(item, Mapping):
-            score = item.get("conservative_req_per_s")
-            finite = isinstance(score, (int, float)) and score not in (float("inf"), float("-inf"))
-            rows.append({"flag": str(item.get("flag", "")), "value": str(item.get("value", "")),
-                         "k": format_cell("k", item.get("k")),
-                         "conservative_req_per_s": format_cell("conservative_req_per_s", score) if finite else MISSING,
-                         "verdict": str(item.get("verdict", ""))})
-    return rows

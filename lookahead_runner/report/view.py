@@ -17,8 +17,10 @@ from ..analysis import SUMMARY_COLUMNS, WindowRules
 from .cells import MISSING, NUMERIC_COLUMNS, as_bool, format_cell, relative_href, shell_text
 from .charts import column, setting_styles, summary_charts
 from .timelines import timeline_entries
-from .verdict import (axis_rows, candidate_rows, checklist_rows, failed_lives, per_batch_size, per_stage_rows,
-                      recommendation, token_accounting, verdict_tone)
+from ..decision.schema import Decision
+from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
+                      failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,
+                      token_accounting, verdict_tone)
 
 _IDENTITY = ("setting", "axis_value", "k", "repeat", "stage", "users")
 # What a life folder normally holds (design.md); write_report drops the ones a life lacks.
@@ -95,7 +97,8 @@ def window_rule(config: Mapping) -> str:
             "preemptions) are differenced between the last samples at or before its edges.")
     if isinstance(rules.get("min_requests"), int):
         text += f" A window is invalid with fewer than {rules['min_requests']} completions"
-        text += (f", a saturated client (event-loop lag p99 over {WindowRules().max_client_lag_p99_ms:g} ms) "
+        lag = rules.get("max_client_lag_p99_ms", WindowRules().max_client_lag_p99_ms)
+        text += (f", a saturated client (event-loop lag p99 over {lag:g} ms) "
                  "or any response of the wrong length.")
     return text
 
@@ -164,35 +167,39 @@ def _strings(values: object) -> list[str]:
     return [str(value) for value in values] if isinstance(values, (list, tuple)) else []
 
 
-def build_view(summary: pd.DataFrame, decision: dict, plan: dict,
+def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
                timelines: dict[str, dict[str, pd.DataFrame]]) -> dict:
     summary = summary if isinstance(summary, pd.DataFrame) else pd.DataFrame()
-    decision, plan = decision or {}, plan or {}
+    plan = plan or {}
     config = plan.get("config") if isinstance(plan.get("config"), Mapping) else {}
     probe = plan.get("probe") if isinstance(plan.get("probe"), Mapping) else {}
     lives = [life for life in plan.get("lives") or [] if isinstance(life, Mapping)]
     valid = valid_rows(summary)
-    checklist = checklist_rows(decision)
-    chosen = recommendation(decision)
+    checklist = check_rows(decision.checklist)
     return {
         "title": f"lookahead-runner report: {plan.get('run_id', 'run')}",
         "run_id": str(plan.get("run_id", "")), "created": str(plan.get("created", "")),
         "model": model_name(config), "tool_version": __version__,
-        "verdict": {"text": str(decision.get("verdict", "") or "no verdict recorded"),
-                    "tone": verdict_tone(chosen, checklist)},
-        "recommended": chosen,
-        "mode": str(decision.get("mode") or plan.get("mode") or "sweep"),
+        "verdict": {"text": decision.verdict or "no verdict recorded", "tone": verdict_tone(decision),
+                    "status": DECISION_STATUS_TEXT[decision.status], "confidence": confidence_text(decision)},
+        "recommended": recommendation(decision),
+        "leading_k": "" if decision.leading_k is None else str(decision.leading_k),
+        "mode": decision.mode,
+        "objective": decision.objective,
         "failed_lives": failed_lives(decision, lives),
-        "target_users": format_cell("users", decision.get("target_users")),
-        "stopped_at_k": (format_cell("k", decision.get("stopped_at_k")) if decision.get("stopped_at_k") is not None
-                         else "not stopped: every K was kept" if decision.get("candidates") else MISSING),
-        "reasons": _strings(decision.get("reasons")), "diagnoses": _strings(decision.get("diagnoses")),
+        "target_users": format_cell("users", decision.target_users),
+        "stopped_at_k": (format_cell("k", decision.stopped_at_k) if decision.stopped_at_k is not None
+                         else "not stopped: every K was kept" if decision.candidates else MISSING),
+        "reasons": list(decision.reasons), "diagnoses": list(decision.diagnoses), "next_runs": list(decision.next_runs),
         "checklist": checklist,
-        "checklist_passed": sum(row["passed"] for row in checklist),
+        "checklist_passed": sum(row["status"] == "pass" for row in checklist),
         "candidates": candidate_rows(decision),
+        "evidence": evidence_rows(decision),
         "by_axis": axis_rows(decision),
         "per_stage": per_stage_rows(decision),
-        "per_batch_size": per_batch_size(decision, str(probe.get("version", "") or "")),
+        "per_batch_size": per_batch_size(decision),
+        "knee": knee_view(decision),
+        "thresholds": threshold_rows(decision),
         "charts": summary_charts(valid, setting_styles(summary), max_num_seqs_from(lives)),
         "timelines": timeline_entries(timelines, lives),
         "window_rule": window_rule(config),

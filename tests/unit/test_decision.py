@@ -1,213 +1,223 @@
-"""The method's rules, one test each, on small synthetic summary tables."""
+"""The decision engine, one story per case of the issue "A decision you can trust", on synthetic windows."""
 import math
 
-import pandas as pd
+import pytest
+from synthetic import table, window
 
-from lookahead_runner.decision import Thresholds, decide, per_batch_size_config
+from lookahead_runner.config import DecisionConfig
+from lookahead_runner.decision import Decision, decide, evidence
 
-TH = Thresholds()
-
-
-def row(k, users, req, repeat=0, **over):
-    base = dict(setting=f"k{k}", k=k, repeat=repeat, stage=0, users=users, req_per_s=req, output_tok_per_s=req * 64,
-                running_mean=min(users, 60.0), waiting_mean=0.0, kv_usage_mean=0.5, kv_usage_peak=0.6,
-                gpu_mem_peak_mib=70000.0, gpu_mem_total_mib=81920.0, failure_rate=0.0, e2e_p99_ms=2000.0,
-                ttft_p99_ms=200.0, acceptance_rate=math.nan if k == 0 else 0.8, preemptions=0.0, valid=True)
-    return base | over
+P = DecisionConfig(resamples=400)
 
 
-def table(spec):
-    """spec: {k: {users: req}} -> rows for two repeats with a 1% spread."""
-    rows = []
-    for k, by_users in spec.items():
-        for users, req in by_users.items():
-            rows += [row(k, users, req, 0), row(k, users, req * 1.01, 1)]
-    return pd.DataFrame(rows)
+def candidate(decision, k):
+    return next(c for c in decision.candidates if c.k == k)
 
 
-def test_best_throughput_wins_and_passes_checklist():
-    summary = table({0: {32: 10, 64: 12}, 2: {32: 13, 64: 15}, 4: {32: 15, 64: 17}})
-    decision = decide(summary, 32, TH, {4: ["vllm", "serve"]})
-    assert decision["recommended"]["k"] == 4
-    assert decision["recommended"]["argv"] == ["vllm", "serve"]
-    assert all(item["passed"] for item in decision["checklist"])
-    assert decision["verdict"].startswith("Set K=4")
+def gate(checks, name):
+    return next(c for c in checks if c.name == name)
 
 
-def test_ties_go_to_the_smaller_k():
-    summary = table({0: {32: 10, 64: 12}, 2: {32: 15, 64: 16}, 4: {32: 15.2, 64: 16}})
-    assert decide(summary, 32, TH, {})["recommended"]["k"] == 2
+def test_clear_winner_is_set_with_its_confidence_and_interval():
+    ev = table({0: {64: 25}, 2: {64: 45}, 4: {64: 50}}, 64)
+    decision = decide(ev, P, {4: ["vllm", "serve", "m"]})
+    assert decision.status == "decided" and decision.recommended.k == 4
+    assert decision.recommended.argv == ["vllm", "serve", "m"]
+    assert decision.confidence >= 0.9
+    assert decision.verdict.startswith("Set K=4 at 64 users: +10") and "resamples" in decision.verdict
+    gain = candidate(decision, 4).gain_range
+    assert gain.low < candidate(decision, 4).gain < gain.high
 
 
-def test_stop_rule_memory_up_throughput_flat_keeps_previous_k():
-    summary = table({0: {32: 10, 64: 12}, 2: {32: 13, 64: 15}, 4: {32: 13.1, 64: 15}, 8: {32: 16, 64: 17}})
-    summary.loc[summary["k"] == 4, "kv_usage_mean"] = 0.7  # +20 points of KV, req/s +0.8%
-    decision = decide(summary, 32, TH, {})
-    assert decision["stopped_at_k"] == 4
-    assert decision["recommended"]["k"] == 2  # K=8 is never reached, even though it looks faster
-    assert any("Stop rule at K=4" in r for r in decision["reasons"])
+def test_demo_case_ttft_cost_is_a_tradeoff_not_a_veto():
+    """The demo's 64-user table: K=4 doubles req/s, cuts e2e, costs ~30 ms of TTFT: K=4, with the cost shown."""
+    ws = []
+    for r in range(2):
+        ws += [window(0, 64, 24.8, r, duration_s=5, e2e_ms=2700, ttft_ms=95),
+               window(2, 64, 45.2, r, duration_s=5, e2e_ms=1400, ttft_ms=110),
+               window(4, 64, 49.9, r, duration_s=5, e2e_ms=1265, ttft_ms=125)]
+    decision = decide(evidence(ws, 64), P, {})
+    assert decision.status == "decided" and decision.recommended.k == 4, decision.verdict
+    ttft = next(t for t in candidate(decision, 4).tradeoffs if t.metric == "TTFT p50")
+    assert 20 < ttft.difference < 40 and ttft.range.low > 0
+    assert any("Trade-offs of K=4" in r and "TTFT p50 +" in r for r in decision.reasons)
+    assert all(g.status == "pass" for g in candidate(decision, 4).gates)
 
 
-def test_real_batch_drop_says_lower_max_num_seqs():
-    summary = table({0: {32: 10, 64: 12}, 4: {32: 11, 64: 12}})
-    summary.loc[summary["k"] == 4, "running_mean"] = 20.0
-    diagnoses = decide(summary, 32, TH, {})["diagnoses"]
-    assert any("lower --max-num-seqs first" in d and "20.0 running vs 32.0" in d for d in diagnoses)
+def test_small_latency_miss_within_the_noise_does_not_remove_a_k():
+    """e2e p90 +12 % on 60 requests each: beyond the tolerance but not beyond the noise: unknown, not a fail."""
+    ws = [window(0, 32, 3.0, r, e2e_ms=1000, spread=0.4) for r in range(2)]
+    ws += [window(4, 32, 6.0, r, e2e_ms=1120, spread=0.4) for r in range(2)]
+    decision = decide(evidence(ws, 32), P, {})
+    latency = gate(candidate(decision, 4).gates, "e2e latency")
+    assert latency.status in ("unknown", "pass") and candidate(decision, 4).blocked_by == []
+    assert not (decision.status == "decided" and decision.recommended.k == 0)
 
 
-def test_flat_throughput_says_not_the_lever():
-    summary = table({0: {32: 10, 64: 12}, 2: {32: 10.1, 64: 12}, 4: {32: 10.05, 64: 12}})
-    assert any("not the lever" in d for d in decide(summary, 32, TH, {})["diagnoses"])
-    spread = table({0: {32: 10, 64: 12}, 2: {32: 13, 64: 15}, 4: {32: 15, 64: 17}})
-    assert not any("not the lever" in d for d in decide(spread, 32, TH, {})["diagnoses"])
+def test_real_latency_regression_blocks_and_the_verdict_names_it():
+    ws = [window(0, 32, 10, r, e2e_ms=1000) for r in range(2)] + [window(4, 32, 15, r, e2e_ms=1600) for r in range(2)]
+    decision = decide(evidence(ws, 32), P, {})
+    assert candidate(decision, 4).blocked_by == ["e2e latency"]
+    assert decision.recommended.k == 0
+    assert "K=4 is faster" in decision.verdict and "e2e p90" in decision.verdict
 
 
-def test_low_acceptance_is_acceptance_bound():
-    summary = table({0: {32: 10, 64: 12}, 2: {32: 9, 64: 11}})
-    summary.loc[summary["k"] == 2, "acceptance_rate"] = 0.1
-    assert any("Acceptance-bound" in d for d in decide(summary, 32, TH, {})["diagnoses"])
+def test_a_fast_k_with_spread_repeats_still_beats_a_slow_baseline():
+    """44 and 52 req/s over two repeats (17 % spread) against 24.8: K=4 wins; the spread is advice."""
+    ws = [window(0, 64, 24.8, r) for r in range(2)] + [window(4, 64, v, r) for r, v in enumerate((44, 52))]
+    decision = decide(evidence(ws, 64), P, {})
+    assert decision.status == "decided" and decision.recommended.k == 4
+    stability = gate(decision.checklist, "repeat stability")
+    assert stability.kind == "advice" and stability.status == "fail" and "add repeats" in stability.evidence
 
 
-def test_concurrency_bound_names_the_kv_cache():
-    summary = table({0: {64: 10, 96: 10}, 2: {64: 11, 96: 11}})
-    summary.loc[summary["users"] == 64, "running_mean"] = 30.0
-    summary.loc[summary["k"] == 0, "preemptions"] = 5.0
-    notes = decide(summary, 64, TH, {})["diagnoses"]
-    assert any("Concurrency-bound" in d and "KV cache" in d for d in notes)
+def test_a_falling_real_batch_gates_the_k():
+    ws = [window(0, 64, 25, r, running_mean=61.0) for r in range(2)]
+    ws += [window(4, 64, 40, r, running_mean=44.0, waiting_mean=18.0) for r in range(2)]
+    decision = decide(evidence(ws, 64), P, {})
+    assert candidate(decision, 4).blocked_by == ["real batch"]
+    assert decision.recommended is None or decision.recommended.k == 0
+    assert any("lower --max-num-seqs first" in d for d in decision.diagnoses)
 
 
-def test_one_repeat_fails_the_stability_check():
-    summary = pd.DataFrame([row(0, 32, 10), row(2, 32, 12), row(0, 64, 11), row(2, 64, 13)])
-    checklist = {item["name"]: item for item in decide(summary, 32, TH, {})["checklist"]}
-    assert not checklist["repeat stability"]["passed"]
-    assert "load.repeats >= 2" in checklist["repeat stability"]["evidence"]
+def test_no_metrics_and_no_memory_reading_is_unknown_never_a_pass():
+    blank = dict(kv_usage_mean=math.nan, kv_usage_peak=math.nan, preemptions=math.nan, gpu_mem_peak_mib=math.nan,
+                 gpu_mem_total_mib=math.nan, running_mean=math.nan)
+    ws = [window(0, 16, 10, r, **blank) for r in range(2)] + [window(2, 16, 14, r, **blank) for r in range(2)]
+    decision = decide(evidence(ws, 16), P, {})
+    memory = gate(decision.checklist, "memory headroom")
+    assert memory.status == "unknown" and memory.unknown_because == "not measured"
+    assert "nan" not in memory.evidence.lower()
 
 
-def test_scaling_check_fails_when_throughput_falls_above_target():
-    summary = table({0: {32: 10, 64: 12}, 2: {32: 14, 64: 9}})
-    decision = decide(summary, 32, TH, {})
-    assert decision["recommended"]["k"] == 0  # K=2 fails scaling, K=0 passes all four
-    k2 = next(c for c in decision["candidates"] if c["k"] == 2)
-    assert not next(i for i in k2["checklist"] if i["name"] == "concurrency scaling")["passed"]
+def test_a_ttft_slo_blocks_the_k_that_breaks_it():
+    p = DecisionConfig(resamples=400, slo={"ttft_p90_ms": 150})
+    ws = [window(0, 32, 10, r, ttft_ms=100, duration_s=60) for r in range(2)]
+    ws += [window(4, 32, 15, r, ttft_ms=200, duration_s=60) for r in range(2)]
+    decision = decide(evidence(ws, 32), p, {})
+    slo = gate(candidate(decision, 4).gates, "SLO ttft_p90_ms")
+    assert slo.status == "fail" and "met by" in slo.evidence
+    assert decision.recommended.k == 0 and "SLO ttft_p90_ms" in decision.verdict
+    assert gate(candidate(decision, 0).gates, "SLO ttft_p90_ms").status == "pass"
 
 
-def test_memory_check_fails_on_preemptions_or_full_kv():
-    summary = table({0: {32: 10, 64: 12}, 2: {32: 14, 64: 16}})
-    summary.loc[summary["k"] == 2, "kv_usage_peak"] = 0.99
-    k2 = next(c for c in decide(summary, 32, TH, {})["candidates"] if c["k"] == 2)
-    assert not next(i for i in k2["checklist"] if i["name"] == "memory headroom")["passed"]
+def test_a_p99_slo_on_too_few_requests_is_not_decided_with_what_to_run():
+    p = DecisionConfig(resamples=400, slo={"ttft_p99_ms": 1000})
+    ws = [window(0, 32, 5, r, duration_s=10) for r in range(2)] + [window(4, 32, 10, r, duration_s=10) for r in range(2)]
+    decision = decide(evidence(ws, 32), p, {})
+    assert decision.status == "not_decided" and decision.recommended is None
+    assert any("too few requests to tell" in step for step in decision.next_runs)
 
 
-def test_invalid_windows_are_ignored_and_no_data_is_said():
-    summary = table({0: {32: 10}, 2: {32: 14}})
-    summary["valid"] = False
-    decision = decide(summary, 32, TH, {})
-    assert decision["recommended"] is None and "No valid measurement" in decision["verdict"]
+def test_goodput_objective_counts_only_requests_within_every_slo():
+    p = DecisionConfig(resamples=400, objective="goodput", slo={"e2e_p50_ms": 1500})
+    ws = [window(0, 32, 10, r, e2e_ms=1000) for r in range(2)] + [window(4, 32, 12, r, e2e_ms=1450) for r in range(2)]
+    decision = decide(evidence(ws, 32), p, {})
+    k4 = next(c for c in decision.cells if c.k == 4)
+    assert k4.goodput < k4.req_per_s
 
 
-def test_per_batch_size_ranges_follow_the_measured_batch():
-    ranges = per_batch_size_config([{"running_mean": 4, "best_k": 8}, {"running_mean": 60, "best_k": 2},
-                                    {"running_mean": 30, "best_k": 4}])
-    assert [r[2] for r in ranges] == [8, 4, 2]
-    assert ranges[0][0] == 1 and ranges[0][1] == 17 and ranges[1][0] == 18 and ranges[-1][1] >= 1000
+def test_two_k_one_percent_apart_are_not_the_lever():
+    decision = decide(table({0: {32: 20.0}, 4: {32: 20.2}}, 32), P, {})
+    assert any(d.startswith("Not the lever") for d in decision.diagnoses)
+    assert decision.recommended is None or decision.recommended.k == 0
+    spread = decide(table({0: {32: 10}, 4: {32: 15}}, 32), P, {})
+    assert not any(d.startswith("Not the lever") for d in spread.diagnoses)
 
 
-def test_more_timeouts_than_baseline_fail_the_failures_check():
-    summary = table({0: {32: 10, 64: 12}, 2: {32: 14, 64: 16}}).assign(timeout_rate=0.0)
-    summary.loc[summary["k"] == 2, "timeout_rate"] = 0.05
-    k2 = next(c for c in decide(summary, 32, TH, {})["candidates"] if c["k"] == 2)
-    item = next(i for i in k2["checklist"] if i["name"] == "failures and latency")
-    assert not item["passed"] and "timeouts 5.00% vs 0.00%" in item["evidence"]
+def test_no_stage_above_the_target_skips_scaling_as_advice():
+    decision = decide(table({0: {16: 10, 64: 20}, 4: {16: 14, 64: 26}}, 64), P, {})
+    scaling = gate(decision.checklist, "concurrency scaling")
+    assert scaling.kind == "advice" and scaling.status == "unknown" and scaling.unknown_because == "not applicable"
+    assert decision.status == "decided"
 
 
-def test_longer_ttft_tail_fails_the_failures_check():
-    summary = table({0: {32: 10, 64: 12}, 2: {32: 14, 64: 16}})
-    summary.loc[summary["k"] == 2, "ttft_p99_ms"] = 400.0  # baseline 200 ms
-    k2 = next(c for c in decide(summary, 32, TH, {})["candidates"] if c["k"] == 2)
-    assert not next(i for i in k2["checklist"] if i["name"] == "failures and latency")["passed"]
+def test_a_blocked_baseline_never_reads_as_a_negative_gain():
+    p = DecisionConfig(resamples=400, slo={"ttft_p90_ms": 150})
+    ws = [window(0, 32, 10, r, ttft_ms=200, duration_s=60) for r in range(2)]
+    ws += [window(2, 32, 9.6, r, ttft_ms=100, duration_s=60) for r in range(2)]
+    decision = decide(evidence(ws, 32), p, {})
+    assert decision.recommended.k == 2
+    assert "best K that passes every gate" in decision.verdict and "blocked by SLO" in decision.verdict
+    assert not decision.verdict.startswith("Set K=2 at 32 users: -")
 
 
-def test_scaling_check_looks_at_every_stage_above_the_target():
-    summary = table({0: {32: 10, 64: 12, 96: 13}, 2: {32: 14, 64: 16, 96: 11}})
-    k2 = next(c for c in decide(summary, 32, TH, {})["candidates"] if c["k"] == 2)
-    item = next(i for i in k2["checklist"] if i["name"] == "concurrency scaling")
-    assert not item["passed"] and "falls from" in item["evidence"] and "at 96" in item["evidence"]
+def test_reasons_and_per_stage_never_contradict_the_verdict():
+    ev = table({0: {16: 8, 64: 25, 128: 40}, 2: {16: 12, 64: 45, 128: 52}, 4: {16: 15, 64: 50, 128: 45}}, 64)
+    decision = decide(ev, P, {})
+    k = decision.recommended.k
+    assert f"K={k}" in decision.verdict
+    target = next(p for p in decision.per_stage if p.users == 64)
+    assert target.k == k and target.status == "decided"
+    assert not any(f"keep K={other}" in r.lower() for r in decision.reasons for other in (0, 2, 4) if other != k)
 
 
-def test_concurrency_bound_names_the_scheduler_with_its_numbers():
-    summary = table({0: {64: 10, 96: 11}, 2: {64: 11, 96: 12}})
-    summary.loc[summary["users"] == 64, "running_mean"] = 30.0
-    summary.loc[summary["users"] == 64, "waiting_mean"] = 20.0
-    notes = decide(summary, 64, TH, {})["diagnoses"]
-    bound = [d for d in notes if d.startswith("Concurrency-bound")]
-    assert bound and "scheduler" in bound[0] and "30.0 running" in bound[0] and "20.0 waiting" in bound[0]
+def test_per_stage_picks_pass_the_same_gates():
+    """At 128 users K=2 is fastest but its KV is full and it preempts: it is not the 128-user pick."""
+    ws = []
+    for r in range(2):
+        ws += [window(0, 128, 40, r), window(2, 128, 52, r, kv_usage_peak=0.998, preemptions=29.0),
+               window(0, 64, 25, r), window(2, 64, 45, r)]
+    decision = decide(evidence(ws, 64), P, {0: ["a"], 2: ["b"]})
+    pick = next(p for p in decision.per_stage if p.users == 128)
+    assert pick.leading_k == 0 and "memory headroom" in pick.blocked["2"]
 
 
-def test_missing_k0_says_which_k_is_the_baseline():
-    summary = table({2: {32: 10, 64: 12}, 4: {32: 12, 64: 14}})
-    reasons = decide(summary, 32, TH, {})["reasons"]
-    assert any("No valid K=0 window" in r and "K=2 stands in" in r for r in reasons)
+def test_schedule_skips_a_stage_without_a_real_batch_reading_instead_of_raising():
+    ws = []
+    for r in range(2):
+        ws += [window(0, 8, 5, r, running_mean=math.nan), window(4, 8, 9, r, running_mean=math.nan),
+               window(0, 64, 25, r), window(4, 64, 45, r)]
+    decision = decide(evidence(ws, 64), P, {4: ["vllm", "serve", "--speculative-config", "{}"]}, "list")
+    assert decision.per_batch_size is None  # one decided stage with a batch reading: nothing to schedule
 
 
-def test_per_stage_best_carries_a_command_and_older_vllm_gets_no_batch_size_form():
-    summary = table({0: {4: 2, 32: 10, 64: 12}, 4: {4: 4, 32: 13, 64: 11}})
-    argv = {0: ["vllm", "serve", "m"], 4: ["vllm", "serve", "m", "--speculative-config", '{"num_speculative_tokens":4}']}
-    decision = decide(summary, 32, TH, argv, version=(0, 32, 0))
-    assert [(p["users"], p["best_k"]) for p in decision["per_stage"]] == [(4, 4), (32, 4), (64, 0)]
-    assert decision["per_stage"][2]["argv"] == argv[0] and decision["per_stage"][0]["argv"] == argv[4]
-    assert "per_batch_size" not in decision
-    assert decision["recommended"]["k"] == 0  # K=4 falls above the target
-    assert any("4 users -> K=4" in r for r in decision["reasons"])
+def test_stop_rule_leaves_out_k_beyond_a_memory_rise_that_buys_nothing():
+    ev = table({0: {32: 10}, 2: {32: 13}, 4: {32: 13.05}, 8: {32: 16}}, 32)
+    for w in ev.cells[(4, 32)].windows + ev.cells[(8, 32)].windows:
+        w.server["kv_usage_mean"] = 0.7
+    decision = decide(ev, P, {})
+    assert decision.stopped_at_k == 4 and decision.recommended.k == 2
+    assert candidate(decision, 8).beyond_stop
+    assert any(r.startswith("Stop rule at K=4") for r in decision.reasons)
 
 
-def test_per_batch_size_form_on_033_extends_the_speculative_config():
-    summary = table({0: {4: 2, 32: 10, 64: 12}, 2: {4: 3, 32: 13, 64: 12.2}, 4: {4: 4, 32: 12, 64: 11}})
-    summary.loc[summary["users"] == 4, "running_mean"] = 4.0
-    summary.loc[summary["users"] == 32, "running_mean"] = 30.0
-    spec = '{"method":"ngram","num_speculative_tokens":%d,"prompt_lookup_max":4}'
-    argv = {0: ["vllm", "serve", "m"], 2: ["vllm", "serve", "m", "--speculative-config", spec % 2],
-            4: ["vllm", "serve", "m", "--speculative-config", spec % 4]}
-    form = decide(summary, 32, TH, argv, version=(0, 33, 0))["per_batch_size"]
-    assert form["num_speculative_tokens_per_batch_size"] == [[1, 17, 4], [18, 45, 2], [46, 1_000_000, 0]]
-    config = __import__("json").loads(form["argv"][-1])
-    assert config["num_speculative_tokens"] == 4 and config["prompt_lookup_max"] == 4
-    assert config["num_speculative_tokens_per_batch_size"] == form["num_speculative_tokens_per_batch_size"]
+def test_close_gain_is_not_decided_and_says_how_many_repeats_would_tell():
+    ws = [window(0, 32, 10.0, r, duration_s=6, jitter=0.45) for r in range(2)]
+    ws += [window(2, 32, v, r, duration_s=6, jitter=0.45) for r, v in enumerate((10.2, 10.9))]
+    decision = decide(evidence(ws, 32), P, {})
+    assert decision.status == "not_decided" and decision.recommended is None
+    assert decision.verdict.startswith("Not decided yet at 32 users")
+    assert any("repeats of both" in step for step in decision.next_runs)
 
 
-def test_per_batch_size_form_with_shorthand_flags_sets_spec_tokens_and_folds_dotted_keys():
-    from lookahead_runner.decision import per_batch_size_argv
-
-    ranges = [[1, 17, 4], [18, 1_000_000, 2]]
-    ngram = {k: ["vllm", "serve", "m", "--spec-method", "ngram", "--spec-tokens", str(k),
-                 "--speculative-config.prompt_lookup_max", "4", "--max-num-seqs", "64"] for k in (2, 4)}
-    argv = per_batch_size_argv(ranges, ngram)
-    assert argv[:7] == ["vllm", "serve", "m", "--spec-method", "ngram", "--spec-tokens", "4"]
-    assert "--speculative-config.prompt_lookup_max" not in argv and argv[7:9] == ["--max-num-seqs", "64"]
-    assert argv[-2] == "--speculative-config"
-    assert __import__("json").loads(argv[-1]) == {"prompt_lookup_max": 4, "num_speculative_tokens_per_batch_size": ranges}
-    draft = {4: ["vllm", "serve", "m", "--spec-method", "draft_model", "--spec-tokens", "4", "--spec-model", "d"]}
-    argv = per_batch_size_argv([[1, 9, 4], [10, 1_000_000, 0]], draft)
-    assert argv[:9] == draft[4]
-    assert list(__import__("json").loads(argv[-1])) == ["num_speculative_tokens_per_batch_size"]  # --spec-tokens has K
-    assert per_batch_size_argv([[1, 1_000_000, 0]], draft) is None
+def test_failures_beyond_the_baseline_and_the_noise_block():
+    ws = [window(0, 32, 10, r) for r in range(2)] + [window(4, 32, 15, r, failures=30) for r in range(2)]
+    decision = decide(evidence(ws, 32), P, {})
+    assert candidate(decision, 4).blocked_by == ["failures and timeouts"]
+    assert gate(decision.checklist, "failures and latency").status == "pass"  # K=0's own check
 
 
-def test_per_batch_size_ranges_merge_neighbours_with_the_same_k():
-    ranges = per_batch_size_config([{"running_mean": 4, "best_k": 4}, {"running_mean": 30, "best_k": 4},
-                                    {"running_mean": 60, "best_k": 0}])
-    assert ranges == [[1, 45, 4], [46, 1_000_000, 0]]
+def test_p99_below_its_sample_size_is_shown_unbounded():
+    decision = decide(table({0: {32: 5}, 4: {32: 8}}, 32), P, {})
+    p99 = next(p for c in decision.cells if c.k == 0 for p in c.percentiles if p.metric == "ttft" and p.q == 0.99)
+    assert p99.n < 367 and p99.range.high is None and not p99.decisive
 
 
-def test_same_server_repeats_say_so_in_their_stability_evidence():
-    from lookahead_runner.finalize import SAME_SERVER_NOTE, note_repeat_mode
+def test_no_valid_window_at_the_target():
+    decision = decide(table({0: {16: 5}}, 64), P, {})
+    assert decision.status == "no_measurement" and decision.recommended is None
 
-    def decision():
-        shared = {"name": "repeat stability", "passed": True, "evidence": "req/s over 3 repeats 9.8-10.1"}
-        single = {"name": "repeat stability", "passed": False, "evidence": "only one repeat: set load.repeats >= 2"}
-        return {"checklist": [shared], "candidates": [{"checklist": [shared]}, {"checklist": [single]}]}
 
-    noted = note_repeat_mode(decision(), "same-server")
-    assert noted["checklist"][0]["evidence"] == "req/s over 3 repeats 9.8-10.1" + SAME_SERVER_NOTE  # once, though shared
-    assert noted["candidates"][1]["checklist"][0]["evidence"].startswith("only one repeat") and \
-        SAME_SERVER_NOTE not in noted["candidates"][1]["checklist"][0]["evidence"]
-    assert note_repeat_mode(decision(), "restart") == decision()
+def test_decision_json_round_trips_with_its_schema_version():
+    decision = decide(table({0: {32: 10}, 4: {32: 15}}, 32), P, {})
+    again = Decision.model_validate_json(decision.model_dump_json())
+    assert again == decision and again.schema_version == 2
+    assert again.thresholds["tie_tolerance_frac"] == P.tie_tolerance_frac
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_same_evidence_and_seed_give_the_same_decision(seed):
+    p = DecisionConfig(resamples=200, seed=seed)
+    ev = table({0: {32: 10}, 2: {32: 10.4}}, 32)
+    assert decide(ev, p, {}).model_dump() == decide(ev, p, {}).model_dump()

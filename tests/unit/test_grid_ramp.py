@@ -1,8 +1,9 @@
-import pandas as pd
 import pytest
+from synthetic import window
 
-from lookahead_runner.config import ConfigError, config_from_dict
-from lookahead_runner.ramp import find_knee, ramp_config
+from lookahead_runner.config import ConfigError, DecisionConfig, config_from_dict
+from lookahead_runner.decision import evidence
+from lookahead_runner.ramp import ramp_config, ramp_decision
 from lookahead_runner.runner import plan_lives
 from lookahead_runner.vllm.knob import Setting, server_argv, with_axis
 from lookahead_runner.vllm.probe import Capabilities
@@ -48,9 +49,25 @@ def test_ramp_config_doubles_stages_for_one_k():
     assert [(s.users, s.duration_s) for s in config.load.stages] == [(1, 5.0), (2, 5.0), (4, 5.0)]
 
 
-def test_knee_is_the_last_stage_that_still_grew():
-    summary = pd.DataFrame({"users": [1, 2, 4, 8], "req_per_s": [1.0, 1.9, 3.0, 3.02], "valid": [True] * 4})
-    knee = find_knee(summary, 0.02)
-    assert knee["knee_users"] == 4 and knee["next_users"] == 8
-    rising = pd.DataFrame({"users": [1, 2], "req_per_s": [1.0, 2.0], "valid": [True, True]})
-    assert find_knee(rising, 0.02)["next_users"] is None
+def _ramp(points, k=4):
+    """points: (users, req/s, TTFT p50 ms, KV peak, preemptions) -> the ramp's evidence, one repeat of 30 s."""
+    return evidence([window(k, u, req, 0, duration_s=30, ttft_ms=ttft, e2e_ms=ttft + 1200 * (1 + u / 128),
+                            kv_usage_peak=kv, preemptions=pre) for u, req, ttft, kv, pre in points], points[0][0])
+
+
+def test_knee_is_where_more_users_buy_little_at_a_latency_and_kv_cost():
+    """The issue's ramp at K=4: +2 % at 128 and +8 % at 256 users while KV sat at 99.8 % with preemptions and
+    TTFT p50 went 119 -> 633 -> 2568 ms: the knee is 64 users, not "still growing"."""
+    ev = _ramp([(4, 3.6, 90, 0.05, 0), (16, 14.1, 95, 0.2, 0), (64, 50.1, 119, 0.7, 0),
+                (128, 51.2, 633, 0.998, 23), (256, 55.1, 2568, 0.998, 26)])
+    decision = ramp_decision(ev, 4, ["vllm", "serve"], DecisionConfig(resamples=300))
+    assert decision.knee.users == 64 and decision.knee.next_users == 128, decision.knee.reason
+    assert decision.verdict.startswith("The knee at K=4 is 64 users") and "preemptions" in decision.verdict
+    assert [s.costly for s in decision.knee.steps][2:] == [True, True]
+
+
+def test_no_knee_while_every_doubling_still_pays():
+    ev = _ramp([(4, 4.0, 90, 0.05, 0), (8, 7.9, 92, 0.1, 0), (16, 15.5, 95, 0.2, 0)])
+    decision = ramp_decision(ev, 4, [], DecisionConfig(resamples=300))
+    assert decision.knee.users is None and decision.verdict.startswith("No knee found at K=4")
+    assert "add higher stages" in decision.knee.reason

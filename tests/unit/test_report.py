@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 from plotly.offline import get_plotlyjs
 
+from lookahead_runner.decision.schema import (AxisDecision, Candidate, CellSummary, Check, Decision, Knee, LifeNote,
+                                              Percentile, Range, Recommended, StagePick)
 from lookahead_runner.report import build_view, render_html, write_report
 from lookahead_runner.report.charts import script_safe_json
 
@@ -66,22 +68,36 @@ def make_plan(ks=(0, 2, 4), repeats=2, failed=("k2", 1)) -> dict:
             "config": {"model": HOSTILE, "server": {"api_key": "***"}}, "lives": lives}
 
 
-def make_decision() -> dict:
-    return {
-        "recommended": {"k": 2, "setting": "k2", "argv": ["vllm", "serve", HOSTILE, "--speculative-config",
-                                                          '{"method": "ngram", "num_speculative_tokens": 2}']},
-        "target_users": 32,
-        "per_stage": [{"users": 4, "best_k": 4, "running_mean": 4.0}, {"users": 32, "best_k": 2, "running_mean": 20.0}],
-        "checklist": [
-            {"name": "repeat spread", "passed": True, "evidence": "spread 1.2% <= 5%"},
-            {"name": "failures vs baseline", "passed": True, "evidence": "0.0% vs 0.0%"},
-            {"name": "memory headroom", "passed": False, "evidence": f"peak 98% of GPU {HOSTILE}"},
-            {"name": "concurrency scaling", "passed": True, "evidence": "tokens/s grows 16 -> 32 users"},
-        ],
-        "diagnoses": ["real batch 20 < 32 users: KV cache or scheduler limits the batch"],
-        "reasons": [f"K=4 raised memory without req/s {HOSTILE}"],
-        "verdict": "set K=2", "stopped_at_k": 4,
-    }
+def check(name: str, status: str, evidence: str, kind: str = "gate") -> Check:
+    return Check(name=name, kind=kind, status=status, evidence=evidence,
+                 unknown_because="too little data" if status == "unknown" else "")
+
+
+def make_decision() -> Decision:
+    argv = ["vllm", "serve", HOSTILE, "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 2}']
+    return Decision(
+        status="decided", verdict="set K=2", recommended=Recommended(k=2, setting="k2", argv=argv), leading_k=2,
+        confidence=0.973, resamples=1000, target_users=32, baseline_k=0,
+        per_stage=[StagePick(users=4, status="decided", k=4, leading_k=4, confidence=0.95, running_mean=4.0),
+                   StagePick(users=32, status="decided", k=2, leading_k=2, confidence=0.97, running_mean=20.0,
+                             argv=argv)],
+        checklist=[check("repeat stability", "pass", "spread 1.2% <= 10%", "advice"),
+                   check("failures and latency", "pass", "0.0% vs 0.0%"),
+                   check("memory headroom", "fail", f"peak 98% of GPU {HOSTILE}"),
+                   check("concurrency scaling", "pass", "grows 16 -> 32 users", "advice")],
+        diagnoses=["real batch 20 < 32 users: KV cache or scheduler limits the batch"],
+        reasons=[f"K=4 raised memory without req/s {HOSTILE}"], stopped_at_k=4,
+        cells=[CellSummary(k=0, users=32, repeats=2, requests=600, failures=0, timeouts=0, req_per_s=10.0,
+                           req_per_s_range=Range(low=9.8, high=10.2), output_tok_per_s=640.0,
+                           percentiles=[Percentile(metric="ttft", q=0.99, value_ms=120.0, range=Range(low=110.0),
+                                                   n=600, decisive=False)])])
+
+
+def candidate(k: int, status: str, evidence: str, share: float) -> Candidate:
+    return Candidate(k=k, objective=10.0 + k, objective_range=Range(low=9.0 + k, high=11.0 + k),
+                     gain=None if k == 0 else 0.1 * k, gain_range=Range() if k == 0 else Range(low=0.05, high=0.3),
+                     win_share=share, gates=[check("memory headroom", status, evidence)],
+                     blocked_by=["memory headroom"] if status == "fail" else [])
 
 
 def make_life_timeline(users=(4, 16, 32), stage_s=60, sample_s=1.0, t0_s=T0_UNIX_S) -> dict:
@@ -121,11 +137,13 @@ def test_view_carries_the_decision(inputs):
     view = build_view(*inputs)
     assert view["verdict"]["text"] == "set K=2"
     assert view["verdict"]["tone"] == "warn"  # one checklist item failed
+    assert view["verdict"]["confidence"].startswith("K=2 was picked in 97% of 1000 resamples")
     assert view["recommended"]["k"] == 2
     assert view["recommended"]["argv_shell"].startswith("vllm serve '<script>alert(1)</script>' --speculative-config")
     assert [(row["name"], row["status"]) for row in view["checklist"]] == [
-        ("repeat spread", "passed"), ("failures vs baseline", "passed"),
-        ("memory headroom", "failed"), ("concurrency scaling", "passed")]
+        ("repeat stability", "pass"), ("failures and latency", "pass"),
+        ("memory headroom", "fail"), ("concurrency scaling", "pass")]
+    assert view["evidence"][0]["ttft_p99"] == "120 [110, ∞] ⚠"
     assert view["checklist_passed"] == 3
     assert view["target_users"] == "32" and view["stopped_at_k"] == "4"
     assert view["invalid_count"] == 1 and view["row_count"] == 18
@@ -182,8 +200,11 @@ def test_all_nan_acceptance_and_failed_life():
     assert all(t["figure_json"] is None for t in view["timelines"])
 
 
+EMPTY = Decision(status="no_measurement", verdict="")
+
+
 def test_degenerate_inputs_still_build():
-    view = build_view(pd.DataFrame(), {}, {}, {})
+    view = build_view(pd.DataFrame(), EMPTY, {}, {})
     assert view["recommended"] is None and view["verdict"]["tone"] == "bad"
     assert all(chart["figure_json"] is None for chart in view["charts"])
     partial = {"k0/r0": {"server": pd.DataFrame(), "gpu": None},
@@ -210,7 +231,7 @@ def test_rendered_page_is_self_contained_and_escaped(tmp_path: Path, inputs):
 
 
 def test_render_missing_everything(tmp_path: Path):
-    render_html(build_view(pd.DataFrame(), {}, {}, {}), tmp_path / "empty" / "report.html")
+    render_html(build_view(pd.DataFrame(), EMPTY, {}, {}), tmp_path / "empty" / "report.html")
     page = (tmp_path / "empty" / "report.html").read_text(encoding="utf-8")
     assert "no data: the summary is empty" in page and "No recommendation" in page
 
@@ -230,43 +251,39 @@ def test_timelines_found_by_life_folder():
         ("k0/r0 (K=0)", "missing", True)]
 
 
-def test_view_shows_per_stage_commands_and_the_version_form():
+def test_view_shows_per_stage_commands_and_the_schedule():
     decision = make_decision()
-    decision["per_stage"] = [{"users": 4, "best_k": 4, "running_mean": 4.0, "tok_per_s": 300.0,
-                              "argv": ["vllm", "serve", HOSTILE, "--speculative-config", '{"num_speculative_tokens":4}']},
-                             {"users": 32, "best_k": 0, "running_mean": 20.0, "tok_per_s": 900.0,
-                              "argv": ["vllm", "serve", HOSTILE]}]
     plan = make_plan()
-    older = build_view(make_summary(), decision, plan, {})
-    assert older["per_stage"][0]["argv_shell"].startswith("vllm serve '<script>alert(1)</script>' --speculative")
-    assert older["per_stage"][1]["tok_per_s"] == "900.0"
-    assert not older["per_batch_size"]["available"] and "0.32.0" in older["per_batch_size"]["note"]
+    view = build_view(make_summary(), decision, plan, {})
+    assert view["per_stage"][1]["argv_shell"].startswith("vllm serve '<script>alert(1)</script>' --speculative")
+    assert [(row["users"], row["k"], row["confidence"]) for row in view["per_stage"]] == [("4", "4", "95%"),
+                                                                                         ("32", "2", "97%")]
+    assert not view["per_batch_size"]["available"]
 
     ranges = [[1, 12, 4], [13, 1_000_000, 0]]
-    decision["per_batch_size"] = {"num_speculative_tokens_per_batch_size": ranges,
-                                  "argv": ["vllm", "serve", "m", "--speculative-config", json.dumps(
-                                      {"num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": ranges})]}
-    plan["probe"]["version"] = "0.33.0"
-    newer = build_view(make_summary(), decision, plan, {})["per_batch_size"]
-    assert newer["available"] and newer["ranges"] == ["batch 1 to 12: K=4", "batch 13 and up: K=0"]
-    assert json.loads(newer["json"]) == {"num_speculative_tokens_per_batch_size": ranges}
-    assert newer["argv_shell"].startswith("vllm serve m --speculative-config '{")
+    decision.per_batch_size = {"num_speculative_tokens_per_batch_size": ranges, "anchored_on_users": [4, 32],
+                               "left_out_users": [], "form": "list",
+                               "argv": ["vllm", "serve", "m", "--speculative-config", json.dumps(
+                                   {"num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": ranges})]}
+    schedule = build_view(make_summary(), decision, plan, {})["per_batch_size"]
+    assert schedule["available"] and schedule["ranges"] == ["batch 1 to 12: K=4", "batch 13 and up: K=0"]
+    assert json.loads(schedule["json"]) == {"num_speculative_tokens_per_batch_size": ranges}
+    assert schedule["argv_shell"].startswith("vllm serve m --speculative-config '{")
 
 
 def test_view_lists_candidates_failed_lives_tokens_and_invalid_windows():
-    decision = make_decision() | {
-        "candidates": [{"k": 0, "req_per_s": 10.0, "conservative_req_per_s": 9.9, "tok_per_s": 640.0, "passed": 4,
-                        "checklist": [{"name": "repeat stability", "passed": True, "evidence": "ok"}]},
-                       {"k": 2, "req_per_s": 12.0, "conservative_req_per_s": 11.5, "tok_per_s": 768.0, "passed": 3,
-                        "checklist": [{"name": "memory headroom", "passed": False, "evidence": HOSTILE}]}],
-        "failed_lives": [{"life": "k2/r1", "reason": "server exited 1"}]}
+    decision = make_decision().model_copy(update={
+        "candidates": [candidate(0, "pass", "ok", 0.02), candidate(2, "fail", HOSTILE, 0.97)],
+        "failed_lives": [LifeNote(life="k2/r1", reason="server exited 1")]})
     plan = make_plan()
     plan["lives"][0]["tokens"] = {"client_output_tokens": 1000, "server_generation_tokens": 1010,
                                   "difference": 10, "cut_requests": 2}
     plan["lives"][1]["tokens"] = {"client_output_tokens": 1000, "server_generation_tokens": 1010,
                                   "difference": 10, "cut_requests": 0}
     view = build_view(make_summary(), decision, plan, {})
-    assert [(c["k"], c["chosen"], c["passed"]) for c in view["candidates"]] == [("0", False, "1/1"), ("2", True, "0/1")]
+    assert [(c["k"], c["chosen"], c["win_share"], c["state"]) for c in view["candidates"]] == [
+        ("0", False, "2%", "passes every gate"), ("2", True, "97%", "blocked: memory headroom")]
+    assert view["candidates"][1]["gain"] == "+20.0%" and view["candidates"][1]["gain_range"] == "[+5.0%, +30.0%]"
     assert [f["life"] for f in view["failed_lives"]] == ["k2/r1"]
     assert view["failed_lives"][0]["reason"].startswith("server exited 1")
     assert view["lives"][0]["tokens"] == {"text": "client 1,000 / server 1,010 (difference +10, 2 cut)", "status": ""}
@@ -283,16 +300,15 @@ def test_view_lists_candidates_failed_lives_tokens_and_invalid_windows():
 def test_rendered_page_has_the_new_sections_escaped(tmp_path: Path, inputs):
     summary, decision, plan, timelines = inputs
     summary = summary.assign(timeout_rate=0.0125, timeouts=1)
-    decision = decision | {"failed_lives": [{"life": "k2/r1", "reason": f"boom {HOSTILE}"}],
-                           "candidates": [{"k": 2, "req_per_s": 1.0, "conservative_req_per_s": 1.0, "tok_per_s": 64.0,
-                                           "checklist": [{"name": "memory headroom", "passed": False,
-                                                          "evidence": HOSTILE}]}],
-                           "per_stage": [{"users": 4, "best_k": 4, "running_mean": 4.0, "tok_per_s": 1.0,
-                                          "argv": ["vllm", "serve", HOSTILE]}]}
+    decision = decision.model_copy(update={
+        "failed_lives": [LifeNote(life="k2/r1", reason=f"boom {HOSTILE}")],
+        "candidates": [candidate(2, "fail", HOSTILE, 0.5)], "next_runs": [f"run more {HOSTILE}"],
+        "knee": Knee(k=2, reason=f"no knee {HOSTILE}")})
     page = _strip_plotly_js(write_report(tmp_path, summary, decision, plan, timelines).read_text(encoding="utf-8"))
     assert HOSTILE not in page and ESCAPED in page
-    for text in ("Best K per concurrency stage", "Candidates at the target concurrency", "Invalid windows",
-                 "without results", "timeout_rate", "1.2%"):
+    for text in ("Decision per concurrency stage", "Candidates at the target concurrency", "Invalid windows",
+                 "without results", "timeout_rate", "1.2%", "What to run next", "Concurrency knee at K=2",
+                 "Evidence", "Thresholds of this run"):
         assert text in page, text
     # Only files that exist are linked: this run folder holds no life folders and no run files yet.
     assert 'href="k0/r0/' not in page and 'href="summary.csv"' not in page
@@ -309,16 +325,14 @@ def test_only_existing_raw_files_are_linked(tmp_path: Path, inputs):
 
 
 def test_grid_axis_and_ramp_mode(tmp_path: Path):
-    decision = make_decision() | {"by_axis": [
-        {"flag": "--max-num-seqs", "value": "64", "verdict": "Set K=2", "k": 2, "conservative_req_per_s": 11.5},
-        {"flag": "--max-num-seqs", "value": "128", "verdict": "No valid measurement", "k": None,
-         "conservative_req_per_s": float("-inf")}]}
+    decision = make_decision().model_copy(update={"by_axis": [
+        AxisDecision(flag="--max-num-seqs", value="64", status="decided", verdict="Set K=2", k=2, objective=11.5),
+        AxisDecision(flag="--max-num-seqs", value="128", status="no_measurement", verdict="No valid measurement")]})
     view = build_view(make_summary(), decision, make_plan(), {})
-    assert [(a["value"], a["k"], a["conservative_req_per_s"]) for a in view["by_axis"]] == [
-        ("64", "2", "11.50"), ("128", "–", "–")]
-    ramp = {"mode": "ramp", "verdict": "Throughput stops growing above 16 users at K=2.", "checklist": [],
-            "candidates": [], "per_stage": [{"users": 16, "best_k": 2, "running_mean": 15.0, "tok_per_s": 900.0}],
-            "recommended": {"k": 2, "setting": "k2", "argv": ["vllm", "serve", "m"]}, "target_users": 16}
+    assert [(a["value"], a["k"], a["objective"]) for a in view["by_axis"]] == [("64", "2", "11.50"), ("128", "–", "–")]
+    ramp = Decision(mode="ramp", status="decided", verdict="The knee at K=2 is 16 users.", target_users=16,
+                    per_stage=[StagePick(users=16, status="decided", k=2, running_mean=15.0, objective=900.0)],
+                    recommended=Recommended(k=2, setting="k2", argv=["vllm", "serve", "m"]), knee=Knee(k=2, users=16))
     view = build_view(make_summary(), ramp, make_plan(), {})
     assert view["mode"] == "ramp" and view["by_axis"] == []
     render_html(view, tmp_path / "report.html")

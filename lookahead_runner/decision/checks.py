@@ -1,0 +1,143 @@
+"""The gates of one K at one stage, with intervals and evidence (rules.py's point rules, refined).
+
+A point rule says a gate fails; here it fails only when the difference is also beyond its interval
+("statistically real"), and is unknown when the data cannot tell (too few requests, or nothing
+measured). Missing data is never a pass.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from ..config import DecisionConfig
+from . import rules
+from .measure import CellStats
+from .schema import Check
+from .stats import interval, min_samples_for_upper_bound, proportion_difference, quantile_bounds, wilson
+from .text import ms as _ms, pct, pp
+
+
+def _check(name: str, status: str, evidence: str, because: str = "", n: int | None = None) -> Check:
+    return Check(name=name, kind="gate", status=status, evidence=evidence,
+                 unknown_because=because if status == rules.UNKNOWN else "", n=n)
+
+
+def failures_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
+    name = rules.GATE_FAILURES
+    if not s.finished:
+        return _check(name, rules.UNKNOWN, "no request finished in the window", "not measured", 0)
+    level = p.interval_level
+    text = (f"failures {s.failures}/{s.finished} ({pct(s.failure_rate)}), timeouts {s.timeouts}/{s.finished}")
+    if s.k == base.k:
+        return _check(name, rules.PASS, text + " (the baseline)", n=s.finished)
+    text += f" vs baseline {base.failures}/{base.finished}, {base.timeouts}/{base.finished}"
+    worst = rules.PASS
+    for mine, theirs, label in ((s.failures, base.failures, "failure"), (s.timeouts, base.timeouts, "timeout")):
+        diff = mine / s.finished - theirs / base.finished
+        if diff > p.failure_rate_slack:
+            bounds = proportion_difference(mine, s.finished, theirs, base.finished, level)
+            real = bounds.low is not None and bounds.low > p.failure_rate_slack
+            text += (f"; {label} rate {pp(diff)} [{pp(bounds.low)}, {pp(bounds.high)}] over the baseline "
+                     f"(slack {pp(p.failure_rate_slack)})" + ("" if real else ": its interval reaches back inside the slack, not proven"))
+            worst = rules.FAIL if real else (worst if worst == rules.FAIL else rules.UNKNOWN)
+    return _check(name, worst, text, "too little data", s.finished)
+
+
+def slo_checks(s: CellStats, pooled: dict[str, np.ndarray], p: DecisionConfig) -> list[Check]:
+    checks = []
+    for index, slo in enumerate(p.slos):
+        name = rules.SLO_GATE_PREFIX + slo.key
+        if not s.finished:
+            checks.append(_check(name, rules.UNKNOWN, "no request finished", "not measured", 0))
+            continue
+        met = s.slo_met[index]
+        bounds = wilson(met, s.finished, p.interval_level)
+        value = pooled[slo.column]
+        q = quantile_bounds(value, slo.share, p.interval_level)
+        point = float(np.nanquantile(value, slo.share)) if len(value) and np.isfinite(value).any() else math.nan
+        text = (f"{slo.text()}: met by {met}/{s.finished} = {pct(met / s.finished)} [{pct(bounds.low)}, "
+                f"{pct(bounds.high)}] (needs {pct(slo.share)}); measured p{slo.share * 100:g} {point:.0f} ms "
+                f"[{_ms(q.low)}, {_ms(q.high)}]")
+        if bounds.low >= slo.share:
+            status = rules.PASS
+        elif bounds.high < slo.share:
+            status = rules.FAIL
+        else:
+            status = rules.UNKNOWN
+            text += f"; too few requests to tell: about {_requests_to_tell(slo.share, p.interval_level)} needed"
+        checks.append(_check(name, status, text, "too little data", s.finished))
+    return checks
+
+
+def _requests_to_tell(share: float, level: float) -> int:
+    """Requests at which an attainment of exactly 100 % has a Wilson lower bound at `share`."""
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    return int(math.ceil(share * z * z / (1 - share)))
+
+
+
+def memory_check(s: CellStats, p: DecisionConfig) -> Check:
+    status = rules.memory_status(s, p)
+    parts = []
+    if not math.isnan(s.kv_usage_peak):
+        parts.append(f"KV usage peak {pct(s.kv_usage_peak)} (limit {pct(1 - p.kv_headroom_frac)}), mean "
+                     f"{pct(s.kv_usage_mean)}")
+    if not math.isnan(s.preemptions):
+        parts.append(f"{s.preemptions:.0f} preemptions over {s.repeats} repeat(s)")
+    if s.gpu_mem_total_mib and not math.isnan(s.gpu_mem_peak_mib):
+        parts.append(f"device memory peak {s.gpu_mem_peak_mib:.0f} / {s.gpu_mem_total_mib:.0f} MiB")
+    if not math.isnan(s.kv_pool_tokens):
+        parts.append(f"KV pool {s.kv_pool_tokens:,.0f} tokens")
+    text = "; ".join(parts) or "no KV usage, preemption or device memory reading (no /metrics and no memory source)"
+    return _check(rules.GATE_MEMORY, status, text, "not measured")
+
+
+def batch_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
+    status = rules.batch_status(s, base, p)
+    if status == rules.UNKNOWN:
+        return _check(rules.GATE_BATCH, status, "num_requests_running not sampled", "not measured")
+    if s.k == base.k:
+        return _check(rules.GATE_BATCH, status, f"{s.running_mean:.1f} running, {s.waiting_mean:.1f} waiting "
+                                                "(the baseline)")
+    text = (f"{s.running_mean:.1f} running vs {base.running_mean:.1f} at K={base.k} "
+            f"({pct(rules.rel(s.running_mean, base.running_mean), signed=True)}, limit -{pct(p.batch_drop_frac)}); "
+            f"{s.waiting_mean:.1f} waiting")
+    if status == rules.FAIL:
+        text += "; the real batch falls: lower --max-num-seqs first instead of adding lookahead"
+    return _check(rules.GATE_BATCH, status, text)
+
+
+def latency_check(s: CellStats, base: CellStats, ratio_draws: np.ndarray, pooled_e2e: np.ndarray,
+                  p: DecisionConfig) -> Check:
+    q = p.latency_percentile / 100
+    name = rules.GATE_LATENCY
+    label = f"e2e p{p.latency_percentile:g}"
+    if s.k == base.k:
+        return _check(name, rules.PASS, f"{label} {s.quantile('e2e_ms', q):.0f} ms (the baseline)", n=s.requests)
+    ratio = rules.latency_ratio(s, base, p)
+    if math.isnan(ratio):
+        return _check(name, rules.UNKNOWN, f"{label} not measured", "not measured", s.requests)
+    bounds = interval(ratio_draws, p.interval_level)
+    text = (f"{label} {s.quantile('e2e_ms', q):.0f} ms vs {base.quantile('e2e_ms', q):.0f} ms at K={base.k} "
+            f"({pct(ratio, signed=True)} [{pct(bounds.low, signed=True)}, {pct(bounds.high, signed=True)}], "
+            f"limit +{pct(p.latency_tolerance_frac)}; n {s.requests} / {base.requests})")
+    needed = min_samples_for_upper_bound(q, p.interval_level)
+    if min(s.requests, base.requests) < needed:
+        return _check(name, rules.UNKNOWN, text + f"; a p{p.latency_percentile:g} needs >= {needed} requests to be "
+                                                  "bounded", "too little data", s.requests)
+    if ratio <= p.latency_tolerance_frac:
+        return _check(name, rules.PASS, text, n=s.requests)
+    if bounds.low is not None and bounds.low > p.latency_tolerance_frac:
+        return _check(name, rules.FAIL, text + ": a regression beyond the tolerance, interval included", n=s.requests)
+    return _check(name, rules.UNKNOWN, text + ": beyond the tolerance, but its interval reaches back inside it",
+                  "too little data", s.requests)
+
+
+def gate_checks(s: CellStats, base: CellStats, pooled: dict[str, np.ndarray], latency_ratio_draws: np.ndarray,
+                p: DecisionConfig) -> list[Check]:
+    checks = [failures_check(s, base, p), *slo_checks(s, pooled, p), memory_check(s, p), batch_check(s, base, p)]
+    if not p.slos:
+        checks.append(latency_check(s, base, latency_ratio_draws, pooled["e2e_ms"], p))
+    return checks

@@ -1,0 +1,154 @@
+"""Evidence in, `Decision` out: every stage judged by the same rules, gates and resampling; the
+target's verdict, checklist, candidates, per-stage picks, knee and evidence table assembled.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..config import DecisionConfig
+from . import explain, rules
+from .evidence import Evidence
+from .knee import find_knee, scaling_check
+from .measure import QUANTILES, PreparedCell
+from .schedule import schedule_from_picks
+from .schema import (Candidate, CellSummary, Check, Decision, Percentile, Range, Recommended, StagePick, Tradeoff)
+from .stage import StageEval, evaluate, gain_bounds
+from .tradeoffs import tradeoffs
+from .stats import interval, quantile_bounds, wilson
+
+METRICS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_p99_ms": "itl", "e2e_ms": "e2e"}
+
+
+def prepare(evidence: Evidence, p: DecisionConfig) -> dict[tuple[int, int], PreparedCell]:
+    return {key: PreparedCell(cell, p.slos, p.bin_min_s) for key, cell in evidence.cells.items()}
+
+
+def evaluate_stages(evidence: Evidence, p: DecisionConfig) -> dict[int, StageEval]:
+    """Every stage, judged alone (resampled with the run's seed, so a report is reproducible)."""
+    rng = np.random.default_rng(p.seed)
+    prepared = prepare(evidence, p)
+    return {u: evaluate(u, {k: prepared[(k, u)] for k in evidence.ks if (k, u) in prepared}, p, rng)
+            for u in evidence.users}
+
+
+def _range(bounds) -> Range:
+    return Range(low=bounds.low, high=bounds.high)
+
+
+def _finite(value: float) -> float | None:
+    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else float(value)
+
+
+def cell_summaries(stages: dict[int, StageEval], p: DecisionConfig) -> list[CellSummary]:
+    rows = []
+    for users, stage in sorted(stages.items()):
+        for k, s in sorted(stage.stats.items()):
+            draws = stage.draws[k]
+            percentiles = [Percentile(metric=METRICS[column], q=q, value_ms=_finite(s.quantile(column, q)),
+                                      range=_range(b := quantile_bounds(stage.pooled[k][column], q, p.interval_level)),
+                                      n=s.requests, decisive=b.bounded)
+                           for column in METRICS for q in QUANTILES]
+            attainment = {slo.key: _range(wilson(s.slo_met[i], s.finished, p.interval_level))
+                          for i, slo in enumerate(p.slos)}
+            rows.append(CellSummary(
+                k=k, users=users, repeats=s.repeats, requests=s.requests, failures=s.failures, timeouts=s.timeouts,
+                req_per_s=s.req_per_s, req_per_s_range=_range(interval([d.req_per_s for d in draws], p.interval_level)),
+                req_per_s_by_repeat=[w.completed / w.duration_s for w in stage.prepared[k].cell.windows],
+                output_tok_per_s=s.output_tok_per_s,
+                output_tok_per_s_range=_range(interval([d.output_tok_per_s for d in draws], p.interval_level)),
+                goodput=s.goodput if p.slos else None,
+                goodput_range=_range(interval([d.goodput for d in draws], p.interval_level)) if p.slos else Range(),
+                throughput_units=s.throughput_units, percentiles=percentiles, slo_attainment=attainment,
+                failure_rate=_finite(s.failure_rate), failure_rate_range=_range(wilson(s.failures, s.finished,
+                                                                                        p.interval_level)),
+                running_mean=_finite(s.running_mean), waiting_mean=_finite(s.waiting_mean),
+                kv_usage_mean=_finite(s.kv_usage_mean), kv_usage_peak=_finite(s.kv_usage_peak),
+                preemptions=_finite(s.preemptions), acceptance_rate=_finite(s.acceptance_rate),
+                kv_pool_tokens=_finite(s.kv_pool_tokens)))
+    return rows
+
+
+def candidates(stage: StageEval, p: DecisionConfig) -> list[Candidate]:
+    out = []
+    for k, s in sorted(stage.stats.items()):
+        gain = stage.gain(k, p.objective) if k != stage.base_k else None
+        out.append(Candidate(
+            k=k, objective=s.objective(p.objective),
+            objective_range=_range(interval(stage.objective_draws(k, p.objective), p.interval_level)),
+            gain=_finite(gain) if gain is not None else None,
+            gain_range=_range(gain_bounds(stage, k, stage.base_k, p)) if k != stage.base_k else Range(),
+            win_share=stage.shares.get(k, 0.0), gates=stage.checks[k],
+            blocked_by=[c.name for c in stage.blocked_by(k)],
+            beyond_stop=stage.stopped_at is not None and k >= stage.stopped_at, tradeoffs=tradeoffs(stage, k, p)))
+    return out
+
+
+def stage_pick(stage: StageEval, p: DecisionConfig, argv_by_k: dict[int, list[str]]) -> StagePick:
+    k = stage.pick if stage.status == "decided" else None
+    focus = stage.stats.get(stage.pick if stage.pick is not None else stage.base_k)
+    return StagePick(
+        users=stage.users, status=stage.status, k=k, leading_k=stage.pick,
+        confidence=stage.shares.get(stage.pick) if stage.pick is not None else None,
+        running_mean=_finite(focus.running_mean) if focus else None,
+        objective=_finite(focus.objective(p.objective)) if focus else None,
+        blocked={str(x): [c.name for c in stage.blocked_by(x)] for x in stage.ks if stage.blocked_by(x)},
+        argv=list(argv_by_k.get(k, [])) if k is not None else [], reason=explain.stage_reason(stage, p))
+
+
+def checklist(stage: StageEval, k: int, knee_check: Check, p: DecisionConfig) -> list[Check]:
+    """The method's four acceptance checks for K at the target: two gates, two pieces of advice."""
+    gates = {c.name: c for c in stage.checks[k]}
+    latency = [c for c in stage.checks[k] if c.name != rules.GATE_MEMORY and c.name != rules.GATE_BATCH]
+    worst = "fail" if any(c.status == "fail" for c in latency) else \
+        "unknown" if any(c.status == "unknown" for c in latency) else "pass"
+    because = next((c.unknown_because for c in latency if c.status == "unknown"), "")
+    failures_and_latency = Check(name="failures and latency", kind="gate", status=worst, unknown_because=because,
+                                 evidence="; ".join(f"{c.name}: {c.evidence}" for c in latency),
+                                 n=stage.stats[k].finished)
+    memory = gates[rules.GATE_MEMORY]
+    return [explain.repeat_check(stage, k, p), failures_and_latency, memory, knee_check]
+
+
+def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]],
+           schedule_form: str | None = None) -> Decision:
+    thresholds = p.model_dump(mode="json")
+    base = {"objective": p.objective, "target_users": evidence.target_users, "resamples": p.resamples,
+            "confidence_threshold": p.confidence, "thresholds": thresholds}
+    stages = evaluate_stages(evidence, p)
+    target = stages.get(evidence.target_users)
+    if target is None:
+        return Decision(status="no_measurement", verdict=explain.no_measurement(evidence.target_users),
+                        reasons=["Every window at the target concurrency was invalid or missing; see summary.csv."],
+                        **base)
+    focus = target.pick if target.pick is not None else target.base_k
+    by_k = {u: {k: s for k, s in st.stats.items() if k == focus} for u, st in stages.items()}
+    knee = find_knee(focus, {u: v[focus] for u, v in by_k.items() if focus in v},
+                     {u: stages[u].draws[focus] for u, v in by_k.items() if focus in v}, p)
+    per_stage = [stage_pick(stages[u], p, argv_by_k) for u in sorted(stages)]
+    decided = target.status == "decided"
+    recommended = Recommended(k=target.pick, setting=f"k{target.pick}", argv=list(argv_by_k.get(target.pick, []))) \
+        if decided else None
+    return Decision(
+        status=target.status, verdict=explain.verdict(target, p), baseline_k=target.base_k,
+        recommended=recommended, leading_k=target.pick,
+        confidence=target.shares.get(target.pick) if target.pick is not None else None,
+        checklist=checklist(target, focus, scaling_check(knee, evidence.target_users, p), p),
+        candidates=candidates(target, p), cells=cell_summaries(stages, p), per_stage=per_stage,
+        per_batch_size=schedule_from_picks(per_stage, argv_by_k, schedule_form), knee=knee,
+        stopped_at_k=target.stopped_at, reasons=explain.reasons(target, stages, p),
+        diagnoses=explain.diagnoses(target, stages, p), next_runs=explain.next_runs(target, p), **base)
+
+
+def next_setting(evidence: Evidence, p: DecisionConfig, planned_ks: list[int]) -> tuple[int | None, int | None]:
+    """The sweep's early stop, in memory: (the next K to measure or None, the K where the stop rule fired).
+    Larger K are skipped only when the stop fires there in at least `confidence` of the resamples."""
+    measured = [k for k in evidence.ks if evidence.cell(k, evidence.target_users)]
+    if len(measured) >= 2:
+        prepared = {k: PreparedCell(evidence.cell(k, evidence.target_users), p.slos, p.bin_min_s) for k in measured}
+        stage = evaluate(evidence.target_users, prepared, p, np.random.default_rng(p.seed))
+        if stage.stopped_at is not None and stage.stop_share >= p.confidence:  # skipping K cannot be undone
+            return None, stage.stopped_at
+    later = [k for k in planned_ks if k > max(evidence.ks, default=-1)]
+    return (later[0] if later else None), None

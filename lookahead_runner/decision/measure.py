@@ -1,0 +1,233 @@
+"""Cell -> the figures the rules read (`CellStats`), once from the data as measured and many times
+from resampled data (the bootstrap behind every interval and the verdict's confidence).
+
+One resample of a cell: its repeats drawn with replacement (server starts differ); inside each
+drawn window, the successful requests drawn with replacement (latency percentiles, SLO attainment)
+and the throughput bins drawn with replacement (batch means; a window too short for two bins at
+least one request long keeps its count); failures drawn from their binomial.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .evidence import LATENCY_COLUMNS, Cell, Window
+from .slo import Slo
+from .stats import bin_counts
+
+QUANTILES = (0.5, 0.9, 0.99)
+OBJECTIVES = ("req_per_s", "output_tok_per_s", "goodput")
+
+
+@dataclass(frozen=True)
+class CellStats:
+    k: int
+    users: int
+    repeats: int
+    requests: int                   # successful requests
+    finished: int
+    failures: int
+    timeouts: int
+    duration_s: float
+    req_per_s: float
+    output_tok_per_s: float
+    goodput: float                  # requests meeting every SLO, per second (req/s without SLOs)
+    quantiles: np.ndarray           # LATENCY_COLUMNS x QUANTILES, ms
+    slo_met: tuple[int, ...]        # finished requests meeting each SLO
+    running_mean: float
+    waiting_mean: float
+    kv_usage_mean: float
+    kv_usage_peak: float
+    preemptions: float              # summed over the windows
+    acceptance_rate: float
+    gpu_mem_peak_mib: float
+    gpu_mem_total_mib: float
+    kv_pool_tokens: float
+    throughput_units: int           # independent throughput values behind the figure: repeats x bins
+
+    def objective(self, name: str) -> float:
+        return self.goodput if name == "goodput" else getattr(self, name)
+
+    def quantile(self, column: str, q: float) -> float:
+        return float(self.quantiles[LATENCY_COLUMNS.index(column), QUANTILES.index(q)])
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failures / self.finished if self.finished else math.nan
+
+    @property
+    def timeout_rate(self) -> float:
+        return self.timeouts / self.finished if self.finished else math.nan
+
+
+@dataclass(frozen=True, eq=False)
+class _PreparedWindow:
+    window: Window
+    meets: np.ndarray        # successful requests x SLOs (bool)
+    good: np.ndarray         # successful requests meeting every SLO (bool)
+    bins_req: np.ndarray     # throughput bins: completions, output tokens, good completions
+    bins_tok: np.ndarray
+    bins_good: np.ndarray
+
+
+class PreparedCell:
+    """A cell with its per-window arrays cut once, ready to be measured or resampled many times."""
+
+    def __init__(self, cell: Cell, slos: tuple[Slo, ...], bin_min_s: float) -> None:
+        self.cell, self.slos = cell, slos
+        e2e = cell.pooled("e2e_ms")
+        e2e_s = float(np.nanmedian(e2e)) / 1000 if len(e2e) and np.isfinite(e2e).any() else 0.0
+        self.bin_s = max(bin_min_s, e2e_s)
+        self.windows = [self._prepare(w) for w in cell.windows]
+        self.pooled_latency = np.concatenate([w.latency_ms for w in cell.windows]) if cell.windows \
+            else np.empty((0, len(LATENCY_COLUMNS)))
+        self.meets = np.concatenate([p.meets for p in self.windows]).astype(float) if self.windows \
+            else np.empty((0, len(slos)))
+        self.durations = np.array([w.duration_s for w in cell.windows])
+        self.signals = np.array([[w.signal(name) for name in _SIGNALS] for w in cell.windows], dtype=float) \
+            .reshape(len(cell.windows), len(_SIGNALS))
+
+    def _prepare(self, w: Window) -> _PreparedWindow:
+        meets = np.column_stack([w.latency_ms[:, LATENCY_COLUMNS.index(s.column)] <= s.max_ms for s in self.slos]) \
+            if self.slos else np.ones((w.completed, 0), dtype=bool)
+        good = meets.all(axis=1)
+        ones = np.ones(w.completed)
+        return _PreparedWindow(
+            w, meets, good,
+            bin_counts(w.t_done_s, ones, w.duration_s, self.bin_s),
+            bin_counts(w.t_done_s, w.output_tokens, w.duration_s, self.bin_s),
+            bin_counts(w.t_done_s, good.astype(float), w.duration_s, self.bin_s),
+        )
+
+    @property
+    def throughput_units(self) -> int:
+        return sum(len(p.bins_req) for p in self.windows)
+
+    def measure(self) -> CellStats:
+        """The cell's figures as measured."""
+        everything = np.arange(len(self.windows))
+        ws = [p.window for p in self.windows]
+        lat = np.concatenate([w.latency_ms for w in ws]) if ws else np.empty((0, len(LATENCY_COLUMNS)))
+        met = np.concatenate([p.meets for p in self.windows]) if ws else np.empty((0, len(self.slos)), dtype=bool)
+        return self._stats(
+            everything, column_quantiles(lat, QUANTILES), len(lat), met.sum(axis=0),
+            completed=sum(w.completed for w in ws), tokens=sum(float(w.output_tokens.sum()) for w in ws),
+            good=sum(int(p.good.sum()) for p in self.windows), failures=sum(w.failures for w in ws),
+            timeouts=sum(w.timeouts for w in ws), signals=_signal_summaries(self.signals[None, :, :])[0])
+
+    def draws(self, rng: np.random.Generator, count: int) -> list[CellStats]:
+        """`count` resamples of the cell (see the module's docstring for what is drawn)."""
+        size = len(self.windows)
+        picks = rng.integers(size, size=(count, size)) if size > 1 else np.zeros((count, size), dtype=int)
+        rows, slots = np.arange(count)[:, None], np.arange(size)[None, :]
+        # per window, `count x size` resampled bin sums and failures, then the one each draw's slot picked
+        completed = np.stack([self._bin_draws(rng, p.bins_req, count, size) for p in self.windows])
+        tokens = np.stack([self._bin_draws(rng, p.bins_tok, count, size) for p in self.windows])
+        good = np.stack([self._bin_draws(rng, p.bins_good, count, size) for p in self.windows])
+        failed = np.stack([rng.binomial(p.window.finished, p.window.failures / p.window.finished, (count, size))
+                           if p.window.failures else np.zeros((count, size), dtype=int) for p in self.windows])
+        timeout_share = np.array([p.window.timeouts / p.window.failures if p.window.failures else 0.0
+                                  for p in self.windows])
+        failures = failed[picks, rows, slots]
+        timeouts = np.round(failures * timeout_share[picks]).sum(axis=1)
+        completed, tokens, good = (x[picks, rows, slots].sum(axis=1) for x in (completed, tokens, good))
+        failures = failures.sum(axis=1)
+        signals = _signal_summaries(self.signals[picks])
+        weights = self._request_weights(rng, picks)
+        quantiles = self._weighted_quantiles(weights)
+        slo_met = weights @ self.meets if self.slos else np.zeros((count, 0))
+        requests = weights.sum(axis=1)
+        return [self._stats(picks[b], quantiles[b], requests[b], slo_met[b], completed=completed[b], tokens=tokens[b],
+                            good=good[b], failures=failures[b], timeouts=timeouts[b], signals=signals[b])
+                for b in range(count)]
+
+    def _request_weights(self, rng: np.random.Generator, picks: np.ndarray) -> np.ndarray:
+        """draws x pooled requests: how often each request is in each resample. A window drawn c times
+        contributes c x its size requests, drawn uniformly from its own."""
+        columns = []
+        for i, p in enumerate(self.windows):
+            n = p.window.completed
+            times = (picks == i).sum(axis=1)
+            columns.append(rng.multinomial(n * times, np.full(n, 1 / n)) if n else np.zeros((len(picks), 0)))
+        return np.concatenate(columns, axis=1) if columns else np.zeros((len(picks), 0))
+
+    def _weighted_quantiles(self, weights: np.ndarray) -> np.ndarray:
+        """draws x LATENCY_COLUMNS x QUANTILES of the resampled requests (the lowest value whose cumulative
+        share reaches q), from one sort per column of the pooled requests."""
+        count = len(weights)
+        out = np.full((count, len(LATENCY_COLUMNS), len(QUANTILES)), np.nan)
+        for j in range(len(LATENCY_COLUMNS)):
+            values = self.pooled_latency[:, j]
+            order = np.argsort(values)[:np.isfinite(values).sum()]  # NaN sorts last: dropped
+            if not len(order):
+                continue
+            cumulative = np.cumsum(weights[:, order], axis=1)
+            total = cumulative[:, -1]
+            for m, q in enumerate(QUANTILES):
+                at = (cumulative < np.maximum(np.ceil(q * total), 1)[:, None]).sum(axis=1)
+                out[:, j, m] = np.where(total > 0, values[order][np.minimum(at, len(order) - 1)], np.nan)
+        return out
+
+    @staticmethod
+    def _bin_draws(rng: np.random.Generator, bins: np.ndarray, count: int, size: int) -> np.ndarray:
+        """Sums of a window's bins resampled with replacement, `count x size` times (batch means); a window
+        of one bin keeps its total."""
+        if len(bins) < 2:
+            return np.full((count, size), float(bins.sum()))
+        return bins[rng.integers(len(bins), size=(count, size, len(bins)))].sum(axis=2)
+
+    def _stats(self, picked: np.ndarray, quantiles: np.ndarray, requests: int, slo_met: np.ndarray, *,
+               completed: float, tokens: float, good: float, failures: int, timeouts: int,
+               signals: np.ndarray) -> CellStats:
+        duration = float(self.durations[picked].sum())
+        per_s = (lambda value: value / duration) if duration else (lambda value: math.nan)
+        return CellStats(
+            k=self.cell.k, users=self.cell.users, repeats=len(set(picked.tolist())), requests=int(requests),
+            finished=int(requests + failures), failures=int(failures), timeouts=int(timeouts), duration_s=duration,
+            req_per_s=per_s(completed), output_tok_per_s=per_s(tokens), goodput=per_s(good), quantiles=quantiles,
+            slo_met=tuple(int(v) for v in np.atleast_1d(slo_met))[:len(self.slos)] if self.slos else (),
+            **dict(zip(_SIGNALS, (float(v) for v in signals))), throughput_units=self.throughput_units)
+
+
+# signal -> how the drawn windows combine: a mean of means, the highest peak, a sum of counts, the smallest pool
+_SIGNALS = {"running_mean": "mean", "waiting_mean": "mean", "kv_usage_mean": "mean", "kv_usage_peak": "max",
+            "preemptions": "sum", "acceptance_rate": "mean", "gpu_mem_peak_mib": "max", "gpu_mem_total_mib": "max",
+            "kv_pool_tokens": "min"}
+_REDUCE = {"mean": np.nanmean, "max": np.nanmax, "sum": np.nansum, "min": np.nanmin}
+
+
+def _signal_summaries(rows: np.ndarray) -> np.ndarray:
+    """draws x windows x signals -> draws x signals, each signal combined by its rule, NaN readings skipped."""
+    out = np.full((rows.shape[0], len(_SIGNALS)), np.nan)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN signal (not measured): stays NaN
+        for i, how in enumerate(_SIGNALS.values()):
+            column = rows[:, :, i]
+            if np.isfinite(column).any():
+                out[:, i] = _REDUCE[how](column, axis=1)
+    return out
+
+
+def column_quantiles(matrix: np.ndarray, qs: tuple[float, ...]) -> np.ndarray:
+    """Quantiles of each column ignoring NaN, numpy's linear rule: columns x qs (NaN for an empty column).
+    One sort instead of np.nanquantile's per-column path: this runs for every resample."""
+    columns = matrix.shape[1]
+    out = np.full((columns, len(qs)), np.nan)
+    if not len(matrix):
+        return out
+    ordered = np.sort(matrix, axis=0)  # NaN sorts last
+    n = np.isfinite(matrix).sum(axis=0)
+    have = np.nonzero(n)[0]
+    if not len(have):
+        return out
+    last = n[have] - 1
+    for j, q in enumerate(qs):
+        pos = q * last
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, last)
+        frac = pos - lo
+        out[have, j] = ordered[lo, have] * (1 - frac) + ordered[hi, have] * frac
+    return out

@@ -1,0 +1,130 @@
+"""The tuning method (method.md) as point rules on `CellStats`: gates, the stop rule, the pick.
+
+These run on the figures as measured and again on every resample (the verdict's confidence is
+the share of resamples in which the same K is picked), so they are plain and fast: no intervals,
+no text. checks.py wraps the same rules with intervals and evidence for the report.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from ..config import DecisionConfig
+from .measure import CellStats
+
+PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
+
+GATE_FAILURES = "failures and timeouts"
+GATE_MEMORY = "memory headroom"
+GATE_BATCH = "real batch"
+GATE_LATENCY = "e2e latency"
+SLO_GATE_PREFIX = "SLO "
+
+
+def rel(new: float, old: float) -> float:
+    if old is None or new is None or not old or math.isnan(old) or math.isnan(new):
+        return math.nan
+    return new / old - 1
+
+
+def failures_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:
+    if s.k == base.k or not s.finished or not base.finished:
+        return PASS if s.finished else UNKNOWN
+    worse = (s.failure_rate - base.failure_rate > p.failure_rate_slack
+             or s.timeout_rate - base.timeout_rate > p.failure_rate_slack)
+    return FAIL if worse else PASS
+
+
+def slo_status(s: CellStats, index: int, share: float) -> str:
+    if not s.finished:
+        return UNKNOWN
+    return PASS if s.slo_met[index] / s.finished >= share else FAIL
+
+
+def memory_status(s: CellStats, p: DecisionConfig) -> str:
+    kv, preempted = s.kv_usage_peak, s.preemptions
+    device = s.gpu_mem_peak_mib / s.gpu_mem_total_mib if s.gpu_mem_total_mib else math.nan
+    if math.isnan(kv) and math.isnan(preempted) and math.isnan(device):
+        return UNKNOWN
+    over = (kv > 1 - p.kv_headroom_frac) or (preempted > 0) or (device >= 1.0)
+    return FAIL if over else PASS
+
+
+def batch_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:
+    if s.k == base.k:
+        return PASS
+    if math.isnan(s.running_mean) or math.isnan(base.running_mean):
+        return UNKNOWN
+    return FAIL if s.running_mean < base.running_mean * (1 - p.batch_drop_frac) else PASS
+
+
+def latency_ratio(s: CellStats, base: CellStats, p: DecisionConfig) -> float:
+    q = p.latency_percentile / 100
+    return rel(s.quantile("e2e_ms", q), base.quantile("e2e_ms", q))
+
+
+def latency_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:
+    if s.k == base.k:
+        return PASS
+    ratio = latency_ratio(s, base, p)
+    if math.isnan(ratio):
+        return UNKNOWN
+    return FAIL if ratio > p.latency_tolerance_frac else PASS
+
+
+def gate_statuses(s: CellStats, base: CellStats, p: DecisionConfig) -> dict[str, str]:
+    """Every gate of one K at one stage, judged on point figures."""
+    statuses = {GATE_FAILURES: failures_status(s, base, p)}
+    for index, slo in enumerate(p.slos):
+        statuses[SLO_GATE_PREFIX + slo.key] = slo_status(s, index, slo.share)
+    statuses[GATE_MEMORY] = memory_status(s, p)
+    statuses[GATE_BATCH] = batch_status(s, base, p)
+    if not p.slos:  # without SLOs "waits do not get longer" is read on e2e latency
+        statuses[GATE_LATENCY] = latency_status(s, base, p)
+    return statuses
+
+
+def memory_rise(s: CellStats, prev: CellStats) -> float:
+    """The clearest memory rise from prev to s: KV usage (points of the pool, mean or peak), device memory
+    (share of the total), a shrinking KV pool (share), or preemptions appearing (1.0)."""
+    rises = [s.kv_usage_mean - prev.kv_usage_mean, s.kv_usage_peak - prev.kv_usage_peak]
+    if s.gpu_mem_total_mib:
+        rises.append((s.gpu_mem_peak_mib - prev.gpu_mem_peak_mib) / s.gpu_mem_total_mib)
+    if prev.kv_pool_tokens:
+        rises.append((prev.kv_pool_tokens - s.kv_pool_tokens) / prev.kv_pool_tokens)
+    if s.preemptions > 0 and not prev.preemptions > 0:
+        rises.append(1.0)
+    rises = [r for r in rises if not math.isnan(r)]
+    return max(rises, default=0.0)
+
+
+def stop_at(stats: Mapping[int, CellStats], p: DecisionConfig) -> int | None:
+    """Method stepping rule 2, walking K upward: the first K whose memory rises clearly while the objective
+    does not rise with it by at least throughput_gain_frac."""
+    ks = sorted(stats)
+    for prev, k in zip(ks, ks[1:]):
+        gain = rel(stats[k].objective(p.objective), stats[prev].objective(p.objective))
+        if memory_rise(stats[k], stats[prev]) >= p.memory_rise_frac and not gain >= p.throughput_gain_frac:
+            return k
+    return None
+
+
+def pick(stats: Mapping[int, CellStats], gates: Mapping[int, Mapping[str, str]], stopped: int | None,
+         p: DecisionConfig) -> int | None:
+    """The best objective among K below the stop that no gate fails; the smallest K within the tie band."""
+    eligible = {k: s.objective(p.objective) for k, s in stats.items()
+                if (stopped is None or k < stopped) and FAIL not in gates[k].values()}
+    eligible = {k: v for k, v in eligible.items() if not math.isnan(v)}
+    if not eligible:
+        return None
+    best = max(eligible.values())
+    return min(k for k, v in eligible.items() if v >= best / (1 + p.tie_tolerance_frac))
+
+
+def choose(stats: Mapping[int, CellStats], p: DecisionConfig) -> int | None:
+    """The whole point rule at one stage (one resample)."""
+    if not stats:
+        return None
+    base = stats[min(stats)]
+    gates = {k: gate_statuses(s, base, p) for k, s in stats.items()}
+    return pick(stats, gates, stop_at(stats, p), p)

@@ -1,0 +1,38 @@
+"""A per-batch-size schedule from the per-stage picks: K keyed by the real batch each stage measured.
+
+Only stages the engine decided anchor a range (a guessed K would be handed out as a setting);
+how the ranges are written into `vllm serve` is a vLLM fact (vllm/schedule.py).
+"""
+from __future__ import annotations
+
+from ..vllm.schedule import per_batch_size_argv
+from .schema import StagePick
+
+PER_BATCH_SIZE_KEY = "num_speculative_tokens_per_batch_size"
+OPEN_END = 1_000_000
+
+
+def ranges_from(points: list[tuple[float, int]]) -> list[list[int]]:
+    """[(real batch, K)] -> [[lo, hi, K]]: boundaries halfway between measured batches, the first range
+    from 1, the last open-ended, neighbours with the same K merged."""
+    points = sorted(points)
+    ranges, lo = [], 1
+    for i, (batch, k) in enumerate(points):
+        hi = OPEN_END if i == len(points) - 1 else max(lo, int((batch + points[i + 1][0]) / 2))
+        if ranges and ranges[-1][2] == k:
+            ranges[-1][1] = hi
+        else:
+            ranges.append([lo, hi, k])
+        lo = hi + 1
+    return ranges
+
+
+def schedule_from_picks(picks: list[StagePick], argv_by_k: dict[int, list[str]], form: str | None) -> dict | None:
+    """The schedule when decided stages want different K and the server takes one (form not None)."""
+    decided = [p for p in picks if p.status == "decided" and p.k is not None and p.running_mean is not None]
+    if form is None or len({p.k for p in decided}) < 2:
+        return None
+    ranges = ranges_from([(p.running_mean, p.k) for p in decided])
+    left_out = [p.users for p in picks if p not in decided]
+    return {PER_BATCH_SIZE_KEY: ranges, "argv": per_batch_size_argv(ranges, argv_by_k), "form": form,
+            "anchored_on_users": [p.users for p in decided], "left_out_users": left_out}

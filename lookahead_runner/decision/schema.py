@@ -1,0 +1,178 @@
+"""decision.json as typed objects (schema version 2): what the engine writes and the report reads.
+
+Every figure that decides carries its interval (`Range`: None on a side = unbounded at that
+sample size) and its sample count; every check is pass / fail / unknown; the verdict says how
+often its K won when the evidence was resampled.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 2
+
+CheckStatus = Literal["pass", "fail", "unknown"]
+# decided: confident; not_decided: a leader exists but is not sure yet (or a gate lacks data);
+# no_eligible: every K is blocked by a gate; no_measurement: no valid window at the stage.
+DecisionStatus = Literal["decided", "not_decided", "no_eligible", "no_measurement"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Range(Model):
+    low: float | None = None
+    high: float | None = None
+
+
+class Check(Model):
+    name: str
+    kind: Literal["gate", "advice"]
+    status: CheckStatus
+    evidence: str
+    unknown_because: Literal["", "too little data", "not measured", "not applicable"] = ""
+    n: int | None = None
+
+
+class Percentile(Model):
+    metric: str                  # ttft | tpot | itl | e2e
+    q: float
+    value_ms: float | None
+    range: Range = Field(default_factory=Range)
+    n: int = 0
+    decisive: bool = False       # bounded on both sides at this n: may decide; else shown only
+
+
+class CellSummary(Model):
+    """One (K, users): the evidence table row, requests pooled over repeats."""
+
+    k: int
+    users: int
+    repeats: int
+    requests: int
+    failures: int
+    timeouts: int
+    req_per_s: float
+    req_per_s_range: Range = Field(default_factory=Range)
+    req_per_s_by_repeat: list[float] = Field(default_factory=list)
+    output_tok_per_s: float
+    output_tok_per_s_range: Range = Field(default_factory=Range)
+    goodput: float | None = None
+    goodput_range: Range = Field(default_factory=Range)
+    throughput_units: int = 0    # repeats x bins behind the interval
+    percentiles: list[Percentile] = Field(default_factory=list)
+    slo_attainment: dict[str, Range] = Field(default_factory=dict)
+    failure_rate: float | None = None
+    failure_rate_range: Range = Field(default_factory=Range)
+    running_mean: float | None = None
+    waiting_mean: float | None = None
+    kv_usage_mean: float | None = None
+    kv_usage_peak: float | None = None
+    preemptions: float | None = None
+    acceptance_rate: float | None = None
+    kv_pool_tokens: float | None = None
+
+
+class Tradeoff(Model):
+    metric: str                  # e.g. "TTFT p99"
+    difference: float            # ms, or a fraction when unit is "%"
+    range: Range = Field(default_factory=Range)
+    unit: Literal["ms", "%"] = "ms"
+    decisive: bool = True
+    text: str = ""
+
+
+class Candidate(Model):
+    k: int
+    objective: float
+    objective_range: Range = Field(default_factory=Range)
+    gain: float | None = None    # vs the baseline, a fraction
+    gain_range: Range = Field(default_factory=Range)
+    win_share: float = 0.0
+    gates: list[Check] = Field(default_factory=list)
+    blocked_by: list[str] = Field(default_factory=list)
+    beyond_stop: bool = False
+    tradeoffs: list[Tradeoff] = Field(default_factory=list)
+
+
+class Recommended(Model):
+    k: int
+    setting: str
+    argv: list[str] = Field(default_factory=list)
+
+
+class StagePick(Model):
+    """The decision made at one concurrency stage, by the same rules and gates as the target's."""
+
+    users: int
+    status: DecisionStatus
+    k: int | None = None         # set when decided
+    leading_k: int | None = None
+    confidence: float | None = None
+    running_mean: float | None = None
+    objective: float | None = None
+    blocked: dict[str, list[str]] = Field(default_factory=dict)
+    argv: list[str] = Field(default_factory=list)
+    reason: str = ""
+
+
+class KneeStep(Model):
+    users_from: int
+    users_to: int
+    gain_per_doubling: float | None
+    gain_range: Range = Field(default_factory=Range)
+    cost: str = ""
+    costly: bool = False
+
+
+class Knee(Model):
+    k: int
+    users: int | None = None     # the last stage worth its users; None = not found in the stages run
+    next_users: int | None = None
+    steps: list[KneeStep] = Field(default_factory=list)
+    reason: str = ""
+
+
+class AxisDecision(Model):
+    flag: str
+    value: str
+    status: DecisionStatus
+    k: int | None = None
+    objective: float | None = None
+    verdict: str = ""
+
+
+class LifeNote(Model):
+    life: str
+    reason: str = ""
+
+
+class Decision(Model):
+    schema_version: int = SCHEMA_VERSION
+    mode: Literal["sweep", "ramp"] = "sweep"
+    status: DecisionStatus
+    verdict: str
+    objective: str = "req_per_s"
+    target_users: int | None = None
+    baseline_k: int | None = None
+    recommended: Recommended | None = None
+    leading_k: int | None = None
+    confidence: float | None = None
+    resamples: int = 0
+    confidence_threshold: float = 0.9
+    checklist: list[Check] = Field(default_factory=list)
+    candidates: list[Candidate] = Field(default_factory=list)
+    cells: list[CellSummary] = Field(default_factory=list)
+    per_stage: list[StagePick] = Field(default_factory=list)
+    per_batch_size: dict | None = None
+    knee: Knee | None = None
+    stopped_at_k: int | None = None
+    reasons: list[str] = Field(default_factory=list)
+    diagnoses: list[str] = Field(default_factory=list)
+    next_runs: list[str] = Field(default_factory=list)
+    thresholds: dict = Field(default_factory=dict)
+    by_axis: list[AxisDecision] = Field(default_factory=list)
+    failed_lives: list[LifeNote] = Field(default_factory=list)
+    skipped_lives: list[LifeNote] = Field(default_factory=list)
