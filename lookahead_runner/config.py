@@ -129,6 +129,9 @@ class SpeculationConfig(Strict):
         return sorted(value)
 
 
+AUTO_FIRST_REPEATS = 2
+
+
 class StageConfig(Strict):
     users: int = Field(ge=1, le=100_000)
     duration_s: float = Field(gt=0)
@@ -141,7 +144,10 @@ class LoadConfig(Strict):
     prompt_tokens: int = Field(128, ge=1)
     output_tokens: int = Field(64, ge=2)
     temperature: float = Field(0.0, ge=0)
-    repeats: int = Field(1, ge=1, le=100)
+    repeats: int | Literal["auto"] = Field(
+        1, description="repeats of every setting; \"auto\" = 2, then one more of each K the verdict hangs on "
+                       "until it is decided or max_repeats is reached")
+    max_repeats: int = Field(5, ge=2, le=100, description="the cap of repeats = \"auto\"")
     repeat_mode: Literal["restart", "same-server"] = Field(
         "restart", description="restart: a fresh server per repeat (its startup varies too); same-server: "
                                "all repeats of a setting on one server life (faster; caches stay warm)")
@@ -154,6 +160,18 @@ class LoadConfig(Strict):
     seed: int | None = Field(None, description="sampling seed sent with every request")
     prompt_file: str = Field("", description="JSONL prompt corpus ({\"text\": ...} per line); empty = built-in")
     locust_extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("repeats")
+    @classmethod
+    def _repeats_in_range(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= 100:
+            raise ValueError("give 1 to 100 repeats, or \"auto\"")
+        return value
+
+    @property
+    def planned_repeats(self) -> int:
+        """Repeats planned up front: "auto" starts with two (the least that shows a spread)."""
+        return AUTO_FIRST_REPEATS if self.repeats == "auto" else self.repeats
 
     @field_validator("stages")
     @classmethod

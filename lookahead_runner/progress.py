@@ -39,6 +39,11 @@ class SweepProgress:
     def load_started(self, sampler) -> None:
         self._sampler, self._load_started = sampler, time.monotonic()
 
+    def add_lives(self, count: int) -> None:
+        """Lives added while the sweep runs (repeats = "auto")."""
+        task = self._progress.tasks[0]
+        self._progress.update(self._task, total=(task.total or 0) + count * self.stage_total_s)
+
     def life_finished(self) -> None:
         self._done_s += self.stage_total_s
         self._sampler = None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import reaper, results
 from .config import SweepConfig
-from .decision.engine import next_setting
+from .decision.engine import next_setting, repeats_wanted
 from .finalize import finalize, read_run
 from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
 from .progress import SweepProgress
@@ -29,7 +29,7 @@ def plan_lives(config: SweepConfig) -> list[Life]:
     raw, grid = config.speculation.raw_lookahead_slots, config.grid
     axis = [(grid.flag, value) for value in grid.values] or [("", "")]
     return [Life(Setting(k, raw, flag, value), r)
-            for k in config.speculation.k for flag, value in axis for r in range(config.load.repeats)]
+            for k in config.speculation.k for flag, value in axis for r in range(config.load.planned_repeats)]
 
 
 def server_lives(lives: list[Life], same_server: bool) -> list[list[Life]]:
@@ -65,11 +65,21 @@ def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabil
     return caps
 
 
+def plan_entry(config: SweepConfig, caps: Capabilities, life: Life) -> dict:
+    return {"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
+            "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
+            "argv": render_argv(config, caps, life.setting, config.server.port or 8000), "dir": life.key}
+
+
+def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
+    """The plan's lives (it grows when repeats are "auto"), in its order."""
+    raw = config.speculation.raw_lookahead_slots
+    return [Life(Setting(l["k"], raw, l.get("axis_flag", ""), l.get("axis_value", "")), l["repeat"])
+            for l in plan["lives"]]
+
+
 def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str = "sweep") -> dict:
-    port = config.server.port or 8000
-    lives = [{"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
-              "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
-              "argv": render_argv(config, caps, life.setting, port), "dir": life.key} for life in plan_lives(config)]
+    lives = [plan_entry(config, caps, life) for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
     knob = "--num-lookahead-slots" if config.speculation.raw_lookahead_slots else SPEC_STYLE_FLAGS[style][-1]
     return {
@@ -103,7 +113,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
     else:  # a resumed run: what a killed runner of this folder left running goes first
         for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
-    lives = plan_lives(config)
+    lives = lives_of(results.read_json(plan_path), config)
     number = {life.key: n for n, life in enumerate(lives, 1)}
     with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
             SweepProgress(config.load.stages, len(lives)) as progress:
@@ -121,29 +131,59 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             progress.life_finished()
 
         events = LifeEvents(started, progress.load_started, finished)
-        stopped_at = None
-        for group in server_lives(lives, config.load.repeat_mode == "same-server"):
-            todo = []
-            for life in group:
-                out = results.life_dir(run_dir, life.setting.name, life.repeat)
-                if stopped_at is not None:  # lives run in K order: every one left has a larger K
-                    out.mkdir(parents=True, exist_ok=True)
-                    results.write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
-                    say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
-                    progress.life_finished()
-                elif results.life_state(out) == "done":
-                    say(f"{tag(life)}: done earlier, kept")
-                    progress.life_finished()
-                else:
-                    todo.append(life)
-            if todo:
-                run_server_life(config, caps, todo[0].setting, [life.repeat for life in todo], run_dir, say,
-                                events, web=web)
-            last = number[group[-1].key]
-            if stopped_at is not None or (last < len(lives) and lives[last].setting.k == group[-1].setting.k):
-                continue
-            finalize(run_dir, render=False)  # the raw files are on disk already: re-made per K
-            # with a grid each flag value has its own decision: no early stop across them
-            if early_stop and not config.grid.flag:
-                _, stopped_at = next_setting(read_run(run_dir).evidence(), config.decision, config.speculation.k)
+        early_stop = early_stop and not config.grid.flag  # each grid value has its own decision
+        run_lives(config, caps, run_dir, lives, tag, say, progress, events, early_stop, web)
+        while config.load.repeats == "auto" and not config.grid.flag:
+            wanted = [k for k in repeats_wanted(read_run(run_dir).evidence(), config.decision)
+                      if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
+            if not wanted:
+                break
+            more = add_repeats(config, caps, run_dir, lives, wanted)
+            say(f"not decided yet: one more repeat of K {[life.setting.k for life in more]} (load.repeats = \"auto\", "
+                f"at most {config.load.max_repeats})")
+            number.update({life.key: n for n, life in enumerate(lives, 1)})
+            progress.add_lives(len(more))
+            run_lives(config, caps, run_dir, more, tag, say, progress, events, False, web)
     return finalize(run_dir, render=True)
+
+
+def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int]) -> list[Life]:
+    """One more repeat of each K, appended to plan.json (so --resume finds them) and to `lives`."""
+    plan = results.read_json(run_dir / "plan.json")
+    more = []
+    for k in ks:
+        mine = [life for life in lives if life.setting.k == k]
+        more.append(Life(mine[-1].setting, max(life.repeat for life in mine) + 1))
+    plan["lives"] += [results.redact(plan_entry(config, caps, life)) for life in more]
+    results.write_json(run_dir / "plan.json", plan)
+    lives += more
+    return more
+
+
+def run_lives(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], tag, say, progress,
+              events: LifeEvents, early_stop: bool, web: bool) -> None:
+    """Every life not done yet, one server life per group; larger K skipped once the stop rule fires."""
+    stopped_at = None
+    for group in server_lives(lives, config.load.repeat_mode == "same-server"):
+        todo = []
+        for life in group:
+            out = results.life_dir(run_dir, life.setting.name, life.repeat)
+            if stopped_at is not None:  # lives run in K order: every one left has a larger K
+                out.mkdir(parents=True, exist_ok=True)
+                results.write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
+                say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
+                progress.life_finished()
+            elif results.life_state(out) == "done":
+                say(f"{tag(life)}: done earlier, kept")
+                progress.life_finished()
+            else:
+                todo.append(life)
+        if todo:
+            run_server_life(config, caps, todo[0].setting, [life.repeat for life in todo], run_dir, say,
+                            events, web=web)
+        after = lives.index(group[-1]) + 1
+        if stopped_at is not None or (after < len(lives) and lives[after].setting.k == group[-1].setting.k):
+            continue  # decide once every life of this K is measured
+        finalize(run_dir, render=False)  # the raw files are on disk already: re-made per K
+        if early_stop:
+            _, stopped_at = next_setting(read_run(run_dir).evidence(), config.decision, config.speculation.k)

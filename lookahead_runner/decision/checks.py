@@ -106,6 +106,8 @@ def batch_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
             f"{s.waiting_mean:.1f} waiting")
     if status == rules.FAIL:
         text += "; the real batch falls: lower --max-num-seqs first instead of adding lookahead"
+    elif s.running_mean < base.running_mean * (1 - p.batch_drop_frac):
+        text += "; fewer running, but nothing queues at the server: users spend more of their time between requests"
     return _check(rules.GATE_BATCH, status, text)
 
 

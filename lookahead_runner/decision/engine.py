@@ -152,3 +152,20 @@ def next_setting(evidence: Evidence, p: DecisionConfig, planned_ks: list[int]) -
             return None, stage.stopped_at
     later = [k for k in planned_ks if k > max(evidence.ks, default=-1)]
     return (later[0] if later else None), None
+
+
+def repeats_wanted(evidence: Evidence, p: DecisionConfig) -> list[int]:
+    """The K to measure once more so an undecided verdict can be decided (load.repeats = "auto"): the
+    leader, every K it loses to in at least 2 % of the resamples, and the baseline when a comparison with
+    it lacks data. Empty once decided or blocked."""
+    cells = {k: c for k, c in evidence.at(evidence.target_users).items()}
+    if not cells:
+        return []
+    prepared = {k: PreparedCell(cell, p.slos, p.bin_min_s) for k, cell in cells.items()}
+    stage = evaluate(evidence.target_users, prepared, p, np.random.default_rng(p.seed))
+    if stage.status != "not_decided" or stage.pick is None:
+        return []
+    wanted = {stage.pick} | {k for k, share in stage.shares.items() if k is not None and share >= 0.02}
+    if stage.unknown_gates(stage.pick) or prepared[stage.base_k].throughput_units < 2:
+        wanted.add(stage.base_k)
+    return sorted(wanted)

@@ -50,12 +50,20 @@ def memory_status(s: CellStats, p: DecisionConfig) -> str:
     return FAIL if over else PASS
 
 
+def server_holds_back(s: CellStats, p: DecisionConfig) -> bool:
+    """Requests queue at the server (waiting, preempted, KV full): a smaller batch is the server's limit, not
+    users between requests (a faster K leaves each user more of its time outside the server)."""
+    return (s.waiting_mean >= max(1.0, 0.05 * s.users) or s.preemptions > 0
+            or s.kv_usage_peak > 1 - p.kv_headroom_frac)
+
+
 def batch_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:
     if s.k == base.k:
         return PASS
     if math.isnan(s.running_mean) or math.isnan(base.running_mean):
         return UNKNOWN
-    return FAIL if s.running_mean < base.running_mean * (1 - p.batch_drop_frac) else PASS
+    dropped = s.running_mean < base.running_mean * (1 - p.batch_drop_frac)
+    return FAIL if dropped and server_holds_back(s, p) else PASS
 
 
 def latency_ratio(s: CellStats, base: CellStats, p: DecisionConfig) -> float:

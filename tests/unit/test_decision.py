@@ -80,6 +80,16 @@ def test_a_falling_real_batch_gates_the_k():
     assert any("lower --max-num-seqs first" in d for d in decision.diagnoses)
 
 
+def test_fewer_running_with_nothing_queued_is_turnaround_not_a_batch_drop():
+    """2 users, K=4 twice as fast: 1.3 running vs 2.0 because users spend more time between requests."""
+    ws = [window(0, 2, 3.3, r, running_mean=2.0) for r in range(2)]
+    ws += [window(4, 2, 7.0, r, running_mean=1.3, waiting_mean=0.0) for r in range(2)]
+    decision = decide(evidence(ws, 2), P, {})
+    batch = gate(candidate(decision, 4).gates, "real batch")
+    assert batch.status == "pass" and "nothing queues" in batch.evidence
+    assert decision.recommended.k == 4
+
+
 def test_no_metrics_and_no_memory_reading_is_unknown_never_a_pass():
     blank = dict(kv_usage_mean=math.nan, kv_usage_peak=math.nan, preemptions=math.nan, gpu_mem_peak_mib=math.nan,
                  gpu_mem_total_mib=math.nan, running_mean=math.nan)
