@@ -161,6 +161,32 @@ class Counters:
         return out[::-1]
 
 
+class StepNoise:
+    """A noisy server's step times (scenario fields step_jitter_frac, speed_drift_frac, speed_drift_s):
+    each step x its own lognormal factor, and x a speed factor redrawn every speed_drift_s of engine
+    time, both of mean 1 so the scenario's physics stay the expected value. Its own seeded stream:
+    the acceptance draws are the same with or without noise."""
+
+    def __init__(self, scenario: Scenario, seed: int) -> None:
+        self.jitter, self.drift, self.drift_s = scenario.step_jitter_frac, scenario.speed_drift_frac, \
+            scenario.speed_drift_s
+        self._rng = random.Random(f"step-noise-{seed}")
+        self.clock_s = 0.0                      # engine time stepped so far
+        self.speed = 1.0
+        self._redraw_at_s = 0.0
+
+    def _factor(self, sigma: float) -> float:
+        return math.exp(self._rng.gauss(-sigma * sigma / 2, sigma)) if sigma > 0 else 1.0
+
+    def apply(self, seconds: float) -> float:
+        if self.drift > 0 and self.clock_s >= self._redraw_at_s:
+            self.speed = self._factor(self.drift)
+            self._redraw_at_s = self.clock_s + self.drift_s
+        seconds *= self.speed * self._factor(self.jitter)
+        self.clock_s += seconds
+        return seconds
+
+
 class EngineModel:
     """One engine: a KV block pool, a waiting queue, a running batch."""
 
@@ -179,6 +205,7 @@ class EngineModel:
         self.admitted_last_step: list[str] = []
         self.k_step = self.k                 # K of the step being run (0 when drafting is off for it)
         self._rng = random.Random(cfg.seed)
+        self.noise = StepNoise(scenario, cfg.seed)
 
     # --- requests -------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_tokens: int, max_tokens: int, *, min_tokens: int = 0,
@@ -292,7 +319,7 @@ class EngineModel:
         if verified and self.k_step:
             ms += self.k_step * self.draft_step_ms
         ms += sc.prefill_ms_per_token * prefilled
-        return ms / 1000.0
+        return self.noise.apply(ms / 1000.0)
 
     def _execute(self, scheduled: list[tuple[Sequence, int, bool]]) -> list[TokenOutput]:
         outputs: list[TokenOutput] = []

@@ -64,6 +64,10 @@ class Scenario:
     max_model_len: int = 4096
     # --- process life
     startup_s: float = 1.5                   # weights load, profiling, KV allocation, graph capture
+    # --- noise (off by default): a busy or throttled GPU, as multiplicative factors of mean 1
+    step_jitter_frac: float = 0.0            # each step's time x lognormal(sigma = this)
+    speed_drift_frac: float = 0.0            # every speed_drift_s of engine time a new speed factor, same law
+    speed_drift_s: float = 3.0
 
     def draft_cost(self, method: str) -> DraftCost:
         family = next((m for m in ("ngram", "eagle", "mtp") if m in method), "draft_model")

@@ -195,3 +195,37 @@ def test_every_scenario_starts_with_k_up_to_8(name):
         sizing = size_kv_pool(SCENARIOS[name], spec_cfg(k))
         assert sizing.num_blocks * 16 >= 4096
         assert not math.isnan(sizing.used_mib)
+
+
+def _one_request_trace(scenario, seed: int = 3) -> tuple[list[float], list[tuple]]:
+    model = EngineModel(scenario, spec_cfg(4, seed=seed))
+    model.add_request("r", 8, 400, ignore_eos=True)
+    durations, outputs = [], []
+    while model.has_work():
+        result = model.step()
+        durations.append(result.duration_s)
+        outputs.append(tuple(result.outputs))
+    return durations, outputs
+
+
+def test_step_noise_keeps_the_physics_as_its_mean_and_leaves_acceptance_alone():
+    quiet_s, quiet_out = _one_request_trace(TIGHT)
+    jittery = replace(TIGHT, step_jitter_frac=0.3)
+    noisy_s, noisy_out = _one_request_trace(jittery)
+    assert noisy_out == quiet_out                       # the same tokens in the same steps
+    ratios = [n / q for n, q in zip(noisy_s, quiet_s)]
+    assert 0.9 < sum(ratios) / len(ratios) < 1.1        # mean 1 over ~120 steps (sd of the mean ~0.03)
+    assert max(ratios) > 1.2 and min(ratios) < 0.8
+    assert _one_request_trace(jittery)[0] == noisy_s     # seeded: the same run again
+    assert _one_request_trace(jittery, seed=4)[0] != noisy_s
+
+
+def test_speed_drift_holds_one_factor_for_its_period():
+    drifting = replace(TIGHT, speed_drift_frac=0.2, speed_drift_s=1.0)
+    quiet_s, _ = _one_request_trace(TIGHT)
+    noisy_s, _ = _one_request_trace(drifting)
+    ratios = [round(n / q, 9) for n, q in zip(noisy_s, quiet_s)]
+    # ~120 steps of ~40 ms = ~5 s of engine time: about 5 factors, each held for ~25 steps in a row
+    changes = sum(a != b for a, b in zip(ratios, ratios[1:]))
+    assert 2 <= changes <= 8
+    assert len(set(ratios)) == changes + 1
