@@ -27,7 +27,7 @@ SUMMARY_COLUMNS = (
     "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
     "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms", "failures", "failure_rate", "timeouts", "timeout_rate",
     "length_mismatches", "acceptance_rate", "mean_acceptance_length", "running_mean", "running_peak",
-    "waiting_mean", "waiting_peak", "kv_usage_mean", "kv_usage_peak", "preemptions", "gpu_mem_peak_mib",
+    "waiting_mean", "waiting_peak", "kv_usage_mean", "kv_usage_peak", "preemptions", "kv_pool_tokens", "gpu_mem_peak_mib",
     "gpu_mem_total_mib", "client_lag_p99_ms", "client_cpu_pct", "valid", "invalid_reason",
 )
 NAN = float("nan")
@@ -115,6 +115,7 @@ def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
         "kv_usage_mean": stat("kv_usage", "mean"),
         "kv_usage_peak": stat("kv_usage", "max"),
         "preemptions": counter_delta(server, "preemptions_total", t0, t1),
+        "kv_pool_tokens": stat("kv_pool_tokens", "min"),
     }
 
 

@@ -6,7 +6,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..vllm.metrics import SIGNALS
+from ..vllm.metrics import KV_POOL_INFO, SIGNALS, kv_pool_tokens
 
 AVERAGED = frozenset({"kv_usage"})
 
@@ -18,7 +18,12 @@ def parse(text: str) -> dict[str, float]:
     """
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
+    pool = 0.0
     for family in text_string_to_metric_families(text):
+        if family.name in (KV_POOL_INFO, KV_POOL_INFO.removesuffix("_info")):  # the parser may drop "_info"
+            for sample in family.samples:
+                pool += kv_pool_tokens(sample.labels) or 0.0
+            continue
         for sample in family.samples:
             if sample.name.endswith("_created") or "position" in sample.labels:
                 continue
@@ -29,6 +34,8 @@ def parse(text: str) -> dict[str, float]:
         name = next((n for n in names if n in sums and not math.isnan(sums[n])), None)
         if name is not None:
             values[signal] = sums[name] / counts[name] if signal in AVERAGED else sums[name]
+    if pool:
+        values["kv_pool_tokens"] = pool
     return values
 
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ..records import CsvAppender
-from ..vllm.metrics import SERVER_SAMPLE_COLUMNS, SIGNALS
+from ..vllm.metrics import SERVER_SAMPLE_COLUMNS
 from . import prometheus
 from .memory import BASE_COLUMNS, MemoryReading, reading_cells
 
@@ -48,7 +48,7 @@ class Sampler:
         else:
             self._track_progress(values, now)
             self.last_values = values | {"t_s": now}
-            self._write(self._server_csv, [round(now, 3), *(values.get(k) for k in SIGNALS)])
+            self._write(self._server_csv, [round(now, 3), *(values.get(k) for k in SERVER_SAMPLE_COLUMNS[1:])])
         reading = self.memory.read()
         if reading is not None:
             self._write_reading(now, reading)

@@ -20,5 +20,21 @@ SIGNALS: dict[str, tuple[str, ...]] = {
     "requests_success_total": ("vllm:request_success_total",),
 }
 
+# Signals read from an info metric's labels: the KV pool the server allocated, in tokens (a draft model
+# and a larger activation peak shrink it). 0.32 labels kv_cache_size_tokens; older ones only blocks.
+KV_POOL_INFO = "vllm:cache_config_info"
+
+
+def kv_pool_tokens(labels: dict[str, str]) -> float | None:
+    try:
+        return float(labels["kv_cache_size_tokens"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return float(labels["num_gpu_blocks"]) * float(labels["block_size"])
+    except (KeyError, ValueError):
+        return None
+
+
 COUNTERS = frozenset(name for name in SIGNALS if name.endswith("_total"))
-SERVER_SAMPLE_COLUMNS = ("t_s", *SIGNALS)
+SERVER_SAMPLE_COLUMNS = ("t_s", *SIGNALS, "kv_pool_tokens")

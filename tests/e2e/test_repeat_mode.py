@@ -102,3 +102,18 @@ def test_same_server_cut_in_a_later_repeat_resumes_only_that_repeat(tmp_path):
     # the rerun repeat had a server life of its own: its folder holds that server's record
     assert status(run_dir, "k0/r1")["state"] == "done" and (run_dir / "k0/r1/server.json").exists()
     assert not processes_of(model)
+
+
+def test_auto_repeats_add_lives_for_the_undecided_ks_and_stop_at_the_cap(tmp_path):
+    """Two users for 3 s give ~10 requests a window: too few to bound an e2e p90, so the verdict hangs on
+    K=0 and K=4 and "auto" adds one repeat of each per round, up to max_repeats, in plan.json too."""
+    model = f"sim/auto-{uuid.uuid4().hex[:8]}"
+    done, run_dir = run_sweep(tmp_path, sweep_toml(model, "[0, 4]", [(2, 3)], 2)
+                              .replace("warmup_s = 1.0", "warmup_s = 1.0\nrepeats = \"auto\"\nmax_repeats = 3"))
+    assert done.returncode in (0, 3), done.stderr[-2000:]
+    assert "not decided yet: one more repeat of K [0, 4]" in done.stdout
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert sorted(life["dir"] for life in plan["lives"]) == [f"k{k}/r{r}" for k in (0, 4) for r in range(3)]
+    assert all(status(run_dir, life["dir"])["state"] == "done" for life in plan["lives"])
+    decision = json.loads((run_dir / "decision.json").read_text())
+    assert {c["repeats"] for c in decision["cells"]} <= {1, 2, 3} and decision["leading_k"] in (0, 4)

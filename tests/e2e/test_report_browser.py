@@ -177,7 +177,7 @@ def test_page_loads_offline_renders_every_chart_and_escapes_hostile_strings(chro
     assert not re.search(r"<body[^>]*data-pwned", dom), "a hostile string ran as markup"
     assert HOSTILE not in dom and "<svg onload" not in dom
     assert "&lt;script&gt;document.body.setAttribute" in dom  # shown as text, in the verdict area and tables
-    assert "Best K per concurrency stage" in dom and "without results" in dom
+    assert "Decision per concurrency stage" in dom and "without results" in dom
 
 
 def decode_png(data: bytes) -> np.ndarray:

@@ -6,6 +6,7 @@ from synthetic import table, window
 
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import Decision, decide, evidence
+from lookahead_runner.decision.engine import next_setting, repeats_wanted
 
 P = DecisionConfig(resamples=400)
 
@@ -199,6 +200,22 @@ def test_close_gain_is_not_decided_and_says_how_many_repeats_would_tell():
     assert decision.status == "not_decided" and decision.recommended is None
     assert decision.verdict.startswith("Not decided yet at 32 users")
     assert any("repeats of both" in step for step in decision.next_runs)
+
+
+def test_auto_repeats_ask_for_the_ks_the_verdict_hangs_on():
+    close = [window(0, 32, 10.0, r, duration_s=6, jitter=0.45) for r in range(2)]
+    close += [window(2, 32, v, r, duration_s=6, jitter=0.45) for r, v in enumerate((10.2, 10.9))]
+    close += [window(8, 32, 6.0, r, duration_s=6) for r in range(2)]
+    assert repeats_wanted(evidence(close, 32), P) == [0, 2]  # K=8 is out of the running: no more of it
+    assert repeats_wanted(table({0: {32: 10}, 4: {32: 15}}, 32), P) == []  # decided
+
+
+def test_early_stop_needs_the_stop_rule_in_most_resamples():
+    ev = table({0: {32: 10}, 2: {32: 13}, 4: {32: 12.0}}, 32)
+    for w in ev.cells[(4, 32)].windows:
+        w.server["kv_usage_mean"] = 0.8
+    assert next_setting(ev, P, [0, 2, 4, 8, 16]) == (None, 4)
+    assert next_setting(table({0: {32: 10}, 2: {32: 13}}, 32), P, [0, 2, 4, 8]) == (4, None)
 
 
 def test_failures_beyond_the_baseline_and_the_noise_block():

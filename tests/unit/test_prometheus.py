@@ -12,6 +12,13 @@ def test_spec_decode_counters_from_real_032_metrics(fixtures_dir):
     assert values["running"] == 0.0 and values["kv_usage"] == 0.0
 
 
+def test_kv_pool_size_from_the_cache_config_info_labels(fixtures_dir):
+    assert parse((fixtures_dir / "metrics-specdecode.txt").read_text())["kv_pool_tokens"] == 262144.0
+    blocks_only = 'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="100"} 1.0\n'
+    assert parse(blocks_only)["kv_pool_tokens"] == 1600.0
+    assert "kv_pool_tokens" not in parse("vllm:num_requests_running 3\n")
+
+
 def test_no_spec_series_without_speculation(fixtures_dir):
     values = parse((fixtures_dir / "metrics-nospec.txt").read_text())
     assert values["generation_tokens_total"] == 67136.0
