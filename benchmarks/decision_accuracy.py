@@ -1,0 +1,292 @@
+"""Decision accuracy against ground truth: how often the decision engine picks the known best K from a
+demo-sized measurement, how often it says "not decided yet", how often it is wrong, and whether its
+stated confidence matches its hit rate. Goal: >= 95 % right or "not decided", 0 confident wrong picks.
+Prints one JSON line.
+
+    python benchmarks/decision_accuracy.py [--scenarios tight-kv,noisy] [--repeats 6] [--subsets 24]
+                                           [--recordings DIR] [--decide-only] [--resamples N]
+
+Scenarios and their truths: benchmarks/decision_scenarios.py (each truth from the simulator's own
+model: `python benchmarks/decision_scenarios.py` prints the figures behind it). Each scenario is
+recorded once through the product's path (`lookahead-runner sweep` on a generated config: only the
+target stage, `repeat_mode = "same-server"`, --repeats repeats, --no-early-stop), then decided many
+times with `lookahead_runner.decision.decide` on demo-sized subsets of that recording (2 repeats per
+K, as the demo runs): --subsets random draws (each K's 2 repeats drawn apart) and the disjoint
+subsets (repeats 0-1, 2-3, 4-5, ... of every K), reported apart.
+
+Subsets of one recording are not independent: random draws share windows, so their intervals are
+narrower than independent runs would give; the disjoint subsets share no window but share each K's
+server life (same-server repeats), so a slow server start is in all of them. A scenario's figures are
+one recording's; rerun with another --recordings folder for another sample.
+
+A pick is right when the verdict is decided and recommends the truth ("Keep K=0" when the truth is
+K=0); "no_eligible" is right only where the truth is that no K passes; not_decided (and
+no_measurement) counts as "not decided"; every other verdict is wrong. Every decided verdict is
+stated with at least the engine's confidence threshold, so a decided wrong pick is a confident one.
+A subset without a valid window of the truth's K (the client-lag gate dropped them all) cannot be
+right and is counted as "unscored", outside the shares. Where a scenario is about the stop rule or a
+diagnosis, the share of subsets where it fires (says it) is printed too.
+
+Recordings go to --recordings (default reports/decision-accuracy/<scenario>/<run>); a scenario whose
+folder holds a finished run with the same config is reused, an interrupted one resumed, so
+--decide-only reruns the deciding alone. Budget: 8 scenarios x 6 repeats take about 45 minutes on 2
+cores (recording ~90 %); --scenarios and --repeats run less. The 1-minute load average is recorded
+before and after each recording: on a busy box the client-lag gate drops windows (see `windows`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from decision_scenarios import SCENARIOS, BenchScenario, config_toml  # noqa: E402
+
+from lookahead_runner import results  # noqa: E402
+from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
+from lookahead_runner.decision import Decision, Evidence, decide  # noqa: E402
+from lookahead_runner.decision.stats import wilson  # noqa: E402
+from lookahead_runner.finalize import RunDirError, read_plan, read_run  # noqa: E402
+
+RIGHT, NOT_DECIDED, WRONG, UNSCORED = "right", "not decided", "wrong", "unscored"
+SUBSET_REPEATS = 2            # the demo's repeats
+LEVEL = 0.95
+
+
+# --- pure: subsets, outcomes, tallies ---------------------------------------------------------------
+def disjoint_subsets(repeats_by_k: dict[int, list[int]], size: int = SUBSET_REPEATS) -> list[dict[int, list[int]]]:
+    """Repeats [0, size), [size, 2 size), ... of every K's valid repeats: no window in two subsets."""
+    count = min((len(r) // size for r in repeats_by_k.values()), default=0)
+    return [{k: sorted(r)[i * size:(i + 1) * size] for k, r in repeats_by_k.items()} for i in range(count)]
+
+
+def random_subsets(repeats_by_k: dict[int, list[int]], count: int, rng: np.random.Generator,
+                   size: int = SUBSET_REPEATS) -> list[dict[int, list[int]]]:
+    """`count` draws, each K's `size` repeats drawn apart without replacement (all of them if fewer)."""
+    return [{k: sorted(int(x) for x in rng.choice(r, min(size, len(r)), replace=False)) for k, r in
+             sorted(repeats_by_k.items()) if r} for _ in range(count)]
+
+
+def outcome(status: str, k: int | None, truth: int | None, measured: set[int] | None = None) -> str:
+    """How a verdict scores against the truth; `measured` = the K with a valid window in the evidence decided
+    on: without one of the truth's K the verdict cannot be right, so it is left unscored (a recording problem)."""
+    if measured is not None and truth is not None and truth not in measured:
+        return UNSCORED
+    if status == "decided":
+        return RIGHT if truth is not None and k == truth else WRONG
+    if status == "no_eligible":
+        return RIGHT if truth is None else WRONG
+    return NOT_DECIDED  # not_decided, no_measurement
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    k: int | None
+    confidence: float | None
+    stopped_at: int | None
+    outcome: str
+    diagnoses: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, decision: Decision, truth: int | None, measured: set[int]) -> "Verdict":
+        k = decision.recommended.k if decision.recommended else None
+        return cls(decision.status, k, decision.confidence, decision.stopped_at_k,
+                   outcome(decision.status, k, truth, measured), tuple(decision.diagnoses))
+
+    @property
+    def label(self) -> str:
+        return f"K={self.k}" if self.status == "decided" else self.status
+
+    def row(self) -> dict:
+        return {"status": self.status, "k": self.k, "confidence": _round(self.confidence),
+                "stopped_at_k": self.stopped_at, "outcome": self.outcome}
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def share(hits: int, n: int) -> dict:
+    bounds = wilson(hits, n, LEVEL) if n else None
+    return {"n": hits, "share": _round(hits / n) if n else None,
+            "ci95": [_round(bounds.low), _round(bounds.high)] if bounds else None}
+
+
+def tally(verdicts: list[Verdict]) -> dict:
+    """Shares of right / not decided / wrong with Wilson intervals (unscored verdicts left out and counted);
+    the decided verdicts' mean stated confidence beside their hit rate (calibration)."""
+    unscored = sum(v.outcome == UNSCORED for v in verdicts)
+    verdicts = [v for v in verdicts if v.outcome != UNSCORED]
+    n = len(verdicts)
+    counts = Counter(v.outcome for v in verdicts)
+    decided = [v for v in verdicts if v.status == "decided"]
+    hits = sum(v.outcome == RIGHT for v in decided)
+    return {
+        "decisions": n, "unscored": unscored, "right": share(counts[RIGHT], n), "not_decided": share(counts[NOT_DECIDED], n),
+        "wrong": share(counts[WRONG], n), "right_or_not_decided": share(counts[RIGHT] + counts[NOT_DECIDED], n),
+        "confident_wrong": sum(v.outcome == WRONG for v in decided),
+        "calibration": {"decided": len(decided),
+                        "stated_confidence_mean": _round(np.mean([v.confidence for v in decided])) if decided else None,
+                        "hit_rate": share(hits, len(decided))["share"] if decided else None,
+                        "hit_rate_ci95": share(hits, len(decided))["ci95"] if decided else None},
+        "verdicts": dict(Counter(v.label for v in verdicts).most_common()),
+    }
+
+
+def calibration_bins(verdicts: list[Verdict], edges=(0.9, 0.95, 0.99, 1.0001)) -> list[dict]:
+    """Decided verdicts grouped by stated confidence: stated mean vs real hit rate per group."""
+    rows = []
+    for low, high in zip(edges, edges[1:]):
+        group = [v for v in verdicts if v.status == "decided" and v.outcome != UNSCORED and low <= v.confidence < high]
+        if group:
+            hits = sum(v.outcome == RIGHT for v in group)
+            rows.append({"stated": [low, min(high, 1.0)], "decided": len(group),
+                         "stated_mean": _round(np.mean([v.confidence for v in group])),
+                         "hit_rate": share(hits, len(group))["share"], "ci95": share(hits, len(group))["ci95"]})
+    return rows
+
+
+# --- recording --------------------------------------------------------------------------------------
+def finished_run(folder: Path, wanted: SweepConfig) -> tuple[Path | None, bool]:
+    """(the latest run folder in `folder` recorded with the config `wanted`, whether every life in it is done)."""
+    for plan_json in sorted(folder.glob("*/plan.json"), reverse=True) if folder.is_dir() else []:
+        try:
+            plan, config = read_plan(plan_json.parent)
+        except RunDirError:
+            continue
+        if config.model_dump(exclude={"out"}) == wanted.model_dump(exclude={"out"}):
+            return plan_json.parent, all(results.life_state(plan_json.parent / life["dir"]) == "done"
+                                         for life in plan["lives"])
+    return None, False
+
+
+def record(s: BenchScenario, folder: Path, args: argparse.Namespace) -> dict:
+    """A finished recording of the scenario with these options (reused, resumed or recorded now)."""
+    text = config_toml(s, args.repeats, args.stage_s, args.warmup_s)
+    wanted = config_from_dict(tomllib.loads(text), s.name)
+    run_dir, done = finished_run(folder, wanted)
+    info = {"reused": done, "record_s": 0.0}
+    if done:
+        return info | {"dir": str(run_dir)}
+    if args.decide_only:
+        sys.exit(f"{s.name}: no finished recording with this scenario and --repeats/--stage-s/--warmup-s in {folder}; "
+                 "run without --decide-only to record it")
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / f"{s.name}.toml"
+    config.write_text(text)
+    argv = [sys.executable, "-m", "lookahead_runner", "sweep", "--no-early-stop"]
+    argv += ["--resume", str(run_dir)] if run_dir else ["--config", str(config), "--out", str(folder)]
+    print(f"[{s.name}] recording: {len(s.ks)} K x {args.repeats} repeats at {s.users} users", file=sys.stderr)
+    load_before, started = os.getloadavg()[0], time.monotonic()
+    with open(folder / "sweep.log", "a") as log:
+        done_proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT)
+    info |= {"record_s": round(time.monotonic() - started, 1),
+             "loadavg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    run_dir, done = finished_run(folder, wanted)  # exit 1 or 3 is a verdict (none / not decided), not a failure
+    if not done:
+        sys.exit(f"{s.name}: the sweep did not finish (exit {done_proc.returncode}); see {folder / 'sweep.log'}")
+    return info | {"dir": str(run_dir)}
+
+
+# --- deciding ---------------------------------------------------------------------------------------
+def decide_scenario(s: BenchScenario, run_dir: Path, args: argparse.Namespace) -> tuple[dict, list, list]:
+    data = read_run(run_dir)
+    p = data.config.decision if args.resamples is None else \
+        data.config.decision.model_copy(update={"resamples": args.resamples})
+    argv = data.argv_by_k()
+    evidence: Evidence = data.evidence()
+    repeats = {k: [w.repeat for w in cell.windows] for k, cell in evidence.at(s.users).items()}
+    invalid = data.summary[~data.summary["valid"].astype(bool)] if len(data.summary) else data.summary
+    reasons = Counter(str(r).split(":")[0] for r in invalid.get("invalid_reason", []))
+
+    def run(subset: dict[int, list[int]] | None) -> tuple[Verdict, Decision]:
+        chosen = evidence if subset is None else evidence.subset(subset)
+        decision = decide(chosen, p, argv)
+        return Verdict.of(decision, s.truth, set(chosen.at(s.users))), decision
+
+    started = time.monotonic()
+    full, decision = run(None)
+    measured = {str(c.k): round(c.req_per_s, 2) for c in decision.cells if c.users == s.users}
+    rng = np.random.default_rng(args.seed)
+    drawn = [run(subset)[0] for subset in random_subsets(repeats, args.subsets, rng)]
+    apart = [(subset, run(subset)[0]) for subset in disjoint_subsets(repeats)]
+    out = {
+        "truth": s.truth, "why": s.why, "users": s.users, "ks": list(s.ks),
+        "windows": {"valid": int(len(data.summary) - len(invalid)), "invalid": int(len(invalid)),
+                    "invalid_reasons": dict(reasons), "valid_repeats_by_k": {str(k): r for k, r in repeats.items()}},
+        "all_repeats": full.row() | {"req_per_s_by_k": measured},
+        "random_subsets": tally(drawn),
+        "disjoint_subsets": [{"repeats": sorted({r for rs in subset.values() for r in rs}), **v.row()}
+                             for subset, v in apart],
+        "decide_s": round(time.monotonic() - started, 1),
+    }
+    if s.stop_at is not None:
+        fired = sum(v.stopped_at == s.stop_at for v in drawn)
+        out["stop_rule"] = {"expected_at_k": s.stop_at, "all_repeats_at_k": full.stopped_at,
+                            "random_subsets_fired_there": share(fired, len(drawn))}
+    if s.diagnosis:
+        said = sum(any(d.startswith(s.diagnosis) for d in v.diagnoses) for v in drawn)
+        out["diagnosis"] = {"expected": s.diagnosis, "all_repeats": any(d.startswith(s.diagnosis) for d in full.diagnoses),
+                            "random_subsets_saying_it": share(said, len(drawn))}
+    print(f"[{s.name}] truth K={s.truth}: all repeats {full.label} ({full.outcome}); subsets "
+          f"{out['random_subsets']['verdicts']}; disjoint {[v.label for _, v in apart]}", file=sys.stderr)
+    return out, drawn, [v for _, v in apart]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", default="", help=f"comma-separated, of: {', '.join(s.name for s in SCENARIOS)}")
+    parser.add_argument("--repeats", type=int, default=6, help="same-server repeats recorded per K (>= 6 gives "
+                                                               "3 disjoint demo-sized subsets)")
+    parser.add_argument("--subsets", type=int, default=24, help="random demo-sized subsets decided per scenario")
+    parser.add_argument("--recordings", default="reports/decision-accuracy", help="where recordings are kept")
+    parser.add_argument("--decide-only", action="store_true", help="only decide; every recording must exist")
+    parser.add_argument("--stage-s", type=float, default=7.0, help="the target stage's length (the demo's 7 s)")
+    parser.add_argument("--warmup-s", type=float, default=2.0, help="excluded at the stage start (the demo's 2 s)")
+    parser.add_argument("--resamples", type=int, default=None, help="the engine's resamples (default: the product's)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random subsets")
+    args = parser.parse_args()
+    names = [n for n in args.scenarios.split(",") if n]
+    unknown = sorted(set(names) - {s.name for s in SCENARIOS})
+    if unknown:
+        parser.error(f"--scenarios: unknown {', '.join(unknown)}; known: {', '.join(s.name for s in SCENARIOS)}")
+    chosen = [s for s in SCENARIOS if not names or s.name in names]
+    started = time.monotonic()
+    scenarios, drawn_all, apart_all = {}, [], []
+    for s in chosen:
+        recording = record(s, Path(args.recordings) / s.name, args)
+        figures, drawn, apart = decide_scenario(s, Path(recording["dir"]), args)
+        scenarios[s.name] = figures | {"recording": recording}
+        drawn_all += drawn
+        apart_all += apart
+    totals = tally(drawn_all)
+    print(json.dumps({
+        "benchmark": "decision_accuracy", "repeats_recorded": args.repeats, "subset_repeats": SUBSET_REPEATS,
+        "random_subsets_per_scenario": args.subsets, "stage_s": args.stage_s, "warmup_s": args.warmup_s,
+        "note": "subsets of one recording are not independent (random draws share windows; disjoint ones share "
+                "each K's server life): intervals are those of independent draws, too narrow",
+        "scenarios": scenarios,
+        "totals": {"random_subsets": totals, "disjoint_subsets": tally(apart_all),
+                   "calibration_bins": calibration_bins(drawn_all + apart_all)},
+        "goal": {"right_or_not_decided_min": 0.95, "confident_wrong_max": 0},
+        "goal_met": bool(totals["right_or_not_decided"]["share"] is not None
+                         and totals["right_or_not_decided"]["share"] >= 0.95
+                         and totals["confident_wrong"] == 0 and tally(apart_all)["confident_wrong"] == 0),
+        "wall_s": round(time.monotonic() - started, 1),
+        "record_s": round(sum(v["recording"]["record_s"] for v in scenarios.values()), 1),
+        "cpus": os.cpu_count(),
+    }))
+
+
+if __name__ == "__main__":
+    main()

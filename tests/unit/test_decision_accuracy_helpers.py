@@ -1,0 +1,74 @@
+"""benchmarks/decision_accuracy.py's pure parts: demo-sized subsets of a recording and how a verdict is scored
+(the benchmark itself records with real processes and is run by hand)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "decision_accuracy.py"
+_spec = importlib.util.spec_from_file_location("decision_accuracy", _PATH)
+bench = importlib.util.module_from_spec(_spec)
+sys.modules["decision_accuracy"] = bench  # dataclasses look their module up there
+_spec.loader.exec_module(bench)
+
+
+def test_disjoint_subsets_share_no_window_and_skip_what_an_invalid_window_leaves_short():
+    repeats = {0: [0, 1, 2, 3, 4, 5], 4: [0, 1, 2, 3, 5]}   # K=4's repeat 4 was invalid
+    subsets = bench.disjoint_subsets(repeats)
+    assert subsets == [{0: [0, 1], 4: [0, 1]}, {0: [2, 3], 4: [2, 3]}]
+    windows = [(k, r) for s in subsets for k, rs in s.items() for r in rs]
+    assert len(windows) == len(set(windows))
+
+
+def test_random_subsets_draw_two_distinct_valid_repeats_per_k():
+    repeats = {0: [0, 1, 2, 3, 4, 5], 2: [1, 4], 8: [3]}
+    subsets = bench.random_subsets(repeats, 50, np.random.default_rng(0))
+    assert len(subsets) == 50
+    for s in subsets:
+        assert len(set(s[0])) == 2 and set(s[0]) <= set(repeats[0])
+        assert s[2] == [1, 4] and s[8] == [3]                # all there is
+    assert len({tuple(s[0]) for s in subsets}) > 5          # drawn, not fixed
+
+
+@pytest.mark.parametrize("status, k, truth, expected", [
+    ("decided", 4, 4, bench.RIGHT),
+    ("decided", 0, 0, bench.RIGHT),                        # "Keep K=0" where K=0 is best
+    ("decided", 2, 4, bench.WRONG),
+    ("decided", 0, None, bench.WRONG),
+    ("no_eligible", None, None, bench.RIGHT),              # only where no K passes
+    ("no_eligible", None, 0, bench.WRONG),
+    ("not_decided", None, 4, bench.NOT_DECIDED),
+    ("no_measurement", None, 4, bench.NOT_DECIDED),
+])
+def test_outcome(status, k, truth, expected):
+    assert bench.outcome(status, k, truth) == expected
+
+
+def test_a_verdict_without_a_valid_window_of_the_truth_is_unscored_not_wrong():
+    assert bench.outcome("no_eligible", None, 0, measured={2, 4, 8}) == bench.UNSCORED
+    assert bench.outcome("no_eligible", None, None, measured={2, 4}) == bench.RIGHT
+    assert bench.outcome("decided", 2, 0, measured={0, 2}) == bench.WRONG
+    t = bench.tally([bench.Verdict("no_eligible", None, None, None, bench.UNSCORED),
+                     bench.Verdict("decided", 0, 0.99, None, bench.RIGHT)])
+    assert t["decisions"] == 1 and t["unscored"] == 1 and t["right"]["share"] == 1.0
+
+
+def test_tally_puts_stated_confidence_beside_the_hit_rate_of_decided_verdicts():
+    verdicts = ([bench.Verdict("decided", 4, 0.98, None, bench.RIGHT)] * 9
+                + [bench.Verdict("decided", 2, 0.92, None, bench.WRONG)]
+                + [bench.Verdict("not_decided", None, 0.6, None, bench.NOT_DECIDED)] * 2)
+    t = bench.tally(verdicts)
+    assert t["decisions"] == 12 and t["right"]["n"] == 9 and t["wrong"]["n"] == 1 and t["not_decided"]["n"] == 2
+    assert t["confident_wrong"] == 1
+    assert t["right_or_not_decided"]["share"] == round(11 / 12, 3)
+    low, high = t["right"]["ci95"]
+    assert low < 9 / 12 < high
+    assert t["calibration"] == {"decided": 10, "stated_confidence_mean": 0.974, "hit_rate": 0.9,
+                                "hit_rate_ci95": t["calibration"]["hit_rate_ci95"]}
+    assert t["verdicts"] == {"K=4": 9, "not_decided": 2, "K=2": 1}
+    bins = bench.calibration_bins(verdicts)
+    assert [(b["decided"], b["hit_rate"]) for b in bins] == [(1, 0.0), (9, 1.0)]
