@@ -174,24 +174,6 @@ def test_per_batch_size_form_on_033_extends_the_speculative_config():
     assert config["num_speculative_tokens_per_batch_size"] == form["num_speculative_tokens_per_batch_size"]
 
 
-def test_per_batch_size_form_with_shorthand_flags_sets_spec_tokens_and_folds_dotted_keys():
-    from lookahead_runner.decision import per_batch_size_argv
-
-    ranges = [[1, 17, 4], [18, 1_000_000, 2]]
-    ngram = {k: ["vllm", "serve", "m", "--spec-method", "ngram", "--spec-tokens", str(k),
-                 "--speculative-config.prompt_lookup_max", "4", "--max-num-seqs", "64"] for k in (2, 4)}
-    argv = per_batch_size_argv(ranges, ngram)
-    assert argv[:7] == ["vllm", "serve", "m", "--spec-method", "ngram", "--spec-tokens", "4"]
-    assert "--speculative-config.prompt_lookup_max" not in argv and argv[7:9] == ["--max-num-seqs", "64"]
-    assert argv[-2] == "--speculative-config"
-    assert __import__("json").loads(argv[-1]) == {"prompt_lookup_max": 4, "num_speculative_tokens_per_batch_size": ranges}
-    draft = {4: ["vllm", "serve", "m", "--spec-method", "draft_model", "--spec-tokens", "4", "--spec-model", "d"]}
-    argv = per_batch_size_argv([[1, 9, 4], [10, 1_000_000, 0]], draft)
-    assert argv[:9] == draft[4]
-    assert list(__import__("json").loads(argv[-1])) == ["num_speculative_tokens_per_batch_size"]  # --spec-tokens has K
-    assert per_batch_size_argv([[1, 1_000_000, 0]], draft) is None
-
-
 def test_per_batch_size_ranges_merge_neighbours_with_the_same_k():
     ranges = per_batch_size_config([{"running_mean": 4, "best_k": 4}, {"running_mean": 30, "best_k": 4},
                                     {"running_mean": 60, "best_k": 0}])
