@@ -7,7 +7,8 @@ With LOOKAHEAD_SIM_GPU_FILE set, the memory reading is rewritten there every ~10
 process start. The emulated vLLM version (profiles.py) comes from `--sim-version V` placed before
 the subcommand (`python -m lookahead_runner.sim --sim-version 0.6.6 serve ...`, so a runner's
 command prefix selects it for `--version`, `serve --help` and `serve` alike), else from the
-environment variable LOOKAHEAD_SIM_VLLM_VERSION, else 0.32.0.
+environment variable LOOKAHEAD_SIM_VLLM_VERSION, else 0.32.0. `python -c CODE` runs CODE against a
+stand-in `vllm` package of that version (sim/introspect.py), as a launcher's interpreter would.
 """
 from __future__ import annotations
 
@@ -235,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in ("-v", "--version"):
         print(profile.version)
         return 0
+    if argv[0] == "python":  # the emulated vLLM's interpreter, for the probe (introspect.py)
+        from lookahead_runner.sim.introspect import run_python
+
+        return run_python(argv[1:], profile)
     if argv[0] != "serve":
         print(_TOP_USAGE, file=sys.stderr)
         print(f"vllm: error: argument subparser: invalid choice: {argv[0]!r} (choose from 'chat', 'complete', "

@@ -24,6 +24,33 @@ SPEC_CONFIG_FLAG = "--speculative-config"
 SPEC_TOKENS_FLAG = "--spec-tokens"
 
 
+# Version table, only where vLLM's Python cannot be asked: 0.24.0 already passes a per-step K through
+# the scheduler output and 0.32.0 declares the list form; the first release is not pinned, and no
+# release is known to take the dict form (the table never answers "dict").
+SCHEDULE_SINCE = (0, 24, 0)
+
+
+def form_for_version(version: tuple[int, int, int]) -> str | None:
+    """The form the version table expects: "list" from SCHEDULE_SINCE on, else None (no schedule)."""
+    return "list" if version >= SCHEDULE_SINCE else None
+
+
+def form_of_annotation(annotation: str) -> str | None:
+    """"list" or "dict" from SpeculativeConfig's annotation of the key, as text
+    ("list[tuple[int, int, int]] | None", "Optional[Dict[str, int]]"); None when neither."""
+    text = annotation.replace("typing.", "").replace("collections.abc.", "").replace(" ", "")
+    for wrapper in ("Optional[", "Union["):
+        if text.startswith(wrapper):
+            text = text[len(wrapper):]
+    text = text.removeprefix("None|")
+    head = text.split("[", 1)[0].split("|", 1)[0].lower()
+    if head in ("list", "tuple", "sequence"):
+        return "list"
+    if head in ("dict", "mapping"):
+        return "dict"
+    return None
+
+
 class ScheduleError(ValueError):
     """A schedule vLLM would refuse; the message is vLLM's own where vLLM has one."""
 
