@@ -80,6 +80,7 @@ def _engine_failed(profile: Profile, error: str) -> None:
 async def _start_engine(args: ServeArgs, profile: Profile, memory: MemoryFile, stop: asyncio.Event):
     """The startup phase. Returns the engine model, None when stopped, or raises ValueError."""
     from lookahead_runner.sim.model import EngineModel, KVPoolError, size_kv_pool
+    from lookahead_runner.vllm.schedule import ScheduleError
 
     sc, cfg = args.scenario, args.engine
     startup_s = args.faults.get("slow-start") or sc.startup_s
@@ -109,7 +110,10 @@ async def _start_engine(args: ServeArgs, profile: Profile, memory: MemoryFile, s
         peak = weights_mib + sc.activation_base_mib + sc.activation_mib_per_token * cfg.max_num_seqs * (k + 1)
         await _ramp(memory, memory.used_mib, min(peak, sc.gpu_total_mib), 0.15 * startup_s, stop)
         raise ValueError(f"ValueError: {logs.kv_error_text(profile, e)}") from None
-    model = EngineModel(sc, cfg)
+    try:
+        model = EngineModel(sc, cfg)     # the scheduler, and so the per-batch-size schedule's checks
+    except ScheduleError as e:
+        raise ValueError(f"ValueError: {e}") from None
     profiled = weights_mib + sizing.activation_peak_mib
     if await _ramp(memory, memory.used_mib, profiled, 0.15 * startup_s, stop):
         return None
