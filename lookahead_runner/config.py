@@ -161,10 +161,14 @@ class LoadConfig(Strict):
     prompt_file: str = Field("", description="JSONL prompt corpus ({\"text\": ...} per line); empty = built-in")
     locust_extra_args: list[str] = Field(default_factory=list)
 
-    @field_validator("repeats")
+    @field_validator("repeats", mode="before")
     @classmethod
-    def _repeats_in_range(cls, value: int | str) -> int | str:
-        if isinstance(value, int) and not 1 <= value <= 100:
+    def _repeats_in_range(cls, value: object) -> object:
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("give a whole number of repeats (1 to 100) or \"auto\"")
+        if not 1 <= value <= 100:
             raise ValueError("give 1 to 100 repeats, or \"auto\"")
         return value
 

@@ -27,6 +27,8 @@ CASES = {  # version: (generation, spec_style, lookahead_flag, method, spec sign
                {"spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_total"}),
 }
 
+SCHEDULE = {"0.6.6": (False, None), "0.10.2": (False, None), "0.32.0": (True, "list")}  # asked, not looked up
+
 
 def sim_command(version: str) -> list[str]:
     return [sys.executable, "-m", "lookahead_runner.sim", "--sim-version", version]
@@ -49,6 +51,8 @@ def test_probe_knob_serve_and_scrape(tmp_path, version):
     caps = run_probe(sim_command(version), timeout_s=60)
     assert (caps.version, caps.generation, caps.spec_style, caps.lookahead_flag) == (
         version, generation, spec_style, lookahead_flag)
+    schedule = caps.schedule_capability
+    assert (schedule.supported, schedule.form, schedule.source) == (*SCHEDULE[version], "asked"), schedule.detail
     port = free_port()
     argv = server_argv(caps, sim_command(version), MODEL, "127.0.0.1", port,
                        ["--max-num-seqs", "32", "--sim-set", "startup_s=0.3"], Setting(k=3), method, "sim/llama-68m")
@@ -92,6 +96,7 @@ def test_the_environment_variable_selects_the_profile_too(tmp_path, monkeypatch)
     monkeypatch.setenv("LOOKAHEAD_SIM_VLLM_VERSION", "0.6.6")
     caps = run_probe([sys.executable, "-m", "lookahead_runner.sim"], timeout_s=60)
     assert (caps.version, caps.generation) == ("0.6.6", "v0")
+    assert (caps.schedule_capability.supported, caps.schedule_capability.source) == (False, "asked")
     t0 = time.monotonic()
     proc, log_path = start_argv(tmp_path, [sys.executable, "-m", "lookahead_runner.sim", "serve", MODEL,
                                            "--speculative-config", "{}", "--port", str(free_port())])
