@@ -9,6 +9,8 @@ switchable). A life whose status is `done` is kept by --resume; any other life i
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 import signal
 import time
 from contextlib import contextmanager
@@ -18,9 +20,10 @@ from . import reaper, results
 from .config import SweepConfig
 from .finalize import finalize
 from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
+from .masking import MissingSecret, mask_server
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
-from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, probe_running_server, run_probe
+from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, ProbeError, probe_running_server, run_probe
 
 
 def plan_lives(config: SweepConfig) -> list[Life]:
@@ -59,23 +62,36 @@ def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabil
     elif config.server.url:
         caps = probe_running_server(config.server.url)
     else:
-        caps = run_probe(config.server.command, env=config.server.env)
+        caps = _probe_command(config)
     check_capabilities(config, caps)
     return caps
 
 
+def _probe_command(config: SweepConfig) -> Capabilities:
+    """The probe of server.command, secrets filled in for it and masked in what it says and records."""
+    masked, secrets = mask_server(config.server, os.environ)
+    try:
+        caps = run_probe(secrets.resolve_argv(masked.command), env=secrets.resolve_env(masked.env))
+    except (ProbeError, MissingSecret) as err:
+        raise ProbeError(secrets.mask_text(str(err))) from None
+    return dataclasses.replace(caps, command=tuple(masked.command))
+
+
 def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str = "sweep") -> dict:
+    """The run's plan.json: each secret of the config and of the argv as ${NAME} (masking.py)."""
     port = config.server.port or 8000
+    masked, secrets = mask_server(config.server, os.environ)
     lives = [{"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
               "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
               "argv": render_argv(config, caps, life.setting, port), "dir": life.key} for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
     knob = "--num-lookahead-slots" if config.speculation.raw_lookahead_slots else SPEC_STYLE_FLAGS[style][-1]
-    return {
+    return secrets.mask_value({
         "version": results.PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "probe": caps.to_dict() | {"knob": knob}, "config": config.model_dump(mode="json"),
+        "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(
+            mode="json"),
         "target_users": config.target_users, "is_simulator": is_simulator(config.server.command), "lives": lives,
-    }
+    })
 
 
 @contextmanager
