@@ -7,7 +7,8 @@ With LOOKAHEAD_SIM_GPU_FILE set, the memory reading is rewritten there every ~10
 process start. The emulated vLLM version (profiles.py) comes from `--sim-version V` placed before
 the subcommand (`python -m lookahead_runner.sim --sim-version 0.6.6 serve ...`, so a runner's
 command prefix selects it for `--version`, `serve --help` and `serve` alike), else from the
-environment variable LOOKAHEAD_SIM_VLLM_VERSION, else 0.32.0.
+environment variable LOOKAHEAD_SIM_VLLM_VERSION, else 0.32.0. Like vLLM, /v1/* wants the key of
+`--api-key`, else of the environment variable VLLM_API_KEY when set.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import signal
 import sys
 import time
 
+from lookahead_runner.auth import SERVER_KEY_ENV
 from lookahead_runner.sim import logs
 from lookahead_runner.sim.cli import ConfigError, ServeArgs, help_text, parse_serve
 from lookahead_runner.sim.profiles import DEFAULT_PROFILE, Profile, get_profile
@@ -155,7 +157,9 @@ async def _listen(args: ServeArgs, profile: Profile, model, stop: asyncio.Event)
 
     from lookahead_runner.sim.app import SimServer, access_logger_class
 
-    server = SimServer(model, profile, args.served_model_name, args.faults, log, list(args.api_keys),
+    # as vLLM: `args.api_key or [envs.VLLM_API_KEY]`
+    api_keys = list(args.api_keys) or [key for key in [os.environ.get(SERVER_KEY_ENV, "")] if key]
+    server = SimServer(model, profile, args.served_model_name, args.faults, log, api_keys,
                        args.log_stats, args.stream_interval)
     runner = web.AppRunner(server.build_app(), shutdown_timeout=0.2, access_log_class=access_logger_class(_line),
                            access_log=access_logger if args.access_log else None)
