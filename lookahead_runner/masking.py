@@ -75,7 +75,7 @@ class Secrets:
     values: dict[str, str] = field(default_factory=dict, repr=False)
     missing: list[tuple[str, str]] = field(default_factory=list)  # (config field, NAME) without a value
     api_key_names: list[str] = field(default_factory=list)  # the --api-key values, in order
-    _patterns: tuple = field(default=(), repr=False)
+    _patterns: "_Patterns | None" = field(default=None, repr=False)  # compiled on use, reset by a new value
 
     @classmethod
     def for_rules(cls, secret_flags: Iterable[str] = (), secret_env: Iterable[str] = ()) -> "Secrets":
@@ -94,7 +94,7 @@ class Secrets:
             n += 1
             name = f"{base}_{n}"
         self.values[name] = value
-        self._patterns = ()
+        self._patterns = None
         return placeholder(name)
 
     def mask_argv(self, argv: Iterable[str]) -> list[str]:
@@ -124,9 +124,9 @@ class Secrets:
 
     def _take_flag_value(self, flag: str, base: str, value: str) -> str:
         masked = self.take(base, value)
-        if flag_name(flag) == API_KEY_FLAG and masked:
-            self.api_key_names.append(PLACEHOLDER_RE.fullmatch(masked)[1] if PLACEHOLDER_RE.fullmatch(masked)
-                                      else masked)
+        named = PLACEHOLDER_RE.fullmatch(masked)
+        if flag_name(flag) == API_KEY_FLAG and named:
+            self.api_key_names.append(named[1])
         return masked
 
     def _mask_assignments(self, arg: str) -> str:
@@ -155,7 +155,7 @@ class Secrets:
                         continue
                     if environ.get(name):
                         self.values[name] = environ[name]
-                        self._patterns = ()
+                        self._patterns = None
                     elif (name_of_field, name) not in self.missing:
                         self.missing.append((name_of_field, name))
 
@@ -184,11 +184,10 @@ class Secrets:
     # --- masking free text ---------------------------------------------------------------------------
 
     def _compiled(self) -> "_Patterns":
-        if not self._patterns:
-            forms = {form: placeholder(name) for name, value in self.values.items() if len(value) >= MIN_TEXT_LEN
-                     for form in encodings(value)}
-            self._patterns = (_Patterns.of(forms),)
-        return self._patterns[0]
+        if self._patterns is None:
+            self._patterns = _Patterns.of({form: placeholder(name) for name, value in self.values.items()
+                                           if len(value) >= MIN_TEXT_LEN for form in encodings(value)})
+        return self._patterns
 
     def mask_text(self, text: str) -> str:
         """Every known secret value in `text`, in any of its encodings, replaced by its placeholder."""
