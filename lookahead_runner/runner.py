@@ -9,6 +9,8 @@ switchable). A life whose status is `done` is kept by --resume; any other life i
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 import signal
 import time
 from contextlib import contextmanager
@@ -19,9 +21,10 @@ from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
 from .finalize import finalize, read_run
 from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
+from .masking import MissingSecret, mask_server
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
-from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, probe_running_server, run_probe
+from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, ProbeError, probe_running_server, run_probe
 
 
 def plan_lives(config: SweepConfig) -> list[Life]:
@@ -60,9 +63,19 @@ def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabil
     elif config.server.url:
         caps = probe_running_server(config.server.url)
     else:
-        caps = run_probe(config.server.command, env=config.server.env)
+        caps = _probe_command(config)
     check_capabilities(config, caps)
     return caps
+
+
+def _probe_command(config: SweepConfig) -> Capabilities:
+    """The probe of server.command, secrets filled in for it and masked in what it says and records."""
+    masked, secrets = mask_server(config.server, os.environ)
+    try:
+        caps = run_probe(secrets.resolve_argv(masked.command), env=secrets.resolve_env(masked.env))
+    except (ProbeError, MissingSecret) as err:
+        raise ProbeError(secrets.mask_text(str(err))) from None
+    return dataclasses.replace(caps, command=tuple(masked.command))
 
 
 def plan_entry(config: SweepConfig, caps: Capabilities, life: Life) -> dict:
@@ -79,14 +92,17 @@ def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
 
 
 def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str = "sweep") -> dict:
+    """The run's plan.json: each secret of the config and of the argv as ${NAME} (masking.py)."""
+    masked, secrets = mask_server(config.server, os.environ)
     lives = [plan_entry(config, caps, life) for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
     knob = "--num-lookahead-slots" if config.speculation.raw_lookahead_slots else SPEC_STYLE_FLAGS[style][-1]
-    return {
+    return secrets.mask_value({
         "version": results.PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "probe": caps.to_dict() | {"knob": knob}, "config": config.model_dump(mode="json"),
+        "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(
+            mode="json"),
         "target_users": config.target_users, "is_simulator": is_simulator(config.server.command), "lives": lives,
-    }
+    })
 
 
 @contextmanager
@@ -154,7 +170,8 @@ def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: l
     for k in ks:
         mine = [life for life in lives if life.setting.k == k]
         more.append(Life(mine[-1].setting, max(life.repeat for life in mine) + 1))
-    plan["lives"] += [results.redact(plan_entry(config, caps, life)) for life in more]
+    _, secrets = mask_server(config.server, os.environ)
+    plan["lives"] += [results.redact(secrets.mask_value(plan_entry(config, caps, life))) for life in more]
     results.write_json(run_dir / "plan.json", plan)
     lives += more
     return more

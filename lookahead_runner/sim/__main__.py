@@ -9,6 +9,7 @@ the subcommand (`python -m lookahead_runner.sim --sim-version 0.6.6 serve ...`, 
 command prefix selects it for `--version`, `serve --help` and `serve` alike), else from the
 environment variable LOOKAHEAD_SIM_VLLM_VERSION, else 0.32.0. `python -c CODE` runs CODE against a
 stand-in `vllm` package of that version (sim/introspect.py), as a launcher's interpreter would.
+Like vLLM, /v1/* wants the key of `--api-key`, else of the environment variable VLLM_API_KEY when set.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import signal
 import sys
 import time
 
+from lookahead_runner.auth import SERVER_KEY_ENV
 from lookahead_runner.sim import logs
 from lookahead_runner.sim.cli import ConfigError, ServeArgs, help_text, parse_serve
 from lookahead_runner.sim.profiles import DEFAULT_PROFILE, Profile, get_profile
@@ -160,7 +162,9 @@ async def _listen(args: ServeArgs, profile: Profile, model, stop: asyncio.Event)
 
     from lookahead_runner.sim.app import SimServer, access_logger_class
 
-    server = SimServer(model, profile, args.served_model_name, args.faults, log, list(args.api_keys),
+    # as vLLM: `args.api_key or [envs.VLLM_API_KEY]`
+    api_keys = list(args.api_keys) or [key for key in [os.environ.get(SERVER_KEY_ENV, "")] if key]
+    server = SimServer(model, profile, args.served_model_name, args.faults, log, api_keys,
                        args.log_stats, args.stream_interval)
     runner = web.AppRunner(server.build_app(), shutdown_timeout=0.2, access_log_class=access_logger_class(_line),
                            access_log=access_logger if args.access_log else None)
