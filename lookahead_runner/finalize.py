@@ -170,12 +170,18 @@ def telemetry_gaps(statuses: dict[str, dict]) -> list[str]:
     return lines
 
 
+def write_tables(run_dir: Path) -> RunData:
+    """summary.csv and lives.csv from the raw files so far (the sweep calls it after every K)."""
+    data = read_run(run_dir)
+    results.write_summary(run_dir, data.summary)
+    results.write_lives(run_dir, data.plan["lives"])
+    return data
+
+
 def finalize(run_dir: Path, render: bool = True) -> Path:
     run_dir = Path(run_dir)
-    data = read_run(run_dir)
+    data = write_tables(run_dir)
     plan, config = data.plan, data.config
-    results.write_summary(run_dir, data.summary)
-    results.write_lives(run_dir, plan["lives"])
     if plan.get("mode") == "ramp":
         life = plan["lives"][0]
         decision = ramp_decision(data.evidence(), life["k"], life["argv"], config.decision)

@@ -3,7 +3,7 @@
 A server life hosts one repeat of one setting (load.repeat_mode = "restart"), or every repeat
 of it ("same-server").
 
-Lives run in K order; after each K the decision is re-made from the files, and once the
+Lives run in K order; after each K summary.csv and lives.csv are re-made from the files, and once the
 method's stop rule fires at the target concurrency the larger K are skipped (early stop,
 switchable). A life whose status is `done` is kept by --resume; any other life is rerun.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from . import reaper, results
 from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
-from .finalize import finalize, read_run
+from .finalize import finalize, read_run, write_tables
 from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
 from .masking import MissingSecret, mask_server
 from .progress import SweepProgress
@@ -201,6 +201,6 @@ def run_lives(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: lis
         after = lives.index(group[-1]) + 1
         if stopped_at is not None or (after < len(lives) and lives[after].setting.k == group[-1].setting.k):
             continue  # decide once every life of this K is measured
-        finalize(run_dir, render=False)  # the raw files are on disk already: re-made per K
+        data = write_tables(run_dir)  # the raw files are on disk already; the decision is made at the end
         if early_stop:
-            _, stopped_at = next_setting(read_run(run_dir).evidence(), config.decision, config.speculation.k)
+            _, stopped_at = next_setting(data.evidence(), config.decision, config.speculation.k)
