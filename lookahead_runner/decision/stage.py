@@ -102,6 +102,9 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
 def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
     if stage.pick is None:
         return "no_eligible", []
+    if len(stage.stats) < 2:
+        return "not_decided", [f"only K={stage.pick} has a valid window at {stage.users} users: nothing to compare "
+                               "it with (see the invalid windows)"]
     why = [f"K={stage.pick}'s {c.name} is unknown ({c.unknown_because}): {c.evidence}"
            for c in stage.unknown_gates(stage.pick) if c.unknown_because == "too little data"]
     for k in sorted({stage.pick, stage.base_k}):

@@ -17,7 +17,7 @@ from test_sim_server import MODEL, free_port, get, stop, stream_completion, wait
 pytestmark = pytest.mark.e2e
 
 COMMON = {"running", "waiting", "kv_usage", "preemptions_total", "prompt_tokens_total", "generation_tokens_total",
-          "requests_success_total"}
+          "requests_success_total", "kv_pool_tokens"}
 CASES = {  # version: (generation, spec_style, lookahead_flag, method, spec signals after one request)
     "0.6.6": ("v0", "legacy-flags", "effective", "draft_model",
               {"spec_draft_tokens_total", "spec_accepted_total", "spec_emitted_total"}),

@@ -231,6 +231,11 @@ def test_p99_below_its_sample_size_is_shown_unbounded():
     assert p99.n < 367 and p99.range.high is None and not p99.decisive
 
 
+def test_one_k_alone_at_the_target_is_nothing_to_decide():
+    decision = decide(table({0: {16: 5, 64: 10}, 4: {64: 20}}, 16), P, {})
+    assert decision.status == "not_decided" and "only K=0 has a valid window at 16 users" in decision.verdict
+
+
 def test_no_valid_window_at_the_target():
     decision = decide(table({0: {16: 5}}, 64), P, {})
     assert decision.status == "no_measurement" and decision.recommended is None
