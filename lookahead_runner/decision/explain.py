@@ -210,10 +210,9 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
         if check.unknown_because == "too little data":
             out.append(f"K={stage.pick} {check.name}: {check.evidence}; lengthen the stages at {stage.users} users "
                        "or add repeats.")
-    for k in sorted({stage.pick, stage.base_k}):
-        if stage.prepared[k].throughput_units < 2:
-            out.append(f"K={k} at {stage.users} users: run >= 2 repeats or stages at least two requests long so "
-                       "throughput noise can be measured.")
+    if stage.noise.source == "none":
+        out.append(f"At {stage.users} users: run >= 2 repeats, or stages at least two requests long, so the "
+                   "throughput noise can be measured.")
     return out
 
 
