@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from importlib import resources
 from pathlib import Path
@@ -77,6 +76,7 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
 def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep") -> int:
     from . import results
     from .life import render_argv
+    from .masking import shell_join
     from .runner import plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
 
@@ -87,7 +87,7 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     if args.dry_run:
         for group in server_lives(plan_lives(config), config.load.repeat_mode == "same-server"):
             argv = render_argv(config, caps, group[0].setting, config.server.port or 8000)
-            print(f"{', '.join(life.key for life in group)}: {shlex.join(results.redact(argv))}")
+            print(f"{', '.join(life.key for life in group)}: {shell_join(argv)}")
         return 0
     if args.resume:
         run_dir = Path(args.resume)

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .masking import ENV_NAME_RE, mask_server
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -77,7 +79,30 @@ class ServerConfig(Strict):
     memory_stable_band_mib: float = Field(64.0, ge=0, description="memory counts as stable within this band")
     memory_stable_window_s: float = Field(2.0, ge=0, description="for this long")
     memory_stable_timeout_s: float = Field(120.0, gt=0)
-    api_key_env: str = Field("", description="name of an environment variable holding the API key")
+    api_key_env: str = Field("", description="name of an environment variable holding the API key the load "
+                                             "sends; empty = the server's own (--api-key, else VLLM_API_KEY)")
+    secret_flags: list[str] = Field(
+        default_factory=list, description="flags whose value is a secret, besides --api-key and --hf-token: "
+                                          "written as ${NAME} (NAME = the flag in capitals) in every file")
+    secret_env: list[str] = Field(
+        default_factory=list, description="variables whose NAME=VALUE inside an argv element (a launcher's "
+                                          "-e HF_TOKEN=...) or server.env value is a secret: written as ${NAME}")
+
+    @field_validator("secret_flags")
+    @classmethod
+    def _flags_have_dashes(cls, value: list[str]) -> list[str]:
+        for flag in value:
+            if not flag.startswith("-") or flag.strip("-") == "" or "=" in flag:
+                raise ValueError(f"{flag!r}: write the flag with its dashes, e.g. \"--hf-token\"")
+        return value
+
+    @field_validator("secret_env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not ENV_NAME_RE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a variable name; write e.g. \"HF_TOKEN\"")
+        return value
 
     @field_validator("argv_template")
     @classmethod
@@ -161,10 +186,14 @@ class LoadConfig(Strict):
     prompt_file: str = Field("", description="JSONL prompt corpus ({\"text\": ...} per line); empty = built-in")
     locust_extra_args: list[str] = Field(default_factory=list)
 
-    @field_validator("repeats")
+    @field_validator("repeats", mode="before")
     @classmethod
-    def _repeats_in_range(cls, value: int | str) -> int | str:
-        if isinstance(value, int) and not 1 <= value <= 100:
+    def _repeats_in_range(cls, value: object) -> object:
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("give a whole number of repeats (1 to 100) or \"auto\"")
+        if not 1 <= value <= 100:
             raise ValueError("give 1 to 100 repeats, or \"auto\"")
         return value
 
@@ -309,7 +338,21 @@ def config_from_dict(data: dict, source: str = "config") -> SweepConfig:
     except ValidationError as err:
         raise ConfigError(error_line(err, source)) from None
     check_files(config, source)
+    check_environment(config, source)
     return config
+
+
+def check_environment(config: SweepConfig, source: str = "config", environ=os.environ) -> None:
+    """Secrets the config reads from the environment (a `${NAME}`, as a resumed run's plan.json holds
+    them, and server.api_key_env) must be set now, not hours into the sweep."""
+    _, secrets = mask_server(config.server, environ)
+    for field, name in secrets.missing:
+        raise ConfigError(f"{source}: {field}: ${{{name}}} is read from the environment, but {name} is not set "
+                          f"(secrets are kept only by name); export {name}=... and run again")
+    key_env = config.server.api_key_env
+    if key_env and not environ.get(key_env):
+        raise ConfigError(f"{source}: server.api_key_env: the environment variable {key_env} is not set; "
+                          f"export {key_env}=<the API key>, or remove api_key_env")
 
 
 def check_files(config: SweepConfig, source: str = "config") -> None:

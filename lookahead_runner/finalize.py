@@ -16,6 +16,7 @@ from .config import SweepConfig
 from .decision import Decision, Window, decide, evidence, window
 from .decision.schema import AxisDecision, LifeNote
 from .ramp import ramp_decision
+from .vllm.probe import Capabilities
 
 
 class RunDirError(ValueError):
@@ -123,7 +124,8 @@ def read_run(run_dir: Path) -> RunData:
 def decide_all(data: RunData) -> Decision:
     """The decision over K; with a grid, one per flag value and the best decided one overall."""
     config = data.config
-    schedule_form = (data.plan["probe"].get("schedule_capability") or {}).get("form")
+    capability = Capabilities.from_dict(data.plan["probe"]).schedule_capability
+    schedule_form = capability.form if capability.supported else None
     values = config.grid.values or [""]
     decisions = [(value, decide(data.evidence(value), config.decision, data.argv_by_k(value), schedule_form))
                  for value in values]
@@ -168,12 +170,18 @@ def telemetry_gaps(statuses: dict[str, dict]) -> list[str]:
     return lines
 
 
+def write_tables(run_dir: Path) -> RunData:
+    """summary.csv and lives.csv from the raw files so far (the sweep calls it after every K)."""
+    data = read_run(run_dir)
+    results.write_summary(run_dir, data.summary)
+    results.write_lives(run_dir, data.plan["lives"])
+    return data
+
+
 def finalize(run_dir: Path, render: bool = True) -> Path:
     run_dir = Path(run_dir)
-    data = read_run(run_dir)
+    data = write_tables(run_dir)
     plan, config = data.plan, data.config
-    results.write_summary(run_dir, data.summary)
-    results.write_lives(run_dir, plan["lives"])
     if plan.get("mode") == "ramp":
         life = plan["lives"][0]
         decision = ramp_decision(data.evidence(), life["k"], life["argv"], config.decision)

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import results
+from .auth import LOAD_KEY_ENV, SERVER_KEY_ENV, bearer_header
 from .config import SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
+from .masking import MissingSecret, Secrets, api_key_to_env, mask_server
 from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
                      wait_for_port_free)
 from .telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
@@ -72,16 +74,42 @@ def is_simulator(command: list[str]) -> bool:
     return any(marker in part for part in command for marker in SIM_MARKERS)
 
 
+def load_key(config: SweepConfig) -> str:
+    """One key: the one in the variable server.api_key_env names, else the one the runner gives the server
+    it starts (--api-key, else VLLM_API_KEY in its environment)."""
+    server = config.server
+    if server.api_key_env or server.url:
+        return os.environ.get(server.api_key_env, "") if server.api_key_env else ""
+    masked, secrets = mask_server(server, os.environ)
+    if secrets.server_key:
+        return secrets.server_key
+    try:
+        return secrets.resolve(masked.env.get(SERVER_KEY_ENV, "")) or os.environ.get(SERVER_KEY_ENV, "")
+    except MissingSecret:
+        return ""
+
+
 def api_headers(config: SweepConfig) -> dict[str, str]:
-    """The bearer header, from the environment variable the config names (never from the config)."""
-    key = os.environ.get(config.server.api_key_env, "") if config.server.api_key_env else ""
-    return {"Authorization": f"Bearer {key}"} if key else {}
+    """The bearer header every request of the runner and the load carries (load_key)."""
+    return bearer_header(load_key(config))
 
 
 def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port: int) -> list[str]:
-    s, spec = config.server, config.speculation
+    """The server argv as recorded and shown: each secret value as ${NAME} (masking.py)."""
+    s, spec = mask_server(config.server, {})[0], config.speculation
     return server_argv(caps, s.command, s.model, s.host, port, s.extra_args, setting, spec.method, spec.draft_model,
                        s.argv_template or None, spec.flag_style)
+
+
+def server_launch(config: SweepConfig, caps: Capabilities, setting: Setting,
+                  port: int) -> tuple[list[str], dict[str, str], Secrets]:
+    """(argv, environment overlay, secrets) of the server process, as recorded: placeholders instead of
+    secrets. Without a launcher template, a lone --api-key travels in VLLM_API_KEY instead of the argv."""
+    masked, secrets = mask_server(config.server, os.environ)
+    argv, key_env = render_argv(config, caps, setting, port), {}
+    if not config.server.argv_template:  # a launcher (docker, ssh) would not pass the environment on
+        argv, key_env = api_key_to_env(argv)
+    return argv, masked.env | key_env, secrets
 
 
 def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2, key_env: str = "") -> None:
@@ -144,10 +172,12 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
     base_url = config.server.url.rstrip("/") if external else f"http://{config.server.host}:{port}"
     simulated = is_simulator(config.server.command) and not external
     sim_file = host / "sim_gpu.json"
-    env = config.server.env | (sim_file_env(sim_file) if simulated else {})
-    server = (RunningServer(base_url, host / "server.log", headers) if external else
-              ServerProcess(render_argv(config, caps, setting, port), base_url, host / "server.log", env,
-                            config.server.stop_grace_s, headers))
+    if external:
+        server = RunningServer(base_url, host / "server.log", headers)
+    else:
+        argv, env, secrets = server_launch(config, caps, setting, port)
+        server = ServerProcess(argv, base_url, host / "server.log", env | (sim_file_env(sim_file) if simulated else {}),
+                               config.server.stop_grace_s, headers, secrets)
     memory = open_memory_source(config.server.memory_source, simulated, sim_file, lambda: server.pid,
                                 config.server.dcgm_url)
     served = Served(base_url, headers, server, memory, external, sim_file if simulated else None)
@@ -256,15 +286,14 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
 
 def _locust_env(config: SweepConfig) -> dict[str, str]:
     """The API key reaches Locust through its environment only, never its argv or files."""
-    if config.server.api_key_env and config.server.api_key_env in os.environ:
-        return {"LOOKAHEAD_API_KEY": os.environ[config.server.api_key_env]}
-    return {}
+    key = load_key(config)
+    return {LOAD_KEY_ENV: key} if key else {}
 
 
 def died(server: ServerProcess) -> str:
     """Why a server process ended: its exit code and the line of its log that says why."""
     code = server.process.poll() if server.process else None
-    return f"the server died during the load (exit code {code}): {root_cause(tail(server.log_path, 40))}"
+    return f"the server died during the load (exit code {code}): {root_cause(server.log_tail(40))}"
 
 
 def _remember(memory, readings: list[tuple[float, float]]) -> None:

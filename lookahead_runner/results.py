@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from .masking import PLACEHOLDER_RE, looks_secret
+
 PLAN_VERSION = 1
-SECRET_KEY_RE = re.compile(r"(api[_-]?key|token|secret|password)", re.IGNORECASE)
+NAME_FIELDS = {"api_key_env"}  # hold the name of a variable, not its value
 
 
 def new_run_dir(out_root: Path, name: str) -> Path:
@@ -48,10 +50,11 @@ def read_json(path: Path) -> dict:
 
 
 def redact(value, secrets: tuple[str, ...] = ()):
-    """Drop secret values from anything headed for disk: known secrets and secret-looking env keys."""
+    """Drop secret values from anything headed for disk: known secrets and secret-looking env keys
+    (a `${NAME}` placeholder stays: it is a name, and a resumed run reads the value from there)."""
     if isinstance(value, dict):
-        return {k: ("<redacted>" if SECRET_KEY_RE.search(str(k)) and isinstance(v, str) and v else redact(v, secrets))
-                for k, v in value.items()}
+        return {k: ("<redacted>" if isinstance(v, str) and looks_secret(str(k), v) and k not in NAME_FIELDS
+                    and not PLACEHOLDER_RE.fullmatch(v) else redact(v, secrets)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact(v, secrets) for v in value]
     if isinstance(value, str):

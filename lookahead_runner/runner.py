@@ -3,12 +3,14 @@
 A server life hosts one repeat of one setting (load.repeat_mode = "restart"), or every repeat
 of it ("same-server").
 
-Lives run in K order; after each K the decision is re-made from the files, and once the
+Lives run in K order; after each K summary.csv and lives.csv are re-made from the files, and once the
 method's stop rule fires at the target concurrency the larger K are skipped (early stop,
 switchable). A life whose status is `done` is kept by --resume; any other life is rerun.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 import signal
 import time
 from contextlib import contextmanager
@@ -17,11 +19,12 @@ from pathlib import Path
 from . import reaper, results
 from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
-from .finalize import finalize, read_run
+from .finalize import finalize, read_run, write_tables
 from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
+from .masking import MissingSecret, mask_server
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
-from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, probe_running_server, run_probe
+from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, ProbeError, probe_running_server, run_probe
 
 
 def plan_lives(config: SweepConfig) -> list[Life]:
@@ -60,9 +63,19 @@ def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabil
     elif config.server.url:
         caps = probe_running_server(config.server.url)
     else:
-        caps = run_probe(config.server.command, env=config.server.env)
+        caps = _probe_command(config)
     check_capabilities(config, caps)
     return caps
+
+
+def _probe_command(config: SweepConfig) -> Capabilities:
+    """The probe of server.command, secrets filled in for it and masked in what it says and records."""
+    masked, secrets = mask_server(config.server, os.environ)
+    try:
+        caps = run_probe(secrets.resolve_argv(masked.command), env=secrets.resolve_env(masked.env))
+    except (ProbeError, MissingSecret) as err:
+        raise ProbeError(secrets.mask_text(str(err))) from None
+    return dataclasses.replace(caps, command=tuple(masked.command))
 
 
 def plan_entry(config: SweepConfig, caps: Capabilities, life: Life) -> dict:
@@ -79,14 +92,17 @@ def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
 
 
 def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str = "sweep") -> dict:
+    """The run's plan.json: each secret of the config and of the argv as ${NAME} (masking.py)."""
+    masked, secrets = mask_server(config.server, os.environ)
     lives = [plan_entry(config, caps, life) for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
     knob = "--num-lookahead-slots" if config.speculation.raw_lookahead_slots else SPEC_STYLE_FLAGS[style][-1]
-    return {
+    return secrets.mask_value({
         "version": results.PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "probe": caps.to_dict() | {"knob": knob}, "config": config.model_dump(mode="json"),
+        "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(
+            mode="json"),
         "target_users": config.target_users, "is_simulator": is_simulator(config.server.command), "lives": lives,
-    }
+    })
 
 
 @contextmanager
@@ -154,7 +170,8 @@ def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: l
     for k in ks:
         mine = [life for life in lives if life.setting.k == k]
         more.append(Life(mine[-1].setting, max(life.repeat for life in mine) + 1))
-    plan["lives"] += [results.redact(plan_entry(config, caps, life)) for life in more]
+    _, secrets = mask_server(config.server, os.environ)
+    plan["lives"] += [results.redact(secrets.mask_value(plan_entry(config, caps, life))) for life in more]
     results.write_json(run_dir / "plan.json", plan)
     lives += more
     return more
@@ -168,13 +185,13 @@ def run_lives(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: lis
         todo = []
         for life in group:
             out = results.life_dir(run_dir, life.setting.name, life.repeat)
-            if stopped_at is not None:  # lives run in K order: every one left has a larger K
+            if results.life_state(out) == "done":  # kept even beyond a stop that a resumed run's evidence fires
+                say(f"{tag(life)}: done earlier, kept")
+                progress.life_finished()
+            elif stopped_at is not None:  # lives run in K order: every one left has a larger K
                 out.mkdir(parents=True, exist_ok=True)
                 results.write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
                 say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
-                progress.life_finished()
-            elif results.life_state(out) == "done":
-                say(f"{tag(life)}: done earlier, kept")
                 progress.life_finished()
             else:
                 todo.append(life)
@@ -184,6 +201,6 @@ def run_lives(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: lis
         after = lives.index(group[-1]) + 1
         if stopped_at is not None or (after < len(lives) and lives[after].setting.k == group[-1].setting.k):
             continue  # decide once every life of this K is measured
-        finalize(run_dir, render=False)  # the raw files are on disk already: re-made per K
+        data = write_tables(run_dir)  # the raw files are on disk already; the decision is made at the end
         if early_stop:
-            _, stopped_at = next_setting(read_run(run_dir).evidence(), config.decision, config.speculation.k)
+            _, stopped_at = next_setting(data.evidence(), config.decision, config.speculation.k)

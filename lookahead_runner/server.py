@@ -2,6 +2,7 @@
 
 `vllm serve` spawns engine processes; starting it in a new session puts them all in one
 process group, so stopping signals the group and nothing is left holding the GPU or the port.
+Its output is read through a pipe and written to server.log with every secret masked (masking.py).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import reaper
+from .masking import PLACEHOLDER_RE, MissingSecret, Secrets, StreamMasker
 
 
 class ServerError(RuntimeError):
@@ -88,35 +90,69 @@ def tail(path: Path, lines: int = 8) -> str:
         return ""
 
 
+class LogCopier(threading.Thread):
+    """Copies the server's output from its pipe to the log file as it comes, masked; every write is
+    flushed, and what is left at the end of the stream (a crash's last line) is written too."""
+
+    def __init__(self, pipe, log_path: Path, masker: StreamMasker) -> None:
+        super().__init__(name=f"log copier of {log_path}", daemon=True)
+        self.pipe, self.log_path, self.masker = pipe, log_path, masker
+
+    def run(self) -> None:
+        try:
+            with open(self.log_path, "ab") as log:
+                for chunk in iter(lambda: self.pipe.read1(65536), b""):
+                    log.write(self.masker.feed(chunk))
+                    log.flush()
+                log.write(self.masker.flush())
+        except OSError:  # a full disk: the run's own writes say so; the server must not block on its pipe
+            while self.pipe.read1(65536):
+                pass
+        finally:
+            self.pipe.close()
+
+
 class ServerProcess:
-    """Owns one server process group, its log file and its server.json record."""
+    """Owns one server process group, its log file and its server.json record.
+
+    `argv` and `env` are as recorded: secret values stand as `${NAME}`, filled in from `secrets` only
+    for the process itself."""
 
     def __init__(self, argv: list[str], base_url: str, log_path: Path, env: dict[str, str] | None = None,
-                 stop_grace_s: float = 15.0, headers: dict[str, str] | None = None) -> None:
+                 stop_grace_s: float = 15.0, headers: dict[str, str] | None = None,
+                 secrets: Secrets | None = None) -> None:
         self.argv = argv
         self.base_url = base_url.rstrip("/")
         self.log_path = log_path
         self.env = env or {}
         self.stop_grace_s = stop_grace_s
         self.headers = headers or {}
+        self.secrets = secrets or Secrets()
         self.process: subprocess.Popen | None = None
+        self._copier: LogCopier | None = None
         self.record: dict = {"argv": argv, "base_url": self.base_url}
+        secret_env = sorted(key for key, value in self.env.items() if PLACEHOLDER_RE.search(value))
+        if secret_env:  # names only: these variables carry secrets to the server
+            self.record["secret_env"] = secret_env
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
     def start(self) -> None:
-        log = open(self.log_path, "ab")
+        try:
+            argv, env = self.secrets.resolve_argv(self.argv), self.secrets.resolve_env(self.env)
+        except MissingSecret as err:
+            raise ServerError(str(err)) from None
         try:
             self.process = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=os.environ | {"PYTHONUNBUFFERED": "1"} | self.env, start_new_session=True,
+                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=os.environ | {"PYTHONUNBUFFERED": "1"} | env, start_new_session=True,
             )
         except OSError as err:
             raise ServerError(f"cannot start {self.argv[0]!r}: {err.strerror}") from None
-        finally:
-            log.close()
+        self._copier = LogCopier(self.process.stdout, self.log_path, StreamMasker(self.secrets))
+        self._copier.start()
         reaper.register(self.process.pid, self.stop_grace_s)
         self.record.update(pid=self.process.pid, t_start_s=time.time())
         self._save()
@@ -132,7 +168,7 @@ class ServerProcess:
                 on_poll()
             code = self.process.poll()
             if code is not None:
-                log = tail(self.log_path, 40)
+                log = self.log_tail(40)
                 raise ServerError(f"server exited with code {code} before it was ready: {root_cause(log)}\n{log}")
             if self._health_ok():
                 waited = time.monotonic() - started
@@ -170,10 +206,23 @@ class ServerProcess:
                 time.sleep(0.05)
             _signal_group(pgid, signal.SIGKILL)  # engine workers may outlive the API server
             code = self.process.wait()
+            self.log_written()
             reaper.unregister(pgid)
             self.record.update(exit_code=code, t_stop_s=time.time())
             self._save()
         return code
+
+    def log_written(self, timeout_s: float = 5.0) -> None:
+        """Wait until the copier has written what the exited server printed (its engine processes may
+        hold the pipe a moment longer)."""
+        if self._copier is not None:
+            self._copier.join(timeout_s)
+
+    def log_tail(self, lines: int = 8) -> str:
+        """The end of the log; once the process has exited, with everything it printed."""
+        if self.process is not None and self.process.poll() is not None:
+            self.log_written()
+        return tail(self.log_path, lines)
 
     def _save(self) -> None:
         path = self.log_path.with_name("server.json")

@@ -166,6 +166,6 @@ def repeats_wanted(evidence: Evidence, p: DecisionConfig) -> list[int]:
     if stage.status != "not_decided" or stage.pick is None:
         return []
     wanted = {stage.pick} | {k for k, share in stage.shares.items() if k is not None and share >= 0.02}
-    if stage.unknown_gates(stage.pick) or prepared[stage.base_k].throughput_units < 2:
+    if stage.unknown_gates(stage.pick) or stage.noise.source != "repeats":
         wanted.add(stage.base_k)
     return sorted(wanted)

@@ -107,11 +107,12 @@ def reasons(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -
     if stage.stopped_at is not None:
         prev = max(k for k in stage.ks if k < stage.stopped_at)
         now, before = stage.stats[stage.stopped_at], stage.stats[prev]
-        out.append(f"Stop rule at K={stage.stopped_at}: memory rose {pct(rules.memory_rise(now, before), signed=True)} "
+        out.append(f"Stop rule at K={stage.stopped_at}: memory rose clearly "
                    f"(KV usage mean {pct(before.kv_usage_mean)} -> {pct(now.kv_usage_mean)}, peak "
                    f"{pct(before.kv_usage_peak)} -> {pct(now.kv_usage_peak)}, preemptions {before.preemptions:.0f} -> "
-                   f"{now.preemptions:.0f}) while {_label(p)} changed {_gain(stage, stage.stopped_at, prev, p)} vs "
-                   f"K={prev}; K >= {stage.stopped_at} left out.")
+                   f"{now.preemptions:.0f}{_pool_text(before, now)}) while {_label(p)} changed "
+                   f"{_gain(stage, stage.stopped_at, prev, p)} vs K={prev}; K >= {stage.stopped_at} left out (the stop "
+                   f"fires in {share(stage.stop_share)} of the resamples).")
     for k in stage.ks:
         if k == stage.base_k:
             continue
@@ -131,6 +132,12 @@ def reasons(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -
     if others:
         out.append("Per stage, by the same gates: " + "; ".join(others) + " (see the per-stage table).")
     return out
+
+
+def _pool_text(before, now) -> str:
+    if math.isnan(before.kv_pool_tokens) or math.isnan(now.kv_pool_tokens):
+        return ""
+    return f", KV pool {before.kv_pool_tokens:,.0f} -> {now.kv_pool_tokens:,.0f} tokens"
 
 
 def _stage_short(stage: StageEval) -> str:
@@ -203,10 +210,9 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
         if check.unknown_because == "too little data":
             out.append(f"K={stage.pick} {check.name}: {check.evidence}; lengthen the stages at {stage.users} users "
                        "or add repeats.")
-    for k in sorted({stage.pick, stage.base_k}):
-        if stage.prepared[k].throughput_units < 2:
-            out.append(f"K={k} at {stage.users} users: run >= 2 repeats or stages at least two requests long so "
-                       "throughput noise can be measured.")
+    if stage.noise.source == "none":
+        out.append(f"At {stage.users} users: run >= 2 repeats, or stages at least two requests long, so the "
+                   "throughput noise can be measured.")
     return out
 
 

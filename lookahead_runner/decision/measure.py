@@ -2,9 +2,12 @@
 from resampled data (the bootstrap behind every interval and the verdict's confidence).
 
 One resample of a cell: its repeats drawn with replacement (server starts differ); inside each
-drawn window, the successful requests drawn with replacement (latency percentiles, SLO attainment)
-and the throughput bins drawn with replacement (batch means; a window too short for two bins at
-least one request long keeps its count); failures drawn from their binomial.
+drawn window, the successful requests drawn with replacement (latency percentiles, SLO attainment);
+failures drawn from their binomial. Throughput is not resampled from two or three repeats (that
+bootstrap is far too sure of itself): its factor is drawn from Student's t with the relative spread
+of one repeat pooled over every K at the stage (`ThroughputNoise`), or, with one repeat each, of one
+bin at least a request long inside the windows (batch means). The same factor divides the drawn
+latencies: at a fixed concurrency a server that serves fewer requests per second keeps each longer.
 """
 from __future__ import annotations
 
@@ -63,6 +66,38 @@ class CellStats:
         return self.timeouts / self.finished if self.finished else math.nan
 
 
+@dataclass(frozen=True)
+class ThroughputNoise:
+    """How much one throughput value varies, relative to its cell's mean, pooled over every K at a stage:
+    from repeats (server start to server start, window included) where any K has two, else from bins
+    inside the windows (batch means), else not measured. Few values make a wide Student's t."""
+
+    rel_sd: float
+    df: int
+    source: str  # "repeats" | "bins" | "none"
+
+    def text(self) -> str:
+        if self.source == "none":
+            return "throughput noise not measured (one repeat, windows shorter than two requests)"
+        return f"throughput noise {self.rel_sd:.1%} per {self.source[:-1]} (pooled over K, {self.df} degrees of freedom)"
+
+
+def throughput_noise(cells) -> ThroughputNoise:
+    for source in ("repeats", "bins"):
+        squares, df = 0.0, 0
+        for cell in cells:
+            groups = ([[w.window.completed / w.window.duration_s for w in cell.windows]] if source == "repeats"
+                      else [list(w.bins_req) for w in cell.windows])
+            for values in groups:
+                values = np.asarray(values, dtype=float)
+                if len(values) >= 2 and values.mean() > 0:
+                    squares += float(((values / values.mean() - 1) ** 2).sum())
+                    df += len(values) - 1
+        if df:
+            return ThroughputNoise(math.sqrt(squares / df), df, source)
+    return ThroughputNoise(math.nan, 0, "none")
+
+
 @dataclass(frozen=True, eq=False)
 class _PreparedWindow:
     window: Window
@@ -118,26 +153,34 @@ class PreparedCell:
             good=sum(int(p.good.sum()) for p in self.windows), failures=sum(w.failures for w in ws),
             timeouts=sum(w.timeouts for w in ws), signals=_signal_summaries(self.signals[None, :, :])[0])
 
-    def draws(self, rng: np.random.Generator, count: int) -> list[CellStats]:
+    def relative_se(self, noise: ThroughputNoise) -> float:
+        """The relative standard error of this cell's throughput under the stage's pooled noise."""
+        units = len(self.windows) if noise.source == "repeats" else self.throughput_units
+        return noise.rel_sd / math.sqrt(units) if units and noise.df else math.nan
+
+    def draws(self, rng: np.random.Generator, count: int, noise: ThroughputNoise) -> list[CellStats]:
         """`count` resamples of the cell (see the module's docstring for what is drawn)."""
         size = len(self.windows)
         picks = rng.integers(size, size=(count, size)) if size > 1 else np.zeros((count, size), dtype=int)
         rows, slots = np.arange(count)[:, None], np.arange(size)[None, :]
-        # per window, `count x size` resampled bin sums and failures, then the one each draw's slot picked
-        completed = np.stack([self._bin_draws(rng, p.bins_req, count, size) for p in self.windows])
-        tokens = np.stack([self._bin_draws(rng, p.bins_tok, count, size) for p in self.windows])
-        good = np.stack([self._bin_draws(rng, p.bins_good, count, size) for p in self.windows])
         failed = np.stack([rng.binomial(p.window.finished, p.window.failures / p.window.finished, (count, size))
                            if p.window.failures else np.zeros((count, size), dtype=int) for p in self.windows])
         timeout_share = np.array([p.window.timeouts / p.window.failures if p.window.failures else 0.0
                                   for p in self.windows])
         failures = failed[picks, rows, slots]
         timeouts = np.round(failures * timeout_share[picks]).sum(axis=1)
-        completed, tokens, good = (x[picks, rows, slots].sum(axis=1) for x in (completed, tokens, good))
         failures = failures.sum(axis=1)
+        # throughput: the measured rates times a factor drawn from Student's t with the pooled spread
+        se = self.relative_se(noise)
+        factor = np.maximum(1 + se * rng.standard_t(noise.df, count), 0.01) if not math.isnan(se) else np.ones(count)
+        duration = self.durations[picks].sum(axis=1)
+        point = self.measure()
+        completed, tokens, good = (factor * duration * rate for rate in
+                                   (point.req_per_s, point.output_tok_per_s, point.goodput))
         signals = _signal_summaries(self.signals[picks])
         weights = self._request_weights(rng, picks)
-        quantiles = self._weighted_quantiles(weights)
+        # a slower server start stretches every request as well: at a fixed concurrency latency ~ 1 / throughput
+        quantiles = self._weighted_quantiles(weights) / factor[:, None, None]
         slo_met = weights @ self.meets if self.slos else np.zeros((count, 0))
         requests = weights.sum(axis=1)
         return [self._stats(picks[b], quantiles[b], requests[b], slo_met[b], completed=completed[b], tokens=tokens[b],
@@ -170,14 +213,6 @@ class PreparedCell:
                 at = (cumulative < np.maximum(np.ceil(q * total), 1)[:, None]).sum(axis=1)
                 out[:, j, m] = np.where(total > 0, values[order][np.minimum(at, len(order) - 1)], np.nan)
         return out
-
-    @staticmethod
-    def _bin_draws(rng: np.random.Generator, bins: np.ndarray, count: int, size: int) -> np.ndarray:
-        """Sums of a window's bins resampled with replacement, `count x size` times (batch means); a window
-        of one bin keeps its total."""
-        if len(bins) < 2:
-            return np.full((count, size), float(bins.sum()))
-        return bins[rng.integers(len(bins), size=(count, size, len(bins)))].sum(axis=2)
 
     def _stats(self, picked: np.ndarray, quantiles: np.ndarray, requests: int, slo_met: np.ndarray, *,
                completed: float, tokens: float, good: float, failures: int, timeouts: int,

@@ -5,10 +5,9 @@ how the ranges are written into `vllm serve` is a vLLM fact (vllm/schedule.py).
 """
 from __future__ import annotations
 
-from ..vllm.schedule import per_batch_size_argv
+from ..vllm.schedule import SCHEDULE_KEY, Schedule, render_argv
 from .schema import StagePick
 
-PER_BATCH_SIZE_KEY = "num_speculative_tokens_per_batch_size"
 OPEN_END = 1_000_000
 
 
@@ -28,11 +27,12 @@ def ranges_from(points: list[tuple[float, int]]) -> list[list[int]]:
 
 
 def schedule_from_picks(picks: list[StagePick], argv_by_k: dict[int, list[str]], form: str | None) -> dict | None:
-    """The schedule when decided stages want different K and the server takes one (form not None)."""
+    """The schedule when decided stages want different K and the server takes one (its form, as the probe
+    asked it: None when it takes none)."""
     decided = [p for p in picks if p.status == "decided" and p.k is not None and p.running_mean is not None]
     if form is None or len({p.k for p in decided}) < 2:
         return None
-    ranges = ranges_from([(p.running_mean, p.k) for p in decided])
+    schedule = Schedule.from_ranges(ranges_from([(p.running_mean, p.k) for p in decided]), form)
     left_out = [p.users for p in picks if p not in decided]
-    return {PER_BATCH_SIZE_KEY: ranges, "argv": per_batch_size_argv(ranges, argv_by_k), "form": form,
-            "anchored_on_users": [p.users for p in decided], "left_out_users": left_out}
+    return {SCHEDULE_KEY: schedule.value(), "ranges": schedule.as_lists(), "argv": render_argv(schedule, argv_by_k),
+            "form": form, "anchored_on_users": [p.users for p in decided], "left_out_users": left_out}

@@ -16,7 +16,7 @@ from ..config import DecisionConfig
 from . import rules
 from .checks import gate_checks
 from .evidence import LATENCY_COLUMNS
-from .measure import CellStats, PreparedCell
+from .measure import CellStats, PreparedCell, ThroughputNoise, throughput_noise
 from .schema import Check
 from .stats import Bounds, interval
 
@@ -34,6 +34,7 @@ class StageEval:
     pick: int | None
     shares: dict[int | None, float]
     stop_share: float = 0.0                         # resamples in which the stop rule fires where it did
+    noise: ThroughputNoise = ThroughputNoise(math.nan, 0, "none")
     status: str = "not_decided"
     why_not_decided: list[str] = field(default_factory=list)
 
@@ -72,13 +73,15 @@ class StageEval:
         return [c for c in self.checks[k] if c.status == rules.UNKNOWN]
 
 
-def draw_stats(prepared: Mapping[int, PreparedCell], resamples: int, rng: np.random.Generator) -> dict[int, list[CellStats]]:
-    return {k: cell.draws(rng, resamples) for k, cell in sorted(prepared.items())}
+def draw_stats(prepared: Mapping[int, PreparedCell], resamples: int, rng: np.random.Generator,
+               noise: ThroughputNoise) -> dict[int, list[CellStats]]:
+    return {k: cell.draws(rng, resamples, noise) for k, cell in sorted(prepared.items())}
 
 
 def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig, rng: np.random.Generator) -> StageEval:
     stats = {k: cell.measure() for k, cell in sorted(prepared.items())}
-    draws = draw_stats(prepared, p.resamples, rng)
+    noise = throughput_noise(prepared.values())
+    draws = draw_stats(prepared, p.resamples, rng, noise)
     pooled = {k: {c: cell.cell.pooled(c) for c in LATENCY_COLUMNS} for k, cell in prepared.items()}
     base_k = min(stats)
     ratio = {k: np.array([rules.latency_ratio(d, b, p) for d, b in zip(draws[k], draws[base_k])]) for k in stats}
@@ -94,7 +97,7 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
         stops[rules.stop_at(drawn, p)] += 1
     shares = {k: n / p.resamples for k, n in picks.items()}
     stage = StageEval(users, prepared, stats, draws, pooled, base_k, checks, stopped, chosen, shares,
-                      stop_share=stops[stopped] / p.resamples)
+                      stop_share=stops[stopped] / p.resamples, noise=noise)
     stage.status, stage.why_not_decided = _status(stage, p)
     return stage
 
@@ -102,12 +105,16 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
 def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
     if stage.pick is None:
         return "no_eligible", []
-    why = [f"K={stage.pick}'s {c.name} is unknown ({c.unknown_because}): {c.evidence}"
-           for c in stage.unknown_gates(stage.pick) if c.unknown_because == "too little data"]
-    for k in sorted({stage.pick, stage.base_k}):
-        if stage.prepared[k].throughput_units < 2:
-            why.append(f"K={k} has one throughput value at {stage.users} users (one repeat, a window shorter than "
-                       "two requests): its noise is not measured")
+    if len(stage.stats) < 2:
+        return "not_decided", [f"only K={stage.pick} has a valid window at {stage.users} users: nothing to compare "
+                               "it with (see the invalid windows)"]
+    mine = stage.stats[stage.pick].objective(p.objective)
+    better = [k for k, s in stage.stats.items() if k == stage.pick or
+              (s.objective(p.objective) > mine * (1 + p.tie_tolerance_frac) and not stage.blocked_by(k))]
+    why = [f"K={k}'s {c.name} is unknown ({c.unknown_because}): {c.evidence}"
+           for k in better for c in stage.unknown_gates(k) if c.unknown_because == "too little data"]
+    if stage.noise.source == "none":
+        why.append(f"at {stage.users} users the {stage.noise.text()}")
     share = stage.shares.get(stage.pick, 0.0)
     if share < p.confidence:
         why.append(f"K={stage.pick} wins in {share:.0%} of {p.resamples} resamples (needs {p.confidence:.0%})")

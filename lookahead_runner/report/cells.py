@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-import shlex
 from urllib.parse import quote
 
 import pandas as pd
+
+from ..masking import shell_join
 
 INTEGER_COLUMNS = {"k", "repeat", "stage", "users", "requests", "failures", "timeouts", "length_mismatches",
                    "preemptions", "gpu_mem_peak_mib", "gpu_mem_total_mib", "client_output_tokens",
@@ -54,10 +55,11 @@ def as_bool(value: object) -> bool:
 
 
 def shell_text(argv: object) -> str:
-    """A paste-ready command line: every argument quoted for a POSIX shell."""
+    """A paste-ready command line: every argument quoted for a POSIX shell, each secret read from the
+    shell's environment (`--api-key "$VLLM_API_KEY"`) where the recorded argv holds `${VLLM_API_KEY}`."""
     if not isinstance(argv, (list, tuple)):
         return "" if argv is None else str(argv)
-    return shlex.join(str(part) for part in argv)
+    return shell_join(argv)
 
 
 def relative_href(path: object) -> str:

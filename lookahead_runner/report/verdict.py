@@ -11,7 +11,8 @@ import json
 import math
 
 from ..decision.schema import Check, Decision, Percentile, Range
-from ..decision.schedule import OPEN_END, PER_BATCH_SIZE_KEY
+from ..decision.schedule import OPEN_END
+from ..vllm.schedule import SCHEDULE_KEY
 from .cells import MISSING, format_cell, is_missing, shell_text
 
 STATUS_TEXT = {"pass": "✔ pass", "fail": "✘ fail", "unknown": "? unknown"}
@@ -144,13 +145,13 @@ def per_batch_size(decision: Decision) -> dict:
     if not form:
         return {"available": False, "note": "No schedule: the decided stages agree on one K, too few stages are "
                                             "decided, or this vLLM takes no per-batch-size K."}
-    ranges = form.get(PER_BATCH_SIZE_KEY) or []
+    ranges = form.get("ranges") or []
     argv = form.get("argv")
     left_out = form.get("left_out_users") or []
     note = (f"Anchored on the decided stages ({', '.join(map(str, form.get('anchored_on_users') or []))} users)"
             + (f"; left out (not decided): {', '.join(map(str, left_out))} users" if left_out else "") + ".")
     return {"available": True, "ranges": [_range_entry(entry) for entry in ranges],
-            "json": json.dumps({PER_BATCH_SIZE_KEY: ranges}), "argv_shell": shell_text(argv) if argv else "",
+            "json": json.dumps({SCHEDULE_KEY: form.get(SCHEDULE_KEY, ranges)}), "argv_shell": shell_text(argv) if argv else "",
             "note": note + ("" if argv else " The argv of the largest K has no speculative config to extend.")}
 
 

@@ -7,7 +7,9 @@ With LOOKAHEAD_SIM_GPU_FILE set, the memory reading is rewritten there every ~10
 process start. The emulated vLLM version (profiles.py) comes from `--sim-version V` placed before
 the subcommand (`python -m lookahead_runner.sim --sim-version 0.6.6 serve ...`, so a runner's
 command prefix selects it for `--version`, `serve --help` and `serve` alike), else from the
-environment variable LOOKAHEAD_SIM_VLLM_VERSION, else 0.32.0.
+environment variable LOOKAHEAD_SIM_VLLM_VERSION, else 0.32.0. `python -c CODE` runs CODE against a
+stand-in `vllm` package of that version (sim/introspect.py), as a launcher's interpreter would.
+Like vLLM, /v1/* wants the key of `--api-key`, else of the environment variable VLLM_API_KEY when set.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import signal
 import sys
 import time
 
+from lookahead_runner.auth import SERVER_KEY_ENV
 from lookahead_runner.sim import logs
 from lookahead_runner.sim.cli import ConfigError, ServeArgs, help_text, parse_serve
 from lookahead_runner.sim.profiles import DEFAULT_PROFILE, Profile, get_profile
@@ -79,6 +82,7 @@ def _engine_failed(profile: Profile, error: str) -> None:
 async def _start_engine(args: ServeArgs, profile: Profile, memory: MemoryFile, stop: asyncio.Event):
     """The startup phase. Returns the engine model, None when stopped, or raises ValueError."""
     from lookahead_runner.sim.model import EngineModel, KVPoolError, size_kv_pool
+    from lookahead_runner.vllm.schedule import ScheduleError
 
     sc, cfg = args.scenario, args.engine
     startup_s = args.faults.get("slow-start") or sc.startup_s
@@ -108,7 +112,10 @@ async def _start_engine(args: ServeArgs, profile: Profile, memory: MemoryFile, s
         peak = weights_mib + sc.activation_base_mib + sc.activation_mib_per_token * cfg.max_num_seqs * (k + 1)
         await _ramp(memory, memory.used_mib, min(peak, sc.gpu_total_mib), 0.15 * startup_s, stop)
         raise ValueError(f"ValueError: {logs.kv_error_text(profile, e)}") from None
-    model = EngineModel(sc, cfg)
+    try:
+        model = EngineModel(sc, cfg)     # the scheduler, and so the per-batch-size schedule's checks
+    except ScheduleError as e:
+        raise ValueError(f"ValueError: {e}") from None
     profiled = weights_mib + sizing.activation_peak_mib
     if await _ramp(memory, memory.used_mib, profiled, 0.15 * startup_s, stop):
         return None
@@ -155,7 +162,9 @@ async def _listen(args: ServeArgs, profile: Profile, model, stop: asyncio.Event)
 
     from lookahead_runner.sim.app import SimServer, access_logger_class
 
-    server = SimServer(model, profile, args.served_model_name, args.faults, log, list(args.api_keys),
+    # as vLLM: `args.api_key or [envs.VLLM_API_KEY]`
+    api_keys = list(args.api_keys) or [key for key in [os.environ.get(SERVER_KEY_ENV, "")] if key]
+    server = SimServer(model, profile, args.served_model_name, args.faults, log, api_keys,
                        args.log_stats, args.stream_interval)
     runner = web.AppRunner(server.build_app(), shutdown_timeout=0.2, access_log_class=access_logger_class(_line),
                            access_log=access_logger if args.access_log else None)
@@ -235,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in ("-v", "--version"):
         print(profile.version)
         return 0
+    if argv[0] == "python":  # the emulated vLLM's interpreter, for the probe (introspect.py)
+        from lookahead_runner.sim.introspect import run_python
+
+        return run_python(argv[1:], profile)
     if argv[0] != "serve":
         print(_TOP_USAGE, file=sys.stderr)
         print(f"vllm: error: argument subparser: invalid choice: {argv[0]!r} (choose from 'chat', 'complete', "

@@ -320,7 +320,7 @@ class SimServer:
                 self._observe_done(live, seq, asyncio.get_running_loop().time(), sink.t_first or 0.0, sink.n_done)
                 if params.include_usage:
                     extras = self.profile.usage_extras
-                    spec = (spec_metrics(self.model.k, seq.spec_steps, seq.accepted, seq.accept_hist)
+                    spec = (spec_metrics(self.model.k, seq.spec_steps, seq.drafted, seq.accepted, seq.accept_hist)
                             if self.model.k and extras else None)
                     await response.write(writer.final_usage(usage(live.prompt_tokens, sink.n_done),
                                                             self.fingerprint if extras else None, spec))

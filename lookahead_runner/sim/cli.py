@@ -17,6 +17,7 @@ from lookahead_runner.sim.faults import Faults, parse_faults
 from lookahead_runner.sim.model import EngineConfig
 from lookahead_runner.sim.profiles import Profile, speculative_method
 from lookahead_runner.sim.scenarios import DEFAULT_SCENARIO, SCENARIOS, Scenario, get_scenario, with_overrides
+from lookahead_runner.vllm.schedule import SCHEDULE_KEY, ScheduleError, parse_value
 
 DEFAULT_MAX_NUM_SEQS = 128
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
@@ -146,7 +147,8 @@ def _help_topic(topic: str, profile: Profile) -> str:
 
 
 def _split_dotted(argv: list[str], json_flags: frozenset[str]) -> tuple[list[str], dict[str, dict]]:
-    """`--speculative-config.num_speculative_tokens 3` (or `=3`) -> {flag: {key: 3}}."""
+    """`--speculative-config.num_speculative_tokens 3` (or `=3`) -> {flag: {key: 3}}; as in 0.32, `KEY+ a,b`
+    appends the strings a and b to a list, and list values given twice are concatenated."""
     rest: list[str] = []
     dotted: dict[str, dict] = {}
     i = 0
@@ -158,6 +160,8 @@ def _split_dotted(argv: list[str], json_flags: frozenset[str]) -> tuple[list[str
             if not eq:
                 i += 1
                 value = argv[i] if i < len(argv) else ""
+            if path.endswith("+"):
+                path, value = path[:-1], json.dumps(value.split(","))
             try:
                 parsed = json.loads(value)
             except json.JSONDecodeError:
@@ -166,7 +170,10 @@ def _split_dotted(argv: list[str], json_flags: frozenset[str]) -> tuple[list[str
             *parents, leaf = path.split(".")
             for key in parents:
                 node = node.setdefault(key, {})
-            node[leaf] = parsed
+            if isinstance(parsed, list) and isinstance(node.get(leaf), list):
+                node[leaf] += parsed
+            else:
+                node[leaf] = parsed
         else:
             rest.append(arg)
         i += 1
@@ -230,6 +237,27 @@ def _resolve_spec(spec: dict | None, profile: Profile) -> tuple[int, str]:
     return k, method
 
 
+def _schedule(spec: dict | None, profile: Profile) -> tuple[tuple[int, int, int], ...] | None:
+    """The per-batch-size schedule as SpeculativeConfig's pydantic field takes it (the shape; the range
+    rules are the scheduler's, at engine start). Where the profile has no such field its pydantic
+    dataclass ignores the unknown key, as 0.10's did: the server runs the static K."""
+    if not spec or spec.get(SCHEDULE_KEY) is None or not profile.schedule_form:
+        return None
+    from pydantic import ValidationError, dataclasses as pydantic_dataclasses
+
+    annotation = list[tuple[int, int, int]] if profile.schedule_form == "list" else dict[str, int]
+    SpeculativeConfig = pydantic_dataclasses.dataclass(type(  # noqa: N806 - named for its error title
+        "SpeculativeConfig", (), {"__annotations__": {SCHEDULE_KEY: annotation | None}, SCHEDULE_KEY: None}))
+    try:
+        value = getattr(SpeculativeConfig(**{SCHEDULE_KEY: spec[SCHEDULE_KEY]}), SCHEDULE_KEY)
+        schedule = parse_value([list(entry) for entry in value] if isinstance(value, list) else value)
+    except ValidationError as err:
+        raise ConfigError(f"{_PYDANTIC}{err}") from None
+    except ScheduleError as err:
+        raise ConfigError(f"ValueError: {err}") from None
+    return tuple((r.lo, r.hi, r.k) for r in schedule.ranges)
+
+
 def kv_lookahead(profile: Profile, k: int, method: str, slots: int) -> int:
     """Extra KV slots per running sequence: the literal flag counts only on V0 and only without speculation."""
     if k > 0:
@@ -265,6 +293,7 @@ def parse_serve(argv: list[str], profile: Profile) -> ServeArgs:
         seed=ns.seed, num_gpu_blocks_override=ns.num_gpu_blocks_override,
         kv_cache_memory_bytes=getattr(ns, "kv_cache_memory_bytes", None),
         spec_disable_batch_size=getattr(ns, "speculative_disable_by_batch_size", None) if k else None,
+        k_schedule=_schedule(spec, profile),
     )
     stream_interval = getattr(ns, "stream_interval", 1)
     if not 0 < engine.gpu_memory_utilization <= 1:

@@ -23,8 +23,12 @@ CPU_SWAP_SPACE_MIB = 4096.0     # V0's --swap-space default (4 GiB) -> its "# CP
 
 
 def write_line(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    """As vLLM's logging: a line that cannot be written (the reader of the pipe is gone) is dropped."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except OSError:
+        pass
 
 
 class Logger:

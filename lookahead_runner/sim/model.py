@@ -16,6 +16,11 @@ L comes from the CLI and the version profile: K (or K+1, or 0 for lookup drafter
 speculation, and on V0 without speculation the literal --num-lookahead-slots, which reserves
 KV but drafts nothing. V0's --speculative-disable-by-batch-size turns drafting off for a step
 whose running batch has reached it; the lookahead stays reserved, as in V0's scheduler.
+A per-batch-size schedule (num_speculative_tokens_per_batch_size) picks K per step as vLLM 0.32's
+scheduler does: lookup[number of requests scheduled in the step that drafted] (drafts made in one
+step are verified in the next), K = num_speculative_tokens still sizing the lookahead. Having a
+schedule costs every step `schedule_step_ms`, and a step whose K differs from the previous
+verifying step's costs `k_switch_ms` more (scenario fields; vLLM issue #49548).
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from lookahead_runner.sim.scenarios import Scenario
+from lookahead_runner.vllm.schedule import Schedule, lookup_table
 
 
 class EngineConfig(NamedTuple):
@@ -43,6 +49,7 @@ class EngineConfig(NamedTuple):
     num_gpu_blocks_override: int | None = None
     kv_cache_memory_bytes: int | None = None
     spec_disable_batch_size: int | None = None  # V0: no drafting in a step whose running batch is this large
+    k_schedule: tuple[tuple[int, int, int], ...] | None = None  # [(lo, hi, K), ...] by batch size
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,7 @@ class Sequence:
     ever_scheduled: bool = False
     preemptions: int = 0
     spec_steps: int = 0
+    drafted: int = 0
     accepted: int = 0
     accept_hist: list[int] = field(default_factory=list)
 
@@ -203,7 +211,13 @@ class EngineModel:
         self.by_id: dict[str, Sequence] = {}
         self.counters = Counters(accept_hist=[0] * (self.k + 1))
         self.admitted_last_step: list[str] = []
-        self.k_step = self.k                 # K of the step being run (0 when drafting is off for it)
+        # dense batch size -> K table; ScheduleError (a ValueError) when vLLM's scheduler would refuse it
+        self.k_lookup = (lookup_table(Schedule.from_ranges(cfg.k_schedule), cfg.max_num_seqs, self.k)
+                         if cfg.k_schedule and self.k > 0 else None)
+        self.k_step = self.k_lookup[1] if self.k_lookup else self.k  # K of the step being run
+        self._k_verified = self.k_step       # K of the last step that verified drafts
+        self.k_switched = False              # this step's K differs from it
+        self.last_batch = 0                  # requests scheduled in the previous step
         self._rng = random.Random(cfg.seed)
         self.noise = StepNoise(scenario, cfg.seed)
 
@@ -257,16 +271,26 @@ class EngineModel:
     def step(self) -> StepResult:
         budget = self.cfg.max_num_batched_tokens
         scheduled: list[tuple[Sequence, int, bool]] = []
-        limit = self.cfg.spec_disable_batch_size
-        self.k_step = 0 if limit is not None and len(self.running) >= limit else self.k
+        self.k_step = self._k_for_step()
         budget, preempted = self._schedule_running(budget, scheduled)
         self.admitted_last_step = []
         if not preempted:
             self._admit_waiting(budget, scheduled)
+        self.last_batch = len(scheduled)
         if not scheduled:
             return StepResult(0.0, [])
+        verifies = any(decode for _, _, decode in scheduled)
+        self.k_switched = verifies and self.k_step != self._k_verified
+        if verifies:
+            self._k_verified = self.k_step
         n_tokens = sum(n for _, n, _ in scheduled)
         return StepResult(self._step_duration_s(scheduled), self._execute(scheduled), n_tokens)
+
+    def _k_for_step(self) -> int:
+        if self.k_lookup is not None:
+            return self.k_lookup[self.last_batch] if self.last_batch else self.k_step
+        limit = self.cfg.spec_disable_batch_size
+        return 0 if limit is not None and len(self.running) >= limit else self.k
 
     def _schedule_running(self, budget: int, scheduled: list) -> tuple[int, bool]:
         preempted = False
@@ -319,6 +343,8 @@ class EngineModel:
         if verified and self.k_step:
             ms += self.k_step * self.draft_step_ms
         ms += sc.prefill_ms_per_token * prefilled
+        if self.k_lookup is not None:
+            ms += sc.schedule_step_ms + (sc.k_switch_ms if self.k_switched else 0.0)
         return self.noise.apply(ms / 1000.0)
 
     def _execute(self, scheduled: list[tuple[Sequence, int, bool]]) -> list[TokenOutput]:
@@ -330,10 +356,11 @@ class EngineModel:
                 accepted = self._draw_accepted(seq.log_alpha) if self.k_step else 0
                 if self.k_step:
                     c.spec_drafts += 1
-                    c.spec_draft_tokens += self.k
+                    c.spec_draft_tokens += self.k_step
                     c.spec_accepted_tokens += accepted
                     c.accept_hist[accepted] += 1
                     seq.spec_steps += 1
+                    seq.drafted += self.k_step
                     seq.accepted += accepted
                     seq.accept_hist[accepted] += 1
                 emitted = min(accepted + 1, seq.target_tokens - seq.generated)
@@ -359,12 +386,12 @@ class EngineModel:
         return outputs
 
     def _draw_accepted(self, log_alpha: float) -> int:
-        """Accepted prefix length: P(accepted >= i) = alpha^i, capped at K. One draw per draft."""
+        """Accepted prefix length: P(accepted >= i) = alpha^i, capped at this step's K. One draw per draft."""
         if log_alpha == 0.0:
-            return self.k
+            return self.k_step
         if log_alpha == -math.inf:
             return 0
-        return min(self.k, int(math.log(1.0 - self._rng.random()) / log_alpha))
+        return min(self.k_step, int(math.log(1.0 - self._rng.random()) / log_alpha))
 
     # --- blocks ---------------------------------------------------------------------------
     def _blocks_for(self, kv_tokens: int) -> int:

@@ -9,7 +9,9 @@
   kv_cache_usage_perc, spec decoding counters, time_per_output_token_seconds.
 - 0.32.0 (>= 0.12): --speculative-config JSON, dotted keys, --spec-* shorthands;
   --num-lookahead-slots is an argparse error (exit 2); `serve --help` prints the group summary and
-  `--help=all` every flag; the families of a real 0.32 /metrics.
+  `--help=all` every flag; the families of a real 0.32 /metrics; the per-batch-size schedule
+  `num_speculative_tokens_per_batch_size` as [[lo, hi, K], ...] (0.10.2 has no such key: its
+  pydantic SpeculativeConfig ignores unknown keys, so a schedule there runs the static K).
 
 The engine model (model.py) never sees a version: the CLI turns the flags into K and the KV
 lookahead L per sequence with `Profile.lookahead_for` and `Profile.lookahead_slots`, and the HTTP
@@ -47,6 +49,7 @@ class Profile:
     itl_metric: str = "vllm:inter_token_latency_seconds"
     nested_errors: bool = True               # {"error": {...}} (0.12+) or a flat {"object": "error", ...}
     usage_extras: bool = True                # final usage chunk carries system_fingerprint and spec metrics
+    schedule_form: str | None = None         # num_speculative_tokens_per_batch_size: "list", "dict" or absent
 
     @property
     def generation(self) -> str:
@@ -149,7 +152,7 @@ VLLM_0_32 = Profile(
     version="0.32.0", engine="v1", usage="vllm serve [model_tag] [options]", description=_DESCRIPTION_0_32,
     help_style="summary", help_summary=_SUMMARY_0_32, help_epilog=_JSON_EPILOG_0_32,
     groups=flags.GROUPS_0_32, flags=flags.FLAGS_0_32, json_flags=flags.JSON_FLAGS_0_32,
-    spec_flags="config", lookahead_slots="absent", lookahead_for=_v1_lookahead,
+    spec_flags="config", lookahead_slots="absent", lookahead_for=_v1_lookahead, schedule_form="list",
     spec_methods=tuple(next(spec.kwargs["choices"] for spec in flags.FLAGS_0_32
                             if spec.names[0] == "--spec-method")[:-1]),
 )

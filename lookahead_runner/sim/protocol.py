@@ -154,9 +154,9 @@ class ChunkWriter:
         return b"data: [DONE]\n\n"
 
 
-def spec_metrics(k: int, spec_steps: int, accepted: int, accept_hist: list[int]) -> dict:
-    """Per-request speculation summary vLLM 0.32 puts in the final usage chunk."""
-    drafted = spec_steps * k
+def spec_metrics(k: int, spec_steps: int, drafted: int, accepted: int, accept_hist: list[int]) -> dict:
+    """Per-request speculation summary vLLM 0.32 puts in the final usage chunk (drafted: the tokens its
+    steps drafted, spec_steps x K without a per-batch-size schedule)."""
     return {
         "mean_acceptance_length": 1.0 + accepted / spec_steps if spec_steps else 1.0,
         "draft_acceptance_rate": accepted / drafted if drafted else 0.0,

@@ -62,6 +62,10 @@ class Scenario:
     alpha: float = 0.8                       # P(draft token accepted | previous ones accepted), T = 0
     natural_stop_prob_per_token: float = 0.01  # EOS chance per token when ignore_eos is off
     max_model_len: int = 4096
+    # --- per-batch-size schedule (num_speculative_tokens_per_batch_size); vLLM issue #49548 (0.27.1, H100)
+    # measured TPOT +6.6 % at concurrency 2 with a schedule on, even where it scheduled K = 0:
+    schedule_step_ms: float = 2.5            # every step while a schedule is on (6.6 % of fixed + weight read)
+    k_switch_ms: float = 0.0                 # a verifying step whose K differs from the previous one's
     # --- process life
     startup_s: float = 1.5                   # weights load, profiling, KV allocation, graph capture
     # --- noise (off by default): a busy or throttled GPU, as multiplicative factors of mean 1
@@ -112,6 +116,17 @@ SCENARIOS: dict[str, Scenario] = {
             alpha=0.2,
         ),
         Scenario(
+            name="switch-collapse",
+            description=(
+                "tight-kv, but a step that changes K costs 250 ms more (a stall, as users of vLLM 0.27.1 "
+                "reported at a schedule's batch-size threshold, vLLM issue #49548): a per-batch-size schedule "
+                "whose boundary the real batch keeps crossing collapses there; one K is unaffected."
+            ),
+            gpu_total_mib=24576.0,
+            activation_base_mib=3072.0,
+            k_switch_ms=250.0,
+        ),
+        Scenario(
             name="bench-10ms",
             description=(
                 "For benchmarks/sim_fidelity.py: every step lasts exactly 10 ms whatever the batch, on an "
@@ -125,6 +140,7 @@ SCENARIOS: dict[str, Scenario] = {
             draft_step_ms=0.0,
             prefill_ms_per_token=0.0,
             natural_stop_prob_per_token=0.0,
+            schedule_step_ms=0.0,
             startup_s=0.3,
         ),
     )

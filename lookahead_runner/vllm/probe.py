@@ -1,8 +1,10 @@
-"""What vLLM is installed: its version and the flags `vllm serve` accepts.
+"""What vLLM is installed: its version, the flags `vllm serve` accepts, and whether its speculative
+config takes a per-batch-size schedule (and in which form).
 
-Parsing is pure (`parse_version`, `parse_help_flags`, `capabilities_from`); `run_probe` is the
-only function that starts a process (the CLI with `--version` and `serve --help[=all]`).
-Version facts come from ../shared/docs/vllm-facts.md.
+Parsing is pure (`parse_version`, `parse_help_flags`, `capabilities_from`, `schedule_from_answer`);
+`run_probe` is the only function that starts processes (the CLI with `--version` and
+`serve --help[=all]`, and vLLM's Python through introspect.py). Version facts come from
+../shared/docs/vllm-facts.md.
 """
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+
+from . import schedule as sched
+from .introspect import ask_speculative_config
 
 _VERSION_RE = re.compile(r"\b(\d+)\.(\d+)(?:\.(\d+))?[\w.+-]*")
 _OPTION_LINE_RE = re.compile(r"^ {1,4}(-{1,2}[A-Za-z0-9].*)$")
@@ -29,6 +34,41 @@ class ProbeError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class ScheduleCapability:
+    """Whether `num_speculative_tokens_per_batch_size` is accepted, in which form ("list" | "dict"),
+    and how that was found: "asked" (vLLM's own Python) or "version-table"; `detail` says the way."""
+
+    supported: bool
+    form: str | None
+    source: str
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ScheduleCapability":
+        return cls(bool(data["supported"]), data.get("form"), str(data["source"]), str(data.get("detail", "")))
+
+
+def schedule_from_version(version: str, why: str = "") -> ScheduleCapability:
+    form = sched.form_for_version(parse_version(version))
+    since = ".".join(map(str, sched.SCHEDULE_SINCE))
+    detail = f"vLLM {version} {'>=' if form else '<'} {since}" + (f" (not asked: {why})" if why else "")
+    return ScheduleCapability(form is not None, form, "version-table", detail)
+
+
+def schedule_from_answer(answer: dict, how: str) -> ScheduleCapability:
+    """What vLLM's Python said (introspect.CHECK's JSON) as a capability."""
+    where = f"vLLM {answer.get('vllm_version') or '?'} asked via {how}"
+    if not answer.get("has_field"):
+        return ScheduleCapability(False, None, "asked", f"{where}: SpeculativeConfig has no {sched.SCHEDULE_KEY}")
+    annotation = str(answer.get("annotation", ""))
+    form = sched.form_of_annotation(annotation)
+    return ScheduleCapability(True, form, "asked", f"{where}: SpeculativeConfig.{sched.SCHEDULE_KEY}: {annotation}")
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What the probe learnt about one vLLM install."""
 
@@ -36,6 +76,11 @@ class Capabilities:
     flags: frozenset[str] = field(default_factory=frozenset)
     help_source: str = "--help=all"
     command: tuple[str, ...] = ()
+    schedule: ScheduleCapability | None = None     # None: not asked; the version table answers
+
+    @property
+    def schedule_capability(self) -> ScheduleCapability:
+        return self.schedule or schedule_from_version(self.version)
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:
@@ -83,7 +128,9 @@ class Capabilities:
         data = asdict(self)
         data["flags"] = sorted(self.flags)
         data["command"] = list(self.command)
+        del data["schedule"]
         data.update(
+            schedule_capability=self.schedule_capability.to_dict(),
             generation=self.generation,
             spec_style=self.spec_style,
             lookahead_flag=self.lookahead_flag,
@@ -98,6 +145,8 @@ class Capabilities:
             flags=frozenset(data.get("flags", [])),
             help_source=data.get("help_source", "--help=all"),
             command=tuple(data.get("command", [])),
+            schedule=ScheduleCapability.from_dict(data["schedule_capability"]) if data.get("schedule_capability")
+            else None,
         )
 
 
@@ -166,7 +215,15 @@ def run_probe(command: list[str], timeout_s: float = 180.0, env: dict[str, str] 
         version_text = _run([command[0], "-c", "import vllm; print(vllm.__version__)"], timeout_s, env)
     help_all = _run([*command, "serve", "--help=all"], timeout_s, env)
     help_plain = None if len(parse_help_flags(help_all)) >= 10 else _run([*command, "serve", "--help"], timeout_s, env)
-    return capabilities_from(version_text, help_all, help_plain, tuple(command))
+    caps = capabilities_from(version_text, help_all, help_plain, tuple(command))
+    return replace(caps, schedule=probe_schedule(command, caps.version, timeout_s, env))
+
+
+def probe_schedule(command: list[str], version: str, timeout_s: float = 180.0,
+                   env: dict[str, str] | None = None) -> ScheduleCapability:
+    """Ask vLLM's Python whether SpeculativeConfig takes the schedule; the version table where nobody answers."""
+    answer, how = ask_speculative_config(command, timeout_s, env)
+    return schedule_from_answer(answer, how) if answer is not None else schedule_from_version(version, how)
 
 
 def probe_running_server(base_url: str, timeout_s: float = 10.0) -> Capabilities:
@@ -179,4 +236,6 @@ def probe_running_server(base_url: str, timeout_s: float = 10.0) -> Capabilities
             version = json.loads(response.read())["version"]
     except (OSError, ValueError, KeyError) as err:
         raise ProbeError(f"server.url: GET {base_url}/version failed ({err}); is the server up?") from None
-    return Capabilities(version_from_output(str(version)), frozenset(), "none", ())
+    version = version_from_output(str(version))
+    return Capabilities(version, frozenset(), "none", (),
+                        schedule_from_version(version, "a running server's Python cannot be asked"))

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
 from lookahead_runner.records import CUT_ERROR, REQUEST_COLUMNS
-from lookahead_runner.vllm.metrics import SIGNALS
+from lookahead_runner.vllm.metrics import KV_POOL_INFO, SIGNALS
 from lookahead_runner.workload.stages import Stage
 from lookahead_runner.workload.timeline import percentile
 
@@ -34,7 +34,7 @@ HISTORY_MAX_ROWS = 6 * 3600  # six hours at one row a second
 HISTORY_TAB_ROWS = 60  # the history tab shows the last minute; the CSV has it all
 
 
-_SIGNAL_NAMES = frozenset(name for names in SIGNALS.values() for name in names)
+_SIGNAL_NAMES = frozenset(name for names in SIGNALS.values() for name in names) | {KV_POOL_INFO}
 
 
 def signal_lines(text: str) -> str:

@@ -49,10 +49,6 @@ def completion_payload(
     return payload
 
 
-def auth_headers(api_key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
 def transport_failure(exc: BaseException | None, mid_stream: bool) -> StreamFailure:
     """Classify a socket-level error: timeout, disconnect mid-stream, or connection error."""
     original = getattr(exc, "original", None)  # geventhttpclient's RetriesExceeded wraps the real error

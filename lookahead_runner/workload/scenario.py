@@ -6,7 +6,7 @@ Who writes what: a single process writes requests.csv, stages.csv and workload.j
 workers (``--processes N`` or master/worker across hosts) the master writes all three and the
 workers send their rows and prompt description to it (workload/distributed.py).
 
-The API key comes only from the environment variable LOOKAHEAD_API_KEY (never an option, so it
+The API key comes only from the environment variable LOOKAHEAD_API_KEY (auth.py; never an option, so it
 is in no argv, parsed options, web UI form or master->worker message) and is sent as a bearer
 header on every request: /v1/models, /tokenize and /v1/completions.
 """
@@ -29,6 +29,7 @@ from locust import log as locust_log
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from lookahead_runner.auth import bearer_header, key_from_environment
 from lookahead_runner.records import REQUEST_COLUMNS, STAGE_COLUMNS, CsvAppender, StageRecord
 from lookahead_runner.workload import distributed
 from lookahead_runner.workload.lag import LoopLagMonitor
@@ -40,13 +41,11 @@ from lookahead_runner.workload.prompt import (
     token_ids_plan,
     tokenize_counter,
 )
-from lookahead_runner.workload.request import auth_headers
 from lookahead_runner.workload.shape import StagedShape
 
 logger = logging.getLogger(__name__)
 
 STATE_ATTRIBUTE = "lookahead_scenario"
-API_KEY_ENV = "LOOKAHEAD_API_KEY"
 FLUSH_INTERVAL_S = 1.0
 MODELS_TIMEOUT_S = 10.0
 
@@ -69,7 +68,7 @@ class ScenarioState:
 
     @property
     def headers(self) -> dict[str, str]:
-        return auth_headers(self.api_key)
+        return bearer_header(self.api_key)
 
     def flush(self) -> None:
         for log in (self.request_log, self.stage_log):
@@ -109,7 +108,7 @@ def on_init(environment: Environment) -> ScenarioState:
     (``events.init``); a headless single process also resolves the model and prompt here, so the
     calibration does not eat into the first stage."""
     settings = ScenarioSettings.from_options(environment.parsed_options)
-    state = ScenarioState(settings=settings, api_key=os.environ.get(API_KEY_ENV, ""),
+    state = ScenarioState(settings=settings, api_key=key_from_environment(),
                           client=f"{socket.gethostname()}:{os.getpid()}")
     runner = environment.runner
     if isinstance(runner, WorkerRunner):

@@ -30,6 +30,7 @@ import gevent
 from flask import Response, make_response, request
 from locust.env import Environment
 
+from lookahead_runner.auth import bearer_header, key_from_environment
 from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
 from lookahead_runner.telemetry.prometheus import parse, scrape
 from lookahead_runner.workload.live import (
@@ -65,7 +66,6 @@ NOW_CSV = "lookahead/now.csv"
 HISTORY_CSV = "lookahead/history.csv"
 SCRAPE_TIMEOUT_S = 2.0
 SIM_GPU_FILE_ENV = "LOOKAHEAD_SIM_GPU_FILE"
-API_KEY_ENV = "LOOKAHEAD_API_KEY"
 
 
 def add_options(parser: Any, **_kwargs: Any) -> None:
@@ -153,7 +153,7 @@ class LiveView:
         host = (self.environment.host or "").rstrip("/")
         if host:
             try:
-                text = scrape(host + "/metrics", SCRAPE_TIMEOUT_S, _headers())
+                text = scrape(host + "/metrics", SCRAPE_TIMEOUT_S, bearer_header(key_from_environment()))
                 self.counters.add(time.time(), parse(signal_lines(text)))
                 self.metrics_error = ""
             except Exception as exc:  # refused, timeout, HTTP error, unparsable text
@@ -211,11 +211,6 @@ def _open_memory():
     if nvml.unavailable_reason:
         return None, nvml.unavailable_reason
     return nvml, "NVML gave no reading"
-
-
-def _headers() -> dict[str, str]:
-    key = os.environ.get(API_KEY_ENV, "")
-    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def _install(environment: Environment, view: LiveView) -> None:

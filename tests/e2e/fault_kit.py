@@ -34,6 +34,11 @@ def toml_value(value) -> str:
 FAST = ["--max-num-seqs", "64", "--sim-set", "startup_s=0.5"]  # a 0.5 s startup instead of 1.5 s
 
 
+# A sweep that ran to its end: a verdict (0) or "not decided yet" (3), which a few seconds of load usually
+# are. Tests of the runner's mechanics accept both; tests of the verdict check decision.json.
+FINISHED = (0, 3)
+
+
 def sweep_toml(model: str, k: list[int], stages=((2, 2),), server: dict | None = None,
                load: dict | None = None, env: dict | None = None, name: str = "fault") -> str:
     """A short sweep on the fault simulator: one 2 s stage, one repeat, tiny requests."""

@@ -8,7 +8,7 @@ import sys
 import uuid
 
 import pytest
-from fault_kit import processes_of, wait_for
+from fault_kit import FINISHED, processes_of, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -70,7 +70,7 @@ def test_signal_mid_load_leaves_no_process_and_resume_finishes(tmp_path, sig):
 
     resumed = subprocess.run([sys.executable, "-m", "lookahead_runner", "sweep", "--resume", str(run_dir)],
                              capture_output=True, text=True, timeout=180)
-    assert resumed.returncode in (0, 3), resumed.stderr[-2000:]  # 3: measured, not decided yet
+    assert resumed.returncode in FINISHED, resumed.stderr[-2000:]
     assert "k0/r0: done earlier, kept" in resumed.stdout
     assert (run_dir / "k0/r0/requests.csv").stat().st_mtime_ns == first_life
     assert json.loads((run_dir / "k2/r0/status.json").read_text())["state"] == "done"
@@ -84,7 +84,7 @@ def test_early_stop_skips_larger_k(tmp_path):
     model = f"sim/early-{uuid.uuid4().hex[:8]}"
     runner = start_runner(tmp_path, sweep_toml(model, "[0, 4, 8, 16]", [(48, 6)], 48))
     stdout, stderr = runner.communicate(timeout=240)
-    assert runner.returncode in (0, 3), stderr[-2000:]  # 3: measured, not decided yet (one short repeat)
+    assert runner.returncode in FINISHED, stderr[-2000:]
     (run_dir,) = list((tmp_path / "runs").iterdir())
     decision = json.loads((run_dir / "decision.json").read_text())
     assert decision["stopped_at_k"] == 8, decision["reasons"]

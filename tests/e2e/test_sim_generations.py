@@ -17,7 +17,7 @@ from test_sim_server import MODEL, free_port, get, stop, stream_completion, wait
 pytestmark = pytest.mark.e2e
 
 COMMON = {"running", "waiting", "kv_usage", "preemptions_total", "prompt_tokens_total", "generation_tokens_total",
-          "requests_success_total"}
+          "requests_success_total", "kv_pool_tokens"}
 CASES = {  # version: (generation, spec_style, lookahead_flag, method, spec signals after one request)
     "0.6.6": ("v0", "legacy-flags", "effective", "draft_model",
               {"spec_draft_tokens_total", "spec_accepted_total", "spec_emitted_total"}),
@@ -26,6 +26,8 @@ CASES = {  # version: (generation, spec_style, lookahead_flag, method, spec sign
     "0.32.0": ("v1-no-slots", "shorthand", "absent", "draft_model",
                {"spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_total"}),
 }
+
+SCHEDULE = {"0.6.6": (False, None), "0.10.2": (False, None), "0.32.0": (True, "list")}  # asked, not looked up
 
 
 def sim_command(version: str) -> list[str]:
@@ -49,6 +51,8 @@ def test_probe_knob_serve_and_scrape(tmp_path, version):
     caps = run_probe(sim_command(version), timeout_s=60)
     assert (caps.version, caps.generation, caps.spec_style, caps.lookahead_flag) == (
         version, generation, spec_style, lookahead_flag)
+    schedule = caps.schedule_capability
+    assert (schedule.supported, schedule.form, schedule.source) == (*SCHEDULE[version], "asked"), schedule.detail
     port = free_port()
     argv = server_argv(caps, sim_command(version), MODEL, "127.0.0.1", port,
                        ["--max-num-seqs", "32", "--sim-set", "startup_s=0.3"], Setting(k=3), method, "sim/llama-68m")
@@ -92,6 +96,7 @@ def test_the_environment_variable_selects_the_profile_too(tmp_path, monkeypatch)
     monkeypatch.setenv("LOOKAHEAD_SIM_VLLM_VERSION", "0.6.6")
     caps = run_probe([sys.executable, "-m", "lookahead_runner.sim"], timeout_s=60)
     assert (caps.version, caps.generation) == ("0.6.6", "v0")
+    assert (caps.schedule_capability.supported, caps.schedule_capability.source) == (False, "asked")
     t0 = time.monotonic()
     proc, log_path = start_argv(tmp_path, [sys.executable, "-m", "lookahead_runner.sim", "serve", MODEL,
                                            "--speculative-config", "{}", "--port", str(free_port())])

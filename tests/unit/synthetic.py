@@ -1,7 +1,7 @@
 """Synthetic stage windows for decision stories: a few numbers in, a `Window` with per-request arrays out.
 
 Completions are spread evenly over the window with a little jitter (a closed loop at steady state);
-latencies are lognormal around the given medians. Every window has its own seed, so a story is
+latencies are lognormal around the given medians, e2e by default users / req/s (Little's law). Every window has its own seed, so a story is
 deterministic and repeats of one setting differ the way repeats do.
 """
 from __future__ import annotations
@@ -19,8 +19,9 @@ SERVER_DEFAULTS = {"running_mean": None, "waiting_mean": 0.0, "kv_usage_mean": 0
 
 
 def window(k: int, users: int, req_per_s: float, repeat: int = 0, *, duration_s: float = 20.0,
-           e2e_ms: float = 1000.0, ttft_ms: float = 100.0, spread: float = 0.15, failures: int = 0,
+           e2e_ms: float | None = None, ttft_ms: float = 100.0, spread: float = 0.15, failures: int = 0,
            timeouts: int = 0, output_tokens: int = 64, jitter: float = 0.2, **server) -> Window:
+    e2e_ms = 1000.0 * users / req_per_s if e2e_ms is None else e2e_ms  # a closed loop: Little's law
     rng = np.random.default_rng(zlib.crc32(f"{k}/{users}/{repeat}/{req_per_s}/{e2e_ms}/{ttft_ms}".encode()))
     n = int(round(req_per_s * duration_s))
     step = duration_s / max(n, 1)

@@ -223,11 +223,11 @@ def test_any_argv_is_handled_in_one_line(tmp_path_factory, argv):
 # --- the named cases of the issue, one by one --------------------------------------------------
 
 NAMED = [
-    ("wrong type", "[load]\nrepeats = \"three\"\n", "load.repeats: Input should be a valid integer"),
+    ("wrong type", "[load]\nrepeats = \"three\"\n", "load.repeats: give a whole number of repeats (1 to 100) or \"auto\""),
     ("wrong type in a list", "[speculation]\nk = [0, \"two\"]\n", "speculation.k.1: Input should be a valid integer"),
     ("negative", "[speculation]\nk = [-1]\n", "speculation.k: values must be >= 0"),
     ("negative port", "[server]\nport = -5\n", "server.port: Input should be greater than or equal to 0"),
-    ("huge", "[load]\nrepeats = 9223372036854775807\n", "load.repeats: Input should be less than or equal to 100"),
+    ("huge", "[load]\nrepeats = 9223372036854775807\n", "load.repeats: give 1 to 100 repeats, or \"auto\""),
     ("infinite", "[load]\nstages = [{users = 2, duration_s = inf}]\n", "load.stages.0.duration_s: Input should be a finite number"),
     ("not a number", "[load]\nwarmup_s = nan\n", "load.warmup_s: Input should be a finite number"),
     ("unknown key", "[load]\nrepeat = 3\n", "load.repeat: unknown key; remove it or check its spelling"),

@@ -129,7 +129,7 @@ def test_goodput_objective_counts_only_requests_within_every_slo():
 
 
 def test_two_k_one_percent_apart_are_not_the_lever():
-    decision = decide(table({0: {32: 20.0}, 4: {32: 20.2}}, 32), P, {})
+    decision = decide(table({0: {32: 20.0}, 4: {32: 20.2}}, 32, repeats=3), P, {})
     assert any(d.startswith("Not the lever") for d in decision.diagnoses)
     assert decision.recommended is None or decision.recommended.k == 0
     spread = decide(table({0: {32: 10}, 4: {32: 15}}, 32), P, {})
@@ -229,6 +229,11 @@ def test_p99_below_its_sample_size_is_shown_unbounded():
     decision = decide(table({0: {32: 5}, 4: {32: 8}}, 32), P, {})
     p99 = next(p for c in decision.cells if c.k == 0 for p in c.percentiles if p.metric == "ttft" and p.q == 0.99)
     assert p99.n < 367 and p99.range.high is None and not p99.decisive
+
+
+def test_one_k_alone_at_the_target_is_nothing_to_decide():
+    decision = decide(table({0: {16: 5, 64: 10}, 4: {64: 20}}, 16), P, {})
+    assert decision.status == "not_decided" and "only K=0 has a valid window at 16 users" in decision.verdict
 
 
 def test_no_valid_window_at_the_target():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import random
 import socket
 
+from lookahead_runner.auth import bearer_header
 from lookahead_runner.records import REQUEST_COLUMNS
 from lookahead_runner.workload.prompt import prompt_token_ids
 from lookahead_runner.workload.request import (
     StreamFailure,
-    auth_headers,
     completion_payload,
     to_record,
     transport_failure,
@@ -45,8 +45,8 @@ def test_payload_carries_sampling_options_and_text_prompts():
 
 
 def test_auth_header_only_with_a_key():
-    assert auth_headers("") == {}
-    assert auth_headers("sk-1") == {"Authorization": "Bearer sk-1"}
+    assert bearer_header("") == {}
+    assert bearer_header("sk-1") == {"Authorization": "Bearer sk-1"}
 
 
 class RetriesExceeded(ConnectionError):

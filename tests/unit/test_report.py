@@ -261,7 +261,7 @@ def test_view_shows_per_stage_commands_and_the_schedule():
     assert not view["per_batch_size"]["available"]
 
     ranges = [[1, 12, 4], [13, 1_000_000, 0]]
-    decision.per_batch_size = {"num_speculative_tokens_per_batch_size": ranges, "anchored_on_users": [4, 32],
+    decision.per_batch_size = {"num_speculative_tokens_per_batch_size": ranges, "ranges": ranges, "anchored_on_users": [4, 32],
                                "left_out_users": [], "form": "list",
                                "argv": ["vllm", "serve", "m", "--speculative-config", json.dumps(
                                    {"num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": ranges})]}

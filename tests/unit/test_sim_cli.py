@@ -17,6 +17,19 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == "0.32.0"
 
 
+def test_python_subcommand_runs_code_against_the_emulated_vllm(capsys):
+    code = ("import dataclasses, vllm; from vllm.config import SpeculativeConfig as c; "
+            "print(vllm.__version__, [f.type for f in dataclasses.fields(c) if 'per_batch' in f.name])")
+    assert main(["--sim-version", "0.32.0", "python", "-c", code]) == 0
+    assert capsys.readouterr().out.strip() == "0.32.0 ['list[tuple[int, int, int]] | None']"
+    assert main(["--sim-version", "0.10.2", "python", "-c", code]) == 0
+    assert capsys.readouterr().out.strip() == "0.10.2 []"
+    assert main(["python", "-c", "raise SystemExit(3)"]) == 3
+    assert main(["python", "script.py"]) == 2 and "only `-c CODE`" in capsys.readouterr().err
+    import sys
+    assert "vllm" not in sys.modules or getattr(sys.modules["vllm"], "__version__", "") != "0.32.0"
+
+
 def test_serve_args_become_an_engine_config():
     args = parse_serve(["sim/llama-3-8b", "--port", "8123", "--host", "127.0.0.1", "--max-num-seqs", "64",
                         "--speculative-config", '{"method":"draft_model","model":"d","num_speculative_tokens":4}',

@@ -93,7 +93,7 @@ def test_0_32_exposes_exactly_the_families_of_the_recorded_server(fixtures_dir, 
 
 
 V1_SIGNALS = {"running", "waiting", "kv_usage", "preemptions_total", "prompt_tokens_total",
-              "generation_tokens_total", "requests_success_total"}
+              "generation_tokens_total", "requests_success_total", "kv_pool_tokens"}
 
 
 @pytest.mark.parametrize("version, k, signals", [
