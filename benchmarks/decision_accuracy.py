@@ -12,7 +12,7 @@ recorded once through the product's path (`lookahead-runner sweep` on a generate
 target stage, `repeat_mode = "same-server"`, --repeats repeats, --no-early-stop), then decided many
 times with `lookahead_runner.decision.decide` on demo-sized subsets of that recording (2 repeats per
 K, as the demo runs): --subsets random draws (each K's 2 repeats drawn apart) and the disjoint
-subsets (repeats 0-1, 2-3, 4-5, ... of every K), reported apart.
+subsets (every K's valid repeats two by two: 0-1, 2-3, 4-5 when all are valid), reported apart.
 
 Subsets of one recording are not independent: random draws share windows, so their intervals are
 narrower than independent runs would give; the disjoint subsets share no window but share each K's
@@ -96,12 +96,15 @@ class Verdict:
     stopped_at: int | None
     outcome: str
     diagnoses: tuple[str, ...] = ()
+    leading_k: int | None = None     # the K the rules pick on the data as measured (decided or not)
+    truth: int | None = None
 
     @classmethod
     def of(cls, decision: Decision, truth: int | None, measured: set[int]) -> "Verdict":
         k = decision.recommended.k if decision.recommended else None
         return cls(decision.status, k, decision.confidence, decision.stopped_at_k,
-                   outcome(decision.status, k, truth, measured), tuple(decision.diagnoses))
+                   outcome(decision.status, k, truth, measured), tuple(decision.diagnoses), decision.leading_k,
+                   truth)
 
     @property
     def label(self) -> str:
@@ -143,16 +146,20 @@ def tally(verdicts: list[Verdict]) -> dict:
     }
 
 
-def calibration_bins(verdicts: list[Verdict], edges=(0.9, 0.95, 0.99, 1.0001)) -> list[dict]:
-    """Decided verdicts grouped by stated confidence: stated mean vs real hit rate per group."""
+def calibration_bins(verdicts: list[Verdict], edges=(0.0, 0.5, 0.7, 0.9, 0.95, 0.99, 1.0001)) -> list[dict]:
+    """Every scored verdict with a leading K (decided or not), grouped by the share of resamples its leader
+    won (the stated confidence): that share's mean beside how often the leader was the truth. Below the
+    threshold the verdict is "not decided", but the share is still a probability claim worth checking."""
     rows = []
     for low, high in zip(edges, edges[1:]):
-        group = [v for v in verdicts if v.status == "decided" and v.outcome != UNSCORED and low <= v.confidence < high]
+        group = [v for v in verdicts if v.outcome != UNSCORED and v.leading_k is not None
+                 and v.confidence is not None and low <= v.confidence < high]
         if group:
-            hits = sum(v.outcome == RIGHT for v in group)
-            rows.append({"stated": [low, min(high, 1.0)], "decided": len(group),
+            hits = sum(v.leading_k == v.truth for v in group)
+            rows.append({"stated": [low, min(high, 1.0)], "verdicts": len(group),
+                         "decided": sum(v.status == "decided" for v in group),
                          "stated_mean": _round(np.mean([v.confidence for v in group])),
-                         "hit_rate": share(hits, len(group))["share"], "ci95": share(hits, len(group))["ci95"]})
+                         "leader_right": share(hits, len(group))["share"], "ci95": share(hits, len(group))["ci95"]})
     return rows
 
 
@@ -277,7 +284,7 @@ def main() -> None:
                 "each K's server life): intervals are those of independent draws, too narrow",
         "scenarios": scenarios,
         "totals": {"random_subsets": totals, "disjoint_subsets": tally(apart_all),
-                   "calibration_bins": calibration_bins(drawn_all + apart_all)},
+                   "calibration_by_stated_share": calibration_bins(drawn_all + apart_all)},
         "goal": {"right_or_not_decided_min": 0.95, "confident_wrong_max": 0},
         "goal_met": bool(totals["right_or_not_decided"]["share"] is not None
                          and totals["right_or_not_decided"]["share"] >= 0.95

@@ -58,9 +58,9 @@ def test_a_verdict_without_a_valid_window_of_the_truth_is_unscored_not_wrong():
 
 
 def test_tally_puts_stated_confidence_beside_the_hit_rate_of_decided_verdicts():
-    verdicts = ([bench.Verdict("decided", 4, 0.98, None, bench.RIGHT)] * 9
-                + [bench.Verdict("decided", 2, 0.92, None, bench.WRONG)]
-                + [bench.Verdict("not_decided", None, 0.6, None, bench.NOT_DECIDED)] * 2)
+    verdicts = ([bench.Verdict("decided", 4, 0.98, None, bench.RIGHT, leading_k=4, truth=4) for _ in range(9)]
+                + [bench.Verdict("decided", 2, 0.92, None, bench.WRONG, leading_k=2, truth=4)]
+                + [bench.Verdict("not_decided", None, 0.6, None, bench.NOT_DECIDED) for _ in range(2)])
     t = bench.tally(verdicts)
     assert t["decisions"] == 12 and t["right"]["n"] == 9 and t["wrong"]["n"] == 1 and t["not_decided"]["n"] == 2
     assert t["confident_wrong"] == 1
@@ -71,4 +71,8 @@ def test_tally_puts_stated_confidence_beside_the_hit_rate_of_decided_verdicts():
                                 "hit_rate_ci95": t["calibration"]["hit_rate_ci95"]}
     assert t["verdicts"] == {"K=4": 9, "not_decided": 2, "K=2": 1}
     bins = bench.calibration_bins(verdicts)
-    assert [(b["decided"], b["hit_rate"]) for b in bins] == [(1, 0.0), (9, 1.0)]
+    assert [(b["stated"][0], b["verdicts"], b["leader_right"]) for b in bins] == [(0.9, 1, 0.0), (0.95, 9, 1.0)]
+    leader = bench.Verdict("not_decided", None, 0.6, None, bench.NOT_DECIDED, leading_k=4, truth=4)
+    bins = bench.calibration_bins([leader])
+    assert bins == [{"stated": [0.5, 0.7], "verdicts": 1, "decided": 0, "stated_mean": 0.6, "leader_right": 1.0,
+                     "ci95": bins[0]["ci95"]}]
