@@ -29,9 +29,10 @@ diagnosis, the share of subsets where it fires (says it) is printed too.
 
 Recordings go to --recordings (default reports/decision-accuracy/<scenario>/<run>); a scenario whose
 folder holds a finished run with the same config is reused, an interrupted one resumed, so
---decide-only reruns the deciding alone (about 3.5 minutes). Budget: 8 scenarios x 6 repeats took 41 minutes on 2
-cores (recording ~90 %); --scenarios and --repeats run less. The 1-minute load average is recorded
-before and after each recording: on a busy box the client-lag gate drops windows (see `windows`).
+--decide-only reruns the deciding alone (about 3.5 minutes). Budget: 8 scenarios x 6 repeats took
+41 minutes on 2 cores (recording ~93 %); --scenarios and --repeats run less. The 1-minute load average
+is recorded before and after each recording: on a busy box the client-lag gate drops windows (see
+`windows`).
 """
 from __future__ import annotations
 
