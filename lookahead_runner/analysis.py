@@ -11,7 +11,7 @@ so their p50 / p90 / p99 are plain percentiles over the window's successful requ
 
 Failures are counted over requests that finished in the window ("cut" rows, killed by the end of
 a stage or of the test, are neither completions nor failures). Timeouts and length-check failures
-are recognised by the error text the scenario writes (lookahead_runner/workload/user.py).
+are recognised by how the error text starts (records.TIMEOUT_ERROR, records.LENGTH_ERRORS).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .records import CUT_ERROR
+from .records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
 
 SUMMARY_COLUMNS = (
     "setting", "k", "repeat", "stage", "users", "duration_s", "requests", "req_per_s", "output_tok_per_s",
@@ -31,12 +31,6 @@ SUMMARY_COLUMNS = (
     "gpu_mem_total_mib", "client_lag_p99_ms", "client_cpu_pct", "valid", "invalid_reason",
 )
 NAN = float("nan")
-# The error texts requests.csv carries (workload/request.py StreamFailure, workload/timeline.py judge):
-# "timeout (TimeoutError)" or "timeout (over 120 s)"; "short output (completion_tokens != 64) (...)" and
-# "wrong prompt length (prompt_tokens != 128) (...)". The runner side never imports the scenario side,
-# so they are repeated here and pinned by tests/unit/test_analysis.py.
-TIMEOUT_ERROR_PREFIX = "timeout"
-LENGTH_ERROR_PREFIXES = ("short output", "wrong prompt length")
 
 
 @dataclass(frozen=True)
@@ -176,10 +170,10 @@ def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_t
                      expected_prompt_tokens: int = 0) -> dict:
     errors = error_text(finished)
     failed = errors[finished["ok"] != 1] if len(finished) else errors
-    timeouts = int(failed.str.startswith(TIMEOUT_ERROR_PREFIX).sum())
+    timeouts = int(failed.str.startswith(TIMEOUT_ERROR).sum())
     # Wrong lengths (prompt or output): responses the scenario failed for it, plus any that passed with
     # another output count (a scenario run with a different output length than the plan declares).
-    mismatches = int(failed.str.startswith(LENGTH_ERROR_PREFIXES).sum())
+    mismatches = int(failed.str.startswith(LENGTH_ERRORS).sum())
     if expected_output_tokens and len(ok):
         mismatches += int((ok["output_tokens"] != expected_output_tokens).sum())
     if expected_prompt_tokens and len(ok) and "prompt_tokens" in ok:

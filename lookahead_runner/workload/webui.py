@@ -31,6 +31,7 @@ from flask import Response, make_response, request
 from locust.env import Environment
 
 from lookahead_runner.auth import bearer_header, key_from_environment
+from lookahead_runner.records import SIM_GPU_FILE_ENV
 from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
 from lookahead_runner.telemetry.prometheus import parse, scrape
 from lookahead_runner.workload.live import (
@@ -65,7 +66,6 @@ HISTORY_TAB = "lookahead-history"
 NOW_CSV = "lookahead/now.csv"
 HISTORY_CSV = "lookahead/history.csv"
 SCRAPE_TIMEOUT_S = 2.0
-SIM_GPU_FILE_ENV = "LOOKAHEAD_SIM_GPU_FILE"
 
 
 def add_options(parser: Any, **_kwargs: Any) -> None:

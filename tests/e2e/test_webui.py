@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 from fault_kit import stop_group as _stop
 
+from lookahead_runner.records import SIM_GPU_FILE_ENV
 from lookahead_runner.server import free_port as _free_port
 
 pytestmark = pytest.mark.e2e
@@ -90,7 +91,7 @@ class Sweep:
 def sim_and_locust(request, tmp_path) -> Iterator[Sweep]:
     processes = getattr(request, "param", 0)
     gpu_file = tmp_path / "sim_gpu.json"
-    env = os.environ | {"LOOKAHEAD_SIM_GPU_FILE": str(gpu_file), "PYTHONUNBUFFERED": "1"}
+    env = os.environ | {SIM_GPU_FILE_ENV: str(gpu_file), "PYTHONUNBUFFERED": "1"}
     server_port, web_port = _free_port(), _free_port()
     started: list[subprocess.Popen] = []
     try:

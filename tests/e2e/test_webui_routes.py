@@ -44,7 +44,7 @@ if IN_CHILD:
     from locust.env import Environment
 
     from lookahead_runner.load import WEB_HOST, locust_argv
-    from lookahead_runner.records import RequestRecord
+    from lookahead_runner.records import SIM_GPU_FILE_ENV, RequestRecord
     from lookahead_runner.workload import scenario, webui
     from lookahead_runner.workload.options import add_scenario_options
     from lookahead_runner.workload.shape import StagedShape
@@ -73,7 +73,7 @@ if IN_CHILD:
     def live(tmp_path, monkeypatch):
         gpu = tmp_path / "sim_gpu.json"
         gpu.write_text(json.dumps({"used_mib": 1000.0, "total_mib": 4000.0}))
-        monkeypatch.setenv(webui.SIM_GPU_FILE_ENV, str(gpu))
+        monkeypatch.setenv(SIM_GPU_FILE_ENV, str(gpu))
         scrapes = iter([
             METRICS.format(running=4.0, generated=0.0, drafts=0.0, draft_tokens=0.0, accepted=0.0),
             METRICS.format(running=6.0, generated=500.0, drafts=100.0, draft_tokens=400.0, accepted=200.0),
