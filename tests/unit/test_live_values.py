@@ -1,4 +1,4 @@
-"""The live tabs' values (workload/live.py), pure: counter windows, latency windows, stage text, rows, CSV."""
+"""The live tabs' values and tables (live/values.py, live/tables.py), pure: windows, stage text, rows, CSV."""
 
 from __future__ import annotations
 
@@ -10,20 +10,22 @@ import math
 import pytest
 
 from lookahead_runner.records import CUT_ERROR, RequestRecord
-from lookahead_runner.workload.live import (
+from lookahead_runner.live.tables import (
     HISTORY_COLUMNS,
     HISTORY_TAB_COLUMNS,
     NOW_COLUMNS,
+    csv_text,
+    history_row,
+    history_tab_row,
+    now_rows,
+)
+from lookahead_runner.live.values import (
     CounterWindow,
     LatencySample,
     LatencyWindow,
     LiveValues,
     StageNow,
-    csv_text,
-    history_row,
-    history_tab_row,
     live_values,
-    now_rows,
     sample_of_row,
     signal_lines,
     stage_now,

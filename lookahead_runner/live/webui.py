@@ -1,7 +1,7 @@
 """Live tabs in Locust's web UI: the vLLM server's side of the test while it runs.
 
 Two extended tabs ("vLLM live": the values now; "vLLM history": one row a second) and two CSV
-downloads (same values), computed in `lookahead_runner.workload.live` from:
+downloads (same values), computed in `values` and shown by `tables` (this package) from:
 - the server's /metrics (``--host``), scraped once a second by the process serving the web UI;
 - GPU memory: the simulator's NVML-like file when ``LOOKAHEAD_SIM_GPU_FILE`` is set, else NVML;
 - the requests.csv rows of the requests that finish: the scenario's request log on this process is
@@ -31,29 +31,31 @@ from flask import Response, make_response, request
 from locust.env import Environment
 
 from lookahead_runner.auth import bearer_header, key_from_environment
-from lookahead_runner.records import SIM_GPU_FILE_ENV
-from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
-from lookahead_runner.telemetry.prometheus import parse, scrape
-from lookahead_runner.workload.live import (
+from lookahead_runner.live.tables import (
     HISTORY_COLUMNS,
-    HISTORY_MAX_ROWS,
     HISTORY_TAB_COLUMNS,
     HISTORY_TAB_ROWS,
     NOW_COLUMNS,
+    csv_text,
+    history_row,
+    history_tab_row,
+    now_rows,
+)
+from lookahead_runner.live.values import (
+    HISTORY_MAX_ROWS,
     POLL_INTERVAL_S,
     CounterWindow,
     LatencySample,
     LatencyWindow,
     LiveValues,
-    csv_text,
-    history_row,
-    history_tab_row,
     live_values,
-    now_rows,
     sample_of_row,
     signal_lines,
     stage_now,
 )
+from lookahead_runner.records import SIM_GPU_FILE_ENV
+from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
+from lookahead_runner.telemetry.prometheus import parse, scrape
 from lookahead_runner.workload import scenario
 from lookahead_runner.workload.shape import StagedShape
 from lookahead_runner.workload.stages import parse_stages

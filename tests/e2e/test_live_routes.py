@@ -1,4 +1,4 @@
-"""The web UI extension (workload/webui.py) in-process: Locust's real WebUI (Flask test client, no socket),
+"""The web UI extension (live/webui.py) in-process: Locust's real WebUI (Flask test client, no socket),
 a canned /metrics text instead of a server, the simulator's memory file from tmp_path; and the runner's
 Locust argv parsed by Locust's own parser with the locustfile's options.
 
@@ -45,7 +45,8 @@ if IN_CHILD:
 
     from lookahead_runner.load import WEB_HOST, locust_argv
     from lookahead_runner.records import SIM_GPU_FILE_ENV, RequestRecord
-    from lookahead_runner.workload import scenario, webui
+    from lookahead_runner.live import webui
+    from lookahead_runner.workload import scenario
     from lookahead_runner.workload.options import add_scenario_options
     from lookahead_runner.workload.shape import StagedShape
 
