@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
+from .telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 
 SUMMARY_COLUMNS = (
     "setting", "k", "repeat", "stage", "users", "duration_s", "requests", "req_per_s", "output_tok_per_s",
@@ -83,8 +84,8 @@ def covering_delta(samples: pd.DataFrame, column: str, t0: float, t1: float) -> 
     return end - _at_or_before(samples, column, t0)
 
 
-def _ratio(num: float, den: float) -> float:
-    return num / den if den and not math.isnan(den) and not math.isnan(num) and den > 0 else NAN
+def _nan_if_none(value: float | None) -> float:
+    return NAN if value is None else value
 
 
 def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
@@ -96,12 +97,10 @@ def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
         values = pd.to_numeric(inside[column], errors="coerce").dropna()
         return float(getattr(values, how)()) if len(values) else NAN
 
-    accepted = covering_delta(server, "spec_accepted_total", t0, t1)
-    drafted = covering_delta(server, "spec_draft_tokens_total", t0, t1)
-    drafts = covering_delta(server, "spec_drafts_total", t0, t1)
+    spec = counter_signals({name: covering_delta(server, name, t0, t1) for name in ACCEPTANCE_COUNTERS})
     return {
-        "acceptance_rate": _ratio(accepted, drafted),
-        "mean_acceptance_length": 1 + _ratio(accepted, drafts) if not math.isnan(_ratio(accepted, drafts)) else NAN,
+        "acceptance_rate": _nan_if_none(spec.acceptance_rate),
+        "mean_acceptance_length": _nan_if_none(spec.mean_acceptance_length),
         "running_mean": stat("running", "mean"),
         "running_peak": stat("running", "max"),
         "waiting_mean": stat("waiting", "mean"),

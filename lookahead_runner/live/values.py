@@ -6,8 +6,8 @@ or the workers' forwarded ones) go to a `LatencyWindow`; both, with the stage an
 one `LiveValues`. tables.py turns them into the tabs' rows and CSV, charts.py into the charts' series.
 
 Definitions (the report's, applied to the last `LIVE_WINDOW_S` seconds instead of a stage window):
-- acceptance rate = delta(accepted tokens) / delta(draft tokens); mean acceptance length =
-  1 + delta(accepted tokens) / delta(drafts);
+- acceptance rate, mean acceptance length, generation tokens/s: telemetry/signals.py on the window's
+  counter deltas;
 - real batch = vllm:num_requests_running / vllm:num_requests_waiting at the last scrape;
 - TTFT p50/p99 over the requests that finished in the window; ITL p50 = median of their per-request
   median ITLs, ITL p99 = 99th percentile of their per-request p99 ITLs.
@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from lookahead_runner.records import CUT_ERROR, REQUEST_COLUMNS
+from lookahead_runner.telemetry.signals import CounterSignals, counter_signals
 from lookahead_runner.vllm.metrics import KV_POOL_INFO, SIGNALS
 from lookahead_runner.workload.stages import Stage
 from lookahead_runner.workload.timeline import percentile
@@ -131,34 +132,17 @@ class CounterWindow:
     def latest_t_s(self) -> float | None:
         return self._scrapes[-1][0] if self._scrapes else None
 
-    def delta(self, signal: str) -> tuple[float, float] | None:
-        """(delta of the counter, seconds it spans), or None without two scrapes carrying it or across a reset."""
-        carrying = [(t, values[signal]) for t, values in self._scrapes if signal in values]
-        if len(carrying) < 2:
-            return None
-        (t0, v0), (t1, v1) = carrying[0], carrying[-1]
-        if v1 < v0 or t1 <= t0:  # the server restarted: its counters began again
-            return None
-        return v1 - v0, t1 - t0
-
-    def rates(self) -> dict[str, float | None]:
-        accepted = self.delta("spec_accepted_total")
-        drafted = self.delta("spec_draft_tokens_total")
-        drafts = self.delta("spec_drafts_total")
-        generated = self.delta("generation_tokens_total")
-        preempted = self.delta("preemptions_total")
-        return {
-            "acceptance_rate": _ratio(accepted, drafted),
-            "mean_acceptance_length": None if _ratio(accepted, drafts) is None else 1.0 + _ratio(accepted, drafts),
-            "generation_tokens_per_s": None if generated is None else generated[0] / generated[1],
-            "preemptions_in_window": None if preempted is None else preempted[0],
-        }
-
-
-def _ratio(numerator: tuple[float, float] | None, denominator: tuple[float, float] | None) -> float | None:
-    if numerator is None or denominator is None or denominator[0] <= 0:
-        return None
-    return numerator[0] / denominator[0]
+    def signals(self) -> CounterSignals:
+        """Acceptance, mean acceptance length and rates over the window: each counter's growth from the
+        first scrape carrying it to the newest (telemetry/signals.py, as the report and progress)."""
+        if len(self._scrapes) < 2:
+            return CounterSignals()
+        deltas = {}
+        for name in self._scrapes[-1][1]:
+            carrying = [values[name] for _, values in self._scrapes if name in values]
+            if len(carrying) >= 2:
+                deltas[name] = carrying[-1] - carrying[0]
+        return counter_signals(deltas, self._scrapes[-1][0] - self._scrapes[0][0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,18 +206,23 @@ class LiveValues:
     requests_failed: float | None = None
     metrics_age_s: float | None = None
     metrics_error: str = ""
+    locust_users: int | None = None  # users Locust runs now (all workers), against the stage's target
 
 
 def live_values(t_s: float, setting: str, stage: StageNow, counters: CounterWindow, latency: LatencyWindow,
-                gpu: tuple[float, float] | None, gpu_note: str, metrics_error: str) -> LiveValues:
+                gpu: tuple[float, float] | None, gpu_note: str, metrics_error: str,
+                locust_users: int | None = None) -> LiveValues:
     latest = counters.latest()
     scraped_t_s = counters.latest_t_s()
+    signals = counters.signals()
     return LiveValues(
         t_s=t_s, setting=setting, stage=stage,
+        acceptance_rate=signals.acceptance_rate, mean_acceptance_length=signals.mean_acceptance_length,
+        generation_tokens_per_s=signals.generation_tokens_per_s, preemptions_in_window=signals.preemptions,
         running=latest.get("running"), waiting=latest.get("waiting"), kv_usage=latest.get("kv_usage"),
         preemptions_total=latest.get("preemptions_total"),
         gpu_used_mib=None if gpu is None else gpu[0], gpu_total_mib=None if gpu is None else gpu[1],
         gpu_note=gpu_note, metrics_age_s=None if scraped_t_s is None else max(t_s - scraped_t_s, 0.0),
-        metrics_error=metrics_error,
-        **counters.rates(), **latency.summary(t_s),
+        metrics_error=metrics_error, locust_users=locust_users,
+        **latency.summary(t_s),
     )
