@@ -14,7 +14,7 @@ Across hosts, start the master with the options and `--master --expect-workers N
 with `locust -f locustfiles/completions.py --worker --master-host MASTER` (plus LOOKAHEAD_API_KEY,
 and the --prompt-file at the same path): workers send their request rows to the master, which
 writes requests.csv, stages.csv and workload.json exactly as a single process does.
-With the web UI, the "vLLM live" and "vLLM history" tabs show the server's side (lookahead_runner/live).
+With the web UI, the "vLLM live" and "vLLM history" tabs chart the server's side (lookahead_runner/live).
 """
 
 from locust import events, run_single_user, task

@@ -78,6 +78,7 @@ NOW_COLUMNS = (("signal", "Signal"), ("value", "Value"), ("meaning", "Meaning"))
 
 HISTORY_COLUMNS = (
     ("t_s", "Time (unix s)"), ("setting", "Setting"), ("stage", "Stage"), ("users", "Users"),
+    ("locust_users", "Locust users"),
     ("acceptance_rate", "Acceptance rate"), ("mean_acceptance_length", "Mean acceptance length"),
     ("running", "Running"), ("waiting", "Waiting"), ("kv_usage", "KV usage"),
     ("preemptions_total", "Preemptions"), ("generation_tokens_per_s", "Gen tok/s"),

@@ -158,6 +158,45 @@ if IN_CHILD:
         assert history[-1]["acceptance_rate"] == "0.5000"
         assert history[-1]["setting"] == "k4/r0"
 
+    def test_the_page_loads_plotly_and_the_chart_script_from_this_web_ui(live):
+        environment, _view = live
+        client = environment.web_ui.app.test_client()
+        page = client.get("/").get_data(as_text=True)
+        args = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0])
+        charts = args["lookahead_charts"]
+        assert charts["tabs"] == [tab["title"] for tab in args["extended_tabs"]]  # the script finds its tabs by title
+        assert [chart["key"] for chart in charts["charts"]] == ["acceptance", "batch", "kv", "throughput", "gpu"]
+        # after the template args (the script reads them), before </body>; relative, as the CSV links
+        scripts = page.index('<script src="./lookahead/plotly.min.js"></script>')
+        assert page.index("window.templateArgs") < scripts < page.index('src="./lookahead/live_charts.js"')
+        assert page.count("lookahead/plotly.min.js") == 1 and page.index("</body>") > scripts
+        plotly = client.get("/lookahead/plotly.min.js")
+        assert plotly.status_code == 200 and plotly.mimetype == "text/javascript"
+        body = plotly.get_data()
+        assert body.startswith(b"/**\n* plotly.js v") and len(body) > 1_000_000  # the package's own copy
+        plotly.close()
+        script = client.get("/lookahead/live_charts.js")
+        assert script.status_code == 200 and b"lookahead_charts" in script.get_data()
+        script.close()
+
+    def test_charts_json_gives_the_ticks_newer_than_asked_with_the_setting(live):
+        environment, view = live
+        client = environment.web_ui.app.test_client()
+        view.tick()
+        view.tick()
+        update = client.get("/lookahead/charts.json").get_json()
+        assert update["setting"] == "k4/r0"
+        assert update["columns"]["running"] == [4.0, 6.0]
+        assert update["columns"]["acceptance_pct"] == [None, 50.0]
+        assert [mark["kind"] for mark in update["marks"]] == []  # the shape has not started: no stage yet
+        newest = update["columns"]["t_s"][-1]
+        assert client.get(f"/lookahead/charts.json?after={newest!r}").get_json()["columns"]["t_s"] == []
+        assert client.get(f"/lookahead/charts.json?after={update['columns']['t_s'][0]!r}").get_json()[
+            "columns"]["t_s"] == [newest]
+        session = update["session"]
+        environment.events.reset_stats.fire()  # Locust's Reset Stats: the history starts again
+        assert client.get("/lookahead/charts.json").get_json()["session"] != session
+
     def test_a_failing_scrape_is_shown_not_raised(live, monkeypatch):
         environment, view = live
 
