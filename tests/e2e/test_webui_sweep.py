@@ -14,6 +14,7 @@ import urllib.request
 import uuid
 
 import pytest
+from fault_kit import FINISHED
 
 pytestmark = pytest.mark.e2e
 
@@ -98,7 +99,7 @@ def test_sweep_web_prints_a_live_url_per_life_and_still_finishes(tmp_path):
                 runner.kill()
                 runner.wait(timeout=30)
     output = "".join(seen) + "".join(iter_queue(lines))
-    assert runner.returncode in (0, 1), output
+    assert runner.returncode in (*FINISHED, 1), output  # the web UI is under test, not the verdict
     status = json.loads(next((tmp_path / "runs").glob("*/k2/r0/status.json")).read_text())
     assert status["state"] == "done", status
     with pytest.raises(OSError):  # Locust quit after the stages: its UI is gone
