@@ -11,6 +11,8 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from .telemetry.signals import counter_signals
+
 
 class SweepProgress:
     def __init__(self, stages, lives_total: int, enabled: bool = True) -> None:
@@ -69,11 +71,9 @@ class SweepProgress:
         dt = values["t_s"] - previous.get("t_s", values["t_s"])
         if dt <= 0:
             return ""
-        parts = [f", {(values[name] - previous[name]) / dt:.{digits}f} {unit}"
-                 for name, unit, digits in (("requests_success_total", "req/s", 1),
-                                            ("generation_tokens_total", "tok/s", 0))
-                 if name in values and name in previous]
-        return "".join(parts)
+        rates = counter_signals({name: values[name] - previous[name] for name in values.keys() & previous.keys()}, dt)
+        shown = ((rates.requests_per_s, "req/s", 1), (rates.generation_tokens_per_s, "tok/s", 0))
+        return "".join(f", {rate:.{digits}f} {unit}" for rate, unit, digits in shown if rate is not None)
 
     def _refresh_loop(self) -> None:
         while not self._stop.wait(1.0):
