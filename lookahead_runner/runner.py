@@ -185,13 +185,13 @@ def run_lives(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: lis
         todo = []
         for life in group:
             out = results.life_dir(run_dir, life.setting.name, life.repeat)
-            if stopped_at is not None:  # lives run in K order: every one left has a larger K
+            if results.life_state(out) == "done":  # kept even beyond a stop that a resumed run's evidence fires
+                say(f"{tag(life)}: done earlier, kept")
+                progress.life_finished()
+            elif stopped_at is not None:  # lives run in K order: every one left has a larger K
                 out.mkdir(parents=True, exist_ok=True)
                 results.write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
                 say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
-                progress.life_finished()
-            elif results.life_state(out) == "done":
-                say(f"{tag(life)}: done earlier, kept")
                 progress.life_finished()
             else:
                 todo.append(life)
