@@ -16,7 +16,7 @@ from .config import StageConfig, SweepConfig
 from .decision.confirm import describe, plan as plan_confirmation
 from .decision.schema import ConfirmPlan, Decision
 from .finalize import CONFIRM_ROLE as ROLE, RunData
-from .life import Life, LifeEvents, render_argv, run_server_life
+from .life import Life, LifeEvents, plan_entry, run_server_life
 from .masking import mask_server
 from .vllm.knob import Setting
 from .vllm.probe import Capabilities
@@ -60,15 +60,10 @@ def add_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, plan: Co
     lives = [Life(setting, repeat) for repeat in range(plan.repeats)]
     _, secrets = mask_server(config.server, os.environ)
     document["confirm"] = plan.model_dump(mode="json")
-    document["lives"] += [results.redact(secrets.mask_value(entry(config, caps, life))) for life in lives]
+    document["lives"] += [results.redact(secrets.mask_value(plan_entry(config, caps, life, role=ROLE)))
+                          for life in lives]
     results.write_json(run_dir / "plan.json", document)
     return lives
-
-
-def entry(config: SweepConfig, caps: Capabilities, life: Life) -> dict:
-    return {"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat, "role": ROLE,
-            "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
-            "argv": render_argv(config, caps, life.setting, config.server.port or 8000), "dir": life.key}
 
 
 def lives_in(document: dict, config: SweepConfig) -> tuple[ConfirmPlan | None, list[Life]]:

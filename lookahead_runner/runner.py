@@ -22,7 +22,7 @@ from .decision.engine import next_setting, repeats_wanted
 from .confirm import ROLE as CONFIRM_ROLE, run_confirmation
 from .decision.schema import Decision
 from .finalize import decide_all, finalize, read_run
-from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
+from .life import Life, LifeEvents, is_simulator, plan_entry, run_server_life
 from .masking import MissingSecret, mask_server
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
@@ -78,12 +78,6 @@ def _probe_command(config: SweepConfig) -> Capabilities:
     except (ProbeError, MissingSecret) as err:
         raise ProbeError(secrets.mask_text(str(err))) from None
     return dataclasses.replace(caps, command=tuple(masked.command))
-
-
-def plan_entry(config: SweepConfig, caps: Capabilities, life: Life) -> dict:
-    return {"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
-            "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
-            "argv": render_argv(config, caps, life.setting, config.server.port or 8000), "dir": life.key}
 
 
 def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
