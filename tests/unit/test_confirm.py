@@ -160,3 +160,25 @@ def test_a_single_k_confirmed_or_not_against_the_runner_up():
                 ["c"], p)
     assert low.status == "not confirmed" and "below the runner-up's 30.15" in low.verdict
     assert with_confirmation(decision, low).next_runs[-1].startswith("Add repeats of K=4")
+
+
+def test_the_confirmation_life_runs_the_plan_on_the_grid_value_it_came_from(decided):
+    """Runner side: the life's setting carries the schedule (and the grid value whose lives it came from), its
+    config the confirmation's stages."""
+    import pandas as pd
+
+    from lookahead_runner.config import SweepConfig
+    from lookahead_runner.confirm import axis_value_of, config_of, setting_of
+    from lookahead_runner.finalize import RunData
+
+    ev, decision = decided
+    config = SweepConfig.model_validate({"grid": {"flag": "--max-num-seqs", "values": ["32", "64"]}})
+    lives = [{"k": k, "axis_value": v, "argv": ARGV[k] + ["--max-num-seqs", v]} for k in (0, 4) for v in ("32", "64")]
+    decision = decision.model_copy(update={"recommended": decision.recommended.model_copy(
+        update={"argv": ARGV[0] + ["--max-num-seqs", "64"]})})
+    data = RunData({"lives": lives}, config, pd.DataFrame(), [])
+    the_plan = plan(decision, ev, STAGES, P, axis_value_of(data, decision))
+    setting = setting_of(config, the_plan)
+    assert (setting.name, setting.k, setting.axis_flag, setting.axis_value) == ("confirm", 4, "--max-num-seqs", "64")
+    assert setting.schedule == ((1, 18, 4), (19, 1_000_000, 0))
+    assert [s.users for s in config_of(config, the_plan).load.stages] == [8, 18, 21, 32]
