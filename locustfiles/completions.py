@@ -14,13 +14,13 @@ Across hosts, start the master with the options and `--master --expect-workers N
 with `locust -f locustfiles/completions.py --worker --master-host MASTER` (plus LOOKAHEAD_API_KEY,
 and the --prompt-file at the same path): workers send their request rows to the master, which
 writes requests.csv, stages.csv and workload.json exactly as a single process does.
-With the web UI, the "vLLM live" and "vLLM history" tabs show the server's side (webui.py).
+With the web UI, the "vLLM live" and "vLLM history" tabs chart the server's side (lookahead_runner/live).
 """
 
 from locust import events, run_single_user, task
 
+from lookahead_runner.live import webui
 from lookahead_runner.workload import scenario
-from lookahead_runner.workload import webui
 from lookahead_runner.workload.options import add_scenario_options
 from lookahead_runner.workload.shape import StagedShape
 from lookahead_runner.workload.user import StreamingCompletionsBase

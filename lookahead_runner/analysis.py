@@ -11,7 +11,7 @@ so their p50 / p90 / p99 are plain percentiles over the window's successful requ
 
 Failures are counted over requests that finished in the window ("cut" rows, killed by the end of
 a stage or of the test, are neither completions nor failures). Timeouts and length-check failures
-are recognised by the error text the scenario writes (lookahead_runner/workload/user.py).
+are recognised by how the error text starts (records.TIMEOUT_ERROR, records.LENGTH_ERRORS).
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .records import CUT_ERROR
+from .records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
+from .telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 
 SUMMARY_COLUMNS = (
     "setting", "k", "repeat", "stage", "users", "duration_s", "requests", "req_per_s", "output_tok_per_s",
@@ -31,12 +32,6 @@ SUMMARY_COLUMNS = (
     "gpu_mem_total_mib", "client_lag_p99_ms", "client_cpu_pct", "valid", "invalid_reason",
 )
 NAN = float("nan")
-# The error texts requests.csv carries (workload/request.py StreamFailure, workload/timeline.py judge):
-# "timeout (TimeoutError)" or "timeout (over 120 s)"; "short output (completion_tokens != 64) (...)" and
-# "wrong prompt length (prompt_tokens != 128) (...)". The runner side never imports the scenario side,
-# so they are repeated here and pinned by tests/unit/test_analysis.py.
-TIMEOUT_ERROR_PREFIX = "timeout"
-LENGTH_ERROR_PREFIXES = ("short output", "wrong prompt length")
 
 
 @dataclass(frozen=True)
@@ -89,8 +84,8 @@ def covering_delta(samples: pd.DataFrame, column: str, t0: float, t1: float) -> 
     return end - _at_or_before(samples, column, t0)
 
 
-def _ratio(num: float, den: float) -> float:
-    return num / den if den and not math.isnan(den) and not math.isnan(num) and den > 0 else NAN
+def _nan_if_none(value: float | None) -> float:
+    return NAN if value is None else value
 
 
 def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
@@ -102,12 +97,10 @@ def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
         values = pd.to_numeric(inside[column], errors="coerce").dropna()
         return float(getattr(values, how)()) if len(values) else NAN
 
-    accepted = covering_delta(server, "spec_accepted_total", t0, t1)
-    drafted = covering_delta(server, "spec_draft_tokens_total", t0, t1)
-    drafts = covering_delta(server, "spec_drafts_total", t0, t1)
+    spec = counter_signals({name: covering_delta(server, name, t0, t1) for name in ACCEPTANCE_COUNTERS})
     return {
-        "acceptance_rate": _ratio(accepted, drafted),
-        "mean_acceptance_length": 1 + _ratio(accepted, drafts) if not math.isnan(_ratio(accepted, drafts)) else NAN,
+        "acceptance_rate": _nan_if_none(spec.acceptance_rate),
+        "mean_acceptance_length": _nan_if_none(spec.mean_acceptance_length),
         "running_mean": stat("running", "mean"),
         "running_peak": stat("running", "max"),
         "waiting_mean": stat("waiting", "mean"),
@@ -176,10 +169,10 @@ def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_t
                      expected_prompt_tokens: int = 0) -> dict:
     errors = error_text(finished)
     failed = errors[finished["ok"] != 1] if len(finished) else errors
-    timeouts = int(failed.str.startswith(TIMEOUT_ERROR_PREFIX).sum())
+    timeouts = int(failed.str.startswith(TIMEOUT_ERROR).sum())
     # Wrong lengths (prompt or output): responses the scenario failed for it, plus any that passed with
     # another output count (a scenario run with a different output length than the plan declares).
-    mismatches = int(failed.str.startswith(LENGTH_ERROR_PREFIXES).sum())
+    mismatches = int(failed.str.startswith(LENGTH_ERRORS).sum())
     if expected_output_tokens and len(ok):
         mismatches += int((ok["output_tokens"] != expected_output_tokens).sum())
     if expected_prompt_tokens and len(ok) and "prompt_tokens" in ok:

@@ -14,6 +14,7 @@ from .config import ConfigError, SweepConfig, config_from_dict, error_line, load
 
 DEMO_CONFIG = resources.files("lookahead_runner") / "presets" / "demo.toml"
 EXIT_NOT_DECIDED = 3
+CONFIRM_WHAT = {"schedule": "when it is a per-batch-size schedule", "always": "a schedule or a single K"}
 
 
 class UsageError(ValueError):
@@ -70,6 +71,8 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
     overrides = _parse_set(args.set)
     if args.out:
         overrides["out"] = args.out
+    if getattr(args, "confirm", None) is not None:
+        overrides["decision.confirm"] = args.confirm
     return load_config(path, overrides)
 
 
@@ -88,6 +91,9 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
         for group in server_lives(plan_lives(config), config.load.repeat_mode == "same-server"):
             argv = render_argv(config, caps, group[0].setting, config.server.port or 8000)
             print(f"{', '.join(life.key for life in group)}: {shell_join(argv)}")
+        if mode == "sweep" and config.decision.confirm != "off":
+            print(f"then a confirmation life of the recommendation (decision.confirm = {config.decision.confirm}: "
+                  f"{CONFIRM_WHAT[config.decision.confirm]}), its argv printed by the report")
         return 0
     if args.resume:
         run_dir = Path(args.resume)
@@ -141,6 +147,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             data = json.loads(plan.read_text(encoding="utf-8"))["config"]
         except (OSError, ValueError, KeyError, TypeError):
             raise UsageError(f"--resume {args.resume}: plan.json is unreadable or not a sweep's plan") from None
+        if args.confirm is not None and isinstance(data.get("decision"), dict):
+            data["decision"]["confirm"] = args.confirm
         config = config_from_dict(data, str(plan))
         return _start_run(config, args)
     if not args.config:
@@ -196,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run; finished lives are kept")
         p.add_argument("--no-early-stop", action="store_true",
                        help="measure every K even after the stop rule fired at the target concurrency")
+        confirm = p.add_mutually_exclusive_group()
+        confirm.add_argument("--confirm", dest="confirm", action="store_const", const="always",
+                             help="after the decision, confirm a single recommended K in a life of its own too "
+                                  "(decision.confirm = \"always\"; a per-batch-size schedule is confirmed by default)")
+        confirm.add_argument("--no-confirm", dest="confirm", action="store_const", const="off",
+                             help="no confirmation life, not even of a schedule (decision.confirm = \"off\")")
         p.add_argument("--web", action="store_true",
                        help="run Locust with its web UI on a free 127.0.0.1 port for each server life (URL printed): "
                             "live server tabs; the stages still start and end by themselves")

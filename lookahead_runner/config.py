@@ -267,6 +267,22 @@ class DecisionConfig(Strict):
     min_requests: int = Field(10, ge=1, description="a stage window with fewer requests is invalid")
     max_client_lag_p99_ms: float = Field(
         50.0, gt=0, description="a window whose Locust loop lag p99 exceeds this is invalid (client saturated)")
+    confirm: Literal["schedule", "always", "off"] = Field(
+        "schedule", description="a confirmation life after the decision, running what the report recommends: "
+                                "schedule = only a per-batch-size schedule (the default), always = a single K too "
+                                "(--confirm), off = none (--no-confirm); true / false mean always / off")
+    confirm_stages: Literal["all", "target"] = Field(
+        "all", description="stages the confirmation life runs besides the threshold stages around each schedule "
+                           "boundary: all = every sweep stage, target = the target stage only (shorter)")
+    confirm_repeats: int = Field(1, ge=1, le=10, description="confirmation lives (repeats) of the recommendation")
+    collapse_frac: float = Field(0.15, gt=0, lt=1, description="req/s at a schedule boundary this far below what "
+                                                               "the stages beside it expect is a collapse: the "
+                                                               "schedule is not confirmed")
+
+    @field_validator("confirm", mode="before")
+    @classmethod
+    def _confirm_bool(cls, value: object) -> object:
+        return {True: "always", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
     @field_validator("slo")
     @classmethod

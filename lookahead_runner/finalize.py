@@ -13,8 +13,9 @@ import pandas as pd
 from . import results
 from .analysis import WindowRules, life_token_check, stage_windows, summary_frame
 from .config import SweepConfig
-from .decision import Decision, Window, decide, evidence, window
-from .decision.schema import AxisDecision, LifeNote
+from .decision import Cell, Decision, Window, decide, evidence, window
+from .decision.confirm import judge, unconfirmed_note, with_confirmation
+from .decision.schema import AxisDecision, ConfirmPlan, LifeNote
 from .ramp import ramp_decision
 from .vllm.probe import Capabilities
 
@@ -23,6 +24,7 @@ class RunDirError(ValueError):
     """Not a run folder (no plan.json); the message says what to pass."""
 
 
+CONFIRM_ROLE = "confirm"  # plan.json entries of the confirmation life (confirm.py writes them)
 SAME_SERVER_NOTE = "; all repeats on one server life (load.repeat_mode), so restart-to-restart variation is not in it"
 
 
@@ -64,6 +66,7 @@ class RunData:
     config: SweepConfig
     summary: pd.DataFrame
     windows: list[tuple[str, Window]]           # (grid axis value, window) for every valid window
+    confirm_windows: list[Window] = field(default_factory=list)  # the confirmation life's (not evidence)
     timelines: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)
     statuses: dict[str, dict] = field(default_factory=dict)
 
@@ -71,7 +74,8 @@ class RunData:
         return evidence([w for value, w in self.windows if value == axis_value], self.config.target_users)
 
     def argv_by_k(self, axis_value: str = "") -> dict[int, list[str]]:
-        return {l["k"]: l["argv"] for l in self.plan["lives"] if l.get("axis_value", "") == axis_value}
+        return {l["k"]: l["argv"] for l in self.plan["lives"]
+                if l.get("axis_value", "") == axis_value and l.get("role") != CONFIRM_ROLE}
 
 
 def read_plan(run_dir: Path) -> tuple[dict, SweepConfig]:
@@ -112,7 +116,9 @@ def read_run(run_dir: Path) -> RunData:
             for row, finished, ok, t0 in stage_windows(frames["requests"], frames["stages"], frames["server"],
                                                        frames["gpu"], life["setting"], life["k"], life["repeat"], rules):
                 rows.append(row)
-                if row["valid"]:
+                if row["valid"] and life.get("role") == CONFIRM_ROLE:
+                    data.confirm_windows.append(window(row, finished, ok, t0))
+                elif row["valid"]:
                     data.windows.append((str(life.get("axis_value", "")), window(row, finished, ok, t0)))
     data.summary = summary_frame(rows)
     if config.grid.flag:
@@ -145,6 +151,20 @@ def decide_all(data: RunData) -> Decision:
                                  objective=score(d) if d.recommended else None, verdict=d.verdict)
                     for v, d in decisions]
     return best
+
+
+def confirmed(data: RunData, decision: Decision) -> Decision:
+    """The decision with the verdict of its confirmation life (decision/confirm.py)."""
+    plan = ConfirmPlan.model_validate(data.plan["confirm"])
+    lives = [l for l in data.plan["lives"] if l.get("role") == CONFIRM_ROLE]
+    cells = {}
+    for w in sorted(data.confirm_windows, key=lambda w: (w.users, w.repeat)):
+        cells.setdefault(w.users, []).append(w)
+    states = [(l["dir"], l.get("status", "missing"), l.get("reason", "")) for l in lives]
+    verdict = judge(plan, decision, data.evidence(plan.axis_value),
+                    {users: Cell(plan.k, users, tuple(ws)) for users, ws in cells.items()}, states,
+                    lives[0]["argv"] if lives else [], data.config.decision)
+    return with_confirmation(decision, verdict)
 
 
 def telemetry_gaps(statuses: dict[str, dict]) -> list[str]:
@@ -187,6 +207,10 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision = ramp_decision(data.evidence(), life["k"], life["argv"], config.decision)
     else:
         decision = decide_all(data)
+        if plan.get("confirm"):
+            decision = confirmed(data, decision)
+        elif note := unconfirmed_note(decision, config.decision.confirm):
+            decision.diagnoses.append(note)
     for state, notes in (("failed", decision.failed_lives), ("skipped", decision.skipped_lives)):
         notes.extend(LifeNote(life=l["dir"], reason=l["reason"]) for l in plan["lives"] if l["status"] == state)
     fallbacks = [l["dir"] for l in plan["lives"] if l.get("tokens", {}).get("prompt_method") not in (None, "", "tokenize")]

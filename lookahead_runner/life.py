@@ -101,6 +101,13 @@ def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port:
                        s.argv_template or None, spec.flag_style)
 
 
+def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, **extra) -> dict:
+    """The life as plan.json lists it (secrets not yet masked)."""
+    return {"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
+            "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
+            "argv": render_argv(config, caps, life.setting, config.server.port or 8000), "dir": life.key, **extra}
+
+
 def server_launch(config: SweepConfig, caps: Capabilities, setting: Setting,
                   port: int) -> tuple[list[str], dict[str, str], Secrets]:
     """(argv, environment overlay, secrets) of the server process, as recorded: placeholders instead of

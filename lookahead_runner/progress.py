@@ -11,6 +11,8 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from .telemetry.signals import counter_signals
+
 
 class SweepProgress:
     def __init__(self, stages, lives_total: int, enabled: bool = True) -> None:
@@ -23,6 +25,8 @@ class SweepProgress:
                                   disable=not self.enabled)
         self._task = self._progress.add_task("sweep", total=lives_total * self.stage_total_s)
         self._life = ""
+        self._now = self.stages                 # the stages of the life running (a confirmation has its own)
+        self._stages_of: dict[str, list] = {}
         self._sampler = None
         self._load_started = 0.0
         self._done_s = 0.0
@@ -35,31 +39,35 @@ class SweepProgress:
 
     def life_started(self, key: str) -> None:
         self._life, self._sampler, self._last = key, None, {}
+        self._now = self._stages_of.get(key, self.stages)
 
     def load_started(self, sampler) -> None:
         self._sampler, self._load_started = sampler, time.monotonic()
 
-    def add_lives(self, count: int) -> None:
-        """Lives added while the sweep runs (repeats = "auto")."""
+    def add_lives(self, count: int, stages=None, keys=()) -> None:
+        """Lives added while the sweep runs (repeats = "auto"; the confirmation, with its own `stages`)."""
+        stages = list(stages) if stages is not None else self.stages
+        self._stages_of.update(dict.fromkeys(keys, stages))
         task = self._progress.tasks[0]
-        self._progress.update(self._task, total=(task.total or 0) + count * self.stage_total_s)
+        self._progress.update(self._task, total=(task.total or 0) + count * sum(s.duration_s for s in stages))
 
     def life_finished(self) -> None:
-        self._done_s += self.stage_total_s
+        self._done_s += sum(s.duration_s for s in self._now)
         self._sampler = None
         self._progress.update(self._task, completed=self._done_s, description=f"{self._life} finished")
 
     def _describe(self) -> str:
         elapsed = time.monotonic() - self._load_started
-        edge, stage_no, users = 0.0, len(self.stages), self.stages[-1].users
-        for number, stage in enumerate(self.stages, 1):
+        stages = self._now
+        edge, stage_no, users = 0.0, len(stages), stages[-1].users
+        for number, stage in enumerate(stages, 1):
             edge += stage.duration_s
             if elapsed < edge:
                 stage_no, users = number, stage.users
                 break
         values = self._sampler.last_values if self._sampler else {}
-        return (f"{self._life} stage {stage_no}/{len(self.stages)} ({users} users{self._rates(values)})",
-                min(elapsed, self.stage_total_s))
+        return (f"{self._life} stage {stage_no}/{len(stages)} ({users} users{self._rates(values)})",
+                min(elapsed, sum(s.duration_s for s in stages)))
 
     def _rates(self, values: dict) -> str:
         """Server-side req/s and tok/s since the previous refresh, from its own counters."""
@@ -69,11 +77,9 @@ class SweepProgress:
         dt = values["t_s"] - previous.get("t_s", values["t_s"])
         if dt <= 0:
             return ""
-        parts = [f", {(values[name] - previous[name]) / dt:.{digits}f} {unit}"
-                 for name, unit, digits in (("requests_success_total", "req/s", 1),
-                                            ("generation_tokens_total", "tok/s", 0))
-                 if name in values and name in previous]
-        return "".join(parts)
+        rates = counter_signals({name: values[name] - previous[name] for name in values.keys() & previous.keys()}, dt)
+        shown = ((rates.requests_per_s, "req/s", 1), (rates.generation_tokens_per_s, "tok/s", 0))
+        return "".join(f", {rate:.{digits}f} {unit}" for rate, unit, digits in shown if rate is not None)
 
     def _refresh_loop(self) -> None:
         while not self._stop.wait(1.0):

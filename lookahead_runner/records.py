@@ -46,6 +46,21 @@ STAGE_COLUMNS: tuple[str, ...] = ("stage", "users", "t_start_s", "t_end_s")
 # The error of a request that the end of the test (or a ramp-down) killed mid-flight.
 CUT_ERROR = "cut"
 
+# How the error text of a failed request starts, per kind of failure: the scenario writes them
+# (workload/request.py, workload/timeline.py, workload/user.py) and analysis.py counts timeouts and
+# wrong lengths by them. Locust groups its failures by the same text.
+TIMEOUT_ERROR = "timeout"
+DISCONNECT_ERROR = "disconnect mid-stream"
+CONNECTION_ERROR = "connection error"
+MISSING_USAGE_ERROR = "missing usage"
+SHORT_OUTPUT_ERROR = "short output"
+WRONG_PROMPT_LENGTH_ERROR = "wrong prompt length"
+LENGTH_ERRORS = (SHORT_OUTPUT_ERROR, WRONG_PROMPT_LENGTH_ERROR)
+
+# The simulated server rewrites its NVML-like memory reading into the file this variable names; the
+# runner sets it for the server and for Locust (whose web UI shows the reading).
+SIM_GPU_FILE_ENV = "LOOKAHEAD_SIM_GPU_FILE"
+
 
 @dataclass(frozen=True)
 class RequestRecord:

@@ -19,8 +19,9 @@ from pathlib import Path
 from . import reaper, results
 from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
-from .finalize import finalize, read_run, write_tables
-from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
+from .confirm import ROLE as CONFIRM_ROLE, run_confirmation
+from .finalize import decide_all, finalize, read_run, write_tables
+from .life import Life, LifeEvents, is_simulator, plan_entry, run_server_life
 from .masking import MissingSecret, mask_server
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
@@ -78,17 +79,11 @@ def _probe_command(config: SweepConfig) -> Capabilities:
     return dataclasses.replace(caps, command=tuple(masked.command))
 
 
-def plan_entry(config: SweepConfig, caps: Capabilities, life: Life) -> dict:
-    return {"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
-            "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
-            "argv": render_argv(config, caps, life.setting, config.server.port or 8000), "dir": life.key}
-
-
 def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
     """The plan's lives (it grows when repeats are "auto"), in its order."""
     raw = config.speculation.raw_lookahead_slots
     return [Life(Setting(l["k"], raw, l.get("axis_flag", ""), l.get("axis_value", "")), l["repeat"])
-            for l in plan["lives"]]
+            for l in plan["lives"] if l.get("role") != CONFIRM_ROLE]
 
 
 def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str = "sweep") -> dict:
@@ -136,7 +131,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
         say = say or progress.say
 
         def tag(life: Life) -> str:
-            return f"[{number[life.key]}/{len(lives)}] {life.key}"
+            return f"[{number[life.key]}/{len(number)}] {life.key}"
 
         def started(life: Life, new_server: bool) -> None:
             say(f"{tag(life)}: {'starting the server' if new_server else 'on the same server'}")
@@ -160,7 +155,30 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             number.update({life.key: n for n, life in enumerate(lives, 1)})
             progress.add_lives(len(more))
             run_lives(config, caps, run_dir, more, tag, say, progress, events, False, web)
+        if mode == "sweep":
+            confirm_recommendation(config, caps, run_dir, say, progress, events, web, number, tag)
     return finalize(run_dir, render=True)
+
+
+def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress,
+                           events: LifeEvents, web: bool, number: dict[str, int], tag) -> None:
+    """The confirmation life of what the decision recommends (confirm.py), once the per-K lives are done."""
+    document = results.read_json(run_dir / "plan.json")
+    if not document.get("confirm") and config.decision.confirm == "off":
+        return
+    data = read_run(run_dir)
+    decision = decide_all(data)  # over the per-K lives (read_run keeps the confirmation's windows apart)
+
+    def announce(lives: list[Life], stages) -> None:
+        number.update({life.key: len(number) + n for n, life in enumerate(lives, 1) if life.key not in number})
+        progress.add_lives(len(lives), stages, [life.key for life in lives])
+
+    def kept(life: Life) -> None:
+        say(f"{tag(life)}: done earlier, kept")
+        progress.life_started(life.key)
+        progress.life_finished()
+
+    run_confirmation(config, caps, run_dir, data, decision, say, events, web, announce, kept)
 
 
 def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int]) -> list[Life]:

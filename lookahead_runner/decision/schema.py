@@ -149,6 +149,81 @@ class LifeNote(Model):
     reason: str = ""
 
 
+class Boundary(Model):
+    """One boundary of a schedule (batch `batch` runs `k_below`, batch + 1 runs `k_above`) and the user
+    counts picked so the real batch lands just below and just above it, from the per-K lives."""
+
+    batch: int
+    k_below: int
+    k_above: int
+    users_below: int | None = None
+    users_above: int | None = None
+    expected_batch_below: float | None = None
+    expected_batch_above: float | None = None
+    note: str = ""               # why a side has no user count (the K's real batch never gets there)
+
+
+class ConfirmPlan(Model):
+    """What the confirmation life runs (kept in plan.json, so --resume runs the same)."""
+
+    kind: Literal["schedule", "k"]
+    k: int                       # the single K, or the schedule's largest (its num_speculative_tokens)
+    ranges: list[list[int]] = Field(default_factory=list)
+    form: str = "list"
+    axis_value: str = ""
+    stages: list[dict] = Field(default_factory=list)        # [{"users", "duration_s"}], rising
+    boundaries: list[Boundary] = Field(default_factory=list)
+    repeats: int = 1
+    scope: str = ""              # in words: which stages and repeats of the sweep it runs
+
+
+ConfirmStatus = Literal["confirmed", "confirmed with a cost", "not confirmed", "pending"]
+
+
+class ConfirmStage(Model):
+    """One stage of the confirmation life against what the per-K lives led the decision to expect."""
+
+    users: int
+    role: Literal["stage", "below", "above"] = "stage"   # a sweep stage, or a threshold stage of a boundary
+    k: int | None = None         # the K the recommendation runs here (the schedule's, at this stage's batch)
+    running_mean: float | None = None
+    expected_running_mean: float | None = None
+    objective: float | None = None
+    objective_range: Range = Field(default_factory=Range)
+    expected: float | None = None
+    expected_range: Range = Field(default_factory=Range)
+    expected_from: str = ""      # e.g. "k4 at 64 users", "the stages beside it: k4 at 64, k0 at 128 users"
+    difference: float | None = None      # relative, confirmation vs expected
+    difference_range: Range = Field(default_factory=Range)
+    vs_single: float | None = None       # relative, vs the single recommended K's cell at this stage
+    vs_single_range: Range = Field(default_factory=Range)
+    tpot_p50_ms: float | None = None
+    expected_tpot_p50_ms: float | None = None
+    failure_rate: float | None = None
+    outcome: Literal["as expected", "better", "cost", "worse than the single K", "collapse", "failures",
+                     "no measurement", "no expectation"] = "no measurement"
+    text: str = ""
+
+
+class Confirmation(Model):
+    """The recommendation run in a life of its own, stage by stage against the per-K lives."""
+
+    status: ConfirmStatus
+    kind: Literal["schedule", "k"]
+    life: str                    # e.g. "confirm/r0" (more with confirm_repeats)
+    argv: list[str] = Field(default_factory=list)
+    k: int | None = None         # the single K confirmed, or the schedule's largest
+    ranges: list[list[int]] = Field(default_factory=list)
+    single_k: int | None = None  # what stands when a schedule is not confirmed
+    scope: str = ""
+    stages: list[ConfirmStage] = Field(default_factory=list)
+    boundaries: list[Boundary] = Field(default_factory=list)
+    crossings: list[str] = Field(default_factory=list)   # per boundary: what req/s did crossing it
+    costs: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+    verdict: str = ""
+
+
 class Decision(Model):
     schema_version: int = SCHEMA_VERSION
     mode: Literal["sweep", "ramp"] = "sweep"
@@ -176,3 +251,4 @@ class Decision(Model):
     by_axis: list[AxisDecision] = Field(default_factory=list)
     failed_lives: list[LifeNote] = Field(default_factory=list)
     skipped_lives: list[LifeNote] = Field(default_factory=list)
+    confirmation: Confirmation | None = None

@@ -16,6 +16,7 @@ from .. import __version__
 from ..analysis import SUMMARY_COLUMNS, WindowRules
 from .cells import MISSING, NUMERIC_COLUMNS, as_bool, format_cell, relative_href, shell_text
 from .charts import column, setting_styles, summary_charts
+from .confirmation import confirmation_view
 from .timelines import timeline_entries
 from ..decision.schema import Decision
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
@@ -183,6 +184,7 @@ def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
         "verdict": {"text": decision.verdict or "no verdict recorded", "tone": verdict_tone(decision),
                     "status": DECISION_STATUS_TEXT[decision.status], "confidence": confidence_text(decision)},
         "recommended": recommendation(decision),
+        "confirmation": confirmation_view(decision),
         "leading_k": "" if decision.leading_k is None else str(decision.leading_k),
         "mode": decision.mode,
         "objective": decision.objective,

@@ -21,11 +21,11 @@ import sys
 import time
 
 from lookahead_runner.auth import SERVER_KEY_ENV
+from lookahead_runner.records import SIM_GPU_FILE_ENV
 from lookahead_runner.sim import logs
 from lookahead_runner.sim.cli import ConfigError, ServeArgs, help_text, parse_serve
 from lookahead_runner.sim.profiles import DEFAULT_PROFILE, Profile, get_profile
 
-GPU_FILE_ENV = "LOOKAHEAD_SIM_GPU_FILE"
 PROFILE_ENV = "LOOKAHEAD_SIM_VLLM_VERSION"
 MEMORY_WRITE_INTERVAL_S = 0.1
 _TOP_USAGE = "usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ..."
@@ -138,7 +138,7 @@ async def _serve(args: ServeArgs, profile: Profile) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    memory = MemoryFile(os.environ.get(GPU_FILE_ENV), args.scenario.gpu_total_mib)
+    memory = MemoryFile(os.environ.get(SIM_GPU_FILE_ENV), args.scenario.gpu_total_mib)
     memory.write()
     memory_task = asyncio.create_task(memory.run())
     for source, message in logs.server_start(profile, args.non_default):

@@ -1,6 +1,6 @@
 """vLLM 0.32.0's `vllm serve` flags, one row per entry of `--help=all`. Data, generated.
 
-Rows were read from ../shared/fixtures/vllm-0.32.0-cpu/serve-help-all.txt (a real 0.32.0 install):
+Rows were read from tests/fixtures/vllm-0.32.0-cpu/serve-help-all.txt (a real 0.32.0 install):
 group | the invocation exactly as argparse prints it | the default as printed | the first sentence of
 the help. flags.py turns each row into an argparse argument; the simulator gives meaning only to the
 flags that its engine model uses (flags.py, SEMANTIC_0_32) and accepts the rest without effect, so a

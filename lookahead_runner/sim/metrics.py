@@ -2,7 +2,7 @@
 
 V1 (0.10, 0.32): labels engine, model_name; `vllm:kv_cache_usage_perc`; spec decoding as counters
 (drafts, draft tokens, accepted, accepted per position). 0.32 exposes exactly the families of
-../shared/fixtures/vllm-0.32.0-cpu/metrics-*.txt (the ones the simulator has no physics for stay 0).
+tests/fixtures/vllm-0.32.0-cpu/metrics-*.txt (the ones the simulator has no physics for stay 0).
 V0 (0.6): label model_name; `vllm:gpu_cache_usage_perc`, `vllm:num_requests_swapped`; spec decoding as
 gauges (draft_acceptance_rate, efficiency) plus counters (accepted, draft, emitted tokens), no drafts
 counter. Spec decoding series are absent without speculation, in both.

@@ -16,7 +16,7 @@
 The engine model (model.py) never sees a version: the CLI turns the flags into K and the KV
 lookahead L per sequence with `Profile.lookahead_for` and `Profile.lookahead_slots`, and the HTTP
 layer asks the profile for metric names, error bodies and log formats (logs.py).
-The 0.32 texts follow ../shared/fixtures/vllm-0.32.0-cpu/; LOOKAHEAD_SIM_VLLM_VERSION selects a profile.
+The 0.32 texts follow tests/fixtures/vllm-0.32.0-cpu/; LOOKAHEAD_SIM_VLLM_VERSION selects a profile.
 """
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psutil
 
+from ..records import SIM_GPU_FILE_ENV
+
 MIB = 1024 * 1024
 BASE_COLUMNS = ("t_s", "used_mib", "total_mib")
 PROCESS_COLUMN = "server_process_mib"
@@ -267,7 +269,7 @@ def open_memory_source(kind: str, is_simulator: bool, sim_file: Path, pid_of_ser
 
 
 def sim_file_env(sim_file: Path) -> dict[str, str]:
-    return {"LOOKAHEAD_SIM_GPU_FILE": os.fspath(sim_file)}
+    return {SIM_GPU_FILE_ENV: os.fspath(sim_file)}
 
 
 def wait_memory_stable(source, band_mib: float, window_s: float, timeout_s: float,

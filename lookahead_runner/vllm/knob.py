@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from .probe import LOOKAHEAD_FLAG, SPEC_STYLE_FLAGS, Capabilities
+from .schedule import Schedule, render_argv
 
 
 class KnobError(ValueError):
@@ -20,15 +21,21 @@ class KnobError(ValueError):
 
 @dataclass(frozen=True)
 class Setting:
-    """One point of the sweep grid."""
+    """One point of the sweep grid, or the configuration a confirmation life runs (`label` names its
+    folder; `schedule` = [(lo, hi, K), ...] per batch size, K = the schedule's largest)."""
 
     k: int
     raw_slots: bool = False
     axis_flag: str = ""
     axis_value: str = ""
+    schedule: tuple[tuple[int, int, int], ...] = ()
+    schedule_form: str = "list"
+    label: str = ""
 
     @property
     def name(self) -> str:
+        if self.label:
+            return self.label
         base = f"slots{self.k}" if self.raw_slots else f"k{self.k}"
         return f"{base}-{self.axis_flag.lstrip('-')}{self.axis_value}" if self.axis_flag else base
 
@@ -130,8 +137,21 @@ def server_argv(
                 for name, value in values.items():
                     part = part.replace("{" + name + "}", value)
                 argv.append(part)
+        return with_schedule(argv, setting)
+    return with_schedule([*command, "serve", model, "--host", host, "--port", str(port), *args], setting)
+
+
+def with_schedule(argv: list[str], setting: Setting) -> list[str]:
+    """The argv of K = the schedule's largest, its speculative config carrying the schedule: the same
+    rendering the report prints (vllm/schedule.py)."""
+    if not setting.schedule:
         return argv
-    return [*command, "serve", model, "--host", host, "--port", str(port), *args]
+    schedule = Schedule.from_ranges(setting.schedule, setting.schedule_form)
+    rendered = render_argv(schedule, {schedule.top_k: argv})
+    if rendered is None or schedule.top_k != setting.k:
+        raise KnobError(f"the per-batch-size schedule {schedule.as_lists()} cannot be written into this argv: "
+                        "no range speculates, or the argv has no speculative config to extend")
+    return rendered
 
 
 def with_axis(extra_args: list[str], setting: Setting) -> list[str]:

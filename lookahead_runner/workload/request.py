@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lookahead_runner.records import RequestRecord
+from lookahead_runner.records import CONNECTION_ERROR, DISCONNECT_ERROR, TIMEOUT_ERROR, RequestRecord
 from lookahead_runner.workload.sse import excerpt
 from lookahead_runner.workload.timeline import StreamResult
 
@@ -54,11 +54,11 @@ def transport_failure(exc: BaseException | None, mid_stream: bool) -> StreamFail
     original = getattr(exc, "original", None)  # geventhttpclient's RetriesExceeded wraps the real error
     for candidate in (exc, original):
         if isinstance(candidate, TimeoutError) or "timed out" in str(candidate):
-            return StreamFailure("timeout", type(candidate).__name__)
+            return StreamFailure(TIMEOUT_ERROR, type(candidate).__name__)
     name = type(original or exc).__name__
     if mid_stream:
-        return StreamFailure("disconnect mid-stream", name)
-    return StreamFailure(f"connection error: {name}", excerpt(str(original or exc)))
+        return StreamFailure(DISCONNECT_ERROR, name)
+    return StreamFailure(f"{CONNECTION_ERROR}: {name}", excerpt(str(original or exc)))
 
 
 def to_record(

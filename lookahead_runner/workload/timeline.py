@@ -21,13 +21,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lookahead_runner.records import (
+    DISCONNECT_ERROR,
+    MISSING_USAGE_ERROR,
+    SHORT_OUTPUT_ERROR,
+    WRONG_PROMPT_LENGTH_ERROR,
+)
 from lookahead_runner.workload.sse import Chunk
-
-# Failure reasons (the start of requests.csv's error text, and Locust's failure name).
-DISCONNECT = "disconnect mid-stream"
-MISSING_USAGE = "missing usage"
-SHORT_OUTPUT = "short output"
-WRONG_PROMPT_LENGTH = "wrong prompt length"
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -144,13 +144,13 @@ def judge(result: StreamResult, expected_output_tokens: int, expected_prompt_tok
     per stage by the analysis, never accepted).
     """
     if not result.done:
-        return DISCONNECT
+        return DISCONNECT_ERROR
     if not result.usage_seen or (expected_prompt_tokens is not None and result.prompt_tokens is None):
-        return MISSING_USAGE
+        return MISSING_USAGE_ERROR
     if result.output_tokens != expected_output_tokens:
-        return f"{SHORT_OUTPUT} (completion_tokens != {expected_output_tokens})"
+        return f"{SHORT_OUTPUT_ERROR} (completion_tokens != {expected_output_tokens})"
     if expected_prompt_tokens is not None and result.prompt_tokens != expected_prompt_tokens:
-        return f"{WRONG_PROMPT_LENGTH} (prompt_tokens != {expected_prompt_tokens})"
+        return f"{WRONG_PROMPT_LENGTH_ERROR} (prompt_tokens != {expected_prompt_tokens})"
     if result.first_token_s is None:
         return "no token received"
     return None

@@ -30,7 +30,7 @@ import gevent
 from gevent import GreenletExit
 from locust import FastHttpUser, constant
 
-from lookahead_runner.records import CUT_ERROR, RequestRecord
+from lookahead_runner.records import CONNECTION_ERROR, CUT_ERROR, TIMEOUT_ERROR, RequestRecord
 from lookahead_runner.workload.request import StreamFailure, completion_payload, to_record, transport_failure
 from lookahead_runner.workload.scenario import ScenarioState, prepare_requests, stage_now, state_of
 from lookahead_runner.workload.sse import MalformedChunk, excerpt, parse_sse_line
@@ -108,7 +108,7 @@ class StreamingCompletionsBase(FastHttpUser):
         record = to_record(stage, users, t_send_s, result, str(failure or ""), state.lag.p99_since_ms(lag_mark),
                            state.client, state.lag.cpu_pct())
         self._write(record)
-        if failure is not None and failure.reason.startswith(("connection error", "HTTP ")):
+        if failure is not None and failure.reason.startswith((CONNECTION_ERROR, "HTTP ")):
             gevent.sleep(_REFUSED_BACKOFF_S)
         return record
 
@@ -126,7 +126,7 @@ class StreamingCompletionsBase(FastHttpUser):
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
-            failure = StreamFailure("timeout", f"over {timeout_s:g} s")
+            failure = StreamFailure(TIMEOUT_ERROR, f"over {timeout_s:g} s")
         finally:
             timer.close()
         if failure is not None:

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from lookahead_runner.records import SIM_GPU_FILE_ENV
+
 pytestmark = pytest.mark.e2e
 
 MODEL = "sim/llama-3-8b"
@@ -30,7 +32,7 @@ def free_port() -> int:
 
 def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
     log_path = tmp_path / "server.log"
-    env = os.environ | {"LOOKAHEAD_SIM_GPU_FILE": str(tmp_path / "gpu.json"), "PYTHONUNBUFFERED": "1"}
+    env = os.environ | {SIM_GPU_FILE_ENV: str(tmp_path / "gpu.json"), "PYTHONUNBUFFERED": "1"}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-m", "lookahead_runner.sim", "serve", MODEL, *args],
                                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

@@ -3,8 +3,9 @@ the real locustfile, and headless Chromium driven over the DevTools protocol (``
 JSON messages on file descriptors 3 and 4, so no extra package).
 
 The browser test opens the "vLLM live" tab, reads its table twice while the load runs (the values
-must change), takes a screenshot and checks that the tab's table is in it. The distributed test runs
-Locust with two worker processes and checks that the master's tab merges the workers' requests.
+must change), takes a screenshot and checks that the tab's table is in it (the charts beside it:
+test_live_charts_browser.py). The distributed test runs Locust with two worker processes and checks
+that the master's tab merges the workers' requests.
 Set LOOKAHEAD_WEBUI_SCREENSHOT=/some/file.png to keep the screenshot.
 """
 
@@ -32,6 +33,7 @@ from pathlib import Path
 import pytest
 from fault_kit import stop_group as _stop
 
+from lookahead_runner.records import SIM_GPU_FILE_ENV
 from lookahead_runner.server import free_port as _free_port
 
 pytestmark = pytest.mark.e2e
@@ -88,16 +90,19 @@ class Sweep:
 
 @pytest.fixture
 def sim_and_locust(request, tmp_path) -> Iterator[Sweep]:
-    processes = getattr(request, "param", 0)
+    """Parameters (indirect): processes (Locust workers), sim_args (extra simulator flags), stages."""
+    params = getattr(request, "param", {})
+    processes = params.get("processes", 0)
     gpu_file = tmp_path / "sim_gpu.json"
-    env = os.environ | {"LOOKAHEAD_SIM_GPU_FILE": str(gpu_file), "PYTHONUNBUFFERED": "1"}
+    env = os.environ | {SIM_GPU_FILE_ENV: str(gpu_file), "PYTHONUNBUFFERED": "1"}
     server_port, web_port = _free_port(), _free_port()
     started: list[subprocess.Popen] = []
     try:
         sim_log = tmp_path / "sim.log"
         with open(sim_log, "wb") as out:
             sim = subprocess.Popen([sys.executable, "-m", "lookahead_runner.sim", "serve", "sim-model",
-                                    "--port", str(server_port), "--speculative-config", SPEC],
+                                    "--port", str(server_port), "--speculative-config", SPEC,
+                                    *params.get("sim_args", [])],
                                    stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         started.append(sim)
         server_url = f"http://127.0.0.1:{server_port}"
@@ -107,7 +112,7 @@ def sim_and_locust(request, tmp_path) -> Iterator[Sweep]:
             locust = subprocess.Popen(
                 [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", server_url,
                  "--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "1",
-                 "--stages", "3:20,6:40", "--prompt-tokens", "64", "--output-tokens", "48",
+                 "--stages", params.get("stages", "3:20,6:40"), "--prompt-tokens", "64", "--output-tokens", "48",
                  "--setting-name", "k4/r0", "--requests-csv", str(tmp_path / "requests.csv"),
                  *(["--processes", str(processes)] if processes else [])],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
@@ -155,6 +160,7 @@ class DevTools:
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._answers: queue.Queue = queue.Queue()
+        self.events: list[dict] = []  # what the browser told unasked (console messages, exceptions, ...)
         self._next_id = 0
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -173,6 +179,8 @@ class DevTools:
                 parsed = json.loads(message)
                 if "id" in parsed:
                     self._answers.put(parsed)
+                else:
+                    self.events.append(parsed)
 
     def call(self, method: str, session: str | None = None, **params) -> dict:
         self._next_id += 1
@@ -303,7 +311,8 @@ def test_the_live_tab_in_a_real_browser_changes_and_shows_in_a_screenshot(chromi
     try:
         target = browser.call("Target.createTarget", url="about:blank")["targetId"]
         session = browser.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        browser.call("Emulation.setDeviceMetricsOverride", session, width=1400, height=1000,
+        # tall enough for the whole table: beside the charts it has half the width, so its cells wrap
+        browser.call("Emulation.setDeviceMetricsOverride", session, width=1400, height=1400,
                      deviceScaleFactor=1, mobile=False)
         browser.call("Page.navigate", session, url=web + "/?tab=lookahead")
 
@@ -332,7 +341,7 @@ def test_the_live_tab_in_a_real_browser_changes_and_shows_in_a_screenshot(chromi
         (Path(keep) if keep else tmp_path / "webui_tab.png").write_bytes(shot)
         box = second["box"]
         assert box and box["width"] > 300 and box["height"] > 200, second
-        assert png_size(shot) == (1400, 1000)
+        assert png_size(shot) == (1400, 1400)
         table_shot = base64.b64decode(browser.call(
             "Page.captureScreenshot", session, format="png", optimizeForSpeed=True,
             clip={"x": box["x"], "y": box["y"], "width": box["width"], "height": box["height"], "scale": 1},
@@ -345,7 +354,7 @@ def test_the_live_tab_in_a_real_browser_changes_and_shows_in_a_screenshot(chromi
         browser.close()
 
 
-@pytest.mark.parametrize("sim_and_locust", [2], indirect=True)
+@pytest.mark.parametrize("sim_and_locust", [{"processes": 2}], indirect=True)
 def test_distributed_master_shows_the_workers_requests_merged(sim_and_locust):
     web = sim_and_locust.web_url
     tab = _wait_for(lambda: _tab(web), lambda t: t.get("TTFT p50 / p99", "–") != "–", PAGE_TIMEOUT_S,
@@ -364,3 +373,4 @@ def test_distributed_master_shows_the_workers_requests_merged(sim_and_locust):
     requests_csv = sim_and_locust.requests_csv
     _wait_for(lambda: requests_csv.read_text().count("\n") if requests_csv.exists() else 0,
               lambda lines: lines > 3, 10, "requests.csv got no rows")
+

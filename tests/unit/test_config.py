@@ -43,3 +43,20 @@ def test_missing_file_says_so(tmp_path):
 def test_cli_overrides_win(tmp_path):
     config = load_config(write(tmp_path, "[load]\nrepeats = 1\n"), {"load.repeats": 3, "name": "x"})
     assert (config.load.repeats, config.name) == (3, "x")
+
+
+@pytest.mark.parametrize("value, mode", [('"schedule"', "schedule"), ("true", "always"), ("false", "off"),
+                                         ('"off"', "off")])
+def test_confirm_takes_a_mode_or_a_bool(tmp_path, value, mode):
+    assert load_config(write(tmp_path, f"[decision]\nconfirm = {value}\n")).decision.confirm == mode
+
+
+def test_confirm_flags_set_decision_confirm(tmp_path):
+    from lookahead_runner.cli import _config, build_parser
+
+    path = write(tmp_path, "")
+    for flags, mode in (([], "schedule"), (["--confirm"], "always"), (["--no-confirm"], "off")):
+        args = build_parser().parse_args(["sweep", "--config", str(path), *flags])
+        assert _config(path, args).decision.confirm == mode
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sweep", "--confirm", "--no-confirm"])

@@ -194,7 +194,7 @@ def test_any_set_override_is_valid_or_one_line(tmp_path_factory, overrides):
 
 
 FLAGS = ["sweep", "demo", "ramp", "report", "--config", "--out", "--set", "--dry-run", "--resume", "--no-early-stop",
-         "--k", "--users", "--stage-s", "--url", "--web", "-x", "--bogus"]
+         "--k", "--users", "--stage-s", "--url", "--web", "--confirm", "--no-confirm", "-x", "--bogus"]
 argv_items = st.one_of(st.sampled_from(FLAGS), st.sampled_from(["-1", "0", "1,2", "0,1", "x", "nan", "inf", "1e9",
                                                                   "sweep.toml", "missing.toml", "k=1", "."]), text)
 

@@ -110,3 +110,22 @@ def test_a_flag_style_this_vllm_lacks_is_refused_with_the_fix(fixtures_dir):
     assert resolve_style(caps_032(fixtures_dir), "config-json") == "config-json"
     assert resolve_style(Capabilities("0.8.2", frozenset({"--speculative-config", "--speculative-model",
                                                             "--num-speculative-tokens"})), "legacy-flags") == "legacy-flags"
+
+
+def test_a_schedule_setting_renders_what_the_report_prints(fixtures_dir):
+    """The confirmation life starts the schedule with the argv the decision prints (vllm/schedule.py), on its own
+    port; a schedule without a speculating range cannot be written and is refused."""
+    from lookahead_runner.vllm.schedule import Schedule, render_argv
+
+    caps = caps_032(fixtures_dir)
+    ranges = ((1, 18, 4), (19, 1_000_000, 0))
+    printed = render_argv(Schedule.from_ranges(ranges), {4: server_argv(caps, ["vllm"], "m", "h", 8000, [], Setting(4),
+                                                                        "draft_model", "d")})
+    confirm = Setting(4, schedule=ranges, label="confirm")
+    assert confirm.name == "confirm"
+    assert server_argv(caps, ["vllm"], "m", "h", 8000, [], confirm, "draft_model", "d") == printed
+    as_json = server_argv(caps, ["vllm"], "m", "h", 1, [], confirm, "draft_model", "d", style="config-json")
+    spec = json.loads(as_json[-1])
+    assert spec["num_speculative_tokens"] == 4 and spec["num_speculative_tokens_per_batch_size"] == [list(r) for r in ranges]
+    with pytest.raises(KnobError, match="cannot be written"):
+        server_argv(caps, ["vllm"], "m", "h", 1, [], Setting(0, schedule=((1, 8, 0),), label="confirm"), "draft_model", "d")

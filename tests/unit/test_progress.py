@@ -1,4 +1,6 @@
 """The sweep's progress line: rates from the server's own counters between refreshes."""
+import time
+
 from lookahead_runner.config import StageConfig
 from lookahead_runner.progress import SweepProgress
 
@@ -13,3 +15,21 @@ def test_rates_are_deltas_of_the_servers_counters_between_refreshes():
     assert progress._rates({"t_s": 4.0, "requests_success_total": 23}) == ", 3.0 req/s"  # a counter missing
     progress.life_started("k2/r0")
     assert progress._rates({"t_s": 9.0, "requests_success_total": 99}) == ""  # a new life starts afresh
+
+
+def test_a_life_with_its_own_stages_counts_and_shows_them():
+    """The confirmation life runs the sweep's stages plus threshold stages: the bar and the stage line follow its own."""
+    sweep = [StageConfig(users=8, duration_s=10)]
+    progress = SweepProgress(sweep, 1, enabled=False)
+    confirm = [StageConfig(users=8, duration_s=10), StageConfig(users=19, duration_s=10),
+               StageConfig(users=21, duration_s=10)]
+    progress.add_lives(1, confirm, ["confirm/r0"])
+    assert progress._progress.tasks[0].total == 10 + 30
+    progress.life_started("confirm/r0")
+    progress._load_started = time.monotonic() - 15  # 15 s into the life's load: its second stage
+    text, elapsed = progress._describe()
+    assert text == "confirm/r0 stage 2/3 (19 users)" and elapsed >= 15
+    progress.life_finished()
+    assert progress._done_s == 30
+    progress.life_started("k0/r1")  # a life of the sweep: the sweep's stages again
+    assert progress._now == sweep

@@ -338,3 +338,30 @@ def test_grid_axis_and_ramp_mode(tmp_path: Path):
     render_html(view, tmp_path / "report.html")
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "Throughput per concurrency stage" in page and "Candidates at the target" not in page
+
+
+def test_confirmation_section_near_the_verdict_escaped(tmp_path: Path, inputs):
+    from lookahead_runner.decision.schema import Boundary, ConfirmStage, Confirmation
+
+    summary, decision, plan, timelines = inputs
+    ranges = [[1, 18, 4], [19, 1_000_000, 0]]
+    argv = ["vllm", "serve", "m", "--speculative-config", json.dumps({"num_speculative_tokens_per_batch_size": ranges})]
+    confirmation = Confirmation(
+        status="not confirmed", kind="schedule", life="confirm/r0", argv=argv, k=4, ranges=ranges, single_k=2,
+        scope=f"1 life {HOSTILE}", boundaries=[Boundary(batch=18, k_below=4, k_above=0, note=f"no side {HOSTILE}")],
+        crossings=[f"req/s falls 44% crossing batch 18 -> 19 {HOSTILE}"],
+        stages=[ConfirmStage(users=21, role="above", k=0, objective=14.0, expected=26.5, difference=-0.47,
+                             difference_range=Range(low=-0.5, high=-0.44), outcome="collapse", text=HOSTILE)],
+        verdict=f"Not confirmed: {HOSTILE}. K=2 alone stands (the command above).")
+    decision = decision.model_copy(update={"confirmation": confirmation, "per_batch_size": {
+        "ranges": ranges, "argv": argv, "form": "list", "anchored_on_users": [4, 32], "left_out_users": []}})
+    view = build_view(summary, decision, plan, timelines)["confirmation"]
+    assert (view["status"], view["tone"], view["use_schedule"], view["single_k"]) == ("not confirmed", "bad", "", "2")
+    assert view["stages"][0]["difference"] == "-47.0% [-50.0%, -44.0%]" and view["stages"][0]["tone"] == "fail"
+    page = _strip_plotly_js(write_report(tmp_path, summary, decision, plan, timelines).read_text(encoding="utf-8"))
+    assert HOSTILE not in page and ESCAPED in page
+    assert page.index('id="confirmation"') < page.index("Acceptance checklist") and 'href="#confirmation"' in page
+    assert "K=2 alone stands</strong>" in page and "req/s falls 44% crossing batch 18 -&gt; 19" in page
+    confirmed = decision.model_copy(update={"confirmation": confirmation.model_copy(update={"status": "confirmed"})})
+    assert build_view(summary, confirmed, plan, timelines)["confirmation"]["use_schedule"].startswith(
+        "vllm serve m --speculative-config '{")

@@ -9,21 +9,18 @@ import pytest
 
 from lookahead_runner.workload.sse import DONE, Chunk, MalformedChunk, Usage, parse_sse_line
 
-FIXTURE = Path(__file__).resolve().parents[2].parent / "shared/fixtures/vllm-0.32.0-cpu/stream-sample.txt"
 
-
-def _fixture_lines() -> list[bytes]:
-    if not FIXTURE.exists():
-        pytest.skip(f"shared fixture not found: {FIXTURE}")
-    return FIXTURE.read_bytes().splitlines(keepends=True)
+@pytest.fixture
+def fixture_lines(fixtures_dir: Path) -> list[bytes]:
+    return (fixtures_dir / "stream-sample.txt").read_bytes().splitlines(keepends=True)
 
 
 def _events(lines: list[bytes]) -> list[Chunk]:
     return [event for event in map(parse_sse_line, lines) if event is not None]
 
 
-def test_fixture_stream_parses_to_three_text_chunks_a_usage_chunk_and_done():
-    events = _events(_fixture_lines())
+def test_fixture_stream_parses_to_three_text_chunks_a_usage_chunk_and_done(fixture_lines):
+    events = _events(fixture_lines)
 
     assert [e.text for e in events[:3]] == ["]", "]] hefaokok", "okok"]
     assert all(e.has_choices and e.usage is None for e in events[:3])

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from lookahead_runner.workload.sse import DONE, Chunk, Usage, parse_sse_line
 from lookahead_runner.workload.timeline import TokenTimeline, judge, percentile
 
-FIXTURE = Path(__file__).resolve().parents[2].parent / "shared/fixtures/vllm-0.32.0-cpu/stream-sample.txt"
 
 
 def _text(text: str, completion_tokens: int | None = None, prompt_tokens: int = 16) -> Chunk:
@@ -72,12 +70,10 @@ def test_ttft_waits_for_text_and_zero_token_chunks_do_not_reset_the_gap():
     assert result.chunks == 4
 
 
-def test_fixture_stream_without_per_chunk_usage_counts_one_token_per_text_chunk():
-    if not FIXTURE.exists():
-        pytest.skip(f"shared fixture not found: {FIXTURE}")
+def test_fixture_stream_without_per_chunk_usage_counts_one_token_per_text_chunk(fixtures_dir):
     timeline = TokenTimeline()
     arrival_s = 0.100
-    for line in FIXTURE.read_bytes().splitlines(keepends=True):
+    for line in (fixtures_dir / "stream-sample.txt").read_bytes().splitlines(keepends=True):
         chunk = parse_sse_line(line)
         if chunk is not None:
             timeline.add(chunk, arrival_s)

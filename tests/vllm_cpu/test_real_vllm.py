@@ -110,6 +110,9 @@ warmup_s = {WARMUP_S}
 request_timeout_s = 60
 [decision]
 min_requests = 3
+# exactly the lives of the K swept (a schedule's confirmation life is proven on the simulator, and a schedule
+# starting on this vLLM in test_schedule_capability.py)
+confirm = "off"
 # vLLM's CPU engine shares these 2 cores with Locust, so Locust's loop lags far more than a GPU host's
 # would; this test proves protocol, counters and restarts, not timing accuracy, so it tolerates that
 max_client_lag_p99_ms = 10000

@@ -1,4 +1,4 @@
-"""The web UI extension (workload/webui.py) in-process: Locust's real WebUI (Flask test client, no socket),
+"""The web UI extension (live/webui.py) in-process: Locust's real WebUI (Flask test client, no socket),
 a canned /metrics text instead of a server, the simulator's memory file from tmp_path; and the runner's
 Locust argv parsed by Locust's own parser with the locustfile's options.
 
@@ -44,8 +44,9 @@ if IN_CHILD:
     from locust.env import Environment
 
     from lookahead_runner.load import WEB_HOST, locust_argv
-    from lookahead_runner.records import RequestRecord
-    from lookahead_runner.workload import scenario, webui
+    from lookahead_runner.records import SIM_GPU_FILE_ENV, RequestRecord
+    from lookahead_runner.live import webui
+    from lookahead_runner.workload import scenario
     from lookahead_runner.workload.options import add_scenario_options
     from lookahead_runner.workload.shape import StagedShape
 
@@ -73,7 +74,7 @@ if IN_CHILD:
     def live(tmp_path, monkeypatch):
         gpu = tmp_path / "sim_gpu.json"
         gpu.write_text(json.dumps({"used_mib": 1000.0, "total_mib": 4000.0}))
-        monkeypatch.setenv(webui.SIM_GPU_FILE_ENV, str(gpu))
+        monkeypatch.setenv(SIM_GPU_FILE_ENV, str(gpu))
         scrapes = iter([
             METRICS.format(running=4.0, generated=0.0, drafts=0.0, draft_tokens=0.0, accepted=0.0),
             METRICS.format(running=6.0, generated=500.0, drafts=100.0, draft_tokens=400.0, accepted=200.0),
@@ -156,6 +157,45 @@ if IN_CHILD:
         assert [row["running"] for row in history] == ["4.00", "6.00"]
         assert history[-1]["acceptance_rate"] == "0.5000"
         assert history[-1]["setting"] == "k4/r0"
+
+    def test_the_page_loads_plotly_and_the_chart_script_from_this_web_ui(live):
+        environment, _view = live
+        client = environment.web_ui.app.test_client()
+        page = client.get("/").get_data(as_text=True)
+        args = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0])
+        charts = args["lookahead_charts"]
+        assert charts["tabs"] == [tab["title"] for tab in args["extended_tabs"]]  # the script finds its tabs by title
+        assert [chart["key"] for chart in charts["charts"]] == ["acceptance", "batch", "kv", "throughput", "gpu"]
+        # after the template args (the script reads them), before </body>; relative, as the CSV links
+        scripts = page.index('<script src="./lookahead/plotly.min.js"></script>')
+        assert page.index("window.templateArgs") < scripts < page.index('src="./lookahead/live_charts.js"')
+        assert page.count("lookahead/plotly.min.js") == 1 and page.index("</body>") > scripts
+        plotly = client.get("/lookahead/plotly.min.js")
+        assert plotly.status_code == 200 and plotly.mimetype == "text/javascript"
+        body = plotly.get_data()
+        assert body.startswith(b"/**\n* plotly.js v") and len(body) > 1_000_000  # the package's own copy
+        plotly.close()
+        script = client.get("/lookahead/live_charts.js")
+        assert script.status_code == 200 and b"lookahead_charts" in script.get_data()
+        script.close()
+
+    def test_charts_json_gives_the_ticks_newer_than_asked_with_the_setting(live):
+        environment, view = live
+        client = environment.web_ui.app.test_client()
+        view.tick()
+        view.tick()
+        update = client.get("/lookahead/charts.json").get_json()
+        assert update["setting"] == "k4/r0"
+        assert update["columns"]["running"] == [4.0, 6.0]
+        assert update["columns"]["acceptance_pct"] == [None, 50.0]
+        assert [mark["kind"] for mark in update["marks"]] == []  # the shape has not started: no stage yet
+        newest = update["columns"]["t_s"][-1]
+        assert client.get(f"/lookahead/charts.json?after={newest!r}").get_json()["columns"]["t_s"] == []
+        assert client.get(f"/lookahead/charts.json?after={update['columns']['t_s'][0]!r}").get_json()[
+            "columns"]["t_s"] == [newest]
+        session = update["session"]
+        environment.events.reset_stats.fire()  # Locust's Reset Stats: the history starts again
+        assert client.get("/lookahead/charts.json").get_json()["session"] != session
 
     def test_a_failing_scrape_is_shown_not_raised(live, monkeypatch):
         environment, view = live

@@ -1,7 +1,9 @@
 """Live tabs in Locust's web UI: the vLLM server's side of the test while it runs.
 
-Two extended tabs ("vLLM live": the values now; "vLLM history": one row a second) and two CSV
-downloads (same values), computed in `lookahead_runner.workload.live` from:
+Two extended tabs ("vLLM live": the values now; "vLLM history": one row a second), charts beside
+their tables (the page loads plotly.js and static/live_charts.js from this web UI, which answer
+charts.json) and two CSV downloads (same values), computed in `values` and shown by `tables` and
+`charts` (this package) from:
 - the server's /metrics (``--host``), scraped once a second by the process serving the web UI;
 - GPU memory: the simulator's NVML-like file when ``LOOKAHEAD_SIM_GPU_FILE`` is set, else NVML;
 - the requests.csv rows of the requests that finish: the scenario's request log on this process is
@@ -12,47 +14,56 @@ downloads (same values), computed in `lookahead_runner.workload.live` from:
 Headless runs (the runner's default) get none of this: no web UI, no extra scrapes.
 Locust's tab components read ``extended_tabs``/``extended_tables``/``extended_csv_files`` from the
 page's template args and the rows from ``extended_stats`` in each ``/stats/requests`` answer
-(Locust's ``examples/extend_web_ui.py``).
+(Locust's ``examples/extend_web_ui.py``). Its tabs draw tables only, so the chart script joins the
+page through two script tags added to the index answer, and reads ``lookahead_charts`` from the
+same template args.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
 import json
 import logging
 import os
 import time
+import uuid
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import gevent
-from flask import Response, make_response, request
+from flask import Response, abort, make_response, request, send_file
 from locust.env import Environment
 
 from lookahead_runner.auth import bearer_header, key_from_environment
-from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
-from lookahead_runner.telemetry.prometheus import parse, scrape
-from lookahead_runner.workload.live import (
+from lookahead_runner.live.charts import Mark, chart_specs, chart_update, marks_between
+from lookahead_runner.live.tables import (
     HISTORY_COLUMNS,
-    HISTORY_MAX_ROWS,
     HISTORY_TAB_COLUMNS,
     HISTORY_TAB_ROWS,
     NOW_COLUMNS,
+    csv_text,
+    history_row,
+    history_tab_row,
+    now_rows,
+)
+from lookahead_runner.live.values import (
+    HISTORY_MAX_ROWS,
     POLL_INTERVAL_S,
     CounterWindow,
     LatencySample,
     LatencyWindow,
     LiveValues,
-    csv_text,
-    history_row,
-    history_tab_row,
     live_values,
-    now_rows,
     sample_of_row,
     signal_lines,
     stage_now,
 )
+from lookahead_runner.records import SIM_GPU_FILE_ENV
+from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
+from lookahead_runner.telemetry.prometheus import parse, scrape
 from lookahead_runner.workload import scenario
 from lookahead_runner.workload.shape import StagedShape
 from lookahead_runner.workload.stages import parse_stages
@@ -62,10 +73,16 @@ logger = logging.getLogger(__name__)
 STATE_ATTRIBUTE = "lookahead_live"
 NOW_TAB = "lookahead"
 HISTORY_TAB = "lookahead-history"
+NOW_TITLE = "vLLM live"
+HISTORY_TITLE = "vLLM history"
 NOW_CSV = "lookahead/now.csv"
 HISTORY_CSV = "lookahead/history.csv"
+CHARTS_JSON = "lookahead/charts.json"
+CHARTS_JS = "lookahead/live_charts.js"
+PLOTLY_JS = "lookahead/plotly.min.js"
+CHART_POLL_S = 2.0  # as often as Locust's page asks for its own stats
+STATIC = Path(__file__).resolve().parent / "static"
 SCRAPE_TIMEOUT_S = 2.0
-SIM_GPU_FILE_ENV = "LOOKAHEAD_SIM_GPU_FILE"
 
 
 def add_options(parser: Any, **_kwargs: Any) -> None:
@@ -123,7 +140,9 @@ class LiveView:
         self.environment = environment
         self.counters = CounterWindow()
         self.latency = LatencyWindow()
-        self.history: deque[tuple[LiveValues, str]] = deque(maxlen=HISTORY_MAX_ROWS)
+        self.history: deque[LiveValues] = deque(maxlen=HISTORY_MAX_ROWS)
+        self.marks: deque[Mark] = deque(maxlen=HISTORY_MAX_ROWS)
+        self.session = uuid.uuid4().hex[:12]
         self.values: LiveValues | None = None
         self.metrics_error = ""
         self.memory, self.memory_note = _open_memory()
@@ -135,6 +154,8 @@ class LiveView:
     def reset(self, **_kwargs: Any) -> None:
         self.latency.clear()
         self.history.clear()
+        self.marks.clear()
+        self.session = uuid.uuid4().hex[:12]
 
     def start(self) -> None:
         self.environment.events.reset_stats.add_listener(self.reset)
@@ -162,13 +183,19 @@ class LiveView:
             self.metrics_error = "no --host"
         reading = self.memory.read() if self.memory is not None else None
         now_s = time.time()
-        options = self.environment.parsed_options
+        previous = self.history[-1] if self.history else None
         self.values = live_values(
-            now_s, getattr(options, "setting_name", "") or "", self._stage(), self.counters, self.latency,
+            now_s, self.setting, self._stage(), self.counters, self.latency,
             None if reading is None else (reading.used_mib, reading.total_mib),
             self.memory_note if reading is None else "", self.metrics_error,
+            getattr(self.environment.runner, "user_count", None),
         )
-        self.history.append((self.values, time.strftime("%H:%M:%S", time.localtime(now_s))))
+        self.history.append(self.values)
+        self.marks.extend(marks_between(previous, self.values))
+
+    @property
+    def setting(self) -> str:
+        return getattr(self.environment.parsed_options, "setting_name", "") or ""
 
     def _stage(self):
         runner = self.environment.runner
@@ -188,10 +215,10 @@ class LiveView:
     def extended_stats(self) -> list[dict]:
         if self.values is None:
             return [{"key": NOW_TAB, "data": []}, {"key": HISTORY_TAB, "data": []}]
-        recent = list(self.history)[-HISTORY_TAB_ROWS:]
+        newest_first = itertools.islice(reversed(self.history), HISTORY_TAB_ROWS)
         return [
             {"key": NOW_TAB, "data": now_rows(self.values)},
-            {"key": HISTORY_TAB, "data": [history_tab_row(v, clock) for v, clock in reversed(recent)]},
+            {"key": HISTORY_TAB, "data": [history_tab_row(v, _clock(v.t_s)) for v in newest_first]},
         ]
 
     def now_csv(self) -> str:
@@ -199,7 +226,14 @@ class LiveView:
         return csv_text([key for key, _ in NOW_COLUMNS], rows)
 
     def history_csv(self) -> str:
-        return csv_text([key for key, _ in HISTORY_COLUMNS], (history_row(v) for v, _ in self.history))
+        return csv_text([key for key, _ in HISTORY_COLUMNS], (history_row(v) for v in self.history))
+
+    def charts_json(self, after_t_s: float) -> str:
+        return json.dumps(chart_update(self.history, self.marks, after_t_s, self.session, self.setting))
+
+
+def _clock(t_s: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t_s))
 
 
 def _open_memory():
@@ -214,11 +248,11 @@ def _open_memory():
 
 
 def _install(environment: Environment, view: LiveView) -> None:
-    """Add the tabs, the CSV routes and the ``extended_stats`` of ``/stats/requests`` to the web UI."""
+    """Add the tabs, their charts, the CSV routes and the ``extended_stats`` of ``/stats/requests`` to the web UI."""
     web_ui = environment.web_ui
     assert web_ui is not None
     web_ui.template_args.update(
-        extended_tabs=[{"title": "vLLM live", "key": NOW_TAB}, {"title": "vLLM history", "key": HISTORY_TAB}],
+        extended_tabs=[{"title": NOW_TITLE, "key": NOW_TAB}, {"title": HISTORY_TITLE, "key": HISTORY_TAB}],
         extended_tables=[
             {"key": NOW_TAB, "structure": [{"key": k, "title": t} for k, t in NOW_COLUMNS]},
             {"key": HISTORY_TAB, "structure": [{"key": k, "title": t} for k, t in HISTORY_TAB_COLUMNS]},
@@ -227,32 +261,55 @@ def _install(environment: Environment, view: LiveView) -> None:
             {"href": f"./{NOW_CSV}", "title": "Download vLLM live values CSV"},
             {"href": f"./{HISTORY_CSV}", "title": "Download vLLM live history CSV (one row a second)"},
         ],
+        # read by static/live_charts.js from the page's window.templateArgs
+        lookahead_charts={"tabs": [NOW_TITLE, HISTORY_TITLE], "url": f"./{CHARTS_JSON}", "charts": chart_specs(),
+                          "poll_ms": int(CHART_POLL_S * 1000), "max_points": HISTORY_MAX_ROWS},
     )
     base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
-
-    def csv_response(text: str, name: str) -> Response:
-        response = make_response(text)
-        response.headers["Content-Type"] = "text/csv"
-        response.headers["Content-Disposition"] = f"attachment;filename={name}_{int(time.time())}.csv"
-        return response
-
-    @web_ui.auth_required_if_enabled
-    def now_csv() -> Response:
-        return csv_response(view.now_csv(), "lookahead_live")
-
-    @web_ui.auth_required_if_enabled
-    def history_csv() -> Response:
-        return csv_response(view.history_csv(), "lookahead_history")
-
-    web_ui.app.add_url_rule(f"{base}/{NOW_CSV}", "lookahead_now_csv", now_csv)
-    web_ui.app.add_url_rule(f"{base}/{HISTORY_CSV}", "lookahead_history_csv", history_csv)
+    routes = {
+        NOW_CSV: lambda: _csv_response(view.now_csv(), "lookahead_live"),
+        HISTORY_CSV: lambda: _csv_response(view.history_csv(), "lookahead_history"),
+        CHARTS_JSON: lambda: _json_response(view.charts_json(request.args.get("after", 0.0, type=float))),
+        CHARTS_JS: lambda: send_file(STATIC / "live_charts.js", mimetype="text/javascript", max_age=0),
+        PLOTLY_JS: lambda: send_file(_plotly_js_path(), mimetype="text/javascript", max_age=3600),
+    }
+    for path, answer in routes.items():
+        endpoint = "lookahead_" + path.replace("/", "_").replace(".", "_")
+        web_ui.app.add_url_rule(f"{base}/{path}", endpoint, web_ui.auth_required_if_enabled(answer))
+    scripts = f'<script src="./{PLOTLY_JS}"></script><script src="./{CHARTS_JS}"></script>'
 
     @web_ui.app.after_request
-    def add_extended_stats(response: Response) -> Response:
-        if response.status_code != 200 or not request.path.rstrip("/").endswith("/stats/requests"):
+    def extend_answers(response: Response) -> Response:
+        if response.status_code != 200 or response.direct_passthrough:
             return response
-        body = response.get_json(silent=True)
-        if isinstance(body, dict):
-            body["extended_stats"] = view.extended_stats()
-            response.set_data(json.dumps(body))
+        if request.path.rstrip("/").endswith("/stats/requests"):
+            body = response.get_json(silent=True)
+            if isinstance(body, dict):
+                body["extended_stats"] = view.extended_stats()
+                response.set_data(json.dumps(body))
+        elif request.path == f"{base}/" and response.mimetype == "text/html":
+            page = response.get_data(as_text=True)
+            response.set_data(page.replace("</body>", scripts + "</body>", 1))
         return response
+
+
+def _csv_response(text: str, name: str) -> Response:
+    response = make_response(text)
+    response.headers["Content-Type"] = "text/csv"
+    response.headers["Content-Disposition"] = f"attachment;filename={name}_{int(time.time())}.csv"
+    return response
+
+
+def _json_response(text: str) -> Response:
+    response = make_response(text)
+    response.headers["Content-Type"] = "application/json"
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _plotly_js_path() -> Path:
+    """plotly.js as the installed plotly package ships it (what the report embeds), without importing plotly."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        abort(404)
+    return Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"

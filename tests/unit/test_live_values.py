@@ -1,4 +1,4 @@
-"""The live tabs' values (workload/live.py), pure: counter windows, latency windows, stage text, rows, CSV."""
+"""The live tabs' values and tables (live/values.py, live/tables.py), pure: windows, stage text, rows, CSV."""
 
 from __future__ import annotations
 
@@ -10,26 +10,29 @@ import math
 import pytest
 
 from lookahead_runner.records import CUT_ERROR, RequestRecord
-from lookahead_runner.workload.live import (
+from lookahead_runner.live.tables import (
     HISTORY_COLUMNS,
     HISTORY_TAB_COLUMNS,
     NOW_COLUMNS,
+    csv_text,
+    history_row,
+    history_tab_row,
+    now_rows,
+)
+from lookahead_runner.live.values import (
     CounterWindow,
     LatencySample,
     LatencyWindow,
     LiveValues,
     StageNow,
-    csv_text,
-    history_row,
-    history_tab_row,
     live_values,
-    now_rows,
     sample_of_row,
     signal_lines,
     stage_now,
     stage_text,
 )
 from lookahead_runner.telemetry.prometheus import parse
+from lookahead_runner.telemetry.signals import CounterSignals
 from lookahead_runner.workload.stages import Stage
 
 
@@ -47,11 +50,11 @@ def test_acceptance_comes_from_counter_deltas_over_the_window_not_from_totals():
     # inside the last 10 s: 100 drafts of 4 tokens, 300 accepted -> 75 %, length 1 + 300/100 = 4
     window.add(100.0, _spec(1050, 4200, 550, 10_500, 1))
     window.add(105.0, _spec(1100, 4400, 700, 11_000, 3))
-    rates = window.rates()
-    assert rates["acceptance_rate"] == pytest.approx(300 / 400)
-    assert rates["mean_acceptance_length"] == pytest.approx(4.0)
-    assert rates["generation_tokens_per_s"] == pytest.approx(1000 / 10.0)
-    assert rates["preemptions_in_window"] == 3
+    signals = window.signals()
+    assert signals.acceptance_rate == pytest.approx(300 / 400)
+    assert signals.mean_acceptance_length == pytest.approx(4.0)
+    assert signals.generation_tokens_per_s == pytest.approx(1000 / 10.0)
+    assert signals.preemptions == 3
     assert window.latest()["running"] == 8.0
 
 
@@ -59,36 +62,37 @@ def test_the_base_scrape_is_the_newest_one_older_than_the_window():
     window = CounterWindow(window_s=10.0)
     for t in range(0, 30):
         window.add(float(t), _spec(t, 4 * t, 2 * t, 10 * t))
-    assert window.delta("spec_drafts_total") == (10.0, 10.0)
+    signals = window.signals()  # 10 s of 1 draft (4 tokens, 2 accepted) and 10 tokens a second
+    assert (signals.acceptance_rate, signals.mean_acceptance_length) == (0.5, 3.0)
+    assert signals.generation_tokens_per_s == 10.0
 
 
 def test_no_speculation_counters_or_no_drafts_give_unknown_not_zero():
     window = CounterWindow()
     window.add(0.0, {"running": 1.0, "generation_tokens_total": 0.0})
     window.add(1.0, {"running": 1.0, "generation_tokens_total": 50.0})
-    assert window.rates()["acceptance_rate"] is None
-    assert window.rates()["mean_acceptance_length"] is None
+    assert window.signals().acceptance_rate is None
+    assert window.signals().mean_acceptance_length is None
     idle = CounterWindow()
     idle.add(0.0, _spec(10, 40, 20, 100))
     idle.add(1.0, _spec(10, 40, 20, 100))
-    assert idle.rates()["acceptance_rate"] is None
-    assert idle.rates()["generation_tokens_per_s"] == 0.0
+    assert idle.signals().acceptance_rate is None
+    assert idle.signals().generation_tokens_per_s == 0.0
 
 
 def test_a_counter_reset_is_unknown_rather_than_negative():
     window = CounterWindow()
     window.add(0.0, _spec(100, 400, 200, 1000))
     window.add(1.0, _spec(5, 20, 10, 50))  # the server restarted
-    assert window.rates()["acceptance_rate"] is None
-    assert window.rates()["generation_tokens_per_s"] is None
+    assert window.signals().acceptance_rate is None
+    assert window.signals().generation_tokens_per_s is None
 
 
 def test_one_scrape_is_not_enough_for_a_rate():
     window = CounterWindow()
-    assert window.rates() == {"acceptance_rate": None, "mean_acceptance_length": None,
-                              "generation_tokens_per_s": None, "preemptions_in_window": None}
+    assert window.signals() == CounterSignals()
     window.add(0.0, _spec(1, 4, 2, 10))
-    assert window.rates()["acceptance_rate"] is None
+    assert window.signals() == CounterSignals()
 
 
 def test_latency_percentiles_use_the_raw_requests_of_the_window_only():

@@ -1,0 +1,122 @@
+"""The confirmation life end to end on the simulator (issue 16): the sweep offers a per-batch-size schedule, a
+life of its own runs it exactly as the report prints it, at the sweep's stages and two threshold stages, and
+the verdict is "confirmed" where the schedule costs nothing, "not confirmed" (the single K stands) where the
+simulator stalls every step that switches K.
+
+The scenario: roomy-kv (no KV limit) with a costly verify (compute_ms_per_token = 1): K=4 doubles req/s at 12
+users, K=0 wins at 34, where verifying 5 tokens a sequence costs more than it buys. The picks differ by
+compute, not by KV: a tight-KV pick of K=0 could not be confirmed, as a schedule keeps the largest K's KV
+pool and lookahead at every batch (vllm/schedule.py).
+"""
+import json
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from fault_kit import processes_of
+
+pytestmark = pytest.mark.e2e
+
+SWEEP = """
+name = "confirm"
+[server]
+model = "sim/e2e-model"
+extra_args = ["--max-num-seqs", "64", "--sim-scenario", "roomy-kv", "--sim-set", "compute_ms_per_token=1.0",
+              "--sim-set", "schedule_step_ms=0", "--sim-set", "startup_s=0.3"]
+ready_timeout_s = 60
+memory_stable_window_s = 0.5
+[speculation]
+k = [0, 4]
+[load]
+stages = [{ users = 12, duration_s = 8 }, { users = 34, duration_s = 8 }]
+prompt_tokens = 64
+output_tokens = 24
+warmup_s = 2.0
+[decision]
+target_users = 34
+# at 12 users K=4 answers so fast that the client's turnaround alone lowers its mean running count 10-15 %:
+# not the real-batch drop that gate is for (the picks must differ by stage every run)
+batch_drop_frac = 0.3
+"""
+
+
+def run_cli(*args, timeout=400):
+    return subprocess.run([sys.executable, "-m", "lookahead_runner", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def confirmed_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("confirm")
+    (root / "sweep.toml").write_text(SWEEP)
+    done = run_cli("sweep", "--config", str(root / "sweep.toml"), "--out", str(root / "runs"))
+    (run_dir,) = list((root / "runs").iterdir())
+    return done, run_dir
+
+
+def decision_of(run_dir):
+    return json.loads((run_dir / "decision.json").read_text())
+
+
+def test_a_schedule_that_costs_nothing_is_confirmed_by_a_life_of_its_own(confirmed_run):
+    done, run_dir = confirmed_run
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    decision = decision_of(run_dir)
+    assert [(s["users"], s["k"]) for s in decision["per_stage"]] == [(12, 4), (34, 0)], decision["per_stage"]
+    schedule, confirmation = decision["per_batch_size"], decision["confirmation"]
+    assert confirmation["status"] == "confirmed", confirmation["verdict"]
+    assert confirmation["kind"] == "schedule" and confirmation["ranges"] == schedule["ranges"]
+    assert "Confirmed: the per-batch-size schedule (K=4 up to batch" in decision["verdict"]
+    # the sweep's stages and one threshold stage on each side of the boundary
+    (bound,) = confirmation["boundaries"]
+    assert [(s["users"], s["role"]) for s in confirmation["stages"]] == [
+        (12, "stage"), (bound["users_below"], "below"), (bound["users_above"], "above"), (34, "stage")]
+    assert all(s["outcome"] in ("as expected", "better") for s in confirmation["stages"])
+    assert "crossing batch" in confirmation["crossings"][0]
+
+    # started exactly as the report prints it: the schedule's argv, on the life's own port
+    plan = json.loads((run_dir / "plan.json").read_text())
+    (life,) = [l for l in plan["lives"] if l.get("role") == "confirm"]
+    assert life["dir"] == "confirm/r0" and plan["confirm"]["stages"][1]["users"] == bound["users_below"]
+    started = json.loads((run_dir / "confirm" / "r0" / "server.json").read_text())["argv"]
+    port = started.index("--port") + 1
+    assert started[:port] + started[port + 1:] == schedule["argv"][:port] + schedule["argv"][port + 1:]
+    spec = json.loads(started[-1])
+    assert spec["num_speculative_tokens_per_batch_size"] == schedule["ranges"]
+    assert "num_speculative_tokens_per_batch_size" in (run_dir / "confirm" / "r0" / "server.log").read_text()
+
+    lives = pd.read_csv(run_dir / "lives.csv")
+    assert lives.set_index("life").loc["confirm/r0", "status"] == "done"
+    summary = pd.read_csv(run_dir / "summary.csv")
+    assert sorted(summary.loc[summary["setting"] == "confirm", "users"]) == sorted(
+        s["users"] for s in confirmation["stages"])
+    page = (run_dir / "report.html").read_text()
+    assert "Confirmation of the per-batch-size schedule" in page and "Use the schedule: paste-ready command" in page
+    assert not processes_of(str(run_dir)), "a server or Locust process of the sweep survived"
+
+
+def test_a_schedule_that_collapses_at_its_boundary_is_not_confirmed_and_the_single_k_stands(confirmed_run,
+                                                                                            tmp_path):
+    """The same per-K lives (a single K never switches, so k_switch_ms cannot touch them), the confirmation run
+    again by --resume on a simulator that stalls 250 ms on every step whose K differs from the last."""
+    _, source = confirmed_run
+    run_dir = tmp_path / source.name
+    shutil.copytree(source, run_dir, ignore=shutil.ignore_patterns("confirm"))
+    plan = json.loads((run_dir / "plan.json").read_text())
+    plan["config"]["server"]["extra_args"] += ["--sim-set", "k_switch_ms=250"]
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+
+    done = run_cli("sweep", "--resume", str(run_dir))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "k0/r0: done earlier, kept" in done.stdout and "k4/r0: done earlier, kept" in done.stdout
+    assert "confirm/r0: starting the server" in done.stdout
+    decision = decision_of(run_dir)
+    confirmation = decision["confirmation"]
+    assert confirmation["status"] == "not confirmed", confirmation["verdict"]
+    assert "req/s falls" in confirmation["verdict"] and confirmation["verdict"].endswith(
+        "K=0 alone stands (the command above).")
+    assert any(s["outcome"] == "collapse" and s["role"] in ("below", "above") for s in confirmation["stages"])
+    assert decision["recommended"]["k"] == 0  # the best single K stands
+    assert "K=0 alone stands</strong>" in (run_dir / "report.html").read_text()

@@ -1,0 +1,85 @@
+"""Who may import whom (read from the source, nothing imported): the scenario side, the live dashboard
+and the runner side stay apart, so each runs where it belongs (the runner never loads Locust's gevent
+patching; the scenario runs without the runner's telemetry)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "lookahead_runner"
+LOCUST_SIDE = {"locust", "gevent", "flask", "geventhttpclient"}
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute names of the modules a file imports (relative imports resolved against its package)."""
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(part for part in (base, node.module or "") if part)
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _modules(*folders: str) -> list[Path]:
+    return sorted(path for folder in folders for path in (PACKAGE / folder).rglob("*.py"))
+
+
+# what both sides share: the record schema (with its contract strings) and the API key's variable and header
+SHARED_CONTRACTS = ("lookahead_runner.records", "lookahead_runner.auth")
+
+
+@pytest.mark.parametrize("path", _modules("workload"), ids=lambda p: p.name)
+def test_the_scenario_side_imports_only_itself_and_the_shared_contracts(path):
+    ours = {name for name in _imports(path) if name.startswith("lookahead_runner")}
+    strays = {name for name in ours
+              if not name.startswith(("lookahead_runner.workload", *SHARED_CONTRACTS)) and name != "lookahead_runner"}
+    assert not strays, f"{path.name} imports {sorted(strays)}"
+
+
+def _loads_locust(module: str, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether importing this module of ours loads Locust, gevent or Flask, directly or through our modules."""
+    path = PACKAGE.parent / Path(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    if not path.is_file() or module in seen:
+        return False
+    names = _imports(path)
+    return any(name.split(".")[0] in LOCUST_SIDE for name in names) or any(
+        _loads_locust(name, seen | {module}) for name in names if name.startswith("lookahead_runner."))
+
+
+RUNNER_SIDE = [p for p in _modules(".") if p.relative_to(PACKAGE).parts[0] not in ("workload", "live")]
+
+
+@pytest.mark.parametrize("path", RUNNER_SIDE, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_runner_side_never_loads_locust_nor_the_live_dashboard(path):
+    """A pure scenario module may serve the runner too (config.py checks --prompt-file with the reader the
+    load uses); nothing that loads Locust may."""
+    names = _imports(path)
+    bad = {name for name in names if name.split(".")[0] in LOCUST_SIDE or name.startswith("lookahead_runner.live")
+           or (name.startswith("lookahead_runner.workload") and _loads_locust(name))}
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("name", ["values.py", "tables.py", "charts.py"])
+def test_the_live_dashboards_logic_is_pure(name):
+    names = _imports(PACKAGE / "live" / name)
+    assert not {n for n in names if n.split(".")[0] in LOCUST_SIDE}, name
+    assert "lookahead_runner.live.webui" not in names
+
+
+def test_the_import_reader_sees_relative_absolute_and_indirect_imports():
+    names = _imports(PACKAGE / "analysis.py")
+    assert {"lookahead_runner.records", "lookahead_runner.telemetry.signals", "pandas"} <= names
+    assert "lookahead_runner.records" in _imports(PACKAGE / "workload" / "timeline.py")
+    assert _loads_locust("lookahead_runner.workload.user")  # imports locust itself
+    assert _loads_locust("lookahead_runner.live.webui")  # and through workload.scenario
+    assert not _loads_locust("lookahead_runner.workload.timeline")
+    assert not any(_loads_locust(name) for name in SHARED_CONTRACTS)
