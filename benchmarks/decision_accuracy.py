@@ -165,14 +165,17 @@ def calibration_bins(verdicts: list[Verdict], edges=(0.0, 0.5, 0.7, 0.9, 0.95, 0
 
 
 # --- recording --------------------------------------------------------------------------------------
+MEASURED = {"server", "speculation", "load", "grid"}   # what a recording depends on; the decision is made now
+
+
 def finished_run(folder: Path, wanted: SweepConfig) -> tuple[Path | None, bool]:
-    """(the latest run folder in `folder` recorded with the config `wanted`, whether every life in it is done)."""
+    """(the latest run folder in `folder` that measured what `wanted` measures, whether every life in it is done)."""
     for plan_json in sorted(folder.glob("*/plan.json"), reverse=True) if folder.is_dir() else []:
         try:
             plan, config = read_plan(plan_json.parent)
         except RunDirError:
             continue
-        if config.model_dump(exclude={"out"}) == wanted.model_dump(exclude={"out"}):
+        if config.model_dump(include=MEASURED) == wanted.model_dump(include=MEASURED):
             return plan_json.parent, all(results.life_state(plan_json.parent / life["dir"]) == "done"
                                          for life in plan["lives"])
     return None, False
@@ -183,7 +186,7 @@ def record(s: BenchScenario, folder: Path, args: argparse.Namespace) -> dict:
     text = config_toml(s, args.repeats, args.stage_s, args.warmup_s)
     wanted = config_from_dict(tomllib.loads(text), s.name)
     run_dir, done = finished_run(folder, wanted)
-    info = {"reused": done, "record_s": 0.0}
+    info = {"reused": done, "record_s": 0.0, "config": wanted}
     if done:
         return info | {"dir": str(run_dir)}
     if args.decide_only:
@@ -207,10 +210,11 @@ def record(s: BenchScenario, folder: Path, args: argparse.Namespace) -> dict:
 
 
 # --- deciding ---------------------------------------------------------------------------------------
-def decide_scenario(s: BenchScenario, run_dir: Path, args: argparse.Namespace) -> tuple[dict, list, list]:
+def decide_scenario(s: BenchScenario, run_dir: Path, config: SweepConfig,
+                    args: argparse.Namespace) -> tuple[dict, list, list]:
+    """Decide on the recording with the thresholds of today's config (the engine's current defaults)."""
     data = read_run(run_dir)
-    p = data.config.decision if args.resamples is None else \
-        data.config.decision.model_copy(update={"resamples": args.resamples})
+    p = config.decision if args.resamples is None else config.decision.model_copy(update={"resamples": args.resamples})
     argv = data.argv_by_k()
     evidence: Evidence = data.evidence()
     repeats = {k: [w.repeat for w in cell.windows] for k, cell in evidence.at(s.users).items()}
@@ -273,7 +277,7 @@ def main() -> None:
     scenarios, drawn_all, apart_all = {}, [], []
     for s in chosen:
         recording = record(s, Path(args.recordings) / s.name, args)
-        figures, drawn, apart = decide_scenario(s, Path(recording["dir"]), args)
+        figures, drawn, apart = decide_scenario(s, Path(recording["dir"]), recording.pop("config"), args)
         scenarios[s.name] = figures | {"recording": recording}
         drawn_all += drawn
         apart_all += apart

@@ -96,7 +96,8 @@ def config_toml(s: BenchScenario, repeats: int, stage_s: float, warmup_s: float)
             f"prompt_tokens = {s.prompt_tokens}\noutput_tokens = {s.output_tokens}\n"
             f"temperature = {s.temperature!r}\nrepeats = {repeats}\nrepeat_mode = \"same-server\"\n"
             f"warmup_s = {warmup_s!r}\n"
-            f"[decision]\ntarget_users = {s.users}\n" + (f"[decision.slo]\n{slo}" if slo else ""))
+            f"[decision]\ntarget_users = {s.users}\nconfirm = \"off\"\n"  # the K decision alone: no confirmation life
+            + (f"[decision.slo]\n{slo}" if slo else ""))
 
 
 def model_steady_state(s: BenchScenario, k: int, engine_s: float, seed: int) -> dict:
