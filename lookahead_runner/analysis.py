@@ -1,8 +1,9 @@
 """Raw files of one server life -> one summary row per stage (pure pandas, no I/O).
 
 A stage's steady-state window starts `warmup_s` after the stage starts (the ramp transient:
-new users' first requests and the batch refilling) and ends with the stage. Requests count in
-the window they completed in. Server counters are differenced between the last sample at or
+new users' first requests and the batch refilling) and ends with the stage. Latencies and failures
+count in the window a request completed in; throughput counts every successful request by the share
+of its life inside the window (its tokens by the share of its decode). Server counters are differenced between the last sample at or
 before each window edge, so acceptance = delta(accepted) / delta(draft tokens) over the window.
 requests.csv holds each request's ITL median and 99th percentile only, so ITL is summarised across
 requests: itl_p50_ms is the median of the requests' medians, itl_p99_ms the 99th percentile of the
@@ -183,6 +184,30 @@ def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_t
             "length_mismatches": mismatches}
 
 
+def _share_inside(start: pd.Series, end: pd.Series, t0: float, t1: float) -> pd.Series:
+    """The share of each [start, end] interval that lies inside [t0, t1]."""
+    inside = (end.clip(upper=t1) - start.clip(lower=t0)).clip(lower=0)
+    return inside / (end - start).clip(lower=1e-9)
+
+
+def _throughput_columns(requests: pd.DataFrame, t0: float, t1: float, duration: float) -> dict:
+    """Requests and output tokens served inside the window: every successful request counts by the share of
+    its life inside it (its tokens by the share of its decode, first token to last). Counting completions
+    instead makes a window a few requests long read a whole wave high or low: users that started together
+    with fixed-length outputs finish together."""
+    if not len(requests):
+        return {"req_per_s": 0.0, "output_tok_per_s": 0.0}
+    ok = requests[(requests["ok"] == 1) & (error_text(requests) != CUT_ERROR)]
+    ok = ok[(ok["t_send_s"] < t1) & (ok["t_done_s"] > t0)]
+    if not len(ok):
+        return {"req_per_s": 0.0, "output_tok_per_s": 0.0}
+    sent, done = pd.to_numeric(ok["t_send_s"]), pd.to_numeric(ok["t_done_s"])
+    first = pd.to_numeric(ok.get("t_first_token_s", sent), errors="coerce").fillna(sent)
+    tokens = pd.to_numeric(ok["output_tokens"], errors="coerce").fillna(0)
+    return {"req_per_s": float(_share_inside(sent, done, t0, t1).sum()) / duration,
+            "output_tok_per_s": float((tokens * _share_inside(first, done, t0, t1)).sum()) / duration}
+
+
 def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
                   setting: str, k: int, repeat: int, rules: WindowRules) -> list[tuple[dict, pd.DataFrame, pd.DataFrame, float]]:
     """Per stage of one server life: its summary row, the requests that finished in its window, the
@@ -198,8 +223,7 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
         row = {
             "setting": setting, "k": k, "repeat": repeat, "stage": int(stage.stage), "users": int(stage.users),
             "duration_s": round(duration, 3), "requests": int(len(ok)),
-            "req_per_s": len(ok) / duration,
-            "output_tok_per_s": float(ok["output_tokens"].sum()) / duration if len(ok) else 0.0,
+            **_throughput_columns(requests, t0, t1, duration),
             **_latency_columns(ok),
             **_failure_columns(finished, ok, rules.expected_output_tokens, rules.expected_prompt_tokens),
             **_server_columns(server, t0, t1),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from ..config import DecisionConfig
 from . import rules
@@ -66,16 +65,30 @@ def slo_checks(s: CellStats, pooled: dict[str, np.ndarray], p: DecisionConfig) -
             status = rules.FAIL
         else:
             status = rules.UNKNOWN
-            text += f"; too few requests to tell: about {_requests_to_tell(slo.share, p.interval_level)} needed"
+            text += f"; too few requests to tell: {_requests_to_tell(met, s.finished, slo.share, p.interval_level)}"
         checks.append(_check(name, status, text, "too little data", s.finished))
     return checks
 
 
-def _requests_to_tell(share: float, level: float) -> int:
-    """Requests at which an attainment of exactly 100 % has a Wilson lower bound at `share`."""
-    z = float(stats.norm.ppf(0.5 + level / 2))
-    return int(math.ceil(share * z * z / (1 - share)))
+def _requests_to_tell(met: int, n: int, share: float, level: float) -> str:
+    """Requests at which the attainment measured so far would have a Wilson interval clear of `share`."""
+    rate = met / n
+    if rate == share:
+        return "more requests than any run gives (it sits exactly at the objective)"
 
+    def clear(m: int) -> bool:
+        bounds = wilson(round(rate * m), m, level)
+        return bounds.low >= share if rate > share else bounds.high < share
+
+    low, high = n, n
+    while not clear(high):
+        low, high = high, high * 2
+        if high > 10_000_000:
+            return "more than 10,000,000 requests"
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if clear(mid) else (mid, high)
+    return f"about {high:,} requests at this attainment"
 
 
 def memory_check(s: CellStats, p: DecisionConfig) -> Check:

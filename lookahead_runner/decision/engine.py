@@ -55,7 +55,7 @@ def cell_summaries(stages: dict[int, StageEval], p: DecisionConfig) -> list[Cell
             rows.append(CellSummary(
                 k=k, users=users, repeats=s.repeats, requests=s.requests, failures=s.failures, timeouts=s.timeouts,
                 req_per_s=s.req_per_s, req_per_s_range=_range(interval([d.req_per_s for d in draws], p.interval_level)),
-                req_per_s_by_repeat=[w.completed / w.duration_s for w in stage.prepared[k].cell.windows],
+                req_per_s_by_repeat=[w.served_per_s for w in stage.prepared[k].cell.windows],
                 output_tok_per_s=s.output_tok_per_s,
                 output_tok_per_s_range=_range(interval([d.output_tok_per_s for d in draws], p.interval_level)),
                 goodput=s.goodput if p.slos else None,

@@ -37,6 +37,18 @@ class Window:
     failures: int
     timeouts: int
     server: Mapping[str, float] = field(default_factory=dict)
+    req_per_s: float = math.nan     # requests served inside the window (analysis: shares of request lives)
+    output_tok_per_s: float = math.nan
+
+    @property
+    def served_per_s(self) -> float:
+        """Requests per second served in the window; completions per second when not given."""
+        return self.completed / self.duration_s if math.isnan(self.req_per_s) else self.req_per_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return float(self.output_tokens.sum()) / self.duration_s if math.isnan(self.output_tok_per_s) \
+            else self.output_tok_per_s
 
     @property
     def completed(self) -> int:
@@ -117,6 +129,7 @@ def window(row: Mapping, finished: pd.DataFrame, ok: pd.DataFrame, t0: float) ->
         timeouts=int(row.get("timeouts", 0) or 0),
         server={name: float(row[name]) if row.get(name) is not None else math.nan
                 for name in SERVER_SIGNALS if name in row},
+        req_per_s=float(row.get("req_per_s", math.nan)), output_tok_per_s=float(row.get("output_tok_per_s", math.nan)),
     )
 
 

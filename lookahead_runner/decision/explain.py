@@ -164,10 +164,14 @@ def diagnoses(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig)
             break
     others = [k for k in stage.ks if k != stage.base_k]
     inside = [gain_bounds(stage, k, stage.base_k, p) for k in others]
+    gains = '; '.join(f'K={k} {_gain(stage, k, stage.base_k, p)}' for k in others)
     if others and all(b.bounded and -p.tie_tolerance_frac <= b.low and b.high <= p.tie_tolerance_frac for b in inside):
         notes.append(f"Not the lever: every K's {_label(p)} is within ±{pct(p.tie_tolerance_frac)} of K={stage.base_k} "
-                     f"with its interval ({'; '.join(f'K={k} {_gain(stage, k, stage.base_k, p)}' for k in others)}); "
-                     "acceptance or the decoding strategy is the bottleneck, not how far to speculate.")
+                     f"with its interval ({gains}); acceptance or the decoding strategy is the bottleneck, not how "
+                     "far to speculate.")
+    elif others and all(abs(stage.gain(k, p.objective)) <= p.tie_tolerance_frac for k in others):
+        notes.append(f"Possibly not the lever: every K's {_label(p)} is within ±{pct(p.tie_tolerance_frac)} of "
+                     f"K={stage.base_k}, but not every interval is ({gains}); more repeats would tell.")
     acceptance = [s.acceptance_rate for k, s in stage.stats.items() if k > 0 and not math.isnan(s.acceptance_rate)]
     if acceptance and float(np.median(acceptance)) < p.low_acceptance:
         notes.append(f"Acceptance-bound: median acceptance {pct(float(np.median(acceptance)))} < "
@@ -219,7 +223,7 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
 def repeat_check(stage: StageEval, k: int, p: DecisionConfig) -> Check:
     """Checklist item 1 (advice): repeats agree, with how many more would narrow the interval."""
     windows = stage.prepared[k].cell.windows
-    values = [w.completed / w.duration_s for w in windows]
+    values = [w.served_per_s for w in windows]
     name = "repeat stability"
     if len(values) < 2:
         return Check(name=name, kind="advice", status="unknown", unknown_because="too little data",

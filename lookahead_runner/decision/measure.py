@@ -86,7 +86,7 @@ def throughput_noise(cells) -> ThroughputNoise:
     for source in ("repeats", "bins"):
         squares, df = 0.0, 0
         for cell in cells:
-            groups = ([[w.window.completed / w.window.duration_s for w in cell.windows]] if source == "repeats"
+            groups = ([[w.window.served_per_s for w in cell.windows]] if source == "repeats"
                       else [list(w.bins_req) for w in cell.windows])
             for values in groups:
                 values = np.asarray(values, dtype=float)
@@ -147,10 +147,12 @@ class PreparedCell:
         ws = [p.window for p in self.windows]
         lat = np.concatenate([w.latency_ms for w in ws]) if ws else np.empty((0, len(LATENCY_COLUMNS)))
         met = np.concatenate([p.meets for p in self.windows]) if ws else np.empty((0, len(self.slos)), dtype=bool)
+        served = sum(w.served_per_s * w.duration_s for w in ws)
+        good_share = sum(int(p.good.sum()) for p in self.windows) / max(sum(w.completed for w in ws), 1)
         return self._stats(
             everything, column_quantiles(lat, QUANTILES), len(lat), met.sum(axis=0),
-            completed=sum(w.completed for w in ws), tokens=sum(float(w.output_tokens.sum()) for w in ws),
-            good=sum(int(p.good.sum()) for p in self.windows), failures=sum(w.failures for w in ws),
+            completed=served, tokens=sum(w.tokens_per_s * w.duration_s for w in ws),
+            good=served * good_share, failures=sum(w.failures for w in ws),
             timeouts=sum(w.timeouts for w in ws), signals=_signal_summaries(self.signals[None, :, :])[0])
 
     def relative_se(self, noise: ThroughputNoise) -> float:

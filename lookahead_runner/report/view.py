@@ -92,8 +92,10 @@ def window_rule(config: Mapping) -> str:
         skipped = f"the first {warmup_s:g} s of each stage (at most 90% of it)"
     else:
         skipped = "the first max(2 s, 25%) of each stage (at most half of it)"
-    text = (f"Steady-state windows: {skipped} is the ramp transient and is left out. Requests count in the "
-            "window they completed in; cut requests (killed by the end of a stage or run) are neither completions "
+    text = (f"Steady-state windows: {skipped} is the ramp transient and is left out. A request's latency and "
+            "failure count in the window it completed in; req/s and tokens/s count every successful request by "
+            "the share of its life (its tokens by the share of its decode) inside the window; cut requests (killed "
+            "by the end of a stage or run) are neither completions "
             "nor failures. Server gauges are averaged over the samples inside the window; counters (acceptance, "
             "preemptions) are differenced between the last samples at or before its edges.")
     if isinstance(rules.get("min_requests"), int):

@@ -36,7 +36,10 @@ def test_stage_windows_count_completed_requests_after_warmup():
     # stage 0 window [102.5, 110]: completions at 102.5 ... 110.0 = 16, one failed (index 5 at 103.0)
     assert first["requests"] == 15 and first["duration_s"] == 7.5
     assert math.isclose(first["failure_rate"], 1 / 16)
-    assert math.isclose(first["output_tok_per_s"], 15 * 64 / 7.5)
+    # throughput by the share of each request inside the window: requests live 1 s (decode 0.9 s), so those
+    # done at 103.5 ... 110.0 are wholly inside (14), the one done at 110.5 half (its decode 0.4 / 0.9)
+    assert math.isclose(first["req_per_s"], 14.5 / 7.5)
+    assert math.isclose(first["output_tok_per_s"], 64 * (14 + 0.4 / 0.9) / 7.5)
     # acceptance from counter deltas over the window: (50 - 10) / (100 - 20)
     assert math.isclose(first["acceptance_rate"], 0.5)
     assert math.isclose(first["mean_acceptance_length"], 1 + 40 / 20)
