@@ -13,6 +13,7 @@ from . import results
 from .analysis import WindowRules, life_token_check, stage_rows, summary_frame
 from .config import SweepConfig
 from .decision import Thresholds, decide
+from .preflight import lag_advice
 from .ramp import ramp_decision
 from .vllm.probe import parse_version
 
@@ -47,6 +48,13 @@ def _workload_of(directory: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return {"prompt_method": data.get("prompt_method", ""), "prompt_note": data.get("prompt_note", "")}
+
+
+def _preflight_of(run_dir: Path) -> dict | None:
+    try:
+        return results.read_json(run_dir / "preflight.json")
+    except (OSError, ValueError):
+        return None
 
 
 def note_repeat_mode(decision: dict, repeat_mode: str) -> dict:
@@ -125,10 +133,14 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     except (KeyError, TypeError, ValueError):
         raise RunDirError(f"{run_dir}: plan.json is not a plan this version can read; "
                           "pass a folder made by `lookahead-runner sweep`") from None
+    preflight = _preflight_of(run_dir)
+    if preflight:
+        plan["preflight"] = preflight  # for the report's probe section
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
                         expected_output_tokens=config.load.output_tokens,
                         expected_prompt_tokens=config.load.prompt_tokens,
-                        max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms)
+                        max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms,
+                        lag_advice=lag_advice(plan, preflight))
     rows, timelines, statuses = [], {}, {}
     for life in plan["lives"]:
         directory = run_dir / life["dir"]

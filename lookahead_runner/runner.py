@@ -17,7 +17,9 @@ from pathlib import Path
 from . import reaper, results
 from .config import SweepConfig
 from .finalize import finalize
-from .life import Life, LifeEvents, is_simulator, render_argv, run_server_life
+from .life import Life, LifeEvents, Served, is_simulator, locust_env, render_argv, run_server_life
+from .placement import Placement, host_cpus, plan_placement
+from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
 from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, probe_running_server, run_probe
@@ -64,7 +66,8 @@ def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabil
     return caps
 
 
-def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str = "sweep") -> dict:
+def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str = "sweep",
+               placement: Placement | None = None) -> dict:
     port = config.server.port or 8000
     lives = [{"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
               "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
@@ -75,6 +78,7 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str =
         "version": results.PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "probe": caps.to_dict() | {"knob": knob}, "config": config.model_dump(mode="json"),
         "target_users": config.target_users, "is_simulator": is_simulator(config.server.command), "lives": lives,
+        "placement": (placement or plan_placement(config, host_cpus())).to_dict(),
     }
 
 
@@ -102,10 +106,11 @@ def _stopped_at(run_dir: Path) -> int | None:
 
 
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, early_stop: bool = True,
-              mode: str = "sweep", web: bool = False) -> Path:
+              mode: str = "sweep", web: bool = False, placement: Placement | None = None) -> Path:
+    placement = placement or plan_placement(config, host_cpus())
     plan_path = run_dir / "plan.json"
     if not plan_path.exists():
-        results.write_json(plan_path, results.redact(build_plan(config, caps, run_dir.name, mode)))
+        results.write_json(plan_path, results.redact(build_plan(config, caps, run_dir.name, mode, placement)))
     else:  # a resumed run: what a killed runner of this folder left running goes first
         for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
@@ -114,6 +119,16 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
     with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
             SweepProgress(config.load.stages, len(lives)) as progress:
         say = say or progress.say
+        say(placement.describe())
+        placed = {"placement": placement, "preflight_due": config.load.preflight_s > 0}
+
+        def preflight(served: Served, current: Placement) -> Placement:
+            alive = (lambda: "") if served.external else (
+                lambda: "" if served.server.alive() else "the server died during the pre-flight")
+            placed["placement"] = run_preflight(config, served.base_url, current, run_dir, say,
+                                                locust_env(config), alive)
+            placed["preflight_due"] = False
+            return placed["placement"]
 
         def tag(life: Life) -> str:
             return f"[{number[life.key]}/{len(lives)}] {life.key}"
@@ -143,8 +158,16 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
                 else:
                     todo.append(life)
             if todo:
-                run_server_life(config, caps, todo[0].setting, [life.repeat for life in todo], run_dir, say,
-                                events, web=web)
+                try:
+                    run_server_life(config, caps, todo[0].setting, [life.repeat for life in todo], run_dir, say,
+                                    events, web=web, placement=placed["placement"],
+                                    preflight=preflight if placed["preflight_due"] else None)
+                except PreflightError as err:  # no life was measured: each is run again by --resume
+                    for life in todo:
+                        out = results.life_dir(run_dir, life.setting.name, life.repeat)
+                        out.mkdir(parents=True, exist_ok=True)
+                        results.write_status(out, "failed", f"not measured: {err}")
+                    raise
             last = number[group[-1].key]
             if stopped_at is not None or (last < len(lives) and lives[last].setting.k == group[-1].setting.k):
                 continue

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import reaper
+from .placement import pin
 
 
 class ServerError(RuntimeError):
@@ -92,15 +93,17 @@ class ServerProcess:
     """Owns one server process group, its log file and its server.json record."""
 
     def __init__(self, argv: list[str], base_url: str, log_path: Path, env: dict[str, str] | None = None,
-                 stop_grace_s: float = 15.0, headers: dict[str, str] | None = None) -> None:
+                 stop_grace_s: float = 15.0, headers: dict[str, str] | None = None,
+                 cpus: tuple[int, ...] = ()) -> None:
         self.argv = argv
+        self.cpus = cpus  # the CPUs its process tree may run on (placement.py); () = any
         self.base_url = base_url.rstrip("/")
         self.log_path = log_path
         self.env = env or {}
         self.stop_grace_s = stop_grace_s
         self.headers = headers or {}
         self.process: subprocess.Popen | None = None
-        self.record: dict = {"argv": argv, "base_url": self.base_url}
+        self.record: dict = {"argv": argv, "base_url": self.base_url, **({"cpus": list(cpus)} if cpus else {})}
 
     @property
     def pid(self) -> int | None:
@@ -112,6 +115,7 @@ class ServerProcess:
             self.process = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=os.environ | {"PYTHONUNBUFFERED": "1"} | self.env, start_new_session=True,
+                preexec_fn=pin(self.cpus),
             )
         except OSError as err:
             raise ServerError(f"cannot start {self.argv[0]!r}: {err.strerror}") from None
