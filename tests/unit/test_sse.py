@@ -9,7 +9,7 @@ import pytest
 
 from lookahead_runner.workload.sse import DONE, Chunk, MalformedChunk, Usage, parse_sse_line
 
-FIXTURE = Path(__file__).resolve().parents[2].parent / "shared/fixtures/vllm-0.32.0-cpu/stream-sample.txt"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "stream-sample.txt"  # vLLM 0.32 (shared/fixtures)
 
 
 def _fixture_lines() -> list[bytes]:
