@@ -93,3 +93,25 @@ def test_a_connection_closed_mid_body_raises():
     with pytest.raises(Exception):
         for _ in range(10):
             reader.read_lines()
+
+
+def test_a_pooled_connections_liveness_check_does_not_yield_before_the_send():
+    """Importing the user (which imports Locust, which monkey-patches select) must leave
+    geventhttpclient's pre-request check non-yielding: a request goes out when its send time is taken."""
+    import gevent
+    from geventhttpclient.connectionpool import ConnectionPool
+
+    import lookahead_runner.workload.user  # noqa: F401  (patches the pool's select)
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    sock = gevent.socket.create_connection(listener.getsockname())
+    ran = []
+    gevent.spawn(ran.append, "other greenlet")
+    try:
+        assert ConnectionPool._is_socket_alive(None, sock) is True
+        assert ran == [], "the check switched to another greenlet"
+        gevent.sleep(0)
+        assert ran == ["other greenlet"]
+    finally:
+        sock.close()
+        listener.close()
