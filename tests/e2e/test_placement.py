@@ -58,6 +58,14 @@ class AffinityWatch:
         self._thread.join(timeout=5)
 
 
+def signal_all(processes: list[psutil.Process], sig: int) -> None:
+    for proc in processes:
+        try:
+            proc.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
 def test_auto_placement_pins_the_server_and_locust_and_says_so(tmp_path):
     model = unique_model("placed")
     config = write_config(tmp_path, sweep_toml(model, [0], stages=((4, 3),), load={"preflight_s": 1.5}))
@@ -123,17 +131,9 @@ def test_a_starved_client_stops_the_sweep_at_the_preflight_with_the_fix(tmp_path
     def starve() -> None:
         while not stop.is_set():
             victims = [p for p in processes_of(model) if "preflight" in " ".join(p.cmdline())]
-            for proc in victims:
-                try:
-                    proc.send_signal(signal.SIGSTOP)
-                except psutil.Error:
-                    pass
+            signal_all(victims, signal.SIGSTOP)
             time.sleep(0.15)
-            for proc in victims:
-                try:
-                    proc.send_signal(signal.SIGCONT)
-                except psutil.Error:
-                    pass
+            signal_all(victims, signal.SIGCONT)
             time.sleep(0.05)
 
     thread = threading.Thread(target=starve, daemon=True)
@@ -143,11 +143,7 @@ def test_a_starved_client_stops_the_sweep_at_the_preflight_with_the_fix(tmp_path
     finally:
         stop.set()
         thread.join(timeout=5)
-        for proc in processes_of(model):
-            try:
-                proc.send_signal(signal.SIGCONT)
-            except psutil.Error:
-                pass
+        signal_all(processes_of(model), signal.SIGCONT)
     try:
         assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
         lines = done.stderr.strip().splitlines()
