@@ -275,10 +275,10 @@ def locust_env(config: SweepConfig) -> dict[str, str]:
     return {}
 
 
-def died(server: ServerProcess) -> str:
+def died(server: ServerProcess, during: str = "the load") -> str:
     """Why a server process ended: its exit code and the line of its log that says why."""
     code = server.process.poll() if server.process else None
-    return f"the server died during the load (exit code {code}): {root_cause(tail(server.log_path, 40))}"
+    return f"the server died during {during} (exit code {code}): {root_cause(tail(server.log_path, 40))}"
 
 
 def _remember(memory, readings: list[tuple[float, float]]) -> None:

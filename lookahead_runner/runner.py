@@ -17,7 +17,7 @@ from pathlib import Path
 from . import reaper, results
 from .config import SweepConfig
 from .finalize import finalize
-from .life import Life, LifeEvents, Served, is_simulator, locust_env, render_argv, run_server_life
+from .life import Life, LifeEvents, Served, died, is_simulator, locust_env, render_argv, run_server_life
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
@@ -124,7 +124,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
 
         def preflight(served: Served, current: Placement) -> Placement:
             alive = (lambda: "") if served.external else (
-                lambda: "" if served.server.alive() else "the server died during the pre-flight")
+                lambda: "" if served.server.alive() else died(served.server, "the pre-flight"))
             placed["placement"] = run_preflight(config, served.base_url, current, run_dir, say,
                                                 locust_env(config), alive)
             placed["preflight_due"] = False

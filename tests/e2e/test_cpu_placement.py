@@ -13,7 +13,8 @@ import time
 import psutil
 import pytest
 
-from fault_kit import cli, kill_all, only_run_dir, processes_of, survivors, sweep_toml, unique_model, write_config
+from fault_kit import (cli, faults_at_k, kill_all, only_run_dir, processes_of, survivors, sweep_toml, unique_model,
+                       write_config)
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="placement splits two CPUs or more")]
@@ -157,6 +158,24 @@ def test_a_starved_client_stops_the_sweep_at_the_preflight_with_the_fix(tmp_path
         status = json.loads((run_dir / "k0/r0/status.json").read_text())  # its server hosted the pre-flight
         assert status["state"] == "failed" and status["reason"].startswith("not measured: pre-flight")
         assert not (run_dir / "k0/r0/requests.csv").exists() and not (run_dir / "k2").exists()
+    finally:
+        kill_all(model)
+    assert survivors(model) == []
+
+
+def test_a_server_dying_in_the_preflight_fails_its_life_and_the_next_server_runs_it(tmp_path):
+    model = unique_model("preflight-death")
+    env = faults_at_k({0: ["--sim-fault", "die-after=1"]})
+    config = write_config(tmp_path, sweep_toml(model, [0, 2], stages=((2, 2),), env=env, load={"preflight_s": 3}))
+    try:
+        done = cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"), "--no-early-stop", timeout=240)
+        assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr[-2000:]
+        run_dir = only_run_dir(tmp_path / "runs")
+        first = json.loads((run_dir / "k0/r0/status.json").read_text())
+        assert first["state"] == "failed"
+        assert first["reason"].startswith("the server died during the pre-flight (exit code 1): "), first["reason"]
+        assert json.loads((run_dir / "k2/r0/status.json").read_text())["state"] == "done"
+        assert json.loads((run_dir / "preflight.json").read_text())["verdict"] == "ok"
     finally:
         kill_all(model)
     assert survivors(model) == []
