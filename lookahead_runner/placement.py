@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 OMP_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 # wrappers that mean the user placed the server already
 PLACING_COMMANDS = ("taskset", "numactl", "docker", "podman", "ssh", "srun")
-# One Locust process's cost per streamed chunk, measured with benchmarks/client_accuracy.py at no
-# token delay (the whole read path: socket, HTTP chunking, SSE, timeline). Until the pre-flight
-# measures this run's own figure, processes are planned from it.
+# One Locust process's CPU per streamed chunk (the whole read path: socket, HTTP chunking, SSE,
+# timeline, records), measured with benchmarks/client_accuracy.py --cases 64:0:1: 24-33 us on the
+# shared 2-core box (3 runs; 44-51 us before the read path was cut). Processes are planned from it
+# until the pre-flight measures this run's own figure.
 CHUNK_CPU_US = 25.0
 # A process is planned to use at most this share of its core: past it, the event loop queues reads.
 TARGET_CPU_FRAC = 0.6
