@@ -33,13 +33,19 @@ class ArrivalReader:
     the de-chunked body in `_body_buffer`, which this reader consumes.
     """
 
-    __slots__ = ("_response", "_sock", "_buffer", "_stamped", "arrived_s")
+    __slots__ = ("_response", "_sock", "_buffer", "_stamped", "_socket_timeout", "arrived_s")
 
     def __init__(self, response: Any) -> None:
         self._response = response
         self._sock = response._sock
         self._buffer: bytearray = response._body_buffer
         self._stamped = enable_arrival_stamps(self._sock)
+        # gevent arms a timer for every wait of a socket with a timeout: one per read, a third of a read's
+        # cost. The caller bounds the whole stream (gevent.Timeout), so the reads go without; the pooled
+        # connection gets its timeout back when the body ends (or the read fails).
+        self._socket_timeout = self._sock.gettimeout() if self._sock is not None else None
+        if self._sock is not None:
+            self._sock.settimeout(None)
         # body bytes that came with the headers arrived before this point; the headers' read is not ours
         self.arrived_s = time.time()
 
@@ -78,11 +84,17 @@ class ArrivalReader:
         try:
             self._response.feed(data)  # b"" (the peer closed) makes the parser raise if the body is incomplete
         except BaseException:
+            self.close()
             self._response.release()
-            self._sock = None
             raise
         if self._response.message_complete:
-            self._sock = None  # the parser released the connection to its pool
+            self.close()  # the parser released the connection to its pool
+
+    def close(self) -> None:
+        """Give the connection its own timeout back; reading stops here. (Also on a failed or cut stream.)"""
+        if self._sock is not None:
+            self._sock.settimeout(self._socket_timeout)
+            self._sock = None
 
 
 def enable_arrival_stamps(sock: Any) -> bool:

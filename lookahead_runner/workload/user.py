@@ -152,6 +152,14 @@ class StreamingCompletionsBase(FastHttpUser):
         for anything else. Ends at [DONE] (its arrival is the end), an error chunk, or the end of the body."""
         observe = self.observe_line
         reader = ArrivalReader(raw)
+        try:
+            return self._read_lines(reader, timeline, t_send_s, observe)
+        finally:
+            reader.close()  # the connection's own timeout back, however the stream ended
+
+    @staticmethod
+    def _read_lines(reader: ArrivalReader, timeline: TokenTimeline, t_send_s: float,
+                    observe: Callable[[bytes, float], None] | None) -> tuple[StreamFailure | None, float]:
         add = timeline.add_parts
         while True:
             try:

@@ -37,8 +37,9 @@ def serve(script) -> tuple[int, list[float]]:
     return listener.getsockname()[1], sent
 
 
-def open_response(port: int) -> HTTPSocketResponse:
+def open_response(port: int, timeout: float | None = None) -> HTTPSocketResponse:
     sock = gevent.socket.create_connection(("127.0.0.1", port))
+    sock.settimeout(timeout)
     sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
     return HTTPSocketResponse(sock, method="POST")
 
@@ -74,13 +75,17 @@ def test_events_split_and_batched_across_reads():
         conn.sendall(chunk(b"c\n\n") + chunk(b"tail-without-newline") + b"0\r\n\r\n")
 
     port, sent = serve(script)
-    reader = ArrivalReader(open_response(port))
+    response = open_response(port, timeout=7.0)
+    sock = response._sock
+    reader = ArrivalReader(response)
     assert reader.read_lines() == [b"data: a", b"", b"data: b", b""]
+    assert sock.gettimeout() is None  # no timer per read: the caller bounds the whole stream
     batch_time = reader.arrived_s
     assert reader.read_lines() == [b"data: cc", b""]
     assert reader.arrived_s >= sent[0] > batch_time  # the completing read's time, not the first half's
     assert reader.read_lines() == [b"tail-without-newline"]
     assert reader.read_lines() is None
+    assert sock.gettimeout() == 7.0  # the pooled connection's own timeout is back
 
 
 def test_a_connection_closed_mid_body_raises():
