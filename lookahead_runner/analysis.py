@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from .placement import LagAdvice, lag_reason
 from .records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
 from .telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 
@@ -43,6 +44,7 @@ class WindowRules:
     max_client_cpu_pct: float = 90.0
     expected_output_tokens: int = 0
     expected_prompt_tokens: int = 0
+    lag_advice: LagAdvice = LagAdvice()  # the fixes a lagging client's reason names (this run's placement)
 
     def warmup_for(self, stage_s: float) -> float:
         if self.warmup_s >= 0:
@@ -127,13 +129,11 @@ def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
     reasons = []
     if row["requests"] < rules.min_requests:
         reasons.append(f"only {row['requests']} requests completed (< {rules.min_requests})")
-    lag = row["client_lag_p99_ms"]
-    if not math.isnan(lag) and lag > rules.max_client_lag_p99_ms:
-        reasons.append(f"client saturated: Locust's loop lag p99 {lag:.0f} ms > {rules.max_client_lag_p99_ms:g} ms; "
-                       "give Locust a core of its own or more processes (load.processes)")
-    cpu = row.get("client_cpu_pct", NAN)
-    if not math.isnan(cpu) and cpu >= rules.max_client_cpu_pct:
-        reasons.append(f"client saturated: Locust CPU {cpu:.0f}% of a core; raise load.processes")
+    lag, cpu = row["client_lag_p99_ms"], row.get("client_cpu_pct", NAN)
+    if not math.isnan(lag) and lag > rules.max_client_lag_p99_ms:  # saturated or starved: the cause and its fix
+        reasons.append(lag_reason(lag, cpu, rules.max_client_lag_p99_ms, rules.lag_advice))
+    elif not math.isnan(cpu) and cpu >= rules.max_client_cpu_pct:
+        reasons.append(f"client saturated: Locust's busiest process at {cpu:.0f}% of a core; {rules.lag_advice.saturated}")
     if row["length_mismatches"]:
         reasons.append(f"{row['length_mismatches']} responses with the wrong token count")
     return (not reasons), "; ".join(reasons)

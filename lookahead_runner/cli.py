@@ -80,14 +80,17 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     from . import results
     from .life import render_argv
     from .masking import shell_join
+    from .placement import host_cpus, plan_placement
     from .runner import plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
 
+    placement = plan_placement(config, host_cpus())  # a placement this host cannot give is refused first
     caps = probe_and_check(config, Path(args.resume) if args.resume else None)
     print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
           f"--num-lookahead-slots: {caps.lookahead_flag}; K written as "
           f"{resolve_style(caps, config.speculation.flag_style)}")
     if args.dry_run:
+        print(placement.describe())
         for group in server_lives(plan_lives(config), config.load.repeat_mode == "same-server"):
             argv = render_argv(config, caps, group[0].setting, config.server.port or 8000)
             print(f"{', '.join(life.key for life in group)}: {shell_join(argv)}")
@@ -103,7 +106,8 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
         run_dir = results.new_run_dir(Path(config.out), config.name)
     print(f"run folder: {run_dir}")
     try:
-        report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode, web=args.web)
+        report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode, web=args.web,
+                           placement=placement)
     except KeyboardInterrupt:
         _ignore_interrupts()  # everything is stopped: another Ctrl-C must not cut the goodbye short
         raise Interrupted(run_dir) from None
@@ -238,13 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from .finalize import RunDirError
+    from .placement import PlacementError
+    from .preflight import PreflightError
     from .server import ServerError
     from .vllm.knob import KnobError
     from .vllm.probe import ProbeError
 
     try:
         return args.func(args)
-    except (ConfigError, UsageError, KnobError, ProbeError, RunDirError, ServerError) as err:
+    except (ConfigError, UsageError, KnobError, ProbeError, RunDirError, ServerError, PlacementError,
+            PreflightError) as err:
         message = str(err).splitlines()[0] if isinstance(err, ServerError) and str(err) else str(err)
         print(one_line(f"lookahead-runner: {message}"), file=sys.stderr)
         return 2

@@ -103,6 +103,13 @@ class ServerConfig(Strict):
             if not ENV_NAME_RE.fullmatch(name):
                 raise ValueError(f"{name!r} is not a variable name; write e.g. \"HF_TOKEN\"")
         return value
+    cpus: str = Field("", description="CPUs for the server's process tree (a CPU list: \"0-5\"); "
+                                      "empty = load.placement decides")
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus_are_a_list(cls, value: str) -> str:
+        return _cpu_list(value)
 
     @field_validator("argv_template")
     @classmethod
@@ -180,7 +187,15 @@ class LoadConfig(Strict):
         -1.0, description="seconds excluded at each stage start; -1 = max(2 s, 25% of the stage)"
     )
     request_timeout_s: float = Field(120.0, gt=0)
-    processes: int = Field(1, ge=1, le=64, description="Locust worker processes on this host (--processes)")
+    processes: int | Literal["auto"] = Field(
+        "auto", description="Locust processes on this host (--processes); auto = enough to keep each under "
+                            "60% of a core at the highest stage, from the measured per-process capacity")
+    cpus: str = Field("", description="CPUs for Locust's processes (a CPU list: \"6-7\"); empty = load.placement decides")
+    placement: Literal["auto", "off"] = Field(
+        "auto", description="auto: a server started on this host gets CPUs apart from Locust's; off: the OS schedules both")
+    preflight_s: float = Field(
+        3.0, ge=0, description="seconds of load at the highest stage before the first life, measuring Locust's lag "
+                               "and capacity; a run that cannot be valid stops there (0 = no pre-flight)")
     top_p: float = Field(1.0, gt=0, le=1)
     seed: int | None = Field(None, description="sampling seed sent with every request")
     prompt_file: str = Field("", description="JSONL prompt corpus ({\"text\": ...} per line); empty = built-in")
@@ -201,6 +216,20 @@ class LoadConfig(Strict):
     def planned_repeats(self) -> int:
         """Repeats planned up front: "auto" starts with two (the least that shows a spread)."""
         return AUTO_FIRST_REPEATS if self.repeats == "auto" else self.repeats
+
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _processes_in_range(cls, value: object) -> object:
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
+            raise ValueError(f"{value!r}: write a count from 1 to 64, or \"auto\"")
+        return value
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus_are_a_list(cls, value: str) -> str:
+        return _cpu_list(value)
 
     @field_validator("stages")
     @classmethod
@@ -332,9 +361,33 @@ class SweepConfig(Strict):
                              "set speculation.k to the one K it runs (e.g. k = [4]) and no grid")
         return self
 
+    @model_validator(mode="after")
+    def _server_cpus_reach_the_server(self) -> "SweepConfig":
+        if self.server.cpus and (self.server.url or self.server.argv_template):
+            where = "server.url is a server started elsewhere: place it where it starts" if self.server.url else \
+                "server.argv_template starts the server through another program: put docker's " \
+                "--cpuset-cpus (or taskset -c) in the template"
+            raise ValueError(f"server.cpus cannot reach this server; {where}, and set load.cpus for Locust")
+        if self.server.cpus and self.load.cpus:
+            from .placement import format_cpus, parse_cpus
+
+            shared = set(parse_cpus(self.server.cpus)) & set(parse_cpus(self.load.cpus))
+            if shared:
+                raise ValueError(f"server.cpus and load.cpus share CPU {format_cpus(shared)}: the server's threads "
+                                 "would take Locust's CPU time; give them CPUs of their own")
+        return self
+
     @property
     def target_users(self) -> int:
         return self.decision.target_users or self.load.stages[-1].users
+
+
+def _cpu_list(value: str) -> str:
+    from .placement import parse_cpus
+
+    if value.strip():
+        parse_cpus(value)  # raises ValueError with the fix
+    return value.strip()
 
 
 def error_line(err: ValidationError, source: str) -> str:

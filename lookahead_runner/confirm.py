@@ -16,7 +16,7 @@ from .config import StageConfig, SweepConfig
 from .decision.confirm import describe, plan as plan_confirmation
 from .decision.schema import ConfirmPlan, Decision
 from .finalize import CONFIRM_ROLE as ROLE, RunData
-from .life import Life, LifeEvents, plan_entry, run_server_life
+from .life import Life, plan_entry
 from .masking import mask_server
 from .vllm.knob import Setting
 from .vllm.probe import Capabilities
@@ -76,11 +76,12 @@ def lives_in(document: dict, config: SweepConfig) -> tuple[ConfirmPlan | None, l
 
 
 def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, data: RunData, decision: Decision,
-                     say, events: LifeEvents, web: bool = False,
+                     say, run_life: Callable[[SweepConfig, Setting, list[int]], None],
                      announce: Callable[[list[Life], list[StageConfig]], None] = lambda lives, stages: None,
                      kept: Callable[[Life], None] = lambda life: None) -> list[Life]:
     """Plan the confirmation (once) and run each of its lives not done yet; returns its lives.
 
+    `run_life(config, setting, repeats)` runs one server life as the sweep runs its own (its placement);
     `announce(lives, stages)` tells the progress display what is coming; `kept(life)`: a life done earlier."""
     plan, lives = lives_in(results.read_json(run_dir / "plan.json"), config)
     if plan is None:
@@ -98,6 +99,5 @@ def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, dat
             todo.append(life)
     same_server = config.load.repeat_mode == "same-server"
     for group in ([todo] if same_server and todo else [[life] for life in todo]):
-        run_server_life(config_of(config, plan), caps, group[0].setting, [life.repeat for life in group], run_dir,
-                        say, events, web=web)
+        run_life(config_of(config, plan), group[0].setting, [life.repeat for life in group])
     return lives

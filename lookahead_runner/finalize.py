@@ -16,6 +16,7 @@ from .config import SweepConfig
 from .decision import Cell, Decision, Window, decide, evidence, window
 from .decision.confirm import judge, unconfirmed_note, with_confirmation
 from .decision.schema import AxisDecision, ConfirmPlan, LifeNote
+from .preflight import lag_advice
 from .ramp import ramp_decision
 from .vllm.probe import Capabilities
 
@@ -44,6 +45,13 @@ def _workload_of(directory: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return {"prompt_method": data.get("prompt_method", ""), "prompt_note": data.get("prompt_note", "")}
+
+
+def _preflight_of(run_dir: Path) -> dict | None:
+    try:
+        return results.read_json(run_dir / "preflight.json")
+    except (OSError, ValueError):
+        return None
 
 
 def note_repeat_mode(decision: Decision, repeat_mode: str) -> Decision:
@@ -95,10 +103,14 @@ def read_plan(run_dir: Path) -> tuple[dict, SweepConfig]:
 def read_run(run_dir: Path) -> RunData:
     """Every life's raw files -> summary rows and evidence windows (pure analysis; only reads)."""
     plan, config = read_plan(run_dir)
+    preflight = _preflight_of(run_dir)
+    if preflight:
+        plan["preflight"] = preflight  # for the report's probe section
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
                         expected_output_tokens=config.load.output_tokens,
                         expected_prompt_tokens=config.load.prompt_tokens,
-                        max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms)
+                        max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms,
+                        lag_advice=lag_advice(plan, preflight))
     data = RunData(plan, config, pd.DataFrame(), [])
     rows = []
     for life in plan["lives"]:

@@ -22,6 +22,7 @@ from .auth import LOAD_KEY_ENV, SERVER_KEY_ENV, bearer_header
 from .config import SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
 from .masking import MissingSecret, Secrets, api_key_to_env, mask_server
+from .placement import Placement
 from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
                      wait_for_port_free)
 from .telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
@@ -163,13 +164,18 @@ def fresh_life_dir(run_dir: Path, life: Life) -> Path:
 
 
 def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, repeats: list[int], run_dir: Path,
-                    say, events: LifeEvents | None = None, web: bool = False) -> list[Outcome]:
+                    say, events: LifeEvents | None = None, web: bool = False, placement: Placement | None = None,
+                    preflight: Callable[[Served, Placement], Placement] | None = None) -> list[Outcome]:
     """Start the server once and measure `repeats` of `setting` on it, one after another.
 
     A failed start or a dead server fails every repeat it leaves unmeasured. The server's own files
     (server.log, server.json) live in the first repeat's folder; each later repeat's status.json
-    names that folder (`server_life`). With `web`, Locust serves its web UI on a free local port."""
+    names that folder (`server_life`). With `web`, Locust serves its web UI on a free local port.
+    `placement` says which CPUs the server and Locust run on; `preflight`, run once the server is
+    warm, may change Locust's process count or stop the sweep (preflight.PreflightError)."""
     events = events or LifeEvents()
+    placement = placement or Placement("off", processes=1 if config.load.processes == "auto"
+                                       else int(config.load.processes))
     lives = [Life(setting, repeat) for repeat in repeats]
     host = fresh_life_dir(run_dir, lives[0])
     results.write_status(host, "running")
@@ -183,8 +189,9 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
         server = RunningServer(base_url, host / "server.log", headers)
     else:
         argv, env, secrets = server_launch(config, caps, setting, port)
-        server = ServerProcess(argv, base_url, host / "server.log", env | (sim_file_env(sim_file) if simulated else {}),
-                               config.server.stop_grace_s, headers, secrets)
+        env = env | placement.server_env | (sim_file_env(sim_file) if simulated else {})
+        server = ServerProcess(argv, base_url, host / "server.log", env, config.server.stop_grace_s, headers, secrets,
+                               placement.server_cpus)
     memory = open_memory_source(config.server.memory_source, simulated, sim_file, lambda: server.pid,
                                 config.server.dcgm_url)
     served = Served(base_url, headers, server, memory, external, sim_file if simulated else None)
@@ -207,6 +214,8 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
             say(f"  ready in {ready_s:.1f} s; memory ({memory.name}) {'stable' if stable else 'NOT stable'} "
                 f"after {stable_s:.1f} s")
             warm_up(base_url, config.server.model, headers, key_env=config.server.api_key_env)
+            if preflight is not None:
+                placement = preflight(served, placement)
             status.update(ready_s=round(ready_s, 2), memory_stable=stable)
             if len(lives) > 1:
                 status.update(server_life=lives[0].key)
@@ -215,7 +224,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                     out = fresh_life_dir(run_dir, life)
                     results.write_status(out, "running", server_life=lives[0].key)
                     events.started(life, False)
-                reason, measured, alive = measure(config, served, life, out, say, events, web)
+                reason, measured, alive = measure(config, served, life, out, say, events, web, placement)
                 outcomes.append(_finish(out, life, reason, status | measured, events))
                 if not alive and index + 1 < len(lives):
                     cause = f"not measured: the server of {lives[0].key} failed in {life.key}: {reason}"
@@ -244,7 +253,7 @@ def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents
 
 
 def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, events: LifeEvents,
-            web: bool) -> tuple[str, dict, bool]:
+            web: bool, placement: Placement) -> tuple[str, dict, bool]:
     """Sample the ready server while Locust runs the stages into `out`.
 
     Returns (why the repeat failed or "", status fields, whether the server is alive at the end)."""
@@ -256,7 +265,7 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
         web_port = free_port(WEB_HOST) if web else None
         if web_port is not None:
             say(f"  live view: {web_url(web_port)}")
-        argv = locust_argv(base_url, out, config.server.model, config.load, setting_name=life.key,
+        argv = locust_argv(base_url, out, config.server.model, load_with(config, placement), setting_name=life.key,
                            web_port=web_port)
         hang_s = max(config.load.request_timeout_s, 3.0)
 
@@ -268,7 +277,8 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
                     if stalled >= hang_s else "")
 
         # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
-        load = run_locust(argv, out / "locust.log", deadline_s, env=_locust_env(config) | sim_env, abort=abort)
+        load = run_locust(argv, out / "locust.log", deadline_s, env=locust_env(config) | sim_env, abort=abort,
+                          cpus=placement.load_cpus)
         alive_at_end = server.alive()
     # after the closing sample, so this request stays out of the life's token accounting
     hung = (f"the server hung: a 1-token completion got no answer within {hang_s:.0f} s after the load"
@@ -291,16 +301,21 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
     return reason, measured, alive_at_end and not (hung or load.aborted)
 
 
-def _locust_env(config: SweepConfig) -> dict[str, str]:
+def load_with(config: SweepConfig, placement: Placement):
+    """The load settings with the process count placement resolved ("auto" -> a number)."""
+    return config.load.model_copy(update={"processes": placement.processes})
+
+
+def locust_env(config: SweepConfig) -> dict[str, str]:
     """The API key reaches Locust through its environment only, never its argv or files."""
     key = load_key(config)
     return {LOAD_KEY_ENV: key} if key else {}
 
 
-def died(server: ServerProcess) -> str:
+def died(server: ServerProcess, during: str = "the load") -> str:
     """Why a server process ended: its exit code and the line of its log that says why."""
     code = server.process.poll() if server.process else None
-    return f"the server died during the load (exit code {code}): {root_cause(server.log_tail(40))}"
+    return f"the server died during {during} (exit code {code}): {root_cause(server.log_tail(40))}"
 
 
 def _remember(memory, readings: list[tuple[float, float]]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import reaper
+from .placement import pin
 
 DEFAULT_LOCUSTFILE = Path(__file__).resolve().parents[1] / "locustfiles" / "completions.py"
 WEB_HOST = "127.0.0.1"
@@ -98,15 +99,15 @@ def web_url(web_port: int) -> str:
 
 
 def run_locust(argv: list[str], log_path: Path, deadline_s: float, env: dict[str, str] | None = None,
-               abort=None) -> LoadResult:
+               abort=None, cpus: tuple[int, ...] = ()) -> LoadResult:
     """Run Locust to the end of its stages; kill its group if it overruns the deadline.
 
     `abort()` is asked twice a second; when it returns a reason (the server died or hung), Locust
     is stopped at once (SIGTERM, so it writes its stats; SIGKILL 5 s later) instead of loading a
-    dead server until its stages end."""
+    dead server until its stages end. `cpus`: the CPUs Locust and its worker processes run on."""
     with open(log_path, "ab") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=os.environ | (env or {}), start_new_session=True)
+                                   env=os.environ | (env or {}), start_new_session=True, preexec_fn=pin(cpus))
         reaper.register(process.pid, 5.0)
         try:
             end = time.monotonic() + deadline_s

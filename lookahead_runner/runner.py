@@ -21,8 +21,10 @@ from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
 from .confirm import ROLE as CONFIRM_ROLE, run_confirmation
 from .finalize import decide_all, finalize, read_run, write_tables
-from .life import Life, LifeEvents, is_simulator, plan_entry, run_server_life
+from .life import Life, LifeEvents, Served, died, is_simulator, locust_env, plan_entry, run_server_life
 from .masking import MissingSecret, mask_server
+from .placement import Placement, host_cpus, plan_placement
+from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
 from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, ProbeError, probe_running_server, run_probe
@@ -86,7 +88,8 @@ def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
             for l in plan["lives"] if l.get("role") != CONFIRM_ROLE]
 
 
-def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str = "sweep") -> dict:
+def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str = "sweep",
+               placement: Placement | None = None) -> dict:
     """The run's plan.json: each secret of the config and of the argv as ${NAME} (masking.py)."""
     masked, secrets = mask_server(config.server, os.environ)
     lives = [plan_entry(config, caps, life) for life in plan_lives(config)]
@@ -97,6 +100,7 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str =
         "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(
             mode="json"),
         "target_users": config.target_users, "is_simulator": is_simulator(config.server.command), "lives": lives,
+        "placement": (placement or plan_placement(config, host_cpus())).to_dict(),
     })
 
 
@@ -117,10 +121,11 @@ def sigterm_as_interrupt():
 
 
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, early_stop: bool = True,
-              mode: str = "sweep", web: bool = False) -> Path:
+              mode: str = "sweep", web: bool = False, placement: Placement | None = None) -> Path:
+    placement = placement or plan_placement(config, host_cpus())
     plan_path = run_dir / "plan.json"
     if not plan_path.exists():
-        results.write_json(plan_path, results.redact(build_plan(config, caps, run_dir.name, mode)))
+        results.write_json(plan_path, results.redact(build_plan(config, caps, run_dir.name, mode, placement)))
     else:  # a resumed run: what a killed runner of this folder left running goes first
         for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
@@ -129,6 +134,16 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
     with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
             SweepProgress(config.load.stages, len(lives)) as progress:
         say = say or progress.say
+        say(placement.describe())
+        placed = {"placement": placement, "preflight_due": config.load.preflight_s > 0}
+
+        def preflight(served: Served, current: Placement) -> Placement:
+            alive = (lambda: "") if served.external else (
+                lambda: "" if served.server.alive() else died(served.server, "the pre-flight"))
+            placed["placement"] = run_preflight(config, served.base_url, current, run_dir, say,
+                                                locust_env(config), alive)
+            placed["preflight_due"] = False
+            return placed["placement"]
 
         def tag(life: Life) -> str:
             return f"[{number[life.key]}/{len(number)}] {life.key}"
@@ -142,8 +157,21 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             progress.life_finished()
 
         events = LifeEvents(started, progress.load_started, finished)
+
+        def run_life(life_config: SweepConfig, setting, repeats: list[int]) -> None:
+            """One server life, on the sweep's placement; the first one runs the pre-flight."""
+            try:
+                run_server_life(life_config, caps, setting, repeats, run_dir, say, events, web=web,
+                                placement=placed["placement"], preflight=preflight if placed["preflight_due"] else None)
+            except PreflightError as err:  # no life was measured: each is run again by --resume
+                for repeat in repeats:
+                    out = results.life_dir(run_dir, setting.name, repeat)
+                    out.mkdir(parents=True, exist_ok=True)
+                    results.write_status(out, "failed", f"not measured: {err}")
+                raise
+
         early_stop = early_stop and not config.grid.flag  # each grid value has its own decision
-        run_lives(config, caps, run_dir, lives, tag, say, progress, events, early_stop, web)
+        run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
         while config.load.repeats == "auto" and not config.grid.flag:
             wanted = [k for k in repeats_wanted(read_run(run_dir).evidence(), config.decision)
                       if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
@@ -154,14 +182,14 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
                 f"at most {config.load.max_repeats})")
             number.update({life.key: n for n, life in enumerate(lives, 1)})
             progress.add_lives(len(more))
-            run_lives(config, caps, run_dir, more, tag, say, progress, events, False, web)
+            run_lives(config, run_dir, more, tag, say, progress, run_life, False)
         if mode == "sweep":
-            confirm_recommendation(config, caps, run_dir, say, progress, events, web, number, tag)
+            confirm_recommendation(config, caps, run_dir, say, progress, run_life, number, tag)
     return finalize(run_dir, render=True)
 
 
-def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress,
-                           events: LifeEvents, web: bool, number: dict[str, int], tag) -> None:
+def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
+                           number: dict[str, int], tag) -> None:
     """The confirmation life of what the decision recommends (confirm.py), once the per-K lives are done."""
     document = results.read_json(run_dir / "plan.json")
     if not document.get("confirm") and config.decision.confirm == "off":
@@ -178,7 +206,7 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
         progress.life_started(life.key)
         progress.life_finished()
 
-    run_confirmation(config, caps, run_dir, data, decision, say, events, web, announce, kept)
+    run_confirmation(config, caps, run_dir, data, decision, say, run_life, announce, kept)
 
 
 def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int]) -> list[Life]:
@@ -195,8 +223,8 @@ def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: l
     return more
 
 
-def run_lives(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], tag, say, progress,
-              events: LifeEvents, early_stop: bool, web: bool) -> None:
+def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, progress, run_life,
+              early_stop: bool) -> None:
     """Every life not done yet, one server life per group; larger K skipped once the stop rule fires."""
     stopped_at = None
     for group in server_lives(lives, config.load.repeat_mode == "same-server"):
@@ -214,8 +242,7 @@ def run_lives(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: lis
             else:
                 todo.append(life)
         if todo:
-            run_server_life(config, caps, todo[0].setting, [life.repeat for life in todo], run_dir, say,
-                            events, web=web)
+            run_life(config, todo[0].setting, [life.repeat for life in todo])
         after = lives.index(group[-1]) + 1
         if stopped_at is not None or (after < len(lives) and lives[after].setting.k == group[-1].setting.k):
             continue  # decide once every life of this K is measured

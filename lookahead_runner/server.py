@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import reaper
 from .masking import PLACEHOLDER_RE, MissingSecret, Secrets, StreamMasker
+from .placement import pin
 
 
 class ServerError(RuntimeError):
@@ -120,8 +121,9 @@ class ServerProcess:
 
     def __init__(self, argv: list[str], base_url: str, log_path: Path, env: dict[str, str] | None = None,
                  stop_grace_s: float = 15.0, headers: dict[str, str] | None = None,
-                 secrets: Secrets | None = None) -> None:
+                 secrets: Secrets | None = None, cpus: tuple[int, ...] = ()) -> None:
         self.argv = argv
+        self.cpus = cpus  # the CPUs its process tree may run on (placement.py); () = any
         self.base_url = base_url.rstrip("/")
         self.log_path = log_path
         self.env = env or {}
@@ -130,7 +132,7 @@ class ServerProcess:
         self.secrets = secrets or Secrets()
         self.process: subprocess.Popen | None = None
         self._copier: LogCopier | None = None
-        self.record: dict = {"argv": argv, "base_url": self.base_url}
+        self.record: dict = {"argv": argv, "base_url": self.base_url, **({"cpus": list(cpus)} if cpus else {})}
         secret_env = sorted(key for key, value in self.env.items() if PLACEHOLDER_RE.search(value))
         if secret_env:  # names only: these variables carry secrets to the server
             self.record["secret_env"] = secret_env
@@ -148,6 +150,7 @@ class ServerProcess:
             self.process = subprocess.Popen(
                 argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=os.environ | {"PYTHONUNBUFFERED": "1"} | env, start_new_session=True,
+                preexec_fn=pin(self.cpus),
             )
         except OSError as err:
             raise ServerError(f"cannot start {self.argv[0]!r}: {err.strerror}") from None

@@ -118,12 +118,40 @@ def flags_used(lives: list[Mapping]) -> list[str]:
     return list(seen)
 
 
-def probe_rows(probe: Mapping, lives: list[Mapping]) -> list[dict]:
+def probe_rows(probe: Mapping, lives: list[Mapping], plan: Mapping | None = None) -> list[dict]:
     fields = (("vLLM version", "version"), ("help source", "help_source"), ("flags found", "flags_count"),
               ("how K is written", "knob"), ("--num-lookahead-slots", "lookahead_flag"))
     rows = [{"label": label, "value": str(probe.get(key, MISSING))} for label, key in fields]
     rows.append({"label": "command", "value": shell_text(probe.get("command")) or MISSING})
     rows.append({"label": "flags used by this run", "value": " ".join(flags_used(lives)) or MISSING})
+    return rows + placement_rows(plan or {})
+
+
+def _one(value: object) -> str:
+    """A measured figure with one decimal; MISSING when absent or not a number."""
+    return format_cell("client_lag_p99_ms", value)
+
+
+def placement_rows(plan: Mapping) -> list[dict]:
+    """Where the server and Locust ran (plan.json), and what the pre-flight measured (preflight.json)."""
+    preflight = plan.get("preflight") if isinstance(plan.get("preflight"), Mapping) else {}
+    placed = preflight.get("placement") if isinstance(preflight.get("placement"), Mapping) else plan.get("placement")
+    rows = []
+    if isinstance(placed, Mapping):
+        rows.append({"label": "placement", "value": str(placed.get("description", MISSING))})
+    runs = [run for run in preflight.get("runs") or [] if isinstance(run, Mapping)]
+    if preflight:
+        idle = preflight.get("idle") if isinstance(preflight.get("idle"), Mapping) else {}
+        text = f"{preflight.get('verdict', MISSING)}; server idle: Locust's CPUs wake late by p99 " \
+               f"{_one(idle.get('lag_p99_ms'))} ms"
+        if runs:
+            last = runs[-1]
+            text += (f"; at {last.get('users')} users: loop lag p99 {_one(last.get('lag_p99_ms'))}"
+                     f" ms, busiest process {_one(last.get('busiest_cpu_pct'))}% of a core, "
+                     f"{_one(last.get('chunk_cpu_us'))} us per chunk")
+        if preflight.get("reason"):
+            text += f"; {preflight['reason']}"
+        rows.append({"label": "pre-flight", "value": text})
     return rows
 
 
@@ -210,7 +238,7 @@ def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
         "summary_table": summary_table(summary),
         "invalid_windows": invalid_windows(summary),
         "row_count": len(summary), "invalid_count": len(summary) - len(valid),
-        "probe": probe_rows(probe, lives),
+        "probe": probe_rows(probe, lives, plan),
         "probe_flags": [str(flag) for flag in probe.get("flags") or []],
         "lives": life_rows(lives),
         "run_files": [{"name": name, "href": name} for name in RUN_FILES],

@@ -11,6 +11,7 @@ sent arrives as a chunk with an ``error`` object (or ``"object": "error"``), the
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 DATA_PREFIX = b"data:"
@@ -43,6 +44,70 @@ class Chunk:
 
 
 DONE = Chunk(done=True)
+
+
+# The compact chunk vLLM writes (pydantic's model_dump_json: no spaces), read by position:
+# data: {"id":...,"choices":[{"index":0,"text":"...",...}],"usage":{"prompt_tokens":P,...,"completion_tokens":C}}
+FAST_PREFIX = b"data: {"
+DONE_LINE = b"data: [DONE]"
+_CHOICES = b'"choices":['
+_TEXT = b'"text":'
+_COMPLETION = b'"completion_tokens":'
+_PROMPT = b'"prompt_tokens":'
+_NO_USAGE = b'"usage":null'
+_DIGITS = re.compile(rb"\d+")
+
+
+def scan_chunk(line: bytes, want_prompt: bool = True) -> tuple[bool, bool, int | None, int | None] | None:
+    """(has choices, has text, completion_tokens, prompt_tokens) of a content line in vLLM's compact
+    form, read by position without building the JSON; None for anything else (an error chunk, other
+    spacing, a line cut short...), which `parse_sse_line` then reads in full. prompt_tokens is read
+    from the usage-only chunk, and from content chunks only while `want_prompt`.
+
+    A key found by position cannot come from inside a string: JSON escapes every quote there."""
+    if not line.startswith(FAST_PREFIX) or not line.endswith(b"}"):
+        return None
+    at = line.find(_CHOICES)
+    if at < 0:
+        return None
+    at += len(_CHOICES)
+    if line.startswith(b"]", at):
+        has_choices = has_text = False
+    elif line.startswith(b"{", at):
+        has_choices = True
+        text = line.find(_TEXT, at)
+        if text < 0:
+            return None
+        text += len(_TEXT)
+        has_text = line.startswith(b'"', text) and not line.startswith(b'""', text)
+    else:
+        return None
+    completion = line.find(_COMPLETION, at)
+    if completion < 0:
+        if _NO_USAGE not in line and b'"usage"' in line:
+            return None
+        return has_choices, has_text, None, None
+    tokens = _number_at(line, completion + len(_COMPLETION))
+    if tokens is None:
+        return None
+    prompt = None
+    if want_prompt or not has_choices:
+        prompt_at = line.find(_PROMPT, at)
+        if prompt_at >= 0:
+            prompt = _number_at(line, prompt_at + len(_PROMPT))
+            if prompt is None:
+                return None
+    return has_choices, has_text, tokens, prompt
+
+
+def _number_at(line: bytes, start: int) -> int | None:
+    """The integer starting at `start` (usage's last member ends at "}", others at ",")."""
+    end = line.find(b"}", start)
+    digits = line[start:end]
+    if digits.isdigit():
+        return int(digits)
+    match = _DIGITS.match(line, start)
+    return int(match.group()) if match else None
 
 
 def excerpt(data: bytes | str, limit: int = _EXCERPT_CHARS) -> str:

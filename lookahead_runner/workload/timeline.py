@@ -1,7 +1,7 @@
 """Pure per-request timing: from (chunk, receive time) pairs to TTFT, per-token ITL, TPOT and token counts.
 
-Definitions (all times are offsets in seconds from the moment the request was sent, taken when a
-line was read and before its JSON was parsed):
+Definitions (all times are offsets in seconds from the moment the request was sent; a line's time is
+when its bytes arrived at this host, workload/reader.py):
 
 - TTFT: receive time of the first chunk with non-empty text (if no chunk has text, the first chunk
   that carries tokens).
@@ -12,7 +12,8 @@ line was read and before its JSON was parsed):
   arrive together with the first token get no sample (their gap is not observable), so the samples
   sum to (last token chunk - first token chunk) and speculative chunks neither hide as one long gap
   nor inflate the count with zeros.
-- TPOT: (e2e - TTFT) / (output_tokens - 1), e2e ending at ``[DONE]``; as vLLM's benchmarks define it.
+- TPOT: (e2e - TTFT) / (output_tokens - 1), e2e ending at the arrival of ``[DONE]``; as vLLM's
+  benchmarks define it.
 """
 
 from __future__ import annotations
@@ -92,16 +93,29 @@ class TokenTimeline:
         if chunk.done:
             self.done = True
             return
-        if chunk.usage is not None and chunk.usage.prompt_tokens is not None:
-            self.prompt_tokens = chunk.usage.prompt_tokens
-        if not chunk.has_choices:
-            if chunk.usage is not None:
-                self.final_usage_tokens = chunk.usage.completion_tokens
+        usage = chunk.usage
+        self.add_parts(received_s, chunk.has_choices, bool(chunk.text),
+                       None if usage is None else usage.completion_tokens, None if usage is None else usage.prompt_tokens)
+
+    def add_parts(self, received_s: float, has_choices: bool, has_text: bool, completion_tokens: int | None,
+                  prompt_tokens: int | None) -> None:
+        """`add` for a chunk already taken apart (sse.scan_chunk): no objects built per chunk."""
+        if prompt_tokens is not None:
+            self.prompt_tokens = prompt_tokens
+        if not has_choices:
+            if completion_tokens is not None:
+                self.final_usage_tokens = completion_tokens
             return
         self.chunks += 1
-        tokens = self._tokens_in(chunk)
+        if completion_tokens is None:
+            tokens = 1 if has_text else 0
+        else:
+            tokens = completion_tokens - (self.running_usage_tokens or 0)
+            self.running_usage_tokens = completion_tokens
+            if tokens < 0:
+                tokens = 0
         self.client_tokens += tokens
-        if chunk.text and self.first_text_s is None:
+        if has_text and self.first_text_s is None:
             self.first_text_s = received_s
         if tokens <= 0:
             return
@@ -109,15 +123,11 @@ class TokenTimeline:
             self.first_tokens_s = received_s
         elif self.last_token_chunk_s is not None:
             gap_s = (received_s - self.last_token_chunk_s) / tokens
-            self.itl_samples_s.extend([gap_s] * tokens)
+            if tokens == 1:
+                self.itl_samples_s.append(gap_s)
+            else:
+                self.itl_samples_s.extend([gap_s] * tokens)
         self.last_token_chunk_s = received_s
-
-    def _tokens_in(self, chunk: Chunk) -> int:
-        if chunk.usage is None:
-            return 1 if chunk.text else 0
-        previous = self.running_usage_tokens or 0
-        self.running_usage_tokens = chunk.usage.completion_tokens
-        return max(chunk.usage.completion_tokens - previous, 0)
 
     def result(self, end_s: float) -> StreamResult:
         usage_tokens = self.final_usage_tokens

@@ -3,8 +3,10 @@
 One request = a prompt of exactly ``--prompt-tokens`` tokens for the served model (workload/prompt.py:
 calibrated text, or token ids), exactly ``--output-tokens`` tokens out (max_tokens = min_tokens,
 ignore_eos), with --temperature / --top-p / --seed, streamed with usage on every chunk. Lines are read
-with ``resp.stream.readline(b"\\n")`` and timestamped before any JSON parsing; TTFT, per-token ITL and
-TPOT are defined in `lookahead_runner.workload.timeline`. Locust's own statistics get the full
+off the socket with the time their bytes arrived (workload/reader.py: the kernel's receive stamp, so
+a busy event loop does not delay the reading), and vLLM's compact chunks are read by position
+(sse.scan_chunk) rather than parsed as JSON; TTFT, per-token ITL and TPOT are defined in
+`lookahead_runner.workload.timeline`. Locust's own statistics get the full
 end-to-end time as response_time and the completion tokens as response_length.
 
 A request ends in exactly one of three ways:
@@ -24,17 +26,27 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import gevent
-from gevent import GreenletExit
+from gevent import GreenletExit, monkey
+from geventhttpclient import connectionpool
 from locust import FastHttpUser, constant
 
 from lookahead_runner.records import CONNECTION_ERROR, CUT_ERROR, TIMEOUT_ERROR, RequestRecord
 from lookahead_runner.workload.request import StreamFailure, completion_payload, to_record, transport_failure
 from lookahead_runner.workload.scenario import ScenarioState, prepare_requests, stage_now, state_of
-from lookahead_runner.workload.sse import MalformedChunk, excerpt, parse_sse_line
+from lookahead_runner.workload.reader import ArrivalReader
+from lookahead_runner.workload.sse import MalformedChunk, excerpt, parse_sse_line, scan_chunk
 from lookahead_runner.workload.timeline import TokenTimeline, judge
+
+# geventhttpclient checks a pooled connection with select(timeout=0) before every request. Under
+# Locust's monkey-patching that is gevent's select, which yields to every other ready greenlet first:
+# the request left a whole event-loop round after its send time was taken, and TTFT counted that
+# queue (measured: 200 ms at p50 with 256 streams on a busy core). The check itself never needs to
+# wait, so the pool gets the operating system's select.
+connectionpool.select = SimpleNamespace(select=monkey.get_original("select", "select"))
 
 COMPLETIONS_PATH = "/v1/completions"
 # After a request refused outright (server down, HTTP error status), pause before the next one:
@@ -49,8 +61,8 @@ class StreamingCompletionsBase(FastHttpUser):
     abstract = True
     concurrency = 1
     wait_time = constant(0)
-    # Called with (raw line, perf_counter receive time) for every line read; for instrumentation
-    # (benchmarks/client_accuracy.py), None in normal runs.
+    # Called with (raw line without b"\n", arrival time in unix seconds) for every line read; for
+    # instrumentation (benchmarks/client_accuracy.py), None in normal runs.
     observe_line: Callable[[bytes, float], None] | None = None
 
     def __init__(self, environment: Any) -> None:
@@ -82,14 +94,13 @@ class StreamingCompletionsBase(FastHttpUser):
                                      settings.temperature, settings.top_p, settings.seed)
         timeline = TokenTimeline()
         lag_mark = state.lag.mark()
-        t_send_s = time.time()
-        t0 = time.perf_counter()
+        t_send_s = time.time()  # the clock the kernel stamps arrivals with (workload/reader.py)
         try:
             with self.client.post(
                 COMPLETIONS_PATH, json=payload, headers=self._headers, stream=True, catch_response=True
             ) as resp:
-                failure = self._read_stream(resp, timeline, t0, settings.request_timeout_s)
-                result = timeline.result(time.perf_counter() - t0)
+                failure, end_s = self._read_stream(resp, timeline, t_send_s, settings.request_timeout_s)
+                result = timeline.result(end_s)
                 reason = judge(result, settings.output_tokens, state.prompt.prompt_tokens)
                 if failure is None and reason is not None:
                     failure = StreamFailure(reason, f"{result.prompt_tokens} prompt, {result.output_tokens} "
@@ -102,7 +113,7 @@ class StreamingCompletionsBase(FastHttpUser):
                     resp.failure(failure.reason)
         except GreenletExit:
             # Stopped mid-request: no Locust event fired (the with-block saw no verdict), only a "cut" row.
-            cut = timeline.result(time.perf_counter() - t0)
+            cut = timeline.result(time.time() - t_send_s)
             self._write(to_record(stage, users, t_send_s, cut, CUT_ERROR, None, state.client, state.lag.cpu_pct()))
             raise
         record = to_record(stage, users, t_send_s, result, str(failure or ""), state.lag.p99_since_ms(lag_mark),
@@ -112,52 +123,72 @@ class StreamingCompletionsBase(FastHttpUser):
             gevent.sleep(_REFUSED_BACKOFF_S)
         return record
 
-    def _read_stream(self, resp: Any, timeline: TokenTimeline, t0: float, timeout_s: float) -> StreamFailure | None:
+    def _read_stream(self, resp: Any, timeline: TokenTimeline, t_send_s: float,
+                     timeout_s: float) -> tuple[StreamFailure | None, float]:
+        """(why the stream failed or None, its end in seconds from the send)."""
         error = getattr(resp, "error", None)
         status = resp.status_code
         if status != 200:
-            if status:
-                return StreamFailure(f"HTTP {status}: {_body_excerpt(resp)}")
-            return transport_failure(error, mid_stream=False)
+            failure = (StreamFailure(f"HTTP {status}: {_body_excerpt(resp)}") if status
+                       else transport_failure(error, mid_stream=False))
+            return failure, time.time() - t_send_s
         # The socket timeout bounds each read; this bounds the whole request (a trickling stream too).
-        timer = gevent.Timeout.start_new(max(t0 + timeout_s - time.perf_counter(), 0.0))
+        timer = gevent.Timeout.start_new(max(t_send_s + timeout_s - time.time(), 0.0))
         try:
-            failure = self._read_lines(resp.stream, timeline, t0)
+            failure, end_s = self._read_events(resp.stream, timeline, t_send_s)
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
-            failure = StreamFailure(TIMEOUT_ERROR, f"over {timeout_s:g} s")
+            failure, end_s = StreamFailure(TIMEOUT_ERROR, f"over {timeout_s:g} s"), time.time() - t_send_s
         finally:
             timer.close()
         if failure is not None:
             _close_connection(resp)
-        return failure
+        return failure, end_s
 
-    def _read_lines(self, stream: Any, timeline: TokenTimeline, t0: float) -> StreamFailure | None:
+    def _read_events(self, raw: Any, timeline: TokenTimeline, t_send_s: float) -> tuple[StreamFailure | None, float]:
+        """Read the SSE events as they arrive. Per line: the arrival time of the socket read that completed
+        it (reader.py), then vLLM's compact chunk read by position (sse.scan_chunk), a full JSON parse only
+        for anything else. Ends at [DONE] (its arrival is the end), an error chunk, or the end of the body."""
         observe = self.observe_line
+        reader = ArrivalReader(raw)
+        try:
+            return self._read_lines(reader, timeline, t_send_s, observe)
+        finally:
+            reader.close()  # the connection's own timeout back, however the stream ended
+
+    @staticmethod
+    def _read_lines(reader: ArrivalReader, timeline: TokenTimeline, t_send_s: float,
+                    observe: Callable[[bytes, float], None] | None) -> tuple[StreamFailure | None, float]:
+        add = timeline.add_parts
         while True:
             try:
-                line = stream.readline(b"\n")
+                lines = reader.read_lines()
             except Exception as exc:  # socket errors, parser errors, connection closed
-                return transport_failure(exc, mid_stream=True)
-            received = time.perf_counter()
-            if observe is not None:
-                observe(line, received)
-            if line == b"\n":  # the blank line after every event
-                continue
-            if not line:
-                return None  # end of body; judge() tells a clean end from a disconnect
-            try:
-                chunk = parse_sse_line(line)
-            except MalformedChunk as exc:
-                return StreamFailure("malformed chunk", str(exc))
-            if chunk is None:
-                continue
-            timeline.add(chunk, received - t0)
-            if chunk.done:
-                return None
-            if chunk.error is not None:
-                return StreamFailure("stream error", chunk.error)
+                return transport_failure(exc, mid_stream=True), time.time() - t_send_s
+            if lines is None:
+                return None, time.time() - t_send_s  # end of body; judge() tells a clean end from a disconnect
+            arrived_s = reader.arrived_s - t_send_s
+            for line in lines:
+                if observe is not None:
+                    observe(line, reader.arrived_s)
+                if not line:  # the blank line after every event
+                    continue
+                parts = scan_chunk(line, timeline.prompt_tokens is None)
+                if parts is not None:
+                    add(arrived_s, *parts)
+                    continue
+                try:
+                    chunk = parse_sse_line(line)
+                except MalformedChunk as exc:
+                    return StreamFailure("malformed chunk", str(exc)), time.time() - t_send_s
+                if chunk is None:
+                    continue
+                timeline.add(chunk, arrived_s)
+                if chunk.done:
+                    return None, arrived_s
+                if chunk.error is not None:
+                    return StreamFailure("stream error", chunk.error), time.time() - t_send_s
 
     def _write(self, record: RequestRecord) -> None:
         if self.scenario.request_log is not None:

@@ -188,8 +188,9 @@ def _check_tagged_run(tmp_path: Path, code: int, log: Path) -> tuple[list[dict[s
     for row in ok_rows:
         assert int(row["output_tokens"]) == OUTPUT_TOKENS
         assert int(row["prompt_tokens"]) == PROMPT_TOKENS
-        assert 0 < float(row["ttft_ms"]) < float(row["e2e_ms"])
-        assert float(row["t_send_s"]) < float(row["t_first_token_s"]) < float(row["t_done_s"])
+        # <=: tokens that reach the socket in one read (a client that read late) share its arrival time
+        assert 0 < float(row["ttft_ms"]) <= float(row["e2e_ms"])
+        assert float(row["t_send_s"]) < float(row["t_first_token_s"]) <= float(row["t_done_s"])
         assert 1 <= int(row["chunks"]) <= OUTPUT_TOKENS
         assert float(row["itl_p50_ms"]) <= float(row["itl_p99_ms"])
         assert row["error"] == ""

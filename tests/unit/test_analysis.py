@@ -63,7 +63,28 @@ def test_validity_gates():
                       WindowRules(min_requests=50, expected_output_tokens=64))
     assert not rows[0]["valid"]
     assert "wrong token count" in rows[0]["invalid_reason"] and "only" in rows[0]["invalid_reason"]
-    assert "client saturated" in rows[1]["invalid_reason"]
+    assert "client lag: Locust's loop lag p99" in rows[1]["invalid_reason"]  # no CPU column: cause unknown
+
+
+def test_lagging_client_is_named_saturated_or_starved_with_this_runs_fix():
+    """High lag + a busy Locust process = saturated (more processes); high lag + an idle one = starved by
+    other processes (placement): each reason carries the run's own fix."""
+    from lookahead_runner.placement import Placement, advice_for
+
+    reqs, stages, server, gpu = life()
+    for r in reqs:
+        r.update(lag_p99_ms=400.0, client="h:1", client_cpu_pct=3.0 if r["stage"] == 0 else 97.0)
+    off = advice_for(Placement("off", processes=1, host_cpus=(0, 1)))
+    rules = WindowRules(min_requests=1, lag_advice=off)
+    starved, saturated = (row["invalid_reason"] for row in
+                          stage_rows(pd.DataFrame(reqs), stages, server, gpu, "k4", 4, 0, rules))
+    assert starved.startswith("client starved: Locust's loop lag p99 400 ms > 50 ms while it used only 3% of a core")
+    assert 'load.placement = "auto" (here: server.cpus = "0", load.cpus = "1")' in starved
+    assert saturated.startswith("client saturated: Locust's loop lag p99 400 ms > 50 ms with its busiest process at 97%")
+    pinned = advice_for(Placement("auto", (0, 1, 2), (3,), processes=1, host_cpus=(0, 1, 2, 3)))
+    (_, saturated), = [(r["valid"], r["invalid_reason"]) for r in stage_rows(
+        pd.DataFrame(reqs), stages.iloc[1:], server, gpu, "k4", 4, 0, WindowRules(min_requests=1, lag_advice=pinned))]
+    assert 'load.cpus = "3" holds 1 process' in saturated
 
 
 def test_counter_delta_uses_last_sample_before_each_edge():

@@ -87,9 +87,9 @@ name = "{name}"
 command = [{json.dumps(str(LAUNCHER))}]
 model = {json.dumps(str(MODELS / "tiny-target"))}
 extra_args = ["--max-model-len", "512", "--max-num-seqs", "16", "--dtype", "float32", "--enforce-eager"]
-# 1 GiB of KV cache; OpenMP compute on core 0 leaves the other core(s) to the API server,
-# Locust and the runner (on 2 cores the default binding starves the client).
-env = {{ VLLM_CPU_KVCACHE_SPACE = "1", VLLM_CPU_OMP_THREADS_BIND = "0", LOOKAHEAD_E2E_MARK = "{MARK}" }}
+# 1 GiB of KV cache. No OpenMP binding here: the default placement (load.placement = "auto") puts
+# Locust on a core of its own and binds vLLM's threads to the others (VLLM_CPU_OMP_THREADS_BIND).
+env = {{ VLLM_CPU_KVCACHE_SPACE = "1", LOOKAHEAD_E2E_MARK = "{MARK}" }}
 ready_timeout_s = 240
 stop_grace_s = 20
 memory_source = "process"
@@ -113,9 +113,6 @@ min_requests = 3
 # exactly the lives of the K swept (a schedule's confirmation life is proven on the simulator, and a schedule
 # starting on this vLLM in test_schedule_capability.py)
 confirm = "off"
-# vLLM's CPU engine shares these 2 cores with Locust, so Locust's loop lags far more than a GPU host's
-# would; this test proves protocol, counters and restarts, not timing accuracy, so it tolerates that
-max_client_lag_p99_ms = 10000
 """
 
 
@@ -129,12 +126,11 @@ def _cmdline(proc: psutil.Process) -> list[str]:
 
 
 def _is_vllm(proc: psutil.Process) -> bool:
-    """A process of the real vLLM under test: the launcher, the vllm-cpu venv's python, a model of
-    ours on its command line, vLLM's own process titles (VLLM::EngineCore, VLLM::Worker), or our
-    mark in its environment. (A bare "vllm" substring would also match other projects' stubs.)"""
-    cmd = _cmdline(proc)
-    joined = " ".join(cmd)
-    if any(s in joined for s in (str(LAUNCHER), str(MODELS), str(VENV))) or joined.startswith("VLLM::"):
+    """A process of the real vLLM under this test: this checkout's launcher on its command line, or our
+    mark in its environment (vLLM's engine processes, retitled VLLM::EngineCore, inherit it). Not the
+    shared venv or models: other checkouts on this host run the same vLLM at the same time, and their
+    processes are not ours to count or stop."""
+    if str(LAUNCHER) in " ".join(_cmdline(proc)):
         return True
     try:
         return proc.environ().get("LOOKAHEAD_E2E_MARK") == MARK
@@ -156,8 +152,9 @@ def vllm_processes(exclude: set[int] = frozenset()) -> list[psutil.Process]:
 
 
 def is_server(cmd: list[str]) -> bool:
-    """`<launcher> serve MODEL ...` (not the probe's `--version` / `serve --help=all`)."""
-    return "serve" in cmd and str(MODELS / "tiny-target") in cmd and not any(a.startswith("--help") for a in cmd)
+    """`<this checkout's launcher> serve MODEL ...` (not the probe's `--version` / `serve --help=all`)."""
+    return ("serve" in cmd and str(LAUNCHER) in cmd and str(MODELS / "tiny-target") in cmd
+            and not any(a.startswith("--help") for a in cmd))
 
 
 class ProcessWatch:
@@ -229,7 +226,8 @@ def sweeps(tmp_path_factory, baseline):
     for name, (draft, ks, _range) in DRAFTS.items():
         config = root / f"{name}.toml"
         config.write_text(sweep_toml(f"e2e-{name}", draft, ks, flag_style=FLAG_STYLES[name]))
-        timeout = 120 + 90 * len(ks)  # probe ~20 s; a life ~25 s start + ~12 s load + stop
+        # probe ~20 s, pre-flight ~10 s; a life ~25 s start (100 s on a loaded box) + ~12 s load + stop
+        timeout = 150 + 150 * len(ks)
         started = time.monotonic()
         with ProcessWatch() as watch:
             try:
@@ -419,6 +417,31 @@ def test_acceptance_is_the_spec_decode_counter_ratio(sweeps):
             for row in csv.DictReader(handle):
                 if row["k"] == "0":
                     assert row["acceptance_rate"] == "" and row["mean_acceptance_length"] == "", row
+
+
+def test_placement_gives_valid_windows_with_the_default_client_lag_gate(sweeps):
+    """Co-located on this box, vLLM's threads used to starve Locust (loop lag p99 0.2-4.6 s at 1-4 % CPU:
+    every window invalid). With the default placement the server and its OpenMP threads run on their
+    cores and Locust on its own, and the windows pass the default 50 ms gate. A single window may still
+    catch a stall from another job on this shared box; more than one per sweep is a failure."""
+    cpus = sorted(os.sched_getaffinity(0))
+    for name in DRAFTS:
+        run_dir = run_dir_of(sweeps, name)
+        plan = json.loads((run_dir / "plan.json").read_text())
+        assert plan["config"]["decision"]["max_client_lag_p99_ms"] == 50.0
+        placement = plan["placement"]
+        assert placement["mode"] == "auto", placement
+        assert placement["load_cpus"] == str(cpus[-1]) and placement["processes"] == 1
+        server_cpus = [c for c in cpus if c != cpus[-1]]
+        assert placement["server_env"] == {"VLLM_CPU_OMP_THREADS_BIND": placement["server_cpus"]}
+        for life in plan["lives"]:
+            assert json.loads((run_dir / life["dir"] / "server.json").read_text())["cpus"] == server_cpus
+        preflight = json.loads((run_dir / "preflight.json").read_text())
+        assert preflight["verdict"] == "ok", preflight
+        summary = pd.read_csv(run_dir / "summary.csv")
+        invalid = summary[~summary["valid"].astype(bool)]
+        assert len(invalid) <= 1, f"{name}: {invalid[['k', 'users', 'invalid_reason']].to_dict('records')}"
+        assert not invalid["invalid_reason"].astype(str).str.contains("saturated").any(), invalid.to_dict("records")
 
 
 def test_report_renders_from_the_run(sweeps):

@@ -1,0 +1,342 @@
+"""Which CPUs the server and the load generator run on, when both share this host.
+
+A vLLM server left to the OS scheduler takes every core (its CPU build pins OpenMP threads to
+them), and Locust, reading hundreds of streams on one event loop, then waits for a core: its loop
+lags by hundreds of ms while it uses a few % of a CPU, and every latency it reads is late by that.
+Placement gives each side its own CPUs:
+
+- `server.cpus` / `load.cpus` (CPU lists as `taskset -c` writes them, "0-3,6") are applied to the
+  server's and Locust's process trees (the affinity is set in the child before exec; children and
+  threads inherit it);
+- `load.placement = "auto"` (the default) splits this host's CPUs for a server the runner starts
+  here: the load gets the cores its processes need for the planned stages, one each, and the server
+  the rest; "off" leaves both to the OS;
+- a server the user places (server.url, an argv_template such as `docker run`, or a command that
+  starts with taskset/numactl) keeps its placement; docker's equivalent of server.cpus is
+  `--cpuset-cpus`, in the template;
+- vLLM's CPU build binds its OpenMP threads itself (VLLM_CPU_OMP_THREADS_BIND), past the process
+  affinity: placement sets it to the server's CPUs, and refuses a value that overlaps the load's.
+
+Everything here is pure planning, apart from `pin`, which a child process runs before exec.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+OMP_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+# wrappers that mean the user placed the server already
+PLACING_COMMANDS = ("taskset", "numactl", "docker", "podman", "ssh", "srun")
+# One Locust process's CPU per streamed chunk (the whole read path: socket, HTTP chunking, SSE,
+# timeline, records), measured with benchmarks/client_accuracy.py --cases 64:0:1: 24-33 us on the
+# shared 2-core box (3 runs; 44-51 us before the read path was cut). Processes are planned from it
+# until the pre-flight measures this run's own figure.
+CHUNK_CPU_US = 25.0
+# A process is planned to use at most this share of its core: past it, the event loop queues reads.
+TARGET_CPU_FRAC = 0.6
+# Until measured, a stream is assumed to deliver a chunk every 10 ms (a fast GPU at a small batch).
+PRIOR_CHUNKS_PER_USER_S = 100.0
+
+
+class PlacementError(ValueError):
+    """A placement that cannot work on this host; one line naming the setting and the fix."""
+
+
+def parse_cpus(text: str) -> tuple[int, ...]:
+    """A CPU list ("0-3,6", as taskset -c and docker --cpuset-cpus write it) -> sorted CPU numbers."""
+    cpus: set[int] = set()
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            raise ValueError(f"{text!r} is not a CPU list; write e.g. \"0-3,6\"")
+        low, dash, high = part.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise ValueError(f"{text!r} is not a CPU list; write e.g. \"0-3,6\"")
+        first, last = int(low), int(high) if dash else int(low)
+        if last < first:
+            raise ValueError(f"{text!r}: the range {part} runs backwards; write e.g. \"{last}-{first}\"")
+        cpus.update(range(first, last + 1))
+    return tuple(sorted(cpus))
+
+
+def format_cpus(cpus: Iterable[int]) -> str:
+    """Sorted CPU numbers -> the shortest CPU list ("0-3,6")."""
+    ordered = sorted(set(cpus))
+    parts: list[str] = []
+    start = previous = None
+    for cpu in ordered + [None]:
+        if start is not None and (cpu is None or cpu != previous + 1):
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+            start = None
+        if cpu is not None and start is None:
+            start = cpu
+        previous = cpu
+    return ",".join(parts)
+
+
+def omp_bind_cpus(value: str) -> tuple[int, ...] | None:
+    """The CPUs a VLLM_CPU_OMP_THREADS_BIND value binds ("0-3", "0-3|4-7" per rank); None for
+    "auto", "nobind" or empty (not a CPU list)."""
+    value = value.strip()
+    if value in ("", "auto", "nobind", "all"):
+        return None
+    cpus: set[int] = set()
+    for rank in value.split("|"):
+        cpus.update(parse_cpus(rank))
+    return tuple(sorted(cpus))
+
+
+def processes_for(peak_users: int, chunks_per_user_s: float, chunk_cpu_us: float,
+                  target_frac: float = TARGET_CPU_FRAC) -> int:
+    """Locust processes that keep each under `target_frac` of a core at `peak_users` streams."""
+    demand_cores = peak_users * chunks_per_user_s * chunk_cpu_us / 1e6
+    return max(1, math.ceil(demand_cores / target_frac - 1e-9))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where this run puts its processes. Empty CPU tuples mean "not pinned" (the OS schedules it)."""
+
+    mode: str  # auto | manual | off | user (the server is placed by its own command) | single-cpu
+    server_cpus: tuple[int, ...] = ()
+    load_cpus: tuple[int, ...] = ()
+    processes: int = 1
+    processes_auto: bool = False
+    server_env: dict[str, str] = field(default_factory=dict)  # what placement adds to the server's env
+    host_cpus: tuple[int, ...] = ()
+    processes_why: str = ""
+
+    @property
+    def server_pinned(self) -> bool:
+        return bool(self.server_cpus)
+
+    def describe(self) -> str:
+        """One line for the progress output, plan.json and the report."""
+        procs = f"{self.processes} process{'es' if self.processes != 1 else ''}"
+        load = f"Locust ({procs}) on CPU{'s' if len(self.load_cpus) != 1 else ''} {format_cpus(self.load_cpus)}" \
+            if self.load_cpus else f"Locust ({procs}) on any CPU"
+        if self.mode == "user":
+            server = "the server placed by its own command (server.url, argv_template or a wrapper)"
+        elif self.server_cpus:
+            bind = self.server_env.get(OMP_BIND_ENV)
+            server = (f"server on CPU{'s' if len(self.server_cpus) != 1 else ''} {format_cpus(self.server_cpus)}"
+                      + (f" ({OMP_BIND_ENV}={bind})" if bind else ""))
+        else:
+            server = "server on any CPU"
+        host = f" of {format_cpus(self.host_cpus)}" if self.host_cpus else ""
+        why = f"; {self.processes_why}" if self.processes_why else ""
+        return f"placement {self.mode}: {server}, {load}{host}{why}"
+
+    def with_processes(self, processes: int, why: str) -> "Placement":
+        return Placement(self.mode, self.server_cpus, self.load_cpus, processes, self.processes_auto,
+                         dict(self.server_env), self.host_cpus, why)
+
+    def to_dict(self) -> dict:
+        return {"mode": self.mode, "server_cpus": format_cpus(self.server_cpus),
+                "load_cpus": format_cpus(self.load_cpus), "processes": self.processes,
+                "processes_auto": self.processes_auto, "server_env": dict(self.server_env),
+                "host_cpus": format_cpus(self.host_cpus), "processes_why": self.processes_why,
+                "description": self.describe()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Placement":
+        def cpus(key: str) -> tuple[int, ...]:
+            return parse_cpus(data[key]) if data.get(key) else ()
+
+        return cls(str(data.get("mode", "off")), cpus("server_cpus"), cpus("load_cpus"),
+                   int(data.get("processes", 1)), bool(data.get("processes_auto", False)),
+                   dict(data.get("server_env") or {}), cpus("host_cpus"), str(data.get("processes_why", "")))
+
+
+def host_cpus() -> tuple[int, ...]:
+    """The CPUs this process may run on (a container's or taskset's limit included)."""
+    return tuple(sorted(os.sched_getaffinity(0)))
+
+
+def user_places_server(server) -> bool:
+    """A server this runner does not start as a plain child here: an external URL, a launcher template,
+    or a command wrapped in taskset/numactl/docker/ssh."""
+    command = os.path.basename(server.command[0]) if server.command else ""
+    return bool(server.url or server.argv_template) or command in PLACING_COMMANDS
+
+
+def plan_placement(config, cpus: Sequence[int]) -> Placement:
+    """The placement of `config` on a host whose usable CPUs are `cpus` (see the module docstring)."""
+    server, load = config.server, config.load
+    cpus = tuple(sorted(cpus))
+    server_cpus = _on_host("server.cpus", server.cpus, cpus)
+    load_cpus = _on_host("load.cpus", load.cpus, cpus)
+    peak = max(stage.users for stage in load.stages)
+    auto_processes = load.processes == "auto"
+    wanted = (processes_for(peak, PRIOR_CHUNKS_PER_USER_S, CHUNK_CPU_US) if auto_processes else int(load.processes))
+    if user_places_server(server):
+        mode = "user"
+    elif server_cpus or load_cpus:
+        mode = "manual"
+        if load.placement == "auto":  # one side given: the other gets the rest
+            server_cpus = server_cpus or _rest("server", cpus, load_cpus)
+            load_cpus = load_cpus or _rest("load", cpus, server_cpus)
+    elif load.placement == "off":
+        mode = "off"
+    elif len(cpus) < 2:
+        mode = "single-cpu"
+    else:
+        mode = "auto"
+        take = min(wanted, len(cpus) - 1)  # the server keeps at least one core
+        load_cpus, server_cpus = cpus[-take:], cpus[:-take]
+    clash = sorted(set(server_cpus) & set(load_cpus))
+    if clash:
+        raise PlacementError(f"server.cpus and load.cpus share CPU {format_cpus(clash)}: the server's threads would "
+                             "take Locust's CPU time; give them CPUs of their own")
+    processes, why = wanted, ""
+    if auto_processes:
+        room = len(load_cpus) if load_cpus else len(cpus)
+        processes = min(wanted, room)  # two processes sharing a core are no headroom
+        why = (f"processes auto: {wanted} planned for {peak} users from {CHUNK_CPU_US:g} us per chunk "
+               f"until the pre-flight measures it" + (f", {room} CPU{'s' if room != 1 else ''} for the load"
+                                                      if processes < wanted else ""))
+    env = _omp_env(server.env, server_cpus, load_cpus, _ranks(server.extra_args))
+    return Placement(mode, server_cpus, load_cpus, processes, auto_processes, env, cpus, why)
+
+
+def _on_host(name: str, text: str, cpus: tuple[int, ...]) -> tuple[int, ...]:
+    if not text:
+        return ()
+    wanted = parse_cpus(text)
+    missing = sorted(set(wanted) - set(cpus))
+    if missing:
+        raise PlacementError(f"{name} = {text!r}: CPU {format_cpus(missing)} is not usable here "
+                             f"(this host's CPUs: {format_cpus(cpus)}); pick CPUs from that list")
+    return wanted
+
+
+def _rest(side: str, cpus: tuple[int, ...], taken: tuple[int, ...]) -> tuple[int, ...]:
+    rest = tuple(c for c in cpus if c not in taken)
+    if not rest:
+        other = "load" if side == "server" else "server"
+        raise PlacementError(f"{other}.cpus = {format_cpus(taken)!r} takes every CPU of this host; leave "
+                             f"at least one for the {side}, or set {side}.cpus too")
+    return rest
+
+
+def _ranks(extra_args: Sequence[str]) -> int:
+    """vLLM workers on this host (tensor x pipeline parallel): the OpenMP binding needs one CPU list each."""
+    sizes = {"--tensor-parallel-size": 1, "-tp": 1, "--pipeline-parallel-size": 1, "-pp": 1}
+    args = list(extra_args)
+    for index, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in sizes:
+            value = value if eq else (args[index + 1] if index + 1 < len(args) else "1")
+            sizes[name] = int(value) if value.isdigit() and int(value) > 0 else 1
+    return max(sizes["--tensor-parallel-size"], sizes["-tp"]) * max(sizes["--pipeline-parallel-size"], sizes["-pp"])
+
+
+def omp_bind_value(cpus: tuple[int, ...], ranks: int) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND for `ranks` workers sharing `cpus`: contiguous, equal lists joined by "|"."""
+    if ranks > len(cpus):
+        raise PlacementError(f"the server gets {len(cpus)} CPU{'s' if len(cpus) != 1 else ''} ({format_cpus(cpus)}) "
+                             f"for {ranks} vLLM workers (tensor x pipeline parallel); give it at least {ranks} "
+                             "with server.cpus")
+    share = len(cpus) // ranks
+    return "|".join(format_cpus(cpus[rank * share:(rank + 1) * share]) for rank in range(ranks))
+
+
+def _omp_env(env: dict[str, str], server_cpus: tuple[int, ...], load_cpus: tuple[int, ...],
+             ranks: int = 1) -> dict[str, str]:
+    """What placement adds to the server's environment: the OpenMP binding on the server's CPUs.
+    A binding the user set that reaches the load's CPUs is refused."""
+    value = env.get(OMP_BIND_ENV)
+    try:
+        bound = omp_bind_cpus(value) if value is not None else None
+    except ValueError:
+        raise PlacementError(f"server.env.{OMP_BIND_ENV} = {value!r} is not a CPU list; write e.g. \"0-3\", "
+                             "or remove it (placement sets it to the server's CPUs)") from None
+    if bound is not None:
+        clash = sorted(set(bound) & set(load_cpus))
+        if clash:
+            fix = (f"set it to the server's CPUs {format_cpus(server_cpus)!r} or remove it (placement sets it)"
+                   if server_cpus else "set it to CPUs outside load.cpus")
+            raise PlacementError(f"server.env.{OMP_BIND_ENV} = {value!r} binds vLLM's compute threads to "
+                                 f"CPU {format_cpus(clash)}, which load.cpus gives Locust; {fix}")
+        return {}
+    if server_cpus and (value is None or value.strip() in ("", "auto", "all")):
+        return {OMP_BIND_ENV: omp_bind_value(server_cpus, ranks)}
+    return {}
+
+
+def pin(cpus: Sequence[int]):
+    """A preexec_fn that sets the child's CPU affinity before exec (None when not pinned)."""
+    if not cpus:
+        return None
+    mask = frozenset(cpus)
+
+    def set_affinity() -> None:
+        os.sched_setaffinity(0, mask)
+
+    return set_affinity
+
+
+# ------------------------------------------------------------------ why a client lagged, and the fix
+
+# Locust lagging while its busiest process uses at least this share of a core is saturated (it has
+# more to do than a core gives); below it, it is starved (it had work, but no CPU to run on).
+HIGH_CPU_PCT = 60.0
+
+
+@dataclass(frozen=True)
+class LagAdvice:
+    """The exact fix for each cause, from this run's placement."""
+
+    saturated: str = "raise load.processes (\"auto\" sizes it), with a CPU each (load.cpus)"
+    starved: str = "give Locust CPUs the server does not use (load.placement = \"auto\", or server.cpus and load.cpus)"
+
+
+def split_suggestion(cpus: Sequence[int]) -> tuple[str, str]:
+    """(server CPUs, load CPUs) that auto placement would pick for one Locust process on `cpus`."""
+    cpus = tuple(sorted(cpus))
+    return format_cpus(cpus[:-1]), format_cpus(cpus[-1:])
+
+
+def advice_for(placement: Placement | None) -> LagAdvice:
+    if placement is None:
+        return LagAdvice()
+    host = placement.host_cpus
+    procs = placement.processes
+    if placement.load_cpus and procs >= len(placement.load_cpus) and len(host) > len(placement.load_cpus) + 1:
+        saturated = (f"give the load more CPUs: load.cpus = \"{format_cpus(placement.load_cpus)}\" holds {procs} "
+                     f"process{'es' if procs != 1 else ''} at one per CPU; add CPUs there and set load.processes "
+                     "to match (or \"auto\")")
+    elif placement.load_cpus and procs >= len(placement.load_cpus):
+        saturated = (f"the load's {len(placement.load_cpus)} CPU{'s' if len(placement.load_cpus) != 1 else ''} cannot "
+                     f"read this many streams: run fewer users per stage, or Locust on a host of its own "
+                     "(its master/worker mode)")
+    else:
+        saturated = (f"raise load.processes above {procs} (\"auto\" sizes it), one per CPU"
+                     + (f" of load.cpus \"{format_cpus(placement.load_cpus)}\"" if placement.load_cpus else ""))
+    if len(host) < 2:
+        starved = "this host has one CPU for Locust and the server: run Locust on another host"
+    elif placement.mode in ("off",) or (placement.mode != "user" and not placement.load_cpus):
+        server, load = split_suggestion(host)
+        starved = (f"set load.placement = \"auto\" (here: server.cpus = \"{server}\", load.cpus = \"{load}\")")
+    elif placement.mode == "user":
+        server, load = split_suggestion(host)
+        starved = (f"keep the server off Locust's CPUs: load.cpus = \"{load}\" and the server on CPU {server} "
+                   f"(docker: --cpuset-cpus \"{server}\" in server.argv_template; else taskset -c {server})")
+    else:
+        starved = (f"other processes run on the load's CPUs {format_cpus(placement.load_cpus)}: stop them, or move "
+                   f"Locust with load.cpus to CPUs nothing else uses")
+    return LagAdvice(saturated, starved)
+
+
+def lag_reason(lag_p99_ms: float, cpu_pct: float, gate_ms: float, advice: LagAdvice,
+               what: str = "Locust's loop lag p99") -> str:
+    """Why Locust's loop lagged past the gate, and the fix: saturated (busy) or starved (waiting for a CPU)."""
+    lag = f"{what} {lag_p99_ms:.0f} ms > {gate_ms:g} ms"
+    if cpu_pct != cpu_pct:  # NaN: the CPU was not measured
+        return (f"client lag: {lag} (its CPU use was not measured); if it was busy, {advice.saturated}; "
+                f"if not, {advice.starved}")
+    if cpu_pct >= HIGH_CPU_PCT:
+        return f"client saturated: {lag} with its busiest process at {cpu_pct:.0f}% of a core; {advice.saturated}"
+    return (f"client starved: {lag} while it used only {cpu_pct:.0f}% of a core (other processes took its CPU); "
+            f"{advice.starved}")
