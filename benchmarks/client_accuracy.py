@@ -39,7 +39,6 @@ import argparse
 import asyncio
 import csv
 import json
-import math
 import os
 import subprocess
 import sys

@@ -13,7 +13,7 @@ from .evidence import Evidence
 from .knee import find_knee, scaling_check
 from .measure import QUANTILES, PreparedCell
 from .schedule import schedule_from_picks
-from .schema import (Candidate, CellSummary, Check, Decision, Percentile, Range, Recommended, StagePick, Tradeoff)
+from .schema import Candidate, CellSummary, Check, Decision, Percentile, Range, Recommended, StagePick
 from .stage import StageEval, evaluate, gain_bounds
 from .tradeoffs import tradeoffs
 from .stats import interval, quantile_bounds, wilson
@@ -123,9 +123,9 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
                         reasons=["Every window at the target concurrency was invalid or missing; see summary.csv."],
                         **base)
     focus = target.pick if target.pick is not None else target.base_k
-    by_k = {u: {k: s for k, s in st.stats.items() if k == focus} for u, st in stages.items()}
-    knee = find_knee(focus, {u: v[focus] for u, v in by_k.items() if focus in v},
-                     {u: stages[u].draws[focus] for u, v in by_k.items() if focus in v}, p)
+    ramp = {u: st for u, st in stages.items() if focus in st.stats}
+    knee = find_knee(focus, {u: st.stats[focus] for u, st in ramp.items()}, {u: st.draws[focus] for u, st in ramp.items()},
+                     p)
     per_stage = [stage_pick(stages[u], p, argv_by_k) for u in sorted(stages)]
     decided = target.status == "decided"
     recommended = Recommended(k=target.pick, setting=f"k{target.pick}", argv=list(argv_by_k.get(target.pick, []))) \
@@ -141,15 +141,21 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
         diagnoses=explain.diagnoses(target, stages, p), next_runs=explain.next_runs(target, p), **base)
 
 
+def target_stage(evidence: Evidence, p: DecisionConfig) -> StageEval | None:
+    """The target stage alone, judged as `decide` judges it (what the sweep asks between lives)."""
+    cells = evidence.at(evidence.target_users)
+    if not cells:
+        return None
+    prepared = {k: PreparedCell(cell, p.slos, p.bin_min_s) for k, cell in cells.items()}
+    return evaluate(evidence.target_users, prepared, p, np.random.default_rng(p.seed))
+
+
 def next_setting(evidence: Evidence, p: DecisionConfig, planned_ks: list[int]) -> tuple[int | None, int | None]:
     """The sweep's early stop, in memory: (the next K to measure or None, the K where the stop rule fired).
     Larger K are skipped only when the stop fires there in at least `confidence` of the resamples."""
-    measured = [k for k in evidence.ks if evidence.cell(k, evidence.target_users)]
-    if len(measured) >= 2:
-        prepared = {k: PreparedCell(evidence.cell(k, evidence.target_users), p.slos, p.bin_min_s) for k in measured}
-        stage = evaluate(evidence.target_users, prepared, p, np.random.default_rng(p.seed))
-        if stage.stopped_at is not None and stage.stop_share >= p.confidence:  # skipping K cannot be undone
-            return None, stage.stopped_at
+    stage = target_stage(evidence, p) if len(evidence.at(evidence.target_users)) >= 2 else None
+    if stage is not None and stage.stopped_at is not None and stage.stop_share >= p.confidence:
+        return None, stage.stopped_at  # skipping K cannot be undone: only a stop most resamples agree on
     later = [k for k in planned_ks if k > max(evidence.ks, default=-1)]
     return (later[0] if later else None), None
 
@@ -158,12 +164,8 @@ def repeats_wanted(evidence: Evidence, p: DecisionConfig) -> list[int]:
     """The K to measure once more so an undecided verdict can be decided (load.repeats = "auto"): the
     leader, every K it loses to in at least 2 % of the resamples, and the baseline when a comparison with
     it lacks data. Empty once decided or blocked."""
-    cells = {k: c for k, c in evidence.at(evidence.target_users).items()}
-    if not cells:
-        return []
-    prepared = {k: PreparedCell(cell, p.slos, p.bin_min_s) for k, cell in cells.items()}
-    stage = evaluate(evidence.target_users, prepared, p, np.random.default_rng(p.seed))
-    if stage.status != "not_decided" or stage.pick is None:
+    stage = target_stage(evidence, p)
+    if stage is None or stage.status != "not_decided" or stage.pick is None:
         return []
     wanted = {stage.pick} | {k for k, share in stage.shares.items() if k is not None and share >= 0.02}
     if stage.unknown_gates(stage.pick) or stage.noise.source != "repeats":

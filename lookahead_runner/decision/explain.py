@@ -11,7 +11,7 @@ from ..config import DecisionConfig
 from . import rules
 from .schema import Check
 from .stage import StageEval, gain_bounds
-from .stats import Bounds, interval, repeats_needed
+from .stats import interval, repeats_needed
 from .text import pct, rate, share
 from .tradeoffs import tradeoffs
 

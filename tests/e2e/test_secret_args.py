@@ -148,7 +148,7 @@ def test_interrupted_run_keeps_the_key_out_and_resume_takes_it_from_the_environm
         assert in_text(out + err, [key]) == []
         assert leaks(run_dir, [key]) == []
         plan = json.loads((run_dir / "plan.json").read_text())
-        assert f"--api-key=${{VLLM_API_KEY}}" in plan["lives"][0]["argv"]
+        assert "--api-key=${VLLM_API_KEY}" in plan["lives"][0]["argv"]
 
         refused = cli("sweep", "--resume", str(run_dir), timeout=60)
         assert refused.returncode == 2 and refused.stdout == ""

@@ -1,7 +1,6 @@
 """The product end to end: the CLI sweeps the simulated vLLM through real processes
 (one server life per setting, a headless Locust subprocess per life) and writes the report."""
 import json
-import os
 import subprocess
 import sys
 
