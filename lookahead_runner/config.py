@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -331,11 +330,11 @@ class DecisionConfig(Strict):
                              "decision.slo, e.g. ttft_p99_ms = 500")
         return self
 
-    @cached_property
+    @property
     def slos(self):
         from .decision.slo import parse_slos
 
-        return parse_slos(self.slo)
+        return parse_slos(tuple(sorted(self.slo.items())))  # cached there: the rules ask on every resample
 
 
 class SweepConfig(Strict):
@@ -352,6 +351,13 @@ class SweepConfig(Strict):
         users = [s.users for s in self.load.stages]
         if self.decision.target_users and self.decision.target_users not in users:
             raise ValueError(f"decision.target_users = {self.decision.target_users} is not a stage's users {users}")
+        return self
+
+    @model_validator(mode="after")
+    def _auto_repeats_without_grid(self) -> "SweepConfig":
+        if self.load.repeats == "auto" and self.grid.flag:
+            raise ValueError("load.repeats = \"auto\" adds repeats for one decision; with grid.flag each value has "
+                             "its own: give a number, e.g. repeats = 3")
         return self
 
     @model_validator(mode="after")

@@ -1,7 +1,7 @@
 """A run folder's files -> summary.csv, decision.json and report.html.
 
 Works from files alone, so `lookahead-runner report RUN_DIR` re-renders any run, finished
-or interrupted, and the sweep calls it after every server life.
+or interrupted. The sweep writes the tables (`write_tables`) after every K and finalizes at its end.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import results
+from .results import CONFIRM_ROLE
 from .analysis import WindowRules, life_token_check, stage_windows, summary_frame
 from .config import SweepConfig
 from .decision import Cell, Decision, Window, decide, evidence, window
@@ -25,7 +26,6 @@ class RunDirError(ValueError):
     """Not a run folder (no plan.json); the message says what to pass."""
 
 
-CONFIRM_ROLE = "confirm"  # plan.json entries of the confirmation life (confirm.py writes them)
 SAME_SERVER_NOTE = "; all repeats on one server life (load.repeat_mode), so restart-to-restart variation is not in it"
 
 

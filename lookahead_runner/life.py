@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import results
 from .auth import LOAD_KEY_ENV, SERVER_KEY_ENV, bearer_header
-from .config import SweepConfig
+from .config import ServerConfig, SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
 from .masking import MissingSecret, Secrets, api_key_to_env, mask_server
 from .placement import Placement
@@ -109,13 +109,30 @@ def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, **extra) -> 
             "argv": render_argv(config, caps, life.setting, config.server.port or 8000), "dir": life.key, **extra}
 
 
+def append_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], **extra) -> None:
+    """plan.json gains these lives (secrets as ${NAME}), so --resume finds them; `extra` goes in each entry."""
+    document = results.read_json(run_dir / "plan.json")
+    _, secrets = mask_server(config.server, os.environ)
+    document["lives"] += [results.redact(secrets.mask_value(plan_entry(config, caps, life, **extra))) for life in lives]
+    results.write_json(run_dir / "plan.json", document)
+
+
+# Launchers that start the server elsewhere without handing it this process's environment.
+REMOTE_LAUNCHERS = ("docker", "podman", "ssh", "kubectl")
+
+
+def environment_reaches_server(server: ServerConfig) -> bool:
+    return not server.argv_template and os.path.basename(server.command[0]) not in REMOTE_LAUNCHERS
+
+
 def server_launch(config: SweepConfig, caps: Capabilities, setting: Setting,
                   port: int) -> tuple[list[str], dict[str, str], Secrets]:
     """(argv, environment overlay, secrets) of the server process, as recorded: placeholders instead of
-    secrets. Without a launcher template, a lone --api-key travels in VLLM_API_KEY instead of the argv."""
+    secrets. Where the environment reaches the server, a lone --api-key travels in VLLM_API_KEY instead of
+    the argv (a `docker run` or `ssh` launcher would start it without the variable: the flag stays)."""
     masked, secrets = mask_server(config.server, os.environ)
     argv, key_env = render_argv(config, caps, setting, port), {}
-    if not config.server.argv_template:  # a launcher (docker, ssh) would not pass the environment on
+    if environment_reaches_server(config.server):
         argv, key_env = api_key_to_env(argv)
     return argv, masked.env | key_env, secrets
 

@@ -17,7 +17,8 @@ Placement gives each side its own CPUs:
 - vLLM's CPU build binds its OpenMP threads itself (VLLM_CPU_OMP_THREADS_BIND), past the process
   affinity: placement sets it to the server's CPUs, and refuses a value that overlaps the load's.
 
-Everything here is pure planning, apart from `pin`, which a child process runs before exec.
+Everything here is pure planning, apart from `host_cpus` (this process's own affinity) and `pin`,
+which a child process runs before exec.
 """
 from __future__ import annotations
 
@@ -106,10 +107,6 @@ class Placement:
     server_env: dict[str, str] = field(default_factory=dict)  # what placement adds to the server's env
     host_cpus: tuple[int, ...] = ()
     processes_why: str = ""
-
-    @property
-    def server_pinned(self) -> bool:
-        return bool(self.server_cpus)
 
     def describe(self) -> str:
         """One line for the progress output, plan.json and the report."""

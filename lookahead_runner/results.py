@@ -1,7 +1,8 @@
 """The run folder: where every file of a sweep lives, written as soon as it exists.
 
     <out>/<run-id>/plan.json, <setting>/r<repeat>/{server.log, server.json, locust*, requests.csv,
-    stages.csv, gpu.csv, server_metrics.csv, status.json}, summary.csv, decision.json, report.html
+    stages.csv, gpu.csv, server_metrics.csv, status.json}, confirm/r<repeat>/ (the confirmation life),
+    summary.csv, lives.csv, decision.json, report.html
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pandas as pd
 from .masking import PLACEHOLDER_RE, looks_secret
 
 PLAN_VERSION = 1
+CONFIRM_ROLE = "confirm"  # plan.json's "role" of the confirmation life's entries (confirm_life.py writes them)
 NAME_FIELDS = {"api_key_env"}  # hold the name of a variable, not its value
 
 
@@ -49,18 +51,15 @@ def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def redact(value, secrets: tuple[str, ...] = ()):
-    """Drop secret values from anything headed for disk: known secrets and secret-looking env keys
-    (a `${NAME}` placeholder stays: it is a name, and a resumed run reads the value from there)."""
+def redact(value):
+    """Drop secret-looking values from anything headed for disk (an env key named like a secret); a
+    `${NAME}` placeholder stays: it is a name, and a resumed run reads the value from there. Values the
+    config marks as secrets are masked before (masking.Secrets.mask_value)."""
     if isinstance(value, dict):
         return {k: ("<redacted>" if isinstance(v, str) and looks_secret(str(k), v) and k not in NAME_FIELDS
-                    and not PLACEHOLDER_RE.fullmatch(v) else redact(v, secrets)) for k, v in value.items()}
+                    and not PLACEHOLDER_RE.fullmatch(v) else redact(v)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact(v, secrets) for v in value]
-    if isinstance(value, str):
-        for secret in secrets:
-            if secret:
-                value = value.replace(secret, "<redacted>")
+        return [redact(v) for v in value]
     return value
 
 

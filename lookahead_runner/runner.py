@@ -3,9 +3,13 @@
 A server life hosts one repeat of one setting (load.repeat_mode = "restart"), or every repeat
 of it ("same-server").
 
-Lives run in K order; after each K summary.csv and lives.csv are re-made from the files, and once the
-method's stop rule fires at the target concurrency the larger K are skipped (early stop,
-switchable). A life whose status is `done` is kept by --resume; any other life is rerun.
+Every life runs on the sweep's CPU placement; the first server life runs the pre-flight. Lives run
+in K order; after each K summary.csv and lives.csv are re-made from the files, and once the method's
+stop rule fires at the target concurrency (in most resamples) the larger K are skipped (early stop,
+switchable). With load.repeats = "auto", one more repeat of each K the verdict hangs on is added
+(to plan.json) until it is decided or load.max_repeats is reached; then the confirmation life runs
+what the decision recommends (confirm_life.py). A life whose status is `done` is kept by --resume;
+any other life is rerun. The decision itself is made once, at the end, from the files.
 """
 from __future__ import annotations
 
@@ -13,15 +17,18 @@ import dataclasses
 import os
 import signal
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import reaper, results
+from .results import CONFIRM_ROLE
 from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
-from .confirm import ROLE as CONFIRM_ROLE, run_confirmation
+from .confirm_life import run_confirmation
 from .finalize import decide_all, finalize, read_run, write_tables
-from .life import Life, LifeEvents, Served, died, is_simulator, locust_env, plan_entry, run_server_life
+from .life import Life, LifeEvents, Served, append_to_plan, died, is_simulator, locust_env, plan_entry, run_server_life
 from .masking import MissingSecret, mask_server
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
@@ -120,6 +127,40 @@ def sigterm_as_interrupt():
             signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
 
+@dataclass
+class LifeRunner:
+    """Starts each server life of a sweep on its CPU placement; the first one runs the pre-flight (which may
+    re-size Locust; a server that dies in it leaves the pre-flight to the next life)."""
+
+    config: SweepConfig
+    caps: Capabilities
+    run_dir: Path
+    say: Callable[[str], None]
+    events: LifeEvents
+    web: bool
+    placement: Placement
+    preflight_due: bool
+
+    def __call__(self, config: SweepConfig, setting: Setting, repeats: list[int]) -> None:
+        try:
+            run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.events, web=self.web,
+                            placement=self.placement, preflight=self._preflight if self.preflight_due else None)
+        except PreflightError as err:  # no life was measured: each is run again by --resume
+            for repeat in repeats:
+                out = results.life_dir(self.run_dir, setting.name, repeat)
+                out.mkdir(parents=True, exist_ok=True)
+                results.write_status(out, "failed", f"not measured: {err}")
+            raise
+
+    def _preflight(self, served: Served, current: Placement) -> Placement:
+        alive = (lambda: "") if served.external else (
+            lambda: "" if served.server.alive() else died(served.server, "the pre-flight"))
+        self.placement = run_preflight(self.config, served.base_url, current, self.run_dir, self.say,
+                                       locust_env(self.config), alive)
+        self.preflight_due = False
+        return self.placement
+
+
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, early_stop: bool = True,
               mode: str = "sweep", web: bool = False, placement: Placement | None = None) -> Path:
     placement = placement or plan_placement(config, host_cpus())
@@ -135,15 +176,6 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             SweepProgress(config.load.stages, len(lives)) as progress:
         say = say or progress.say
         say(placement.describe())
-        placed = {"placement": placement, "preflight_due": config.load.preflight_s > 0}
-
-        def preflight(served: Served, current: Placement) -> Placement:
-            alive = (lambda: "") if served.external else (
-                lambda: "" if served.server.alive() else died(served.server, "the pre-flight"))
-            placed["placement"] = run_preflight(config, served.base_url, current, run_dir, say,
-                                                locust_env(config), alive)
-            placed["preflight_due"] = False
-            return placed["placement"]
 
         def tag(life: Life) -> str:
             return f"[{number[life.key]}/{len(number)}] {life.key}"
@@ -157,22 +189,10 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             progress.life_finished()
 
         events = LifeEvents(started, progress.load_started, finished)
-
-        def run_life(life_config: SweepConfig, setting, repeats: list[int]) -> None:
-            """One server life, on the sweep's placement; the first one runs the pre-flight."""
-            try:
-                run_server_life(life_config, caps, setting, repeats, run_dir, say, events, web=web,
-                                placement=placed["placement"], preflight=preflight if placed["preflight_due"] else None)
-            except PreflightError as err:  # no life was measured: each is run again by --resume
-                for repeat in repeats:
-                    out = results.life_dir(run_dir, setting.name, repeat)
-                    out.mkdir(parents=True, exist_ok=True)
-                    results.write_status(out, "failed", f"not measured: {err}")
-                raise
-
+        run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0)
         early_stop = early_stop and not config.grid.flag  # each grid value has its own decision
         run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
-        while config.load.repeats == "auto" and not config.grid.flag:
+        while config.load.repeats == "auto":  # never with a grid (config.py refuses it)
             wanted = [k for k in repeats_wanted(read_run(run_dir).evidence(), config.decision)
                       if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
             if not wanted:
@@ -190,7 +210,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
 
 def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
                            number: dict[str, int], tag) -> None:
-    """The confirmation life of what the decision recommends (confirm.py), once the per-K lives are done."""
+    """The confirmation life of what the decision recommends (confirm_life.py), once the per-K lives are done."""
     document = results.read_json(run_dir / "plan.json")
     if not document.get("confirm") and config.decision.confirm == "off":
         return
@@ -201,24 +221,19 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
         number.update({life.key: len(number) + n for n, life in enumerate(lives, 1) if life.key not in number})
         progress.add_lives(len(lives), stages, [life.key for life in lives])
 
-    def kept(life: Life) -> None:
-        say(f"{tag(life)}: done earlier, kept")
-        progress.life_started(life.key)
-        progress.life_finished()
+    def run_these(life_config: SweepConfig, lives: list[Life]) -> None:
+        run_lives(life_config, run_dir, lives, tag, say, progress, run_life, early_stop=False)
 
-    run_confirmation(config, caps, run_dir, data, decision, say, run_life, announce, kept)
+    run_confirmation(config, caps, run_dir, data, decision, say, run_these, announce)
 
 
 def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int]) -> list[Life]:
     """One more repeat of each K, appended to plan.json (so --resume finds them) and to `lives`."""
-    plan = results.read_json(run_dir / "plan.json")
     more = []
     for k in ks:
         mine = [life for life in lives if life.setting.k == k]
         more.append(Life(mine[-1].setting, max(life.repeat for life in mine) + 1))
-    _, secrets = mask_server(config.server, os.environ)
-    plan["lives"] += [results.redact(secrets.mask_value(plan_entry(config, caps, life))) for life in more]
-    results.write_json(run_dir / "plan.json", plan)
+    append_to_plan(config, caps, run_dir, more)
     lives += more
     return more
 
@@ -233,8 +248,9 @@ def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, p
             out = results.life_dir(run_dir, life.setting.name, life.repeat)
             if results.life_state(out) == "done":  # kept even beyond a stop that a resumed run's evidence fires
                 say(f"{tag(life)}: done earlier, kept")
+                progress.life_started(life.key)
                 progress.life_finished()
-            elif stopped_at is not None:  # lives run in K order: every one left has a larger K
+            elif stopped_at is not None and life.setting.k > stopped_at:  # a resumed run may stop on finished K
                 out.mkdir(parents=True, exist_ok=True)
                 results.write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
                 say(f"{tag(life)}: skipped (early stop at K={stopped_at})")

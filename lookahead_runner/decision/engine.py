@@ -25,11 +25,16 @@ def prepare(evidence: Evidence, p: DecisionConfig) -> dict[tuple[int, int], Prep
     return {key: PreparedCell(cell, p.slos, p.bin_min_s) for key, cell in evidence.cells.items()}
 
 
+def stage_rng(p: DecisionConfig, users: int) -> np.random.Generator:
+    """The resampling of one stage: the run's seed and the stage, so a report is reproducible and a stage
+    judged alone (the sweep's early stop, auto repeats) gets the same draws as in the whole decision."""
+    return np.random.default_rng([p.seed, users])
+
+
 def evaluate_stages(evidence: Evidence, p: DecisionConfig) -> dict[int, StageEval]:
-    """Every stage, judged alone (resampled with the run's seed, so a report is reproducible)."""
-    rng = np.random.default_rng(p.seed)
+    """Every stage, judged alone."""
     prepared = prepare(evidence, p)
-    return {u: evaluate(u, {k: prepared[(k, u)] for k in evidence.ks if (k, u) in prepared}, p, rng)
+    return {u: evaluate(u, {k: prepared[(k, u)] for k in evidence.ks if (k, u) in prepared}, p, stage_rng(p, u))
             for u in evidence.users}
 
 
@@ -147,7 +152,7 @@ def target_stage(evidence: Evidence, p: DecisionConfig) -> StageEval | None:
     if not cells:
         return None
     prepared = {k: PreparedCell(cell, p.slos, p.bin_min_s) for k, cell in cells.items()}
-    return evaluate(evidence.target_users, prepared, p, np.random.default_rng(p.seed))
+    return evaluate(evidence.target_users, prepared, p, stage_rng(p, evidence.target_users))
 
 
 def next_setting(evidence: Evidence, p: DecisionConfig, planned_ks: list[int]) -> tuple[int | None, int | None]:

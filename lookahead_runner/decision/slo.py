@@ -6,6 +6,7 @@ Wilson interval against the percentile; goodput counts requests meeting every SL
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -38,9 +39,11 @@ def parse_slo_key(key: str) -> tuple[str, float]:
     return match.group(1), float(match.group(2)) / 100
 
 
-def parse_slos(config: dict[str, float]) -> tuple[Slo, ...]:
+@functools.lru_cache(maxsize=64)
+def parse_slos(items: tuple[tuple[str, float], ...]) -> tuple[Slo, ...]:
+    """`decision.slo`'s (key, limit) pairs -> SLOs."""
     slos = []
-    for key, max_ms in sorted(config.items()):
+    for key, max_ms in sorted(items):
         metric, share = parse_slo_key(key)
         slos.append(Slo(key, metric, share, float(max_ms)))
     return tuple(slos)

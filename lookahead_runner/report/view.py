@@ -19,6 +19,7 @@ from .charts import column, setting_styles, summary_charts
 from .confirmation import confirmation_view
 from .timelines import timeline_entries
 from ..decision.schema import Decision
+from ..results import CONFIRM_ROLE
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
                       failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,
                       token_accounting, verdict_tone)
@@ -36,6 +37,15 @@ def valid_rows(summary: pd.DataFrame) -> pd.DataFrame:
     if "valid" not in summary.columns:
         return summary
     return summary[summary["valid"].map(as_bool).astype(bool)]
+
+
+def per_k_rows(summary: pd.DataFrame, lives: list[Mapping]) -> pd.DataFrame:
+    """The rows of the per-K lives: the charts group by K, where a confirmation's rows (a schedule runs under
+    its largest K, at threshold stages of its own) would blur that K's points."""
+    confirming = {str(life.get("setting")) for life in lives if life.get("role") == CONFIRM_ROLE}
+    if not confirming or "setting" not in summary.columns:
+        return summary
+    return summary[~summary["setting"].astype(str).isin(confirming)]
 
 
 def _sorted_summary(summary: pd.DataFrame) -> pd.DataFrame:
@@ -232,7 +242,7 @@ def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
         "per_batch_size": per_batch_size(decision),
         "knee": knee_view(decision),
         "thresholds": threshold_rows(decision),
-        "charts": summary_charts(valid, setting_styles(summary), max_num_seqs_from(lives)),
+        "charts": summary_charts(per_k_rows(valid, lives), setting_styles(summary), max_num_seqs_from(lives)),
         "timelines": timeline_entries(timelines, lives),
         "window_rule": window_rule(config),
         "summary_table": summary_table(summary),

@@ -101,9 +101,6 @@ class Schedule:
             k = r.k
         return k if max_k is None else min(k, max_k)
 
-    def argv(self, argv_by_k: Mapping[int, list[str]]) -> list[str] | None:
-        return render_argv(self, argv_by_k)
-
 
 def parse_value(value: object) -> Schedule:
     """A schedule from the JSON value a user or a server config holds, in either form.
@@ -205,11 +202,6 @@ def render_argv(schedule: Schedule, argv_by_k: Mapping[int, list[str]]) -> list[
     spec |= {"num_speculative_tokens": top_k, SCHEDULE_KEY: schedule.value()}
     argv[at] = json.dumps(spec, separators=(",", ":"))
     return argv
-
-
-def per_batch_size_argv(ranges: list[list[int]], argv_by_k: Mapping[int, list[str]]) -> list[str] | None:
-    """`render_argv` for [[lo, hi, K], ...] in the list form (the decision's ranges)."""
-    return render_argv(Schedule.from_ranges(ranges), argv_by_k)
 
 
 def _without_dotted_spec(argv: list[str]) -> tuple[list[str], dict]:

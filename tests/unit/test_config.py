@@ -1,6 +1,6 @@
 import pytest
 
-from lookahead_runner.config import ConfigError, load_config
+from lookahead_runner.config import ConfigError, config_from_dict, load_config
 
 
 def write(tmp_path, text):
@@ -60,3 +60,8 @@ def test_confirm_flags_set_decision_confirm(tmp_path):
         assert _config(path, args).decision.confirm == mode
     with pytest.raises(SystemExit):
         build_parser().parse_args(["sweep", "--confirm", "--no-confirm"])
+
+
+def test_auto_repeats_and_a_grid_are_refused_in_one_line():
+    with pytest.raises(ConfigError, match="load.repeats = \"auto\" adds repeats for one decision"):
+        config_from_dict({"load": {"repeats": "auto"}, "grid": {"flag": "--max-num-seqs", "values": ["64"]}})

@@ -168,7 +168,7 @@ def test_the_confirmation_life_runs_the_plan_on_the_grid_value_it_came_from(deci
     import pandas as pd
 
     from lookahead_runner.config import SweepConfig
-    from lookahead_runner.confirm import axis_value_of, config_of, setting_of
+    from lookahead_runner.confirm_life import axis_value_of, config_of, setting_of
     from lookahead_runner.finalize import RunData
 
     ev, decision = decided

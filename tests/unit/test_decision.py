@@ -129,8 +129,10 @@ def test_goodput_objective_counts_only_requests_within_every_slo():
 
 
 def test_two_k_one_percent_apart_are_not_the_lever():
-    decision = decide(table({0: {32: 20.0}, 4: {32: 20.2}}, 32, repeats=3), P, {})
+    decision = decide(table({0: {32: 20.0}, 4: {32: 20.2}}, 32, repeats=3, spread=0.002), P, {})
     assert any(d.startswith("Not the lever") for d in decision.diagnoses)
+    noisier = decide(table({0: {32: 20.0}, 4: {32: 20.2}}, 32, spread=0.03), P, {})
+    assert any(d.startswith("Possibly not the lever") for d in noisier.diagnoses)
     assert decision.recommended is None or decision.recommended.k == 0
     spread = decide(table({0: {32: 10}, 4: {32: 15}}, 32), P, {})
     assert not any(d.startswith("Not the lever") for d in spread.diagnoses)

@@ -3,7 +3,11 @@ import json
 import pytest
 
 from lookahead_runner.vllm.schedule import (BatchRange, Schedule, ScheduleError, check, lookup_table, parse_value,
-                                            per_batch_size_argv, render_argv)
+                                            render_argv)
+
+
+def per_batch_size_argv(ranges, argv_by_k):
+    return render_argv(Schedule.from_ranges(ranges), argv_by_k)
 
 
 def test_per_batch_size_form_with_shorthand_flags_sets_spec_tokens_and_folds_dotted_keys():
@@ -30,7 +34,7 @@ def test_json_config_gets_the_largest_k_and_the_schedule_in_its_form():
     assert config == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
                       "num_speculative_tokens_per_batch_size": [[1, 8, 2], [9, 30, 4], [31, 64, 0]]}
     as_dict = Schedule.from_ranges([[1, 8, 2], [9, 30, 4], [31, 64, 0]], form="dict")
-    config = json.loads(as_dict.argv(argv_by_k)[-1])
+    config = json.loads(render_argv(as_dict, argv_by_k)[-1])
     assert config["num_speculative_tokens_per_batch_size"] == {"1-8": 2, "9-30": 4, "31-64": 0}
 
 

@@ -7,17 +7,16 @@ The plan of the confirmation itself sits at plan.json's "confirm".
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 from . import results
+from .results import CONFIRM_ROLE
 from .config import StageConfig, SweepConfig
 from .decision.confirm import describe, plan as plan_confirmation
 from .decision.schema import ConfirmPlan, Decision
-from .finalize import CONFIRM_ROLE as ROLE, RunData
-from .life import Life, plan_entry
-from .masking import mask_server
+from .finalize import RunData
+from .life import Life, append_to_plan
 from .vllm.knob import Setting
 from .vllm.probe import Capabilities
 
@@ -25,7 +24,8 @@ LABEL = "confirm"
 
 
 def setting_of(config: SweepConfig, plan: ConfirmPlan) -> Setting:
-    return Setting(plan.k, False, config.grid.flag if plan.axis_value else "", plan.axis_value,
+    return Setting(plan.k, config.speculation.raw_lookahead_slots, config.grid.flag if plan.axis_value else "",
+                   plan.axis_value,
                    schedule=tuple(tuple(r) for r in plan.ranges), schedule_form=plan.form, label=LABEL)
 
 
@@ -55,14 +55,11 @@ def planned(data: RunData, decision: Decision) -> ConfirmPlan | None:
 
 def add_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, plan: ConfirmPlan) -> list[Life]:
     """plan.json gains the confirmation and one life entry per repeat (secrets as ${NAME})."""
+    lives = [Life(setting_of(config, plan), repeat) for repeat in range(plan.repeats)]
     document = results.read_json(run_dir / "plan.json")
-    setting = setting_of(config, plan)
-    lives = [Life(setting, repeat) for repeat in range(plan.repeats)]
-    _, secrets = mask_server(config.server, os.environ)
     document["confirm"] = plan.model_dump(mode="json")
-    document["lives"] += [results.redact(secrets.mask_value(plan_entry(config, caps, life, role=ROLE)))
-                          for life in lives]
     results.write_json(run_dir / "plan.json", document)
+    append_to_plan(config, caps, run_dir, lives, role=CONFIRM_ROLE)
     return lives
 
 
@@ -72,32 +69,41 @@ def lives_in(document: dict, config: SweepConfig) -> tuple[ConfirmPlan | None, l
         return None, []
     plan = ConfirmPlan.model_validate(document["confirm"])
     setting = setting_of(config, plan)
-    return plan, [Life(setting, l["repeat"]) for l in document["lives"] if l.get("role") == ROLE]
+    return plan, [Life(setting, l["repeat"]) for l in document["lives"] if l.get("role") == CONFIRM_ROLE]
+
+
+def retire(run_dir: Path, plan: ConfirmPlan) -> str:
+    """A confirmation planned for what the decision no longer recommends (a resumed run re-measured): its
+    folder is kept under another name, its entries leave plan.json, so a fresh one is planned."""
+    document = results.read_json(run_dir / "plan.json")
+    document["lives"] = [l for l in document["lives"] if l.get("role") != CONFIRM_ROLE]
+    document.pop("confirm", None)
+    folder, n = run_dir / LABEL, 1
+    while (run_dir / f"{LABEL}-stale{n}").exists():
+        n += 1
+    if folder.exists():
+        folder.rename(run_dir / f"{LABEL}-stale{n}")
+    results.write_json(run_dir / "plan.json", document)
+    return f"{LABEL}-stale{n}"
 
 
 def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, data: RunData, decision: Decision,
-                     say, run_life: Callable[[SweepConfig, Setting, list[int]], None],
-                     announce: Callable[[list[Life], list[StageConfig]], None] = lambda lives, stages: None,
-                     kept: Callable[[Life], None] = lambda life: None) -> list[Life]:
-    """Plan the confirmation (once) and run each of its lives not done yet; returns its lives.
-
-    `run_life(config, setting, repeats)` runs one server life as the sweep runs its own (its placement);
-    `announce(lives, stages)` tells the progress display what is coming; `kept(life)`: a life done earlier."""
+                     say, run_lives: Callable[[SweepConfig, list[Life]], None],
+                     announce: Callable[[list[Life], list[StageConfig]], None] = lambda lives, stages: None) -> list[Life]:
+    """Plan the confirmation (once; again when the decision changed since) and run each of its lives not done
+    yet with `run_lives(config, lives)`, the sweep's own loop; returns its lives. `announce(lives, stages)`
+    tells the progress display what is coming."""
     plan, lives = lives_in(results.read_json(run_dir / "plan.json"), config)
+    fresh = planned(data, decision)
+    if plan is not None and (fresh is None or (fresh.kind, fresh.k, fresh.ranges) != (plan.kind, plan.k, plan.ranges)):
+        say(f"confirmation: the decision changed since {describe(plan)} was planned; its lives are kept in "
+            f"{retire(run_dir, plan)}/")
+        plan = None
     if plan is None:
-        plan = planned(data, decision)
-        if plan is None:
+        if fresh is None:
             return []
-        lives = add_to_plan(config, caps, run_dir, plan)
+        plan, lives = fresh, add_to_plan(config, caps, run_dir, fresh)
     announce(lives, config_of(config, plan).load.stages)
     say(f"confirmation: {describe(plan)}; {plan.scope}")
-    todo = []
-    for life in lives:
-        if results.life_state(results.life_dir(run_dir, life.setting.name, life.repeat)) == "done":
-            kept(life)
-        else:
-            todo.append(life)
-    same_server = config.load.repeat_mode == "same-server"
-    for group in ([todo] if same_server and todo else [[life] for life in todo]):
-        run_life(config_of(config, plan), group[0].setting, [life.repeat for life in group])
+    run_lives(config_of(config, plan), lives)
     return lives
