@@ -80,8 +80,13 @@ def verdict(stage: StageEval, p: DecisionConfig) -> str:
             return head + blocked_text + f"; {wins}."
         others = [k for k in stage.ks if k != stage.pick]
         best = max(others, key=lambda k: stage.stats[k].objective(p.objective), default=None)
-        tail = (f"no larger K pays off (best: K={best}, {_gain(stage, best, stage.pick, p)} {_label(p)}, within the "
-                f"{pct(p.tie_tolerance_frac)} tie band or the noise)" if best is not None else "no other K measured")
+        if best is None:
+            tail = "no other K measured"
+        elif gain_bounds(stage, best, stage.pick, p).high < 0:
+            tail = f"every other K is slower (best: K={best}, {_gain(stage, best, stage.pick, p)} {_label(p)})"
+        else:
+            tail = (f"no larger K pays off (best: K={best}, {_gain(stage, best, stage.pick, p)} {_label(p)}, within "
+                    f"the {pct(p.tie_tolerance_frac)} tie band or the noise)")
         return head + tail + f"; {wins}."
     gain = rules.rel(stage.stats[stage.pick].objective(p.objective), stage.base.objective(p.objective))
     if gain > 0:

@@ -138,6 +138,17 @@ def test_two_k_one_percent_apart_are_not_the_lever():
     assert not any(d.startswith("Not the lever") for d in spread.diagnoses)
 
 
+def test_a_useless_draft_keeps_k0_and_says_every_other_k_is_slower():
+    """A draft that is never accepted only adds draft passes (real vLLM on CPU: K=2 at half K=0's req/s)."""
+    decision = decide(table({0: {16: 20.0}, 2: {16: 10.0}}, 16), P, {0: ["vllm", "serve", "m"]})
+    assert decision.status == "decided" and decision.recommended.k == 0 and decision.confidence >= 0.9
+    assert decision.verdict.startswith("Keep K=0 at 16 users: every other K is slower (best: K=2, -50% ["), \
+        decision.verdict
+    assert candidate(decision, 2).gain_range.high < 0
+    close = decide(table({0: {16: 20.0}, 2: {16: 20.1}}, 16, repeats=3, spread=0.002), P, {})
+    assert "every other K is slower" not in close.verdict
+
+
 def test_no_stage_above_the_target_skips_scaling_as_advice():
     decision = decide(table({0: {16: 10, 64: 20}, 4: {16: 14, 64: 26}}, 64), P, {})
     scaling = gate(decision.checklist, "concurrency scaling")

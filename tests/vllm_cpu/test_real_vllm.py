@@ -3,9 +3,12 @@
 
 Three sweeps, one per draft model, each a real `python -m lookahead_runner sweep`:
   self       draft = the target itself, K in {0, 2, 4}   -> acceptance ~1 (and the K = 0 baseline)
-  unrelated  a different random model,    K in {2}       -> acceptance ~0
+  unrelated  a different random model,    K in {0, 2}    -> acceptance ~0: the verdict must keep K=0
   perturbed  the target plus small noise, K in {4}       -> acceptance in between
 each with two short stages (2 then 4 users), prompts and outputs of 32 tokens, temperature 0.
+A draft as large as the target gains little on a CPU (each step runs K draft passes), so whether the
+self sweep decides in 5 s stages depends on the box; the unrelated draft only costs (K=2 measured
+about half K=0's req/s), a known answer the engine must give with confidence.
 Plus a refused raw `--num-lookahead-slots` sweep, which must start no server at all.
 
 Needs `bash tests/vllm_cpu/setup.sh` first; run with `python -m pytest -m vllm_cpu tests/vllm_cpu`
@@ -72,7 +75,7 @@ pytestmark = [
 
 DRAFTS = {  # name -> (draft model directory, K values swept, acceptance range every K > 0 row must fall in)
     "self": ("tiny-target", [0, 2, 4], (0.95, 1.0)),
-    "unrelated": ("tiny-draft-unrelated", [2], (0.0, 0.1)),
+    "unrelated": ("tiny-draft-unrelated", [0, 2], (0.0, 0.1)),
     "perturbed": ("tiny-draft-perturbed", [4], (0.2, 0.85)),
 }
 # how K is written: 0.32 lists the --spec-* shorthands, so "auto" uses them; one sweep keeps the JSON form
@@ -270,13 +273,13 @@ def _write_timings(out: dict) -> None:
 
 
 def run_dir_of(sweeps: dict, name: str) -> Path:
+    """The sweep's run folder, once it ran to its end: a verdict (exit 0) or "not decided yet" (3), which
+    a single K (perturbed) always is: nothing to compare it with."""
     sweep = sweeps[name]
     done = sweep["proc"]
-    assert done.returncode == 0, f"{name} sweep exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode in (0, 3), f"{name} sweep exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     assert sweep["run_dir"] is not None, f"{name}: expected one run folder, found {sweep['runs']}"
-    decision = json.loads((sweep["run_dir"] / "decision.json").read_text())
-    assert decision.get("recommended"), decision.get("verdict")
     return sweep["run_dir"]
 
 
@@ -442,6 +445,20 @@ def test_placement_gives_valid_windows_with_the_default_client_lag_gate(sweeps):
         invalid = summary[~summary["valid"].astype(bool)]
         assert len(invalid) <= 1, f"{name}: {invalid[['k', 'users', 'invalid_reason']].to_dict('records')}"
         assert not invalid["invalid_reason"].astype(str).str.contains("saturated").any(), invalid.to_dict("records")
+
+
+def test_a_draft_that_is_never_accepted_is_not_recommended(sweeps):
+    """Ground truth on real vLLM: an unrelated draft is accepted ~0 % of the time, so K=2 only adds draft
+    passes. The sweep must end in a confident "keep K=0" (exit 0), with valid windows under the default
+    client-lag gate, and name K=2's loss."""
+    sweep = sweeps["unrelated"]
+    decision = json.loads((run_dir_of(sweeps, "unrelated") / "decision.json").read_text())
+    assert sweep["proc"].returncode == 0 and decision["status"] == "decided", decision["verdict"]
+    assert decision["recommended"]["k"] == 0, decision["verdict"]
+    assert decision["confidence"] >= decision["confidence_threshold"], decision["verdict"]
+    assert decision["verdict"].startswith("Keep K=0"), decision["verdict"]
+    k2 = [c for c in decision["candidates"] if c["k"] == 2]
+    assert k2 and k2[0]["gain_range"]["high"] < 0, k2  # the whole interval of K=2's gain is a loss
 
 
 def test_report_renders_from_the_run(sweeps):
