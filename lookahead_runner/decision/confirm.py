@@ -367,6 +367,10 @@ def with_confirmation(decision: Decision, confirmation: Confirmation) -> Decisio
     decision.confirmation = confirmation
     decision.verdict = f"{decision.verdict} {confirmation.verdict}".strip()
     if confirmation.status == "not confirmed" and confirmation.kind == "k":
+        # the one K picked did not hold in its own life: nothing stands, so it is not a verdict to act on
+        decision.status, decision.recommended = "not_decided", None
+        decision.verdict = (f"Not decided yet at {decision.target_users} users: the sweep picked K={confirmation.k}, "
+                            f"but its own life disagreed. {confirmation.verdict}")
         decision.next_runs.append(f"Add repeats of K={confirmation.k} (load.repeats): its own life disagreed "
                                   "with the sweep's.")
     return decision

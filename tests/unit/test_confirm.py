@@ -5,6 +5,7 @@ import json
 import pytest
 from synthetic import window
 
+from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import Cell, decide, evidence
 from lookahead_runner.decision.confirm import judge, plan, what_to_confirm, with_confirmation
@@ -159,7 +160,13 @@ def test_a_single_k_confirmed_or_not_against_the_runner_up():
     low = judge(the_plan, decision, ev, {32: Cell(4, 32, (window(4, 32, 28.0, 0),))}, [("confirm/r0", "done", "")],
                 ["c"], p)
     assert low.status == "not confirmed" and "below the runner-up's 30.15" in low.verdict
-    assert with_confirmation(decision, low).next_runs[-1].startswith("Add repeats of K=4")
+    told = with_confirmation(decision, low)
+    assert told.next_runs[-1].startswith("Add repeats of K=4")
+    # a single K its own life did not confirm is not a verdict to act on: "not decided yet", exit 3
+    assert (told.status, told.recommended, told.leading_k) == ("not_decided", None, 4)
+    assert told.verdict.startswith("Not decided yet at 32 users: the sweep picked K=4, but its own life disagreed. "
+                                   "Not confirmed: K=4")
+    assert exit_code(told) == EXIT_NOT_DECIDED and exit_code(with_confirmation(decision, ok)) == 0
 
 
 def test_the_confirmation_life_runs_the_plan_on_the_grid_value_it_came_from(decided):
