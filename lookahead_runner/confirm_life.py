@@ -87,6 +87,16 @@ def retire(run_dir: Path, plan: ConfirmPlan) -> str:
     return f"{LABEL}-stale{n}"
 
 
+def switch_off(run_dir: Path, say) -> None:
+    """decision.confirm = "off" (--no-confirm on a resumed run): a confirmation planned before is retired, so the
+    decision stands without it and the report says so."""
+    document = results.read_json(run_dir / "plan.json")
+    if document.get("confirm"):
+        plan = ConfirmPlan.model_validate(document["confirm"])
+        say(f"confirmation: off (decision.confirm = \"off\"); {describe(plan)}, planned before, is kept in "
+            f"{retire(run_dir, plan)}/")
+
+
 def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, data: RunData, decision: Decision,
                      say, run_lives: Callable[[SweepConfig, list[Life]], None],
                      announce: Callable[[list[Life], list[StageConfig]], None] = lambda lives, stages: None) -> list[Life]:

@@ -26,7 +26,7 @@ from . import reaper, results
 from .results import CONFIRM_ROLE
 from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
-from .confirm_life import run_confirmation
+from .confirm_life import run_confirmation, switch_off
 from .finalize import decide_all, finalize, read_run, write_tables
 from .life import Life, LifeEvents, Served, append_to_plan, died, is_simulator, locust_env, plan_entry, run_server_life
 from .masking import MissingSecret, mask_server
@@ -211,8 +211,8 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
 def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
                            number: dict[str, int], tag) -> None:
     """The confirmation life of what the decision recommends (confirm_life.py), once the per-K lives are done."""
-    document = results.read_json(run_dir / "plan.json")
-    if not document.get("confirm") and config.decision.confirm == "off":
+    if config.decision.confirm == "off":
+        switch_off(run_dir, say)
         return
     data = read_run(run_dir)
     decision = decide_all(data)  # over the per-K lives (read_run keeps the confirmation's windows apart)

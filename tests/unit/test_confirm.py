@@ -189,3 +189,24 @@ def test_the_confirmation_life_runs_the_plan_on_the_grid_value_it_came_from(deci
     assert (setting.name, setting.k, setting.axis_flag, setting.axis_value) == ("confirm", 4, "--max-num-seqs", "64")
     assert setting.schedule == ((1, 18, 4), (19, 1_000_000, 0))
     assert [s.users for s in config_of(config, the_plan).load.stages] == [8, 18, 21, 32]
+
+
+def test_no_confirm_on_a_resumed_run_retires_the_confirmation_planned_before(tmp_path):
+    """--resume --no-confirm: the confirmation planned (and maybe half run) before is kept aside, not run."""
+    from lookahead_runner import results
+    from lookahead_runner.confirm_life import switch_off
+
+    plan_doc = {"lives": [{"dir": "k0/r0", "k": 0, "repeat": 0},
+                          {"dir": "confirm/r0", "k": 4, "repeat": 0, "role": results.CONFIRM_ROLE}],
+                "confirm": {"kind": "k", "k": 4, "stages": [{"users": 32, "duration_s": 20.0}]}}
+    results.write_json(tmp_path / "plan.json", plan_doc)
+    (tmp_path / "confirm" / "r0").mkdir(parents=True)
+    said = []
+    switch_off(tmp_path, said.append)
+    after = results.read_json(tmp_path / "plan.json")
+    assert "confirm" not in after and [life["dir"] for life in after["lives"]] == ["k0/r0"]
+    assert (tmp_path / "confirm-stale1" / "r0").is_dir() and not (tmp_path / "confirm").exists()
+    assert len(said) == 1 and said[0].startswith('confirmation: off (decision.confirm = "off"); K=4') \
+        and said[0].endswith("is kept in confirm-stale1/"), said
+    switch_off(tmp_path, said.append)  # nothing planned any more: nothing to say
+    assert len(said) == 1
