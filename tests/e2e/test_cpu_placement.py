@@ -131,7 +131,7 @@ def test_a_starved_client_stops_the_sweep_at_the_preflight_with_the_fix(tmp_path
 
     def starve() -> None:
         while not stop.is_set():
-            victims = [p for p in processes_of(model) if "preflight" in " ".join(p.cmdline())]
+            victims = [p for p in processes_of(model) if "preflight" in " ".join(p.info["cmdline"] or [])]
             signal_all(victims, signal.SIGSTOP)
             time.sleep(0.15)
             signal_all(victims, signal.SIGCONT)
