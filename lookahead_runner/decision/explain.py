@@ -163,9 +163,9 @@ def stage_reason(stage: StageEval, p: DecisionConfig) -> str:
 
 def diagnoses(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -> list[str]:
     notes = []
-    for check in (c for k in stage.ks for c in stage.checks[k]):
+    for k, check in ((k, c) for k in stage.ks for c in stage.checks[k]):
         if check.name == rules.GATE_BATCH and check.status == rules.FAIL:
-            notes.append(f"Real batch drops: {check.evidence}.")
+            notes.append(f"Real batch drops at K={k}: {check.evidence}.")
             break
     others = [k for k in stage.ks if k != stage.base_k]
     inside = [gain_bounds(stage, k, stage.base_k, p) for k in others]
