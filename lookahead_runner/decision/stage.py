@@ -107,7 +107,7 @@ def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
         return "no_eligible", []
     if len(stage.stats) < 2:
         return "not_decided", [f"only K={stage.pick} has a valid window at {stage.users} users: nothing to compare "
-                               "it with (see the invalid windows)"]
+                               "it with (measure another K there; an invalid window says why it does not count)"]
     mine = stage.stats[stage.pick].objective(p.objective)
     better = [k for k, s in stage.stats.items() if k == stage.pick or
               (s.objective(p.objective) > mine * (1 + p.tie_tolerance_frac) and not stage.blocked_by(k))]
