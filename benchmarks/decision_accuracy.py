@@ -166,6 +166,8 @@ def calibration_bins(verdicts: list[Verdict], edges=(0.0, 0.5, 0.7, 0.9, 0.95, 0
 
 # --- recording --------------------------------------------------------------------------------------
 MEASURED = {"server", "speculation", "load", "grid"}   # what a recording depends on; the decision is made now
+# how the load is placed on this host, not what it is: a recording made with "processes = 1" serves "auto"
+HOW_PLACED = {"server": {"cpus"}, "load": {"processes", "cpus", "placement", "preflight_s"}}
 
 
 def finished_run(folder: Path, wanted: SweepConfig) -> tuple[Path | None, bool]:
@@ -175,7 +177,8 @@ def finished_run(folder: Path, wanted: SweepConfig) -> tuple[Path | None, bool]:
             plan, config = read_plan(plan_json.parent)
         except RunDirError:
             continue
-        if config.model_dump(include=MEASURED) == wanted.model_dump(include=MEASURED):
+        if (config.model_dump(include=MEASURED, exclude=HOW_PLACED)
+                == wanted.model_dump(include=MEASURED, exclude=HOW_PLACED)):
             return plan_json.parent, all(results.life_state(plan_json.parent / life["dir"]) == "done"
                                          for life in plan["lives"])
     return None, False
