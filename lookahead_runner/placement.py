@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 OMP_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 # wrappers that mean the user placed the server already
@@ -126,8 +126,7 @@ class Placement:
         return f"placement {self.mode}: {server}, {load}{host}{why}"
 
     def with_processes(self, processes: int, why: str) -> "Placement":
-        return Placement(self.mode, self.server_cpus, self.load_cpus, processes, self.processes_auto,
-                         dict(self.server_env), self.host_cpus, why)
+        return replace(self, processes=processes, processes_why=why)
 
     def to_dict(self) -> dict:
         return {"mode": self.mode, "server_cpus": format_cpus(self.server_cpus),
@@ -182,10 +181,6 @@ def plan_placement(config, cpus: Sequence[int]) -> Placement:
         mode = "auto"
         take = min(wanted, len(cpus) - 1)  # the server keeps at least one core
         load_cpus, server_cpus = cpus[-take:], cpus[:-take]
-    clash = sorted(set(server_cpus) & set(load_cpus))
-    if clash:
-        raise PlacementError(f"server.cpus and load.cpus share CPU {format_cpus(clash)}: the server's threads would "
-                             "take Locust's CPU time; give them CPUs of their own")
     processes, why = wanted, ""
     if auto_processes:
         room = len(load_cpus) if load_cpus else len(cpus)

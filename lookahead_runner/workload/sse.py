@@ -101,11 +101,7 @@ def scan_chunk(line: bytes, want_prompt: bool = True) -> tuple[bool, bool, int |
 
 
 def _number_at(line: bytes, start: int) -> int | None:
-    """The integer starting at `start` (usage's last member ends at "}", others at ",")."""
-    end = line.find(b"}", start)
-    digits = line[start:end]
-    if digits.isdigit():
-        return int(digits)
+    """The integer starting at `start`; None when no digit stands there."""
     match = _DIGITS.match(line, start)
     return int(match.group()) if match else None
 
