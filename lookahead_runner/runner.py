@@ -95,8 +95,7 @@ def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
             for l in plan["lives"] if l.get("role") != CONFIRM_ROLE]
 
 
-def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str = "sweep",
-               placement: Placement | None = None) -> dict:
+def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, placement: Placement) -> dict:
     """The run's plan.json: each secret of the config and of the argv as ${NAME} (masking.py)."""
     masked, secrets = mask_server(config.server, os.environ)
     lives = [plan_entry(config, caps, life) for life in plan_lives(config)]
@@ -107,7 +106,7 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str =
         "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(
             mode="json"),
         "target_users": config.target_users, "is_simulator": is_simulator(config.server.command), "lives": lives,
-        "placement": (placement or plan_placement(config, host_cpus())).to_dict(),
+        "placement": placement.to_dict(),
     })
 
 

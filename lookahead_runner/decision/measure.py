@@ -103,9 +103,7 @@ class _PreparedWindow:
     window: Window
     meets: np.ndarray        # successful requests x SLOs (bool)
     good: np.ndarray         # successful requests meeting every SLO (bool)
-    bins_req: np.ndarray     # throughput bins: completions, output tokens, good completions
-    bins_tok: np.ndarray
-    bins_good: np.ndarray
+    bins_req: np.ndarray     # completions per throughput bin (the noise of a single repeat)
 
 
 class PreparedCell:
@@ -129,13 +127,7 @@ class PreparedCell:
         meets = np.column_stack([w.latency_ms[:, LATENCY_COLUMNS.index(s.column)] <= s.max_ms for s in self.slos]) \
             if self.slos else np.ones((w.completed, 0), dtype=bool)
         good = meets.all(axis=1)
-        ones = np.ones(w.completed)
-        return _PreparedWindow(
-            w, meets, good,
-            bin_counts(w.t_done_s, ones, w.duration_s, self.bin_s),
-            bin_counts(w.t_done_s, w.output_tokens, w.duration_s, self.bin_s),
-            bin_counts(w.t_done_s, good.astype(float), w.duration_s, self.bin_s),
-        )
+        return _PreparedWindow(w, meets, good, bin_counts(w.t_done_s, np.ones(w.completed), w.duration_s, self.bin_s))
 
     @property
     def throughput_units(self) -> int:
