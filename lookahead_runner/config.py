@@ -306,6 +306,10 @@ class DecisionConfig(Strict):
     collapse_frac: float = Field(0.15, gt=0, lt=1, description="req/s at a schedule boundary this far below what "
                                                                "the stages beside it expect is a collapse: the "
                                                                "schedule is not confirmed")
+    waive: list[Literal["memory", "batch", "latency", "slo", "failures"]] = Field(
+        default_factory=list, description="gates the decision may go ahead without when they cannot be judged "
+                                          "(not measured, or too little data): shown as waived, never as a pass; "
+                                          "a gate that was measured is judged as usual. e.g. [\"memory\"]")
 
     @field_validator("confirm", mode="before")
     @classmethod

@@ -1,8 +1,9 @@
 """The gates of one K at one stage, with intervals and evidence (rules.py's point rules, refined).
 
 A point rule says a gate fails; here it fails only when the difference is also beyond its interval
-("statistically real"), and is unknown when the data cannot tell (too few requests, or nothing
-measured). Missing data is never a pass.
+("statistically real"), and is unknown when the data cannot tell: too little data, or not measured
+(naming the metric, where it comes from, and the fix). Missing data is never a pass. A gate named
+in decision.waive that could not be judged reads "waived": it blocks nothing and passes nothing.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import math
 import numpy as np
 
 from ..config import DecisionConfig
+from ..vllm.metrics import SIGNALS
 from . import rules
 from .measure import CellStats
 from .schema import Check
@@ -21,6 +23,38 @@ from .text import ms as _ms, pct, pp
 def _check(name: str, status: str, evidence: str, because: str = "", n: int | None = None) -> Check:
     return Check(name=name, kind="gate", status=status, evidence=evidence,
                  unknown_because=because if status == rules.UNKNOWN else "", n=n)
+
+
+# gate name -> its key in decision.waive
+def waive_key(name: str) -> str:
+    return {rules.GATE_MEMORY: "memory", rules.GATE_BATCH: "batch", rules.GATE_LATENCY: "latency",
+            rules.GATE_FAILURES: "failures"}.get(name, "slo" if name.startswith(rules.SLO_GATE_PREFIX) else name)
+
+
+def _absent(signal: str) -> str:
+    names = SIGNALS[signal]
+    older = f" (or {', '.join(names[1:])} on older vLLM)" if len(names) > 1 else ""
+    return f"{names[0]}{older} absent from /metrics (vLLM 0.32 names)"
+
+
+def not_measured(s: CellStats) -> dict[str, str]:
+    """The evidence table's empty server columns of one cell, each with why (the metric and its source)."""
+    out = {}
+    for column, signal in (("running_mean", "running"), ("waiting_mean", "waiting"), ("kv_usage_peak", "kv_usage"),
+                           ("preemptions", "preemptions_total")):
+        if math.isnan(getattr(s, column)):
+            out[column] = _absent(signal)
+    if math.isnan(s.acceptance_rate):
+        out["acceptance_rate"] = ("K=0 drafts nothing" if s.k == 0 else
+                                  f"{' / '.join(SIGNALS[n][0] for n in ('spec_accepted_total', 'spec_draft_tokens_total'))}"
+                                  " absent from /metrics (vLLM 0.32 names), or no draft in the window: acceptance is "
+                                  "shown, it decides nothing")
+    return out
+
+
+def _fix(key: str) -> str:
+    return (f"check that the server's /metrics answers and carries it (--disable-log-stats removes the stats; a "
+            f"proxy or another vLLM version may rename them), or set decision.waive = [\"{key}\"] to decide without it")
 
 
 def failures_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
@@ -65,16 +99,36 @@ def slo_checks(s: CellStats, pooled: dict[str, np.ndarray], p: DecisionConfig) -
             status = rules.FAIL
         else:
             status = rules.UNKNOWN
-            text += f"; too few requests to tell: {_requests_to_tell(met, s.finished, slo.share, p.interval_level)}"
+            text += (f"; too few requests to tell: {_requests_to_tell(met, s.finished, slo.share, p.interval_level)}"
+                     f"{_stage_length(s, met, slo.share, p.interval_level)}")
         checks.append(_check(name, status, text, "too little data", s.finished))
     return checks
 
 
 def _requests_to_tell(met: int, n: int, share: float, level: float) -> str:
     """Requests at which the attainment measured so far would have a Wilson interval clear of `share`."""
+    if met / n == share:
+        return "more requests than any run gives (it sits exactly at the objective)"
+    needed = _requests_needed(met, n, share, level)
+    return "more than 10,000,000 requests" if needed is None else f"about {needed:,} requests at this attainment"
+
+
+def _stage_length(s: CellStats, met: int, share: float, level: float) -> str:
+    """How long a stage would have to be, at this K's request rate and repeats, for the attainment to be
+    told apart from the objective (a p99 needs some 370+ requests even when every one meets it)."""
+    needed = _requests_needed(met, s.finished, share, level)
+    if needed is None or not s.req_per_s > 0 or not s.repeats:
+        return ""
+    seconds = needed / s.req_per_s / s.repeats
+    now = s.duration_s / s.repeats
+    return (f": no window here can prove it; stages of about {seconds:,.0f} s at {s.users} users ({s.repeats} "
+            f"repeat(s) at {s.req_per_s:.1f} req/s; now {now:.0f} s each) would")
+
+
+def _requests_needed(met: int, n: int, share: float, level: float) -> int | None:
     rate = met / n
     if rate == share:
-        return "more requests than any run gives (it sits exactly at the objective)"
+        return None
 
     def clear(m: int) -> bool:
         bounds = wilson(round(rate * m), m, level)
@@ -84,11 +138,11 @@ def _requests_to_tell(met: int, n: int, share: float, level: float) -> str:
     while not clear(high):
         low, high = high, high * 2
         if high > 10_000_000:
-            return "more than 10,000,000 requests"
+            return None
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if clear(mid) else (mid, high)
-    return f"about {high:,} requests at this attainment"
+    return high
 
 
 def memory_check(s: CellStats, p: DecisionConfig) -> Check:
@@ -103,14 +157,22 @@ def memory_check(s: CellStats, p: DecisionConfig) -> Check:
         parts.append(f"device memory peak {s.gpu_mem_peak_mib:.0f} / {s.gpu_mem_total_mib:.0f} MiB")
     if not math.isnan(s.kv_pool_tokens):
         parts.append(f"KV pool {s.kv_pool_tokens:,.0f} tokens")
-    text = "; ".join(parts) or "no KV usage, preemption or device memory reading (no /metrics and no memory source)"
+    text = "; ".join(parts)
+    if status == rules.UNKNOWN:
+        device = ("; device memory alone is not KV headroom (vLLM preallocates the pool)"
+                  if s.gpu_mem_total_mib and not math.isnan(s.gpu_mem_peak_mib) else "")
+        preempted = "; no preemption only says the pool never ran out" if not math.isnan(s.preemptions) else ""
+        text = (f"{_absent('kv_usage')}: memory headroom cannot be judged{device}{preempted}; "
+                f"{_fix('memory')}" + (f" (read: {text})" if text else ""))
     return _check(rules.GATE_MEMORY, status, text, "not measured")
 
 
 def batch_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
     status = rules.batch_status(s, base, p)
     if status == rules.UNKNOWN:
-        return _check(rules.GATE_BATCH, status, "num_requests_running not sampled", "not measured")
+        where = f"K={s.k}" if math.isnan(s.running_mean) else f"the baseline K={base.k}"
+        return _check(rules.GATE_BATCH, status, f"{_absent('running')} at {where}: the real batch cannot be "
+                                                f"judged; {_fix('batch')}", "not measured")
     if s.k == base.k:
         return _check(rules.GATE_BATCH, status, f"{s.running_mean:.1f} running, {s.waiting_mean:.1f} waiting "
                                                 "(the baseline)")
@@ -133,7 +195,9 @@ def latency_check(s: CellStats, base: CellStats, ratio_draws: np.ndarray, pooled
         return _check(name, rules.PASS, f"{label} {s.quantile('e2e_ms', q):.0f} ms (the baseline)", n=s.requests)
     ratio = rules.latency_ratio(s, base, p)
     if math.isnan(ratio):
-        return _check(name, rules.UNKNOWN, f"{label} not measured", "not measured", s.requests)
+        return _check(name, rules.UNKNOWN, f"{label} not measured: no request with an e2e time at K={s.k} or "
+                                           f"K={base.k}; set decision.waive = [\"latency\"] to decide without it",
+                      "not measured", s.requests)
     bounds = interval(ratio_draws, p.interval_level)
     text = (f"{label} {s.quantile('e2e_ms', q):.0f} ms vs {base.quantile('e2e_ms', q):.0f} ms at K={base.k} "
             f"({pct(ratio, signed=True)} [{pct(bounds.low, signed=True)}, {pct(bounds.high, signed=True)}], "
@@ -155,4 +219,11 @@ def gate_checks(s: CellStats, base: CellStats, pooled: dict[str, np.ndarray], la
     checks = [failures_check(s, base, p), *slo_checks(s, pooled, p), memory_check(s, p), batch_check(s, base, p)]
     if not p.slos:
         checks.append(latency_check(s, base, latency_ratio_draws, pooled["e2e_ms"], p))
-    return checks
+    return [waived(c) if c.status == rules.UNKNOWN and waive_key(c.name) in p.waive else c for c in checks]
+
+
+def waived(check: Check) -> Check:
+    """A gate that could not be judged, let go by the user: shown as waived with why it was unknown."""
+    return check.model_copy(update={
+        "status": rules.WAIVED, "unknown_because": "",
+        "evidence": f"waived by decision.waive (unknown: {check.unknown_because}): {check.evidence}"})

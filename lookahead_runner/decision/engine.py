@@ -14,6 +14,7 @@ from .knee import find_knee, scaling_check
 from .measure import QUANTILES, PreparedCell
 from .schedule import schedule_from_picks
 from .schema import Candidate, CellSummary, Check, Decision, Percentile, Range, Recommended, StagePick
+from .checks import not_measured
 from .stage import StageEval, evaluate, gain_bounds
 from .tradeoffs import tradeoffs
 from .stats import interval, quantile_bounds, wilson
@@ -71,7 +72,7 @@ def cell_summaries(stages: dict[int, StageEval], p: DecisionConfig) -> list[Cell
                 running_mean=_finite(s.running_mean), waiting_mean=_finite(s.waiting_mean),
                 kv_usage_mean=_finite(s.kv_usage_mean), kv_usage_peak=_finite(s.kv_usage_peak),
                 preemptions=_finite(s.preemptions), acceptance_rate=_finite(s.acceptance_rate),
-                kv_pool_tokens=_finite(s.kv_pool_tokens)))
+                kv_pool_tokens=_finite(s.kv_pool_tokens), not_measured=not_measured(s)))
     return rows
 
 
@@ -106,8 +107,8 @@ def checklist(stage: StageEval, k: int, knee_check: Check, p: DecisionConfig) ->
     """The method's four acceptance checks for K at the target: two gates, two pieces of advice."""
     gates = {c.name: c for c in stage.checks[k]}
     latency = [c for c in stage.checks[k] if c.name != rules.GATE_MEMORY and c.name != rules.GATE_BATCH]
-    worst = "fail" if any(c.status == "fail" for c in latency) else \
-        "unknown" if any(c.status == "unknown" for c in latency) else "pass"
+    worst = next((status for status in (rules.FAIL, rules.UNKNOWN, rules.WAIVED) if any(c.status == status
+                                                                                         for c in latency)), rules.PASS)
     because = next((c.unknown_because for c in latency if c.status == "unknown"), "")
     failures_and_latency = Check(name="failures and latency", kind="gate", status=worst, unknown_because=because,
                                  evidence="; ".join(f"{c.name}: {c.evidence}" for c in latency),
@@ -119,14 +120,14 @@ def checklist(stage: StageEval, k: int, knee_check: Check, p: DecisionConfig) ->
 def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]],
            schedule_form: str | None = None) -> Decision:
     thresholds = p.model_dump(mode="json")
-    base = {"objective": p.objective, "target_users": evidence.target_users, "resamples": p.resamples,
+    base = {"objective": p.objective, "target_users": evidence.target_users,
             "confidence_threshold": p.confidence, "thresholds": thresholds}
     stages = evaluate_stages(evidence, p)
     target = stages.get(evidence.target_users)
     if target is None:
         return Decision(status="no_measurement", verdict=explain.no_measurement(evidence.target_users),
                         reasons=["Every window at the target concurrency was invalid or missing; see summary.csv."],
-                        **base)
+                        resamples=p.resamples, **base)
     focus = target.pick if target.pick is not None else target.base_k
     ramp = {u: st for u, st in stages.items() if focus in st.stats}
     knee = find_knee(focus, {u: st.stats[focus] for u, st in ramp.items()}, {u: st.draws[focus] for u, st in ramp.items()},
@@ -139,6 +140,8 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
         status=target.status, verdict=explain.verdict(target, p), baseline_k=target.base_k,
         recommended=recommended, leading_k=target.pick,
         confidence=target.shares.get(target.pick) if target.pick is not None else None,
+        confidence_range=_range(target.share_range) if target.pick is not None else Range(),
+        resamples=target.resamples,
         checklist=checklist(target, focus, scaling_check(knee, evidence.target_users, p), p),
         candidates=candidates(target, p), cells=cell_summaries(stages, p), per_stage=per_stage,
         per_batch_size=schedule_from_picks(per_stage, argv_by_k, schedule_form), knee=knee,

@@ -35,7 +35,7 @@ def _blockers(stage: StageEval, k: int) -> str:
 def _wins(stage: StageEval, p: DecisionConfig) -> str:
     others = sorted(((k, v) for k, v in stage.shares.items() if k != stage.pick and v >= 0.01),
                     key=lambda kv: -kv[1])
-    text = f"K={stage.pick} wins in {share(stage.shares.get(stage.pick, 0.0))} of {p.resamples} resamples"
+    text = f"K={stage.pick} wins in {share(stage.shares.get(stage.pick, 0.0))} of {stage.resamples} resamples"
     if others:
         text += " (" + ", ".join(f"{'no K' if k is None else f'K={k}'} in {share(v)}" for k, v in others[:3]) + ")"
     return text
@@ -61,7 +61,19 @@ def no_measurement(users: int) -> str:
     return f"No valid measurement at {users} users: nothing can be recommended."
 
 
+def _waivers(stage: StageEval) -> str:
+    """The gates of the pick decided without (decision.waive): said in the verdict, never hidden as a pass."""
+    gone = stage.waived_gates(stage.pick) if stage.pick is not None else []
+    return (" Decided without " + "; ".join(f"{c.name} (waived by decision.waive: {c.evidence.split(': ', 1)[-1]})"
+                                          for c in gone) + ".") if gone else ""
+
+
 def verdict(stage: StageEval, p: DecisionConfig) -> str:
+    text = _verdict(stage, p)
+    return text + _waivers(stage) if stage.status == "decided" else text
+
+
+def _verdict(stage: StageEval, p: DecisionConfig) -> str:
     at = f"at {stage.users} users"
     if stage.pick is None:
         return (f"No K passes the gates {at}: " + "; ".join(f"K={k} {_blockers(stage, k)}" for k in stage.ks
@@ -118,12 +130,18 @@ def reasons(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -
                    f"{now.preemptions:.0f}{_pool_text(before, now)}) while {_label(p)} changed "
                    f"{_gain(stage, stage.stopped_at, prev, p)} vs K={prev}; K >= {stage.stopped_at} left out (the stop "
                    f"fires in {share(stage.stop_share)} of the resamples).")
+    if stage.stop_gaps:
+        out.append("Stop rule not evaluated between " + ", ".join(f"K={a} and K={b}" for a, b in stage.stop_gaps)
+                   + ": no KV usage, KV pool, preemption or device memory reading on either side, so a memory rise "
+                     "that buys nothing could not be seen there.")
     for k in stage.ks:
         if k == stage.base_k:
             continue
+        unknown, waived = stage.unknown_gates(k), stage.waived_gates(k)
         state = (_why_out(stage, k) if stage.blocked_by(k) or (stage.stopped_at is not None and k >= stage.stopped_at)
-                 else "passes every gate" if not stage.unknown_gates(k)
-                 else "gates unknown: " + ", ".join(c.name for c in stage.unknown_gates(k)))
+                 else "gates unknown: " + ", ".join(c.name for c in unknown) if unknown
+                 else "passes every gate" if not waived
+                 else "passes every gate not waived (waived: " + ", ".join(c.name for c in waived) + ")")
         out.append(f"K={k}: {_gain(stage, k, stage.base_k, p)} {_label(p)} vs K={stage.base_k}; "
                    f"picked in {share(stage.shares.get(k, 0.0))} of resamples; {state}.")
     if stage.pick is not None and stage.pick != stage.base_k:
@@ -219,6 +237,8 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
         if check.unknown_because == "too little data":
             out.append(f"K={stage.pick} {check.name}: {check.evidence}; lengthen the stages at {stage.users} users "
                        "or add repeats.")
+        else:
+            out.append(f"K={stage.pick} {check.name} not measured: {check.evidence}.")
     if stage.noise.source == "none":
         out.append(f"At {stage.users} users: run >= 2 repeats, or stages at least two requests long, so the "
                    "throughput noise can be measured.")

@@ -5,17 +5,23 @@ One resample of a cell: its repeats drawn with replacement (server starts differ
 drawn window, the successful requests drawn with replacement (latency percentiles, SLO attainment);
 failures drawn from their binomial. Throughput is not resampled from two or three repeats (that
 bootstrap is far too sure of itself): its factor is drawn from Student's t with the relative spread
-of one repeat pooled over every K at the stage (`ThroughputNoise`), or, with one repeat each, of one
-bin at least a request long inside the windows (batch means). The same factor divides the drawn
-latencies: at a fixed concurrency a server that serves fewer requests per second keeps each longer.
+of one repeat (`ThroughputNoise`), or, with one repeat each, of one bin at least a request long inside
+the windows (batch means). The spread is pooled over the K at the stage, except for a K whose own
+spread is wider than the others' beyond an F test: that K keeps its own, and the others pool without it
+(`throughput_noises`). The same factor divides the drawn latencies: at a fixed concurrency a server
+that serves fewer requests per second keeps each longer.
+Windows are resampled in an order of their content, not of their repeat labels: renaming or
+reordering repeats gives the same draws.
 """
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from .evidence import LATENCY_COLUMNS, Cell, Window
 from .slo import Slo
@@ -75,27 +81,73 @@ class ThroughputNoise:
     rel_sd: float
     df: int
     source: str  # "repeats" | "bins" | "none"
+    scope: str = "pooled over K"  # or "K=8's own" (its spread differs from the others')
 
     def text(self) -> str:
         if self.source == "none":
             return "throughput noise not measured (one repeat, windows shorter than two requests)"
-        return f"throughput noise {self.rel_sd:.1%} per {self.source[:-1]} (pooled over K, {self.df} degrees of freedom)"
+        return f"throughput noise {self.rel_sd:.1%} per {self.source[:-1]} ({self.scope}, {self.df} degrees of freedom)"
+
+
+def _spread(cell, source: str) -> tuple[float, int]:
+    """Sum of squared relative deviations and degrees of freedom of one cell's throughput values."""
+    groups = ([[w.window.served_per_s for w in cell.windows]] if source == "repeats"
+              else [list(w.bins_req) for w in cell.windows])
+    squares, df = 0.0, 0
+    for values in groups:
+        values = np.asarray(values, dtype=float)
+        if len(values) >= 2 and values.mean() > 0:
+            squares += float(((values / values.mean() - 1) ** 2).sum())
+            df += len(values) - 1
+    return squares, df
+
+
+def _noisier(own: tuple[float, int], rest: tuple[float, int], level: float = 0.95) -> float:
+    """How far a cell's spread is beyond the rest's, as its F ratio over the test's critical value (> 1:
+    noisier beyond the test); 0 when either side has no degrees of freedom."""
+    (sq, df), (rest_sq, rest_df) = own, rest
+    if not df or not rest_df:
+        return 0.0
+    own_var, rest_var = sq / df, rest_sq / rest_df
+    if rest_var <= 0:
+        return math.inf if own_var > 0 else 0.0
+    return own_var / rest_var / float(scipy_stats.f.ppf(level, df, rest_df))
+
+
+def throughput_noises(cells: Mapping[int, "PreparedCell"]) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
+    """The stage's pooled noise and each K's: its own spread where it is noisier than the others' beyond a
+    one-sided F test (a K with a wide repeat spread must not widen the intervals of stable ones, nor borrow
+    their stability), else the pooled spread of the K that agree (more degrees of freedom: the better
+    estimate, and never narrower than the stage's typical spread)."""
+    for source in ("repeats", "bins"):
+        parts = {k: _spread(cell, source) for k, cell in cells.items()}
+        total = (sum(sq for sq, _ in parts.values()), sum(df for _, df in parts.values()))
+        if not total[1]:
+            continue
+        apart: set[int] = set()
+        while len(parts) - len(apart) > 1:  # the noisiest K beyond the others' spread goes apart, one at a time
+            rest = {k: v for k, v in parts.items() if k not in apart}
+            left = (sum(sq for sq, _ in rest.values()), sum(df for _, df in rest.values()))
+            excess, worst = max((_noisier(v, (left[0] - v[0], left[1] - v[1])), k) for k, v in rest.items())
+            if excess <= 1:
+                break
+            apart.add(worst)
+        squares = sum(sq for k, (sq, _) in parts.items() if k not in apart)
+        df = sum(d for k, (_, d) in parts.items() if k not in apart)
+        together = [k for k in sorted(parts) if k not in apart]
+        scope = "pooled over K" if not apart else f"pooled over K={', '.join(map(str, together))}"
+        pooled = ThroughputNoise(math.sqrt(squares / df), df, source, scope) if df else \
+            ThroughputNoise(math.nan, 0, "none")
+        by_k = {k: ThroughputNoise(math.sqrt(parts[k][0] / parts[k][1]), parts[k][1], source, f"K={k}'s own")
+                if k in apart else pooled for k in cells}
+        return pooled, by_k
+    none = ThroughputNoise(math.nan, 0, "none")
+    return none, dict.fromkeys(cells, none)
 
 
 def throughput_noise(cells) -> ThroughputNoise:
-    for source in ("repeats", "bins"):
-        squares, df = 0.0, 0
-        for cell in cells:
-            groups = ([[w.window.served_per_s for w in cell.windows]] if source == "repeats"
-                      else [list(w.bins_req) for w in cell.windows])
-            for values in groups:
-                values = np.asarray(values, dtype=float)
-                if len(values) >= 2 and values.mean() > 0:
-                    squares += float(((values / values.mean() - 1) ** 2).sum())
-                    df += len(values) - 1
-        if df:
-            return ThroughputNoise(math.sqrt(squares / df), df, source)
-    return ThroughputNoise(math.nan, 0, "none")
+    """The noise pooled over every cell given (the confirmation's expectation, a whole stage)."""
+    return throughput_noises(dict(enumerate(cells)))[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,14 +166,15 @@ class PreparedCell:
         e2e = cell.pooled("e2e_ms")
         e2e_s = float(np.nanmedian(e2e)) / 1000 if len(e2e) and np.isfinite(e2e).any() else 0.0
         self.bin_s = max(bin_min_s, e2e_s)
-        self.windows = [self._prepare(w) for w in cell.windows]
-        self.pooled_latency = np.concatenate([w.latency_ms for w in cell.windows]) if cell.windows \
+        ordered = sorted(cell.windows, key=_content_key)  # repeat labels and their order never change a draw
+        self.windows = [self._prepare(w) for w in ordered]
+        self.pooled_latency = np.concatenate([w.latency_ms for w in ordered]) if ordered \
             else np.empty((0, len(LATENCY_COLUMNS)))
         self.meets = np.concatenate([p.meets for p in self.windows]).astype(float) if self.windows \
             else np.empty((0, len(slos)))
-        self.durations = np.array([w.duration_s for w in cell.windows])
-        self.signals = np.array([[w.signal(name) for name in _SIGNALS] for w in cell.windows], dtype=float) \
-            .reshape(len(cell.windows), len(_SIGNALS))
+        self.durations = np.array([w.duration_s for w in ordered])
+        self.signals = np.array([[w.signal(name) for name in _SIGNALS] for w in ordered], dtype=float) \
+            .reshape(len(ordered), len(_SIGNALS))
 
     def _prepare(self, w: Window) -> _PreparedWindow:
         meets = np.column_stack([w.latency_ms[:, LATENCY_COLUMNS.index(s.column)] <= s.max_ms for s in self.slos]) \
@@ -219,6 +272,14 @@ class PreparedCell:
             req_per_s=per_s(completed), output_tok_per_s=per_s(tokens), goodput=per_s(good), quantiles=quantiles,
             slo_met=tuple(int(v) for v in np.atleast_1d(slo_met))[:len(self.slos)] if self.slos else (),
             **dict(zip(_SIGNALS, (float(v) for v in signals))), throughput_units=self.throughput_units)
+
+
+def _content_key(w: Window) -> tuple:
+    """An order of windows by what they measured (not by their repeat label)."""
+    latency = w.latency_ms[np.isfinite(w.latency_ms)]
+    return (w.duration_s, w.finished, w.failures, w.timeouts, w.completed, round(w.served_per_s, 9),
+            round(float(latency.sum()), 6), round(float(w.t_done_s.sum()), 6),
+            tuple(round(w.signal(name), 9) if not math.isnan(w.signal(name)) else -1.0 for name in _SIGNALS))
 
 
 # signal -> how the drawn windows combine: a mean of means, the highest peak, a sum of counts, the smallest pool

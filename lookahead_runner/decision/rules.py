@@ -11,8 +11,9 @@ from collections.abc import Mapping
 
 from ..config import DecisionConfig
 from .measure import CellStats
+from .stats import proportion_difference
 
-PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
+PASS, FAIL, UNKNOWN, WAIVED = "pass", "fail", "unknown", "waived"
 
 GATE_FAILURES = "failures and timeouts"
 GATE_MEMORY = "memory headroom"
@@ -28,11 +29,19 @@ def rel(new: float, old: float) -> float:
 
 
 def failures_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:
+    """Fails only when the rate over the baseline's is beyond the slack with its interval (as measured and in
+    every resample alike: one failure in 200 requests is not a regression); beyond the slack but not proven
+    is unknown."""
     if s.k == base.k or not s.finished or not base.finished:
         return PASS if s.finished else UNKNOWN
-    worse = (s.failure_rate - base.failure_rate > p.failure_rate_slack
-             or s.timeout_rate - base.timeout_rate > p.failure_rate_slack)
-    return FAIL if worse else PASS
+    worst = PASS
+    for mine, theirs in ((s.failures, base.failures), (s.timeouts, base.timeouts)):
+        if mine / s.finished - theirs / base.finished > p.failure_rate_slack:
+            bounds = proportion_difference(mine, s.finished, theirs, base.finished, p.interval_level)
+            if bounds.low is not None and bounds.low > p.failure_rate_slack:
+                return FAIL
+            worst = UNKNOWN
+    return worst
 
 
 def slo_status(s: CellStats, index: int, share: float) -> str:
@@ -42,12 +51,14 @@ def slo_status(s: CellStats, index: int, share: float) -> str:
 
 
 def memory_status(s: CellStats, p: DecisionConfig) -> str:
+    """KV headroom is read on KV usage; preemptions prove the pool ran out, and a full device fails too.
+    Without KV usage nothing proves headroom: device memory tells nothing of it (vLLM preallocates the
+    pool), and no preemption only says the pool never ran out, not that the headroom held."""
     kv, preempted = s.kv_usage_peak, s.preemptions
     device = s.gpu_mem_peak_mib / s.gpu_mem_total_mib if s.gpu_mem_total_mib else math.nan
-    if math.isnan(kv) and math.isnan(preempted) and math.isnan(device):
-        return UNKNOWN
-    over = (kv > 1 - p.kv_headroom_frac) or (preempted > 0) or (device >= 1.0)
-    return FAIL if over else PASS
+    if (kv > 1 - p.kv_headroom_frac) or (preempted > 0) or (device >= 1.0):
+        return FAIL
+    return UNKNOWN if math.isnan(kv) else PASS
 
 
 def server_holds_back(s: CellStats, p: DecisionConfig) -> bool:
@@ -58,10 +69,10 @@ def server_holds_back(s: CellStats, p: DecisionConfig) -> bool:
 
 
 def batch_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:
+    if math.isnan(s.running_mean) or math.isnan(base.running_mean):
+        return UNKNOWN  # the baseline too: a batch nobody sampled is not a pass
     if s.k == base.k:
         return PASS
-    if math.isnan(s.running_mean) or math.isnan(base.running_mean):
-        return UNKNOWN
     dropped = s.running_mean < base.running_mean * (1 - p.batch_drop_frac)
     return FAIL if dropped and server_holds_back(s, p) else PASS
 
@@ -94,7 +105,8 @@ def gate_statuses(s: CellStats, base: CellStats, p: DecisionConfig) -> dict[str,
 
 def memory_rise(s: CellStats, prev: CellStats) -> float:
     """The clearest memory rise from prev to s: KV usage (points of the pool, mean or peak), device memory
-    (share of the total), a shrinking KV pool (share), or preemptions appearing (1.0)."""
+    (share of the total), a shrinking KV pool (share), or preemptions appearing (1.0); NaN when neither
+    side has any of these readings (the stop rule cannot be evaluated there)."""
     rises = [s.kv_usage_mean - prev.kv_usage_mean, s.kv_usage_peak - prev.kv_usage_peak]
     if s.gpu_mem_total_mib:
         rises.append((s.gpu_mem_peak_mib - prev.gpu_mem_peak_mib) / s.gpu_mem_total_mib)
@@ -102,19 +114,37 @@ def memory_rise(s: CellStats, prev: CellStats) -> float:
         rises.append((prev.kv_pool_tokens - s.kv_pool_tokens) / prev.kv_pool_tokens)
     if s.preemptions > 0 and not prev.preemptions > 0:
         rises.append(1.0)
+    elif not math.isnan(s.preemptions) and not math.isnan(prev.preemptions):
+        rises.append(0.0)
     rises = [r for r in rises if not math.isnan(r)]
-    return max(rises, default=0.0)
+    return max(rises, default=math.nan)
+
+
+def gain_needed(rise: float, p: DecisionConfig) -> float:
+    """The objective gain a memory rise must buy: throughput_gain_frac for each memory_rise_frac of rise
+    ("memory up clearly, and req/s not in step: stop"), so two steps that together double memory for a few
+    per cent stop where one step at a time would not."""
+    return p.throughput_gain_frac * max(1.0, rise / p.memory_rise_frac) if p.memory_rise_frac else \
+        p.throughput_gain_frac
 
 
 def stop_at(stats: Mapping[int, CellStats], p: DecisionConfig) -> int | None:
-    """Method stepping rule 2, walking K upward: the first K whose memory rises clearly while the objective
-    does not rise with it by at least throughput_gain_frac."""
+    """Method stepping rule 2, walking K upward: the first K whose memory rose clearly since some smaller K
+    (the step itself, or the walk so far) while the objective did not rise in step with it."""
     ks = sorted(stats)
-    for prev, k in zip(ks, ks[1:]):
-        gain = rel(stats[k].objective(p.objective), stats[prev].objective(p.objective))
-        if memory_rise(stats[k], stats[prev]) >= p.memory_rise_frac and not gain >= p.throughput_gain_frac:
-            return k
+    for i, k in enumerate(ks[1:], 1):
+        for prev in ks[:i]:
+            rise = memory_rise(stats[k], stats[prev])
+            gain = rel(stats[k].objective(p.objective), stats[prev].objective(p.objective))
+            if rise >= p.memory_rise_frac and not gain >= gain_needed(rise, p):
+                return k
     return None
+
+
+def stop_gaps(stats: Mapping[int, CellStats]) -> list[tuple[int, int]]:
+    """The K steps the stop rule could not weigh: no memory reading on either side."""
+    ks = sorted(stats)
+    return [(prev, k) for prev, k in zip(ks, ks[1:]) if math.isnan(memory_rise(stats[k], stats[prev]))]
 
 
 def pick(stats: Mapping[int, CellStats], gates: Mapping[int, Mapping[str, str]], stopped: int | None,

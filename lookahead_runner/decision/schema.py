@@ -1,8 +1,9 @@
-"""decision.json as typed objects (schema version 2): what the engine writes and the report reads.
+"""decision.json as typed objects (schema version 3): what the engine writes and the report reads.
 
 Every figure that decides carries its interval (`Range`: None on a side = unbounded at that
-sample size) and its sample count; every check is pass / fail / unknown; the verdict says how
-often its K won when the evidence was resampled.
+sample size) and its sample count; every check is pass / fail / unknown (with its cause) / waived
+(unknown, and let go by decision.waive); the verdict says how often its K won when the evidence was
+resampled. Version 3 added "waived", CellSummary.not_measured and Decision.confidence_range.
 """
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-CheckStatus = Literal["pass", "fail", "unknown"]
+CheckStatus = Literal["pass", "fail", "unknown", "waived"]
 # decided: confident; not_decided: a leader exists but is not sure yet (or a gate lacks data);
 # no_eligible: every K is blocked by a gate; no_measurement: no valid window at the stage.
 DecisionStatus = Literal["decided", "not_decided", "no_eligible", "no_measurement"]
@@ -73,6 +74,7 @@ class CellSummary(Model):
     preemptions: float | None = None
     acceptance_rate: float | None = None
     kv_pool_tokens: float | None = None
+    not_measured: dict[str, str] = Field(default_factory=dict)  # column -> why it is empty (metric, source)
 
 
 class Tradeoff(Model):
@@ -235,6 +237,7 @@ class Decision(Model):
     recommended: Recommended | None = None
     leading_k: int | None = None
     confidence: float | None = None
+    confidence_range: Range = Field(default_factory=Range)  # the share's Monte Carlo error
     resamples: int = 0
     confidence_threshold: float = 0.9
     checklist: list[Check] = Field(default_factory=list)

@@ -2,6 +2,10 @@
 
 The rules run once on the figures as measured (with the gates refined by their intervals) and
 once per resample (point rules); the share of resamples picking the same K is the confidence.
+The leader is picked by the rule the resamples use (a K whose measured figure already breaks a gate
+does not lead, even where the gate's interval leaves it unknown). The share has a Monte Carlo error
+of its own: near the threshold more resamples are drawn until its interval clears it (up to
+MAX_RESAMPLE_FACTOR times `resamples`); if it never does, the verdict is not decided.
 """
 from __future__ import annotations
 
@@ -16,9 +20,11 @@ from ..config import DecisionConfig
 from . import rules
 from .checks import gate_checks
 from .evidence import LATENCY_COLUMNS
-from .measure import CellStats, PreparedCell, ThroughputNoise, throughput_noise
+from .measure import CellStats, PreparedCell, ThroughputNoise, throughput_noises
 from .schema import Check
-from .stats import Bounds, interval
+from .stats import Bounds, interval, wilson
+
+MAX_RESAMPLE_FACTOR = 8
 
 
 @dataclass
@@ -37,6 +43,10 @@ class StageEval:
     noise: ThroughputNoise = ThroughputNoise(math.nan, 0, "none")
     status: str = "not_decided"
     why_not_decided: list[str] = field(default_factory=list)
+    noise_by_k: dict[int, ThroughputNoise] = field(default_factory=dict)
+    resamples: int = 0                              # drawn in all (more than asked near the threshold)
+    share_range: Bounds = Bounds(None, None)        # the leader's share with its Monte Carlo error
+    stop_gaps: list[tuple[int, int]] = field(default_factory=list)  # K steps the stop rule could not weigh
 
     @property
     def ks(self) -> list[int]:
@@ -72,34 +82,66 @@ class StageEval:
     def unknown_gates(self, k: int) -> list[Check]:
         return [c for c in self.checks[k] if c.status == rules.UNKNOWN]
 
+    def waived_gates(self, k: int) -> list[Check]:
+        return [c for c in self.checks[k] if c.status == rules.WAIVED]
+
 
 def draw_stats(prepared: Mapping[int, PreparedCell], resamples: int, rng: np.random.Generator,
-               noise: ThroughputNoise) -> dict[int, list[CellStats]]:
-    return {k: cell.draws(rng, resamples, noise) for k, cell in sorted(prepared.items())}
+               noise: Mapping[int, ThroughputNoise]) -> dict[int, list[CellStats]]:
+    return {k: cell.draws(rng, resamples, noise[k]) for k, cell in sorted(prepared.items())}
+
+
+def leader_statuses(stats: Mapping[int, CellStats], checks: Mapping[int, list[Check]], base_k: int,
+                    p: DecisionConfig) -> dict[int, dict[str, str]]:
+    """The gates as the leader is picked: as checked, but a gate the measured figure breaks by the point rule
+    (the rule every resample applies) counts as failed even where its interval leaves it unknown."""
+    out = {}
+    for k, cs in checks.items():
+        point = rules.gate_statuses(stats[k], stats[base_k], p)
+        out[k] = {c.name: rules.FAIL if c.status == rules.UNKNOWN and point.get(c.name) == rules.FAIL else c.status
+                  for c in cs}
+    return out
 
 
 def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig, rng: np.random.Generator) -> StageEval:
     stats = {k: cell.measure() for k, cell in sorted(prepared.items())}
-    noise = throughput_noise(prepared.values())
-    draws = draw_stats(prepared, p.resamples, rng, noise)
+    noise, noise_by_k = throughput_noises(prepared)
+    draws = draw_stats(prepared, p.resamples, rng, noise_by_k)
     pooled = {k: {c: cell.cell.pooled(c) for c in LATENCY_COLUMNS} for k, cell in prepared.items()}
     base_k = min(stats)
     ratio = {k: np.array([rules.latency_ratio(d, b, p) for d, b in zip(draws[k], draws[base_k])]) for k in stats}
     checks = {k: gate_checks(stats[k], stats[base_k], pooled[k], ratio[k], p) for k in stats}
     ks = sorted(stats)
     stopped = rules.stop_at(stats, p)
-    statuses = {k: {c.name: c.status for c in checks[k]} for k in stats}
-    chosen = rules.pick(stats, statuses, stopped, p)
+    chosen = rules.pick(stats, leader_statuses(stats, checks, base_k, p), stopped, p)
     picks, stops = Counter(), Counter()
-    for b in range(p.resamples):
-        drawn = {k: draws[k][b] for k in ks}
-        picks[rules.choose(drawn, p)] += 1
-        stops[rules.stop_at(drawn, p)] += 1
-    shares = {k: n / p.resamples for k, n in picks.items()}
+
+    def judge(start: int) -> None:
+        for b in range(start, len(draws[base_k])):
+            drawn = {k: draws[k][b] for k in ks}
+            picks[rules.choose(drawn, p)] += 1
+            stops[rules.stop_at(drawn, p)] += 1
+
+    judge(0)
+    total = p.resamples
+    while _straddles(picks[chosen], total, p) and total < MAX_RESAMPLE_FACTOR * p.resamples:
+        more = min(total, MAX_RESAMPLE_FACTOR * p.resamples - total)
+        for k, extra in draw_stats(prepared, more, rng, noise_by_k).items():
+            draws[k].extend(extra)
+        judge(total)
+        total += more
+    shares = {k: n / total for k, n in picks.items()}
     stage = StageEval(users, prepared, stats, draws, pooled, base_k, checks, stopped, chosen, shares,
-                      stop_share=stops[stopped] / p.resamples, noise=noise)
+                      stop_share=stops[stopped] / total, noise=noise, noise_by_k=noise_by_k, resamples=total,
+                      share_range=wilson(picks[chosen], total, p.interval_level), stop_gaps=rules.stop_gaps(stats))
     stage.status, stage.why_not_decided = _status(stage, p)
     return stage
+
+
+def _straddles(wins: int, total: int, p: DecisionConfig) -> bool:
+    """Whether the Monte Carlo interval of a share reaches across the confidence threshold."""
+    bounds = wilson(wins, total, p.interval_level)
+    return bounds.low < p.confidence <= bounds.high
 
 
 def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
@@ -111,13 +153,17 @@ def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
     mine = stage.stats[stage.pick].objective(p.objective)
     better = [k for k, s in stage.stats.items() if k == stage.pick or
               (s.objective(p.objective) > mine * (1 + p.tie_tolerance_frac) and not stage.blocked_by(k))]
+    # any unknown gate, too little data or not measured alike: what was not measured never passes
     why = [f"K={k}'s {c.name} is unknown ({c.unknown_because}): {c.evidence}"
-           for k in better for c in stage.unknown_gates(k) if c.unknown_because == "too little data"]
+           for k in better for c in stage.unknown_gates(k)]
     if stage.noise.source == "none":
         why.append(f"at {stage.users} users the {stage.noise.text()}")
-    share = stage.shares.get(stage.pick, 0.0)
-    if share < p.confidence:
-        why.append(f"K={stage.pick} wins in {share:.0%} of {p.resamples} resamples (needs {p.confidence:.0%})")
+    share, bounds = stage.shares.get(stage.pick, 0.0), stage.share_range
+    if bounds.low is not None and bounds.low < p.confidence <= bounds.high:
+        why.append(f"K={stage.pick} wins in {share:.1%} of {stage.resamples} resamples, within their Monte Carlo "
+                   f"error of the {p.confidence:.0%} threshold ([{bounds.low:.1%}, {bounds.high:.1%}])")
+    elif share < p.confidence:
+        why.append(f"K={stage.pick} wins in {share:.1%} of {stage.resamples} resamples (needs {p.confidence:.0%})")
     return ("not_decided" if why else "decided"), why
 
 

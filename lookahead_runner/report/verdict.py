@@ -15,7 +15,7 @@ from ..decision.schedule import OPEN_END
 from ..vllm.schedule import SCHEDULE_KEY
 from .cells import MISSING, format_cell, is_missing, shell_text
 
-STATUS_TEXT = {"pass": "✔ pass", "fail": "✘ fail", "unknown": "? unknown"}
+STATUS_TEXT = {"pass": "✔ pass", "fail": "✘ fail", "unknown": "? unknown", "waived": "– waived (not judged)"}
 DECISION_STATUS_TEXT = {"decided": "decided", "not_decided": "not decided yet", "no_eligible": "no K passes the gates",
                         "no_measurement": "no valid measurement"}
 
@@ -78,7 +78,9 @@ def candidate_rows(decision: Decision) -> list[dict]:
             "win_share": f"{math.floor(c.win_share * 100):.0f}%",
             "state": ("blocked: " + ", ".join(c.blocked_by)) if c.blocked_by else
                      "beyond the stop rule" if c.beyond_stop else
-                     "gates unknown" if any(g.status == "unknown" for g in c.gates) else "passes every gate",
+                     "gates unknown" if any(g.status == "unknown" for g in c.gates) else
+                     "gates waived: " + ", ".join(g.name for g in c.gates if g.status == "waived")
+                     if any(g.status == "waived" for g in c.gates) else "passes every gate",
             "gates": check_rows(c.gates), "tradeoffs": [t.text for t in c.tradeoffs],
         })
     return rows
@@ -106,13 +108,19 @@ def evidence_rows(decision: Decision) -> list[dict]:
             "tpot_p50": _percentile_text(by.get(("tpot", 0.5))), "e2e_p90": _percentile_text(by.get(("e2e", 0.9))),
             "e2e_p99": _percentile_text(by.get(("e2e", 0.99))),
             "failures": f"{cell.failures} ({_pct(cell.failure_rate)} {range_text(cell.failure_rate_range, _pct)})",
-            "running": format_cell("running_mean", cell.running_mean),
+            "running": _measured("running_mean", cell.running_mean, cell.not_measured),
             "waiting": format_cell("waiting_mean", cell.waiting_mean),
-            "kv_peak": format_cell("kv_usage_peak", cell.kv_usage_peak),
+            "kv_peak": _measured("kv_usage_peak", cell.kv_usage_peak, cell.not_measured),
             "preemptions": format_cell("preemptions", cell.preemptions),
-            "acceptance": format_cell("acceptance_rate", cell.acceptance_rate),
+            "acceptance": _measured("acceptance_rate", cell.acceptance_rate, cell.not_measured),
         })
     return rows
+
+
+def _measured(column: str, value: float | None, not_measured: dict[str, str]) -> str:
+    """A server figure, or the empty mark with why it is empty (the metric and its source)."""
+    text = format_cell(column, value)
+    return f"{text} ({not_measured[column]})" if is_missing(value) and column in not_measured else text
 
 
 def per_stage_rows(decision: Decision) -> list[dict]:

@@ -75,7 +75,7 @@ class SimServer:
         self.api_keys = api_keys or []
         self.log_stats = log_stats
         self.stream_interval = stream_interval
-        self.metrics = SimMetrics(model, model_name, profile)
+        self.metrics = SimMetrics(model, model_name, profile, faults.dropped_metrics)
         self.live: dict[str, _Live] = {}
         self.created_s = int(time.time())
         self.fingerprint = f"vllm-{profile.version}-{hashlib.sha256(model_name.encode()).hexdigest()[:8]}"

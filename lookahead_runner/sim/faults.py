@@ -15,6 +15,9 @@
   short-stream[=0.1]    that fraction of streams stops halfway and sends [DONE] without usage
   malformed-stream[=0.1] that fraction of streams carries one chunk that is not JSON
   slow-metrics[=2]      /metrics answers after VALUE seconds
+  drop-metric=NAME      the metric family NAME (e.g. vllm:kv_cache_usage_perc; a counter with or without
+                        _total) is absent from /metrics, as with another vLLM version's names or a
+                        filtering proxy; repeat it to drop several
 Failing at start without a fault: a KV pool that would be empty (e.g. --gpu-memory-utilization 0.7
 with a draft model on tight-kv) exits 1 with vLLM's "No available memory for the cache blocks".
 Decisions that draw (fractions) use their own seeded generator, so faults are reproducible.
@@ -39,10 +42,14 @@ _DEFAULTS = {
 }
 
 
+DROP_METRIC = "drop-metric"
+
+
 @dataclass
 class Faults:
     values: dict[str, float] = field(default_factory=dict)
     seed: int = 0
+    dropped_metrics: frozenset[str] = frozenset()   # metric family names absent from /metrics
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed + 7919)
@@ -61,13 +68,20 @@ class Faults:
 
 def parse_faults(specs: list[str] | None, seed: int = 0) -> Faults:
     values: dict[str, float] = {}
+    dropped: set[str] = set()
     for spec in specs or []:
         name, _, text = spec.partition("=")
         name = name.strip()
+        if name == DROP_METRIC:
+            if not text.strip():
+                raise ValueError("--sim-fault drop-metric needs the metric's name, e.g. "
+                                 "drop-metric=vllm:kv_cache_usage_perc")
+            dropped.add(text.strip().removesuffix("_total"))
+            continue
         if name not in _DEFAULTS:
-            raise ValueError(f"unknown --sim-fault {name!r}; known: {', '.join(sorted(_DEFAULTS))}")
+            raise ValueError(f"unknown --sim-fault {name!r}; known: {', '.join(sorted([*_DEFAULTS, DROP_METRIC]))}")
         try:
             values[name] = float(text) if text else _DEFAULTS[name]
         except ValueError:
             raise ValueError(f"--sim-fault {name}: {text!r} is not a number") from None
-    return Faults(values, seed)
+    return Faults(values, seed, frozenset(dropped))

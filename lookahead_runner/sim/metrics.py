@@ -188,10 +188,23 @@ class _CacheConfigCollector(Collector):
         yield family
 
 
+class _Without:
+    """A registry's families less the dropped ones (--sim-fault drop-metric=NAME)."""
+
+    def __init__(self, registry: CollectorRegistry, dropped: frozenset[str]) -> None:
+        self.registry, self.dropped = registry, dropped
+
+    def collect(self) -> Iterator[Metric]:
+        # prometheus_client names a counter's family without _total; the fault names it either way
+        return (family for family in self.registry.collect() if family.name.removesuffix("_total") not in self.dropped)
+
+
 class SimMetrics:
     """The registry plus the histograms the HTTP layer feeds."""
 
-    def __init__(self, model: EngineModel, model_name: str, profile: Profile) -> None:
+    def __init__(self, model: EngineModel, model_name: str, profile: Profile,
+                 dropped: frozenset[str] = frozenset()) -> None:
+        self.dropped = dropped
         self.registry = CollectorRegistry(auto_describe=False)
         GCCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
@@ -253,4 +266,4 @@ class SimMetrics:
             self.prefill_kv.observe(r.prompt_tokens)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(_Without(self.registry, self.dropped) if self.dropped else self.registry)

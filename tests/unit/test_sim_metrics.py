@@ -33,14 +33,14 @@ def families(text: str) -> dict:
     return {f.name: f for f in text_string_to_metric_families(text) if f.name.startswith("vllm:")}
 
 
-def sim_metrics_text(k: int, version: str = "0.32.0") -> str:
+def sim_metrics_text(k: int, version: str = "0.32.0", dropped: frozenset[str] = frozenset()) -> str:
     cfg = EngineConfig(num_speculative_tokens=k, method="draft_model" if k else "", lookahead_tokens=k)
     model = EngineModel(get_scenario("tight-kv"), cfg)
     for i in range(6):
         model.add_request(f"r{i}", 30, 20, ignore_eos=True)
     while model.has_work():
         model.step()
-    metrics = SimMetrics(model, MODEL, get_profile(version))
+    metrics = SimMetrics(model, MODEL, get_profile(version), dropped)
     metrics.ttft_s.observe(0.05)
     metrics.itl_s.observe(0.03)
     return metrics.render().decode()
@@ -125,3 +125,26 @@ def test_0_10_names():
     sim = families(sim_metrics_text(4, "0.10.2"))
     assert {"vllm:kv_cache_usage_perc", "vllm:time_per_output_token_seconds", "vllm:spec_decode_num_drafts"} <= set(sim)
     assert not {"vllm:gpu_cache_usage_perc", "vllm:inter_token_latency_seconds", "vllm:engine_sleep_state"} & set(sim)
+
+
+def test_a_dropped_metric_family_is_absent_and_the_parser_misses_only_it():
+    """--sim-fault drop-metric=NAME: a gauge by its name, a counter with or without _total."""
+    from lookahead_runner.sim.faults import parse_faults
+
+    faults = parse_faults(["drop-metric=vllm:kv_cache_usage_perc", "drop-metric=vllm:spec_decode_num_drafts_total",
+                           "drop-metric=vllm:spec_decode_num_accepted_tokens"])
+    text = sim_metrics_text(4, dropped=faults.dropped_metrics)
+    names = set(families(text))
+    assert not names & {"vllm:kv_cache_usage_perc", "vllm:spec_decode_num_drafts",
+                        "vllm:spec_decode_num_accepted_tokens"}
+    assert {"vllm:num_requests_running", "vllm:spec_decode_num_draft_tokens", "vllm:num_preemptions"} <= names
+    signals = parse(text)
+    assert "kv_usage" not in signals and "spec_accepted_total" not in signals and "running" in signals
+    assert "kv_usage" in parse(sim_metrics_text(4))
+
+
+def test_drop_metric_needs_a_name():
+    from lookahead_runner.sim.faults import parse_faults
+
+    with pytest.raises(ValueError, match="drop-metric needs the metric's name"):
+        parse_faults(["drop-metric"])
