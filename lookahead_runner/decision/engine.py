@@ -175,6 +175,11 @@ def repeats_wanted(evidence: Evidence, p: DecisionConfig) -> list[int]:
     stage = target_stage(evidence, p)
     if stage is None or stage.status != "not_decided" or stage.pick is None:
         return []
+    unknown = [c for k in stage.ks for c in stage.unknown_gates(k)]
+    confident = stage.share_range.low is not None and stage.share_range.low >= p.confidence
+    if confident and stage.noise.source != "none" and unknown and \
+            all(c.unknown_because == "not measured" for c in unknown):
+        return []  # a metric is missing: repeats would not bring it
     wanted = {stage.pick} | {k for k, share in stage.shares.items() if k is not None and share >= 0.02}
     if stage.unknown_gates(stage.pick) or stage.noise.source != "repeats":
         wanted.add(stage.base_k)

@@ -64,8 +64,13 @@ def no_measurement(users: int) -> str:
 def _waivers(stage: StageEval) -> str:
     """The gates of the pick decided without (decision.waive): said in the verdict, never hidden as a pass."""
     gone = stage.waived_gates(stage.pick) if stage.pick is not None else []
-    return (" Decided without " + "; ".join(f"{c.name} (waived by decision.waive: {c.evidence.split(': ', 1)[-1]})"
-                                          for c in gone) + ".") if gone else ""
+    return (" Decided without " + "; ".join(f"{c.name} (waived by decision.waive; {_cause(c)})" for c in gone)
+            + ".") if gone else ""
+
+
+def _cause(check: Check) -> str:
+    """A waived gate's evidence up to its first "; ": what was missing, without the fix."""
+    return check.evidence.split("): ", 1)[-1].split("; ", 1)[0]
 
 
 def verdict(stage: StageEval, p: DecisionConfig) -> str:

@@ -67,7 +67,7 @@ def test_a_waived_memory_gate_decides_and_is_shown_waived_never_passed():
     assert decision.status == "decided" and decision.recommended.k == 4
     memory = gate(decision.checklist, "memory headroom")
     assert memory.status == "waived" and "waived by decision.waive" in memory.evidence
-    assert "Decided without memory headroom (waived by decision.waive" in decision.verdict
+    assert "Decided without memory headroom (waived by decision.waive; vllm:kv_cache_usage_perc" in decision.verdict
     assert gate(candidate(decision, 4).gates, "memory headroom").status == "waived"
 
 
@@ -181,3 +181,12 @@ def test_a_memory_rise_that_pays_for_itself_does_not_stop():
 def test_waive_accepts_only_gate_names():
     with pytest.raises(ValueError, match="waive"):
         DecisionConfig(waive=["memroy"])
+
+
+def test_auto_repeats_do_not_chase_a_metric_that_is_not_there():
+    from lookahead_runner.decision.engine import repeats_wanted
+
+    assert repeats_wanted(evidence(clear_gain(**NO_KV), 64), P) == []
+    close = [window(0, 32, 10.0, r, duration_s=6, jitter=0.45, **NO_KV) for r in range(2)]
+    close += [window(2, 32, v, r, duration_s=6, jitter=0.45, **NO_KV) for r, v in enumerate((10.2, 10.9))]
+    assert repeats_wanted(evidence(close, 32), P) == [0, 2]  # not confident either: repeats help that
