@@ -126,6 +126,10 @@ def reasons(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -
     out.append(f"Baseline K={base.k} at {stage.users} users: {rate(base.objective(p.objective))} {_label(p)} "
                f"[{rate(b.low)}, {rate(b.high)}], {base.output_tok_per_s:.0f} output tok/s, "
                f"{base.running_mean:.1f} running, {base.requests} requests over {base.repeats} repeat(s).")
+    own = [n for k, n in sorted(stage.noise_by_k.items()) if n is not stage.noise]
+    if stage.noise.source != "none":
+        out.append(f"At {stage.users} users, {stage.noise.text()}"
+                   + "".join(f"; {n.text()}, wider than the others'" for n in own) + ".")
     if stage.stopped_at is not None:
         prev = max(k for k in stage.ks if k < stage.stopped_at)
         now, before = stage.stats[stage.stopped_at], stage.stats[prev]
