@@ -5,7 +5,8 @@ and the report made from the run folder.
 Two short sweeps (K 0 and 4, one 7 s stage of 16 users, two same-server repeats, no pre-flight; requests
 long enough that the server, not the client, sets the pace):
 - KV usage dropped: not decided (exit 3), naming the metric, with the waiver as the way out;
-- KV usage and the acceptance counters dropped, memory waived: decided, the waiver shown in the verdict, the
+- KV usage and the acceptance counters dropped, no device memory (`server.memory_source = "none"`), memory
+  waived: decided, the waiver shown in the verdict, the
   checklist and the report; the acceptance column empty with its cause, the decision unaffected; and the
   same run folder decided again with its repeat folders swapped gives the same verdict and confidence.
 """
@@ -27,11 +28,11 @@ ACCEPTANCE = ["vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens"
 PLAIN_SIM = list(SIM_COMMAND)
 
 
-def sweep(tmp_path, case: str, dropped: list[str], waive: list[str]):
+def sweep(tmp_path, case: str, dropped: list[str], waive: list[str], memory_source: str = "sim"):
     model = unique_model(case)
     drops = [arg for name in dropped for arg in ("--sim-fault", f"drop-metric={name}")]
     toml = sweep_toml(model, [0, 4], stages=((16, 7),),
-                      server={"command": PLAIN_SIM, "extra_args": FAST + drops, "memory_source": "sim"},
+                      server={"command": PLAIN_SIM, "extra_args": FAST + drops, "memory_source": memory_source},
                       load={"preflight_s": 0, "repeats": 2, "repeat_mode": "same-server", "warmup_s": 1,
                             "output_tokens": 48, "request_timeout_s": 20})
     toml += f"confirm = \"off\"\nwaive = {json.dumps(waive)}\n"
@@ -65,7 +66,7 @@ def test_kv_usage_dropped_is_not_decided_and_names_the_metric(tmp_path):
 
 
 def test_memory_waived_decides_shows_the_waiver_and_acceptance_dropped_changes_nothing(tmp_path):
-    done, run_dir, decision = sweep(tmp_path, "waived", [KV, *ACCEPTANCE], ["memory"])
+    done, run_dir, decision = sweep(tmp_path, "waived", [KV, *ACCEPTANCE], ["memory"], memory_source="none")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert decision.status == "decided" and decision.recommended.k == 4, decision.verdict
     # the waiver: in the verdict, the checklist and the report, never as a pass
@@ -79,6 +80,7 @@ def test_memory_waived_decides_shows_the_waiver_and_acceptance_dropped_changes_n
     assert "vllm:spec_decode_num_accepted_tokens" in report
     assert not [g for c in decision.candidates for g in c.gates if g.status == "unknown"]
     assert k4.running_mean is not None and k4.preemptions is not None  # the rest of /metrics still read
+    assert any(d.startswith("Device memory not measured") for d in decision.diagnoses), decision.diagnoses
 
     # the same folder decided again with its repeat folders swapped: the same verdict and confidence
     again = tmp_path / "renamed"
