@@ -66,7 +66,6 @@ def failures_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
     if s.k == base.k:
         return _check(name, rules.PASS, text + " (the baseline)", n=s.finished)
     text += f" vs baseline {base.failures}/{base.finished}, {base.timeouts}/{base.finished}"
-    worst = rules.PASS
     for mine, theirs, label in ((s.failures, base.failures, "failure"), (s.timeouts, base.timeouts, "timeout")):
         diff = mine / s.finished - theirs / base.finished
         if diff > p.failure_rate_slack:
@@ -74,8 +73,8 @@ def failures_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
             real = bounds.low is not None and bounds.low > p.failure_rate_slack
             text += (f"; {label} rate {pp(diff)} [{pp(bounds.low)}, {pp(bounds.high)}] over the baseline "
                      f"(slack {pp(p.failure_rate_slack)})" + ("" if real else ": its interval reaches back inside the slack, not proven"))
-            worst = rules.FAIL if real else (worst if worst == rules.FAIL else rules.UNKNOWN)
-    return _check(name, worst, text, "too little data", s.finished)
+    # the status by the rule every resample applies (rules.failures_status): one rule, measured and resampled
+    return _check(name, rules.failures_status(s, base, p), text, "too little data", s.finished)
 
 
 def slo_checks(s: CellStats, pooled: dict[str, np.ndarray], p: DecisionConfig) -> list[Check]:
