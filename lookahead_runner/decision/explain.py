@@ -131,9 +131,9 @@ def reasons(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -
         out.append(f"At {stage.users} users, {stage.noise.text()}"
                    + "".join(f"; {n.text()}, wider than the others'" for n in own) + ".")
     if stage.stopped_at is not None:
-        prev = max(k for k in stage.ks if k < stage.stopped_at)
+        prev = rules.stop_step(stage.stats, p)[0]
         now, before = stage.stats[stage.stopped_at], stage.stats[prev]
-        out.append(f"Stop rule at K={stage.stopped_at}: memory rose clearly "
+        out.append(f"Stop rule at K={stage.stopped_at}: memory rose clearly since K={prev} "
                    f"(KV usage mean {pct(before.kv_usage_mean)} -> {pct(now.kv_usage_mean)}, peak "
                    f"{pct(before.kv_usage_peak)} -> {pct(now.kv_usage_peak)}, preemptions {before.preemptions:.0f} -> "
                    f"{now.preemptions:.0f}{_pool_text(before, now)}) while {_label(p)} changed "

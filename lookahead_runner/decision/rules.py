@@ -120,25 +120,33 @@ def memory_rise(s: CellStats, prev: CellStats) -> float:
     return max(rises, default=math.nan)
 
 
-def gain_needed(rise: float, p: DecisionConfig) -> float:
-    """The objective gain a memory rise must buy: throughput_gain_frac for each memory_rise_frac of rise
-    ("memory up clearly, and req/s not in step: stop"), so two steps that together double memory for a few
-    per cent stop where one step at a time would not."""
-    return p.throughput_gain_frac * max(1.0, rise / p.memory_rise_frac) if p.memory_rise_frac else \
-        p.throughput_gain_frac
+def gain_needed(rise: float, steps: int, p: DecisionConfig) -> float:
+    """The objective gain a clear memory rise must buy. One K step: throughput_gain_frac (method stepping
+    rule 2). Over the walk so far (two or more steps): throughput_gain_frac for each memory_rise_frac of the
+    cumulative rise ("memory up clearly, and req/s not in step: stop"), so steps that each pay a little
+    while together they double memory for a few per cent stop."""
+    if steps <= 1 or not p.memory_rise_frac:
+        return p.throughput_gain_frac
+    return p.throughput_gain_frac * max(1.0, rise / p.memory_rise_frac)
+
+
+def stop_step(stats: Mapping[int, CellStats], p: DecisionConfig) -> tuple[int, int] | None:
+    """Method stepping rule 2, walking K upward: (the smaller K, the first K) whose memory rose clearly since
+    the step before, or since any smaller K, while the objective did not rise in step with it."""
+    ks = sorted(stats)
+    for i, k in enumerate(ks[1:], 1):
+        for j, prev in enumerate(ks[:i]):
+            rise = memory_rise(stats[k], stats[prev])
+            gain = rel(stats[k].objective(p.objective), stats[prev].objective(p.objective))
+            if rise >= p.memory_rise_frac and not gain >= gain_needed(rise, i - j, p):
+                return prev, k
+    return None
 
 
 def stop_at(stats: Mapping[int, CellStats], p: DecisionConfig) -> int | None:
-    """Method stepping rule 2, walking K upward: the first K whose memory rose clearly since some smaller K
-    (the step itself, or the walk so far) while the objective did not rise in step with it."""
-    ks = sorted(stats)
-    for i, k in enumerate(ks[1:], 1):
-        for prev in ks[:i]:
-            rise = memory_rise(stats[k], stats[prev])
-            gain = rel(stats[k].objective(p.objective), stats[prev].objective(p.objective))
-            if rise >= p.memory_rise_frac and not gain >= gain_needed(rise, p):
-                return k
-    return None
+    """The K where the stop rule fires (`stop_step`), None when it does not."""
+    step = stop_step(stats, p)
+    return step[1] if step else None
 
 
 def stop_gaps(stats: Mapping[int, CellStats]) -> list[tuple[int, int]]:

@@ -160,14 +160,15 @@ def test_renamed_or_reordered_repeats_give_the_same_verdict_and_confidence(relab
 
 
 def test_a_walk_whose_memory_doubles_for_a_few_per_cent_a_step_stops():
-    """K=2 -> 4 -> 8: KV usage 30 -> 45 -> 60 % while req/s creeps up 2.5 % a step: one step at a time
-    each clears the 2 % the old rule asked; weighed against the memory it took, it stops at K=4."""
-    ev = table({2: {32: 20.0}, 4: {32: 20.5}, 8: {32: 21.01}}, 32)
+    """K=2 -> 4 -> 8: KV usage 30 -> 45 -> 60 % while req/s creeps up 4 % a step: each step clears the 2 % the
+    step rule asks; weighed against the memory the walk took (30 points: 12 % needed), K=8 is left out."""
+    ev = table({2: {32: 20.0}, 4: {32: 20.8}, 8: {32: 21.63}}, 32)
     for k, kv in ((2, 0.30), (4, 0.45), (8, 0.60)):
         for w in ev.cells[(k, 32)].windows:
             w.server.update(kv_usage_mean=kv, kv_usage_peak=kv + 0.05)
     decision = decide(ev, P, {})
-    assert decision.stopped_at_k == 4 and decision.recommended.k == 2
+    assert decision.stopped_at_k == 8 and decision.leading_k == 4
+    assert candidate(decision, 8).beyond_stop and any(r.startswith("Stop rule at K=8") for r in decision.reasons)
 
 
 def test_a_memory_rise_that_pays_for_itself_does_not_stop():
