@@ -32,7 +32,7 @@ class StageEval:
     users: int
     prepared: Mapping[int, PreparedCell]
     stats: dict[int, CellStats]                     # as measured
-    draws: dict[int, list[CellStats]]               # resampled, index-aligned across K
+    draws: dict[int, list[CellStats]]               # resampled, index-aligned across K and stages
     pooled: dict[int, dict[str, np.ndarray]]
     base_k: int
     checks: dict[int, list[Check]]
@@ -116,19 +116,18 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
     chosen = rules.pick(stats, leader_statuses(stats, checks, base_k, p), stopped, p)
     picks, stops = Counter(), Counter()
 
-    def judge(start: int) -> None:
-        for b in range(start, len(draws[base_k])):
-            drawn = {k: draws[k][b] for k in ks}
+    def judge(batch: dict[int, list[CellStats]]) -> None:
+        for b in range(len(batch[base_k])):
+            drawn = {k: batch[k][b] for k in ks}
             picks[rules.choose(drawn, p)] += 1
             stops[rules.stop_at(drawn, p)] += 1
 
-    judge(0)
+    judge(draws)
     total = p.resamples
+    # the extra draws count for the share only: every stage keeps `resamples` draws, index-aligned (knee)
     while _straddles(picks[chosen], total, p) and total < MAX_RESAMPLE_FACTOR * p.resamples:
         more = min(total, MAX_RESAMPLE_FACTOR * p.resamples - total)
-        for k, extra in draw_stats(prepared, more, rng, noise_by_k).items():
-            draws[k].extend(extra)
-        judge(total)
+        judge(draw_stats(prepared, more, rng, noise_by_k))
         total += more
     shares = {k: n / total for k, n in picks.items()}
     stage = StageEval(users, prepared, stats, draws, pooled, base_k, checks, stopped, chosen, shares,

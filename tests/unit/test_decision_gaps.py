@@ -191,3 +191,15 @@ def test_auto_repeats_do_not_chase_a_metric_that_is_not_there():
     close = [window(0, 32, 10.0, r, duration_s=6, jitter=0.45, **NO_KV) for r in range(2)]
     close += [window(2, 32, v, r, duration_s=6, jitter=0.45, **NO_KV) for r, v in enumerate((10.2, 10.9))]
     assert repeats_wanted(evidence(close, 32), P) == [0, 2]  # not confident either: repeats help that
+
+
+def test_extra_resamples_of_one_stage_leave_every_stage_index_aligned_for_the_knee():
+    ws = [window(0, 32, 10.0, r, duration_s=6, jitter=0.45) for r in range(2)]
+    ws += [window(2, 32, v, r, duration_s=6, jitter=0.45) for r, v in enumerate((10.6, 11.3))]
+    ws += [window(k, 8, req, r) for k, req in ((0, 4.0), (2, 7.0)) for r in range(2)]
+    p = DecisionConfig(resamples=400, confidence=0.85)
+    stages = evaluate_stages(evidence(ws, 32), p)
+    assert stages[32].resamples > 400 and stages[8].resamples == 400
+    assert {len(d) for st in stages.values() for d in st.draws.values()} == {400}
+    decision = decide(evidence(ws, 32), p, {})
+    assert decision.knee is not None and decision.resamples == stages[32].resamples
