@@ -114,6 +114,8 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
     ks = sorted(stats)
     stopped = rules.stop_at(stats, p)
     chosen = rules.pick(stats, leader_statuses(stats, checks, base_k, p), stopped, p)
+    if chosen is None:  # every K breaks a gate as measured, none beyond its interval: not decided, not "no K"
+        chosen = rules.pick(stats, {k: {c.name: c.status for c in cs} for k, cs in checks.items()}, stopped, p)
     picks, stops = Counter(), Counter()
 
     def judge(batch: dict[int, list[CellStats]]) -> None:

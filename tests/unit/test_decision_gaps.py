@@ -203,3 +203,12 @@ def test_extra_resamples_of_one_stage_leave_every_stage_index_aligned_for_the_kn
     assert {len(d) for st in stages.values() for d in st.draws.values()} == {400}
     decision = decide(evidence(ws, 32), p, {})
     assert decision.knee is not None and decision.resamples == stages[32].resamples
+
+
+def test_when_every_k_breaks_an_unproven_slo_as_measured_the_verdict_is_not_decided_not_no_k():
+    p = DecisionConfig(resamples=400, slo={"ttft_p99_ms": 500})
+    ws = [_slo_windows(2, 160, 0, 10.0, r) for r in range(2)] + [_slo_windows(3, 162, 4, 11.0, r) for r in range(2)]
+    decision = decide(evidence(ws, 32), p, {})
+    assert [gate(c.gates, "SLO ttft_p99_ms").status for c in decision.candidates] == ["unknown", "unknown"]
+    assert decision.status == "not_decided" and decision.leading_k is not None
+    assert all(g.status != "fail" for c in decision.candidates for g in c.gates)
