@@ -156,7 +156,14 @@ def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
               (s.objective(p.objective) > mine * (1 + p.tie_tolerance_frac) and not stage.blocked_by(k))]
     # any unknown gate, too little data or not measured alike: what was not measured never passes
     why = [f"K={k}'s {c.name} is unknown ({c.unknown_because}): {c.evidence}"
-           for k in better for c in stage.unknown_gates(k)]
+           for k in better for c in stage.unknown_gates(k) if c.unknown_because != "not measured"]
+    unmeasured: dict[tuple[str, str], list[int]] = {}
+    for k in better:
+        for c in stage.unknown_gates(k):
+            if c.unknown_because == "not measured":  # the same missing metric: said once, for every K it hits
+                unmeasured.setdefault((c.name, c.evidence.split(" (read: ")[0]), []).append(k)
+    why[:0] = [f"{' and '.join(f'K={k}' for k in ks)}: {name} is unknown (not measured): {text}"
+               for (name, text), ks in unmeasured.items()]
     if stage.noise.source == "none":
         why.append(f"at {stage.users} users the {stage.noise.text()}")
     share, bounds = stage.shares.get(stage.pick, 0.0), stage.share_range
