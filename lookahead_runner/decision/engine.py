@@ -9,12 +9,12 @@ import numpy as np
 
 from ..config import DecisionConfig
 from . import explain, rules
+from .checks import not_measured
 from .evidence import Evidence
 from .knee import find_knee, scaling_check
 from .measure import QUANTILES, PreparedCell
 from .schedule import schedule_from_picks
 from .schema import Candidate, CellSummary, Check, Decision, Percentile, Range, Recommended, StagePick
-from .checks import not_measured
 from .stage import StageEval, evaluate, gain_bounds
 from .tradeoffs import tradeoffs
 from .stats import interval, quantile_bounds, wilson

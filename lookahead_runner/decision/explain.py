@@ -125,7 +125,8 @@ def reasons(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -
     b = interval([d.objective(p.objective) for d in stage.draws[stage.base_k]], p.interval_level)
     out.append(f"Baseline K={base.k} at {stage.users} users: {rate(base.objective(p.objective))} {_label(p)} "
                f"[{rate(b.low)}, {rate(b.high)}], {base.output_tok_per_s:.0f} output tok/s, "
-               f"{base.running_mean:.1f} running, {base.requests} requests over {base.repeats} repeat(s).")
+               + ("" if math.isnan(base.running_mean) else f"{base.running_mean:.1f} running, ")
+               + f"{base.requests} requests over {base.repeats} repeat(s).")
     own = [n for k, n in sorted(stage.noise_by_k.items()) if n is not stage.noise]
     if stage.noise.source != "none":
         out.append(f"At {stage.users} users, {stage.noise.text()}"

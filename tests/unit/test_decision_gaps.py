@@ -49,9 +49,13 @@ def test_kv_usage_absent_with_device_memory_present_is_not_measured_and_not_deci
 
 def test_no_memory_reading_at_all_is_not_decided():
     blank = dict(NO_KV, preemptions=math.nan, gpu_mem_peak_mib=math.nan, gpu_mem_total_mib=math.nan)
-    decision = decide(evidence(clear_gain(**blank), 64), P, {})
+    decision = decide(evidence(clear_gain(**blank, running_mean=math.nan), 64), P, {})
     assert decision.status == "not_decided"
     assert any(r.startswith("Stop rule not evaluated between K=0 and K=4") for r in decision.reasons)
+    said = [decision.verdict, *decision.reasons, *decision.diagnoses, *decision.next_runs,
+            *(c.evidence for c in decision.checklist), *(g.evidence for c in decision.candidates for g in c.gates)]
+    assert not [text for text in said if "nan" in text.lower().replace("nanosec", "")]
+    assert "vllm:num_requests_running" in gate(candidate(decision, 0).gates, "real batch").evidence
 
 
 def test_preemptions_fail_the_memory_gate_without_kv_usage():
