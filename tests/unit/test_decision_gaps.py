@@ -216,3 +216,16 @@ def test_when_every_k_breaks_an_unproven_slo_as_measured_the_verdict_is_not_deci
     assert [gate(c.gates, "SLO ttft_p99_ms").status for c in decision.candidates] == ["unknown", "unknown"]
     assert decision.status == "not_decided" and decision.leading_k is not None
     assert all(g.status != "fail" for c in decision.candidates for g in c.gates)
+
+
+def test_the_report_shows_waived_and_why_a_column_is_empty_never_a_pass():
+    from lookahead_runner.report.verdict import check_rows, evidence_rows, verdict_tone
+
+    p = DecisionConfig(resamples=400, waive=["memory"])
+    ws = [dataclasses.replace(w, server={**w.server, "acceptance_rate": math.nan}) for w in clear_gain(**NO_KV)]
+    decision = decide(evidence(ws, 64), p, {})
+    memory = next(row for row in check_rows(decision.checklist) if row["name"] == "memory headroom")
+    assert memory["status"] == "waived" and "waived" in memory["status_text"] and "pass" not in memory["status_text"]
+    assert verdict_tone(decision) == "warn"  # decided, but not every check passed
+    k4 = next(row for row in evidence_rows(decision) if row["k"] == "4")
+    assert "vllm:spec_decode_num_accepted_tokens" in k4["acceptance"] and "vllm:kv_cache_usage_perc" in k4["kv_peak"]
