@@ -14,6 +14,7 @@ from . import results
 from .results import CONFIRM_ROLE
 from .analysis import WindowRules, life_token_check, stage_windows, summary_frame
 from .config import SweepConfig
+from .cost import life_costs, run_cost
 from .decision import Cell, Decision, Window, decide, evidence, window
 from .decision.confirm import judge, unconfirmed_note, with_confirmation
 from .decision.schema import AxisDecision, ConfirmPlan, LifeNote
@@ -119,6 +120,7 @@ def read_run(run_dir: Path) -> RunData:
         status = results.read_json(directory / "status.json") if state != "missing" else {}
         data.statuses[life["dir"]] = status
         life["status"], life["reason"] = state, status.get("reason", "")
+        life["start_s"], life["measure_s"] = status.get("start_s"), status.get("measure_s")
         if state == "missing":
             continue
         frames = load_life(directory)
@@ -234,6 +236,8 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision.reasons.append(f"Early stop: K {ks} were not run once the stop rule fired "
                                 f"(rerun with --no-early-stop to measure them).")
     decision.diagnoses += telemetry_gaps(data.statuses)
+    decision.cost = run_cost(life_costs(plan["lives"], data.statuses), config, config.sweep.strategy,
+                             plan.get("adaptive", {}).get("stopped", ""))
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:
         return run_dir / "summary.csv"
