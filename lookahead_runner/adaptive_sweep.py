@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import results
-from .adaptive import Budget, Choice, ModelView, Spent, choose, first_k, standing_of, valid_lives
+from .adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
 from .config import SweepConfig
 from .cost import grid_lives, life_costs
 from .finalize import read_run, write_tables
@@ -47,8 +47,27 @@ def describe(config: SweepConfig, model: ModelView) -> str:
 
 
 def model_view(data, config: SweepConfig) -> ModelView:
-    """The performance model's predictions at the target for K not run yet; none in this version."""
-    return ModelView(trusted=False, why_not="no performance model in this version")
+    """The performance model (decision/perfmodel.py) fitted on the run so far: its objective at the target for
+    every planned K, or why it drives nothing (then K not run yet are chosen model-free)."""
+    try:
+        from .perfmodel_run import fit_run
+    except ImportError:
+        return ModelView(why_not="no performance model in this version")
+    objective = config.decision.objective
+    if objective not in PREDICTED:
+        return ModelView(why_not=f"the model does not predict decision.objective = {objective!r}")
+    if data is None or len(data.evidence().ks) < 2:
+        return ModelView(why_not="fewer than two K measured")
+    model = fit_run(data)
+    if not model.trusted:
+        return ModelView(why_not=f"the model is not trusted: {model.trust_reason}")
+    field = PREDICTED[objective]
+    predicted = {k: model.predict(k, config.target_users) for k in config.speculation.k}
+    return ModelView(True, {k: Prediction(getattr(p, field), getattr(p, f"{field}_low"), getattr(p, f"{field}_high"))
+                            for k, p in predicted.items()}, "")
+
+
+PREDICTED = {"req_per_s": "requests_per_s", "output_tok_per_s": "output_tokens_per_s"}
 
 
 def stages_of(config: SweepConfig, users: list[int] | None) -> SweepConfig:
@@ -93,16 +112,16 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, ru
         life = Life(Setting(entry["k"], config.speculation.raw_lookahead_slots), entry["repeat"])
         announce(life, stages_of(config, entry.get("stages")).load.stages)
         run_one(stages_of(config, entry.get("stages")), life)  # a resumed run: the lives chosen before
-    said_model = False
+    said_model = None
     for _ in range(budget.max_lives + len(ks) * MIN_LEADER_LIVES + 1):  # bounded; the budget stops it first
         data = read_run(run_dir)
         evidence = data.evidence()
         model = model_view(data, config)
-        if not said_model:
-            say("adaptive: the performance model is trusted: it chooses which K to run next" if model.trusted else
-                f"adaptive: {model.why_not}: a K not run yet is run when it lies between the K measured around the "
-                "leader (req/s taken to rise, then fall with K), in grid order")
-            said_model = True
+        if said_model != model.trusted:  # at the start, and whenever the model's trust changes
+            say("adaptive: the performance model is trusted: it chooses which K not run yet could be the best" if
+                model.trusted else f"adaptive: {model.why_not}: a K not run yet is run when it lies between the K "
+                "measured around the leader (the objective taken to rise, then fall with K), in grid order")
+            said_model = model.trusted
         lives = [l for l in data.plan["lives"] if l.get("role") != CONFIRM_ROLE]
         choice = choose(ks, standing_of(evidence, config.decision, early_stop),
                         spent_so_far(lives, data.statuses, valid_lives(evidence, target)), model, budget,
