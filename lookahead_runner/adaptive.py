@@ -220,3 +220,14 @@ def standing_of(evidence, p, early_stop: bool = True) -> Standing:
 def valid_lives(evidence, users: int) -> dict[int, int]:
     """Per K, the lives (repeats) with a valid window at `users`."""
     return {k: len({w.repeat for w in cell.windows}) for k, cell in evidence.at(users).items()}
+
+
+def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str, stop: str = "") -> str:
+    """The decision's reason line about an adaptive sweep: what it ran, what it left out, why it stopped."""
+    ran = ", ".join(f"K={k} x{n}" if n > 1 else f"K={k}" for k, n in sorted(lives_by_k.items()))
+    left = [k for k in sorted(ks) if not lives_by_k.get(k)]
+    why_left = ("the budget ran out first" if stop == "budget" else "the sweep has not finished" if not stop else
+                "when it stopped, none could be the best on what was measured (or predicted by a trusted model)")
+    skipped = f"; K {', '.join(map(str, left))} not run: {why_left}" if left else ""
+    return (f"Adaptive sweep: {sum(lives_by_k.values())} lives chosen one at a time ({ran}){skipped}; "
+            f"stopped: {stopped_because or 'not yet (interrupted)'}.")

@@ -5,6 +5,7 @@ or interrupted. The sweep writes the tables (`write_tables`) after every K and f
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pandas as pd
 from . import results
 from .results import CONFIRM_ROLE
 from .analysis import WindowRules, life_token_check, stage_windows, summary_frame
+from .adaptive import run_note
 from .config import SweepConfig
 from .cost import life_costs, run_cost
 from .decision import Cell, Decision, Window, decide, evidence, window
@@ -238,6 +240,10 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     decision.diagnoses += telemetry_gaps(data.statuses)
     decision.cost = run_cost(life_costs(plan["lives"], data.statuses), config, config.sweep.strategy,
                              plan.get("adaptive", {}).get("stopped", ""))
+    if "adaptive" in plan:
+        lives_by_k = Counter(c.k for c in life_costs(plan["lives"], data.statuses) if not c.confirm)
+        decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
+                                         plan["adaptive"].get("stop", "")))
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:
         return run_dir / "summary.csv"

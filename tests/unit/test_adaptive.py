@@ -2,7 +2,7 @@
 standing is built from synthetic windows where the chooser must read it."""
 from synthetic import table, window
 
-from lookahead_runner.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, standing_of,
+from lookahead_runner.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, run_note, standing_of,
                                        valid_lives)
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import evidence
@@ -113,3 +113,13 @@ def test_standing_reads_the_engines_target_stage():
                       window(2, 64, 46.0, 1), window(4, 64, 44.5, 1)], 64)
     assert standing_of(close, p).leader == 2  # within the tie band: the smaller K
     assert standing_of(evidence([], 64), p).status == "no_measurement"
+
+
+def test_the_run_note_says_what_ran_what_was_left_out_and_why_it_stopped():
+    note = run_note(KS, {0: 1, 2: 1, 4: 2}, "decided: K=4 wins in 96% of the resamples", "decided")
+    assert note == ("Adaptive sweep: 4 lives chosen one at a time (K=0, K=2, K=4 x2); K 8 not run: when it "
+                    "stopped, none could be the best on what was measured (or predicted by a trusted model); "
+                    "stopped: decided: K=4 wins in 96% of the resamples.")
+    assert "not run" not in run_note([0, 4], {0: 1, 4: 2}, "") and run_note([0, 4], {0: 1}, "").endswith(
+        "K 4 not run: the sweep has not finished; stopped: not yet (interrupted).")
+    assert "K 8 not run: the budget ran out first" in run_note(KS, {0: 1, 4: 1}, "budget: ...", "budget")
