@@ -122,4 +122,4 @@ def test_the_run_note_says_what_ran_what_was_left_out_and_why_it_stopped():
                     "stopped: decided: K=4 wins in 96% of the resamples.")
     assert "not run" not in run_note([0, 4], {0: 1, 4: 2}, "") and run_note([0, 4], {0: 1}, "").endswith(
         "K 4 not run: the sweep has not finished; stopped: not yet (interrupted).")
-    assert "K 8 not run: the budget ran out first" in run_note(KS, {0: 1, 4: 1}, "budget: ...", "budget")
+    assert "K 2, 8 not run: the budget ran out first" in run_note(KS, {0: 1, 4: 1}, "budget: ...", "budget")
