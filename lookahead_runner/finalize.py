@@ -238,10 +238,10 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision.reasons.append(f"Early stop: K {ks} were not run once the stop rule fired "
                                 f"(rerun with --no-early-stop to measure them).")
     decision.diagnoses += telemetry_gaps(data.statuses)
-    decision.cost = run_cost(life_costs(plan["lives"], data.statuses), config, config.sweep.strategy,
-                             plan.get("adaptive", {}).get("stopped", ""))
+    costs = life_costs(plan["lives"], data.statuses)
+    decision.cost = run_cost(costs, config, config.sweep.strategy, plan.get("adaptive", {}).get("stopped", ""))
     if "adaptive" in plan:
-        lives_by_k = Counter(c.k for c in life_costs(plan["lives"], data.statuses) if not c.confirm)
+        lives_by_k = Counter(c.k for c in costs if not c.confirm)
         decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
                                          plan["adaptive"].get("stop", "")))
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
