@@ -93,7 +93,11 @@ def server_seconds(revealed: dict[int, list[int]], price: dict[int, Price], star
 
 
 def saving(grid: float, adaptive: float) -> float | None:
-    return round(1 - adaptive / grid, 3) if grid else None
+    return round(float(1 - adaptive / grid), 3) if grid else None
+
+
+def _share(hits: int, n: int) -> dict:
+    return {"n": hits, "of": n, "share": round(hits / n, 3) if n else None}
 
 
 def summary(pairs: list[tuple], price_rows: list[tuple[float, float, float, float, int, int]]) -> dict:
@@ -105,8 +109,9 @@ def summary(pairs: list[tuple], price_rows: list[tuple[float, float, float, floa
     rows = np.array(price_rows, dtype=float) if price_rows else np.zeros((0, 6))
     total = rows.sum(axis=0) if len(rows) else np.zeros(6)
     return {
-        "trials": n, "verdict_equals_grid": {"n": agree, "share": round(agree / n, 3) if n else None},
+        "trials": n, "verdict_equals_grid": _share(agree, n),
         "both_decided_same_k": {"n": sum(g.k == a.k for g, a in both), "of": len(both)},
+        "where_grid_decided_same_k": _share(sum(g.k == a.k for g, a in both), sum(g.status == "decided" for g, _, _ in pairs)),
         "adaptive_decided_grid_not": sum(g.status != "decided" and a.status == "decided" for g, a, _ in pairs),
         "grid_decided_adaptive_not": sum(g.status == "decided" and a.status != "decided" for g, a, _ in pairs),
         "adaptive_confident_wrong": sum(a.status == "decided" and a.outcome == "wrong" for _, a, _ in pairs),
