@@ -5,6 +5,7 @@ Prints one JSON line.
 
     python benchmarks/decision_accuracy.py [--scenarios tight-kv,noisy] [--repeats 6] [--subsets 24]
                                            [--recordings DIR] [--decide-only] [--resamples N]
+                                           [--start-s 120] [--no-adaptive]
 
 Scenarios and their truths: benchmarks/decision_scenarios.py (each truth from the simulator's own
 model: `python benchmarks/decision_scenarios.py` prints the figures behind it). Each scenario is
@@ -26,6 +27,13 @@ stated with at least the engine's confidence threshold, so a decided wrong pick 
 A subset without a valid window of the truth's K (the client-lag gate dropped them all) cannot be
 right and is counted as "unscored", outside the shares. Where a scenario is about the stop rule or a
 diagnosis, the share of subsets where it fires (says it) is printed too.
+
+Beside the grid, the adaptive sweep (sweep.strategy = "adaptive") is replayed over the same recording
+(benchmarks/adaptive_replay.py says how): --subsets drawn orders of every K's repeats, the grid deciding on
+the first 2 of each, the adaptive chooser asking for one life at a time in that order. It prints how often
+its verdict equals the grid's, its confident wrong picks, and the lives and server-seconds each used
+(measured, and priced at a --start-s start). Goal (issue 20): equal in >= 95 %, 0 confident wrong, >= 40 %
+fewer lives and priced server-seconds. It is a replay: no new server life is started for it.
 
 Recordings go to --recordings (default reports/decision-accuracy/<scenario>/<run>); a scenario whose
 folder holds a finished run with the same config is reused, an interrupted one resumed, so
@@ -50,6 +58,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import adaptive_replay as replay  # noqa: E402
 from decision_scenarios import SCENARIOS, BenchScenario, config_toml  # noqa: E402
 
 from lookahead_runner import results  # noqa: E402
@@ -57,6 +66,7 @@ from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
 from lookahead_runner.decision import Decision, Evidence, decide  # noqa: E402
 from lookahead_runner.decision.stats import wilson  # noqa: E402
 from lookahead_runner.finalize import RunDirError, read_plan, read_run  # noqa: E402
+from lookahead_runner.life import is_simulator  # noqa: E402
 
 RIGHT, NOT_DECIDED, WRONG, UNSCORED = "right", "not decided", "wrong", "unscored"
 SUBSET_REPEATS = 2            # the demo's repeats
@@ -170,6 +180,14 @@ MEASURED = {"server", "speculation", "load", "grid"}   # what a recording depend
 HOW_PLACED = {"server": {"cpus"}, "load": {"processes", "cpus", "placement", "preflight_s"}}
 
 
+def measured_part(config: SweepConfig) -> dict:
+    """What a recording measured; the simulator's interpreter path (another checkout's venv) is not part of it."""
+    part = config.model_dump(include=MEASURED, exclude=HOW_PLACED)
+    if is_simulator(part["server"]["command"]):
+        part["server"]["command"] = part["server"]["command"][1:]
+    return part
+
+
 def finished_run(folder: Path, wanted: SweepConfig) -> tuple[Path | None, bool]:
     """(the latest run folder in `folder` that measured what `wanted` measures, whether every life in it is done)."""
     for plan_json in sorted(folder.glob("*/plan.json"), reverse=True) if folder.is_dir() else []:
@@ -177,8 +195,7 @@ def finished_run(folder: Path, wanted: SweepConfig) -> tuple[Path | None, bool]:
             plan, config = read_plan(plan_json.parent)
         except RunDirError:
             continue
-        if (config.model_dump(include=MEASURED, exclude=HOW_PLACED)
-                == wanted.model_dump(include=MEASURED, exclude=HOW_PLACED)):
+        if measured_part(config) == measured_part(wanted):
             return plan_json.parent, all(results.life_state(plan_json.parent / life["dir"]) == "done"
                                          for life in plan["lives"])
     return None, False
@@ -255,7 +272,59 @@ def decide_scenario(s: BenchScenario, run_dir: Path, config: SweepConfig,
                             "random_subsets_saying_it": share(said, len(drawn))}
     print(f"[{s.name}] truth K={s.truth}: all repeats {full.label} ({full.outcome}); subsets "
           f"{out['random_subsets']['verdicts']}; disjoint {[v.label for _, v in apart]}", file=sys.stderr)
-    return out, drawn, [v for _, v in apart]
+    if args.adaptive:
+        out["adaptive_vs_grid"], pairs, costs = adaptive_vs_grid(s, data, evidence, config.model_copy(
+            update={"decision": p}), argv, args)
+        out["adaptive_vs_grid"]["decide_s"] = round(time.monotonic() - started - out["decide_s"], 1)
+        return out, drawn, [v for _, v in apart], pairs, costs
+    return out, drawn, [v for _, v in apart], [], []
+
+
+def adaptive_vs_grid(s: BenchScenario, data, evidence: Evidence, config: SweepConfig, argv: dict,
+                     args: argparse.Namespace) -> tuple[dict, list, list]:
+    """The adaptive chooser replayed over the recording (adaptive_replay.py) beside the demo's grid (2 repeats of
+    every K), on the same drawn order of repeats: verdicts, lives and server-seconds of each."""
+    lives = [l for l in data.plan["lives"] if l.get("role") != "confirm"]
+    recorded: dict[int, list[int]] = {}
+    for life in lives:
+        recorded.setdefault(life["k"], []).append(life["repeat"])
+    price = replay.prices(lives, data.statuses, config)
+    pairs, costs = [], []
+    grid_max = len(recorded) * replay.GRID_REPEATS
+    for order in replay.orders(recorded, args.subsets, np.random.default_rng(args.seed + 1)):
+        grid = replay.grid_subset(order)
+        adaptive = replay.replay(evidence, order, config, price, grid_max)
+        verdicts = [Verdict.of(decide(seen, config.decision, argv), s.truth, set(seen.at(s.users)))
+                    for seen in (evidence.subset(grid), evidence.subset(adaptive.revealed))]
+        pairs.append((*verdicts, adaptive.stop))
+        costs.append((replay.server_seconds(grid, price), replay.server_seconds(adaptive.revealed, price),
+                      replay.server_seconds(grid, price, args.start_s),
+                      replay.server_seconds(adaptive.revealed, price, args.start_s),
+                      sum(len(r) for r in grid.values()), adaptive.lives))
+    figures = replay.summary(pairs, costs) | {"adaptive": tally([a for _, a, _ in pairs])}
+    print(f"[{s.name}] adaptive replay: verdict = grid's in {figures['verdict_equals_grid']['share']} (where the grid "
+          f"decided: {figures['where_grid_decided_same_k']['share']}); lives "
+          f"{figures['lives']}; adaptive verdicts {figures['adaptive']['verdicts']}", file=sys.stderr)
+    return figures, pairs, costs
+
+
+def adaptive_totals(pairs: list, costs: list, args: argparse.Namespace) -> dict:
+    """Over every scenario: the adaptive replay against the grid, and the goal of issue 20."""
+    figures = replay.summary(pairs, costs)
+    same = figures["where_grid_decided_same_k"]["share"]
+    met = bool(same is not None and same >= 0.95 and figures["adaptive_confident_wrong"] == 0
+               and (figures["lives"]["saving"] or 0) >= 0.4 and (figures["server_s_priced"]["saving"] or 0) >= 0.4)
+    return figures | {
+        "method": "a replay over the grid recording (benchmarks/adaptive_replay.py), not new measurements: each life "
+                  "the chooser asks for is the next recorded repeat of that K in a drawn order; the grid is the first "
+                  f"{replay.GRID_REPEATS} of every K in the same order; lives priced at their recorded start and load, "
+                  f"and at a start of {args.start_s:g} s",
+        "start_s_priced": args.start_s, "adaptive": tally([a for _, a, _ in pairs]),
+        "goal": {"where_grid_decided_same_k_min": 0.95, "confident_wrong_max": 0, "lives_saving_min": 0.4,
+                 "priced_server_s_saving_min": 0.4,
+                 "note": "a grid verdict of \"not decided\" is no decision to equal: verdict_equals_grid counts "
+                         "every trial strictly, where_grid_decided_same_k those where the grid decided"},
+        "goal_met": met}
 
 
 def main() -> None:
@@ -270,6 +339,10 @@ def main() -> None:
     parser.add_argument("--warmup-s", type=float, default=2.0, help="excluded at the stage start (the demo's 2 s)")
     parser.add_argument("--resamples", type=int, default=None, help="the engine's resamples (default: the product's)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random subsets")
+    parser.add_argument("--no-adaptive", dest="adaptive", action="store_false",
+                        help="leave out the adaptive sweep's replay beside the grid")
+    parser.add_argument("--start-s", type=float, default=120.0, help="a GPU-like server start (s) the lives are "
+                                                                     "priced at, beside their recorded starts")
     args = parser.parse_args()
     names = [n for n in args.scenarios.split(",") if n]
     unknown = sorted(set(names) - {s.name for s in SCENARIOS})
@@ -277,14 +350,17 @@ def main() -> None:
         parser.error(f"--scenarios: unknown {', '.join(unknown)}; known: {', '.join(s.name for s in SCENARIOS)}")
     chosen = [s for s in SCENARIOS if not names or s.name in names]
     started = time.monotonic()
-    scenarios, drawn_all, apart_all = {}, [], []
+    scenarios, drawn_all, apart_all, pairs_all, costs_all = {}, [], [], [], []
     for s in chosen:
         recording = record(s, Path(args.recordings) / s.name, args)
-        figures, drawn, apart = decide_scenario(s, Path(recording["dir"]), recording.pop("config"), args)
+        figures, drawn, apart, pairs, costs = decide_scenario(s, Path(recording["dir"]), recording.pop("config"), args)
         scenarios[s.name] = figures | {"recording": recording}
         drawn_all += drawn
         apart_all += apart
+        pairs_all += pairs
+        costs_all += costs
     totals = tally(drawn_all)
+    adaptive = adaptive_totals(pairs_all, costs_all, args) if args.adaptive else None
     print(json.dumps({
         "benchmark": "decision_accuracy", "repeats_recorded": args.repeats, "subset_repeats": SUBSET_REPEATS,
         "random_subsets_per_scenario": args.subsets, "stage_s": args.stage_s, "warmup_s": args.warmup_s,
@@ -293,6 +369,7 @@ def main() -> None:
         "scenarios": scenarios,
         "totals": {"random_subsets": totals, "disjoint_subsets": tally(apart_all),
                    "calibration_by_stated_share": calibration_bins(drawn_all + apart_all)},
+        "adaptive_vs_grid": adaptive,
         "goal": {"right_or_not_decided_min": 0.95, "confident_wrong_max": 0},
         "goal_met": bool(totals["right_or_not_decided"]["share"] is not None
                          and totals["right_or_not_decided"]["share"] >= 0.95

@@ -91,7 +91,13 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
           f"{resolve_style(caps, config.speculation.flag_style)}")
     if args.dry_run:
         print(placement.describe())
-        for group in server_lives(plan_lives(config), config.load.repeat_mode == "same-server"):
+        lives = plan_lives(config)
+        if config.sweep.strategy == "adaptive":  # the settings it chooses from, each life chosen as it goes
+            from .adaptive_sweep import describe, model_view
+
+            print(describe(config, model_view(None, config)))
+            lives = [life for life in lives if life.repeat == 0]
+        for group in server_lives(lives, config.load.repeat_mode == "same-server"):
             argv = render_argv(config, caps, group[0].setting, config.server.port or 8000)
             print(f"{', '.join(life.key for life in group)}: {shell_join(argv)}")
         if mode == "sweep" and config.decision.confirm != "off":
@@ -121,6 +127,8 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     for step in decision.next_runs:
         print(f"  > {step}")
     print(f"\nreport: {report}")
+    if decision.cost is not None:
+        print(f"this verdict cost {decision.cost.text}")
     if decision.failed_lives:
         first = decision.failed_lives[0]
         print(f"{len(decision.failed_lives)} server lives failed; first: {first.life}: {first.reason}", file=sys.stderr)

@@ -258,6 +258,18 @@ class GridConfig(Strict):
         return self
 
 
+class StrategyConfig(Strict):
+    """How the sweep chooses its server lives: the whole grid, or one life at a time (adaptive.py)."""
+
+    strategy: Literal["grid", "adaptive"] = Field(
+        "grid", description="grid: every K x load.repeats; adaptive: the baseline and one K, then each next life "
+                            "where the verdict is least sure, until it is decided or a budget runs out")
+    max_lives: int | None = Field(None, ge=2, le=1000, description="adaptive: at most this many server lives "
+                                                                   "(default: the grid's, with 2 repeats per K)")
+    max_server_minutes: float | None = Field(None, gt=0, description="adaptive: no life started that would take "
+                                                                     "the server-minutes spent past this")
+
+
 class DecisionConfig(Strict):
     """Every threshold of the decision, in one place; the report shows the run's values."""
 
@@ -348,6 +360,7 @@ class SweepConfig(Strict):
     speculation: SpeculationConfig = Field(default_factory=SpeculationConfig)
     load: LoadConfig = Field(default_factory=LoadConfig)
     grid: GridConfig = Field(default_factory=GridConfig)
+    sweep: StrategyConfig = Field(default_factory=StrategyConfig)
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
 
     @model_validator(mode="after")
@@ -362,6 +375,20 @@ class SweepConfig(Strict):
         if self.load.repeats == "auto" and self.grid.flag:
             raise ValueError("load.repeats = \"auto\" adds repeats for one decision; with grid.flag each value has "
                              "its own: give a number, e.g. repeats = 3")
+        return self
+
+    @model_validator(mode="after")
+    def _adaptive_restarts(self) -> "SweepConfig":
+        if self.sweep.strategy != "adaptive":
+            return self
+        if self.grid.flag:
+            raise ValueError("sweep.strategy = \"adaptive\" chooses lives for one decision; with grid.flag each "
+                             "value has its own: use strategy = \"grid\"")
+        if self.load.repeat_mode != "restart":
+            raise ValueError("sweep.strategy = \"adaptive\" starts a server per life it chooses: set "
+                             "load.repeat_mode = \"restart\"")
+        if len(self.speculation.k) < 2:
+            raise ValueError("sweep.strategy = \"adaptive\" chooses among K: list at least two in speculation.k")
         return self
 
     @model_validator(mode="after")

@@ -5,6 +5,7 @@ or interrupted. The sweep writes the tables (`write_tables`) after every K and f
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +14,9 @@ import pandas as pd
 from . import results
 from .results import CONFIRM_ROLE
 from .analysis import WindowRules, life_token_check, stage_windows, summary_frame
+from .adaptive import run_note
 from .config import SweepConfig
+from .cost import life_costs, run_cost
 from .decision import Cell, Decision, Window, decide, evidence, window
 from .decision.confirm import judge, unconfirmed_note, with_confirmation
 from .decision.schema import AxisDecision, ConfirmPlan, LifeNote
@@ -119,6 +122,7 @@ def read_run(run_dir: Path) -> RunData:
         status = results.read_json(directory / "status.json") if state != "missing" else {}
         data.statuses[life["dir"]] = status
         life["status"], life["reason"] = state, status.get("reason", "")
+        life["start_s"], life["measure_s"] = status.get("start_s"), status.get("measure_s")
         if state == "missing":
             continue
         frames = load_life(directory)
@@ -234,6 +238,12 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision.reasons.append(f"Early stop: K {ks} were not run once the stop rule fired "
                                 f"(rerun with --no-early-stop to measure them).")
     decision.diagnoses += telemetry_gaps(data.statuses)
+    costs = life_costs(plan["lives"], data.statuses)
+    decision.cost = run_cost(costs, config, config.sweep.strategy, plan.get("adaptive", {}).get("stopped", ""))
+    if "adaptive" in plan:
+        lives_by_k = Counter(c.k for c in costs if not c.confirm)
+        decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
+                                         plan["adaptive"].get("stop", "")))
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:
         return run_dir / "summary.csv"

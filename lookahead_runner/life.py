@@ -215,11 +215,13 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
     status: dict = {"memory_source": memory.name, "memory_note": memory.unavailable_reason}
     outcomes: list[Outcome] = []
     out = host
+    started: float | None = None
     try:
         if not external and config.server.port and port_taken(config.server.host, port):
             raise ServerError(f"server.port {port}: {config.server.host}:{port} is in use by another process; "
                               "stop it, or set server.port = 0 (a free port per server life)")
         events.started(lives[0], True)
+        started = time.monotonic()  # the server-seconds of the start: process start to ready, stable and warm
         with server:
             startup_memory: list[tuple[float, float]] = []
             ready_s = server.wait_until_ready(config.server.ready_timeout_s,
@@ -233,7 +235,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
             warm_up(base_url, config.server.model, headers, key_env=config.server.api_key_env)
             if preflight is not None:
                 placement = preflight(served, placement)
-            status.update(ready_s=round(ready_s, 2), memory_stable=stable)
+            status.update(ready_s=round(ready_s, 2), memory_stable=stable, start_s=round(time.monotonic() - started, 2))
             if len(lives) > 1:
                 status.update(server_life=lives[0].key)
             for index, life in enumerate(lives):
@@ -241,7 +243,9 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                     out = fresh_life_dir(run_dir, life)
                     results.write_status(out, "running", server_life=lives[0].key)
                     events.started(life, False)
+                measuring = time.monotonic()
                 reason, measured, alive = measure(config, served, life, out, say, events, web, placement)
+                measured["measure_s"] = round(time.monotonic() - measuring, 2)
                 outcomes.append(_finish(out, life, reason, status | measured, events))
                 if not alive and index + 1 < len(lives):
                     cause = f"not measured: the server of {lives[0].key} failed in {life.key}: {reason}"
@@ -251,10 +255,13 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
         if not external:
             wait_for_port_free(config.server.host, port)
     except ServerError as err:
+        # a start that failed cost its server-seconds too (booked on the life that started it)
+        spent = {} if started is None or "start_s" in status else {"start_s": round(time.monotonic() - started, 2)}
         first = True
         for life in lives[len(outcomes):]:
             folder = out if first else fresh_life_dir(run_dir, life)
-            outcomes.append(_finish(folder, life, str(err), status, events, detail=str(err) if first else ""))
+            outcomes.append(_finish(folder, life, str(err), status | (spent if first else {}), events,
+                                    detail=str(err) if first else ""))
             first = False
     return outcomes
 

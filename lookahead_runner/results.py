@@ -92,13 +92,15 @@ def read_csv(path: Path) -> pd.DataFrame:
 
 
 LIFE_COLUMNS = ("life", "setting", "k", "repeat", "status", "reason", "client_output_tokens",
-                "server_generation_tokens", "difference", "cut_requests", "prompt_method", "prompt_note")
+                "server_generation_tokens", "difference", "cut_requests", "prompt_method", "prompt_note", "start_s",
+                "measure_s")
 
 
 def write_lives(run_dir: Path, lives: list[dict]) -> Path:
     """lives.csv: one row per server life: its state and the token accounting of its closed window."""
     rows = [{"life": l["dir"], "setting": l["setting"], "k": l["k"], "repeat": l["repeat"],
-             "status": l.get("status", "missing"), "reason": l.get("reason", ""), **l.get("tokens", {})}
+             "status": l.get("status", "missing"), "reason": l.get("reason", ""), **l.get("tokens", {}),
+             "start_s": l.get("start_s"), "measure_s": l.get("measure_s")}
             for l in lives]
     path = Path(run_dir) / "lives.csv"
     pd.DataFrame(rows, columns=list(LIFE_COLUMNS)).to_csv(path, index=False)

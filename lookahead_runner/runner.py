@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import reaper, results
+from . import adaptive_sweep, reaper, results
 from .results import CONFIRM_ROLE
 from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
@@ -165,7 +165,10 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
     placement = placement or plan_placement(config, host_cpus())
     plan_path = run_dir / "plan.json"
     if not plan_path.exists():
-        results.write_json(plan_path, results.redact(build_plan(config, caps, run_dir.name, mode, placement)))
+        document = build_plan(config, caps, run_dir.name, mode, placement)
+        if config.sweep.strategy == "adaptive":
+            document = adaptive_sweep.start_plan(document)
+        results.write_json(plan_path, results.redact(document))
     else:  # a resumed run: what a killed runner of this folder left running goes first
         for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
@@ -190,8 +193,11 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
         events = LifeEvents(started, progress.load_started, finished)
         run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0)
         early_stop = early_stop and not config.grid.flag  # each grid value has its own decision
-        run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
-        while config.load.repeats == "auto":  # never with a grid (config.py refuses it)
+        if config.sweep.strategy == "adaptive":
+            run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop)
+        else:
+            run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
+        while config.load.repeats == "auto" and config.sweep.strategy == "grid":  # never with grid.flag (config.py)
             wanted = [k for k in repeats_wanted(read_run(run_dir).evidence(), config.decision)
                       if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
             if not wanted:
@@ -224,6 +230,21 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
         run_lives(life_config, run_dir, lives, tag, say, progress, run_life, early_stop=False)
 
     run_confirmation(config, caps, run_dir, data, decision, say, run_these, announce)
+
+
+def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
+                   number: dict[str, int], tag, early_stop: bool) -> None:
+    """sweep.strategy = "adaptive": one life at a time, each chosen on what is measured (adaptive_sweep.py)."""
+    def announce(life: Life, stages) -> None:
+        if life.key not in number:
+            number[life.key] = len(number) + 1
+            progress.add_lives(1, stages, [life.key])
+
+    def run_one(life_config: SweepConfig, life: Life) -> None:
+        run_lives(life_config, run_dir, [life], tag, say, progress, run_life, early_stop=False)
+
+    say(adaptive_sweep.describe(config, adaptive_sweep.model_view(None, config)))
+    adaptive_sweep.run_adaptive(config, caps, run_dir, say, run_one, early_stop, announce)
 
 
 def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int]) -> list[Life]:

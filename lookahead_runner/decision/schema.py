@@ -226,6 +226,20 @@ class Confirmation(Model):
     verdict: str = ""
 
 
+class Cost(Model):
+    """What the verdict cost in server time (start to ready, and measuring; cost.py), beside the full grid."""
+
+    strategy: Literal["grid", "adaptive"] = "grid"
+    lives: int = 0                       # server lives run (per-K and confirmation), failed ones included
+    starts: int = 0                      # server starts (same-server repeats share one)
+    start_s: float = 0.0                 # measured: process start to ready, memory stable and warmed up
+    measure_s: float = 0.0               # measured: the load of every life
+    grid_lives: int = 0                  # what the full grid (every K x load.repeats) would have run
+    grid_server_s: float | None = None   # estimated: its starts at the mean start measured, its loads as measured
+    stopped_because: str = ""            # adaptive: why it stopped choosing lives
+    text: str = ""                       # e.g. "4 lives, 11 server-minutes (...); the full grid: 8 lives, ~21 ..."
+
+
 class Decision(Model):
     schema_version: int = SCHEMA_VERSION
     mode: Literal["sweep", "ramp"] = "sweep"
@@ -255,3 +269,4 @@ class Decision(Model):
     failed_lives: list[LifeNote] = Field(default_factory=list)
     skipped_lives: list[LifeNote] = Field(default_factory=list)
     confirmation: Confirmation | None = None
+    cost: Cost | None = None

@@ -232,6 +232,8 @@ def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
         "target_users": format_cell("users", decision.target_users),
         "stopped_at_k": (format_cell("k", decision.stopped_at_k) if decision.stopped_at_k is not None
                          else "not stopped: every K was kept" if decision.candidates else MISSING),
+        "cost": decision.cost.text if decision.cost else MISSING,
+        "cost_stopped": decision.cost.stopped_because if decision.cost else "",
         "reasons": list(decision.reasons), "diagnoses": list(decision.diagnoses), "next_runs": list(decision.next_runs),
         "checklist": checklist,
         "checklist_passed": sum(row["status"] == "pass" for row in checklist),

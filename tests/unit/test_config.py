@@ -25,6 +25,11 @@ def test_defaults_are_valid_and_sorted(tmp_path):
         ("[load]\nrepeats = 0\n", "load.repeats"),
         ("[decision]\ntarget_users = 7\n", "decision.target_users = 7 is not a stage"),
         ("[load\n", "not valid TOML"),
+        ("[sweep]\nstrategy = \"smart\"\n", "sweep.strategy"),
+        ("[sweep]\nstrategy = \"adaptive\"\n[load]\nrepeat_mode = \"same-server\"\n",
+         "set load.repeat_mode = \"restart\""),
+        ("[sweep]\nstrategy = \"adaptive\"\n[speculation]\nk = [4]\n", "list at least two in speculation.k"),
+        ("[sweep]\nmax_lives = 1\n", "sweep.max_lives"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_field(tmp_path, text, field):

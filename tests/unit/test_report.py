@@ -365,3 +365,18 @@ def test_confirmation_section_near_the_verdict_escaped(tmp_path: Path, inputs):
     confirmed = decision.model_copy(update={"confirmation": confirmation.model_copy(update={"status": "confirmed"})})
     assert build_view(summary, confirmed, plan, timelines)["confirmation"]["use_schedule"].startswith(
         "vllm serve m --speculative-config '{")
+
+
+def test_the_report_says_what_the_verdict_cost(tmp_path: Path, inputs):
+    from lookahead_runner.decision.schema import Cost
+
+    summary, decision, plan, timelines = inputs
+    decision = decision.model_copy(update={"cost": Cost(
+        strategy="adaptive", lives=5, text="5 lives, 2.1 server-minutes (0.3 starting, 1.8 measuring); the full grid: "
+                                           "8 lives, ~3.4 server-minutes",
+        stopped_because="decided: K=2 wins in 97% <of> the resamples")})
+    view = build_view(summary, decision, plan, timelines)
+    assert view["cost"].startswith("5 lives, 2.1 server-minutes") and view["cost_stopped"].startswith("decided")
+    page = write_report(tmp_path, summary, decision, plan, timelines).read_text(encoding="utf-8")
+    assert "the full grid: 8 lives, ~3.4 server-minutes" in page and "97% &lt;of&gt; the resamples" in page
+    assert build_view(*inputs)["cost"] == "–" and not build_view(*inputs)["cost_stopped"]

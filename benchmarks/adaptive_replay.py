@@ -1,0 +1,124 @@
+"""The adaptive sweep replayed over a grid recording, for benchmarks/decision_accuracy.py.
+
+A replay, not a new measurement: the recording holds every K x N same-server repeats at the target. Each
+trial draws an order of every K's recorded repeats; the grid's verdict is the decision on the first two of
+each (the demo's grid), the adaptive one is what the product's chooser (lookahead_runner/adaptive.py, the
+same code `sweep.strategy = "adaptive"` runs) reaches when each life it asks for is revealed from the
+recording in that order: the next repeat of the K it names, or it stops (decided, budget, nothing left;
+"recording exhausted" when it asks for more repeats of a K than were recorded). Both verdicts are made by
+the decision engine on the windows revealed. A revealed life is priced at its recorded start (the K's
+server life: start_s, else ready_s, as status.json has it) plus its recorded load (measure_s, else the
+stage's planned seconds), and again at a GPU-like start (--start-s) plus the same load. The grid's budget
+caps the adaptive sweep: never more lives than the grid it is compared with.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from lookahead_runner.adaptive import Budget, Choice, ModelView, Spent, choose, standing_of, valid_lives
+from lookahead_runner.config import SweepConfig
+from lookahead_runner.decision import Evidence
+
+GRID_REPEATS = 2
+
+
+@dataclass(frozen=True)
+class Price:
+    start_s: float      # measured (the K's recorded start)
+    measure_s: float    # measured (one repeat's load)
+
+
+def prices(plan_lives: list[dict], statuses: dict[str, dict], config: SweepConfig) -> dict[int, Price]:
+    """Per K: its recorded server start and one repeat's recorded load."""
+    planned_load = sum(stage.duration_s for stage in config.load.stages)
+    out = {}
+    for life in plan_lives:
+        status = statuses.get(life["dir"]) or {}
+        if life["k"] in out or not status:
+            continue
+        start = status.get("start_s", status.get("ready_s"))
+        if start is not None:
+            out[life["k"]] = Price(float(start), float(status.get("measure_s") or planned_load))
+    return out
+
+
+@dataclass(frozen=True)
+class Replayed:
+    revealed: dict[int, list[int]]   # per K, the repeats the chooser asked for, in order
+    stop: str                        # decided | budget | exhausted | recording exhausted
+    why: str
+
+    @property
+    def lives(self) -> int:
+        return sum(len(r) for r in self.revealed.values())
+
+
+def replay(evidence: Evidence, order: dict[int, list[int]], config: SweepConfig, price: dict[int, Price],
+           max_lives: int, model: ModelView = ModelView()) -> Replayed:
+    """The chooser run over the recording: each life it asks for is the next recorded repeat of that K."""
+    ks, p, target = sorted(order), config.decision, config.target_users
+    revealed: dict[int, list[int]] = {k: [] for k in ks}
+    for _ in range(max_lives + 1):
+        seen = evidence.subset(revealed)
+        seconds = [price[k].start_s + price[k].measure_s for k, rs in revealed.items() for _ in rs if k in price]
+        spent = Spent({k: len(r) for k, r in revealed.items() if r}, valid_lives(seen, target), sum(seconds),
+                      float(np.mean(seconds)) if seconds else 0.0)
+        choice: Choice = choose(ks, standing_of(seen, p), spent, model, Budget(max_lives), config.load.max_repeats,
+                                2, p.tie_tolerance_frac)
+        if choice.k is None:
+            return Replayed(revealed, choice.stop, choice.why)
+        left = [r for r in order[choice.k] if r not in revealed[choice.k]]
+        if not left:
+            return Replayed(revealed, "recording exhausted", f"asked for more repeats of K={choice.k} than recorded")
+        revealed[choice.k].append(left[0])
+    return Replayed(revealed, "budget", "the replay's bound")
+
+
+def grid_subset(order: dict[int, list[int]]) -> dict[int, list[int]]:
+    return {k: r[:GRID_REPEATS] for k, r in order.items()}
+
+
+def orders(recorded: dict[int, list[int]], count: int, rng: np.random.Generator) -> list[dict[int, list[int]]]:
+    """`count` draws of an order of every K's recorded repeats."""
+    return [{k: [int(x) for x in rng.permutation(r)] for k, r in sorted(recorded.items())} for _ in range(count)]
+
+
+def server_seconds(revealed: dict[int, list[int]], price: dict[int, Price], start_s: float | None = None) -> float:
+    """Measured (start_s None) or priced at a start of `start_s` seconds."""
+    return sum((price[k].start_s if start_s is None else start_s) + price[k].measure_s
+               for k, rs in revealed.items() for _ in rs if k in price)
+
+
+def saving(grid: float, adaptive: float) -> float | None:
+    return round(float(1 - adaptive / grid), 3) if grid else None
+
+
+def _share(hits: int, n: int) -> dict:
+    return {"n": hits, "of": n, "share": round(hits / n, 3) if n else None}
+
+
+def summary(pairs: list[tuple], price_rows: list[tuple[float, float, float, float, int, int]]) -> dict:
+    """pairs: (grid Verdict, adaptive Verdict, stop); price_rows: (grid s, adaptive s, grid priced, adaptive
+    priced, grid lives, adaptive lives) per trial."""
+    n = len(pairs)
+    agree = sum(g.label == a.label for g, a, _ in pairs)
+    both = [(g, a) for g, a, _ in pairs if g.status == "decided" and a.status == "decided"]
+    rows = np.array(price_rows, dtype=float) if price_rows else np.zeros((0, 6))
+    total = rows.sum(axis=0) if len(rows) else np.zeros(6)
+    return {
+        "trials": n, "verdict_equals_grid": _share(agree, n),
+        "both_decided_same_k": {"n": sum(g.k == a.k for g, a in both), "of": len(both)},
+        "where_grid_decided_same_k": _share(sum(g.k == a.k for g, a in both), sum(g.status == "decided" for g, _, _ in pairs)),
+        "adaptive_decided_grid_not": sum(g.status != "decided" and a.status == "decided" for g, a, _ in pairs),
+        "grid_decided_adaptive_not": sum(g.status == "decided" and a.status != "decided" for g, a, _ in pairs),
+        "adaptive_confident_wrong": sum(a.status == "decided" and a.outcome == "wrong" for _, a, _ in pairs),
+        "stops": dict(Counter(stop for _, _, stop in pairs).most_common()),
+        "lives": {"grid": int(total[4]), "adaptive": int(total[5]), "saving": saving(total[4], total[5])},
+        "server_s_measured": {"grid": round(total[0], 1), "adaptive": round(total[1], 1),
+                              "saving": saving(total[0], total[1])},
+        "server_s_priced": {"grid": round(total[2], 1), "adaptive": round(total[3], 1),
+                            "saving": saving(total[2], total[3])},
+    }

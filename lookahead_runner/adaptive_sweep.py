@@ -1,0 +1,142 @@
+"""The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (adaptive.py) for the next life,
+write it to plan.json, run it as a real server life (same readiness and memory rules as the grid), repeat
+until the chooser stops; the stop and its reason go to plan.json's "adaptive".
+
+plan.json starts with no lives; each life chosen is appended before it starts (with the stages it runs
+when it runs a subset, and why it was chosen), so --resume reruns a life cut half-way with the same stages,
+keeps every life done, and the chooser carries on from the windows measured: the same evidence gives the
+same next choice. The decision is made at the end by the decision engine on the measured windows, as for
+the grid; the model (when there is a trusted one) only chooses what to measure.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import results
+from .adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
+from .config import SweepConfig
+from .cost import grid_lives, life_costs
+from .finalize import read_run, write_tables
+from .life import Life, append_to_plan
+from .results import CONFIRM_ROLE
+from .vllm.knob import Setting
+from .vllm.probe import Capabilities
+
+MIN_LEADER_LIVES = 2
+
+
+def default_max_lives(config: SweepConfig) -> int:
+    """sweep.max_lives, else the grid's lives with 2 repeats per K: never more lives than that grid."""
+    return config.sweep.max_lives or len(config.speculation.k) * max(2, config.load.planned_repeats)
+
+
+def start_plan(document: dict) -> dict:
+    """An adaptive plan.json: no lives yet (they are chosen one at a time), the stop not reached."""
+    return document | {"lives": [], "adaptive": {"stopped": "", "stop": ""}}
+
+
+def describe(config: SweepConfig, model: ModelView) -> str:
+    """What an adaptive sweep will do, for --dry-run and its first line."""
+    ks = sorted(config.speculation.k)
+    k, why = first_k(ks, model)
+    minutes = (f", at most {config.sweep.max_server_minutes:g} server-minutes" if config.sweep.max_server_minutes
+               else "")
+    return (f"adaptive sweep: the baseline K={ks[0]} and {why}, then one life at a time where the verdict at "
+            f"{config.target_users} users is least sure, until it is decided (at most {default_max_lives(config)} "
+            f"lives{minutes}; the full grid: {grid_lives(config)[0]})")
+
+
+def model_view(data, config: SweepConfig) -> ModelView:
+    """The performance model (decision/perfmodel.py) fitted on the run so far: its objective at the target for
+    every planned K, or why it drives nothing (then K not run yet are chosen model-free)."""
+    try:
+        from .perfmodel_run import fit_run
+    except ImportError:
+        return ModelView(why_not="no performance model in this version")
+    objective = config.decision.objective
+    if objective not in PREDICTED:
+        return ModelView(why_not=f"the model does not predict decision.objective = {objective!r}")
+    if data is None or len(data.evidence().ks) < 2:
+        return ModelView(why_not="fewer than two K measured")
+    model = fit_run(data)
+    if not model.trusted:
+        return ModelView(why_not=f"the model is not trusted: {model.trust_reason}")
+    field = PREDICTED[objective]
+    predicted = {k: model.predict(k, config.target_users) for k in config.speculation.k}
+    return ModelView(True, {k: Prediction(getattr(p, field), getattr(p, f"{field}_low"), getattr(p, f"{field}_high"))
+                            for k, p in predicted.items()}, "")
+
+
+PREDICTED = {"req_per_s": "requests_per_s", "output_tok_per_s": "output_tokens_per_s"}
+
+
+def stages_of(config: SweepConfig, users: list[int] | None) -> SweepConfig:
+    """The config a life runs: every stage, or the ones listed in its plan entry."""
+    if not users:
+        return config
+    stages = [stage for stage in config.load.stages if stage.users in users]
+    return config.model_copy(update={"load": config.load.model_copy(update={"stages": stages})})
+
+
+def spent_so_far(plan_lives: list[dict], statuses: dict[str, dict], valid: dict[int, int]) -> Spent:
+    costs = [c for c in life_costs(plan_lives, statuses) if not c.confirm]
+    lives: dict[int, int] = {}
+    for c in costs:
+        lives[c.k] = lives.get(c.k, 0) + 1
+    seconds = [c.start_s + c.measure_s for c in costs]
+    return Spent(lives, valid, sum(seconds), sum(seconds) / len(seconds) if seconds else 0.0)
+
+
+def next_life(plan_lives: list[dict], config: SweepConfig, k: int) -> Life:
+    """K's next repeat number in this run."""
+    repeats = [l["repeat"] for l in plan_lives if l["k"] == k and l.get("role") != CONFIRM_ROLE]
+    return Life(Setting(k, config.speculation.raw_lookahead_slots), max(repeats) + 1 if repeats else 0)
+
+
+def record_stop(run_dir: Path, choice: Choice) -> None:
+    document = results.read_json(run_dir / "plan.json")
+    document["adaptive"] = {"stopped": choice.why, "stop": choice.stop}
+    results.write_json(run_dir / "plan.json", document)
+
+
+def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, run_one, early_stop: bool = True,
+                 announce=lambda life, stages: None) -> Choice:
+    """Choose and run lives until the chooser stops; returns its last choice (the stop and why).
+
+    `run_one(config, life)` runs one life with that config's stages (the sweep's own loop: a life done
+    earlier is kept); `announce(life, stages)` tells the progress display a life is coming."""
+    budget = Budget(default_max_lives(config),
+                    config.sweep.max_server_minutes * 60 if config.sweep.max_server_minutes else None)
+    ks, target = sorted(config.speculation.k), config.target_users
+    for entry in [l for l in results.read_json(run_dir / "plan.json")["lives"] if l.get("role") != CONFIRM_ROLE]:
+        life = Life(Setting(entry["k"], config.speculation.raw_lookahead_slots), entry["repeat"])
+        announce(life, stages_of(config, entry.get("stages")).load.stages)
+        run_one(stages_of(config, entry.get("stages")), life)  # a resumed run: the lives chosen before
+    said_model = None
+    for _ in range(budget.max_lives + len(ks) * MIN_LEADER_LIVES + 1):  # bounded; the budget stops it first
+        data = read_run(run_dir)
+        evidence = data.evidence()
+        model = model_view(data, config)
+        if said_model != model.trusted:  # at the start, and whenever the model's trust changes
+            say("adaptive: the performance model is trusted: it chooses which K not run yet could be the best" if
+                model.trusted else f"adaptive: {model.why_not}: a K not run yet is run when it lies between the K "
+                "measured around the leader (the objective taken to rise, then fall with K), in grid order")
+            said_model = model.trusted
+        lives = [l for l in data.plan["lives"] if l.get("role") != CONFIRM_ROLE]
+        choice = choose(ks, standing_of(evidence, config.decision, early_stop),
+                        spent_so_far(lives, data.statuses, valid_lives(evidence, target)), model, budget,
+                        config.load.max_repeats, MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
+        if choice.k is None:
+            break
+        life = next_life(lives, config, choice.k)
+        users = None if choice.all_stages else [target]
+        append_to_plan(config, caps, run_dir, [life], **({"stages": users} if users else {}), chosen=choice.why)
+        say(f"adaptive: next {life.key}: {choice.why}")
+        announce(life, stages_of(config, users).load.stages)
+        run_one(stages_of(config, users), life)
+    else:
+        choice = Choice(None, why="the loop's own bound was reached", stop="budget")
+    record_stop(run_dir, choice)
+    write_tables(run_dir)
+    say(f"adaptive: stopped: {choice.why}")
+    return choice

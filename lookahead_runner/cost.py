@@ -1,0 +1,85 @@
+"""What a verdict cost: server lives and server-seconds (start to ready, and measuring), measured per life
+from each life's status.json, beside what the full grid would have cost.
+
+Pure: plan.json's life entries and the lives' status.json contents in, a `Cost` out. The grid's figure is
+an estimate: its server starts at the mean start measured in this run, its loads at the mean measured load
+of a life that ran every stage (the stages' planned seconds when none did), the same confirmation lives.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import SweepConfig
+from .decision.schema import Cost
+from .results import CONFIRM_ROLE
+
+RUN_STATES = ("done", "failed")   # a life that started (a skipped or never-started one cost nothing)
+
+
+@dataclass(frozen=True)
+class LifeCost:
+    life: str
+    k: int
+    confirm: bool
+    new_server: bool       # false for a same-server repeat: its start is booked on the life that started it
+    start_s: float
+    measure_s: float
+    all_stages: bool       # false for an adaptive life that ran a subset of the stages
+    done: bool             # measured to the end (a failed start is cut short: not a start to price the grid at)
+
+
+def life_costs(plan_lives: list[dict], statuses: dict[str, dict]) -> list[LifeCost]:
+    """The lives that ran, each with its server-seconds as its status.json recorded them (0 when missing)."""
+    out = []
+    for entry in plan_lives:
+        status = statuses.get(entry["dir"]) or {}
+        if status.get("state") not in RUN_STATES:
+            continue
+        host = status.get("server_life", entry["dir"])
+        out.append(LifeCost(entry["dir"], int(entry["k"]), entry.get("role") == CONFIRM_ROLE, host == entry["dir"],
+                            float(status.get("start_s") or 0.0) if host == entry["dir"] else 0.0,
+                            float(status.get("measure_s") or 0.0), not entry.get("stages"), status["state"] == "done"))
+    return out
+
+
+def grid_lives(config: SweepConfig) -> tuple[int, int]:
+    """(lives, server starts) of the full grid: every K (x every grid value) x load.repeats ("auto": its first 2)."""
+    settings = len(config.speculation.k) * max(1, len(config.grid.values))
+    lives = settings * config.load.planned_repeats
+    return lives, lives if config.load.repeat_mode == "restart" else settings
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def run_cost(costs: list[LifeCost], config: SweepConfig, strategy: str = "grid", stopped_because: str = "") -> Cost:
+    lives, starts = grid_lives(config)
+    confirm = [c for c in costs if c.confirm]
+    start_each = _mean([c.start_s for c in costs if c.new_server and c.done and c.start_s > 0])
+    load_each = _mean([c.measure_s for c in costs if not c.confirm and c.all_stages and c.measure_s > 0])
+    if load_each is None:
+        load_each = sum(stage.duration_s for stage in config.load.stages)
+    grid_s = None if start_each is None else (
+        starts * start_each + lives * load_each + sum(c.start_s + c.measure_s for c in confirm))
+    cost = Cost(strategy=strategy, lives=len(costs), starts=sum(c.new_server for c in costs),
+                start_s=round(sum(c.start_s for c in costs), 1), measure_s=round(sum(c.measure_s for c in costs), 1),
+                grid_lives=lives + len(confirm), grid_server_s=None if grid_s is None else round(grid_s, 1),
+                stopped_because=stopped_because)
+    return cost.model_copy(update={"text": cost_text(cost)})
+
+
+def minutes(seconds: float) -> str:
+    value = seconds / 60
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def cost_text(cost: Cost) -> str:
+    """e.g. "5 lives, 2.3 server-minutes (0.4 starting, 1.9 measuring); the full grid: 8 lives, ~3.6"."""
+    spent = cost.start_s + cost.measure_s
+    text = (f"{cost.lives} {'life' if cost.lives == 1 else 'lives'}, {minutes(spent)} server-minutes "
+            f"({minutes(cost.start_s)} starting, {minutes(cost.measure_s)} measuring)")
+    if cost.grid_lives != cost.lives or cost.strategy != "grid":
+        grid = f"~{minutes(cost.grid_server_s)} server-minutes" if cost.grid_server_s is not None else "its starts unmeasured"
+        text += f"; the full grid: {cost.grid_lives} lives, {grid}"
+    return text

@@ -1,0 +1,86 @@
+"""sweep.strategy = "adaptive" through real processes on the simulator's demo scenario (tight-kv, K 0/2/4/8 at
+64 users): it reaches the grid's verdict, "Set K=4 at 64 users" (the demo's, and the truth of the
+decision-accuracy benchmark's tight-kv scenario), with fewer server lives than the grid's 8; cut by Ctrl-C
+and resumed, it keeps the lives done and ends in the same verdict."""
+import json
+import signal
+import uuid
+
+import pytest
+from fault_kit import cli, interrupt, no_traceback, processes_of, start, stop_group, wait_for, write_config
+
+pytestmark = pytest.mark.e2e
+
+GRID_LIVES = 8  # 4 K x load.repeats = 2
+
+DEMO_ADAPTIVE = """
+name = "adaptive"
+[server]
+model = "{model}"
+extra_args = ["--max-num-seqs", "128", "--sim-scenario", "tight-kv", "--sim-set", "startup_s=0.5"]
+ready_timeout_s = 60
+memory_stable_window_s = 0.5
+[speculation]
+k = [0, 2, 4, 8]
+[load]
+stages = [{{ users = 64, duration_s = 7 }}]
+prompt_tokens = 128
+output_tokens = 64
+repeats = 2
+warmup_s = 2.0
+[sweep]
+strategy = "adaptive"
+[decision]
+target_users = 64
+confirm = "off"
+"""
+
+
+def lives_of(run_dir):
+    return [life["dir"] for life in json.loads((run_dir / "plan.json").read_text())["lives"]]
+
+
+def test_adaptive_reaches_the_grids_verdict_with_fewer_lives(tmp_path):
+    config = write_config(tmp_path, DEMO_ADAPTIVE.format(model=f"sim/adaptive-{uuid.uuid4().hex[:8]}"))
+    done = cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"))
+    no_traceback(done.stderr)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    decision = json.loads((run_dir / "decision.json").read_text())
+    assert decision["verdict"].startswith("Set K=4 at 64 users")
+    lives = lives_of(run_dir)
+    assert lives[:2] == ["k0/r0", "k4/r0"] and len(lives) < GRID_LIVES
+    cost = decision["cost"]
+    assert cost["strategy"] == "adaptive" and cost["lives"] == len(lives) and cost["grid_lives"] == GRID_LIVES
+    assert cost["stopped_because"].startswith("decided: K=4 wins")
+    assert cost["start_s"] > 0 and cost["measure_s"] >= 7 * len(lives)
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"this verdict cost {len(lives)} lives,") and f"the full grid: {GRID_LIVES} lives" in last
+
+
+def test_a_resumed_adaptive_sweep_keeps_its_lives_and_ends_in_the_same_verdict(tmp_path):
+    model = f"sim/adaptive-cut-{uuid.uuid4().hex[:8]}"
+    config = write_config(tmp_path, DEMO_ADAPTIVE.format(model=model))
+    runner = start("sweep", "--config", str(config), "--out", str(tmp_path / "runs"))
+    try:
+        wait_for(lambda: any((run / "k2" / "r0" / "requests.csv").exists() for run in (tmp_path / "runs").glob("*")),
+                 150, "the third life's load")
+        interrupt(runner, signal.SIGINT)
+        _, stderr = runner.communicate(timeout=60)
+    finally:
+        stop_group(runner)
+    assert runner.returncode == 130 and "Traceback" not in stderr
+    wait_for(lambda: not processes_of(model), 10, "every server and Locust process to exit")
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    assert lives_of(run_dir) == ["k0/r0", "k4/r0", "k2/r0"]   # the plan holds the lives chosen so far
+    kept = (run_dir / "k4/r0/requests.csv").stat().st_mtime_ns
+
+    resumed = cli("sweep", "--resume", str(run_dir))
+    no_traceback(resumed.stderr)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    assert "k0/r0: done earlier, kept" in resumed.stdout and "k4/r0: done earlier, kept" in resumed.stdout
+    assert (run_dir / "k4/r0/requests.csv").stat().st_mtime_ns == kept
+    decision = json.loads((run_dir / "decision.json").read_text())
+    assert decision["verdict"].startswith("Set K=4 at 64 users") and len(lives_of(run_dir)) < GRID_LIVES
+    assert decision["cost"]["stopped_because"].startswith("decided")
+    assert not processes_of(model)
