@@ -7,7 +7,8 @@ failures drawn from their binomial. Throughput is not resampled from two or thre
 bootstrap is far too sure of itself): its factor is drawn from Student's t with the relative spread
 of one repeat (`ThroughputNoise`), or, with one repeat each, of one bin at least a request long inside
 the windows (batch means). The spread is pooled over the K at the stage, except for a K whose own
-spread is wider than the others' beyond an F test: that K keeps its own, and the others pool without it
+spread is wider than the others' beyond an F test: that K keeps its own (moderated by theirs), and the
+others pool without it
 (`throughput_noises`). The same factor divides the drawn latencies: at a fixed concurrency a server
 that serves fewer requests per second keeps each longer.
 Windows are resampled in an order of their content, not of their repeat labels: renaming or
@@ -115,10 +116,12 @@ def _noisier(own: tuple[float, int], rest: tuple[float, int], level: float = 0.9
 
 
 def throughput_noises(cells: Mapping[int, "PreparedCell"]) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
-    """The stage's pooled noise and each K's: its own spread where it is noisier than the others' beyond a
-    one-sided F test (a K with a wide repeat spread must not widen the intervals of stable ones, nor borrow
-    their stability), else the pooled spread of the K that agree (more degrees of freedom: the better
-    estimate, and never narrower than the stage's typical spread)."""
+    """The stage's pooled noise and each K's: the pooled spread of the K that agree (more degrees of freedom:
+    the better estimate, and never narrower than the stage's typical spread), except for a K noisier than
+    the others beyond a one-sided F test: a K with a wide repeat spread must not widen the intervals of
+    stable ones, so it is left out of their pool, and keeps its own spread moderated by theirs (its squares
+    and theirs over its degrees of freedom and theirs: with two repeats, one odd repeat widens its own
+    interval without the Student t of one degree of freedom, which has no variance)."""
     for source in ("repeats", "bins"):
         parts = {k: _spread(cell, source) for k, cell in cells.items()}
         total = (sum(sq for sq, _ in parts.values()), sum(df for _, df in parts.values()))
@@ -138,8 +141,10 @@ def throughput_noises(cells: Mapping[int, "PreparedCell"]) -> tuple[ThroughputNo
         scope = "pooled over K" if not apart else f"pooled over K={', '.join(map(str, together))}"
         pooled = ThroughputNoise(math.sqrt(squares / df), df, source, scope) if df else \
             ThroughputNoise(math.nan, 0, "none")
-        by_k = {k: ThroughputNoise(math.sqrt(parts[k][0] / parts[k][1]), parts[k][1], source, f"K={k}'s own")
-                if k in apart else pooled for k in cells}
+        # a K apart: its own spread moderated by the agreeing K's (its own degrees of freedom and theirs), so
+        # one odd repeat out of two neither borrows their stability nor makes a Cauchy of its interval
+        by_k = {k: ThroughputNoise(math.sqrt((parts[k][0] + squares) / (parts[k][1] + df)), parts[k][1] + df, source,
+                                   f"K={k}'s own, moderated by the others'") if k in apart else pooled for k in cells}
         return pooled, by_k
     none = ThroughputNoise(math.nan, 0, "none")
     return none, dict.fromkeys(cells, none)

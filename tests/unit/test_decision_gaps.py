@@ -126,7 +126,8 @@ def test_each_k_keeps_its_own_throughput_noise_when_it_differs_from_the_rest():
     ws = [window(k, 32, v, r, duration_s=60) for k, values in spec.items() for r, v in enumerate(values)]
     ws += [window(k, 32, v, r + 2, duration_s=60) for k, values in spec.items() for r, v in enumerate(values)]
     stage = evaluate_stages(evidence(ws, 32), P)[32]
-    assert stage.noise_by_k[2].scope == "K=2's own" and stage.noise_by_k[4].scope == "pooled over K=0, 4"
+    assert stage.noise_by_k[2].scope.startswith("K=2's own") and stage.noise_by_k[4].scope == "pooled over K=0, 4"
+    assert stage.noise_by_k[2].rel_sd > 5 * stage.noise_by_k[4].rel_sd
     gain = candidate(decide(evidence(ws, 32), P, {}), 4).gain_range
     assert gain.low > 0.06 and gain.high < 0.18, gain
 
@@ -201,7 +202,8 @@ def test_extra_resamples_of_one_stage_leave_every_stage_index_aligned_for_the_kn
     ws = [window(0, 32, 10.0, r, duration_s=6, jitter=0.45) for r in range(2)]
     ws += [window(2, 32, v, r, duration_s=6, jitter=0.45) for r, v in enumerate((10.6, 11.3))]
     ws += [window(k, 8, req, r) for k, req in ((0, 4.0), (2, 7.0)) for r in range(2)]
-    p = DecisionConfig(resamples=400, confidence=0.85)
+    first = evaluate_stages(evidence(ws, 32), P)[32]
+    p = DecisionConfig(resamples=400, confidence=max(round(first.shares[first.pick], 2), 0.5))  # right at it
     stages = evaluate_stages(evidence(ws, 32), p)
     assert stages[32].resamples > 400 and stages[8].resamples == 400
     assert {len(d) for st in stages.values() for d in st.draws.values()} == {400}
