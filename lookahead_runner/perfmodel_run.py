@@ -1,4 +1,5 @@
-"""A run folder -> the inputs of its performance model (decision/perfmodel.py), and the fit.
+"""A run folder -> the inputs of its performance model (decision/perfmodel.py), the fit, and the decision
+with the model's summary and uses (decision/perfmodel_uses.py).
 
 Reads what the pure model cannot: each life's spec_positions.csv (accepted tokens per draft position,
 written by the sampler) and server_metrics.csv (drafts), differenced over the life, summed per K; the
@@ -13,6 +14,8 @@ import pandas as pd
 
 from . import results
 from .decision.perfmodel import PerformanceModel, PositionCounts, WorkloadShape, fit_performance_model
+from .decision.perfmodel_uses import refined_schedule, summary
+from .decision.schema import Decision
 from .finalize import RunData, read_run
 from .results import CONFIRM_ROLE
 
@@ -72,6 +75,24 @@ def model_inputs(run_dir: Path, data: RunData,
 def fit_run(run_dir: Path, data: RunData | None = None, axis_value: str = "", **options) -> PerformanceModel:
     """The performance model of one run folder (one grid axis value); options go to fit_performance_model."""
     data = data if data is not None else read_run(Path(run_dir))
+    options.setdefault("error_bound", data.config.decision.model_error_bound)
     shape, positions = model_inputs(run_dir, data, axis_value)
     options.setdefault("seed", data.config.decision.seed)
     return fit_performance_model(data.evidence(axis_value), shape, positions, **options)
+
+
+def with_performance_model(data: RunData, decision: Decision) -> Decision:
+    """The decision with its run's performance model: the summary always (trusted or not, and why); when
+    trusted, the schedule's boundaries at the model's crossovers and the not-the-lever numbers too."""
+    if data.run_dir is None or data.plan.get("mode", "sweep") != "sweep" or data.config.grid.flag:
+        return decision  # a grid's axis values are separate runs of the model; not fitted here
+    p = data.config.decision
+    model = fit_run(data.run_dir, data, error_bound=p.model_error_bound)
+    decision = decision.model_copy(deep=True)
+    decision.performance_model = summary(model, decision, p, p.production_users)
+    if model.trusted:
+        decision.per_batch_size, decision.performance_model.schedule_note = \
+            refined_schedule(model, decision, data.argv_by_k())
+        if decision.performance_model.diagnosis:
+            decision.diagnoses.append(decision.performance_model.diagnosis)
+    return decision

@@ -112,8 +112,8 @@ class PerformanceModel:
     def draws(self, k: int, users: int) -> Draws:
         if k < 0 or users < 1:
             raise ValueError(f"predict(k={k}, users={users}): K must be >= 0 and users >= 1")
-        return predict_draws(self.params, k, users, self.acceptance.tokens_per_step(k), self.shape,
-                             self.output_tokens, self.pool_tokens(k))
+        return predict_draws(self.params, k, users, self.acceptance.tokens_per_decode_step(k, self.output_tokens - 1),
+                             self.shape, self.output_tokens, self.pool_tokens(k))
 
     def _bound(self, values: np.ndarray, widen: bool = True) -> Bound:
         point = float(values[0])
@@ -169,7 +169,7 @@ class PerformanceModel:
     def choices(self, users: int, ks: Sequence[int] | None = None) -> tuple[list[int], np.ndarray]:
         """The K each draw picks at `users`: the best req/s among K the KV pool does not preempt (all K when
         every K would), the smallest K within the tie band."""
-        ks = list(ks) if ks is not None else self.candidate_ks()
+        ks = list(ks) if ks is not None else self.ks
         if not ks:
             raise ValueError("best_k_at: no K to choose from")
         draws = [self.draws(k, users) for k in ks]
@@ -181,7 +181,8 @@ class PerformanceModel:
         return ks, np.array(ks)[within.argmax(axis=0)]                   # first (smallest) K within the band
 
     def best_k_at(self, users: int, ks: Sequence[int] | None = None) -> tuple[int, float]:
-        """(the best K at `users`, the share of the bootstrap refits that pick it)."""
+        """(the best K at `users`, the share of the bootstrap refits that pick it); among the measured K unless
+        `ks` names others."""
         _, picks = self.choices(users, ks)
         k = int(picks[0])
         return k, float(np.mean(picks == k))

@@ -6,7 +6,8 @@ Three parts, each from what every run already records:
 - step time: TPOT x tokens per step is the time of one engine step; fitted over every window as
   const + per-K draft cost + per running sequence + per verified token (batch x (K + 1)) + a roofline
   hinge beyond a knee of verified tokens + per prefill token sharing the step (least squares on relative
-  error, coefficients >= 0, the knee the best of the measured verified-token counts or none);
+  error, coefficients >= 0; the knee chosen by leave-one-window-out error among none and the measured
+  verified-token counts, then kept by the bootstrap refits);
 - KV: tokens each running sequence holds (KV usage x pool / real batch) as a line in K, and the pool
   each K left (kv_pool_tokens) -> the largest real batch a K allows.
 A closed loop of U users with no think time closes them (Little's law): a user's cycle is its e2e plus
@@ -16,6 +17,7 @@ point for every bootstrap draw of the parameters at once.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -26,6 +28,8 @@ from scipy.optimize import minimize_scalar, nnls
 from .evidence import LATENCY_COLUMNS, Evidence
 
 MIN_STEP_SHARE = 0.2          # prefill can take at most 80 % of a step in the fixed point
+MIN_STEP_ROWS = 4             # windows a step-time fit needs before it drops the ones that preempted
+MIN_SIDE = 3                  # windows a roofline knee needs on each side of it
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,24 @@ class Acceptance:
     def extrapolates(self, k: int) -> bool:
         return k > self.positions_observed
 
+    def tokens_per_decode_step(self, k: int, decode_tokens: float) -> float:
+        """Tokens per step over a request's decode of `decode_tokens`: below tokens_per_step, since its last
+        step emits only what is left (a short output wastes a larger share of the drafts)."""
+        n = max(1, int(round(decode_tokens)))
+        return n / _decode_steps(tuple(self.position(i) for i in range(k)), n)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode_steps(accepted_at: tuple[float, ...], tokens: int) -> float:
+    """Expected verification steps to emit `tokens`: a step emits 1 + the accepted prefix, P(prefix >= i) =
+    accepted_at[i - 1] (each position's acceptance, as the per-position counters count it)."""
+    reach = (1.0, *accepted_at, 0.0)
+    emit = [(a + 1, reach[a] - reach[a + 1]) for a in range(len(accepted_at) + 1)]
+    steps = [0.0] * (tokens + 1)
+    for left in range(1, tokens + 1):
+        steps[left] = 1.0 + sum(p * steps[max(0, left - n)] for n, p in emit)
+    return steps[tokens]
+
 
 def _geometric_alpha(pairs: list[tuple[int, float]]) -> float:
     def loss(alpha: float) -> float:
@@ -192,25 +214,66 @@ def _nnls(columns: list[np.ndarray], y: np.ndarray, weight: np.ndarray) -> tuple
     return coef, float(residual)
 
 
-def _step_fit(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape) -> tuple[float, ...]:
+def _tau(o: Obs, acceptance: Acceptance, shape: WorkloadShape) -> float:
+    """Tokens per decode step of the window's requests (TPOT x this = one step)."""
+    output = o.output_tokens if math.isfinite(o.output_tokens) else shape.output_tokens
+    return acceptance.tokens_per_decode_step(o.k, output - 1)
+
+
+def _step_rows(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape) -> tuple[np.ndarray, ...] | None:
+    """(step ms, K, batch, verified tokens, prefill tokens per step) of the windows that tell a step time:
+    a window that preempted re-prefills what it dropped, which this model leaves out, so those go when
+    enough others remain."""
     rows = [o for o in obs if math.isfinite(o.tpot_ms) and math.isfinite(o.running) and o.running > 0]
+    calm = [o for o in rows if not o.preemptions > 0]
+    rows = calm if len(calm) >= MIN_STEP_ROWS else rows
     if not rows:
-        return (math.nan,) * 7
-    tau = np.array([o.tokens_per_step if math.isfinite(o.tokens_per_step) else acceptance.tokens_per_step(o.k)
-                    for o in rows])
+        return None
+    tau = np.array([_tau(o, acceptance, shape) for o in rows])
     step = np.array([o.tpot_ms for o in rows]) * tau
     k = np.array([o.k for o in rows], dtype=float)
     batch = np.array([o.running for o in rows])
-    verified = batch * (k + 1)
     prefill = np.array([o.req_per_s for o in rows]) * shape.prompt_tokens * step / 1000.0
-    weight = 1.0 / step
-    best = None
-    for knee in [math.inf, *np.unique(verified)[:-1]]:
-        hinge = np.maximum(0.0, verified - knee) if math.isfinite(knee) else np.zeros_like(verified)
-        coef, residual = _nnls([np.ones_like(k), k, batch, verified, hinge, prefill], step, weight)
-        if best is None or residual < best[0] - 1e-12:
-            best = (residual, coef, knee)
-    _, coef, knee = best
+    return step, k, batch, batch * (k + 1), prefill
+
+
+def _design(k, batch, verified, prefill, knee: float) -> list[np.ndarray]:
+    hinge = np.maximum(0.0, verified - knee) if math.isfinite(knee) else np.zeros_like(verified)
+    return [np.ones_like(k), k, batch, verified, hinge, prefill]
+
+
+def choose_knee(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape) -> float:
+    """The roofline knee (verified tokens per step) whose fit predicts each window best when that window is
+    left out, among none and the measured counts with at least MIN_SIDE windows on either side: a knee
+    fitted to a couple of windows would bend every extrapolation."""
+    rows = _step_rows(obs, acceptance, shape)
+    if rows is None:
+        return math.inf
+    step, k, batch, verified, prefill = rows
+    candidates = [math.inf] + [v for v in np.unique(verified)
+                               if (verified <= v).sum() >= MIN_SIDE and (verified > v).sum() >= MIN_SIDE]
+    if len(candidates) == 1 or len(step) < MIN_STEP_ROWS:
+        return math.inf
+    best, best_knee = math.inf, math.inf
+    for knee in candidates:
+        design = np.column_stack(_design(k, batch, verified, prefill, knee)) / step[:, None]
+        errors = []
+        for i in range(len(step)):
+            keep = np.arange(len(step)) != i
+            coef, _ = nnls(design[keep], np.ones(keep.sum()))
+            errors.append(design[i] @ coef - 1.0)
+        score = float(np.mean(np.square(errors)))
+        if score < best - 1e-12:
+            best, best_knee = score, knee
+    return float(best_knee)
+
+
+def _step_fit(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape, knee: float) -> tuple[float, ...]:
+    rows = _step_rows(obs, acceptance, shape)
+    if rows is None:
+        return (math.nan,) * 7
+    step, k, batch, verified, prefill = rows
+    coef, _ = _nnls(_design(k, batch, verified, prefill, knee), step, 1.0 / step)
     return (float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]), float(coef[4]), float(knee),
             float(coef[5]))
 
@@ -235,11 +298,13 @@ def _pool_at(obs: Sequence[Obs], k: int) -> float:
     return float(max(intercept + slope * k, ys.min() * 0.1))
 
 
-def fit_params(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape) -> Params:
-    const, per_k, per_seq, per_token, past_knee, knee, per_prefill = _step_fit(obs, acceptance, shape)
+def fit_params(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape, knee: float | None = None) -> Params:
+    """One fit; `knee` as chosen on every window (bootstrap refits keep it), or chosen here when None."""
+    knee = choose_knee(obs, acceptance, shape) if knee is None else knee
+    const, per_k, per_seq, per_token, past_knee, knee, per_prefill = _step_fit(obs, acceptance, shape, knee)
     steps, ttft_svc, queue_ms, shares, kv = [], [], [], [], []
     for o in obs:
-        tau = o.tokens_per_step if math.isfinite(o.tokens_per_step) else acceptance.tokens_per_step(o.k)
+        tau = _tau(o, acceptance, shape)
         queued = 1000.0 * o.waiting / o.req_per_s if o.req_per_s > 0 and math.isfinite(o.waiting) else 0.0
         if math.isfinite(o.tpot_ms) and math.isfinite(o.ttft_ms):
             steps.append(o.tpot_ms * tau)
@@ -283,9 +348,10 @@ def bootstrap(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape, 
     for o in obs:
         cells.setdefault((o.k, o.users), []).append(o)
     draws = [fit_params(obs, acceptance, shape)]
+    knee = float(draws[0].knee_tokens)
     for _ in range(max(0, resamples - 1)):
         sample = [ws[i] for ws in cells.values() for i in rng.integers(0, len(ws), len(ws))]
-        draws.append(fit_params(sample, acceptance, shape))
+        draws.append(fit_params(sample, acceptance, shape, knee))
     return stack(draws)
 
 
@@ -319,27 +385,38 @@ def kv_batch_limit(p: Params, k: int, pool_tokens: float, max_num_seqs: int | No
     return np.minimum(kv_cap, max_num_seqs) if max_num_seqs else kv_cap
 
 
-def predict_draws(p: Params, k: int, users: int, tokens_per_step: float, shape: WorkloadShape,
-                  output_tokens: float, pool_tokens: float, iterations: int = 80) -> Draws:
-    """The closed loop's fixed point for every draw: batch -> step -> e2e -> req/s -> batch."""
+def predict_draws(p: Params, k: int, users: int, decode_tokens_per_step: float, shape: WorkloadShape,
+                  output_tokens: float, pool_tokens: float, bisections: int = 30, inner: int = 6) -> Draws:
+    """The closed loop's fixed point for every draw. For a rate X: the prefill share of each step, the real
+    batch (Little: kappa x X x the time in service, up to the cap; a few substitutions), the step, and the
+    rate F(X) the users would then drive. F falls as X rises (more prefill, longer steps), so X = F(X) has
+    one root, found by bisection between 0 and F(0)."""
     limit = kv_batch_limit(p, k, pool_tokens, shape.max_num_seqs)
-    batch = np.minimum(np.full_like(limit, float(users)), limit)
-    rate = np.zeros_like(batch)
     decode_tokens = max(output_tokens - 1.0, 0.0)
-    for _ in range(iterations):
-        base = step_ms(p, k, batch, 0.0)
-        prefill_share = np.minimum(1.0 - MIN_STEP_SHARE, p.step_ms_per_prefill_token * rate * shape.prompt_tokens
-                                   / 1000.0)
-        step = base / (1.0 - prefill_share)
-        tpot = step / tokens_per_step
-        service = np.maximum(p.ttft_ms + p.ttft_steps * step + decode_tokens * tpot, 1e-3)  # e2e outside the queue
-        free_rate = 1000.0 * users / (service + p.client_ms)
-        free_batch = p.running_share * free_rate * service / 1000.0
-        capped = free_batch > limit
-        new_batch = np.where(capped, limit, free_batch)
-        rate = np.where(capped, 1000.0 * limit / np.maximum(p.running_share * service, 1e-3), free_rate)
-        batch = 0.5 * batch + 0.5 * new_batch
-    queue = np.maximum(0.0, 1000.0 * users / rate - service - p.client_ms)
+
+    def state(rate: np.ndarray) -> tuple[np.ndarray, ...]:
+        share = np.minimum(1.0 - MIN_STEP_SHARE, p.step_ms_per_prefill_token * rate * shape.prompt_tokens / 1000.0)
+        batch = np.minimum(limit, float(users))
+        for _ in range(inner):
+            step = step_ms(p, k, batch, 0.0) / (1.0 - share)
+            service = np.maximum(p.ttft_ms + p.ttft_steps * step + decode_tokens * step / decode_tokens_per_step, 1e-3)
+            batch = np.minimum(np.minimum(limit, float(users)), p.running_share * rate * service / 1000.0)
+        step = step_ms(p, k, batch, 0.0) / (1.0 - share)
+        service = np.maximum(p.ttft_ms + p.ttft_steps * step + decode_tokens * step / decode_tokens_per_step, 1e-3)
+        driven = np.minimum(1000.0 * users / (service + p.client_ms),
+                            1000.0 * limit / np.maximum(p.running_share * service, 1e-3))
+        return driven, batch, step, service
+
+    low = np.zeros_like(limit)
+    high = state(low)[0]
+    for _ in range(bisections):
+        mid = (low + high) / 2
+        above = state(mid)[0] < mid
+        high, low = np.where(above, mid, high), np.where(above, low, mid)
+    rate = (low + high) / 2
+    _, batch, step, service = state(rate)
+    tpot = step / decode_tokens_per_step
+    queue = np.maximum(0.0, 1000.0 * users / np.maximum(rate, 1e-9) - service - p.client_ms)
     per_seq = np.maximum(1.0, p.kv_tokens_per_seq + p.kv_tokens_per_seq_per_k * k)
     usage = batch * per_seq / pool_tokens if math.isfinite(pool_tokens) else np.full_like(batch, np.nan)
     ttft = p.ttft_ms + p.ttft_steps * step + queue
