@@ -17,6 +17,13 @@ predictions, the worst one stated beside it.
 Recordings go to --recordings (default reports/model-accuracy/<scenario>/<run>); a finished one with the
 same config is reused, an interrupted one resumed, so --fit-only refits without recording. Budget: about
 2-3 minutes of recording per scenario on 2 cores at the defaults.
+
+--engine fits windows of the simulator's pure engine model instead (benchmarks/model_engine.py: the same
+scenarios, stages and K, --engine-s engine seconds per cell, no HTTP path or client, one core, seconds):
+a cross-check of the model on the physics alone, not a measurement of the product.
+
+--run-dir DIR fits any run folder instead (e.g. a sweep of real vLLM on the CPU build) and prints its
+held-out figures the same way.
 """
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ from decision_accuracy import finished_run  # noqa: E402
 from decision_scenarios import SCENARIOS, BenchScenario, config_toml  # noqa: E402
 
 from lookahead_runner.config import config_from_dict  # noqa: E402
+from lookahead_runner.decision.perfmodel import fit_performance_model  # noqa: E402
 from lookahead_runner.decision.perfmodel_check import SCHEME_K, SCHEME_STAGE, summarize  # noqa: E402
 from lookahead_runner.finalize import read_run  # noqa: E402
 from lookahead_runner.perfmodel_run import fit_run  # noqa: E402
@@ -81,10 +89,15 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def scenario_figures(s: BenchScenario, run_dir: Path) -> dict:
+def scenario_figures(s: BenchScenario | None, run_dir: Path | None, engine_s: float = 0.0) -> dict:
     started = time.monotonic()
-    data = read_run(run_dir)
-    model = fit_run(run_dir, data)
+    if run_dir is None:
+        from model_engine import engine_evidence
+
+        evidence, positions, shape = engine_evidence(s, stages_of(s), engine_s, seed=1)
+        model = fit_performance_model(evidence, shape, positions)
+    else:
+        model = fit_run(run_dir, read_run(run_dir))
     by_scheme = {}
     for scheme in (SCHEME_STAGE, SCHEME_K):
         rows = [h for h in model.held_out if h.scheme == scheme]
@@ -95,10 +108,11 @@ def scenario_figures(s: BenchScenario, run_dir: Path) -> dict:
             "top_stage_median_abs_error": _round(summarize([h.error for h in top])[0]) if top else None,
             "cells": [{"k": h.k, "users": h.users, "predicted": round(h.predicted_requests_per_s, 2),
                        "measured": round(h.measured_requests_per_s, 2), "error": round(h.error, 4)} for h in rows]}
-    best_k, share = model.best_k_at(s.users) if model.ks else (None, None)
-    return {"users": stages_of(s), "ks": model.ks, "windows": len(model.obs), "trusted": model.trusted,
+    target = s.users if s else max(model.users, default=0)
+    best_k, share = model.best_k_at(target) if model.ks else (None, None)
+    return {"users": model.users, "ks": model.ks, "windows": len(model.obs), "trusted": model.trusted,
             "trust_reason": model.trust_reason, "acceptance_source": model.acceptance.source,
-            "held_out": by_scheme, "truth_at_target": s.truth, "model_best_k_at_target": best_k,
+            "held_out": by_scheme, "truth_at_target": s.truth if s else None, "model_best_k_at_target": best_k,
             "model_share": _round(share), "fit_s": round(time.monotonic() - started, 2)}
 
 
@@ -110,16 +124,27 @@ def main() -> None:
     parser.add_argument("--stage-s", type=float, default=7.0, help="each stage's length")
     parser.add_argument("--warmup-s", type=float, default=2.0, help="excluded at each stage's start")
     parser.add_argument("--repeats", type=int, default=1, help="same-server repeats per K")
+    parser.add_argument("--run-dir", default="", help="fit this run folder alone and print its held-out figures")
+    parser.add_argument("--engine", action="store_true", help="the simulator's engine model, not recordings")
+    parser.add_argument("--engine-s", type=float, default=40.0, help="engine seconds per (K, users) with --engine")
     args = parser.parse_args()
     names = [n for n in args.scenarios.split(",") if n]
     unknown = sorted(set(names) - {s.name for s in SCENARIOS})
     if unknown:
         parser.error(f"--scenarios: unknown {', '.join(unknown)}; known: {', '.join(s.name for s in SCENARIOS)}")
     started = time.monotonic()
+    if args.run_dir:
+        print(json.dumps({"benchmark": "model_accuracy", "source": "run folder", "run_dir": args.run_dir,
+                          **scenario_figures(None, Path(args.run_dir)), "goal": {"unseen_stage_median_max": GOAL},
+                          "wall_s": round(time.monotonic() - started, 1)}))
+        return
     scenarios = {}
     for s in [s for s in SCENARIOS if not names or s.name in names]:
-        recording = record(s, Path(args.recordings) / s.name, args)
-        scenarios[s.name] = scenario_figures(s, Path(recording["dir"])) | {"recording": recording}
+        if args.engine:
+            scenarios[s.name] = scenario_figures(s, None, args.engine_s) | {"recording": {"record_s": 0.0}}
+        else:
+            recording = record(s, Path(args.recordings) / s.name, args)
+            scenarios[s.name] = scenario_figures(s, Path(recording["dir"])) | {"recording": recording}
         print(f"[{s.name}] held-out stage error {scenarios[s.name]['held_out'][SCHEME_STAGE]['median_abs_error']}, "
               f"K error {scenarios[s.name]['held_out'][SCHEME_K]['median_abs_error']}; "
               f"{scenarios[s.name]['trust_reason']}", file=sys.stderr)
@@ -131,7 +156,8 @@ def main() -> None:
     kk = [e for e in kk if e is not None]
     median = float(np.median(stage)) if stage else None
     print(json.dumps({
-        "benchmark": "model_accuracy", "stage_s": args.stage_s, "warmup_s": args.warmup_s, "repeats": args.repeats,
+        "benchmark": "model_accuracy", "source": "engine model" if args.engine else "recordings",
+        "stage_s": args.stage_s, "warmup_s": args.warmup_s, "repeats": args.repeats,
         "stage_shares_of_target": list(STAGE_SHARES), "scenarios": scenarios,
         "totals": {"unseen_stage_median_over_scenarios": _round(median),
                    "unseen_stage_worst_scenario": {"scenario": worst_name, "error": _round(max(stage, default=None))},

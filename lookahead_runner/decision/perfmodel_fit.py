@@ -372,10 +372,9 @@ class Draws:
 
 def step_ms(p: Params, k: int, batch, prefill_tokens) -> np.ndarray:
     verified = batch * (k + 1)
-    past = np.where(np.isfinite(p.knee_tokens), np.maximum(0.0, verified - np.nan_to_num(p.knee_tokens, posinf=0.0)),
-                    0.0)
-    return (p.step_ms + p.step_ms_per_k * k + p.step_ms_per_seq * batch + p.step_ms_per_token * verified + p.step_ms_per_token_past_knee * past
-            + p.step_ms_per_prefill_token * prefill_tokens)
+    past = np.maximum(0.0, verified - p.knee_tokens)  # an infinite knee (none) leaves nothing past it
+    return (p.step_ms + p.step_ms_per_k * k + p.step_ms_per_seq * batch + p.step_ms_per_token * verified
+            + p.step_ms_per_token_past_knee * past + p.step_ms_per_prefill_token * prefill_tokens)
 
 
 def kv_batch_limit(p: Params, k: int, pool_tokens: float, max_num_seqs: int | None) -> np.ndarray:
@@ -386,7 +385,7 @@ def kv_batch_limit(p: Params, k: int, pool_tokens: float, max_num_seqs: int | No
 
 
 def predict_draws(p: Params, k: int, users: int, decode_tokens_per_step: float, shape: WorkloadShape,
-                  output_tokens: float, pool_tokens: float, bisections: int = 30, inner: int = 6) -> Draws:
+                  output_tokens: float, pool_tokens: float, bisections: int = 26, inner: int = 5) -> Draws:
     """The closed loop's fixed point for every draw. For a rate X: the prefill share of each step, the real
     batch (Little: kappa x X x the time in service, up to the cap; a few substitutions), the step, and the
     rate F(X) the users would then drive. F falls as X rises (more prefill, longer steps), so X = F(X) has
