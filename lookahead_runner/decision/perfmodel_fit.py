@@ -325,7 +325,8 @@ def fit_params(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape,
         kv_slope, kv_const = 1.0, _median([v for _, v in kv], math.nan)  # one K: a slot per drafted position
     calm = [o for o in obs if not (o.preemptions > 0) and o.kv_usage_mean > 0]
     return Params(
-        step_ms=const, step_ms_per_k=per_k, step_ms_per_seq=per_seq, step_ms_per_token=per_token, step_ms_per_token_past_knee=past_knee,
+        step_ms=const, step_ms_per_k=per_k, step_ms_per_seq=per_seq, step_ms_per_token=per_token,
+        step_ms_per_token_past_knee=past_knee,
         knee_tokens=knee, step_ms_per_prefill_token=per_prefill, ttft_ms=float(ttft_coef[0]),
         ttft_steps=float(ttft_coef[1]),
         client_ms=max(0.0, _median([1000.0 * o.users / o.req_per_s - o.e2e_ms for o in obs if o.req_per_s > 0],
