@@ -19,7 +19,7 @@ import numpy as np
 
 from .evidence import Evidence
 from .perfmodel_check import HeldOut, Trust, held_out, mean_output_tokens, trust
-from .perfmodel_fit import Acceptance, Draws, Obs, Params, PositionCounts, WorkloadShape, _pool_at, bootstrap, \
+from .perfmodel_fit import Acceptance, Draws, Obs, Params, PositionCounts, WorkloadShape, pool_at, bootstrap, \
     fit_acceptance, observations, predict_draws
 
 __all__ = ["Bound", "PerformanceModel", "PositionCounts", "Prediction", "WorkloadShape", "fit_performance_model"]
@@ -107,7 +107,7 @@ class PerformanceModel:
         return sorted({o.users for o in self.obs})
 
     def pool_tokens(self, k: int) -> float:
-        return _pool_at(self.obs, k)
+        return pool_at(self.obs, k)
 
     def draws(self, k: int, users: int) -> Draws:
         if k < 0 or users < 1:
