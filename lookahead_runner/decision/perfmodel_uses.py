@@ -57,7 +57,8 @@ def production_point(model: PerformanceModel, users: int, baseline_k: int) -> Pr
                    f"{rate(best.requests_per_s_high)}] against "
                    f"{rate(base.requests_per_s)} at K={baseline_k}{gain}; K={k} is best in {pct(share)} of "
                    f"{len(model.params.step_ms)} refits of the model. {users} users is {where}. Only measured K "
-                   f"({model.ks}) are candidates; a stage at {users} users would measure it."))
+                   f"({model.ks}) are candidates; a stage at {users} users would measure it."
+                   + (f" Beyond the windows: {'; '.join(best.extrapolated)}." if best.extrapolated else "")))
 
 
 def _crossover_batch(model: PerformanceModel, k_low: int, k_high: int, users_low: int, users_high: int) -> float | None:

@@ -54,6 +54,7 @@ def test_production_users_beyond_the_stages_is_a_stated_prediction(model):
     assert point.requests_per_s_low <= point.requests_per_s <= point.requests_per_s_high
     assert point.statement.startswith("Prediction, not a measurement: at 96 users")
     assert "1.5x the highest stage measured (64): an extrapolation" in point.statement
+    assert "Beyond the windows: users 96 beyond the highest stage measured (64)" in point.statement
     assert production_point(model, 40, 0).reach == "between the measured stages 32 and 48"
 
 
