@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .perfmodel_schema import ModelSummary
+
 SCHEMA_VERSION = 3
 
 CheckStatus = Literal["pass", "fail", "unknown", "waived"]
@@ -270,3 +272,4 @@ class Decision(Model):
     skipped_lives: list[LifeNote] = Field(default_factory=list)
     confirmation: Confirmation | None = None
     cost: Cost | None = None
+    performance_model: ModelSummary | None = None   # predictions (decision/perfmodel.py), never evidence
