@@ -6,6 +6,7 @@ line that names the field and says what to do.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .masking import ENV_NAME_RE, mask_server
+from .variants import Variant, as_list, fit_error, flag_value, human_int, too_long, variants_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -172,9 +174,11 @@ class LoadConfig(Strict):
     stages: list[StageConfig] = Field(
         default_factory=lambda: [StageConfig(users=u, duration_s=20) for u in (8, 32, 96)]
     )
-    prompt_tokens: int = Field(128, ge=1)
-    output_tokens: int = Field(64, ge=2)
-    temperature: float = Field(0.0, ge=0)
+    prompt_tokens: int | list[int] = Field(
+        128, description="prompt length in tokens; a list is a workload axis measured in each server life, e.g. "
+                         "[512, 4096] (variants.py)")
+    output_tokens: int | list[int] = Field(64, description="output length in tokens (>= 2); a list is an axis too")
+    temperature: float | list[float] = Field(0.0, description="sampling temperature (>= 0); a list is an axis too")
     repeats: int | Literal["auto"] = Field(
         1, description="repeats of every setting; \"auto\" = 2, then one more of each K the verdict hangs on "
                        "until it is decided or max_repeats is reached")
@@ -210,6 +214,29 @@ class LoadConfig(Strict):
         if not 1 <= value <= 100:
             raise ValueError("give 1 to 100 repeats, or \"auto\"")
         return value
+
+    @field_validator("prompt_tokens", "output_tokens", "temperature", mode="before")
+    @classmethod
+    def _workload_axis(cls, value: object, info) -> object:
+        least, kind = {"prompt_tokens": (1, int), "output_tokens": (2, int), "temperature": (0, float)}[info.field_name]
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise ValueError("list at least one value, or give one value")
+        for item in values:
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item) \
+                    or (kind is int and item != int(item)):
+                raise ValueError(f"{item!r}: give {'a whole number' if kind is int else 'a number'}, or a list of them")
+            if not item >= least:
+                raise ValueError(f"{item!r}: every value must be >= {least}")
+        if len(set(values)) != len(values):
+            raise ValueError("the values of a workload axis must be unique")
+        cast = [kind(item) for item in values]
+        return cast if isinstance(value, list) else cast[0]
+
+    @property
+    def variants(self) -> list[Variant]:
+        """The workload variants every server life runs, in order (variants.py)."""
+        return variants_of(self.prompt_tokens, self.output_tokens, self.temperature)
 
     @property
     def planned_repeats(self) -> int:
@@ -261,7 +288,19 @@ class GridConfig(Strict):
 class DecisionConfig(Strict):
     """Every threshold of the decision, in one place; the report shows the run's values."""
 
-    target_users: int = Field(0, ge=0, description="concurrency the decision is made at; 0 = the last stage")
+    target_users: int | list[int] = Field(
+        0, description="concurrency the decision is made at; 0 = the last stage; with workload variants, one for "
+                       "all or a list with one per variant (in their order)")
+
+    @field_validator("target_users", mode="before")
+    @classmethod
+    def _target_counts(cls, value: object) -> object:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+                raise ValueError(f"{item!r}: give a stage's users (0 = the last stage), or a list of them")
+        if isinstance(value, list) and not value:
+            raise ValueError("list one users count per workload variant, or give one for all")
+        return value
     objective: Literal["req_per_s", "output_tok_per_s", "goodput"] = Field(
         "req_per_s", description="what the best K maximises; goodput = requests/s meeting every SLO")
     slo: dict[str, float] = Field(
@@ -349,8 +388,35 @@ class SweepConfig(Strict):
     @model_validator(mode="after")
     def _target_is_a_stage(self) -> "SweepConfig":
         users = [s.users for s in self.load.stages]
-        if self.decision.target_users and self.decision.target_users not in users:
-            raise ValueError(f"decision.target_users = {self.decision.target_users} is not a stage's users {users}")
+        variants = self.load.variants
+        targets = self.decision.target_users
+        if isinstance(targets, list) and len(targets) != len(variants):
+            names = ", ".join(v.named() for v in variants)
+            raise ValueError(f"decision.target_users: give one users count per workload variant ({len(variants)}: "
+                             f"{names}), or one for all")
+        for target in as_list(targets):
+            if target and target not in users:
+                raise ValueError(f"decision.target_users = {target} is not a stage's users {users}")
+        return self
+
+    @model_validator(mode="after")
+    def _variants_fit_the_model_length(self) -> "SweepConfig":
+        """The longest workload variant against --max-model-len, where the config sets it (in server.extra_args,
+        or as the grid's flag), before any server starts."""
+        limits = []
+        given = flag_value(self.server.extra_args, "--max-model-len")
+        if given is not None:
+            limits.append((given, "server.extra_args"))
+        if self.grid.flag == "--max-model-len":
+            limits += [(value, "grid.values") for value in self.grid.values]
+        for text, where in limits:
+            try:
+                limit = human_int(text)
+            except ValueError:
+                continue  # vLLM itself names a malformed value
+            worst = too_long(self.load.variants, limit)
+            if worst is not None:
+                raise ValueError(f"load.prompt_tokens: {fit_error(worst, limit, where)}")
         return self
 
     @model_validator(mode="after")
@@ -385,7 +451,14 @@ class SweepConfig(Strict):
 
     @property
     def target_users(self) -> int:
-        return self.decision.target_users or self.load.stages[-1].users
+        """The first (with one workload variant the only) variant's target; see target_for."""
+        return self.target_for(0)
+
+    def target_for(self, variant: int) -> int:
+        """The target users of the variant at this index in load.variants."""
+        targets = self.decision.target_users
+        target = targets[variant] if isinstance(targets, list) else targets
+        return target or self.load.stages[-1].users
 
 
 def _cpu_list(value: str) -> str:

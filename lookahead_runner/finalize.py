@@ -5,6 +5,7 @@ or interrupted. The sweep writes the tables (`write_tables`) after every K and f
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,13 +13,15 @@ import pandas as pd
 
 from . import results
 from .results import CONFIRM_ROLE
-from .analysis import WindowRules, life_token_check, stage_windows, summary_frame
+from .analysis import WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
 from .config import SweepConfig
 from .decision import Cell, Decision, Window, decide, evidence, window
 from .decision.confirm import judge, unconfirmed_note, with_confirmation
 from .decision.schema import AxisDecision, ConfirmPlan, LifeNote
 from .preflight import lag_advice
 from .ramp import ramp_decision
+from .variants import Variant
+from .decision.variants import by_variant
 from .vllm.probe import Capabilities
 
 
@@ -29,13 +32,23 @@ class RunDirError(ValueError):
 SAME_SERVER_NOTE = "; all repeats on one server life (load.repeat_mode), so restart-to-restart variation is not in it"
 
 
-def load_life(directory: Path) -> dict[str, pd.DataFrame]:
+def load_life(directory: Path, variant: str = "") -> dict[str, pd.DataFrame]:
+    """A life's frames; the requests and stages of one workload variant's block (its folder, `variant`)."""
+    block = directory / variant if variant else directory
     return {
-        "requests": results.read_csv(directory / "requests.csv"),
-        "stages": results.read_csv(directory / "stages.csv"),
+        "requests": results.read_csv(block / "requests.csv"),
+        "stages": results.read_csv(block / "stages.csv"),
         "server": results.read_csv(directory / "server_metrics.csv"),
         "gpu": results.read_csv(directory / "gpu.csv"),
     }
+
+
+def _blocks_of(directory: Path) -> dict[str, dict]:
+    """variants.json: each workload variant's block (its times), by key; {} with one variant."""
+    try:
+        return {b["key"]: b for b in results.read_json(directory / "variants.json")["variants"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def _workload_of(directory: Path) -> dict:
@@ -78,8 +91,11 @@ class RunData:
     timelines: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)
     statuses: dict[str, dict] = field(default_factory=dict)
 
-    def evidence(self, axis_value: str = ""):
-        return evidence([w for value, w in self.windows if value == axis_value], self.config.target_users)
+    def evidence(self, axis_value: str = "", variant: str = ""):
+        """The windows of one grid value and one workload variant (its label; "" = the only one)."""
+        index = next((i for i, v in enumerate(self.config.load.variants) if v.label == variant), 0)
+        return evidence([w for value, w in self.windows if value == axis_value and w.variant == variant],
+                        self.config.target_for(index))
 
     def argv_by_k(self, axis_value: str = "") -> dict[int, list[str]]:
         return {l["k"]: l["argv"] for l in self.plan["lives"]
@@ -113,6 +129,7 @@ def read_run(run_dir: Path) -> RunData:
                         lag_advice=lag_advice(plan, preflight))
     data = RunData(plan, config, pd.DataFrame(), [])
     rows = []
+    variants = config.load.variants
     for life in plan["lives"]:
         directory = run_dir / life["dir"]
         state = results.life_state(directory)
@@ -121,13 +138,24 @@ def read_run(run_dir: Path) -> RunData:
         life["status"], life["reason"] = state, status.get("reason", "")
         if state == "missing":
             continue
-        frames = load_life(directory)
-        data.timelines[life["dir"]] = {"server": frames["server"], "gpu": frames["gpu"], "stages": frames["stages"]}
-        life["tokens"] = life_token_check(frames["requests"], frames["server"]) | _workload_of(directory)
-        if state == "done" and not frames["stages"].empty and not frames["requests"].empty:
-            for row, finished, ok, t0 in stage_windows(frames["requests"], frames["stages"], frames["server"],
-                                                       frames["gpu"], life["setting"], life["k"], life["repeat"], rules):
-                rows.append(row)
+        blocks = [(v, load_life(directory, v.key)) for v in variants]
+        server, gpu = blocks[0][1]["server"], blocks[0][1]["gpu"]
+        stages = [frames["stages"].assign(variant=v.label) if v.key and not frames["stages"].empty
+                  else frames["stages"] for v, frames in blocks]
+        data.timelines[life["dir"]] = {"server": server, "gpu": gpu, "stages": pd.concat(stages, ignore_index=True)}
+        life["tokens"] = life_token_check(pd.concat([f["requests"] for _, f in blocks], ignore_index=True),
+                                          server) | _workload_of(directory / variants[0].key)
+        if variants[0].key:
+            times = _blocks_of(directory)
+            life["variants"] = [{"variant": v.label, "tokens": block_token_check(f["requests"], server, times.get(v.key))
+                                 | _workload_of(directory / v.key)} for v, f in blocks]
+        for order, (variant, frames) in enumerate(blocks):
+            if state != "done" or frames["stages"].empty or frames["requests"].empty:
+                continue
+            mine = _rules_for(rules, variant)
+            for row, finished, ok, t0 in stage_windows(frames["requests"], frames["stages"], server, gpu,
+                                                       life["setting"], life["k"], life["repeat"], mine, variant.label):
+                rows.append(row | ({"variant_order": order} if variant.key else {}))
                 if row["valid"] and life.get("role") == CONFIRM_ROLE:
                     data.confirm_windows.append(window(row, finished, ok, t0))
                 elif row["valid"]:
@@ -139,13 +167,26 @@ def read_run(run_dir: Path) -> RunData:
     return data
 
 
+def _rules_for(rules: WindowRules, variant: Variant) -> WindowRules:
+    return dataclasses.replace(rules, expected_output_tokens=variant.output_tokens,
+                               expected_prompt_tokens=variant.prompt_tokens)
+
+
 def decide_all(data: RunData) -> Decision:
-    """The decision over K; with a grid, one per flag value and the best decided one overall."""
+    """The decision over K; one per workload variant (decision/variants.py) when there are several."""
+    variants = data.config.load.variants
+    if len(variants) == 1:
+        return decide_grid(data)
+    return by_variant([(v.label, decide_grid(data, v.label)) for v in variants])
+
+
+def decide_grid(data: RunData, variant: str = "") -> Decision:
+    """The decision over K for one workload variant; with a grid, one per flag value and the best decided one."""
     config = data.config
     capability = Capabilities.from_dict(data.plan["probe"]).schedule_capability
     schedule_form = capability.form if capability.supported else None
     values = config.grid.values or [""]
-    decisions = [(value, decide(data.evidence(value), config.decision, data.argv_by_k(value), schedule_form))
+    decisions = [(value, decide(data.evidence(value, variant), config.decision, data.argv_by_k(value), schedule_form))
                  for value in values]
     decisions = [(value, note_repeat_mode(d, config.load.repeat_mode)) for value, d in decisions]
     if not config.grid.flag:
@@ -225,7 +266,9 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
             decision.diagnoses.append(note)
     for state, notes in (("failed", decision.failed_lives), ("skipped", decision.skipped_lives)):
         notes.extend(LifeNote(life=l["dir"], reason=l["reason"]) for l in plan["lives"] if l["status"] == state)
-    fallbacks = [l["dir"] for l in plan["lives"] if l.get("tokens", {}).get("prompt_method") not in (None, "", "tokenize")]
+    fallbacks = [l["dir"] for l in plan["lives"]
+                 if any(block.get("tokens", {}).get("prompt_method") not in (None, "", "tokenize")
+                        for block in l.get("variants") or [l])]
     if fallbacks:
         decision.diagnoses.append(f"Prompts in {len(fallbacks)} lives were token ids, not text calibrated "
                                   f"through /tokenize (see lives.csv prompt_note), e.g. {fallbacks[0]}.")

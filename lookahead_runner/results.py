@@ -96,10 +96,17 @@ LIFE_COLUMNS = ("life", "setting", "k", "repeat", "status", "reason", "client_ou
 
 
 def write_lives(run_dir: Path, lives: list[dict]) -> Path:
-    """lives.csv: one row per server life: its state and the token accounting of its closed window."""
-    rows = [{"life": l["dir"], "setting": l["setting"], "k": l["k"], "repeat": l["repeat"],
-             "status": l.get("status", "missing"), "reason": l.get("reason", ""), **l.get("tokens", {})}
-            for l in lives]
+    """lives.csv: one row per server life: its state and the token accounting of its closed window; with
+    workload variants, one row per life and variant, each variant's block being a closed window of its own."""
+    rows = []
+    for l in lives:
+        life = {"life": l["dir"], "setting": l["setting"], "k": l["k"], "repeat": l["repeat"],
+                "status": l.get("status", "missing"), "reason": l.get("reason", "")}
+        blocks = l.get("variants") or [{"tokens": l.get("tokens", {})}]
+        rows += [life | {"variant": block.get("variant", "")} | block.get("tokens", {}) for block in blocks]
+    columns = list(LIFE_COLUMNS)
+    if any(row["variant"] for row in rows):
+        columns.insert(columns.index("status"), "variant")
     path = Path(run_dir) / "lives.csv"
-    pd.DataFrame(rows, columns=list(LIFE_COLUMNS)).to_csv(path, index=False)
+    pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
     return path

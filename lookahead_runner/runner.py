@@ -171,10 +171,13 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
     lives = lives_of(results.read_json(plan_path), config)
     number = {life.key: n for n, life in enumerate(lives, 1)}
+    variants = config.load.variants
     with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
-            SweepProgress(config.load.stages, len(lives)) as progress:
+            SweepProgress(config.load.stages, len(lives), blocks=len(variants)) as progress:
         say = say or progress.say
         say(placement.describe())
+        if len(variants) > 1:
+            say(blocks_order(variants))
 
         def tag(life: Life) -> str:
             return f"[{number[life.key]}/{len(number)}] {life.key}"
@@ -187,13 +190,14 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             say(f"{tag(life)}: {outcome.state}" + (f" - {outcome.reason.splitlines()[0]}" if outcome.reason else ""))
             progress.life_finished()
 
-        events = LifeEvents(started, progress.load_started, finished)
+        events = LifeEvents(started, progress.load_started, finished, progress.variant_started)
         run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0)
         early_stop = early_stop and not config.grid.flag  # each grid value has its own decision
         run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
         while config.load.repeats == "auto":  # never with a grid (config.py refuses it)
-            wanted = [k for k in repeats_wanted(read_run(run_dir).evidence(), config.decision)
-                      if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
+            data = read_run(run_dir)
+            asked = {k for v in variants for k in repeats_wanted(data.evidence(variant=v.label), config.decision)}
+            wanted = [k for k in sorted(asked) if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
             if not wanted:
                 break
             more = add_repeats(config, caps, run_dir, lives, wanted)
@@ -207,11 +211,22 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
     return finalize(run_dir, render=True)
 
 
+def blocks_order(variants) -> str:
+    """How a life runs the workload variants (variants.py says why)."""
+    return (f"each server life runs {len(variants)} workload variants, one block after another, each with its own "
+            f"prompt calibration and rising stages: {'; '.join(v.label for v in variants)} (a block ends when its "
+            "last request has finished, so the next starts on an empty KV pool; each stage's warm-up is left out)")
+
+
 def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
                            number: dict[str, int], tag) -> None:
     """The confirmation life of what the decision recommends (confirm_life.py), once the per-K lives are done."""
     if config.decision.confirm == "off":
         switch_off(run_dir, say)
+        return
+    if len(config.load.variants) > 1:
+        say("confirmation: not run with several workload variants (each variant's recommendation would need a life "
+            "of its own); sweep one variant alone to confirm its schedule")
         return
     data = read_run(run_dir)
     decision = decide_all(data)  # over the per-K lives (read_run keeps the confirmation's windows apart)
@@ -262,5 +277,7 @@ def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, p
         if stopped_at is not None or (after < len(lives) and lives[after].setting.k == group[-1].setting.k):
             continue  # decide once every life of this K is measured
         data = write_tables(run_dir)  # the raw files are on disk already; the decision is made at the end
-        if early_stop:
-            _, stopped_at = next_setting(data.evidence(), config.decision, config.speculation.k)
+        if early_stop:  # with workload variants, larger K are skipped only once the stop fires for every one
+            stops = [next_setting(data.evidence(variant=v.label), config.decision, config.speculation.k)[1]
+                     for v in config.load.variants]
+            stopped_at = None if None in stops else max(stops)

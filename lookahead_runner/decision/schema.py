@@ -1,4 +1,8 @@
-"""decision.json as typed objects (schema version 2): what the engine writes and the report reads.
+"""decision.json as typed objects (schema version 3): what the engine writes and the report reads.
+
+Version 3 adds the workload variant (its label; "" in a sweep of one workload) to the decision, each cell,
+candidate and per-stage pick, and `by_variant`: one whole decision per variant (decision/variants.py).
+Version 2 files read as version 3 with one unnamed variant.
 
 Every figure that decides carries its interval (`Range`: None on a side = unbounded at that
 sample size) and its sample count; every check is pass / fail / unknown; the verdict says how
@@ -10,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 CheckStatus = Literal["pass", "fail", "unknown"]
 # decided: confident; not_decided: a leader exists but is not sure yet (or a gate lacks data);
@@ -46,8 +50,9 @@ class Percentile(Model):
 
 
 class CellSummary(Model):
-    """One (K, users): the evidence table row, requests pooled over repeats."""
+    """One (K, users) of one workload variant: the evidence table row, requests pooled over repeats."""
 
+    variant: str = ""
     k: int
     users: int
     repeats: int
@@ -85,6 +90,7 @@ class Tradeoff(Model):
 
 
 class Candidate(Model):
+    variant: str = ""
     k: int
     objective: float
     objective_range: Range = Field(default_factory=Range)
@@ -106,6 +112,7 @@ class Recommended(Model):
 class StagePick(Model):
     """The decision made at one concurrency stage, by the same rules and gates as the target's."""
 
+    variant: str = ""
     users: int
     status: DecisionStatus
     k: int | None = None         # set when decided
@@ -227,6 +234,7 @@ class Confirmation(Model):
 class Decision(Model):
     schema_version: int = SCHEMA_VERSION
     mode: Literal["sweep", "ramp"] = "sweep"
+    variant: str = ""            # the workload variant this decision is for; "" = the sweep's only one (or all)
     status: DecisionStatus
     verdict: str
     objective: str = "req_per_s"
@@ -252,3 +260,4 @@ class Decision(Model):
     failed_lives: list[LifeNote] = Field(default_factory=list)
     skipped_lives: list[LifeNote] = Field(default_factory=list)
     confirmation: Confirmation | None = None
+    by_variant: list["Decision"] = Field(default_factory=list)  # one per workload variant when there are several

@@ -258,7 +258,7 @@ def test_no_valid_window_at_the_target():
 def test_decision_json_round_trips_with_its_schema_version():
     decision = decide(table({0: {32: 10}, 4: {32: 15}}, 32), P, {})
     again = Decision.model_validate_json(decision.model_dump_json())
-    assert again == decision and again.schema_version == 2
+    assert again == decision and again.schema_version == 3
     assert again.thresholds["tie_tolerance_frac"] == P.tie_tolerance_frac
 
 
