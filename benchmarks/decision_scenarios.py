@@ -5,7 +5,7 @@ and the simulator's own model run to show why (the truth's basis, not the produc
 
 prints one JSON line: per scenario and K, the steady state of the pure engine model
 (lookahead_runner/sim/model.py, built from the same server argv the sweep passes) in a closed loop
-of the scenario's users with no think time, like the locustfile: req/s, mean running and waiting,
+of the scenario's users with no think time, like the locustfile: req/s, output tokens/s, mean running and waiting,
 KV usage peak, preemptions, TTFT p90 / e2e p90 and, with an SLO, the share of requests meeting it.
 It leaves out the HTTP path and Locust, so its figures sit within a few % of a recording's.
 
@@ -130,6 +130,7 @@ def model_steady_state(s: BenchScenario, k: int, engine_s: float, seed: int) -> 
     model = EngineModel(args.scenario, args.engine)
     t, warm_s, sent, born, first, done = 0.0, engine_s / 10, 0, {}, {}, []
     running = waiting = weight = kv_peak = 0.0
+    tokens = 0
 
     def send() -> None:
         nonlocal sent
@@ -157,13 +158,15 @@ def model_steady_state(s: BenchScenario, k: int, engine_s: float, seed: int) -> 
         returning = 0
         for out in result.outputs:
             first.setdefault(out.request_id, t)
+            tokens += out.n_tokens if t > warm_s else 0
             if out.finished:
                 if t > warm_s:
                     done.append((first[out.request_id] - born[out.request_id], t - born[out.request_id]))
                 returning += 1
     ttft, e2e = sorted(d[0] * 1000 for d in done), sorted(d[1] * 1000 for d in done)
     p90 = (lambda xs: round(xs[min(len(xs) - 1, math.ceil(0.9 * len(xs)) - 1)], 1) if xs else None)
-    row = {"k": k, "req_per_s": round(len(done) / (engine_s - warm_s), 2), "running": round(running / weight, 1),
+    row = {"k": k, "req_per_s": round(len(done) / (engine_s - warm_s), 2),
+           "output_tok_per_s": round(tokens / (engine_s - warm_s), 1), "running": round(running / weight, 1),
            "waiting": round(waiting / weight, 1), "kv_peak": round(kv_peak, 3),
            "preemptions": model.counters.preemptions - preempted_at_warm, "ttft_p90_ms": p90(ttft),
            "e2e_p90_ms": p90(e2e)}
