@@ -253,10 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     from .server import ServerError
     from .vllm.knob import KnobError
     from .vllm.probe import ProbeError
+    from .vllm.spec_keys import SpecKeyError
 
     try:
         return args.func(args)
-    except (ConfigError, UsageError, KnobError, ProbeError, RunDirError, ServerError, PlacementError,
+    except (ConfigError, UsageError, KnobError, SpecKeyError, ProbeError, RunDirError, ServerError, PlacementError,
             PreflightError) as err:
         message = str(err).splitlines()[0] if isinstance(err, ServerError) and str(err) else str(err)
         print(one_line(f"lookahead-runner: {message}"), file=sys.stderr)

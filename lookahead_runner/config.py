@@ -266,10 +266,32 @@ class LoadConfig(Strict):
 
 
 class GridConfig(Strict):
-    """A second sweep axis: any `vllm serve` flag, crossed with every K."""
+    """A second sweep axis: any `vllm serve` flag, or a key of the speculative config, crossed with every K."""
 
     flag: str = Field("", description="e.g. \"--max-num-seqs\"; empty = no second axis")
-    values: list[str] = Field(default_factory=list, description="values of that flag, e.g. [\"64\", \"128\"]")
+    spec_key: str = Field("", description="a speculative config key other than K, e.g. \"draft_sample_method\" "
+                                          "(instead of flag; the probe checks this vLLM has it)")
+    values: list[str] = Field(default_factory=list, description="values of that flag or key, e.g. [\"64\", \"128\"]")
+
+    @property
+    def axis(self) -> str:
+        """What the grid sweeps, as the report names it: the flag, or speculative_config.KEY."""
+        return f"speculative_config.{self.spec_key}" if self.spec_key else self.flag
+
+    @model_validator(mode="after")
+    def _spec_key(self) -> "GridConfig":
+        if not self.spec_key:
+            return self
+        if self.flag:
+            raise ValueError("grid.spec_key: the grid has one axis; set grid.flag or grid.spec_key, not both")
+        if not self.spec_key.isidentifier():
+            raise ValueError(f"grid.spec_key = {self.spec_key!r}: write the key as vLLM's speculative config names it, "
+                             "e.g. \"draft_sample_method\"")
+        if not self.values:
+            raise ValueError("grid.values: list at least one value for grid.spec_key")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError("grid.values: values must be unique")
+        return self
 
     @model_validator(mode="after")
     def _flag_and_values(self) -> "GridConfig":
@@ -280,8 +302,9 @@ class GridConfig(Strict):
                              "instead")
         if self.flag and not self.values:
             raise ValueError("grid.values: list at least one value for grid.flag")
-        if self.values and not self.flag:
-            raise ValueError("grid.flag: name the server flag that grid.values are for")
+        if self.values and not self.flag and not self.spec_key:
+            raise ValueError("grid.flag: name the server flag (or grid.spec_key the speculative config key) that "
+                             "grid.values are for")
         return self
 
 
@@ -421,14 +444,15 @@ class SweepConfig(Strict):
 
     @model_validator(mode="after")
     def _auto_repeats_without_grid(self) -> "SweepConfig":
-        if self.load.repeats == "auto" and self.grid.flag:
-            raise ValueError("load.repeats = \"auto\" adds repeats for one decision; with grid.flag each value has "
+        if self.load.repeats == "auto" and self.grid.axis:
+            field = "grid.spec_key" if self.grid.spec_key else "grid.flag"
+            raise ValueError(f"load.repeats = \"auto\" adds repeats for one decision; with {field} each value has "
                              "its own: give a number, e.g. repeats = 3")
         return self
 
     @model_validator(mode="after")
     def _running_server_has_one_setting(self) -> "SweepConfig":
-        if self.server.url and (len(self.speculation.k) != 1 or self.grid.flag):
+        if self.server.url and (len(self.speculation.k) != 1 or self.grid.axis):
             raise ValueError("server.url: an already-running server is one setting; "
                              "set speculation.k to the one K it runs (e.g. k = [4]) and no grid")
         return self

@@ -26,7 +26,8 @@ LABEL = "confirm"
 def setting_of(config: SweepConfig, plan: ConfirmPlan) -> Setting:
     return Setting(plan.k, config.speculation.raw_lookahead_slots, config.grid.flag if plan.axis_value else "",
                    plan.axis_value,
-                   schedule=tuple(tuple(r) for r in plan.ranges), schedule_form=plan.form, label=LABEL)
+                   schedule=tuple(tuple(r) for r in plan.ranges), schedule_form=plan.form, label=LABEL,
+                   spec_key=config.grid.spec_key if plan.axis_value else "")
 
 
 def config_of(config: SweepConfig, plan: ConfirmPlan) -> SweepConfig:
@@ -37,7 +38,7 @@ def config_of(config: SweepConfig, plan: ConfirmPlan) -> SweepConfig:
 
 def axis_value_of(data: RunData, decision: Decision) -> str:
     """With a grid, the flag value whose lives the recommendation comes from."""
-    if not data.config.grid.flag or decision.recommended is None:
+    if not data.config.grid.axis or decision.recommended is None:
         return ""
     return next((value for value in data.config.grid.values
                  if data.argv_by_k(value).get(decision.recommended.k) == decision.recommended.argv), "")

@@ -161,7 +161,7 @@ def read_run(run_dir: Path) -> RunData:
                 elif row["valid"]:
                     data.windows.append((str(life.get("axis_value", "")), window(row, finished, ok, t0)))
     data.summary = summary_frame(rows)
-    if config.grid.flag:
+    if config.grid.axis:
         axis_of = {life["setting"]: life.get("axis_value", "") for life in plan["lives"]}
         data.summary.insert(1, "axis_value", data.summary["setting"].map(axis_of))
     return data
@@ -189,7 +189,7 @@ def decide_grid(data: RunData, variant: str = "") -> Decision:
     decisions = [(value, decide(data.evidence(value, variant), config.decision, data.argv_by_k(value), schedule_form))
                  for value in values]
     decisions = [(value, note_repeat_mode(d, config.load.repeat_mode)) for value, d in decisions]
-    if not config.grid.flag:
+    if not config.grid.axis:
         return decisions[0][1]
 
     def score(decision: Decision) -> float:
@@ -198,8 +198,8 @@ def decide_grid(data: RunData, variant: str = "") -> Decision:
 
     value, best = max(decisions, key=lambda item: score(item[1]))
     best = best.model_copy(deep=True)
-    best.verdict = f"With {config.grid.flag} {value}: {best.verdict}"
-    best.by_axis = [AxisDecision(flag=config.grid.flag, value=v, status=d.status,
+    best.verdict = f"With {config.grid.axis} {value}: {best.verdict}"
+    best.by_axis = [AxisDecision(flag=config.grid.axis, value=v, status=d.status,
                                  k=d.recommended.k if d.recommended else None,
                                  objective=score(d) if d.recommended else None, verdict=d.verdict)
                     for v, d in decisions]

@@ -108,6 +108,7 @@ def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, **extra) -> 
     """The life as plan.json lists it (secrets not yet masked)."""
     return {"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
             "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
+            **({"spec_key": life.setting.spec_key} if life.setting.spec_key else {}),
             "argv": render_argv(config, caps, life.setting, config.server.port or 8000), "dir": life.key, **extra}
 
 

@@ -35,13 +35,14 @@ from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
 from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, ProbeError, probe_running_server, run_probe
+from .vllm.spec_keys import SpecAxis, check_spec_axis
 
 
 def plan_lives(config: SweepConfig) -> list[Life]:
     """Settings in K order (the early stop relies on it), the grid's values inside, repeats innermost."""
     raw, grid = config.speculation.raw_lookahead_slots, config.grid
     axis = [(grid.flag, value) for value in grid.values] or [("", "")]
-    return [Life(Setting(k, raw, flag, value), r)
+    return [Life(Setting(k, raw, flag, value, spec_key=grid.spec_key), r)
             for k in config.speculation.k for flag, value in axis for r in range(config.load.planned_repeats)]
 
 
@@ -63,6 +64,10 @@ def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
     else:
         resolve_style(caps, config.speculation.flag_style)
     check_flags(caps, config.server.extra_args + ([config.grid.flag] if config.grid.flag else []))
+    if config.grid.spec_key:
+        spec = config.speculation
+        check_spec_axis(caps.version, caps.version_tuple, config.grid.spec_key, config.grid.values,
+                        SpecAxis(spec.method, tuple(spec.k), tuple(config.server.extra_args)))
 
 
 def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabilities:
@@ -91,7 +96,8 @@ def _probe_command(config: SweepConfig) -> Capabilities:
 def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
     """The plan's lives (it grows when repeats are "auto"), in its order."""
     raw = config.speculation.raw_lookahead_slots
-    return [Life(Setting(l["k"], raw, l.get("axis_flag", ""), l.get("axis_value", "")), l["repeat"])
+    return [Life(Setting(l["k"], raw, l.get("axis_flag", ""), l.get("axis_value", ""), spec_key=l.get("spec_key", "")),
+                 l["repeat"])
             for l in plan["lives"] if l.get("role") != CONFIRM_ROLE]
 
 
@@ -192,7 +198,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
 
         events = LifeEvents(started, progress.load_started, finished, progress.variant_started)
         run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0)
-        early_stop = early_stop and not config.grid.flag  # each grid value has its own decision
+        early_stop = early_stop and not config.grid.axis  # each grid value has its own decision
         run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
         while config.load.repeats == "auto":  # never with a grid (config.py refuses it)
             data = read_run(run_dir)
