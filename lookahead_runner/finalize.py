@@ -21,7 +21,7 @@ from .decision.schema import AxisDecision, ConfirmPlan, LifeNote
 from .preflight import lag_advice
 from .ramp import ramp_decision
 from .variants import Variant
-from .decision.variants import by_variant
+from .decision.variants import by_variant, note_unconfirmed_schedules
 from .vllm.probe import Capabilities
 
 
@@ -123,8 +123,8 @@ def read_run(run_dir: Path) -> RunData:
     if preflight:
         plan["preflight"] = preflight  # for the report's probe section
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
-                        expected_output_tokens=config.load.output_tokens,
-                        expected_prompt_tokens=config.load.prompt_tokens,
+                        expected_output_tokens=config.load.variants[0].output_tokens,
+                        expected_prompt_tokens=config.load.variants[0].prompt_tokens,
                         max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms,
                         lag_advice=lag_advice(plan, preflight))
     data = RunData(plan, config, pd.DataFrame(), [])
@@ -264,6 +264,7 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
             decision = confirmed(data, decision)
         elif note := unconfirmed_note(decision, config.decision.confirm):
             decision.diagnoses.append(note)
+        note_unconfirmed_schedules(decision)
     for state, notes in (("failed", decision.failed_lives), ("skipped", decision.skipped_lives)):
         notes.extend(LifeNote(life=l["dir"], reason=l["reason"]) for l in plan["lives"] if l["status"] == state)
     fallbacks = [l["dir"] for l in plan["lives"]

@@ -32,6 +32,16 @@ def stamped(decision: Decision, variant: str) -> Decision:
     return out
 
 
+def note_unconfirmed_schedules(decision: Decision) -> None:
+    """Each variant's schedule says it was not run as such: no confirmation life runs with several variants."""
+    for part in decision.by_variant:
+        if part.per_batch_size and part.per_batch_size.get("argv"):
+            part.diagnoses.append("This variant's per-batch-size schedule was not run in a life of its own (no "
+                                  "confirmation runs with several workload variants): a schedule can cost every "
+                                  "step and collapse at a boundary, which no per-K life shows; sweep this "
+                                  "variant alone to confirm it before using it.")
+
+
 def answer(decision: Decision) -> str:
     """One variant's answer in a few words: "K=4", or its status (with the leading K)."""
     if decision.status == "decided" and decision.recommended is not None:

@@ -167,3 +167,50 @@ def test_lives_csv_has_a_row_per_life_and_variant(tmp_path):
     assert shown["status"] == "check" and shown["text"].startswith("400-token prompts: client 10 / server 10")
     single = pd.read_csv(write_lives(tmp_path, [{k: v for k, v in life.items() if k != "variants"} | {"tokens": tokens}]))
     assert "variant" not in single.columns and len(single) == 1
+
+
+def test_progress_counts_every_variants_block_and_names_the_variant_beside_the_stage():
+    import time
+
+    from lookahead_runner.config import StageConfig
+    from lookahead_runner.progress import SweepProgress
+
+    stages = [StageConfig(users=8, duration_s=10), StageConfig(users=32, duration_s=10)]
+    progress = SweepProgress(stages, 2, enabled=False, blocks=2)
+    assert progress._progress.tasks[0].total == 2 * 2 * 20
+    first, second = variants_of([400, 4000], 64, 0)
+    progress.life_started("k0/r0")
+    progress.variant_started(first)
+    progress.variant_started(second)
+    progress._load_started = time.monotonic() - 12  # 12 s into the second block: its second stage
+    text, elapsed = progress._describe()
+    assert text == "k0/r0 stage 2/2 (32 users · 4,000-token prompts)" and 32 <= elapsed < 33
+    progress.life_finished()
+    assert progress._done_s == 40
+
+
+def test_the_live_view_names_the_variant_beside_the_stage():
+    from lookahead_runner.live.charts import marks_between
+    from lookahead_runner.live.tables import history_row, history_tab_row
+    from lookahead_runner.live.values import LiveValues, stage_now, stage_text
+    from lookahead_runner.workload.stages import Stage
+
+    stage = stage_now("running", [Stage(8, 10), Stage(32, 10)], (1, 32), 13.0, False, "4,000-token prompts")
+    assert stage_text(stage) == "2 of 2: 32 users, 3 of 10 s · 4,000-token prompts"
+    values = LiveValues(t_s=100.0, setting="k4/r0", stage=stage)
+    assert history_tab_row(values, "12:00:00")["stage"] == "2 (32) · 4,000-token prompts"
+    assert history_row(values)["variant"] == "4,000-token prompts"
+    (mark,) = marks_between(None, values)
+    assert mark.label == "stage 2: 32 users, 4,000-token prompts"
+    alone = stage_now("running", [Stage(8, 10)], (0, 8), 3.0, False)
+    assert stage_text(alone) == "1 of 1: 8 users, 3 of 10 s" and history_row(LiveValues(1.0, "", alone))["variant"] == ""
+
+
+def test_a_variants_schedule_says_no_life_confirmed_it():
+    from lookahead_runner.decision.variants import note_unconfirmed_schedules
+
+    with_schedule = decided(4).model_copy(update={"per_batch_size": {"argv": ["serve"], "ranges": [[1, 8, 4]]}})
+    decision = by_variant([("a", with_schedule), ("b", decided(0))])
+    note_unconfirmed_schedules(decision)
+    assert any("not run in a life of its own" in d for d in decision.by_variant[0].diagnoses)
+    assert not any("not run in a life of its own" in d for d in decision.by_variant[1].diagnoses)
