@@ -6,7 +6,6 @@ line that names the field and says what to do.
 """
 from __future__ import annotations
 
-import math
 import os
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .masking import ENV_NAME_RE, mask_server
-from .variants import Variant, as_list, fit_error, flag_value, human_int, too_long, variants_of
+from .variants import Variant, as_list, axis_values, model_length_error, variants_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -218,20 +217,7 @@ class LoadConfig(Strict):
     @field_validator("prompt_tokens", "output_tokens", "temperature", mode="before")
     @classmethod
     def _workload_axis(cls, value: object, info) -> object:
-        least, kind = {"prompt_tokens": (1, int), "output_tokens": (2, int), "temperature": (0, float)}[info.field_name]
-        values = value if isinstance(value, list) else [value]
-        if not values:
-            raise ValueError("list at least one value, or give one value")
-        for item in values:
-            if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item) \
-                    or (kind is int and item != int(item)):
-                raise ValueError(f"{item!r}: give {'a whole number' if kind is int else 'a number'}, or a list of them")
-            if not item >= least:
-                raise ValueError(f"{item!r}: every value must be >= {least}")
-        if len(set(values)) != len(values):
-            raise ValueError("the values of a workload axis must be unique")
-        cast = [kind(item) for item in values]
-        return cast if isinstance(value, list) else cast[0]
+        return axis_values(info.field_name, value)
 
     @property
     def variants(self) -> list[Variant]:
@@ -426,20 +412,10 @@ class SweepConfig(Strict):
     def _variants_fit_the_model_length(self) -> "SweepConfig":
         """The longest workload variant against --max-model-len, where the config sets it (in server.extra_args,
         or as the grid's flag), before any server starts."""
-        limits = []
-        given = flag_value(self.server.extra_args, "--max-model-len")
-        if given is not None:
-            limits.append((given, "server.extra_args"))
-        if self.grid.flag == "--max-model-len":
-            limits += [(value, "grid.values") for value in self.grid.values]
-        for text, where in limits:
-            try:
-                limit = human_int(text)
-            except ValueError:
-                continue  # vLLM itself names a malformed value
-            worst = too_long(self.load.variants, limit)
-            if worst is not None:
-                raise ValueError(f"load.prompt_tokens: {fit_error(worst, limit, where)}")
+        grid = self.grid.values if self.grid.flag == "--max-model-len" else []
+        problem = model_length_error(self.load.variants, self.server.extra_args, grid)
+        if problem:
+            raise ValueError(f"load.prompt_tokens: {problem}")
         return self
 
     @model_validator(mode="after")

@@ -16,7 +16,11 @@ Pure: no I/O.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
+
+# the least value of each axis and its type
+AXES = {"prompt_tokens": (1, int), "output_tokens": (2, int), "temperature": (0, float)}
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,25 @@ class Variant:
 
     def named(self, fallback: str = "every request") -> str:
         return self.label or fallback
+
+
+def axis_values(name: str, value: object) -> object:
+    """A config axis checked: one number or a non-empty list of unique ones, each at least the axis' least;
+    ValueError with the fix otherwise."""
+    least, kind = AXES[name]
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ValueError("list at least one value, or give one value")
+    for item in values:
+        if isinstance(item, bool) or not isinstance(item, (int, float)) or not math.isfinite(item) \
+                or (kind is int and item != int(item)):
+            raise ValueError(f"{item!r}: give {'a whole number' if kind is int else 'a number'}, or a list of them")
+        if not item >= least:
+            raise ValueError(f"{item!r}: every value must be >= {least}")
+    if len(set(values)) != len(values):
+        raise ValueError("the values of a workload axis must be unique")
+    cast = [kind(item) for item in values]
+    return cast if isinstance(value, list) else cast[0]
 
 
 def as_list(value) -> list:
@@ -90,6 +113,24 @@ def too_long(variants: list[Variant], max_model_len: int) -> Variant | None:
     """The longest variant when its prompt and output do not fit `max_model_len`, else None."""
     worst = longest(variants)
     return worst if worst.context_tokens > max_model_len else None
+
+
+def model_length_error(variants: list[Variant], extra_args: list[str], grid_values: list[str]) -> str:
+    """Why the longest variant cannot run under a --max-model-len the config sets (server.extra_args, or
+    grid.values when it is the grid's flag), or ""."""
+    limits = [(value, "grid.values") for value in grid_values]
+    given = flag_value(extra_args, "--max-model-len")
+    if given is not None:
+        limits.insert(0, (given, "server.extra_args"))
+    for text, where in limits:
+        try:
+            limit = human_int(text)
+        except ValueError:
+            continue  # vLLM itself names a malformed value
+        worst = too_long(variants, limit)
+        if worst is not None:
+            return fit_error(worst, limit, where)
+    return ""
 
 
 def fit_error(variant: Variant, max_model_len: int, where: str) -> str:
