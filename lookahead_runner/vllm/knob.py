@@ -103,9 +103,11 @@ def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str, 
             args += ["--ngram-prompt-lookup-max", "4"]
         return args
     if style == "shorthand":
-        args = ["--spec-method", method, "--spec-tokens", str(k)] + ([] if method == "ngram" else ["--spec-model", draft_model])
-        # no shorthand exists for the other keys; dotted keys merge with the shorthands (0.32), values as JSON
-        return args + [part for key, value in extra.items() for part in (f"--speculative-config.{key}", _dotted(value))]
+        args = ["--spec-method", method, "--spec-tokens", str(k)]
+        args += [] if method == "ngram" else ["--spec-model", draft_model]
+        # no shorthand exists for the other keys; dotted keys merge with the shorthands (0.32)
+        return args + [part for key, value in extra.items()
+                       for part in (f"--speculative-config.{key}", _dotted(value))]
     spec: dict = {"method": method, "num_speculative_tokens": k}
     if method != "ngram":
         spec["model"] = draft_model
