@@ -103,13 +103,26 @@ def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str, 
             args += ["--ngram-prompt-lookup-max", "4"]
         return args
     if style == "shorthand":
-        args = ["--spec-method", method, "--spec-tokens", str(k)] + ([] if method == "ngram" else ["--spec-model", draft_model])
-        # no shorthand exists for the other keys; dotted keys merge with the shorthands (0.32), values as JSON
-        return args + [part for key, value in extra.items() for part in (f"--speculative-config.{key}", json.dumps(value))]
+        args = ["--spec-method", method, "--spec-tokens", str(k)]
+        args += [] if method == "ngram" else ["--spec-model", draft_model]
+        # no shorthand exists for the other keys; dotted keys merge with the shorthands (0.32)
+        return args + [part for key, value in extra.items()
+                       for part in (f"--speculative-config.{key}", _dotted(value))]
     spec: dict = {"method": method, "num_speculative_tokens": k}
     if method != "ngram":
         spec["model"] = draft_model
     return ["--speculative-config", json.dumps(spec | extra, separators=(",", ":"))]
+
+
+def _dotted(value: object) -> str:
+    """A dotted key's value as vLLM reads it back (JSON, else a human-readable int like 1k, else the text): a
+    word is written as it is, anything JSON or a number would misread is quoted."""
+    if isinstance(value, str) and value[:1].isalpha():
+        try:
+            json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value)
 
 
 def spec_keys_of(caps: Capabilities, setting: Setting) -> dict[str, object]:

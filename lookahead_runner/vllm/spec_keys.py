@@ -176,7 +176,8 @@ def _check_rule(version_text: str, key: str, value: object, axis: SpecAxis) -> N
                                "and --enforce-eager turns them off; remove --enforce-eager from server.extra_args")
     if key == "rejection_sample_method" and value == "synthetic":
         raise SpecKeyError(f"{where}: vLLM {version_text} then requires synthetic_acceptance_rates or "
-                           "synthetic_acceptance_length, which a sweep does not set; drop \"synthetic\" from grid.values")
+                           "synthetic_acceptance_length, which a sweep does not set; drop \"synthetic\" from "
+                           "grid.values")
     if key == "rejection_sample_method" and value == "fly" and 1 in axis.ks:
         raise SpecKeyError(f"{where}: vLLM {version_text}'s FLy needs num_speculative_tokens >= 2; drop K = 1 "
                            "from speculation.k")

@@ -113,3 +113,25 @@ def test_long_context_keeps_speculation_paying_at_high_batch(users, context, k3_
     print(f"long-context users={users} context={context}: K=3 / K=0 = {ratio:.2f}")
     assert (ratio > 1.03) if k3_wins else (ratio < 0.9), ratio
     assert base.preemptions == spec.preemptions == 0
+
+
+def test_the_context_pair_of_the_decision_benchmark_has_the_truths_it_states():
+    """benchmarks/decision_scenarios.py's context-400 / context-4000: one server, two prompt lengths, two best K
+    (the engine model of the very argv the benchmark passes, by the product's rule at wide margins)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "decision_scenarios.py"
+    spec = importlib.util.spec_from_file_location("decision_scenarios", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["decision_scenarios"] = bench
+    spec.loader.exec_module(bench)
+    pair = {s.name: s for s in bench.SCENARIOS if s.name.startswith("context-")}
+    assert pair["context-400"].server_args == pair["context-4000"].server_args
+    short, long = ({row["k"]: row for row in (bench.model_steady_state(s, k, 100.0, 1) for k in s.ks)}
+                   for s in (pair["context-400"], pair["context-4000"]))
+    assert pair["context-400"].truth == 0 and all(short[k]["req_per_s"] < 0.95 * short[0]["req_per_s"] for k in (2, 4))
+    assert pair["context-4000"].truth == 2
+    assert long[2]["req_per_s"] > 1.2 * max(long[0]["req_per_s"], long[4]["req_per_s"])
+    assert long[2]["e2e_p90_ms"] < long[0]["e2e_p90_ms"] and long[2]["preemptions"] == 0

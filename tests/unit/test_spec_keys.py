@@ -124,7 +124,10 @@ def test_the_key_reaches_the_speculative_config_typed_in_every_style():
     assert json.loads(config_json[-1]) == {"method": "draft_model", "num_speculative_tokens": 4, "model": "d",
                                            "enable_adaptive_verification": True}
     greedy = Setting(4, spec_key="draft_sample_method", axis_value="greedy")
-    assert argv(V032, greedy)[-2:] == ["--speculative-config.draft_sample_method", '"greedy"']
+    assert argv(V032, greedy)[-2:] == ["--speculative-config.draft_sample_method", "greedy"]
+    numeric = argv(V032, Setting(4, spec_key="revision", axis_value="1234"))  # a str key: "1234" stays text
+    assert numeric[-2:] == ["--speculative-config.revision", '"1234"']
+    assert parse_serve(numeric[2:], get_profile("0.32")).speculative_config["revision"] == "1234"
     ngram = argv(V032, Setting(3, spec_key="prompt_lookup_max", axis_value="2"), method="ngram")
     assert ngram.count("--speculative-config.prompt_lookup_max") == 1 and ngram[-1] == "2"  # replaces the runner's 4
     assert "--speculative-config" not in " ".join(argv(V032, Setting(0, spec_key="draft_sample_method",
