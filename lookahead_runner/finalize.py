@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import results
-from .results import CONFIRM_ROLE
+from .results import CONFIRM_ROLE, CONFIRM_VARIANTS
 from .analysis import WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
 from .config import SweepConfig
 from .decision import Cell, Decision, Window, decide, evidence, window
@@ -138,14 +138,16 @@ def read_run(run_dir: Path) -> RunData:
         life["status"], life["reason"] = state, status.get("reason", "")
         if state == "missing":
             continue
-        blocks = [(v, load_life(directory, v.key)) for v in variants]
+        # a workload variant's confirmation life runs that variant alone: one block, in the life's own folder
+        alone = [v for v in variants if v.label == life.get("variant")]
+        blocks = [(v, load_life(directory)) for v in alone] or [(v, load_life(directory, v.key)) for v in variants]
         server, gpu = blocks[0][1]["server"], blocks[0][1]["gpu"]
-        stages = [frames["stages"].assign(variant=v.label) if v.key and not frames["stages"].empty
+        stages = [frames["stages"].assign(variant=v.label) if v.label and not frames["stages"].empty
                   else frames["stages"] for v, frames in blocks]
         data.timelines[life["dir"]] = {"server": server, "gpu": gpu, "stages": pd.concat(stages, ignore_index=True)}
         life["tokens"] = life_token_check(pd.concat([f["requests"] for _, f in blocks], ignore_index=True),
-                                          server) | _workload_of(directory / variants[0].key)
-        if variants[0].key:
+                                          server) | _workload_of(directory / ("" if alone else variants[0].key))
+        if variants[0].key and not alone:
             times = _blocks_of(directory)
             life["variants"] = [{"variant": v.label, "tokens": block_token_check(f["requests"], server, times.get(v.key))
                                  | _workload_of(directory / v.key)} for v, f in blocks]
@@ -206,15 +208,21 @@ def decide_grid(data: RunData, variant: str = "") -> Decision:
     return best
 
 
-def confirmed(data: RunData, decision: Decision) -> Decision:
-    """The decision with the verdict of its confirmation life (decision/confirm.py)."""
-    plan = ConfirmPlan.model_validate(data.plan["confirm"])
-    lives = [l for l in data.plan["lives"] if l.get("role") == CONFIRM_ROLE]
+def confirmed(data: RunData, decision: Decision, variant_plans: list[dict] | None = None) -> Decision:
+    """The decision with the verdict of its confirmation life (decision/confirm.py); of one workload variant's
+    decision, from that variant's plan among `variant_plans` (unchanged without one)."""
+    stored = data.plan["confirm"] if variant_plans is None else \
+        next((p for p in variant_plans if p.get("variant") == decision.variant), None)
+    if stored is None:
+        return decision
+    plan = ConfirmPlan.model_validate(stored)
+    lives = [l for l in data.plan["lives"] if l.get("role") == CONFIRM_ROLE and l.get("variant", "") == plan.variant]
     cells = {}
     for w in sorted(data.confirm_windows, key=lambda w: (w.users, w.repeat)):
-        cells.setdefault(w.users, []).append(w)
+        if w.variant == plan.variant:
+            cells.setdefault(w.users, []).append(w)
     states = [(l["dir"], l.get("status", "missing"), l.get("reason", "")) for l in lives]
-    verdict = judge(plan, decision, data.evidence(plan.axis_value),
+    verdict = judge(plan, decision, data.evidence(plan.axis_value, plan.variant),
                     {users: Cell(plan.k, users, tuple(ws)) for users, ws in cells.items()}, states,
                     lives[0]["argv"] if lives else [], data.config.decision)
     return with_confirmation(decision, verdict)
@@ -262,9 +270,12 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision = decide_all(data)
         if plan.get("confirm"):
             decision = confirmed(data, decision)
+        elif plan.get(CONFIRM_VARIANTS) and decision.by_variant:
+            decision = by_variant([(part.variant, confirmed(data, part, plan[CONFIRM_VARIANTS]))
+                                   for part in decision.by_variant])
         elif note := unconfirmed_note(decision, config.decision.confirm):
             decision.diagnoses.append(note)
-        note_unconfirmed_schedules(decision)
+        note_unconfirmed_schedules(decision, config.decision.confirm)
     for state, notes in (("failed", decision.failed_lives), ("skipped", decision.skipped_lives)):
         notes.extend(LifeNote(life=l["dir"], reason=l["reason"]) for l in plan["lives"] if l["status"] == state)
     fallbacks = [l["dir"] for l in plan["lives"]

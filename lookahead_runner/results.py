@@ -18,6 +18,7 @@ from .masking import PLACEHOLDER_RE, looks_secret
 
 PLAN_VERSION = 1
 CONFIRM_ROLE = "confirm"  # plan.json's "role" of the confirmation life's entries (confirm_life.py writes them)
+CONFIRM_VARIANTS = "confirm_variants"  # plan.json: each workload variant's confirmation plan, with several
 NAME_FIELDS = {"api_key_env"}  # hold the name of a variable, not its value
 
 

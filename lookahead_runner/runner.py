@@ -26,7 +26,7 @@ from . import reaper, results
 from .results import CONFIRM_ROLE
 from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
-from .confirm_life import run_confirmation, switch_off
+from .confirm_life import run_confirmations, switch_off
 from .finalize import decide_all, finalize, read_run, write_tables
 from .life import Life, LifeEvents, Served, append_to_plan, died, is_simulator, locust_env, plan_entry, run_server_life
 from .masking import MissingSecret, mask_server
@@ -230,10 +230,6 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
     if config.decision.confirm == "off":
         switch_off(run_dir, say)
         return
-    if len(config.load.variants) > 1:
-        say("confirmation: not run with several workload variants (each variant's recommendation would need a life "
-            "of its own); sweep one variant alone to confirm its schedule")
-        return
     data = read_run(run_dir)
     decision = decide_all(data)  # over the per-K lives (read_run keeps the confirmation's windows apart)
 
@@ -244,7 +240,7 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
     def run_these(life_config: SweepConfig, lives: list[Life]) -> None:
         run_lives(life_config, run_dir, lives, tag, say, progress, run_life, early_stop=False)
 
-    run_confirmation(config, caps, run_dir, data, decision, say, run_these, announce)
+    run_confirmations(config, caps, run_dir, data, decision, say, run_these, announce)
 
 
 def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int]) -> list[Life]:

@@ -182,6 +182,7 @@ class ConfirmPlan(Model):
     boundaries: list[Boundary] = Field(default_factory=list)
     repeats: int = 1
     scope: str = ""              # in words: which stages and repeats of the sweep it runs
+    variant: str = ""            # the workload variant it runs (alone), with several; "" = the sweep's only one
 
 
 ConfirmStatus = Literal["confirmed", "confirmed with a cost", "not confirmed", "pending"]

@@ -32,14 +32,13 @@ def stamped(decision: Decision, variant: str) -> Decision:
     return out
 
 
-def note_unconfirmed_schedules(decision: Decision) -> None:
-    """Each variant's schedule says it was not run as such: no confirmation life runs with several variants."""
+def note_unconfirmed_schedules(decision: Decision, mode: str) -> None:
+    """A variant's schedule that no life confirmed (decision.confirm = "off") says so."""
     for part in decision.by_variant:
-        if part.per_batch_size and part.per_batch_size.get("argv"):
-            part.diagnoses.append("This variant's per-batch-size schedule was not run in a life of its own (no "
-                                  "confirmation runs with several workload variants): a schedule can cost every "
-                                  "step and collapse at a boundary, which no per-K life shows; sweep this "
-                                  "variant alone to confirm it before using it.")
+        if mode == "off" and part.confirmation is None and part.per_batch_size and part.per_batch_size.get("argv"):
+            part.diagnoses.append("This variant's per-batch-size schedule was not run in a life of its own "
+                                  "(decision.confirm = \"off\"): a schedule can cost every step and collapse at a "
+                                  "boundary, which no per-K life shows; confirm it (--confirm) before using it.")
 
 
 def answer(decision: Decision) -> str:

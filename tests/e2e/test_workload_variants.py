@@ -185,3 +185,55 @@ def test_a_variant_longer_than_max_model_len_stops_before_any_server(tmp_path):
     assert done.stderr.count("\n") == 1 and "the workload variant of 4,000-token prompts needs 4,064 tokens" \
         in done.stderr and "--max-model-len 2,048 in server.extra_args" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+# test_confirm_sim's scenario at two temperatures: at temperature 0 K=4 wins at 12 users and K=0 at 34 (a
+# per-batch-size schedule); at temperature 1 K=0 wins at both (no schedule)
+CONFIRM_SWEEP = f"""
+name = "confirm-variants"
+[server]
+model = "sim/e2e-model"
+extra_args = {json.dumps(TEMPERATURE_ARGS + ["--sim-set", "schedule_step_ms=0"])}
+ready_timeout_s = 60
+memory_stable_window_s = 0.5
+[speculation]
+k = [0, 4]
+[load]
+stages = [{{ users = 12, duration_s = 8 }}, {{ users = 34, duration_s = 8 }}]
+prompt_tokens = 64
+output_tokens = 24
+temperature = [0.0, 1.0]
+warmup_s = 2.0
+preflight_s = 0
+[decision]
+target_users = 34
+batch_drop_frac = 0.3
+"""
+
+
+def test_a_variants_schedule_is_confirmed_in_a_life_running_that_variant_alone(tmp_path):
+    done, run_dir = sweep(tmp_path, CONFIRM_SWEEP)
+    assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "confirmation of temperature 0: the per-batch-size schedule (K=4 up to batch" in done.stdout
+    assert "confirmation of temperature 1" not in done.stdout  # one K at every stage: nothing to confirm
+    plan = json.loads((run_dir / "plan.json").read_text())
+    (stored,) = plan["confirm_variants"]
+    assert stored["variant"] == "temperature 0" and stored["kind"] == "schedule" and "confirm" not in plan
+    entries = [life for life in plan["lives"] if life.get("role") == "confirm"]
+    assert [(e["dir"], e["variant"]) for e in entries] == [("confirm-t0/r0", "temperature 0")]
+    assert "num_speculative_tokens_per_batch_size" in " ".join(entries[0]["argv"])
+    life = run_dir / "confirm-t0" / "r0"
+    assert json.loads((life / "status.json").read_text())["state"] == "done"
+    assert json.loads((life / "workload.json").read_text())["temperature"] == 0.0  # that variant alone
+    assert not (life / "t0").exists() and not (life / "t1").exists()
+    decision = json.loads((run_dir / "decision.json").read_text())
+    cold, hot = decision["by_variant"]
+    assert cold["confirmation"] is not None and cold["confirmation"]["life"] == "confirm-t0/r0"
+    assert cold["confirmation"]["status"] in ("confirmed", "confirmed with a cost", "not confirmed")
+    assert hot["confirmation"] is None and hot["per_batch_size"] is None
+    summary = pd.read_csv(run_dir / "summary.csv")
+    assert set(summary.loc[summary["setting"] == "confirm-t0", "variant"]) == {"temperature 0"}
+    html = (run_dir / "report.html").read_text()
+    assert 'id="confirmation-v0"' in html and 'id="confirmation-v1"' not in html
+    assert not processes_of(str(run_dir))

@@ -211,6 +211,6 @@ def test_a_variants_schedule_says_no_life_confirmed_it():
 
     with_schedule = decided(4).model_copy(update={"per_batch_size": {"argv": ["serve"], "ranges": [[1, 8, 4]]}})
     decision = by_variant([("a", with_schedule), ("b", decided(0))])
-    note_unconfirmed_schedules(decision)
+    note_unconfirmed_schedules(decision, "off")
     assert any("not run in a life of its own" in d for d in decision.by_variant[0].diagnoses)
     assert not any("not run in a life of its own" in d for d in decision.by_variant[1].diagnoses)
