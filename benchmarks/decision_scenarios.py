@@ -5,7 +5,7 @@ and the simulator's own model run to show why (the truth's basis, not the produc
 
 prints one JSON line: per scenario and K, the steady state of the pure engine model
 (lookahead_runner/sim/model.py, built from the same server argv the sweep passes) in a closed loop
-of the scenario's users with no think time, like the locustfile: req/s, mean running and waiting,
+of the scenario's users with no think time, like the locustfile: req/s, output tokens/s, mean running and waiting,
 KV usage peak, preemptions, TTFT p90 / e2e p90 and, with an SLO, the share of requests meeting it.
 It leaves out the HTTP path and Locust, so its figures sit within a few % of a recording's.
 
@@ -46,41 +46,57 @@ def _sim(scenario: str, max_num_seqs: int = 128, **overrides: float) -> tuple[st
     return ("--max-num-seqs", str(max_num_seqs), "--sim-scenario", scenario, *sets)
 
 
+# "long-context" brought to 32 users at twice its speed: 256 KiB of KV per token (9 x) and 0.3 ms of compute per
+# verified token (2.7 x), so at 32 users the decode step turns compute-bound at K > 0 with 400-token prompts and
+# stays memory-bound with 4,000-token ones, as the scenario does at 256 users; 8192 batched tokens admit a long prompt.
+_CONTEXT = ("--max-num-batched-tokens", "8192",
+            *_sim("long-context", kv_kib_per_token=256, compute_ms_per_token=0.3, draft_step_ms=8, fixed_ms=4,
+                  weight_read_ms=15, prefill_ms_per_token=0.001))
+
+
 SCENARIOS: tuple[BenchScenario, ...] = (
     BenchScenario(
-        "tight-kv", 4, "the demo: req/s 23.5 / 45.7 / 50.0 / 38.4 at K 0/2/4/8; K=4 +10 % over K=2; K=8 fills the "
+        "tight-kv", 4, "the demo: req/s 22.4 / 43.2 / 49.1 / 37.5 at K 0/2/4/8; K=4 +14 % over K=2; K=8 fills the "
         "KV pool (peak 100 %, preemptions)", 64, (0, 2, 4, 8), _sim("tight-kv")),
     BenchScenario(
-        "low-acceptance", 0, "alpha 0.2 at temperature 1.0 = 0.1, a draft step of 3 ms: req/s 23.5 / 22.6 / 17.8 / "
-        "10.1 at K 0/2/4/8 (K=2 -4 %, K=4 -24 %)", 64, (0, 2, 4, 8),
+        "low-acceptance", 0, "alpha 0.2 at temperature 1.0 = 0.1, a draft step of 3 ms: req/s 22.4 / 21.3 / 17.4 / "
+        "9.8 at K 0/2/4/8 (K=2 -5 %, K=4 -22 %)", 64, (0, 2, 4, 8),
         _sim("low-acceptance", draft_step_ms=3.0), temperature=1.0, diagnosis="Acceptance-bound"),
     BenchScenario(
-        "kv-bound", 0, "tight-kv with --gpu-memory-utilization 0.86 at 64 users: K=2 would give +46 % req/s (34.2 "
-        "vs 23.5) but fills the KV pool (1280 preemptions) and the real batch falls 60 -> 44 with 18 waiting; K=4 "
+        "kv-bound", 0, "tight-kv with --gpu-memory-utilization 0.86 at 64 users: K=2 would give +46 % req/s (32.8 "
+        "vs 22.4) but fills the KV pool (1227 preemptions) and the real batch falls 60 -> 44 with 18 waiting; K=4 "
         "worse still (K=8 cannot start)", 64, (0, 2, 4),
         ("--max-num-seqs", "128", "--sim-scenario", "tight-kv", "--gpu-memory-utilization", "0.86"),
         diagnosis="Real batch drops"),
     BenchScenario(
-        "not-the-lever", 0, "prefill-bound (1024-token prompts, 2 output tokens, a 0.1 ms draft): req/s 20.1 / 20.1 "
-        "/ 20.0 / 19.9 at K 0/2/4/8, all within 1 %: the smallest K", 8, (0, 2, 4, 8),
+        "not-the-lever", 0, "prefill-bound (1024-token prompts, 2 output tokens, a 0.1 ms draft): req/s 20.0 / 19.9 "
+        "/ 19.9 / 19.7 at K 0/2/4/8, all within 2 %: the smallest K", 8, (0, 2, 4, 8),
         _sim("roomy-kv", draft_step_ms=0.1), prompt_tokens=1024, output_tokens=2, diagnosis="Not the lever"),
     BenchScenario(
-        "ttft-slo", 0, "2000-token prompts, 16 output tokens, 8 users, SLO TTFT p90 <= 250 ms: K=0 meets it (p90 196 "
-        "ms, 100 % within); K=2 (+32 % req/s, real batch -9 % with 0.9 waiting) does not (p90 306 ms, 58 % within), "
-        "nor K=4 (18 %); without the SLO the answer would be K=2", 8, (0, 2, 4),
+        "ttft-slo", 0, "2000-token prompts, 16 output tokens, 8 users, SLO TTFT p90 <= 250 ms: K=0 meets it (p90 202 "
+        "ms, 100 % within); K=2 (+34 % req/s, real batch -9 % with 0.9 waiting) does not (p90 316 ms, 50 % within), "
+        "nor K=4 (17 %); without the SLO the answer would be K=2", 8, (0, 2, 4),
         _sim("roomy-kv"), prompt_tokens=2000, output_tokens=16, slo={"ttft_p90_ms": 250.0}),
     BenchScenario(
         "noisy", 4, "tight-kv with each step x lognormal(0.3) and a speed factor lognormal(0.1) redrawn every 3 s "
-        "(both mean 1): req/s 23.5 / 46.1 / 51.1 / 40.1 at K 0/2/4/8, the demo's ranking", 64, (0, 2, 4, 8),
+        "(both mean 1): req/s 22.8 / 43.9 / 49.9 / 37.6 at K 0/2/4/8, the demo's ranking", 64, (0, 2, 4, 8),
         _sim("tight-kv", step_jitter_frac=0.3, speed_drift_frac=0.1, speed_drift_s=3.0)),
     BenchScenario(
-        "stop-mid", 4, "tight-kv at 48 users: req/s 18.1 / 35.9 / 43.0 / 41.3 / 36.6 at K 0/2/4/6/8; K=6 gains "
-        "-4 % over K=4 while its KV pool shrinks 18 % (975 -> 804 blocks): the stop rule fires at K=6",
+        "stop-mid", 4, "tight-kv at 48 users: req/s 17.3 / 34.3 / 41.0 / 40.5 / 35.8 at K 0/2/4/6/8; K=6 gains "
+        "-1 % over K=4 while its KV pool shrinks 18 % (975 -> 804 blocks): the stop rule fires at K=6",
         48, (0, 2, 4, 6, 8), _sim("tight-kv"), stop_at=6),
     BenchScenario(
-        "high-concurrency", 2, "roomy-kv at 96 users (compute-bound): req/s 33.9 / 60.6 / 54.2 / 42.1 at K 0/2/4/8, "
-        "so K=2 beats K=4 by 12 % (at 64 users K=4 wins: 50.0 vs 45.7)", 96, (0, 2, 4, 8),
+        "high-concurrency", 2, "roomy-kv at 96 users (compute-bound): req/s 31.4 / 58.4 / 53.1 / 41.1 at K 0/2/4/8, "
+        "so K=2 beats K=4 by 10 % (at 64 users K=4 wins: 49.1 vs 43.2)", 96, (0, 2, 4, 8),
         _sim("roomy-kv", max_num_seqs=256)),
+    BenchScenario(
+        "context-400", 0, "the context pair's short prompts (400 tokens, 64 out, 32 users): req/s 23.6 / 21.7 / 15.7 "
+        "at K 0/2/4 (K=2 -8 %, e2e p90 +19 %): every step at K > 0 is compute-bound", 32, (0, 2, 4), _CONTEXT,
+        prompt_tokens=400),
+    BenchScenario(
+        "context-4000", 2, "the same server with 4,000-token prompts: req/s 13.5 / 18.9 / 14.7 at K 0/2/4 (K=2 +40 %, "
+        "+28 % over K=4): each step reads 10 x the KV, so it stays memory-bound and verifying 3 tokens is cheap",
+        32, (0, 2, 4), _CONTEXT, prompt_tokens=4000),
 )
 
 
@@ -115,6 +131,7 @@ def closed_loop(s: BenchScenario, k: int, users: int, engine_s: float, seed: int
                         *(["--speculative-config", spec] if k else [])], get_profile())
     model = EngineModel(args.scenario, args.engine)
     t, warm_s, sent, born, first, done, tokens = 0.0, engine_s * warm_share, 0, {}, {}, [], {}
+    emitted = 0  # output tokens after the warm-up
     running = waiting = kv = weight = kv_peak = 0.0
 
     def counters() -> tuple:
@@ -153,13 +170,14 @@ def closed_loop(s: BenchScenario, k: int, users: int, engine_s: float, seed: int
         for out in result.outputs:
             first.setdefault(out.request_id, t)
             tokens[out.request_id] = tokens.get(out.request_id, 0) + out.n_tokens
+            emitted += out.n_tokens if t > warm_s else 0
             if out.finished:
                 if t > warm_s:
                     rid = out.request_id
                     done.append((first[rid] - born[rid], t - born[rid], t - warm_s, tokens[rid]))
                 returning += 1
     end = counters()
-    return {"done": done, "seconds": engine_s - warm_s, "running": running / weight, "waiting": waiting / weight,
+    return {"done": done, "seconds": engine_s - warm_s, "output_tokens": emitted, "running": running / weight, "waiting": waiting / weight,
             "kv_usage": kv / weight, "kv_peak": kv_peak, "preemptions": end[0] - at_warm[0],
             "drafts": end[1] - at_warm[1], "accepted": end[2] - at_warm[2],
             "accepted_per_pos": tuple(float(a - b) for a, b in zip(end[3], at_warm[3])),
@@ -171,7 +189,8 @@ def model_steady_state(s: BenchScenario, k: int, engine_s: float, seed: int) -> 
     loop = closed_loop(s, k, s.users, engine_s, seed)
     ttft, e2e = sorted(d[0] * 1000 for d in loop["done"]), sorted(d[1] * 1000 for d in loop["done"])
     p90 = (lambda xs: round(xs[min(len(xs) - 1, math.ceil(0.9 * len(xs)) - 1)], 1) if xs else None)
-    row = {"k": k, "req_per_s": round(len(loop["done"]) / loop["seconds"], 2), "running": round(loop["running"], 1),
+    row = {"k": k, "req_per_s": round(len(loop["done"]) / loop["seconds"], 2),
+           "output_tok_per_s": round(loop["output_tokens"] / loop["seconds"], 1), "running": round(loop["running"], 1),
            "waiting": round(loop["waiting"], 1), "kv_peak": round(loop["kv_peak"], 3),
            "preemptions": loop["preemptions"], "ttft_p90_ms": p90(ttft), "e2e_p90_ms": p90(e2e)}
     for key, limit in s.slo.items():

@@ -14,9 +14,12 @@ Per step, the write lateness splits into the wake-up (first chunk's sim_w - sim_
 and the OS scheduler) and the write burst (last chunk's sim_w - first's: the CPU work of N writes).
 
 Run: `python benchmarks/sim_fidelity.py` (256 streams, baseline 16, 20 s each) or
-`--streams 256 --baseline-streams 16 --seconds 20 --sweep 16,64,128,256,384`.
+`--streams 256 --baseline-streams 16 --seconds 20 --sweep 16,64,128,256,384`, or `--context`.
 Prints one JSON line: the figures per stream count, the ratios to the baseline, whether the goal
 (p50 < 1 ms, p99 < 5 ms) holds, and with --sweep the first stream count where p99 breaks it.
+With --context it checks the physics instead of the timing: the engine model of the "long-context"
+scenario (no server, no clock) in a closed loop of 256 users, K = 3 against no speculation at a 400- and a
+4,000-token context, beside the figures vLLM PR #48944 published for the deployment it is shaped on.
 Also reported: the server's CPU share (near 1.0 = saturated) and how often the engine loop fell
 over 0.25 s behind and resynchronised (a late schedule is then re-based, so lateness alone would
 hide it). Leaves no process behind: the server is killed with its process group.
@@ -190,6 +193,35 @@ def _meets(result: dict, kind: str = "receive_lateness_ms") -> bool:
     return result[kind]["p50"] < GOAL_P50_MS and result[kind]["p99"] < GOAL_P99_MS
 
 
+# vLLM PR #48944, Table 1 (H100 NVL, gemma-4-31B FP8 + its drafter, 256 concurrent, prefix_repetition with one
+# shared prefix, 100 output tokens): output tok/s of static K=3 over no speculation, by context length.
+PUBLISHED_K3_OVER_K0 = {400: 0.79, 4000: 1.1}
+# The simulator has no prefix cache, so every prompt is prefilled: 256 output tokens and a 16,384-token
+# budget keep the admissions of 4,000-token prompts from bounding the batch (vLLM flags, as the sweep passes them).
+CONTEXT_USERS, CONTEXT_OUTPUT_TOKENS = 256, 256
+CONTEXT_SERVER_ARGS = ("--max-num-seqs", "256", "--max-num-batched-tokens", "16384", "--max-model-len", "8192",
+                       "--sim-scenario", "long-context")
+
+
+def context_check(engine_s: float, seed: int) -> dict:
+    """K=3 / K=0 output tokens/s of the long-context scenario's engine model, beside the published ratios."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from decision_scenarios import BenchScenario, model_steady_state
+
+    rows = {}
+    for context, published in PUBLISHED_K3_OVER_K0.items():
+        scenario = BenchScenario(f"context-{context}", None, "", CONTEXT_USERS, (0, 3), CONTEXT_SERVER_ARGS,
+                                 prompt_tokens=context, output_tokens=CONTEXT_OUTPUT_TOKENS)
+        base, spec = (model_steady_state(scenario, k, engine_s, seed) for k in scenario.ks)
+        rows[str(context)] = {"published_k3_over_k0": published,
+                              "simulated_k3_over_k0": round(spec["output_tok_per_s"] / base["output_tok_per_s"], 2),
+                              "k0": base, "k3": spec}
+    shape = rows["400"]["simulated_k3_over_k0"] < 1.0 < rows["4000"]["simulated_k3_over_k0"]
+    return {"benchmark": "sim_fidelity_context", "scenario": "long-context", "users": CONTEXT_USERS,
+            "output_tokens": CONTEXT_OUTPUT_TOKENS, "server_args": list(CONTEXT_SERVER_ARGS), "engine_s": engine_s,
+            "seed": seed, "by_context": rows, "shape_holds": shape}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=256)
@@ -202,12 +234,19 @@ def main(argv: list[str] | None = None) -> int:
     cpus = sorted(os.sched_getaffinity(0))
     parser.add_argument("--server-cpu", type=int, default=cpus[0])
     parser.add_argument("--client-cpu", type=int, default=cpus[1] if len(cpus) > 1 else cpus[0])
+    parser.add_argument("--context", action="store_true", help="check the long-context physics against vLLM PR "
+                                                                   "#48944 instead of the timing (no server)")
+    parser.add_argument("--engine-s", type=float, default=200.0, help="--context: engine seconds per K and context")
+    parser.add_argument("--seed", type=int, default=1, help="--context: the engine model's seed")
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.client:
         return _client_main(args)
+    if args.context:
+        print(json.dumps(context_check(args.engine_s, args.seed)))
+        return 0
     with tempfile.TemporaryDirectory(prefix="sim-fidelity-") as tmp:
         workdir = Path(tmp)
         base = measure(args.baseline_streams, args, workdir)

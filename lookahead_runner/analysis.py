@@ -209,9 +209,11 @@ def _throughput_columns(requests: pd.DataFrame, t0: float, t1: float, duration: 
 
 
 def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
-                  setting: str, k: int, repeat: int, rules: WindowRules) -> list[tuple[dict, pd.DataFrame, pd.DataFrame, float]]:
-    """Per stage of one server life: its summary row, the requests that finished in its window, the
-    successful ones among them, and the window's start (unix seconds)."""
+                  setting: str, k: int, repeat: int, rules: WindowRules,
+                  variant: str = "") -> list[tuple[dict, pd.DataFrame, pd.DataFrame, float]]:
+    """Per stage of one server life (of one workload variant's block: its label in the row's "variant"):
+    its summary row, the requests that finished in its window, the successful ones among them, and the
+    window's start (unix seconds)."""
     out = []
     for stage in stages.itertuples(index=False):
         t0 = stage.t_start_s + rules.warmup_for(stage.t_end_s - stage.t_start_s)
@@ -221,7 +223,8 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
         finished = done[error_text(done) != CUT_ERROR] if len(done) else done
         ok = finished[finished["ok"] == 1] if len(finished) else finished
         row = {
-            "setting": setting, "k": k, "repeat": repeat, "stage": int(stage.stage), "users": int(stage.users),
+            "setting": setting, "k": k, "repeat": repeat, **({"variant": variant} if variant else {}),
+            "stage": int(stage.stage), "users": int(stage.users),
             "duration_s": round(duration, 3), "requests": int(len(ok)),
             **_throughput_columns(requests, t0, t1, duration),
             **_latency_columns(ok),
@@ -243,8 +246,28 @@ def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFram
 
 
 def summary_frame(rows: list[dict]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
-    return frame.sort_values(["k", "repeat", "stage"], kind="stable").reset_index(drop=True)
+    """The rows in (K, repeat, stage) order; with workload variants, a "variant" column after "repeat" and the
+    variants' blocks in their order ("variant_order", not kept)."""
+    if not any("variant" in row for row in rows):
+        frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+        return frame.sort_values(["k", "repeat", "stage"], kind="stable").reset_index(drop=True)
+    columns = list(SUMMARY_COLUMNS)
+    columns.insert(columns.index("stage"), "variant")
+    frame = pd.DataFrame(rows, columns=columns + ["variant_order"])
+    frame = frame.sort_values(["k", "repeat", "variant_order", "stage"], kind="stable").reset_index(drop=True)
+    return frame.drop(columns="variant_order")
+
+
+def block_token_check(requests: pd.DataFrame, server: pd.DataFrame, block: dict | None) -> dict:
+    """life_token_check over one workload variant's block: its requests against the server's counter from the
+    last sample at or before the block started to the first at or after it ended (both taken by the life)."""
+    if not block or server.empty or "t_s" not in server:
+        return life_token_check(requests, server.iloc[0:0])
+    t = pd.to_numeric(server["t_s"], errors="coerce")
+    before, after = t[t <= block["t_start_s"]], t[t >= block["t_end_s"]]
+    if before.empty or after.empty:
+        return life_token_check(requests, server.iloc[0:0])
+    return life_token_check(requests, server[(t >= before.max()) & (t <= after.min())])
 
 
 def life_token_check(requests: pd.DataFrame, server: pd.DataFrame) -> dict:

@@ -81,7 +81,7 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     from .life import render_argv
     from .masking import shell_join
     from .placement import host_cpus, plan_placement
-    from .runner import plan_lives, probe_and_check, run_sweep, server_lives
+    from .runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
 
     placement = plan_placement(config, host_cpus())  # a placement this host cannot give is refused first
@@ -91,6 +91,8 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
           f"{resolve_style(caps, config.speculation.flag_style)}")
     if args.dry_run:
         print(placement.describe())
+        if len(config.load.variants) > 1:
+            print(blocks_order(config.load.variants))
         lives = plan_lives(config)
         if config.sweep.strategy == "adaptive":  # the settings it chooses from, each life chosen as it goes
             from .adaptive_sweep import describe, model_view
@@ -136,11 +138,12 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
 
 
 def exit_code(decision: Decision) -> int:
-    """0 a recommendation (or a ramp measured); 3 measured but not decided yet (run more); 1 none can be made."""
+    """0 a recommendation (or a ramp measured; with workload variants, one for each); 3 measured but not decided
+    yet (run more); 1 none can be made."""
     if decision.mode == "ramp":
         return 1 if decision.status == "no_measurement" else 0
-    if decision.recommended is not None and decision.status == "decided":
-        return 0
+    if decision.status == "decided" and (decision.recommended is not None or decision.by_variant):
+        return 0  # with workload variants: decided = every variant decided (decision/variants.py)
     return EXIT_NOT_DECIDED if decision.status == "not_decided" else 1
 
 
@@ -184,6 +187,9 @@ def cmd_ramp(args: argparse.Namespace) -> int:
             raise UsageError(f"--users {args.users!r}: write rising user counts, e.g. --users 1,2,4,8,16") from None
         if min(users) < 1:
             raise UsageError(f"--users {args.users!r}: user counts are >= 1, e.g. --users 1,2,4,8,16")
+    if len(config.load.variants) > 1:
+        raise UsageError("ramp: one workload at a time; give load.prompt_tokens, load.output_tokens and "
+                         "load.temperature one value each, e.g. --set load.prompt_tokens=4000")
     if args.k is not None and args.k < 0:
         raise UsageError(f"--k {args.k}: K is >= 0 (0 is the no-speculation baseline)")
     if args.stage_s is not None and not 0 < args.stage_s < float("inf"):
@@ -255,10 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     from .server import ServerError
     from .vllm.knob import KnobError
     from .vllm.probe import ProbeError
+    from .vllm.spec_keys import SpecKeyError
 
     try:
         return args.func(args)
-    except (ConfigError, UsageError, KnobError, ProbeError, RunDirError, ServerError, PlacementError,
+    except (ConfigError, UsageError, KnobError, SpecKeyError, ProbeError, RunDirError, ServerError, PlacementError,
             PreflightError) as err:
         message = str(err).splitlines()[0] if isinstance(err, ServerError) and str(err) else str(err)
         print(one_line(f"lookahead-runner: {message}"), file=sys.stderr)

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .masking import ENV_NAME_RE, mask_server
+from .variants import Variant, as_list, axis_values, model_length_error, variants_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -172,9 +173,11 @@ class LoadConfig(Strict):
     stages: list[StageConfig] = Field(
         default_factory=lambda: [StageConfig(users=u, duration_s=20) for u in (8, 32, 96)]
     )
-    prompt_tokens: int = Field(128, ge=1)
-    output_tokens: int = Field(64, ge=2)
-    temperature: float = Field(0.0, ge=0)
+    prompt_tokens: int | list[int] = Field(
+        128, description="prompt length in tokens; a list is a workload axis measured in each server life, e.g. "
+                         "[512, 4096] (variants.py)")
+    output_tokens: int | list[int] = Field(64, description="output length in tokens (>= 2); a list is an axis too")
+    temperature: float | list[float] = Field(0.0, description="sampling temperature (>= 0); a list is an axis too")
     repeats: int | Literal["auto"] = Field(
         1, description="repeats of every setting; \"auto\" = 2, then one more of each K the verdict hangs on "
                        "until it is decided or max_repeats is reached")
@@ -211,6 +214,16 @@ class LoadConfig(Strict):
             raise ValueError("give 1 to 100 repeats, or \"auto\"")
         return value
 
+    @field_validator("prompt_tokens", "output_tokens", "temperature", mode="before")
+    @classmethod
+    def _workload_axis(cls, value: object, info) -> object:
+        return axis_values(info.field_name, value)
+
+    @property
+    def variants(self) -> list[Variant]:
+        """The workload variants every server life runs, in order (variants.py)."""
+        return variants_of(self.prompt_tokens, self.output_tokens, self.temperature)
+
     @property
     def planned_repeats(self) -> int:
         """Repeats planned up front: "auto" starts with two (the least that shows a spread)."""
@@ -239,10 +252,32 @@ class LoadConfig(Strict):
 
 
 class GridConfig(Strict):
-    """A second sweep axis: any `vllm serve` flag, crossed with every K."""
+    """A second sweep axis: any `vllm serve` flag, or a key of the speculative config, crossed with every K."""
 
     flag: str = Field("", description="e.g. \"--max-num-seqs\"; empty = no second axis")
-    values: list[str] = Field(default_factory=list, description="values of that flag, e.g. [\"64\", \"128\"]")
+    spec_key: str = Field("", description="a speculative config key other than K, e.g. \"draft_sample_method\" "
+                                          "(instead of flag; the probe checks this vLLM has it)")
+    values: list[str] = Field(default_factory=list, description="values of that flag or key, e.g. [\"64\", \"128\"]")
+
+    @property
+    def axis(self) -> str:
+        """What the grid sweeps, as the report names it: the flag, or speculative_config.KEY."""
+        return f"speculative_config.{self.spec_key}" if self.spec_key else self.flag
+
+    @model_validator(mode="after")
+    def _spec_key(self) -> "GridConfig":
+        if not self.spec_key:
+            return self
+        if self.flag:
+            raise ValueError("grid.spec_key: the grid has one axis; set grid.flag or grid.spec_key, not both")
+        if not self.spec_key.isidentifier():
+            raise ValueError(f"grid.spec_key = {self.spec_key!r}: write the key as vLLM's speculative config names it, "
+                             "e.g. \"draft_sample_method\"")
+        if not self.values:
+            raise ValueError("grid.values: list at least one value for grid.spec_key")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError("grid.values: values must be unique")
+        return self
 
     @model_validator(mode="after")
     def _flag_and_values(self) -> "GridConfig":
@@ -253,8 +288,9 @@ class GridConfig(Strict):
                              "instead")
         if self.flag and not self.values:
             raise ValueError("grid.values: list at least one value for grid.flag")
-        if self.values and not self.flag:
-            raise ValueError("grid.flag: name the server flag that grid.values are for")
+        if self.values and not self.flag and not self.spec_key:
+            raise ValueError("grid.flag: name the server flag (or grid.spec_key the speculative config key) that "
+                             "grid.values are for")
         return self
 
 
@@ -273,7 +309,19 @@ class StrategyConfig(Strict):
 class DecisionConfig(Strict):
     """Every threshold of the decision, in one place; the report shows the run's values."""
 
-    target_users: int = Field(0, ge=0, description="concurrency the decision is made at; 0 = the last stage")
+    target_users: int | list[int] = Field(
+        0, description="concurrency the decision is made at; 0 = the last stage; with workload variants, one for "
+                       "all or a list with one per variant (in their order)")
+
+    @field_validator("target_users", mode="before")
+    @classmethod
+    def _target_counts(cls, value: object) -> object:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+                raise ValueError(f"{item!r}: give a stage's users (0 = the last stage), or a list of them")
+        if isinstance(value, list) and not value:
+            raise ValueError("list one users count per workload variant, or give one for all")
+        return value
     objective: Literal["req_per_s", "output_tok_per_s", "goodput"] = Field(
         "req_per_s", description="what the best K maximises; goodput = requests/s meeting every SLO")
     slo: dict[str, float] = Field(
@@ -371,14 +419,32 @@ class SweepConfig(Strict):
     @model_validator(mode="after")
     def _target_is_a_stage(self) -> "SweepConfig":
         users = [s.users for s in self.load.stages]
-        if self.decision.target_users and self.decision.target_users not in users:
-            raise ValueError(f"decision.target_users = {self.decision.target_users} is not a stage's users {users}")
+        variants = self.load.variants
+        targets = self.decision.target_users
+        if isinstance(targets, list) and len(targets) != len(variants):
+            names = ", ".join(v.named() for v in variants)
+            raise ValueError(f"decision.target_users: give one users count per workload variant ({len(variants)}: "
+                             f"{names}), or one for all")
+        for target in as_list(targets):
+            if target and target not in users:
+                raise ValueError(f"decision.target_users = {target} is not a stage's users {users}")
+        return self
+
+    @model_validator(mode="after")
+    def _variants_fit_the_model_length(self) -> "SweepConfig":
+        """The longest workload variant against --max-model-len, where the config sets it (in server.extra_args,
+        or as the grid's flag), before any server starts."""
+        grid = self.grid.values if self.grid.flag == "--max-model-len" else []
+        problem = model_length_error(self.load.variants, self.server.extra_args, grid)
+        if problem:
+            raise ValueError(f"load.prompt_tokens: {problem}")
         return self
 
     @model_validator(mode="after")
     def _auto_repeats_without_grid(self) -> "SweepConfig":
-        if self.load.repeats == "auto" and self.grid.flag:
-            raise ValueError("load.repeats = \"auto\" adds repeats for one decision; with grid.flag each value has "
+        if self.load.repeats == "auto" and self.grid.axis:
+            field = "grid.spec_key" if self.grid.spec_key else "grid.flag"
+            raise ValueError(f"load.repeats = \"auto\" adds repeats for one decision; with {field} each value has "
                              "its own: give a number, e.g. repeats = 3")
         return self
 
@@ -386,9 +452,12 @@ class SweepConfig(Strict):
     def _adaptive_restarts(self) -> "SweepConfig":
         if self.sweep.strategy != "adaptive":
             return self
-        if self.grid.flag:
-            raise ValueError("sweep.strategy = \"adaptive\" chooses lives for one decision; with grid.flag each "
-                             "value has its own: use strategy = \"grid\"")
+        if self.grid.axis:
+            raise ValueError(f"sweep.strategy = \"adaptive\" chooses lives for one decision; with a grid "
+                             f"({self.grid.axis}) each value has its own: use strategy = \"grid\"")
+        if len(self.load.variants) > 1:
+            raise ValueError("sweep.strategy = \"adaptive\" chooses lives for one decision; with several workload "
+                             "variants each has its own: use strategy = \"grid\" or one variant")
         if self.load.repeat_mode != "restart":
             raise ValueError("sweep.strategy = \"adaptive\" starts a server per life it chooses: set "
                              "load.repeat_mode = \"restart\"")
@@ -398,7 +467,7 @@ class SweepConfig(Strict):
 
     @model_validator(mode="after")
     def _running_server_has_one_setting(self) -> "SweepConfig":
-        if self.server.url and (len(self.speculation.k) != 1 or self.grid.flag):
+        if self.server.url and (len(self.speculation.k) != 1 or self.grid.axis):
             raise ValueError("server.url: an already-running server is one setting; "
                              "set speculation.k to the one K it runs (e.g. k = [4]) and no grid")
         return self
@@ -421,7 +490,14 @@ class SweepConfig(Strict):
 
     @property
     def target_users(self) -> int:
-        return self.decision.target_users or self.load.stages[-1].users
+        """The first (with one workload variant the only) variant's target; see target_for."""
+        return self.target_for(0)
+
+    def target_for(self, variant: int) -> int:
+        """The target users of the variant at this index in load.variants."""
+        targets = self.decision.target_users
+        target = targets[variant] if isinstance(targets, list) else targets
+        return target or self.load.stages[-1].users
 
 
 def _cpu_list(value: str) -> str:

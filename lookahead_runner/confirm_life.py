@@ -3,7 +3,9 @@
 
 It is a life like the others: its plan.json entries (role "confirm", folder confirm/r<repeat>) are written
 before it starts, so --resume runs the same stages again, and a life whose status.json says done is kept.
-The plan of the confirmation itself sits at plan.json's "confirm".
+The plan of the confirmation itself sits at plan.json's "confirm". With several workload variants, each
+variant's recommendation is confirmed in lives of its own running that variant's requests alone (folder
+confirm-<variant key>/r<repeat>, entries naming the variant), their plans in plan.json's "confirm_variants".
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import results
-from .results import CONFIRM_ROLE
+from .results import CONFIRM_ROLE, CONFIRM_VARIANTS as VARIANTS_KEY
 from .config import StageConfig, SweepConfig
 from .decision.confirm import describe, plan as plan_confirmation
 from .decision.schema import ConfirmPlan, Decision
@@ -23,90 +25,133 @@ from .vllm.probe import Capabilities
 LABEL = "confirm"
 
 
+def _variant(config: SweepConfig, label: str):
+    return next(v for v in config.load.variants if v.label == label)
+
+
 def setting_of(config: SweepConfig, plan: ConfirmPlan) -> Setting:
+    label = f"{LABEL}-{_variant(config, plan.variant).key}" if plan.variant else LABEL
     return Setting(plan.k, config.speculation.raw_lookahead_slots, config.grid.flag if plan.axis_value else "",
                    plan.axis_value,
-                   schedule=tuple(tuple(r) for r in plan.ranges), schedule_form=plan.form, label=LABEL)
+                   schedule=tuple(tuple(r) for r in plan.ranges), schedule_form=plan.form, label=label,
+                   spec_key=config.grid.spec_key if plan.axis_value else "")
 
 
 def config_of(config: SweepConfig, plan: ConfirmPlan) -> SweepConfig:
-    """The sweep's config with the confirmation's stages (the threshold stages among them)."""
-    stages = [StageConfig(**stage) for stage in plan.stages]
-    return config.model_copy(update={"load": config.load.model_copy(update={"stages": stages})})
+    """The sweep's config with the confirmation's stages (the threshold stages among them); a workload
+    variant's confirmation sends that variant's requests only."""
+    update: dict = {"stages": [StageConfig(**stage) for stage in plan.stages]}
+    if plan.variant:
+        v = _variant(config, plan.variant)
+        update |= {"prompt_tokens": v.prompt_tokens, "output_tokens": v.output_tokens, "temperature": v.temperature}
+    return config.model_copy(update={"load": config.load.model_copy(update=update)})
 
 
 def axis_value_of(data: RunData, decision: Decision) -> str:
     """With a grid, the flag value whose lives the recommendation comes from."""
-    if not data.config.grid.flag or decision.recommended is None:
+    if not data.config.grid.axis or decision.recommended is None:
         return ""
     return next((value for value in data.config.grid.values
                  if data.argv_by_k(value).get(decision.recommended.k) == decision.recommended.argv), "")
 
 
-def planned(data: RunData, decision: Decision) -> ConfirmPlan | None:
-    """What the confirmation runs, from the decision over the per-K lives (None: nothing to confirm)."""
+def planned(data: RunData, decision: Decision, variant: str = "") -> ConfirmPlan | None:
+    """What the confirmation runs, from the decision over the per-K lives (None: nothing to confirm); of one
+    workload variant's decision, with several."""
     config = data.config
     if config.server.url or data.plan.get("mode", "sweep") != "sweep":
         return None  # a running server cannot be restarted with another configuration
     value = axis_value_of(data, decision)
     stages = [(stage.users, stage.duration_s) for stage in config.load.stages]
-    return plan_confirmation(decision, data.evidence(value), stages, config.decision, value)
+    plan = plan_confirmation(decision, data.evidence(value, variant), stages, config.decision, value)
+    return plan.model_copy(update={"variant": variant}) if plan is not None and variant else plan
+
+
+def _stored(document: dict, variant: str) -> ConfirmPlan | None:
+    if not variant:
+        return ConfirmPlan.model_validate(document["confirm"]) if document.get("confirm") else None
+    return next((ConfirmPlan.model_validate(p) for p in document.get(VARIANTS_KEY, []) if p.get("variant") == variant),
+                None)
+
+
+def _mine(entry: dict, variant: str) -> bool:
+    """A plan.json life entry of the confirmation of `variant` ("" = the sweep's only one)."""
+    return entry.get("role") == CONFIRM_ROLE and entry.get("variant", "") == variant
 
 
 def add_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, plan: ConfirmPlan) -> list[Life]:
     """plan.json gains the confirmation and one life entry per repeat (secrets as ${NAME})."""
     lives = [Life(setting_of(config, plan), repeat) for repeat in range(plan.repeats)]
     document = results.read_json(run_dir / "plan.json")
-    document["confirm"] = plan.model_dump(mode="json")
+    if plan.variant:
+        document[VARIANTS_KEY] = document.get(VARIANTS_KEY, []) + [plan.model_dump(mode="json")]
+    else:
+        document["confirm"] = plan.model_dump(mode="json")
     results.write_json(run_dir / "plan.json", document)
-    append_to_plan(config, caps, run_dir, lives, role=CONFIRM_ROLE)
+    append_to_plan(config, caps, run_dir, lives, role=CONFIRM_ROLE, **({"variant": plan.variant} if plan.variant else {}))
     return lives
 
 
-def lives_in(document: dict, config: SweepConfig) -> tuple[ConfirmPlan | None, list[Life]]:
+def lives_in(document: dict, config: SweepConfig, variant: str = "") -> tuple[ConfirmPlan | None, list[Life]]:
     """The confirmation a plan.json holds already (a resumed run), and its lives."""
-    if not document.get("confirm"):
+    plan = _stored(document, variant)
+    if plan is None:
         return None, []
-    plan = ConfirmPlan.model_validate(document["confirm"])
     setting = setting_of(config, plan)
-    return plan, [Life(setting, l["repeat"]) for l in document["lives"] if l.get("role") == CONFIRM_ROLE]
+    return plan, [Life(setting, l["repeat"]) for l in document["lives"] if _mine(l, variant)]
 
 
 def retire(run_dir: Path, plan: ConfirmPlan) -> str:
     """A confirmation planned for what the decision no longer recommends (a resumed run re-measured): its
     folder is kept under another name, its entries leave plan.json, so a fresh one is planned."""
     document = results.read_json(run_dir / "plan.json")
-    document["lives"] = [l for l in document["lives"] if l.get("role") != CONFIRM_ROLE]
-    document.pop("confirm", None)
-    folder, n = run_dir / LABEL, 1
-    while (run_dir / f"{LABEL}-stale{n}").exists():
+    name = next((l["dir"].split("/")[0] for l in document["lives"] if _mine(l, plan.variant)), LABEL)
+    document["lives"] = [l for l in document["lives"] if not _mine(l, plan.variant)]
+    if plan.variant:
+        document[VARIANTS_KEY] = [p for p in document.get(VARIANTS_KEY, []) if p.get("variant") != plan.variant]
+    else:
+        document.pop("confirm", None)
+    folder, n = run_dir / name, 1
+    while (run_dir / f"{name}-stale{n}").exists():
         n += 1
     if folder.exists():
-        folder.rename(run_dir / f"{LABEL}-stale{n}")
+        folder.rename(run_dir / f"{name}-stale{n}")
     results.write_json(run_dir / "plan.json", document)
-    return f"{LABEL}-stale{n}"
+    return f"{name}-stale{n}"
 
 
 def switch_off(run_dir: Path, say) -> None:
     """decision.confirm = "off" (--no-confirm on a resumed run): a confirmation planned before is retired, so the
     decision stands without it and the report says so."""
     document = results.read_json(run_dir / "plan.json")
-    if document.get("confirm"):
-        plan = ConfirmPlan.model_validate(document["confirm"])
+    plans = [document["confirm"]] if document.get("confirm") else []
+    for plan in map(ConfirmPlan.model_validate, plans + document.get(VARIANTS_KEY, [])):
         say(f"confirmation: off (decision.confirm = \"off\"); {describe(plan)}, planned before, is kept in "
             f"{retire(run_dir, plan)}/")
 
 
+def run_confirmations(config: SweepConfig, caps: Capabilities, run_dir: Path, data: RunData, decision: Decision,
+                      say, run_lives: Callable[[SweepConfig, list[Life]], None],
+                      announce: Callable[[list[Life], list[StageConfig]], None] = lambda lives, stages: None) -> list[Life]:
+    """run_confirmation of the decision, or of each workload variant's decision in turn."""
+    if not decision.by_variant:
+        return run_confirmation(config, caps, run_dir, data, decision, say, run_lives, announce)
+    return [life for part in decision.by_variant
+            for life in run_confirmation(config, caps, run_dir, data, part, say, run_lives, announce, part.variant)]
+
+
 def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, data: RunData, decision: Decision,
                      say, run_lives: Callable[[SweepConfig, list[Life]], None],
-                     announce: Callable[[list[Life], list[StageConfig]], None] = lambda lives, stages: None) -> list[Life]:
+                     announce: Callable[[list[Life], list[StageConfig]], None] = lambda lives, stages: None,
+                     variant: str = "") -> list[Life]:
     """Plan the confirmation (once; again when the decision changed since) and run each of its lives not done
     yet with `run_lives(config, lives)`, the sweep's own loop; returns its lives. `announce(lives, stages)`
-    tells the progress display what is coming."""
-    plan, lives = lives_in(results.read_json(run_dir / "plan.json"), config)
-    fresh = planned(data, decision)
+    tells the progress display what is coming. `variant`: the workload variant `decision` is for."""
+    plan, lives = lives_in(results.read_json(run_dir / "plan.json"), config, variant)
+    fresh = planned(data, decision, variant)
+    what = f"confirmation of {variant}" if variant else "confirmation"
     if plan is not None and (fresh is None or (fresh.kind, fresh.k, fresh.ranges) != (plan.kind, plan.k, plan.ranges)):
-        say(f"confirmation: the decision changed since {describe(plan)} was planned; its lives are kept in "
+        say(f"{what}: the decision changed since {describe(plan)} was planned; its lives are kept in "
             f"{retire(run_dir, plan)}/")
         plan = None
     if plan is None:
@@ -114,6 +159,6 @@ def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, dat
             return []
         plan, lives = fresh, add_to_plan(config, caps, run_dir, fresh)
     announce(lives, config_of(config, plan).load.stages)
-    say(f"confirmation: {describe(plan)}; {plan.scope}")
+    say(f"{what}: {describe(plan)}; {plan.scope}")
     run_lives(config_of(config, plan), lives)
     return lives

@@ -5,6 +5,7 @@ or interrupted. The sweep writes the tables (`write_tables`) after every K and f
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from . import results
-from .results import CONFIRM_ROLE
-from .analysis import WindowRules, life_token_check, stage_windows, summary_frame
+from .results import CONFIRM_ROLE, CONFIRM_VARIANTS
+from .analysis import WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
 from .adaptive import run_note
 from .config import SweepConfig
 from .cost import life_costs, run_cost
@@ -22,6 +23,8 @@ from .decision.confirm import judge, unconfirmed_note, with_confirmation
 from .decision.schema import AxisDecision, ConfirmPlan, LifeNote
 from .preflight import lag_advice
 from .ramp import ramp_decision
+from .variants import Variant
+from .decision.variants import by_variant, note_unconfirmed_schedules
 from .vllm.probe import Capabilities
 
 
@@ -32,13 +35,23 @@ class RunDirError(ValueError):
 SAME_SERVER_NOTE = "; all repeats on one server life (load.repeat_mode), so restart-to-restart variation is not in it"
 
 
-def load_life(directory: Path) -> dict[str, pd.DataFrame]:
+def load_life(directory: Path, variant: str = "") -> dict[str, pd.DataFrame]:
+    """A life's frames; the requests and stages of one workload variant's block (its folder, `variant`)."""
+    block = directory / variant if variant else directory
     return {
-        "requests": results.read_csv(directory / "requests.csv"),
-        "stages": results.read_csv(directory / "stages.csv"),
+        "requests": results.read_csv(block / "requests.csv"),
+        "stages": results.read_csv(block / "stages.csv"),
         "server": results.read_csv(directory / "server_metrics.csv"),
         "gpu": results.read_csv(directory / "gpu.csv"),
     }
+
+
+def _blocks_of(directory: Path) -> dict[str, dict]:
+    """variants.json: each workload variant's block (its times), by key; {} with one variant."""
+    try:
+        return {b["key"]: b for b in results.read_json(directory / "variants.json")["variants"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def _workload_of(directory: Path) -> dict:
@@ -82,8 +95,11 @@ class RunData:
     statuses: dict[str, dict] = field(default_factory=dict)
     run_dir: Path | None = None                 # where the lives' own files are (the performance model reads them)
 
-    def evidence(self, axis_value: str = ""):
-        return evidence([w for value, w in self.windows if value == axis_value], self.config.target_users)
+    def evidence(self, axis_value: str = "", variant: str = ""):
+        """The windows of one grid value and one workload variant (its label; "" = the only one)."""
+        index = next((i for i, v in enumerate(self.config.load.variants) if v.label == variant), 0)
+        return evidence([w for value, w in self.windows if value == axis_value and w.variant == variant],
+                        self.config.target_for(index))
 
     def argv_by_k(self, axis_value: str = "") -> dict[int, list[str]]:
         return {l["k"]: l["argv"] for l in self.plan["lives"]
@@ -111,12 +127,13 @@ def read_run(run_dir: Path) -> RunData:
     if preflight:
         plan["preflight"] = preflight  # for the report's probe section
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
-                        expected_output_tokens=config.load.output_tokens,
-                        expected_prompt_tokens=config.load.prompt_tokens,
+                        expected_output_tokens=config.load.variants[0].output_tokens,
+                        expected_prompt_tokens=config.load.variants[0].prompt_tokens,
                         max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms,
                         lag_advice=lag_advice(plan, preflight))
     data = RunData(plan, config, pd.DataFrame(), [], run_dir=run_dir)
     rows = []
+    variants = config.load.variants
     for life in plan["lives"]:
         directory = run_dir / life["dir"]
         state = results.life_state(directory)
@@ -126,34 +143,60 @@ def read_run(run_dir: Path) -> RunData:
         life["start_s"], life["measure_s"] = status.get("start_s"), status.get("measure_s")
         if state == "missing":
             continue
-        frames = load_life(directory)
-        data.timelines[life["dir"]] = {"server": frames["server"], "gpu": frames["gpu"], "stages": frames["stages"]}
-        life["tokens"] = life_token_check(frames["requests"], frames["server"]) | _workload_of(directory)
-        if state == "done" and not frames["stages"].empty and not frames["requests"].empty:
-            for row, finished, ok, t0 in stage_windows(frames["requests"], frames["stages"], frames["server"],
-                                                       frames["gpu"], life["setting"], life["k"], life["repeat"], rules):
-                rows.append(row)
+        # a workload variant's confirmation life runs that variant alone: one block, in the life's own folder
+        alone = [v for v in variants if v.label == life.get("variant")]
+        blocks = [(v, load_life(directory)) for v in alone] or [(v, load_life(directory, v.key)) for v in variants]
+        server, gpu = blocks[0][1]["server"], blocks[0][1]["gpu"]
+        stages = [frames["stages"].assign(variant=v.label) if v.label and not frames["stages"].empty
+                  else frames["stages"] for v, frames in blocks]
+        data.timelines[life["dir"]] = {"server": server, "gpu": gpu, "stages": pd.concat(stages, ignore_index=True)}
+        life["tokens"] = life_token_check(pd.concat([f["requests"] for _, f in blocks], ignore_index=True),
+                                          server) | _workload_of(directory / ("" if alone else variants[0].key))
+        if variants[0].key and not alone:
+            times = _blocks_of(directory)
+            life["variants"] = [{"variant": v.label, "tokens": block_token_check(f["requests"], server, times.get(v.key))
+                                 | _workload_of(directory / v.key)} for v, f in blocks]
+        for order, (variant, frames) in enumerate(blocks):
+            if state != "done" or frames["stages"].empty or frames["requests"].empty:
+                continue
+            mine = _rules_for(rules, variant)
+            for row, finished, ok, t0 in stage_windows(frames["requests"], frames["stages"], server, gpu,
+                                                       life["setting"], life["k"], life["repeat"], mine, variant.label):
+                rows.append(row | ({"variant_order": order} if variant.key else {}))
                 if row["valid"] and life.get("role") == CONFIRM_ROLE:
                     data.confirm_windows.append(window(row, finished, ok, t0))
                 elif row["valid"]:
                     data.windows.append((str(life.get("axis_value", "")), window(row, finished, ok, t0)))
     data.summary = summary_frame(rows)
-    if config.grid.flag:
+    if config.grid.axis:
         axis_of = {life["setting"]: life.get("axis_value", "") for life in plan["lives"]}
         data.summary.insert(1, "axis_value", data.summary["setting"].map(axis_of))
     return data
 
 
+def _rules_for(rules: WindowRules, variant: Variant) -> WindowRules:
+    return dataclasses.replace(rules, expected_output_tokens=variant.output_tokens,
+                               expected_prompt_tokens=variant.prompt_tokens)
+
+
 def decide_all(data: RunData) -> Decision:
-    """The decision over K; with a grid, one per flag value and the best decided one overall."""
+    """The decision over K; one per workload variant (decision/variants.py) when there are several."""
+    variants = data.config.load.variants
+    if len(variants) == 1:
+        return decide_grid(data)
+    return by_variant([(v.label, decide_grid(data, v.label)) for v in variants])
+
+
+def decide_grid(data: RunData, variant: str = "") -> Decision:
+    """The decision over K for one workload variant; with a grid, one per flag value and the best decided one."""
     config = data.config
     capability = Capabilities.from_dict(data.plan["probe"]).schedule_capability
     schedule_form = capability.form if capability.supported else None
     values = config.grid.values or [""]
-    decisions = [(value, decide(data.evidence(value), config.decision, data.argv_by_k(value), schedule_form))
+    decisions = [(value, decide(data.evidence(value, variant), config.decision, data.argv_by_k(value), schedule_form))
                  for value in values]
     decisions = [(value, note_repeat_mode(d, config.load.repeat_mode)) for value, d in decisions]
-    if not config.grid.flag:
+    if not config.grid.axis:
         from .perfmodel_run import with_performance_model  # it reads RunData: imported here, not at the top
 
         return with_performance_model(data, decisions[0][1])
@@ -164,23 +207,29 @@ def decide_all(data: RunData) -> Decision:
 
     value, best = max(decisions, key=lambda item: score(item[1]))
     best = best.model_copy(deep=True)
-    best.verdict = f"With {config.grid.flag} {value}: {best.verdict}"
-    best.by_axis = [AxisDecision(flag=config.grid.flag, value=v, status=d.status,
+    best.verdict = f"With {config.grid.axis} {value}: {best.verdict}"
+    best.by_axis = [AxisDecision(flag=config.grid.axis, value=v, status=d.status,
                                  k=d.recommended.k if d.recommended else None,
                                  objective=score(d) if d.recommended else None, verdict=d.verdict)
                     for v, d in decisions]
     return best
 
 
-def confirmed(data: RunData, decision: Decision) -> Decision:
-    """The decision with the verdict of its confirmation life (decision/confirm.py)."""
-    plan = ConfirmPlan.model_validate(data.plan["confirm"])
-    lives = [l for l in data.plan["lives"] if l.get("role") == CONFIRM_ROLE]
+def confirmed(data: RunData, decision: Decision, variant_plans: list[dict] | None = None) -> Decision:
+    """The decision with the verdict of its confirmation life (decision/confirm.py); of one workload variant's
+    decision, from that variant's plan among `variant_plans` (unchanged without one)."""
+    stored = data.plan["confirm"] if variant_plans is None else \
+        next((p for p in variant_plans if p.get("variant") == decision.variant), None)
+    if stored is None:
+        return decision
+    plan = ConfirmPlan.model_validate(stored)
+    lives = [l for l in data.plan["lives"] if l.get("role") == CONFIRM_ROLE and l.get("variant", "") == plan.variant]
     cells = {}
     for w in sorted(data.confirm_windows, key=lambda w: (w.users, w.repeat)):
-        cells.setdefault(w.users, []).append(w)
+        if w.variant == plan.variant:
+            cells.setdefault(w.users, []).append(w)
     states = [(l["dir"], l.get("status", "missing"), l.get("reason", "")) for l in lives]
-    verdict = judge(plan, decision, data.evidence(plan.axis_value),
+    verdict = judge(plan, decision, data.evidence(plan.axis_value, plan.variant),
                     {users: Cell(plan.k, users, tuple(ws)) for users, ws in cells.items()}, states,
                     lives[0]["argv"] if lives else [], data.config.decision)
     return with_confirmation(decision, verdict)
@@ -228,11 +277,17 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision = decide_all(data)
         if plan.get("confirm"):
             decision = confirmed(data, decision)
+        elif plan.get(CONFIRM_VARIANTS) and decision.by_variant:
+            decision = by_variant([(part.variant, confirmed(data, part, plan[CONFIRM_VARIANTS]))
+                                   for part in decision.by_variant])
         elif note := unconfirmed_note(decision, config.decision.confirm):
             decision.diagnoses.append(note)
+        note_unconfirmed_schedules(decision, config.decision.confirm)
     for state, notes in (("failed", decision.failed_lives), ("skipped", decision.skipped_lives)):
         notes.extend(LifeNote(life=l["dir"], reason=l["reason"]) for l in plan["lives"] if l["status"] == state)
-    fallbacks = [l["dir"] for l in plan["lives"] if l.get("tokens", {}).get("prompt_method") not in (None, "", "tokenize")]
+    fallbacks = [l["dir"] for l in plan["lives"]
+                 if any(block.get("tokens", {}).get("prompt_method") not in (None, "", "tokenize")
+                        for block in l.get("variants") or [l])]
     if fallbacks:
         decision.diagnoses.append(f"Prompts in {len(fallbacks)} lives were token ids, not text calibrated "
                                   f"through /tokenize (see lives.csv prompt_note), e.g. {fallbacks[0]}.")

@@ -27,6 +27,7 @@ from .server import (RunningServer, ServerError, ServerProcess, free_port, port_
                      wait_for_port_free)
 from .telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
 from .telemetry.sampler import Sampler
+from .variants import Variant
 from .vllm.knob import Setting, server_argv
 from .vllm.probe import Capabilities
 
@@ -57,6 +58,7 @@ class LifeEvents:
     started: Callable[[Life, bool], None] = lambda life, new_server: None
     load_started: Callable[[Sampler], None] = lambda sampler: None
     finished: Callable[[Life, Outcome], None] = lambda life, outcome: None
+    variant_started: Callable[[Variant], None] = lambda variant: None  # a block of the workload variants
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, **extra) -> 
     """The life as plan.json lists it (secrets not yet masked)."""
     return {"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
             "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
+            **({"spec_key": life.setting.spec_key} if life.setting.spec_key else {}),
             "argv": render_argv(config, caps, life.setting, config.server.port or 8000), "dir": life.key, **extra}
 
 
@@ -278,19 +281,17 @@ def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents
 
 def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, events: LifeEvents,
             web: bool, placement: Placement) -> tuple[str, dict, bool]:
-    """Sample the ready server while Locust runs the stages into `out`.
+    """Sample the ready server while Locust runs the stages into `out`, once per workload variant (a block
+    each, in order: variants.py says why); with several, each block's files go to out/<variant key>/ and
+    variants.json holds each block's times, between samples taken at its edges (its closed window).
 
     Returns (why the repeat failed or "", status fields, whether the server is alive at the end)."""
     server, base_url, headers = served.server, served.base_url, served.headers
     deadline_s = sum(s.duration_s for s in config.load.stages) + 2 * config.load.request_timeout_s + 60
     sim_env = sim_file_env(served.sim_file) if served.sim_file else {}
+    variants = config.load.variants
+    blocks: list[dict] = []
     with Sampler(base_url + "/metrics", served.memory, out, headers=headers) as sampler:
-        events.load_started(sampler)
-        web_port = free_port(WEB_HOST) if web else None
-        if web_port is not None:
-            say(f"  live view: {web_url(web_port)}")
-        argv = locust_argv(base_url, out, config.server.model, load_with(config, placement), setting_name=life.key,
-                           web_port=web_port)
         hang_s = max(config.load.request_timeout_s, 3.0)
 
         def abort() -> str:  # asked while Locust runs: stop it at once if the server is gone
@@ -300,10 +301,31 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
             return (f"the server hung: no token generated for {stalled:.0f} s with requests in flight"
                     if stalled >= hang_s else "")
 
-        # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
-        load = run_locust(argv, out / "locust.log", deadline_s, env=locust_env(config) | sim_env, abort=abort,
-                          cpus=placement.load_cpus)
+        for variant in variants:
+            folder = out / variant.key if variant.key else out
+            folder.mkdir(exist_ok=True)
+            if variant.key:
+                say(f"  workload variant: {variant.label}")
+                sampler.sample_once()  # the block's opening sample
+            events.variant_started(variant)
+            events.load_started(sampler)
+            web_port = free_port(WEB_HOST) if web else None
+            if web_port is not None:
+                say(f"  live view: {web_url(web_port)}")
+            argv = locust_argv(base_url, folder, config.server.model, load_with(config, placement, variant),
+                               setting_name=life.key, web_port=web_port, variant_name=variant.label)
+            block = {"key": variant.key, "label": variant.label, "t_start_s": time.time()}
+            # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
+            load = run_locust(argv, folder / "locust.log", deadline_s, env=locust_env(config) | sim_env, abort=abort,
+                              cpus=placement.load_cpus)
+            if variant.key:
+                blocks.append(block | {"t_end_s": time.time()})
+                sampler.sample_once()  # and its closing one: every request of the block has finished
+                results.write_json(out / "variants.json", {"variants": blocks})
+            if load.aborted or load.timed_out or load.exit_code not in (0, 1) or not (folder / "stages.csv").exists():
+                break
         alive_at_end = server.alive()
+        out = folder  # the last block's files say why it failed
     # after the closing sample, so this request stays out of the life's token accounting
     hung = (f"the server hung: a 1-token completion got no answer within {hang_s:.0f} s after the load"
             if alive_at_end and not load.aborted
@@ -325,9 +347,13 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
     return reason, measured, alive_at_end and not (hung or load.aborted)
 
 
-def load_with(config: SweepConfig, placement: Placement):
-    """The load settings with the process count placement resolved ("auto" -> a number)."""
-    return config.load.model_copy(update={"processes": placement.processes})
+def load_with(config: SweepConfig, placement: Placement, variant: Variant | None = None):
+    """The load settings with the process count placement resolved ("auto" -> a number), for one workload
+    variant (the first when none is given)."""
+    variant = variant or config.load.variants[0]
+    return config.load.model_copy(update={"processes": placement.processes, "prompt_tokens": variant.prompt_tokens,
+                                          "output_tokens": variant.output_tokens,
+                                          "temperature": variant.temperature})
 
 
 def locust_env(config: SweepConfig) -> dict[str, str]:

@@ -35,16 +35,19 @@ def stages_arg(stages) -> str:
 
 
 def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path = DEFAULT_LOCUSTFILE,
-                setting_name: str = "", web_port: int | None = None) -> list[str]:
+                setting_name: str = "", web_port: int | None = None, variant_name: str = "") -> list[str]:
     """The `locust --headless` command for one server life (all values as separate arguments).
 
     No secret goes here: an API key reaches Locust only through its environment (LOOKAHEAD_API_KEY).
     With `web_port`, Locust serves its web UI (live tabs included) on 127.0.0.1:web_port instead,
     still starting the stages by itself and quitting WEB_LINGER_S seconds after the last one.
+    `load` has one prompt length, output length and temperature (one workload variant: life.py runs each);
+    `variant_name` labels it beside the stage in the live view.
     """
     return [
         sys.executable, "-m", "locust", "-f", os.fspath(locustfile), *_ui_args(web_port),
         *(["--setting-name", setting_name] if setting_name else []),
+        *(["--variant-name", variant_name] if variant_name else []),
         "--host", base_url,
         "--stages", stages_arg(load.stages),
         "--prompt-tokens", str(load.prompt_tokens),

@@ -87,12 +87,14 @@ def with_performance_model(data: RunData, decision: Decision) -> Decision:
     p = data.config.decision
     if data.run_dir is None or data.plan.get("mode", "sweep") != "sweep":
         return decision
-    if data.config.grid.flag:  # each axis value would be a model of its own: not fitted
+    config = data.config
+    second_axis = config.grid.axis or ("workload variants" if len(config.load.variants) > 1 else "")
+    if second_axis:  # each axis value or variant would be a model of its own: not fitted
         if p.production_users:
             decision = decision.model_copy(deep=True)
             decision.diagnoses.append(f"decision.production_users = {p.production_users}: no prediction in a run "
-                                      f"with a second axis ({data.config.grid.flag}); the model is fitted per K "
-                                      "sweep without grid.flag")
+                                      f"with a second axis ({second_axis}); the model is fitted on a K sweep of one "
+                                      "workload without a grid axis")
         return decision
     model = fit_run(data.run_dir, data, error_bound=p.model_error_bound)
     decision = decision.model_copy(deep=True)

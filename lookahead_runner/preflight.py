@@ -185,9 +185,12 @@ def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, 
     """One Locust run at the highest stage's users, placed as the lives will be; its figures."""
     out.mkdir(parents=True, exist_ok=True)
     peak = max(stage.users for stage in config.load.stages)
+    # with workload variants, the shortest: its requests turn around fastest, the most chunks a second to read
+    variant = min(config.load.variants, key=lambda v: v.context_tokens)
     load = config.load.model_copy(update={
         "stages": [StageConfig(users=peak, duration_s=config.load.preflight_s)],
-        "output_tokens": min(OUTPUT_TOKENS, config.load.output_tokens), "processes": placement.processes})
+        "prompt_tokens": variant.prompt_tokens, "temperature": variant.temperature,
+        "output_tokens": min(OUTPUT_TOKENS, variant.output_tokens), "processes": placement.processes})
     argv = locust_argv(base_url, out, config.server.model, load, setting_name="preflight")
     deadline_s = config.load.preflight_s + 2 * config.load.request_timeout_s + 60
     result = run_locust(argv, out / "locust.log", deadline_s, env=env, abort=alive, cpus=placement.load_cpus)

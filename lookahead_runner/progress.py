@@ -15,9 +15,10 @@ from .telemetry.signals import counter_signals
 
 
 class SweepProgress:
-    def __init__(self, stages, lives_total: int, enabled: bool = True) -> None:
+    def __init__(self, stages, lives_total: int, enabled: bool = True, blocks: int = 1) -> None:
         self.stages = list(stages)
-        self.stage_total_s = sum(s.duration_s for s in self.stages)
+        self.blocks = blocks                    # workload variants: each life runs its stages once per variant
+        self.stage_total_s = sum(s.duration_s for s in self.stages) * blocks
         self.console = Console(stderr=True)
         self.enabled = enabled and self.console.is_terminal
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
@@ -25,6 +26,7 @@ class SweepProgress:
                                   disable=not self.enabled)
         self._task = self._progress.add_task("sweep", total=lives_total * self.stage_total_s)
         self._life = ""
+        self._variant, self._block_s = "", 0.0  # the variant running, and the load seconds of its blocks before
         self._now = self.stages                 # the stages of the life running (a confirmation has its own)
         self._stages_of: dict[str, list] = {}
         self._sampler = None
@@ -40,6 +42,13 @@ class SweepProgress:
     def life_started(self, key: str) -> None:
         self._life, self._sampler, self._last = key, None, {}
         self._now = self._stages_of.get(key, self.stages)
+        self._variant, self._block_s = "", 0.0
+
+    def variant_started(self, variant) -> None:
+        """A workload variant's block starts (life.py); its label is shown beside the stage."""
+        if self._variant:
+            self._block_s += sum(s.duration_s for s in self._now)
+        self._variant = variant.label
 
     def load_started(self, sampler) -> None:
         self._sampler, self._load_started = sampler, time.monotonic()
@@ -52,7 +61,7 @@ class SweepProgress:
         self._progress.update(self._task, total=(task.total or 0) + count * sum(s.duration_s for s in stages))
 
     def life_finished(self) -> None:
-        self._done_s += sum(s.duration_s for s in self._now)
+        self._done_s += sum(s.duration_s for s in self._now) * (self.blocks if self._now is self.stages else 1)
         self._sampler = None
         self._progress.update(self._task, completed=self._done_s, description=f"{self._life} finished")
 
@@ -66,8 +75,9 @@ class SweepProgress:
                 stage_no, users = number, stage.users
                 break
         values = self._sampler.last_values if self._sampler else {}
-        return (f"{self._life} stage {stage_no}/{len(stages)} ({users} users{self._rates(values)})",
-                min(elapsed, sum(s.duration_s for s in stages)))
+        variant = f" · {self._variant}" if self._variant else ""
+        return (f"{self._life} stage {stage_no}/{len(stages)} ({users} users{variant}{self._rates(values)})",
+                self._block_s + min(elapsed, sum(s.duration_s for s in stages)))
 
     def _rates(self, values: dict) -> str:
         """Server-side req/s and tok/s since the previous refresh, from its own counters."""

@@ -18,6 +18,7 @@ from .masking import PLACEHOLDER_RE, looks_secret
 
 PLAN_VERSION = 1
 CONFIRM_ROLE = "confirm"  # plan.json's "role" of the confirmation life's entries (confirm_life.py writes them)
+CONFIRM_VARIANTS = "confirm_variants"  # plan.json: each workload variant's confirmation plan, with several
 NAME_FIELDS = {"api_key_env"}  # hold the name of a variable, not its value
 
 
@@ -97,11 +98,19 @@ LIFE_COLUMNS = ("life", "setting", "k", "repeat", "status", "reason", "client_ou
 
 
 def write_lives(run_dir: Path, lives: list[dict]) -> Path:
-    """lives.csv: one row per server life: its state and the token accounting of its closed window."""
-    rows = [{"life": l["dir"], "setting": l["setting"], "k": l["k"], "repeat": l["repeat"],
-             "status": l.get("status", "missing"), "reason": l.get("reason", ""), **l.get("tokens", {}),
-             "start_s": l.get("start_s"), "measure_s": l.get("measure_s")}
-            for l in lives]
+    """lives.csv: one row per server life: its state, its server-seconds (start_s, measure_s) and the token
+    accounting of its closed window; with workload variants, one row per life and variant, each variant's
+    block being a closed window of its own."""
+    rows = []
+    for l in lives:
+        life = {"life": l["dir"], "setting": l["setting"], "k": l["k"], "repeat": l["repeat"],
+                "status": l.get("status", "missing"), "reason": l.get("reason", ""),
+                "start_s": l.get("start_s"), "measure_s": l.get("measure_s")}
+        blocks = l.get("variants") or [{"tokens": l.get("tokens", {})}]
+        rows += [life | {"variant": block.get("variant", "")} | block.get("tokens", {}) for block in blocks]
+    columns = list(LIFE_COLUMNS)
+    if any(row["variant"] for row in rows):
+        columns.insert(columns.index("status"), "variant")
     path = Path(run_dir) / "lives.csv"
-    pd.DataFrame(rows, columns=list(LIFE_COLUMNS)).to_csv(path, index=False)
+    pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
     return path

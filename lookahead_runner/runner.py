@@ -26,7 +26,7 @@ from . import adaptive_sweep, reaper, results
 from .results import CONFIRM_ROLE
 from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
-from .confirm_life import run_confirmation, switch_off
+from .confirm_life import run_confirmations, switch_off
 from .finalize import decide_all, finalize, read_run, write_tables
 from .life import Life, LifeEvents, Served, append_to_plan, died, is_simulator, locust_env, plan_entry, run_server_life
 from .masking import MissingSecret, mask_server
@@ -35,13 +35,14 @@ from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
 from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
 from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, ProbeError, probe_running_server, run_probe
+from .vllm.spec_keys import SpecAxis, check_spec_axis
 
 
 def plan_lives(config: SweepConfig) -> list[Life]:
     """Settings in K order (the early stop relies on it), the grid's values inside, repeats innermost."""
     raw, grid = config.speculation.raw_lookahead_slots, config.grid
     axis = [(grid.flag, value) for value in grid.values] or [("", "")]
-    return [Life(Setting(k, raw, flag, value), r)
+    return [Life(Setting(k, raw, flag, value, spec_key=grid.spec_key), r)
             for k in config.speculation.k for flag, value in axis for r in range(config.load.planned_repeats)]
 
 
@@ -63,6 +64,10 @@ def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
     else:
         resolve_style(caps, config.speculation.flag_style)
     check_flags(caps, config.server.extra_args + ([config.grid.flag] if config.grid.flag else []))
+    if config.grid.spec_key:
+        spec = config.speculation
+        check_spec_axis(caps.version, caps.version_tuple, config.grid.spec_key, config.grid.values,
+                        SpecAxis(spec.method, tuple(spec.k), tuple(config.server.extra_args)))
 
 
 def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabilities:
@@ -91,7 +96,8 @@ def _probe_command(config: SweepConfig) -> Capabilities:
 def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
     """The plan's lives (it grows when repeats are "auto"), in its order."""
     raw = config.speculation.raw_lookahead_slots
-    return [Life(Setting(l["k"], raw, l.get("axis_flag", ""), l.get("axis_value", "")), l["repeat"])
+    return [Life(Setting(l["k"], raw, l.get("axis_flag", ""), l.get("axis_value", ""), spec_key=l.get("spec_key", "")),
+                 l["repeat"])
             for l in plan["lives"] if l.get("role") != CONFIRM_ROLE]
 
 
@@ -174,10 +180,13 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
     lives = lives_of(results.read_json(plan_path), config)
     number = {life.key: n for n, life in enumerate(lives, 1)}
+    variants = config.load.variants
     with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
-            SweepProgress(config.load.stages, len(lives)) as progress:
+            SweepProgress(config.load.stages, len(lives), blocks=len(variants)) as progress:
         say = say or progress.say
         say(placement.describe())
+        if len(variants) > 1:
+            say(blocks_order(variants))
 
         def tag(life: Life) -> str:
             return f"[{number[life.key]}/{len(number)}] {life.key}"
@@ -190,16 +199,17 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             say(f"{tag(life)}: {outcome.state}" + (f" - {outcome.reason.splitlines()[0]}" if outcome.reason else ""))
             progress.life_finished()
 
-        events = LifeEvents(started, progress.load_started, finished)
+        events = LifeEvents(started, progress.load_started, finished, progress.variant_started)
         run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0)
-        early_stop = early_stop and not config.grid.flag  # each grid value has its own decision
+        early_stop = early_stop and not config.grid.axis  # each grid value has its own decision
         if config.sweep.strategy == "adaptive":
             run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop)
         else:
             run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
-        while config.load.repeats == "auto" and config.sweep.strategy == "grid":  # never with grid.flag (config.py)
-            wanted = [k for k in repeats_wanted(read_run(run_dir).evidence(), config.decision)
-                      if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
+        while config.load.repeats == "auto" and config.sweep.strategy == "grid":  # never with a grid axis (config.py)
+            data = read_run(run_dir)
+            asked = {k for v in variants for k in repeats_wanted(data.evidence(variant=v.label), config.decision)}
+            wanted = [k for k in sorted(asked) if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
             if not wanted:
                 break
             more = add_repeats(config, caps, run_dir, lives, wanted)
@@ -211,6 +221,13 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
         if mode == "sweep":
             confirm_recommendation(config, caps, run_dir, say, progress, run_life, number, tag)
     return finalize(run_dir, render=True)
+
+
+def blocks_order(variants) -> str:
+    """How a life runs the workload variants (variants.py says why)."""
+    return (f"each server life runs {len(variants)} workload variants, one block after another, each with its own "
+            f"prompt calibration and rising stages: {'; '.join(v.label for v in variants)} (a block ends when its "
+            "last request has finished, so the next starts on an empty KV pool; each stage's warm-up is left out)")
 
 
 def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
@@ -229,7 +246,7 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
     def run_these(life_config: SweepConfig, lives: list[Life]) -> None:
         run_lives(life_config, run_dir, lives, tag, say, progress, run_life, early_stop=False)
 
-    run_confirmation(config, caps, run_dir, data, decision, say, run_these, announce)
+    run_confirmations(config, caps, run_dir, data, decision, say, run_these, announce)
 
 
 def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
@@ -283,5 +300,7 @@ def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, p
         if stopped_at is not None or (after < len(lives) and lives[after].setting.k == group[-1].setting.k):
             continue  # decide once every life of this K is measured
         data = write_tables(run_dir)  # the raw files are on disk already; the decision is made at the end
-        if early_stop:
-            _, stopped_at = next_setting(data.evidence(), config.decision, config.speculation.k)
+        if early_stop:  # with workload variants, larger K are skipped only once the stop fires for every one
+            stops = [next_setting(data.evidence(variant=v.label), config.decision, config.speculation.k)[1]
+                     for v in config.load.variants]
+            stopped_at = None if None in stops else max(stops)

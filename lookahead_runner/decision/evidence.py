@@ -39,6 +39,7 @@ class Window:
     server: Mapping[str, float] = field(default_factory=dict)
     req_per_s: float = math.nan     # requests served inside the window (analysis: shares of request lives)
     output_tok_per_s: float = math.nan
+    variant: str = ""               # the workload variant's label ("" = the sweep's only one)
 
     @property
     def served_per_s(self) -> float:
@@ -130,6 +131,7 @@ def window(row: Mapping, finished: pd.DataFrame, ok: pd.DataFrame, t0: float) ->
         server={name: float(row[name]) if row.get(name) is not None else math.nan
                 for name in SERVER_SIGNALS if name in row},
         req_per_s=float(row.get("req_per_s", math.nan)), output_tok_per_s=float(row.get("output_tok_per_s", math.nan)),
+        variant=str(row.get("variant", "") or ""),
     )
 
 

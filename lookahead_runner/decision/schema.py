@@ -3,7 +3,13 @@
 Every figure that decides carries its interval (`Range`: None on a side = unbounded at that
 sample size) and its sample count; every check is pass / fail / unknown (with its cause) / waived
 (unknown, and let go by decision.waive); the verdict says how often its K won when the evidence was
-resampled. Version 3 added "waived", CellSummary.not_measured and Decision.confidence_range.
+resampled.
+
+Version 3 adds: "waived", CellSummary.not_measured and Decision.confidence_range; the workload variant
+(its label; "" in a sweep of one workload) on the decision, each cell, candidate and per-stage pick, and
+`by_variant` (one whole decision per variant, decision/variants.py); what the verdict cost (`cost`); the
+performance model's summary (`performance_model`). Version 2 files read as version 3 with one unnamed
+variant and none of the additions.
 """
 from __future__ import annotations
 
@@ -49,8 +55,9 @@ class Percentile(Model):
 
 
 class CellSummary(Model):
-    """One (K, users): the evidence table row, requests pooled over repeats."""
+    """One (K, users) of one workload variant: the evidence table row, requests pooled over repeats."""
 
+    variant: str = ""
     k: int
     users: int
     repeats: int
@@ -89,6 +96,7 @@ class Tradeoff(Model):
 
 
 class Candidate(Model):
+    variant: str = ""
     k: int
     objective: float
     objective_range: Range = Field(default_factory=Range)
@@ -110,6 +118,7 @@ class Recommended(Model):
 class StagePick(Model):
     """The decision made at one concurrency stage, by the same rules and gates as the target's."""
 
+    variant: str = ""
     users: int
     status: DecisionStatus
     k: int | None = None         # set when decided
@@ -179,6 +188,7 @@ class ConfirmPlan(Model):
     boundaries: list[Boundary] = Field(default_factory=list)
     repeats: int = 1
     scope: str = ""              # in words: which stages and repeats of the sweep it runs
+    variant: str = ""            # the workload variant it runs (alone), with several; "" = the sweep's only one
 
 
 ConfirmStatus = Literal["confirmed", "confirmed with a cost", "not confirmed", "pending"]
@@ -245,6 +255,7 @@ class Cost(Model):
 class Decision(Model):
     schema_version: int = SCHEMA_VERSION
     mode: Literal["sweep", "ramp"] = "sweep"
+    variant: str = ""            # the workload variant this decision is for; "" = the sweep's only one (or all)
     status: DecisionStatus
     verdict: str
     objective: str = "req_per_s"
@@ -273,3 +284,4 @@ class Decision(Model):
     confirmation: Confirmation | None = None
     cost: Cost | None = None
     performance_model: ModelSummary | None = None   # predictions (decision/perfmodel.py), never evidence
+    by_variant: list["Decision"] = Field(default_factory=list)  # one per workload variant when there are several

@@ -84,7 +84,8 @@ def marks_between(previous: LiveValues | None, current: LiveValues) -> list[Mark
     marks = []
     stage = current.stage
     if stage.index is not None and (previous is None or previous.stage.index != stage.index):
-        marks.append(Mark("stage", current.t_s, f"stage {stage.index + 1}: {stage.users} users"))
+        marks.append(Mark("stage", current.t_s, f"stage {stage.index + 1}: {stage.users} users"
+                          + (f", {stage.variant}" if stage.variant else "")))
     before = None if previous is None else previous.preemptions_total
     now = current.preemptions_total
     if before is not None and now is not None and now > before:

@@ -77,7 +77,7 @@ def now_rows(values: LiveValues) -> list[dict[str, str]]:
 NOW_COLUMNS = (("signal", "Signal"), ("value", "Value"), ("meaning", "Meaning"))
 
 HISTORY_COLUMNS = (
-    ("t_s", "Time (unix s)"), ("setting", "Setting"), ("stage", "Stage"), ("users", "Users"),
+    ("t_s", "Time (unix s)"), ("setting", "Setting"), ("stage", "Stage"), ("users", "Users"), ("variant", "Variant"),
     ("locust_users", "Locust users"),
     ("acceptance_rate", "Acceptance rate"), ("mean_acceptance_length", "Mean acceptance length"),
     ("running", "Running"), ("waiting", "Waiting"), ("kv_usage", "KV usage"),
@@ -94,7 +94,8 @@ _ROUNDING = {"acceptance_rate": 4, "mean_acceptance_length": 3, "kv_usage": 4, "
 def history_row(values: LiveValues) -> dict[str, str]:
     """One tick as strings: unit-bearing column keys (the CSV header), empty where unknown."""
     raw = {f.name: getattr(values, f.name) for f in fields(values) if f.name != "stage"}
-    raw |= {"stage": values.stage.index, "users": values.stage.users if values.stage.index is not None else None}
+    raw |= {"stage": values.stage.index, "users": values.stage.users if values.stage.index is not None else None,
+            "variant": values.stage.variant or None}
     row = {}
     for key, _title in HISTORY_COLUMNS:
         value = raw.get(key)
@@ -126,7 +127,8 @@ HISTORY_TAB_COLUMNS = (
 def history_tab_row(values: LiveValues, clock: str) -> dict[str, str]:
     """One tick for the history tab (display strings); `clock` is the tick's local time, e.g. "12:03:04"."""
     v = values
-    stage = "–" if v.stage.index is None else f"{v.stage.index + 1} ({v.stage.users})"
+    stage = "–" if v.stage.index is None else f"{v.stage.index + 1} ({v.stage.users})" + (
+        f" · {v.stage.variant}" if v.stage.variant else "")
     return {
         "time": clock, "stage": stage,
         "acceptance": _num(None if v.acceptance_rate is None else 100 * v.acceptance_rate, 1, " %"),

@@ -156,21 +156,26 @@ class StageNow:
     elapsed_s: float = 0.0
     duration_s: float = 0.0
     finished: bool = False
+    variant: str = ""  # the workload variant these stages run (--variant-name); "" = the sweep's only one
 
 
 def stage_now(state: str, stages: Sequence[Stage] | None, current: tuple[int, int] | None,
-              run_time_s: float, finished: bool) -> StageNow:
+              run_time_s: float, finished: bool, variant: str = "") -> StageNow:
     """The stage running `run_time_s` into the shape run, from the shape's own (index, users)."""
     if current is None or not stages:
-        return StageNow(state=state, count=len(stages or ()), finished=finished)
+        return StageNow(state=state, count=len(stages or ()), finished=finished, variant=variant)
     index, users = current
     start_s = sum(stage.duration_s for stage in stages[:index])
     duration_s = stages[index].duration_s if index < len(stages) else 0.0
     elapsed_s = min(max(run_time_s - start_s, 0.0), duration_s)
-    return StageNow(state, index, users, len(stages), elapsed_s, duration_s, finished)
+    return StageNow(state, index, users, len(stages), elapsed_s, duration_s, finished, variant)
 
 
 def stage_text(stage: StageNow) -> str:
+    return _stage_words(stage) + (f" · {stage.variant}" if stage.variant else "")
+
+
+def _stage_words(stage: StageNow) -> str:
     if stage.finished:
         return f"all {stage.count} stages done ({stage.state})"
     if stage.index is None:

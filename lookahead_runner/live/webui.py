@@ -91,6 +91,11 @@ def add_options(parser: Any, **_kwargs: Any) -> None:
         "--setting-name", default="", env_var="LOCUST_SETTING_NAME", include_in_web_ui=False,
         help="Label of the server setting under test, shown in the web UI's live tab (the runner passes e.g. k4/r0).",
     )
+    parser.add_argument(
+        "--variant-name", default="", env_var="LOCUST_VARIANT_NAME", include_in_web_ui=False,
+        help="Label of the workload variant these stages run, shown beside the stage in the live tab "
+             "(the runner passes e.g. \"4,000-token prompts\" when a sweep has several).",
+    )
 
 
 def on_init(environment: Environment, **_kwargs: Any) -> None:
@@ -201,8 +206,9 @@ class LiveView:
         runner = self.environment.runner
         state = str(getattr(runner, "state", "") or "")
         shape = self.environment.shape_class
+        variant = getattr(self.environment.parsed_options, "variant_name", "") or ""
         if not isinstance(shape, StagedShape):
-            return stage_now(state, None, None, 0.0, False)
+            return stage_now(state, None, None, 0.0, False, variant)
         stages = shape.stages
         if stages is None:
             try:
@@ -210,7 +216,7 @@ class LiveView:
             except ValueError:
                 stages = None
         run_time_s = shape.get_run_time() if shape.current_stage() is not None else 0.0
-        return stage_now(state, stages, shape.current_stage(), run_time_s, shape.finished)
+        return stage_now(state, stages, shape.current_stage(), run_time_s, shape.finished, variant)
 
     def extended_stats(self) -> list[dict]:
         if self.values is None:

@@ -49,15 +49,19 @@ def _series(x: np.ndarray, y: pd.Series, name: str, colour: str, dash: str = "so
                       line={"color": colour, "width": 1.6, "dash": dash}, hovertemplate="%{y:.4g}")
 
 
-def _stage_marks(starts: np.ndarray, ends: np.ndarray, users: pd.Series) -> tuple[list[dict], list[dict]]:
+def _stage_marks(starts: np.ndarray, ends: np.ndarray, users: pd.Series,
+                 variants: pd.Series | None = None) -> tuple[list[dict], list[dict]]:
+    """A shaded band per stage, labelled with its users (and its workload variant, when the life ran several)."""
     shapes, labels = [], []
+    names = [""] * len(starts) if variants is None else variants.fillna("").astype(str).tolist()
     for index, (t0, t1, n_users) in enumerate(zip(starts, ends, column(pd.DataFrame({"u": users}), "u"))):
         if not (np.isfinite(t0) and np.isfinite(t1)):
             continue
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": float(t0), "x1": float(t1),
                        "y0": 0, "y1": 1, "fillcolor": _STAGE_FILL[index % 2], "opacity": 0.16,
                        "line": {"width": 0}, "layer": "below"})
-        text = f"{int(n_users)} users" if np.isfinite(n_users) else f"stage {index}"
+        text = (f"{int(n_users)} users" if np.isfinite(n_users) else f"stage {index}") + (
+            f" · {names[index]}" if names[index] else "")
         labels.append({"xref": "x", "yref": "paper", "x": float((t0 + t1) / 2), "y": 1.0, "yanchor": "bottom",
                        "text": text, "showarrow": False, "font": {"size": 10, "color": "#555"}})
     return shapes, labels
@@ -152,7 +156,8 @@ def timeline_figure(parts: Mapping | None) -> dict | None:
     for trace, (frame, name, *_rest) in zip(skeleton["data"], server_series + memory_series):
         values = column(frames[frame], name) * (100.0 if name == "kv_usage" else 1.0)
         data.append(trace | {"x": typed_array(times[frame]), "y": typed_array(values.to_numpy())})
-    shapes, labels = _stage_marks(stage_t0, stage_t1, stages.get("users", pd.Series(dtype="float64")))
+    shapes, labels = _stage_marks(stage_t0, stage_t1, stages.get("users", pd.Series(dtype="float64")),
+                                  stages.get("variant"))
     return {"data": data, "layout": skeleton["layout"] | {"shapes": shapes, "annotations": labels}}
 
 

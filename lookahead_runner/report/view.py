@@ -21,11 +21,12 @@ from .model import model_view
 from .timelines import timeline_entries
 from ..decision.schema import Decision
 from ..results import CONFIRM_ROLE
+from .variants import lives_tokens, variant_charts, variant_rows
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
                       failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,
-                      token_accounting, verdict_tone)
+                      verdict_tone)
 
-_IDENTITY = ("setting", "axis_value", "k", "repeat", "stage", "users")
+_IDENTITY = ("setting", "axis_value", "k", "repeat", "variant", "stage", "users")
 # What a life folder normally holds (design.md); write_report drops the ones a life lacks.
 LIFE_FILES = ("server.log", "server.json", "status.json", "requests.csv", "stages.csv", "gpu.csv",
               "server_metrics.csv", "locust.log", "locust_stats.csv", "locust_stats_history.csv",
@@ -175,7 +176,7 @@ def life_rows(lives: list[Mapping]) -> list[dict]:
             "setting": str(life.get("setting", "")), "k": format_cell("k", life.get("k")),
             "repeat": format_cell("repeat", life.get("repeat")), "status": str(life.get("status", "")),
             "reason": str(life.get("reason", "") or ""), "argv_shell": shell_text(life.get("argv")),
-            "tokens": token_accounting(life.get("tokens")),
+            "tokens": lives_tokens(life),
             "dir": folder, "dir_href": href + "/" if href else "",
             "files": [{"name": name, "href": f"{href}/{quote(name)}"} for name in LIFE_FILES] if href else [],
         })
@@ -217,11 +218,37 @@ def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
     probe = plan.get("probe") if isinstance(plan.get("probe"), Mapping) else {}
     lives = [life for life in plan.get("lives") or [] if isinstance(life, Mapping)]
     valid = valid_rows(summary)
-    checklist = check_rows(decision.checklist)
-    return {
+    view = {
         "title": f"lookahead-runner report: {plan.get('run_id', 'run')}",
         "run_id": str(plan.get("run_id", "")), "created": str(plan.get("created", "")),
         "model": model_name(config), "tool_version": __version__,
+        **decision_view(decision),
+        "failed_lives": failed_lives(decision, lives),
+        "by_variant": variant_rows(decision),
+        "charts": variant_charts(per_k_rows(valid, lives), decision,
+                                 lambda rows: summary_charts(rows, setting_styles(summary), max_num_seqs_from(lives))),
+        "timelines": timeline_entries(timelines, lives),
+        "window_rule": window_rule(config),
+        "summary_table": summary_table(summary),
+        "invalid_windows": invalid_windows(summary),
+        "row_count": len(summary), "invalid_count": len(summary) - len(valid),
+        "probe": probe_rows(probe, lives, plan),
+        "probe_flags": [str(flag) for flag in probe.get("flags") or []],
+        "lives": life_rows(lives),
+        "run_files": [{"name": name, "href": name} for name in RUN_FILES],
+        "config_json": json.dumps(config, indent=2, sort_keys=True, default=str),
+    }
+    # the decision section is rendered once per workload variant: the whole view with that variant's decision
+    view["decisions"] = [view | decision_view(d, f"-v{i}") | {"failed_lives": view["failed_lives"] if not i else []}
+                         for i, d in enumerate(decision.by_variant)] or [dict(view)]
+    return view
+
+
+def decision_view(decision: Decision, id_suffix: str = "") -> dict:
+    """What the decision section shows of one decision (the sweep's, or one workload variant's)."""
+    checklist = check_rows(decision.checklist)
+    return {
+        "variant": decision.variant, "id_suffix": id_suffix,
         "verdict": {"text": decision.verdict or "no verdict recorded", "tone": verdict_tone(decision),
                     "status": DECISION_STATUS_TEXT[decision.status], "confidence": confidence_text(decision)},
         "recommended": recommendation(decision),
@@ -229,7 +256,6 @@ def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
         "leading_k": "" if decision.leading_k is None else str(decision.leading_k),
         "mode": decision.mode,
         "objective": decision.objective,
-        "failed_lives": failed_lives(decision, lives),
         "target_users": format_cell("users", decision.target_users),
         "stopped_at_k": (format_cell("k", decision.stopped_at_k) if decision.stopped_at_k is not None
                          else "not stopped: every K was kept" if decision.candidates else MISSING),
@@ -246,15 +272,4 @@ def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
         "knee": knee_view(decision),
         "perf_model": model_view(decision),
         "thresholds": threshold_rows(decision),
-        "charts": summary_charts(per_k_rows(valid, lives), setting_styles(summary), max_num_seqs_from(lives)),
-        "timelines": timeline_entries(timelines, lives),
-        "window_rule": window_rule(config),
-        "summary_table": summary_table(summary),
-        "invalid_windows": invalid_windows(summary),
-        "row_count": len(summary), "invalid_count": len(summary) - len(valid),
-        "probe": probe_rows(probe, lives, plan),
-        "probe_flags": [str(flag) for flag in probe.get("flags") or []],
-        "lives": life_rows(lives),
-        "run_files": [{"name": name, "href": name} for name in RUN_FILES],
-        "config_json": json.dumps(config, indent=2, sort_keys=True, default=str),
     }

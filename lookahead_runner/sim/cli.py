@@ -18,6 +18,7 @@ from lookahead_runner.sim.model import EngineConfig
 from lookahead_runner.sim.profiles import Profile, speculative_method
 from lookahead_runner.sim.scenarios import DEFAULT_SCENARIO, SCENARIOS, Scenario, get_scenario, with_overrides
 from lookahead_runner.vllm.schedule import SCHEDULE_KEY, ScheduleError, parse_value
+from lookahead_runner.vllm.spec_keys import spec_config_error
 
 DEFAULT_MAX_NUM_SEQS = 128
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
@@ -223,6 +224,10 @@ def _legacy_spec(ns: argparse.Namespace) -> dict | None:
 def _resolve_spec(spec: dict | None, profile: Profile) -> tuple[int, str]:
     if spec is None:
         return 0, ""
+    version = tuple(int(part) for part in profile.version.split("."))
+    refused = spec_config_error(version, spec)  # where the profile's version has facts (0.32); 0.10 ignores keys
+    if refused:
+        raise ConfigError(f"{_PYDANTIC}{refused}")
     k = spec.get("num_speculative_tokens")
     if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
         raise ConfigError(f"{_PYDANTIC}1 validation error for SpeculativeConfig\n  Value error, "

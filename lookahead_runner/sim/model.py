@@ -21,6 +21,10 @@ scheduler does: lookup[number of requests scheduled in the step that drafted] (d
 step are verified in the next), K = num_speculative_tokens still sizing the lookahead. Having a
 schedule costs every step `schedule_step_ms`, and a step whose K differs from the previous
 verifying step's costs `k_switch_ms` more (scenario fields; vLLM issue #49548).
+A step's time is a roofline: fixed + max(memory, compute) + K draft steps + prefill, where memory is
+the target weights plus the KV cache every decoding sequence holds (read once per step however many
+positions it verifies: K + 1 positions attend to the same context), compute grows with the verified
+tokens, and each draft step also reads the draft model's own KV of those sequences.
 """
 from __future__ import annotations
 
@@ -205,7 +209,9 @@ class EngineModel:
         self.num_blocks = self.sizing.num_blocks
         self.free_blocks = self.num_blocks
         self.k = cfg.num_speculative_tokens
-        self.draft_step_ms = scenario.draft_cost(cfg.method).step_ms if self.k > 0 else 0.0
+        draft = scenario.draft_cost(cfg.method) if self.k > 0 else None
+        self.draft_step_ms = draft.step_ms if draft else 0.0
+        self.draft_kv_kib_per_token = draft.kv_kib_per_token if draft else 0.0
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.by_id: dict[str, Sequence] = {}
@@ -336,12 +342,16 @@ class EngineModel:
                 self.admitted_last_step.append(seq.request_id)
 
     def _step_duration_s(self, scheduled: list[tuple[Sequence, int, bool]]) -> float:
+        """Roofline: memory (weights + the KV cache the decoding sequences hold, read once however many
+        positions each verifies) against compute per verified token; each draft step reads its own KV."""
         sc = self.scenario
         verified = sum(n for _, n, decode in scheduled if decode)
         prefilled = sum(n for _, n, decode in scheduled if not decode)
-        ms = sc.fixed_ms + max(sc.weight_read_ms, sc.compute_ms_per_token * verified)
+        context = sum(seq.computed for seq, _, decode in scheduled if decode)
+        memory_ms = sc.weight_read_ms + sc.kv_read_ms(context * sc.kv_kib_per_token)
+        ms = sc.fixed_ms + max(memory_ms, sc.compute_ms_per_token * verified)
         if verified and self.k_step:
-            ms += self.k_step * self.draft_step_ms
+            ms += self.k_step * (self.draft_step_ms + sc.kv_read_ms(context * self.draft_kv_kib_per_token))
         ms += sc.prefill_ms_per_token * prefilled
         if self.k_lookup is not None:
             ms += sc.schedule_step_ms + (sc.k_switch_ms if self.k_switched else 0.0)

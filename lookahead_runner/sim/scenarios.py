@@ -7,6 +7,9 @@ batch at high concurrency, low acceptance wastes work) follow from these numbers
 
 Defaults describe an 8B target (fp16, 15 GiB of weights, 128 KiB of KV per token) with a small
 draft model on a 24 GiB card, with step times scaled so a CPU demo shows them in real time.
+A decode step reads the weights and the KV cache every decoding sequence holds, at the bandwidth
+that reads the weights in weight_read_ms, so a longer context makes each step longer and keeps it
+memory-bound at a larger batch (where verifying more tokens per step is cheap).
 """
 from __future__ import annotations
 
@@ -54,7 +57,8 @@ class Scenario:
     activation_mib_per_token: float = 1.5
     # --- step cost (roofline-like)
     fixed_ms: float = 8.0                    # scheduler, launch, sampling overhead per step
-    weight_read_ms: float = 30.0             # one pass over the target weights (memory bound)
+    weight_read_ms: float = 30.0             # one pass over the target weights (memory bound); with
+    # target_weights_mib it gives the memory bandwidth that also reads the KV cache (kv_read_ms)
     compute_ms_per_token: float = 0.12       # per verified token once compute bound
     draft_step_ms: float = 1.5               # one draft-model step for the whole batch
     prefill_ms_per_token: float = 0.03
@@ -78,6 +82,12 @@ class Scenario:
         weights, kv, step = _DRAFT_COST_FACTORS.get(method, _DRAFT_COST_FACTORS[family])
         return DraftCost(self.draft_weights_mib * weights, self.draft_kv_kib_per_token * kv,
                          self.draft_step_ms * step)
+
+    def kv_read_ms(self, kib: float) -> float:
+        """Reading `kib` of KV cache at the bandwidth that reads the target weights in weight_read_ms."""
+        if self.weight_read_ms <= 0 or self.target_weights_mib <= 0:
+            return 0.0
+        return kib / 1024.0 / self.target_weights_mib * self.weight_read_ms
 
     def alpha_at(self, temperature: float) -> float:
         """Sampling spreads the target distribution, so drafts match it less often."""
@@ -125,6 +135,26 @@ SCENARIOS: dict[str, Scenario] = {
             gpu_total_mib=24576.0,
             activation_base_mib=3072.0,
             k_switch_ms=250.0,
+        ),
+        Scenario(
+            name="long-context",
+            description=(
+                "Shaped on vLLM PR #48944 (H100 NVL, a 31B FP8 target with its drafter, 256 users, a cached "
+                "shared prefix): a 94 GB card, 30 GiB of weights, 28 KiB of KV per token (so 256 sequences of "
+                "4,000 tokens fit) and a cheap prefill. Every decode step reads the KV each running sequence "
+                "holds: at 256 users and a 400-token context the step is compute-bound and K = 3 loses; at "
+                "4,000 tokens it stays memory-bound and K = 3 gains (benchmarks/sim_fidelity.py --context)."
+            ),
+            gpu_total_mib=89645.0,
+            target_weights_mib=30720.0,
+            draft_weights_mib=1536.0,
+            kv_kib_per_token=28.0,
+            draft_kv_kib_per_token=4.0,
+            compute_ms_per_token=0.11,
+            draft_step_ms=4.0,
+            prefill_ms_per_token=0.002,
+            alpha=0.7,
+            max_model_len=8192,
         ),
         Scenario(
             name="bench-10ms",

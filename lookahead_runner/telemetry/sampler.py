@@ -39,8 +39,13 @@ class Sampler:
         self._sample_t: float | None = None    # last successful sample
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # a sample asked for between two workload variants meets the thread's
 
     def sample_once(self) -> dict[str, float] | None:
+        with self._lock:
+            return self._sample()
+
+    def _sample(self) -> dict[str, float] | None:
         now = time.time()
         values = None
         try:

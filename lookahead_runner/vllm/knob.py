@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from .probe import LOOKAHEAD_FLAG, SPEC_STYLE_FLAGS, Capabilities
 from .schedule import Schedule, render_argv
+from .spec_keys import facts_for
 
 
 class KnobError(ValueError):
@@ -31,12 +32,15 @@ class Setting:
     schedule: tuple[tuple[int, int, int], ...] = ()
     schedule_form: str = "list"
     label: str = ""
+    spec_key: str = ""          # the grid sweeps this speculative config key (axis_value is its value), not a flag
 
     @property
     def name(self) -> str:
         if self.label:
             return self.label
         base = f"slots{self.k}" if self.raw_slots else f"k{self.k}"
+        if self.spec_key:
+            return f"{base}-{self.spec_key}-{self.axis_value}"
         return f"{base}-{self.axis_flag.lstrip('-')}{self.axis_value}" if self.axis_flag else base
 
 
@@ -79,14 +83,20 @@ def resolve_style(caps: Capabilities, wanted: str = "auto") -> str:
     return wanted
 
 
-def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str, style: str = "auto") -> list[str]:
+def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str, style: str = "auto",
+                     keys: dict[str, object] | None = None) -> list[str]:
     """The flags that turn speculation on with K tokens; [] for K = 0 (the baseline).
 
-    ngram gets prompt_lookup_max = 4 in every style (vLLM's own default is 5)."""
+    ngram gets prompt_lookup_max = 4 in every style (vLLM's own default is 5); `keys` are more speculative
+    config keys (a spec_key axis), which replace the runner's own of the same name."""
     if k == 0:
         return []
     style = resolve_style(caps, style)
+    extra = ({"prompt_lookup_max": 4} if method == "ngram" else {}) | (keys or {})
     if style == "legacy-flags":
+        if keys:
+            raise KnobError(f"grid.spec_key: vLLM {caps.version} has no speculative config to carry "
+                            f"{', '.join(keys)}; remove grid.spec_key")
         model = "[ngram]" if method == "ngram" else draft_model
         args = ["--speculative-model", model, "--num-speculative-tokens", str(k)]
         if method == "ngram":
@@ -94,15 +104,38 @@ def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str, 
         return args
     if style == "shorthand":
         args = ["--spec-method", method, "--spec-tokens", str(k)]
-        # no shorthand exists for prompt_lookup_max; a dotted key merges with the shorthands (0.32)
-        return args + (["--speculative-config.prompt_lookup_max", "4"] if method == "ngram"
-                       else ["--spec-model", draft_model])
+        args += [] if method == "ngram" else ["--spec-model", draft_model]
+        # no shorthand exists for the other keys; dotted keys merge with the shorthands (0.32)
+        return args + [part for key, value in extra.items()
+                       for part in (f"--speculative-config.{key}", _dotted(value))]
     spec: dict = {"method": method, "num_speculative_tokens": k}
-    if method == "ngram":
-        spec["prompt_lookup_max"] = 4
-    else:
+    if method != "ngram":
         spec["model"] = draft_model
-    return ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return ["--speculative-config", json.dumps(spec | extra, separators=(",", ":"))]
+
+
+def _dotted(value: object) -> str:
+    """A dotted key's value as vLLM reads it back (JSON, else a human-readable int like 1k, else the text): a
+    word is written as it is, anything JSON or a number would misread is quoted."""
+    if isinstance(value, str) and value[:1].isalpha():
+        try:
+            json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value)
+
+
+def spec_keys_of(caps: Capabilities, setting: Setting) -> dict[str, object]:
+    """The speculative config key a spec_key setting adds, its value typed as this version's config takes it."""
+    if not setting.spec_key:
+        return {}
+    fact = facts_for(caps.version_tuple)
+    if fact is None or setting.spec_key not in fact.keys:
+        raise KnobError(f"grid.spec_key = {setting.spec_key!r}: vLLM {caps.version} has no such speculative config key")
+    try:
+        return {setting.spec_key: fact.keys[setting.spec_key].parse(setting.axis_value)}
+    except ValueError as err:
+        raise KnobError(f"grid.values = {setting.axis_value!r}: {setting.spec_key} {err}") from None
 
 
 def server_argv(
@@ -125,7 +158,7 @@ def server_argv(
     production flags plus the speculation flags; without one, `COMMAND serve MODEL --host --port ...`.
     """
     knob = ([LOOKAHEAD_FLAG, str(setting.k)] if setting.raw_slots
-            else speculation_args(caps, setting.k, method, draft_model, style))
+            else speculation_args(caps, setting.k, method, draft_model, style, spec_keys_of(caps, setting)))
     args = [*with_axis(extra_args, setting), *knob]
     if template:
         values = {"model": model, "host": host, "port": str(port)}
@@ -156,7 +189,7 @@ def with_schedule(argv: list[str], setting: Setting) -> list[str]:
 
 def with_axis(extra_args: list[str], setting: Setting) -> list[str]:
     """The production flags with the grid's flag set to this setting's value (replaced if present)."""
-    if not setting.axis_flag:
+    if not setting.axis_flag or setting.spec_key:
         return list(extra_args)
     args, skip = [], False
     for arg in extra_args:

@@ -16,7 +16,7 @@ def test_a_resumed_run_measures_what_is_left_of_the_stop_k_and_skips_only_larger
         out = results.life_dir(tmp_path, life.setting.name, life.repeat)
         out.mkdir(parents=True)
         results.write_status(out, "done")
-    monkeypatch.setattr(runner, "write_tables", lambda run_dir: SimpleNamespace(evidence=lambda: None))
+    monkeypatch.setattr(runner, "write_tables", lambda run_dir: SimpleNamespace(evidence=lambda **_: None))
     monkeypatch.setattr(runner, "next_setting", lambda evidence, p, ks: (None, 2))
     ran = []
     progress = SimpleNamespace(life_started=lambda key: None, life_finished=lambda: None)

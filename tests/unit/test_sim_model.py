@@ -151,8 +151,10 @@ def test_step_time_is_roofline_like():
     small.add_request("r", 8, 50, ignore_eos=True)
     prefill = small.step()
     assert prefill.duration_s == pytest.approx((sc.fixed_ms + sc.weight_read_ms + 8 * sc.prefill_ms_per_token) / 1e3)
-    decode = small.step()  # one sequence: memory bound, plus K draft steps
-    assert decode.duration_s == pytest.approx((sc.fixed_ms + sc.weight_read_ms + 8 * sc.draft_step_ms) / 1e3)
+    decode = small.step()  # one sequence: memory bound (weights + its 8 tokens of KV), plus K draft steps
+    kv_ms, draft_kv_ms = sc.kv_read_ms(8 * sc.kv_kib_per_token), sc.kv_read_ms(8 * sc.draft_kv_kib_per_token)
+    assert decode.duration_s == pytest.approx(
+        (sc.fixed_ms + sc.weight_read_ms + kv_ms + 8 * (sc.draft_step_ms + draft_kv_ms)) / 1e3)
 
     big = EngineModel(sc, spec_cfg(8))
     for i in range(100):
@@ -161,7 +163,30 @@ def test_step_time_is_roofline_like():
     decode = big.step()  # 100 x 9 verified tokens: compute bound
     compute_ms = sc.compute_ms_per_token * 100 * 9
     assert compute_ms > sc.weight_read_ms
-    assert decode.duration_s == pytest.approx((sc.fixed_ms + compute_ms + 8 * sc.draft_step_ms) / 1e3)
+    draft_kv_ms = sc.kv_read_ms(100 * 8 * sc.draft_kv_kib_per_token)
+    assert decode.duration_s == pytest.approx((sc.fixed_ms + compute_ms + 8 * (sc.draft_step_ms + draft_kv_ms)) / 1e3)
+
+
+def test_kv_read_grows_with_context_and_is_read_once_per_step():
+    """A decode step reads the KV each decoding sequence holds at the weights' bandwidth; verifying K + 1
+    positions reads that context once, so the memory term does not grow with K; each draft step reads the
+    draft's own KV."""
+    sc = get_scenario("long-context")
+    assert sc.kv_read_ms(sc.target_weights_mib * 1024) == pytest.approx(sc.weight_read_ms)
+
+    def decode_ms(k: int, prompt: int) -> float:
+        model = EngineModel(sc, spec_cfg(k, max_model_len=8192, max_num_batched_tokens=8192))
+        model.add_request("r", prompt, 50, ignore_eos=True)
+        model.step()  # prefill
+        return model.step().duration_s * 1e3
+
+    for prompt in (400, 4000):
+        context_kv = sc.kv_read_ms(prompt * sc.kv_kib_per_token)
+        assert decode_ms(0, prompt) == pytest.approx(sc.fixed_ms + sc.weight_read_ms + context_kv)
+        draft_ms = 3 * (sc.draft_step_ms + sc.kv_read_ms(prompt * sc.draft_kv_kib_per_token))
+        assert decode_ms(3, prompt) == pytest.approx(sc.fixed_ms + sc.weight_read_ms + context_kv + draft_ms)
+    assert decode_ms(0, 4000) - decode_ms(0, 400) == pytest.approx(sc.kv_read_ms(3600 * sc.kv_kib_per_token))
+    assert get_scenario("bench-10ms").kv_read_ms(1e9) == 0.0  # no bandwidth term: every step stays 10 ms
 
 
 def test_abort_frees_blocks_and_counts():
