@@ -100,10 +100,12 @@ def config_toml(s: BenchScenario, repeats: int, stage_s: float, warmup_s: float)
             + (f"[decision.slo]\n{slo}" if slo else ""))
 
 
-def model_steady_state(s: BenchScenario, k: int, engine_s: float, seed: int) -> dict:
+def closed_loop(s: BenchScenario, k: int, users: int, engine_s: float, seed: int, warm_share: float = 0.1) -> dict:
     """The pure engine model under the scenario's closed loop: every user sends its next request as soon as
     one finishes, which reaches the server after its next step has started (as over HTTP: the engine
-    schedules the next step the moment the last one is due); figures over the engine time after the first 10 %."""
+    schedules the next step the moment the last one is due); figures over the engine time after warm_share.
+    Returns the completions after the warm-up (ttft_s, e2e_s, done_s from the warm-up's end, tokens), the
+    time-weighted running / waiting / KV usage, the KV peak, and the counters' growth after the warm-up."""
     from lookahead_runner.sim.cli import parse_serve
     from lookahead_runner.sim.model import EngineModel
     from lookahead_runner.sim.profiles import get_profile
@@ -112,8 +114,12 @@ def model_steady_state(s: BenchScenario, k: int, engine_s: float, seed: int) -> 
     args = parse_serve([SERVER_MODEL, *s.server_args, "--seed", str(seed),
                         *(["--speculative-config", spec] if k else [])], get_profile())
     model = EngineModel(args.scenario, args.engine)
-    t, warm_s, sent, born, first, done = 0.0, engine_s / 10, 0, {}, {}, []
-    running = waiting = weight = kv_peak = 0.0
+    t, warm_s, sent, born, first, done, tokens = 0.0, engine_s * warm_share, 0, {}, {}, [], {}
+    running = waiting = kv = weight = kv_peak = 0.0
+
+    def counters() -> tuple:
+        c = model.counters
+        return c.preemptions, c.spec_drafts, c.spec_accepted_tokens, tuple(c.accepted_per_pos())
 
     def send() -> None:
         nonlocal sent
@@ -121,10 +127,14 @@ def model_steady_state(s: BenchScenario, k: int, engine_s: float, seed: int) -> 
                           ignore_eos=True, temperature=s.temperature)
         born[f"r{sent}"], sent = t, sent + 1
 
-    for _ in range(s.users):
+    for _ in range(users):
         send()
-    preempted_at_warm, returning = 0, 0
+    at_warm, returning = counters(), 0
     while t < engine_s:
+        if not model.has_work():  # every user finished in the last step: they return before the next one
+            for _ in range(returning):
+                send()
+            returning = 0
         result = model.step()
         for _ in range(returning):
             send()
@@ -132,25 +142,38 @@ def model_steady_state(s: BenchScenario, k: int, engine_s: float, seed: int) -> 
             raise RuntimeError(f"{s.name} K={k}: the engine model cannot schedule anything")
         t += result.duration_s
         if t <= warm_s:
-            preempted_at_warm = model.counters.preemptions
+            at_warm = counters()
         else:
             running += model.num_running * result.duration_s
             waiting += model.num_waiting * result.duration_s
+            kv += model.kv_usage * result.duration_s
             weight += result.duration_s
             kv_peak = max(kv_peak, model.kv_usage)
         returning = 0
         for out in result.outputs:
             first.setdefault(out.request_id, t)
+            tokens[out.request_id] = tokens.get(out.request_id, 0) + out.n_tokens
             if out.finished:
                 if t > warm_s:
-                    done.append((first[out.request_id] - born[out.request_id], t - born[out.request_id]))
+                    rid = out.request_id
+                    done.append((first[rid] - born[rid], t - born[rid], t - warm_s, tokens[rid]))
                 returning += 1
-    ttft, e2e = sorted(d[0] * 1000 for d in done), sorted(d[1] * 1000 for d in done)
+    end = counters()
+    return {"done": done, "seconds": engine_s - warm_s, "running": running / weight, "waiting": waiting / weight,
+            "kv_usage": kv / weight, "kv_peak": kv_peak, "preemptions": end[0] - at_warm[0],
+            "drafts": end[1] - at_warm[1], "accepted": end[2] - at_warm[2],
+            "accepted_per_pos": tuple(float(a - b) for a, b in zip(end[3], at_warm[3])),
+            "kv_pool_tokens": float(model.num_blocks * model.cfg.block_size)}
+
+
+def model_steady_state(s: BenchScenario, k: int, engine_s: float, seed: int) -> dict:
+    """The scenario's closed loop at its target users: the figures each truth is read from."""
+    loop = closed_loop(s, k, s.users, engine_s, seed)
+    ttft, e2e = sorted(d[0] * 1000 for d in loop["done"]), sorted(d[1] * 1000 for d in loop["done"])
     p90 = (lambda xs: round(xs[min(len(xs) - 1, math.ceil(0.9 * len(xs)) - 1)], 1) if xs else None)
-    row = {"k": k, "req_per_s": round(len(done) / (engine_s - warm_s), 2), "running": round(running / weight, 1),
-           "waiting": round(waiting / weight, 1), "kv_peak": round(kv_peak, 3),
-           "preemptions": model.counters.preemptions - preempted_at_warm, "ttft_p90_ms": p90(ttft),
-           "e2e_p90_ms": p90(e2e)}
+    row = {"k": k, "req_per_s": round(len(loop["done"]) / loop["seconds"], 2), "running": round(loop["running"], 1),
+           "waiting": round(loop["waiting"], 1), "kv_peak": round(loop["kv_peak"], 3),
+           "preemptions": loop["preemptions"], "ttft_p90_ms": p90(ttft), "e2e_p90_ms": p90(e2e)}
     for key, limit in s.slo.items():
         metric = key.split("_p")[0]
         values = ttft if metric == "ttft" else e2e

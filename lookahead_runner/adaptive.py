@@ -4,7 +4,8 @@ It starts with the baseline and one K, then asks, after every life, where the ve
 sure. Two questions, in this order:
 
 1. Could a K not run yet be the best? With a trusted performance model: a K whose predicted objective
-   (its interval's top) reaches the leader's measured one, the most promising first. Without one (or not
+   (its interval's top) reaches the leader's measured one and whose KV use is not predicted to fill the
+   pool (the memory gate would block it), the most promising first. Without one (or not
    trusted), model-free: the objective is taken to rise and then fall with K (unimodal, as the method's stop
    rule assumes), so the best K lies between the nearest measured K below and above the K still in the
    running (the leader and every K winning >= 2 % of the resamples); a K not run inside that bracket could
@@ -51,6 +52,7 @@ class Prediction:
     objective: float
     low: float
     high: float
+    preempting: bool = False    # the KV pool would fill at the target: the memory gate would block it
 
 
 @dataclass(frozen=True)
@@ -91,9 +93,10 @@ class Choice:
 
 
 def first_k(ks: list[int], model: ModelView) -> tuple[int, str]:
-    """The K run beside the baseline first: the model's best prediction, else the middle of the grid."""
+    """The K run beside the baseline first: the model's best prediction (its KV pool not filling), else the middle
+    of the grid."""
     others = ks[1:]
-    predicted = {k: p for k, p in model.predictions.items() if k in others}
+    predicted = {k: p for k, p in model.predictions.items() if k in others and not p.preempting}
     if model.trusted and predicted:
         best = max(predicted, key=lambda k: predicted[k].objective)
         return best, f"K={best}: the model's best prediction at the target ({predicted[best].objective:.3g})"
@@ -128,10 +131,11 @@ def could_win(ks: list[int], standing: Standing, spent: Spent, model: ModelView,
     untried = [k for k in ks if spent.lives.get(k, 0) == 0 and (standing.stopped_at is None or k < standing.stopped_at)]
     if model.trusted and standing.leader is not None and standing.leader in standing.objective:
         bar = standing.objective[standing.leader] / (1 + p_tie)
-        hopeful = [k for k in untried if k in model.predictions and model.predictions[k].high >= bar]
+        hopeful = [k for k in untried if k in model.predictions and model.predictions[k].high >= bar
+                   and not model.predictions[k].preempting]
         unknown = [k for k in untried if k not in model.predictions]
         hopeful.sort(key=lambda k: -model.predictions[k].objective)
-        return hopeful + unknown, "the model predicts it could beat the leader"
+        return hopeful + unknown, "the model predicts it could beat the leader without filling the KV pool"
     low, high = bracket(ks, standing)
     return [k for k in untried if low < k < high], "it lies between the K measured around the leader"
 

@@ -58,13 +58,15 @@ def model_view(data, config: SweepConfig) -> ModelView:
         return ModelView(why_not=f"the model does not predict decision.objective = {objective!r}")
     if data is None or len(data.evidence().ks) < 2:
         return ModelView(why_not="fewer than two K measured")
-    model = fit_run(data)
+    model = fit_run(data.run_dir, data)
     if not model.trusted:
-        return ModelView(why_not=f"the model is not trusted: {model.trust_reason}")
+        reason = model.trust_reason
+        return ModelView(why_not=f"the performance model is {reason}" if reason.startswith("not trusted")
+                         else f"the performance model is not trusted: {reason}")
     field = PREDICTED[objective]
     predicted = {k: model.predict(k, config.target_users) for k in config.speculation.k}
-    return ModelView(True, {k: Prediction(getattr(p, field), getattr(p, f"{field}_low"), getattr(p, f"{field}_high"))
-                            for k, p in predicted.items()}, "")
+    return ModelView(True, {k: Prediction(getattr(p, field), getattr(p, f"{field}_low"), getattr(p, f"{field}_high"),
+                                          p.preempting) for k, p in predicted.items()}, "")
 
 
 PREDICTED = {"req_per_s": "requests_per_s", "output_tok_per_s": "output_tokens_per_s"}

@@ -80,6 +80,7 @@ class RunData:
     confirm_windows: list[Window] = field(default_factory=list)  # the confirmation life's (not evidence)
     timelines: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)
     statuses: dict[str, dict] = field(default_factory=dict)
+    run_dir: Path | None = None                 # where the lives' own files are (the performance model reads them)
 
     def evidence(self, axis_value: str = ""):
         return evidence([w for value, w in self.windows if value == axis_value], self.config.target_users)
@@ -114,7 +115,7 @@ def read_run(run_dir: Path) -> RunData:
                         expected_prompt_tokens=config.load.prompt_tokens,
                         max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms,
                         lag_advice=lag_advice(plan, preflight))
-    data = RunData(plan, config, pd.DataFrame(), [])
+    data = RunData(plan, config, pd.DataFrame(), [], run_dir=run_dir)
     rows = []
     for life in plan["lives"]:
         directory = run_dir / life["dir"]
@@ -153,7 +154,9 @@ def decide_all(data: RunData) -> Decision:
                  for value in values]
     decisions = [(value, note_repeat_mode(d, config.load.repeat_mode)) for value, d in decisions]
     if not config.grid.flag:
-        return decisions[0][1]
+        from .perfmodel_run import with_performance_model  # it reads RunData: imported here, not at the top
+
+        return with_performance_model(data, decisions[0][1])
 
     def score(decision: Decision) -> float:
         chosen = [c for c in decision.candidates if decision.recommended and c.k == decision.recommended.k]

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .perfmodel_schema import ModelSummary
+
 SCHEMA_VERSION = 2
 
 CheckStatus = Literal["pass", "fail", "unknown"]
@@ -266,4 +268,5 @@ class Decision(Model):
     failed_lives: list[LifeNote] = Field(default_factory=list)
     skipped_lives: list[LifeNote] = Field(default_factory=list)
     confirmation: Confirmation | None = None
+    performance_model: ModelSummary | None = None   # predictions (decision/perfmodel.py), never evidence
     cost: Cost | None = None

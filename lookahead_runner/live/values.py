@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from lookahead_runner.records import CUT_ERROR, REQUEST_COLUMNS
 from lookahead_runner.telemetry.signals import CounterSignals, counter_signals
-from lookahead_runner.vllm.metrics import KV_POOL_INFO, SIGNALS
+from lookahead_runner.vllm.metrics import ACCEPTED_PER_POSITION, KV_POOL_INFO, SIGNALS
 from lookahead_runner.workload.stages import Stage
 from lookahead_runner.workload.timeline import percentile
 
@@ -30,7 +30,7 @@ POLL_INTERVAL_S = 1.0
 HISTORY_MAX_ROWS = 6 * 3600  # six hours at one row a second
 
 
-_SIGNAL_NAMES = frozenset(name for names in SIGNALS.values() for name in names) | {KV_POOL_INFO}
+_SIGNAL_NAMES = frozenset(name for names in SIGNALS.values() for name in names) | {KV_POOL_INFO, ACCEPTED_PER_POSITION}
 
 
 def signal_lines(text: str) -> str:

@@ -17,6 +17,7 @@ from ..analysis import SUMMARY_COLUMNS, WindowRules
 from .cells import MISSING, NUMERIC_COLUMNS, as_bool, format_cell, relative_href, shell_text
 from .charts import column, setting_styles, summary_charts
 from .confirmation import confirmation_view
+from .model import model_view
 from .timelines import timeline_entries
 from ..decision.schema import Decision
 from ..results import CONFIRM_ROLE
@@ -243,6 +244,7 @@ def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
         "per_stage": per_stage_rows(decision),
         "per_batch_size": per_batch_size(decision),
         "knee": knee_view(decision),
+        "perf_model": model_view(decision),
         "thresholds": threshold_rows(decision),
         "charts": summary_charts(per_k_rows(valid, lives), setting_styles(summary), max_num_seqs_from(lives)),
         "timelines": timeline_entries(timelines, lives),

@@ -6,7 +6,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..vllm.metrics import KV_POOL_INFO, SIGNALS, kv_pool_tokens
+from ..vllm.metrics import ACCEPTED_PER_POSITION, KV_POOL_INFO, POSITION_SIGNAL, SIGNALS, kv_pool_tokens
 
 AVERAGED = frozenset({"kv_usage"})
 
@@ -14,17 +14,23 @@ AVERAGED = frozenset({"kv_usage"})
 def parse(text: str) -> dict[str, float]:
     """Prometheus text -> {signal: value}, summed over labels; missing signals are absent.
 
-    KV usage is a 0..1 fraction per engine, so several engines (data parallel) are averaged.
+    KV usage is a 0..1 fraction per engine, so several engines (data parallel) are averaged. Accepted
+    tokens per draft position come back as POSITION_SIGNAL + position, summed over engines.
     """
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     pool = 0.0
+    positions: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         if family.name in (KV_POOL_INFO, KV_POOL_INFO.removesuffix("_info")):  # the parser may drop "_info"
             for sample in family.samples:
                 pool += kv_pool_tokens(sample.labels) or 0.0
             continue
         for sample in family.samples:
+            if sample.name == ACCEPTED_PER_POSITION and sample.labels.get("position", "").isdigit():
+                name = POSITION_SIGNAL + sample.labels["position"]
+                positions[name] = positions.get(name, 0.0) + float(sample.value)
+                continue
             if sample.name.endswith("_created") or "position" in sample.labels:
                 continue
             sums[sample.name] = sums.get(sample.name, 0.0) + float(sample.value)
@@ -36,7 +42,7 @@ def parse(text: str) -> dict[str, float]:
             values[signal] = sums[name] / counts[name] if signal in AVERAGED else sums[name]
     if pool:
         values["kv_pool_tokens"] = pool
-    return values
+    return values | positions
 
 
 def scrape(url: str, timeout_s: float = 2.0, headers: dict[str, str] | None = None) -> str:

@@ -1,6 +1,8 @@
 """Background sampling of /metrics and device memory while a server life runs.
 
 Rows are appended to CSV files and flushed as they arrive, so a crash keeps what was sampled.
+Accepted tokens per draft position go to spec_positions.csv (t_s, position, accepted_total), one row
+per position and sample, opened at the first sample that has them (a server without speculation has none).
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import time
 from pathlib import Path
 
 from ..records import CsvAppender
-from ..vllm.metrics import SERVER_SAMPLE_COLUMNS
+from ..vllm.metrics import POSITION_SIGNAL, SERVER_SAMPLE_COLUMNS
 from . import prometheus
 from .memory import BASE_COLUMNS, MemoryReading, reading_cells
 
@@ -29,6 +31,7 @@ class Sampler:
         self._server_csv = CsvAppender(out_dir / "server_metrics.csv", SERVER_SAMPLE_COLUMNS, flush_interval_s=0)
         # opened at the first reading: a DCGM source learns its GPUs, and so its columns, only then
         self._gpu_csv: CsvAppender | None = None
+        self._positions_csv: CsvAppender | None = None
         self.last_values: dict[str, float] = {}
         self.write_errors = 0  # rows lost because the disk refused them (full, read-only)
         self.last_write_error = ""
@@ -49,6 +52,7 @@ class Sampler:
             self._track_progress(values, now)
             self.last_values = values | {"t_s": now}
             self._write(self._server_csv, [round(now, 3), *(values.get(k) for k in SERVER_SAMPLE_COLUMNS[1:])])
+            self._write_positions(now, values)
         reading = self.memory.read()
         if reading is not None:
             self._write_reading(now, reading)
@@ -63,6 +67,22 @@ class Sampler:
                 self.write_errors += 1
                 self.last_write_error = f"{self.out_dir / 'gpu.csv'}: {err.strerror or err}"
         return self._gpu_csv
+
+    def _write_positions(self, now: float, values: dict[str, float]) -> None:
+        positions = sorted((int(name.removeprefix(POSITION_SIGNAL)), value) for name, value in values.items()
+                           if name.startswith(POSITION_SIGNAL))
+        if not positions:
+            return
+        if self._positions_csv is None:
+            try:
+                self._positions_csv = CsvAppender(self.out_dir / "spec_positions.csv",
+                                                  ("t_s", "position", "accepted_total"), flush_interval_s=0)
+            except OSError as err:
+                self.write_errors += 1
+                self.last_write_error = f"{self.out_dir / 'spec_positions.csv'}: {err.strerror or err}"
+                return
+        for position, value in positions:
+            self._write(self._positions_csv, [round(now, 3), position, value])
 
     def _write_reading(self, now: float, reading: MemoryReading) -> None:
         csv = self._open_gpu_csv()
@@ -112,7 +132,7 @@ class Sampler:
             self._thread.join(timeout=10)
         self.sample_once()  # and its closing sample, after the load stopped
         self._open_gpu_csv()  # a header-only gpu.csv when no reading came
-        for csv in (self._server_csv, self._gpu_csv):
+        for csv in (self._server_csv, self._gpu_csv, self._positions_csv):
             if csv is None:
                 continue
             try:

@@ -36,5 +36,10 @@ def kv_pool_tokens(labels: dict[str, str]) -> float | None:
         return None
 
 
+# Accepted tokens per draft position (a `position` label, 0-based): P(position i accepted) = its growth /
+# the growth of spec_drafts_total. The sampler keeps them apart (spec_positions.csv), one row per position.
+ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+POSITION_SIGNAL = "spec_accepted_pos_"   # + the position: the parsed signal's name
+
 COUNTERS = frozenset(name for name in SIGNALS if name.endswith("_total"))
 SERVER_SAMPLE_COLUMNS = ("t_s", *SIGNALS, "kv_pool_tokens")

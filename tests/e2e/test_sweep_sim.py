@@ -27,6 +27,7 @@ warmup_s = 1.0
 [decision]
 target_users = 2
 min_requests = 3
+production_users = 12
 """
 
 
@@ -71,6 +72,16 @@ def test_sweep_on_the_simulator_writes_summary_decision_report(tmp_path):
     assert plan["lives"][1]["argv"][-6:] == ["--spec-method", "draft_model", "--spec-tokens", "4",
                                              "--spec-model", "sim/llama-68m"]  # 0.32 lists the shorthands
     assert not processes_of(str(run_dir)), "a server or Locust process of the sweep survived"
+
+    model = decision["performance_model"]  # fitted on the 4 windows: validated, and said whether it is trusted
+    assert model["reason"].startswith("trusted: " if model["trusted"] else "not trusted: ")
+    assert {h["scheme"] for h in model["held_out"]} == {"stage"} and len(model["held_out"]) == 4
+    assert model["production"]["users"] == 12 and model["production"]["statement"].startswith(
+        "Prediction, not a measurement: at 12 users" if model["trusted"] else "No prediction at 12 users")
+    assert model["acceptance_source"] == "per-position counters"
+    positions = pd.read_csv(run_dir / "k4" / "r0" / "spec_positions.csv")
+    assert sorted(positions["position"].unique()) == [0, 1, 2, 3] and not (run_dir / "k0/r0/spec_positions.csv").exists()
+    assert 'id="perf-model"' in (run_dir / "report.html").read_text()
 
     rerender = run_cli("report", str(run_dir))
     assert rerender.returncode == 0 and "report.html" in rerender.stdout

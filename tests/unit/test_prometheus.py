@@ -38,3 +38,11 @@ def test_old_kv_name_and_engines_are_averaged():
     values = parse(text)
     assert values["kv_usage"] == 0.375
     assert values["running"] == 7
+
+
+def test_accepted_tokens_per_draft_position_from_real_032_metrics(fixtures_dir):
+    """The per-position counters come back one signal per position (their _created series do not)."""
+    values = parse((fixtures_dir / "metrics-specdecode.txt").read_text())
+    positions = {name: value for name, value in values.items() if name.startswith("spec_accepted_pos_")}
+    assert positions == {"spec_accepted_pos_0": 5503.0, "spec_accepted_pos_1": 4108.0,
+                         "spec_accepted_pos_2": 4108.0, "spec_accepted_pos_3": 4108.0}

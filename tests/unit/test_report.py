@@ -380,3 +380,30 @@ def test_the_report_says_what_the_verdict_cost(tmp_path: Path, inputs):
     page = write_report(tmp_path, summary, decision, plan, timelines).read_text(encoding="utf-8")
     assert "the full grid: 8 lives, ~3.4 server-minutes" in page and "97% &lt;of&gt; the resamples" in page
     assert build_view(*inputs)["cost"] == "–" and not build_view(*inputs)["cost_stopped"]
+
+
+def test_performance_model_section_with_curves_and_held_out_escaped(tmp_path: Path, inputs):
+    from lookahead_runner.decision.perfmodel_schema import Curve, CurvePoint, HeldOutRow, ModelSummary, ProductionPoint
+
+    summary, decision, plan, timelines = inputs
+    decision.performance_model = ModelSummary(
+        trusted=False, reason=f"not trusted: held-out error 14% {HOSTILE}", error_bound=0.1,
+        acceptance_source="per-position counters", tokens_per_step={"0": 1.0, "2": 2.4},
+        held_out=[HeldOutRow(scheme="stage", k=2, users=32, predicted_requests_per_s=11.4,
+                             measured_requests_per_s=10.0, error=0.14)],
+        curves=[Curve(k=k, measured_k=k != 1, points=[CurvePoint(users=u, requests_per_s=u / 2.0 + k,
+                                                                 requests_per_s_low=u / 2.2, requests_per_s_high=u / 1.8)
+                                                      for u in (4, 16, 32, 48)]) for k in (0, 1, 2)],
+        production=ProductionPoint(users=48, statement=f"No prediction at 48 users {HOSTILE}"))
+    page = write_report(tmp_path, summary, decision, plan, timelines).read_text(encoding="utf-8")
+    rest = _strip_plotly_js(page)
+    assert HOSTILE not in page and ESCAPED in rest
+    section = rest[rest.index('<section id="perf-model">'):]
+    section = section[:section.index("</section>")]
+    assert "not trusted" in section and "drives nothing" in section
+    assert ">+14.0%<" in section and "stage left out" in section
+    assert "No prediction at 48 users" in section
+    figure = json.loads(re.search(r'data-chart="perf-model-chart">(.*?)</script>', section, re.S).group(1))
+    names = [t.get("name") for t in figure["data"]]
+    assert "K=1 predicted (not measured)" in names and "K=0 measured" in names
+    assert rest.count('data-chart="') == 6 + 5 + 1

@@ -99,3 +99,24 @@ def test_unwritable_gpu_csv_is_counted_not_raised(tmp_path):
     sampler.sample_once()
     sampler.__exit__(None, None, None)
     assert sampler.write_errors >= 1 and "gpu.csv" in sampler.last_write_error
+
+
+def test_accepted_tokens_per_position_go_to_their_own_file(tmp_path, monkeypatch):
+    text = iter(['vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 5\n'
+                 'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 2\n',
+                 'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="1"} 3\n'
+                 'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 9\n'])
+    monkeypatch.setattr(prometheus, "scrape", lambda url, *args, **kwargs: next(text))
+    sampler = Sampler("http://server/metrics", NoMemory("none"), tmp_path)
+    sampler.sample_once()
+    sampler.sample_once()
+    sampler._positions_csv.close()
+    table = rows(tmp_path / "spec_positions.csv")
+    assert table[0] == ["t_s", "position", "accepted_total"]
+    assert [row[1:] for row in table[1:]] == [["0", "5.0"], ["1", "2.0"], ["0", "9.0"], ["1", "3.0"]]
+
+
+def test_no_positions_file_without_speculation(tmp_path):
+    sampler = Sampler("http://server/metrics", NoMemory("none"), tmp_path)
+    sampler.sample_once()
+    assert not (tmp_path / "spec_positions.csv").exists()

@@ -99,7 +99,8 @@ V1_SIGNALS = {"running", "waiting", "kv_usage", "preemptions_total", "prompt_tok
 @pytest.mark.parametrize("version, k, signals", [
     ("0.6.6", 4, V1_SIGNALS | {"spec_draft_tokens_total", "spec_accepted_total", "spec_emitted_total"}),
     ("0.6.6", 0, V1_SIGNALS),
-    ("0.10.2", 4, V1_SIGNALS | {"spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_total"}),
+    ("0.10.2", 4, V1_SIGNALS | {"spec_drafts_total", "spec_draft_tokens_total", "spec_accepted_total"}
+     | {f"spec_accepted_pos_{i}" for i in range(4)}),   # accepted tokens per draft position, one signal each
     ("0.10.2", 0, V1_SIGNALS),
 ])
 def test_older_generations_parse_into_their_signals(version, k, signals):

@@ -1,0 +1,98 @@
+"""A run folder -> the inputs of its performance model (decision/perfmodel.py), the fit, and the decision
+with the model's summary and uses (decision/perfmodel_uses.py).
+
+Reads what the pure model cannot: each life's spec_positions.csv (accepted tokens per draft position,
+written by the sampler) and server_metrics.csv (drafts), differenced over the life, summed per K; the
+workload's lengths from the config and --max-num-seqs from the argv each life ran.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from . import results
+from .decision.perfmodel import PerformanceModel, PositionCounts, WorkloadShape, fit_performance_model
+from .decision.perfmodel_uses import refined_schedule, summary
+from .decision.schema import Decision
+from .finalize import RunData, read_run
+from .results import CONFIRM_ROLE
+
+MAX_NUM_SEQS_FLAG = "--max-num-seqs"
+
+
+def _growth(frame: pd.DataFrame, column: str) -> float:
+    values = pd.to_numeric(frame[column], errors="coerce").dropna() if column in frame else pd.Series(dtype=float)
+    return float(values.iloc[-1] - values.iloc[0]) if len(values) >= 2 else math.nan
+
+
+def life_positions(directory: Path) -> PositionCounts | None:
+    """One life's drafts and accepted tokens per position over its whole life (None without counters)."""
+    positions = results.read_csv(directory / "spec_positions.csv")
+    server = results.read_csv(directory / "server_metrics.csv")
+    drafts = _growth(server, "spec_drafts_total")
+    if positions.empty or not math.isfinite(drafts) or drafts <= 0:
+        return None
+    accepted = []
+    for _, rows in sorted(positions.groupby("position"), key=lambda item: int(item[0])):
+        grown = _growth(rows, "accepted_total")
+        accepted.append(grown if math.isfinite(grown) and grown >= 0 else 0.0)
+    return PositionCounts(drafts, tuple(accepted))
+
+
+def _sum(a: PositionCounts | None, b: PositionCounts) -> PositionCounts:
+    if a is None:
+        return b
+    depth = max(len(a.accepted), len(b.accepted))
+    pad = lambda c: list(c.accepted) + [0.0] * (depth - len(c.accepted))  # noqa: E731
+    return PositionCounts(a.drafts + b.drafts, tuple(x + y for x, y in zip(pad(a), pad(b))))
+
+
+def max_num_seqs(argv: list[str]) -> int | None:
+    for i, arg in enumerate(argv):
+        value = arg.split("=", 1)[1] if arg.startswith(MAX_NUM_SEQS_FLAG + "=") else \
+            argv[i + 1] if arg == MAX_NUM_SEQS_FLAG and i + 1 < len(argv) else None
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def model_inputs(run_dir: Path, data: RunData,
+                 axis_value: str = "") -> tuple[WorkloadShape, dict[int, PositionCounts]]:
+    lives = [l for l in data.plan["lives"] if l.get("axis_value", "") == axis_value and l.get("role") != CONFIRM_ROLE]
+    positions: dict[int, PositionCounts] = {}
+    for life in lives:
+        if life.get("k", 0) > 0 and life.get("status") == "done":
+            counts = life_positions(Path(run_dir) / life["dir"])
+            if counts is not None:
+                positions[life["k"]] = _sum(positions.get(life["k"]), counts)
+    seqs = {max_num_seqs(list(l.get("argv", []))) for l in lives} - {None}
+    load = data.config.load
+    return WorkloadShape(load.prompt_tokens, load.output_tokens, min(seqs) if seqs else None), positions
+
+
+def fit_run(run_dir: Path, data: RunData | None = None, axis_value: str = "", **options) -> PerformanceModel:
+    """The performance model of one run folder (one grid axis value); options go to fit_performance_model."""
+    data = data if data is not None else read_run(Path(run_dir))
+    options.setdefault("error_bound", data.config.decision.model_error_bound)
+    shape, positions = model_inputs(run_dir, data, axis_value)
+    options.setdefault("seed", data.config.decision.seed)
+    return fit_performance_model(data.evidence(axis_value), shape, positions, **options)
+
+
+def with_performance_model(data: RunData, decision: Decision) -> Decision:
+    """The decision with its run's performance model: the summary always (trusted or not, and why); when
+    trusted, the schedule's boundaries at the model's crossovers and the not-the-lever numbers too."""
+    if data.run_dir is None or data.plan.get("mode", "sweep") != "sweep" or data.config.grid.flag:
+        return decision  # a grid's axis values are separate runs of the model; not fitted here
+    p = data.config.decision
+    model = fit_run(data.run_dir, data, error_bound=p.model_error_bound)
+    decision = decision.model_copy(deep=True)
+    decision.performance_model = summary(model, decision, p, p.production_users)
+    if model.trusted:
+        decision.per_batch_size, decision.performance_model.schedule_note = \
+            refined_schedule(model, decision, data.argv_by_k())
+        if decision.performance_model.diagnosis:
+            decision.diagnoses.append(decision.performance_model.diagnosis)
+    return decision
