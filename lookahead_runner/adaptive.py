@@ -5,7 +5,8 @@ sure. Two questions, in this order:
 
 1. Could a K not run yet be the best? With a trusted performance model: a K whose predicted objective
    (its interval's top) reaches the leader's measured one and whose KV use is not predicted to fill the
-   pool (the memory gate would block it), the most promising first. Without one (or not
+   pool (the memory gate would block it), the most promising first; before those, the model's best K at
+   decision.production_users when it has not run yet (its curve there then rests on a measured K). Without one (or not
    trusted), model-free: the objective is taken to rise and then fall with K (unimodal, as the method's stop
    rule assumes), so the best K lies between the nearest measured K below and above the K still in the
    running (the leader and every K winning >= 2 % of the resamples); a K not run inside that bracket could
@@ -62,6 +63,7 @@ class ModelView:
     trusted: bool = False
     predictions: Mapping[int, Prediction] = field(default_factory=dict)
     why_not: str = "no performance model"
+    production_best: int | None = None     # its best K at decision.production_users (when that is set)
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,8 @@ def could_win(ks: list[int], standing: Standing, spent: Spent, model: ModelView,
                    and not model.predictions[k].preempting]
         unknown = [k for k in untried if k not in model.predictions]
         hopeful.sort(key=lambda k: -model.predictions[k].objective)
+        if model.production_best in untried:
+            return [model.production_best], "the model's best K at decision.production_users is not measured yet"
         return hopeful + unknown, "the model predicts it could beat the leader without filling the KV pool"
     low, high = bracket(ks, standing)
     return [k for k in untried if low < k < high], "it lies between the K measured around the leader"

@@ -65,8 +65,10 @@ def model_view(data, config: SweepConfig) -> ModelView:
                          else f"the performance model is not trusted: {reason}")
     field = PREDICTED[objective]
     predicted = {k: model.predict(k, config.target_users) for k in config.speculation.k}
+    production = config.decision.production_users
     return ModelView(True, {k: Prediction(getattr(p, field), getattr(p, f"{field}_low"), getattr(p, f"{field}_high"),
-                                          p.preempting) for k, p in predicted.items()}, "")
+                                          p.preempting) for k, p in predicted.items()}, "",
+                     model.best_k_at(production, config.speculation.k)[0] if production else None)
 
 
 PREDICTED = {"req_per_s": "requests_per_s", "output_tok_per_s": "output_tokens_per_s"}

@@ -67,6 +67,8 @@ def test_a_trusted_model_skips_a_k_it_predicts_cannot_reach_the_leader():
     assert choice.k == 4 and not choice.all_stages  # neither 2 nor 8 can win: a repeat of the leader
     hopeful = ModelView(True, {2: Prediction(40, 38, 49), 8: Prediction(30, 25, 35)}, "")
     assert choose(KS, now, spent(k0=1, k4=1), hopeful, ROOMY, 5).k == 2  # 49 reaches 50 within the tie band
+    production = ModelView(True, model.predictions, "", production_best=8)
+    assert choose(KS, now, spent(k0=1, k4=1), production, ROOMY, 5).k == 8  # the best at production_users, unrun
     full = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(70, 60, 80, preempting=True)}, "")
     assert choose(KS, now, spent(k0=1, k4=1), full, ROOMY, 5).k == 4      # K=8 would fill the KV pool
 
