@@ -73,7 +73,8 @@ def record(s: BenchScenario, folder: Path, args: argparse.Namespace) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{s.name}.toml").write_text(text)
     argv = [sys.executable, "-m", "lookahead_runner", "sweep", "--no-early-stop"]
-    argv += ["--resume", str(run_dir)] if run_dir else ["--config", str(folder / f"{s.name}.toml"), "--out", str(folder)]
+    config = folder / f"{s.name}.toml"
+    argv += ["--resume", str(run_dir)] if run_dir else ["--config", str(config), "--out", str(folder)]
     print(f"[{s.name}] recording: K {list(s.ks)} x stages {stages_of(s)}", file=sys.stderr)
     load_before, started = os.getloadavg()[0], time.monotonic()
     with open(folder / "sweep.log", "a") as log:

@@ -21,7 +21,8 @@ from lookahead_runner.decision.perfmodel import PositionCounts, WorkloadShape
 WARM_SHARE = 0.2
 
 
-def engine_window(s: BenchScenario, k: int, users: int, engine_s: float, seed: int) -> tuple[Window, PositionCounts | None]:
+def engine_window(s: BenchScenario, k: int, users: int, engine_s: float,
+                  seed: int) -> tuple[Window, PositionCounts | None]:
     loop = closed_loop(s, k, users, engine_s, seed, WARM_SHARE)
     done = loop["done"]
     ttft = np.array([d[0] for d in done]) * 1000
@@ -32,7 +33,8 @@ def engine_window(s: BenchScenario, k: int, users: int, engine_s: float, seed: i
     w = Window(k=k, repeat=0, users=users, duration_s=loop["seconds"], t_done_s=np.array([d[2] for d in done]),
                output_tokens=out_tokens, latency_ms=np.column_stack([ttft, tpot, tpot, e2e]), finished=len(done),
                failures=0, timeouts=0,
-               server={"running_mean": loop["running"], "waiting_mean": loop["waiting"], "kv_usage_mean": loop["kv_usage"],
+               server={"running_mean": loop["running"], "waiting_mean": loop["waiting"],
+                       "kv_usage_mean": loop["kv_usage"],
                        "kv_usage_peak": loop["kv_peak"], "preemptions": float(loop["preemptions"]),
                        "kv_pool_tokens": loop["kv_pool_tokens"],
                        "mean_acceptance_length": 1 + loop["accepted"] / drafts if drafts else math.nan})

@@ -304,9 +304,9 @@ class DecisionConfig(Strict):
                                                                   "doubling, at a latency or KV cost, is the knee")
     knee_latency_rise_frac: float = Field(0.25, ge=0, description="a TTFT or e2e p50 rise this large is a latency "
                                                                   "cost at the knee")
-    production_users: int = Field(0, ge=0, description="the concurrency production runs at, which need not be a "
-                                                        "stage: the performance model predicts the best K there "
-                                                        "(a prediction, shown only when the model is trusted); 0 = none")
+    production_users: int = Field(0, ge=0, description="the concurrency production runs at, which need not be "
+                                                        "a stage: the performance model predicts the best K "
+                                                        "there (a prediction, only from a trusted model); 0 = none")
     model_error_bound: float = Field(0.10, gt=0, lt=1, description="the performance model is trusted only when its "
                                                                    "held-out req/s error (median) is within this")
     min_requests: int = Field(10, ge=1, description="a stage window with fewer requests is invalid")

@@ -84,9 +84,16 @@ def fit_run(run_dir: Path, data: RunData | None = None, axis_value: str = "", **
 def with_performance_model(data: RunData, decision: Decision) -> Decision:
     """The decision with its run's performance model: the summary always (trusted or not, and why); when
     trusted, the schedule's boundaries at the model's crossovers and the not-the-lever numbers too."""
-    if data.run_dir is None or data.plan.get("mode", "sweep") != "sweep" or data.config.grid.flag:
-        return decision  # a grid's axis values are separate runs of the model; not fitted here
     p = data.config.decision
+    if data.run_dir is None or data.plan.get("mode", "sweep") != "sweep":
+        return decision
+    if data.config.grid.flag:  # each axis value would be a model of its own: not fitted
+        if p.production_users:
+            decision = decision.model_copy(deep=True)
+            decision.diagnoses.append(f"decision.production_users = {p.production_users}: no prediction in a run "
+                                      f"with a second axis ({data.config.grid.flag}); the model is fitted per K "
+                                      "sweep without grid.flag")
+        return decision
     model = fit_run(data.run_dir, data, error_bound=p.model_error_bound)
     decision = decision.model_copy(deep=True)
     decision.performance_model = summary(model, decision, p, p.production_users)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .evidence import Evidence
 from .perfmodel_check import HeldOut, Trust, held_out, mean_output_tokens, trust
-from .perfmodel_fit import Acceptance, Draws, Obs, Params, PositionCounts, WorkloadShape, _pool_at, bootstrap, \
+from .perfmodel_fit import Acceptance, Draws, Obs, Params, PositionCounts, WorkloadShape, pool_at, bootstrap, \
     fit_acceptance, observations, predict_draws
 
 __all__ = ["Bound", "PerformanceModel", "PositionCounts", "Prediction", "WorkloadShape", "fit_performance_model"]
@@ -107,7 +107,7 @@ class PerformanceModel:
         return sorted({o.users for o in self.obs})
 
     def pool_tokens(self, k: int) -> float:
-        return _pool_at(self.obs, k)
+        return pool_at(self.obs, k)
 
     def draws(self, k: int, users: int) -> Draws:
         if k < 0 or users < 1:
@@ -128,7 +128,9 @@ class PerformanceModel:
     def preempting(self, draws: Draws) -> np.ndarray:
         return np.nan_to_num(draws.kv_usage * self.params.kv_peak_ratio, nan=0.0) >= 1.0
 
-    def extrapolation(self, k: int, users: int) -> list[str]:
+    def extrapolation(self, k: int, users: int, draws: Draws | None = None) -> list[str]:
+        """Where a prediction leaves what the windows showed: a regime they never reached (a roofline bend,
+        the KV pool filling) can start there unseen, and no held-out check covers it."""
         notes = []
         if self.users and users > max(self.users):
             notes.append(f"users {users} beyond the highest stage measured ({max(self.users)}), "
@@ -143,6 +145,16 @@ class PerformanceModel:
                          f"(observed up to {self.acceptance.positions_observed})")
         if k > 0 and self.acceptance.source == "none":
             notes.append("no acceptance was measured: 1 token per step assumed")
+        if draws is not None and self.obs:
+            verified = float(draws.real_batch[0]) * (k + 1)
+            seen = max(o.running * (o.k + 1) for o in self.obs if math.isfinite(o.running))
+            if verified > seen * 1.05:
+                notes.append(f"{verified:.0f} verified tokens per step, beyond the {seen:.0f} measured: the step "
+                             "time there is extrapolated")
+            usage = float(draws.kv_usage[0])
+            usage_seen = max((o.kv_usage_mean for o in self.obs if math.isfinite(o.kv_usage_mean)), default=math.nan)
+            if math.isfinite(usage) and math.isfinite(usage_seen) and usage > usage_seen * 1.05:
+                notes.append(f"KV usage {usage:.0%} beyond the {usage_seen:.0%} measured")
         return notes
 
     def predict(self, k: int, users: int) -> Prediction:
@@ -161,7 +173,7 @@ class PerformanceModel:
             real_batch=float(d.real_batch[0]), kv_batch_limit=float(d.kv_batch_limit[0]),
             kv_usage=float(d.kv_usage[0]), preempting=bool(self.preempting(d)[0]),
             tokens_per_step=self.acceptance.tokens_per_step(k), step_ms=float(d.step_ms[0]),
-            extrapolated=self.extrapolation(k, users))
+            extrapolated=self.extrapolation(k, users, d))
 
     def candidate_ks(self) -> list[int]:
         return list(range(0, max(self.ks, default=0) + 1))

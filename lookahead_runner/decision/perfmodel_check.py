@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .perfmodel_fit import Obs, PositionCounts, WorkloadShape, _pool_at, fit_acceptance, fit_params, \
+from .perfmodel_fit import Obs, PositionCounts, WorkloadShape, pool_at, fit_acceptance, fit_params, \
     predict_draws, stack
 
 SCHEME_STAGE, SCHEME_K = "stage", "K"
@@ -50,7 +50,7 @@ def point_fit(obs: Sequence[Obs], positions: Mapping[int, PositionCounts] | None
     def req_per_s(k: int, users: int) -> float:
         return float(predict_draws(params, k, users, acceptance.tokens_per_decode_step(k, output_tokens - 1), shape,
                                    output_tokens,
-                                   _pool_at(obs, k)).req_per_s[0])
+                                   pool_at(obs, k)).req_per_s[0])
 
     return req_per_s
 

@@ -1,8 +1,7 @@
 """The performance model's parts, fitted from measured windows (pure numpy/scipy).
 
 Three parts, each from what every run already records:
-- acceptance: P(draft position i accepted) from the per-position counters (or, without them, a
-  geometric fit to each K's mean acceptance length) -> tokens per verification step for any K;
+- acceptance (perfmodel_acceptance.py): P(draft position i accepted) -> tokens per decode step for any K;
 - step time: TPOT x tokens per step is the time of one engine step; fitted over every window as
   const + per-K draft cost + per running sequence + per verified token (batch x (K + 1)) + a roofline
   hinge beyond a knee of verified tokens + per prefill token sharing the step (least squares on relative
@@ -17,15 +16,15 @@ point for every bootstrap draw of the parameters at once.
 """
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
-from scipy.optimize import minimize_scalar, nnls
+from scipy.optimize import nnls
 
 from .evidence import LATENCY_COLUMNS, Evidence
+from .perfmodel_acceptance import Acceptance, PositionCounts, fit_acceptance
 
 MIN_STEP_SHARE = 0.2          # prefill can take at most 80 % of a step in the fixed point
 MIN_STEP_ROWS = 4             # windows a step-time fit needs before it drops the ones that preempted
@@ -39,14 +38,6 @@ class WorkloadShape:
     prompt_tokens: int
     output_tokens: int
     max_num_seqs: int | None = None
-
-
-@dataclass(frozen=True)
-class PositionCounts:
-    """One K's lives: drafts made and drafts whose position i (0-based) was accepted."""
-
-    drafts: float
-    accepted: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -100,78 +91,6 @@ def observations(evidence: Evidence) -> list[Obs]:
                 ttft_p90_ms=_pct(col["ttft_ms"], 90), tpot_p50_ms=_pct(col["tpot_ms"], 50),
                 tpot_p90_ms=_pct(col["tpot_ms"], 90)))
     return sorted(out, key=lambda o: (o.k, o.users, o.repeat))
-
-
-# --- acceptance ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Acceptance:
-    """P(position i accepted), i = 0.. the largest observed position; geometric beyond it."""
-
-    by_position: tuple[float, ...]
-    source: str                  # "per-position counters", "geometric fit to mean acceptance length", "none"
-
-    @property
-    def positions_observed(self) -> int:
-        return len(self.by_position)
-
-    def position(self, i: int) -> float:
-        p = self.by_position
-        if i < len(p):
-            return p[i]
-        if not p:
-            return 0.0
-        ratio = min(1.0, p[-1] / p[-2]) if len(p) >= 2 and p[-2] > 0 else min(1.0, p[0])
-        return p[-1] * ratio ** (i - len(p) + 1)
-
-    def tokens_per_step(self, k: int) -> float:
-        """Expected tokens a sequence gains per verification step at K: 1 + sum of P(position i accepted)."""
-        return 1.0 + sum(self.position(i) for i in range(k))
-
-    def extrapolates(self, k: int) -> bool:
-        return k > self.positions_observed
-
-    def tokens_per_decode_step(self, k: int, decode_tokens: float) -> float:
-        """Tokens per step over a request's decode of `decode_tokens`: below tokens_per_step, since its last
-        step emits only what is left (a short output wastes a larger share of the drafts)."""
-        n = max(1, int(round(decode_tokens)))
-        return n / _decode_steps(tuple(self.position(i) for i in range(k)), n)
-
-
-@functools.lru_cache(maxsize=4096)
-def _decode_steps(accepted_at: tuple[float, ...], tokens: int) -> float:
-    """Expected verification steps to emit `tokens`: a step emits 1 + the accepted prefix, P(prefix >= i) =
-    accepted_at[i - 1] (each position's acceptance, as the per-position counters count it)."""
-    reach = (1.0, *accepted_at, 0.0)
-    emit = [(a + 1, reach[a] - reach[a + 1]) for a in range(len(accepted_at) + 1)]
-    steps = [0.0] * (tokens + 1)
-    for left in range(1, tokens + 1):
-        steps[left] = 1.0 + sum(p * steps[max(0, left - n)] for n, p in emit)
-    return steps[tokens]
-
-
-def _geometric_alpha(pairs: list[tuple[int, float]]) -> float:
-    def loss(alpha: float) -> float:
-        return sum((mal - (1 - alpha ** (k + 1)) / (1 - alpha)) ** 2 for k, mal in pairs)
-
-    return float(minimize_scalar(loss, bounds=(1e-4, 0.9999), method="bounded").x)
-
-
-def fit_acceptance(obs: Sequence[Obs], positions: Mapping[int, PositionCounts] | None) -> Acceptance:
-    counts = {k: c for k, c in (positions or {}).items() if k > 0 and c.drafts > 0 and c.accepted}
-    if counts:
-        depth = max(len(c.accepted) for c in counts.values())
-        probs = []
-        for i in range(depth):
-            drafts = sum(c.drafts for c in counts.values() if len(c.accepted) > i)
-            accepted = sum(c.accepted[i] for c in counts.values() if len(c.accepted) > i)
-            probs.append(min(1.0, accepted / drafts) if drafts else 0.0)
-        return Acceptance(tuple(probs), "per-position counters")
-    pairs = [(o.k, o.tokens_per_step) for o in obs if o.k > 0 and math.isfinite(o.tokens_per_step)]
-    if not pairs:
-        return Acceptance((), "none")
-    alpha = _geometric_alpha(pairs)
-    depth = max(k for k, _ in pairs)
-    return Acceptance(tuple(alpha ** (i + 1) for i in range(depth)), "geometric fit to mean acceptance length")
 
 
 # --- parameters ------------------------------------------------------------------------------------
@@ -278,7 +197,7 @@ def _step_fit(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape, 
             float(coef[5]))
 
 
-def _pool_at(obs: Sequence[Obs], k: int) -> float:
+def pool_at(obs: Sequence[Obs], k: int) -> float:
     """The KV pool (tokens) K leaves: measured at K, else a line through the other K > 0 (K = 0 has no
     draft model, so it is used only for itself or when nothing else was measured)."""
     pools: dict[int, float] = {}
@@ -325,7 +244,8 @@ def fit_params(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape,
         kv_slope, kv_const = 1.0, _median([v for _, v in kv], math.nan)  # one K: a slot per drafted position
     calm = [o for o in obs if not (o.preemptions > 0) and o.kv_usage_mean > 0]
     return Params(
-        step_ms=const, step_ms_per_k=per_k, step_ms_per_seq=per_seq, step_ms_per_token=per_token, step_ms_per_token_past_knee=past_knee,
+        step_ms=const, step_ms_per_k=per_k, step_ms_per_seq=per_seq, step_ms_per_token=per_token,
+        step_ms_per_token_past_knee=past_knee,
         knee_tokens=knee, step_ms_per_prefill_token=per_prefill, ttft_ms=float(ttft_coef[0]),
         ttft_steps=float(ttft_coef[1]),
         client_ms=max(0.0, _median([1000.0 * o.users / o.req_per_s - o.e2e_ms for o in obs if o.req_per_s > 0],

@@ -43,7 +43,8 @@ def reach(model: PerformanceModel, users: int) -> str:
 def production_point(model: PerformanceModel, users: int, baseline_k: int) -> ProductionPoint:
     if not model.trusted:
         return ProductionPoint(users=users, reach=reach(model, users) if model.users else "",
-                               statement=f"No prediction at {users} users: the performance model is {model.trust_reason}.")
+                               statement=f"No prediction at {users} users: the performance model is "
+                                         f"{model.trust_reason}.")
     k, share = model.best_k_at(users, model.ks)
     best, base = model.predict(k, users), model.predict(baseline_k, users)
     where = reach(model, users)
@@ -51,11 +52,13 @@ def production_point(model: PerformanceModel, users: int, baseline_k: int) -> Pr
     return ProductionPoint(
         users=users, k=k, share=share, requests_per_s=best.requests_per_s, requests_per_s_low=best.requests_per_s_low,
         requests_per_s_high=best.requests_per_s_high, baseline_requests_per_s=base.requests_per_s, reach=where,
-        statement=(f"Prediction, not a measurement: at {users} users K={k} would serve {rate(best.requests_per_s)} req/s "
-                   f"[{rate(best.requests_per_s_low)}, {rate(best.requests_per_s_high)}] against "
+        statement=(f"Prediction, not a measurement: at {users} users K={k} would serve "
+                   f"{rate(best.requests_per_s)} req/s [{rate(best.requests_per_s_low)}, "
+                   f"{rate(best.requests_per_s_high)}] against "
                    f"{rate(base.requests_per_s)} at K={baseline_k}{gain}; K={k} is best in {pct(share)} of "
                    f"{len(model.params.step_ms)} refits of the model. {users} users is {where}. Only measured K "
-                   f"({model.ks}) are candidates; a stage at {users} users would measure it."))
+                   f"({model.ks}) are candidates; a stage at {users} users would measure it."
+                   + (f" Beyond the windows: {'; '.join(best.extrapolated)}." if best.extrapolated else "")))
 
 
 def _crossover_batch(model: PerformanceModel, k_low: int, k_high: int, users_low: int, users_high: int) -> float | None:
@@ -69,7 +72,8 @@ def _crossover_batch(model: PerformanceModel, k_low: int, k_high: int, users_low
     return None
 
 
-def refined_schedule(model: PerformanceModel, decision: Decision, argv_by_k: dict[int, list[str]]) -> tuple[dict | None, str]:
+def refined_schedule(model: PerformanceModel, decision: Decision,
+                     argv_by_k: dict[int, list[str]]) -> tuple[dict | None, str]:
     """The stages' schedule with each boundary at the model's crossover (the K per range stay the stages'
     decided picks: the model never overrules a measurement)."""
     schedule = decision.per_batch_size
@@ -136,8 +140,9 @@ def _curves(model: PerformanceModel) -> tuple[list[Curve], dict[str, int | None]
         for users in curve_users(model):
             pr = model.predict(k, users)
             points.append(CurvePoint(users=users, requests_per_s=pr.requests_per_s,
-                                     requests_per_s_low=pr.requests_per_s_low, requests_per_s_high=pr.requests_per_s_high,
-                                     real_batch=pr.real_batch, preempting=pr.preempting))
+                                     requests_per_s_low=pr.requests_per_s_low,
+                                     requests_per_s_high=pr.requests_per_s_high, real_batch=pr.real_batch,
+                                     preempting=pr.preempting))
         curves.append(Curve(k=k, measured_k=k in model.ks, points=points))
         preempts[str(k)] = next((pt.users for pt in points if pt.preempting), None)
     return curves, preempts

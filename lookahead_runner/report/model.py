@@ -38,7 +38,8 @@ def predicted_vs_measured(decision: Decision) -> go.Figure | None:
     for k in sorted({c.k for c in decision.cells}):
         cells = sorted((c for c in decision.cells if c.k == k), key=lambda c: c.users)
         fig.add_trace(go.Scatter(
-            x=[c.users for c in cells], y=[c.req_per_s for c in cells], mode="markers", name=plot_text(f"K={k} measured"),
+            x=[c.users for c in cells], y=[c.req_per_s for c in cells], mode="markers",
+            name=plot_text(f"K={k} measured"),
             marker={"color": _colour(k), "size": 9, "symbol": "circle-open", "line": {"width": 2}},
             legendgroup=f"k{k}", hovertemplate="%{x} users: %{y:.3g} req/s measured<extra>%{fullData.name}</extra>"))
     return _layout(fig, users_axis(pd.Series([p.users for p in m.curves[0].points])), "requests/s")

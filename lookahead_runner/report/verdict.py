@@ -149,7 +149,9 @@ def per_batch_size(decision: Decision) -> dict:
     argv = form.get("argv")
     left_out = form.get("left_out_users") or []
     note = (f"Anchored on the decided stages ({', '.join(map(str, form.get('anchored_on_users') or []))} users)"
-            + (f"; left out (not decided): {', '.join(map(str, left_out))} users" if left_out else "") + ".")
+            + (f"; left out (not decided): {', '.join(map(str, left_out))} users" if left_out else "") + "."
+            + (f" Boundaries at the performance model's crossovers (halfway between stages: {form['stage_ranges']})."
+               if form.get("boundaries") == "model crossovers" else ""))
     return {"available": True, "ranges": [_range_entry(entry) for entry in ranges],
             "json": json.dumps({SCHEDULE_KEY: form.get(SCHEDULE_KEY, ranges)}), "argv_shell": shell_text(argv) if argv else "",
             "note": note + ("" if argv else " The argv of the largest K has no speculative config to extend.")}

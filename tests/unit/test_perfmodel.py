@@ -61,8 +61,11 @@ def test_an_unseen_concurrency_and_k_are_predicted_with_an_interval(model):
     assert p.requests_per_s_low <= p.requests_per_s <= p.requests_per_s_high
     assert p.output_tokens_per_s == pytest.approx(p.requests_per_s * 64, rel=0.02)
     assert any("K=6 not measured" in note for note in p.extrapolated)
-    far = model.predict(4, 128)
+    far = model.predict(8, 128)
     assert any("beyond the highest stage" in note for note in far.extrapolated)
+    assert any("verified tokens per step, beyond the" in note for note in far.extrapolated)
+    assert any(note.startswith("KV usage") for note in far.extrapolated)
+    assert model.predict(4, 32).extrapolated == []
 
 
 def test_best_k_follows_the_true_crossover(model):

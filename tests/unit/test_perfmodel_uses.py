@@ -13,6 +13,7 @@ from lookahead_runner.decision.perfmodel import fit_performance_model
 from lookahead_runner.decision.perfmodel_uses import production_point, refined_schedule, summary
 from lookahead_runner.decision.schedule import schedule_from_picks
 from lookahead_runner.decision.schema import Decision, Recommended, StagePick
+from lookahead_runner.report.verdict import per_batch_size
 
 WORLD = World()
 STAGES = (8, 16, 24, 32, 48, 64)
@@ -53,6 +54,7 @@ def test_production_users_beyond_the_stages_is_a_stated_prediction(model):
     assert point.requests_per_s_low <= point.requests_per_s <= point.requests_per_s_high
     assert point.statement.startswith("Prediction, not a measurement: at 96 users")
     assert "1.5x the highest stage measured (64): an extrapolation" in point.statement
+    assert "Beyond the windows: users 96 beyond the highest stage measured (64)" in point.statement
     assert production_point(model, 40, 0).reach == "between the measured stages 32 and 48"
 
 
@@ -77,6 +79,8 @@ def test_schedule_boundary_moves_to_the_crossover_and_keeps_the_stage_picks(mode
     at_boundary = next(u for u in range(48, 65) if float(WORLD.truth(4, u).real_batch[0]) >= boundary)
     assert abs(crossing - at_boundary) <= 4, (crossing, at_boundary, boundary)
     assert "crossovers" in note and refined["argv"] and "num_speculative_tokens_per_batch_size" in refined["argv"][-1]
+    shown = per_batch_size(decision.model_copy(update={"per_batch_size": refined}))
+    assert "Boundaries at the performance model's crossovers" in shown["note"] and str(before) in shown["note"]
 
 
 def test_an_untrusted_model_leaves_the_schedule_alone(untrusted):
