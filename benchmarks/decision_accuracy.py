@@ -295,12 +295,18 @@ def adaptive_vs_grid(s: BenchScenario, data, evidence: Evidence, config: SweepCo
     price = replay.prices(lives, data.statuses, config)
     shape, positions = model_inputs(data.run_dir, data)
 
-    def model_of(seen: Evidence):
-        fitted = fit_performance_model(seen, shape, {k: c for k, c in positions.items() if k in seen.ks} or None,
-                                       error_bound=config.decision.model_error_bound, seed=config.decision.seed)
-        return view_of(fitted, config)
+    def fitted(seen: Evidence):
+        return fit_performance_model(seen, shape, {k: c for k, c in positions.items() if k in seen.ks} or None,
+                                     error_bound=config.decision.model_error_bound, seed=config.decision.seed)
 
-    pairs, costs, model_steps = [], [], (0, 0)
+    def model_of(seen: Evidence):
+        return view_of(fitted(seen), config)
+
+    def production_pick(seen: Evidence) -> int | None:  # the model's best K at production_users, when trusted
+        model = fitted(seen)
+        return model.best_k_at(s.production_users, list(s.ks))[0] if model.trusted else None
+
+    pairs, costs, model_steps, production = [], [], (0, 0), []
     grid_max = len(recorded) * replay.GRID_REPEATS
     for order in replay.orders(recorded, args.subsets, np.random.default_rng(args.seed + 1)):
         grid = replay.grid_subset(order)
@@ -309,12 +315,19 @@ def adaptive_vs_grid(s: BenchScenario, data, evidence: Evidence, config: SweepCo
         verdicts = [Verdict.of(decide(seen, config.decision, argv), s.truth, set(seen.at(s.users)))
                     for seen in (evidence.subset(grid), evidence.subset(adaptive.revealed))]
         pairs.append((*verdicts, adaptive.stop))
+        if s.production_users:
+            production.append([production_pick(evidence.subset(seen)) for seen in (grid, adaptive.revealed)])
         model_steps = (model_steps[0] + adaptive.trusted_steps, model_steps[1] + adaptive.steps)
         costs.append((replay.server_seconds(grid, price), replay.server_seconds(adaptive.revealed, price),
                       replay.server_seconds(grid, price, args.start_s),
                       replay.server_seconds(adaptive.revealed, price, args.start_s),
                       sum(len(r) for r in grid.values()), adaptive.lives))
     figures = replay.summary(pairs, costs, model_steps) | {"adaptive": tally([a for _, a, _ in pairs])}
+    if s.production_users:
+        figures["production"] = {"users": s.production_users, "truth": s.production_truth, **{
+            name: dict(Counter("not predicted (model not trusted)" if k is None else
+                               "right" if k == s.production_truth else f"wrong (K={k})" for k in picks).most_common())
+            for name, picks in (("grid", [g for g, _ in production]), ("adaptive", [a for _, a in production]))}}
     print(f"[{s.name}] adaptive replay: verdict = grid's in {figures['verdict_equals_grid']['share']} (where the grid "
           f"decided: {figures['where_grid_decided_same_k']['share']}); lives "
           f"{figures['lives']}; adaptive verdicts {figures['adaptive']['verdicts']}", file=sys.stderr)
