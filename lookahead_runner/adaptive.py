@@ -12,7 +12,9 @@ sure. Two questions, in this order:
    running (the leader and every K winning >= 2 % of the resamples); a K not run inside that bracket could
    be it, the smallest first (grid order). K at or above a stop the resamples agree on are never run.
 2. Otherwise, is the verdict decided? The decision engine says so on the measured windows (`decided`), and
-   the leader has at least `min_leader_lives` lives, so restart-to-restart variation is in its figures.
+   the leader and the baseline (both ends of the gain the verdict states) have at least `min_leader_lives`
+   lives each, so restart-to-restart variation is in their figures: one outlier life of either would
+   otherwise pass for a precise figure.
    If not, one more life of the K the verdict hangs on (the engine's `repeats_wanted`), the one with the
    fewest lives first; a repeat runs the target stage only (a K's first life runs every stage).
 
@@ -182,15 +184,16 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     leader = standing.leader
     if standing.status == "no_eligible":
         return Choice(None, why="no K passes its gates at the target", stop="exhausted")
+    # both ends of the gain a verdict states (the leader, the baseline) need their restart-to-restart spread: one
+    # life of either can be an outlier that the spread pooled from other K does not reveal
+    short = [k for k in dict.fromkeys((leader, base)) if k is not None and spent.valid.get(k, 0) < min_leader_lives]
     if standing.status == "decided" and leader is not None:
-        if spent.valid.get(leader, 0) >= min_leader_lives:
+        if not short:
             share = standing.shares.get(leader, 0.0)
             return Choice(None, why=f"decided: K={leader} wins in {share:.0%} of the resamples", stop="decided")
-        wanted = [leader]
+        wanted = short
     else:
-        wanted = list(standing.wanted)
-        if leader is not None and spent.valid.get(leader, 0) < min_leader_lives:
-            wanted.append(leader)
+        wanted = list(standing.wanted) + short
     wanted = sorted({k for k in wanted if spent.lives.get(k, 0) < max_lives_per_k},
                     key=lambda k: (spent.valid.get(k, 0), k != leader, -standing.shares.get(k, 0.0), k))
     if not wanted:
@@ -198,8 +201,8 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
                else "nothing left to measure could decide it")
         return Choice(None, why=f"not decided: {why}", stop="exhausted")
     k = wanted[0]
-    why = (f"it {_share_text(standing, k)} on {spent.valid.get(k, 0)} life; a second shows the restart-to-restart "
-           "spread" if k == leader and spent.valid.get(k, 0) < min_leader_lives
+    who = f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
+    why = (f"{who} on {spent.valid.get(k, 0)} life; a second shows its restart-to-restart spread" if k in short
            else f"the verdict hangs on it ({_share_text(standing, k)})")
     return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.lives.get(k, 0) + 1}): {why}")
 
