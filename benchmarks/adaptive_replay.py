@@ -9,11 +9,14 @@ recording in that order: the next repeat of the K it names, or it stops (decided
 the decision engine on the windows revealed. A revealed life is priced at its recorded start (the K's
 server life: start_s, else ready_s, as status.json has it) plus its recorded load (measure_s, else the
 stage's planned seconds), and again at a GPU-like start (--start-s) plus the same load. The grid's budget
-caps the adaptive sweep: never more lives than the grid it is compared with.
+caps the adaptive sweep: never more lives than the grid it is compared with. The performance model is fitted
+on the windows revealed so far, as the product fits it on the lives run (with every recorded life's
+per-position acceptance of a K revealed, where the recording has it).
 """
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +53,8 @@ class Replayed:
     revealed: dict[int, list[int]]   # per K, the repeats the chooser asked for, in order
     stop: str                        # decided | budget | exhausted | recording exhausted
     why: str
+    trusted_steps: int = 0           # choices made with the performance model trusted
+    steps: int = 0
 
     @property
     def lives(self) -> int:
@@ -57,24 +62,29 @@ class Replayed:
 
 
 def replay(evidence: Evidence, order: dict[int, list[int]], config: SweepConfig, price: dict[int, Price],
-           max_lives: int, model: ModelView = ModelView()) -> Replayed:
-    """The chooser run over the recording: each life it asks for is the next recorded repeat of that K."""
+           max_lives: int, model_of: Callable[[Evidence], ModelView] = lambda seen: ModelView()) -> Replayed:
+    """The chooser run over the recording: each life it asks for is the next recorded repeat of that K.
+    `model_of(windows revealed)` is the performance model as the chooser sees it (the product fits it the same way)."""
     ks, p, target = sorted(order), config.decision, config.target_users
     revealed: dict[int, list[int]] = {k: [] for k in ks}
-    for _ in range(max_lives + 1):
+    trusted = 0
+    for step in range(max_lives + 1):
         seen = evidence.subset(revealed)
         seconds = [price[k].start_s + price[k].measure_s for k, rs in revealed.items() for _ in rs if k in price]
         spent = Spent({k: len(r) for k, r in revealed.items() if r}, valid_lives(seen, target), sum(seconds),
                       float(np.mean(seconds)) if seconds else 0.0)
+        model = model_of(seen) if len(seen.ks) >= 2 else ModelView(why_not="fewer than two K measured")
+        trusted += model.trusted
         choice: Choice = choose(ks, standing_of(seen, p), spent, model, Budget(max_lives), config.load.max_repeats,
                                 2, p.tie_tolerance_frac)
         if choice.k is None:
-            return Replayed(revealed, choice.stop, choice.why)
+            return Replayed(revealed, choice.stop, choice.why, trusted, step + 1)
         left = [r for r in order[choice.k] if r not in revealed[choice.k]]
         if not left:
-            return Replayed(revealed, "recording exhausted", f"asked for more repeats of K={choice.k} than recorded")
+            return Replayed(revealed, "recording exhausted", f"asked for more repeats of K={choice.k} than recorded",
+                            trusted, step + 1)
         revealed[choice.k].append(left[0])
-    return Replayed(revealed, "budget", "the replay's bound")
+    return Replayed(revealed, "budget", "the replay's bound", trusted, max_lives + 1)
 
 
 def grid_subset(order: dict[int, list[int]]) -> dict[int, list[int]]:
@@ -100,9 +110,10 @@ def _share(hits: int, n: int) -> dict:
     return {"n": hits, "of": n, "share": round(hits / n, 3) if n else None}
 
 
-def summary(pairs: list[tuple], price_rows: list[tuple[float, float, float, float, int, int]]) -> dict:
+def summary(pairs: list[tuple], price_rows: list[tuple[float, float, float, float, int, int]],
+            model_steps: tuple[int, int] = (0, 0)) -> dict:
     """pairs: (grid Verdict, adaptive Verdict, stop); price_rows: (grid s, adaptive s, grid priced, adaptive
-    priced, grid lives, adaptive lives) per trial."""
+    priced, grid lives, adaptive lives) per trial; model_steps: (choices with the model trusted, all choices)."""
     n = len(pairs)
     agree = sum(g.label == a.label for g, a, _ in pairs)
     both = [(g, a) for g, a, _ in pairs if g.status == "decided" and a.status == "decided"]
@@ -116,6 +127,7 @@ def summary(pairs: list[tuple], price_rows: list[tuple[float, float, float, floa
         "grid_decided_adaptive_not": sum(g.status == "decided" and a.status != "decided" for g, a, _ in pairs),
         "adaptive_confident_wrong": sum(a.status == "decided" and a.outcome == "wrong" for _, a, _ in pairs),
         "stops": dict(Counter(stop for _, _, stop in pairs).most_common()),
+        "choices_with_the_model_trusted": _share(*model_steps),
         "lives": {"grid": int(total[4]), "adaptive": int(total[5]), "saving": saving(total[4], total[5])},
         "server_s_measured": {"grid": round(total[0], 1), "adaptive": round(total[1], 1),
                               "saving": saving(total[0], total[1])},

@@ -66,7 +66,11 @@ from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
 from lookahead_runner.decision import Decision, Evidence, decide  # noqa: E402
 from lookahead_runner.decision.stats import wilson  # noqa: E402
 from lookahead_runner.finalize import RunDirError, read_plan, read_run  # noqa: E402
+from lookahead_runner.adaptive import ModelView  # noqa: E402
+from lookahead_runner.adaptive_sweep import view_of  # noqa: E402
+from lookahead_runner.decision.perfmodel import fit_performance_model  # noqa: E402
 from lookahead_runner.life import is_simulator  # noqa: E402
+from lookahead_runner.perfmodel_run import model_inputs  # noqa: E402
 
 RIGHT, NOT_DECIDED, WRONG, UNSCORED = "right", "not decided", "wrong", "unscored"
 SUBSET_REPEATS = 2            # the demo's repeats
@@ -289,28 +293,50 @@ def adaptive_vs_grid(s: BenchScenario, data, evidence: Evidence, config: SweepCo
     for life in lives:
         recorded.setdefault(life["k"], []).append(life["repeat"])
     price = replay.prices(lives, data.statuses, config)
-    pairs, costs = [], []
+    shape, positions = model_inputs(data.run_dir, data)
+
+    def fitted(seen: Evidence):
+        return fit_performance_model(seen, shape, {k: c for k, c in positions.items() if k in seen.ks} or None,
+                                     error_bound=config.decision.model_error_bound, seed=config.decision.seed)
+
+    def model_of(seen: Evidence):
+        return view_of(fitted(seen), config)
+
+    def production_pick(seen: Evidence) -> int | None:  # the model's best K at production_users, when trusted
+        model = fitted(seen)
+        return model.best_k_at(s.production_users, list(s.ks))[0] if model.trusted else None
+
+    pairs, costs, model_steps, production = [], [], (0, 0), []
     grid_max = len(recorded) * replay.GRID_REPEATS
     for order in replay.orders(recorded, args.subsets, np.random.default_rng(args.seed + 1)):
         grid = replay.grid_subset(order)
-        adaptive = replay.replay(evidence, order, config, price, grid_max)
+        adaptive = replay.replay(evidence, order, config, price, grid_max, model_of if args.adaptive_model else
+                                 lambda seen: ModelView(why_not="--no-adaptive-model"))
         verdicts = [Verdict.of(decide(seen, config.decision, argv), s.truth, set(seen.at(s.users)))
                     for seen in (evidence.subset(grid), evidence.subset(adaptive.revealed))]
         pairs.append((*verdicts, adaptive.stop))
+        if s.production_users:
+            production.append([production_pick(evidence.subset(seen)) for seen in (grid, adaptive.revealed)])
+        model_steps = (model_steps[0] + adaptive.trusted_steps, model_steps[1] + adaptive.steps)
         costs.append((replay.server_seconds(grid, price), replay.server_seconds(adaptive.revealed, price),
                       replay.server_seconds(grid, price, args.start_s),
                       replay.server_seconds(adaptive.revealed, price, args.start_s),
                       sum(len(r) for r in grid.values()), adaptive.lives))
-    figures = replay.summary(pairs, costs) | {"adaptive": tally([a for _, a, _ in pairs])}
+    figures = replay.summary(pairs, costs, model_steps) | {"adaptive": tally([a for _, a, _ in pairs])}
+    if s.production_users:
+        figures["production"] = {"users": s.production_users, "truth": s.production_truth, **{
+            name: dict(Counter("not predicted (model not trusted)" if k is None else
+                               "right" if k == s.production_truth else f"wrong (K={k})" for k in picks).most_common())
+            for name, picks in (("grid", [g for g, _ in production]), ("adaptive", [a for _, a in production]))}}
     print(f"[{s.name}] adaptive replay: verdict = grid's in {figures['verdict_equals_grid']['share']} (where the grid "
           f"decided: {figures['where_grid_decided_same_k']['share']}); lives "
           f"{figures['lives']}; adaptive verdicts {figures['adaptive']['verdicts']}", file=sys.stderr)
     return figures, pairs, costs
 
 
-def adaptive_totals(pairs: list, costs: list, args: argparse.Namespace) -> dict:
+def adaptive_totals(pairs: list, costs: list, args: argparse.Namespace, model_steps: tuple[int, int]) -> dict:
     """Over every scenario: the adaptive replay against the grid, and the goal of issue 20."""
-    figures = replay.summary(pairs, costs)
+    figures = replay.summary(pairs, costs, model_steps)
     same = figures["where_grid_decided_same_k"]["share"]
     met = bool(same is not None and same >= 0.95 and figures["adaptive_confident_wrong"] == 0
                and (figures["lives"]["saving"] or 0) >= 0.4 and (figures["server_s_priced"]["saving"] or 0) >= 0.4)
@@ -341,6 +367,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random subsets")
     parser.add_argument("--no-adaptive", dest="adaptive", action="store_false",
                         help="leave out the adaptive sweep's replay beside the grid")
+    parser.add_argument("--no-adaptive-model", dest="adaptive_model", action="store_false",
+                        help="the adaptive replay without the performance model (model-free choices only)")
     parser.add_argument("--start-s", type=float, default=120.0, help="a GPU-like server start (s) the lives are "
                                                                      "priced at, beside their recorded starts")
     args = parser.parse_args()
@@ -360,7 +388,9 @@ def main() -> None:
         pairs_all += pairs
         costs_all += costs
     totals = tally(drawn_all)
-    adaptive = adaptive_totals(pairs_all, costs_all, args) if args.adaptive else None
+    steps = [v["adaptive_vs_grid"]["choices_with_the_model_trusted"] for v in scenarios.values() if args.adaptive]
+    adaptive = adaptive_totals(pairs_all, costs_all, args, (sum(x["n"] for x in steps), sum(x["of"] for x in steps))) \
+        if args.adaptive else None
     print(json.dumps({
         "benchmark": "decision_accuracy", "repeats_recorded": args.repeats, "subset_repeats": SUBSET_REPEATS,
         "random_subsets_per_scenario": args.subsets, "stage_s": args.stage_s, "warmup_s": args.warmup_s,

@@ -17,6 +17,7 @@ scenario is chosen so its truth clears each threshold by a wide margin (see `why
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -39,6 +40,9 @@ class BenchScenario:
     slo: dict[str, float] = field(default_factory=dict)
     stop_at: int | None = None       # where the stop rule must fire, when the scenario is about it
     diagnosis: str = ""              # a diagnosis the decision should give (its first words)
+    lower_stages: tuple[int, ...] = ()   # stages below the target (the highest stage), for the performance model
+    production_users: int = 0        # decision.production_users: a concurrency no stage runs
+    production_truth: int | None = None  # the best K there (the same rule, on the model's figures at those users)
 
 
 def _sim(scenario: str, max_num_seqs: int = 128, **overrides: float) -> tuple[str, ...]:
@@ -97,23 +101,35 @@ SCENARIOS: tuple[BenchScenario, ...] = (
         "context-4000", 2, "the same server with 4,000-token prompts: req/s 13.5 / 18.9 / 14.7 at K 0/2/4 (K=2 +40 %, "
         "+28 % over K=4): each step reads 10 x the KV, so it stays memory-bound and verifying 3 tokens is cheap",
         32, (0, 2, 4), _CONTEXT, prompt_tokens=4000),
+    BenchScenario(
+        "production-between", 0, "tight-kv, stages 32 and 128 users, production at 64: at 128 req/s 42.7 / 59.6 / "
+        "53.0 / 38.4 at K 0/2/4/8 but every K > 0 fills the KV pool (785 / 471 / 122 preemptions), so K=0; at 64 "
+        "users (no stage) 23.5 / 45.7 / 50.1 / 38.5, K=8 preempting: K=4 (+10 % over K=2)", 128, (0, 2, 4, 8),
+        _sim("tight-kv"), lower_stages=(32,), production_users=64, production_truth=4),
+    BenchScenario(
+        "production-beyond", 4, "roomy-kv at --max-num-seqs 256, stages 16 and 64 users, production at 96: at 64 "
+        "req/s 23.5 / 45.7 / 50.1 / 39.2 at K 0/2/4/8 (K=4 +10 % over K=2); at 96 users (beyond the stages) "
+        "34.1 / 60.6 / 54.2 / 42.1: K=2 (+12 % over K=4)", 64, (0, 2, 4, 8),
+        _sim("roomy-kv", max_num_seqs=256), lower_stages=(16,), production_users=96, production_truth=2),
 )
 
 
 def config_toml(s: BenchScenario, repeats: int, stage_s: float, warmup_s: float) -> str:
-    """The sweep config of one scenario: its target stage only, same-server repeats."""
+    """The sweep config of one scenario: its target stage (and the lower stages it names), same-server repeats."""
     slo = "".join(f"{key} = {value!r}\n" for key, value in s.slo.items())
+    stages = ", ".join(f"{{ users = {users}, duration_s = {stage_s!r} }}" for users in (*s.lower_stages, s.users))
+    production = f"production_users = {s.production_users}\n" if s.production_users else ""
     return (f'name = "{s.name}"\n'
             f"[server]\nmodel = {json.dumps(SERVER_MODEL)}\nextra_args = {json.dumps(list(s.server_args))}\n"
             "ready_timeout_s = 60\nmemory_stable_window_s = 1.0\n"
             f"[speculation]\nk = {json.dumps(list(s.ks))}\nmethod = \"draft_model\"\n"
             f"draft_model = {json.dumps(DRAFT_MODEL)}\n"
-            f"[load]\nstages = [{{ users = {s.users}, duration_s = {stage_s!r} }}]\n"
+            f"[load]\nstages = [{stages}]\n"
             f"prompt_tokens = {s.prompt_tokens}\noutput_tokens = {s.output_tokens}\n"
             f"temperature = {s.temperature!r}\nrepeats = {repeats}\nrepeat_mode = \"same-server\"\n"
             f"warmup_s = {warmup_s!r}\n"
             f"[decision]\ntarget_users = {s.users}\nconfirm = \"off\"\n"  # the K decision alone: no confirmation life
-            + (f"[decision.slo]\n{slo}" if slo else ""))
+            + production + (f"[decision.slo]\n{slo}" if slo else ""))
 
 
 def closed_loop(s: BenchScenario, k: int, users: int, engine_s: float, seed: int, warm_share: float = 0.1) -> dict:
@@ -210,7 +226,17 @@ def main() -> None:
     print(json.dumps({"benchmark": "decision_scenarios", "engine_s": args.engine_s, "seed": args.seed,
                       "scenarios": {s.name: {"truth": s.truth, "why": s.why,
                                              "model": [model_steady_state(s, k, args.engine_s, args.seed)
-                                                       for k in s.ks]} for s in wanted}}))
+                                                       for k in s.ks]} | production_figures(s, args)
+                                    for s in wanted}}))
+
+
+def production_figures(s: BenchScenario, args: argparse.Namespace) -> dict:
+    """The model's figures at decision.production_users, where the scenario sets it."""
+    if not s.production_users:
+        return {}
+    at = dataclasses.replace(s, users=s.production_users)
+    return {"production_users": s.production_users, "production_truth": s.production_truth,
+            "production_model": [model_steady_state(at, k, args.engine_s, args.seed) for k in s.ks]}
 
 
 if __name__ == "__main__":

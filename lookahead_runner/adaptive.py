@@ -4,13 +4,17 @@ It starts with the baseline and one K, then asks, after every life, where the ve
 sure. Two questions, in this order:
 
 1. Could a K not run yet be the best? With a trusted performance model: a K whose predicted objective
-   (its interval's top) reaches the leader's measured one, the most promising first. Without one (or not
+   (its interval's top) reaches the leader's measured one and whose KV use is not predicted to fill the
+   pool (the memory gate would block it), the most promising first; before those, the model's best K at
+   decision.production_users when it has not run yet (its curve there then rests on a measured K). Without one (or not
    trusted), model-free: the objective is taken to rise and then fall with K (unimodal, as the method's stop
    rule assumes), so the best K lies between the nearest measured K below and above the K still in the
    running (the leader and every K winning >= 2 % of the resamples); a K not run inside that bracket could
    be it, the smallest first (grid order). K at or above a stop the resamples agree on are never run.
 2. Otherwise, is the verdict decided? The decision engine says so on the measured windows (`decided`), and
-   the leader has at least `min_leader_lives` lives, so restart-to-restart variation is in its figures.
+   the leader and the baseline (both ends of the gain the verdict states) have at least `min_leader_lives`
+   lives each, so restart-to-restart variation is in their figures: one outlier life of either would
+   otherwise pass for a precise figure.
    If not, one more life of the K the verdict hangs on (the engine's `repeats_wanted`), the one with the
    fewest lives first; a repeat runs the target stage only (a K's first life runs every stage).
 
@@ -51,6 +55,7 @@ class Prediction:
     objective: float
     low: float
     high: float
+    preempting: bool = False    # the KV pool would fill at the target: the memory gate would block it
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class ModelView:
     trusted: bool = False
     predictions: Mapping[int, Prediction] = field(default_factory=dict)
     why_not: str = "no performance model"
+    production_best: int | None = None     # its best K at decision.production_users (when that is set)
 
 
 @dataclass(frozen=True)
@@ -91,9 +97,10 @@ class Choice:
 
 
 def first_k(ks: list[int], model: ModelView) -> tuple[int, str]:
-    """The K run beside the baseline first: the model's best prediction, else the middle of the grid."""
+    """The K run beside the baseline first: the model's best prediction (its KV pool not filling), else the middle
+    of the grid."""
     others = ks[1:]
-    predicted = {k: p for k, p in model.predictions.items() if k in others}
+    predicted = {k: p for k, p in model.predictions.items() if k in others and not p.preempting}
     if model.trusted and predicted:
         best = max(predicted, key=lambda k: predicted[k].objective)
         return best, f"K={best}: the model's best prediction at the target ({predicted[best].objective:.3g})"
@@ -128,10 +135,13 @@ def could_win(ks: list[int], standing: Standing, spent: Spent, model: ModelView,
     untried = [k for k in ks if spent.lives.get(k, 0) == 0 and (standing.stopped_at is None or k < standing.stopped_at)]
     if model.trusted and standing.leader is not None and standing.leader in standing.objective:
         bar = standing.objective[standing.leader] / (1 + p_tie)
-        hopeful = [k for k in untried if k in model.predictions and model.predictions[k].high >= bar]
+        hopeful = [k for k in untried if k in model.predictions and model.predictions[k].high >= bar
+                   and not model.predictions[k].preempting]
         unknown = [k for k in untried if k not in model.predictions]
         hopeful.sort(key=lambda k: -model.predictions[k].objective)
-        return hopeful + unknown, "the model predicts it could beat the leader"
+        if model.production_best in untried:
+            return [model.production_best], "the model's best K at decision.production_users is not measured yet"
+        return hopeful + unknown, "the model predicts it could beat the leader without filling the KV pool"
     low, high = bracket(ks, standing)
     return [k for k in untried if low < k < high], "it lies between the K measured around the leader"
 
@@ -174,15 +184,16 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     leader = standing.leader
     if standing.status == "no_eligible":
         return Choice(None, why="no K passes its gates at the target", stop="exhausted")
+    # both ends of the gain a verdict states (the leader, the baseline) need their restart-to-restart spread: one
+    # life of either can be an outlier that the spread pooled from other K does not reveal
+    short = [k for k in dict.fromkeys((leader, base)) if k is not None and spent.valid.get(k, 0) < min_leader_lives]
     if standing.status == "decided" and leader is not None:
-        if spent.valid.get(leader, 0) >= min_leader_lives:
+        if not short:
             share = standing.shares.get(leader, 0.0)
             return Choice(None, why=f"decided: K={leader} wins in {share:.0%} of the resamples", stop="decided")
-        wanted = [leader]
+        wanted = short
     else:
-        wanted = list(standing.wanted)
-        if leader is not None and spent.valid.get(leader, 0) < min_leader_lives:
-            wanted.append(leader)
+        wanted = list(standing.wanted) + short
     wanted = sorted({k for k in wanted if spent.lives.get(k, 0) < max_lives_per_k},
                     key=lambda k: (spent.valid.get(k, 0), k != leader, -standing.shares.get(k, 0.0), k))
     if not wanted:
@@ -190,8 +201,8 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
                else "nothing left to measure could decide it")
         return Choice(None, why=f"not decided: {why}", stop="exhausted")
     k = wanted[0]
-    why = (f"it {_share_text(standing, k)} on {spent.valid.get(k, 0)} life; a second shows the restart-to-restart "
-           "spread" if k == leader and spent.valid.get(k, 0) < min_leader_lives
+    who = f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
+    why = (f"{who} on {spent.valid.get(k, 0)} life; a second shows its restart-to-restart spread" if k in short
            else f"the verdict hangs on it ({_share_text(standing, k)})")
     return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.lives.get(k, 0) + 1}): {why}")
 

@@ -18,6 +18,7 @@ from .config import SweepConfig
 from .cost import grid_lives, life_costs
 from .finalize import read_run, write_tables
 from .life import Life, append_to_plan
+from .perfmodel_run import fit_run
 from .results import CONFIRM_ROLE
 from .vllm.knob import Setting
 from .vllm.probe import Capabilities
@@ -47,24 +48,28 @@ def describe(config: SweepConfig, model: ModelView) -> str:
 
 
 def model_view(data, config: SweepConfig) -> ModelView:
-    """The performance model (decision/perfmodel.py) fitted on the run so far: its objective at the target for
-    every planned K, or why it drives nothing (then K not run yet are chosen model-free)."""
-    try:
-        from .perfmodel_run import fit_run
-    except ImportError:
-        return ModelView(why_not="no performance model in this version")
+    """The performance model (decision/perfmodel.py) fitted on the run so far, as the chooser sees it."""
+    if data is None or len(data.evidence().ks) < 2:
+        return ModelView(why_not="fewer than two K measured")
+    return view_of(fit_run(data.run_dir, data), config)
+
+
+def view_of(model, config: SweepConfig) -> ModelView:
+    """A fitted `PerformanceModel` as the chooser sees it: its objective at the target for every planned K (and
+    its best K at decision.production_users), or why it drives nothing."""
     objective = config.decision.objective
     if objective not in PREDICTED:
         return ModelView(why_not=f"the model does not predict decision.objective = {objective!r}")
-    if data is None or len(data.evidence().ks) < 2:
-        return ModelView(why_not="fewer than two K measured")
-    model = fit_run(data)
     if not model.trusted:
-        return ModelView(why_not=f"the model is not trusted: {model.trust_reason}")
+        reason = model.trust_reason
+        return ModelView(why_not=f"the performance model is {reason}" if reason.startswith("not trusted")
+                         else f"the performance model is not trusted: {reason}")
     field = PREDICTED[objective]
     predicted = {k: model.predict(k, config.target_users) for k in config.speculation.k}
-    return ModelView(True, {k: Prediction(getattr(p, field), getattr(p, f"{field}_low"), getattr(p, f"{field}_high"))
-                            for k, p in predicted.items()}, "")
+    production = config.decision.production_users
+    return ModelView(True, {k: Prediction(getattr(p, field), getattr(p, f"{field}_low"), getattr(p, f"{field}_high"),
+                                          p.preempting) for k, p in predicted.items()}, "",
+                     model.best_k_at(production, config.speculation.k)[0] if production else None)
 
 
 PREDICTED = {"req_per_s": "requests_per_s", "output_tok_per_s": "output_tokens_per_s"}

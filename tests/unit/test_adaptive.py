@@ -67,18 +67,27 @@ def test_a_trusted_model_skips_a_k_it_predicts_cannot_reach_the_leader():
     assert choice.k == 4 and not choice.all_stages  # neither 2 nor 8 can win: a repeat of the leader
     hopeful = ModelView(True, {2: Prediction(40, 38, 49), 8: Prediction(30, 25, 35)}, "")
     assert choose(KS, now, spent(k0=1, k4=1), hopeful, ROOMY, 5).k == 2  # 49 reaches 50 within the tie band
+    production = ModelView(True, model.predictions, "", production_best=8)
+    assert choose(KS, now, spent(k0=1, k4=1), production, ROOMY, 5).k == 8  # the best at production_users, unrun
+    full = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(70, 60, 80, preempting=True)}, "")
+    assert choose(KS, now, spent(k0=1, k4=1), full, ROOMY, 5).k == 4      # K=8 would fill the KV pool
 
 
-def test_it_stops_when_decided_on_a_leader_with_two_lives():
+def test_it_stops_when_decided_on_a_leader_and_a_baseline_with_two_lives_each():
     now = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 20.0, 2: 45.0, 4: 50.0, 8: 38.0})
-    done = choose(KS, now, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
+    done = choose(KS, now, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
     assert done.k is None and done.stop == "decided" and "K=4 wins in 97%" in done.why
+    leader_once = choose(KS, now, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert (leader_once.k, leader_once.all_stages) == (4, False) and "restart-to-restart spread" in leader_once.why
+    # one life of the baseline may be an outlier that every gain would be measured against
+    base_once = choose(KS, now, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
+    assert base_once.k == 0 and "the baseline every gain is measured against on 1 life" in base_once.why
 
 
 def test_not_decided_repeats_the_k_with_fewest_lives_among_those_the_verdict_hangs_on():
     now = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 20.0, 2: 48.0, 4: 50.0, 8: 38.0}, wanted=(2, 4))
-    assert choose(KS, now, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5).k == 2
-    capped = choose(KS, now, spent(k0=1, k2=5, k4=5, k8=1), ModelView(), ROOMY, 5)
+    assert choose(KS, now, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5).k == 2
+    capped = choose(KS, now, spent(k0=2, k2=5, k4=5, k8=1), ModelView(), ROOMY, 5)
     assert capped.k is None and capped.stop == "exhausted" and "max_repeats" in capped.why
 
 

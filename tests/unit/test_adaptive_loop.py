@@ -5,6 +5,7 @@ from types import SimpleNamespace
 from synthetic import window
 
 from lookahead_runner import adaptive_sweep, results
+from lookahead_runner.adaptive import ModelView, Prediction
 from lookahead_runner.config import config_from_dict
 from lookahead_runner.decision import evidence
 from lookahead_runner.vllm.probe import Capabilities
@@ -46,8 +47,9 @@ class Lives:
         return SimpleNamespace(plan=plan, statuses=statuses, evidence=lambda: evidence(windows, 64))
 
 
-def start(tmp_path, monkeypatch, lives: Lives, config=CONFIG):
+def start(tmp_path, monkeypatch, lives: Lives, config=CONFIG, model=ModelView(why_not="no performance model here")):
     monkeypatch.setattr(adaptive_sweep, "read_run", lives.read_run)
+    monkeypatch.setattr(adaptive_sweep, "model_view", lambda data, config: model)
     monkeypatch.setattr(adaptive_sweep, "write_tables", lambda run_dir: None)
     if not (tmp_path / "plan.json").exists():
         results.write_json(tmp_path / "plan.json", adaptive_sweep.start_plan(
@@ -96,3 +98,13 @@ def test_the_budget_stops_it_and_says_so(tmp_path, monkeypatch):
     assert choice.stop == "budget" and "sweep.max_server_minutes = 6" in choice.why
     assert len(lives.ran) == 2                      # 2 x (120 + 40) s spent; a third would pass 360 s
     assert results.read_json(tmp_path / "plan.json")["adaptive"]["stop"] == "budget"
+
+
+def test_a_trusted_model_leaves_out_the_k_it_predicts_cannot_win(tmp_path, monkeypatch):
+    # K=2 at most 47 req/s (below K=4's measured 50 and its 3 % tie band); K=8 would fill the KV pool
+    predicted = {0: Prediction(20, 19, 21), 2: Prediction(45, 43, 47), 4: Prediction(50, 48, 52),
+                 8: Prediction(60, 50, 70, preempting=True)}
+    lives = Lives(tmp_path)
+    choice, said = start(tmp_path, monkeypatch, lives, model=ModelView(True, predicted, ""))
+    assert [key for key, _ in lives.ran] == ["k0/r0", "k4/r0", "k4/r1", "k0/r1"] and choice.stop == "decided"
+    assert "the performance model is trusted" in said[0] and "the model's best prediction" in said[2]
