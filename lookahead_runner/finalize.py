@@ -15,10 +15,10 @@ from .results import CONFIRM_ROLE
 from .analysis import WindowRules, life_token_check, stage_windows, summary_frame
 from .config import SweepConfig
 from .decision import Cell, Decision, Window, decide, evidence, window
+from .decision.ramp import ramp_decision
 from .decision.confirm import judge, unconfirmed_note, with_confirmation
 from .decision.schema import AxisDecision, ConfirmPlan, LifeNote
 from .preflight import lag_advice
-from .ramp import ramp_decision
 from .vllm.probe import Capabilities
 
 
@@ -82,8 +82,13 @@ class RunData:
         return evidence([w for value, w in self.windows if value == axis_value], self.config.target_users)
 
     def argv_by_k(self, axis_value: str = "") -> dict[int, list[str]]:
-        return {l["k"]: l["argv"] for l in self.plan["lives"]
-                if l.get("axis_value", "") == axis_value and l.get("role") != CONFIRM_ROLE}
+        return {l["k"]: l["argv"] for l in self._sweep_lives(axis_value)}
+
+    def setting_names(self, axis_value: str = "") -> dict[int, str]:
+        return {l["k"]: l["setting"] for l in self._sweep_lives(axis_value)}
+
+    def _sweep_lives(self, axis_value: str) -> list[dict]:
+        return [l for l in self.plan["lives"] if l.get("axis_value", "") == axis_value and l.get("role") != CONFIRM_ROLE]
 
 
 def read_plan(run_dir: Path) -> tuple[dict, SweepConfig]:
@@ -145,8 +150,8 @@ def decide_all(data: RunData) -> Decision:
     capability = Capabilities.from_dict(data.plan["probe"]).schedule_capability
     schedule_form = capability.form if capability.supported else None
     values = config.grid.values or [""]
-    decisions = [(value, decide(data.evidence(value), config.decision, data.argv_by_k(value), schedule_form))
-                 for value in values]
+    decisions = [(value, decide(data.evidence(value), config.decision, data.argv_by_k(value), schedule_form,
+                                data.setting_names(value))) for value in values]
     decisions = [(value, note_repeat_mode(d, config.load.repeat_mode)) for value, d in decisions]
     if not config.grid.flag:
         return decisions[0][1]
@@ -216,7 +221,7 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     plan, config = data.plan, data.config
     if plan.get("mode") == "ramp":
         life = plan["lives"][0]
-        decision = ramp_decision(data.evidence(), life["k"], life["argv"], config.decision)
+        decision = ramp_decision(data.evidence(), life["k"], life["setting"], life["argv"], config.decision)
     else:
         decision = decide_all(data)
         if plan.get("confirm"):

@@ -33,8 +33,8 @@ from .masking import MissingSecret, mask_server
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
-from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
-from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, ProbeError, probe_running_server, run_probe
+from .vllm.knob import Setting, check_flags, check_raw_mode, knob_flag, resolve_style
+from .vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
 
 
 def plan_lives(config: SweepConfig) -> list[Life]:
@@ -100,7 +100,7 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, 
     masked, secrets = mask_server(config.server, os.environ)
     lives = [plan_entry(config, caps, life) for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
-    knob = "--num-lookahead-slots" if config.speculation.raw_lookahead_slots else SPEC_STYLE_FLAGS[style][-1]
+    knob = knob_flag(config.speculation.raw_lookahead_slots, style)
     return secrets.mask_value({
         "version": results.PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .evidence import LATENCY_COLUMNS, Cell, Window
-from .slo import Slo
+from ..slo import Slo
 from .stats import bin_counts
 
 QUANTILES = (0.5, 0.9, 0.99)
