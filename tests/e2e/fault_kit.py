@@ -41,10 +41,12 @@ FINISHED = (0, 3)
 
 def sweep_toml(model: str, k: list[int], stages=((2, 2),), server: dict | None = None,
                load: dict | None = None, env: dict | None = None, name: str = "fault") -> str:
-    """A short sweep on the fault simulator: one 2 s stage, one repeat, tiny requests."""
+    """A short sweep on the fault simulator: one 2 s stage, one repeat, tiny requests, no pre-flight (a test
+    about the pre-flight, or about what it writes, turns it on with load={"preflight_s": ...})."""
     server_keys = {"command": FAULT_SIM, "model": model, "extra_args": FAST,
                    "ready_timeout_s": 30, "memory_stable_window_s": 0.3, "stop_grace_s": 5} | (server or {})
-    load_keys = {"prompt_tokens": 32, "output_tokens": 16, "warmup_s": 0.5, "request_timeout_s": 4} | (load or {})
+    load_keys = {"prompt_tokens": 32, "output_tokens": 16, "warmup_s": 0.5, "request_timeout_s": 4,
+                 "preflight_s": 0} | (load or {})
     stage_list = ", ".join(f"{{ users = {u}, duration_s = {d} }}" for u, d in stages)
     lines = [f"name = {toml_value(name)}", "[server]"]
     lines += [f"{key} = {toml_value(value)}" for key, value in server_keys.items()]

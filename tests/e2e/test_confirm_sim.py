@@ -34,6 +34,7 @@ stages = [{ users = 12, duration_s = 8 }, { users = 34, duration_s = 8 }]
 prompt_tokens = 64
 output_tokens = 24
 warmup_s = 2.0
+preflight_s = 0
 [decision]
 target_users = 34
 # at 12 users K=4 answers so fast that the client's turnaround alone lowers its mean running count 10-15 %:

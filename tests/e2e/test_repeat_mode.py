@@ -63,8 +63,8 @@ def test_same_server_death_fails_the_repeats_left(tmp_path):
     model = f"sim/same-dies-{uuid.uuid4().hex[:8]}"
     toml = sweep_toml(model, "[0]", [(4, 4)], 4).replace(
         '"tight-kv"]', '"tight-kv", "--sim-fault", "die-after=2"]').replace(
-        # no pre-flight: the engine dies 2 s after it is ready, and this test wants that inside r0's load
-        "warmup_s = 1.0", "warmup_s = 1.0\nrepeats = 3\nrepeat_mode = \"same-server\"\npreflight_s = 0")
+        # no pre-flight (sweep_toml's): the engine dies 2 s after it is ready, and this test wants that inside r0's load
+        "warmup_s = 1.0", "warmup_s = 1.0\nrepeats = 3\nrepeat_mode = \"same-server\"")
     done, run_dir = run_sweep(tmp_path, toml)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     first = status(run_dir, "k0/r0")

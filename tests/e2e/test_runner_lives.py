@@ -29,6 +29,7 @@ stages = [{stage_list}]
 prompt_tokens = 128
 output_tokens = 64
 warmup_s = 1.0
+preflight_s = 0
 [decision]
 target_users = {target}
 min_requests = 3
@@ -107,7 +108,7 @@ def test_dry_run_prints_every_argv_and_starts_nothing(tmp_path):
 def test_ramp_reports_the_knee_with_the_report_machinery(tmp_path):
     done = subprocess.run([sys.executable, "-m", "lookahead_runner", "ramp", "--k", "2", "--users", "2,16",
                            "--stage-s", "4", "--out", str(tmp_path / "runs"), "--set", "decision.min_requests=2",
-                           "--set", "load.warmup_s=1"],
+                           "--set", "load.warmup_s=1", "--set", "load.preflight_s=0"],
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     (run_dir,) = list((tmp_path / "runs").iterdir())

@@ -67,7 +67,7 @@ def test_secrets_in_vllm_flags_and_a_launcher_reach_the_server_and_no_file(tmp_p
     template = ["env", f"HF_TOKEN={hf_env}", *FAULT_SIM, "serve", "{model}", "--host", "{host}", "--port", "{port}",
                 "{args}"]
     extra = [*FAST, "--api-key", *keys, "--hf-token", hf_flag, "--code-revision", revision]
-    toml = sweep_toml(model, [0, 2], stages=((2, 3),), server={
+    toml = sweep_toml(model, [0, 2], stages=((2, 3),), load={"preflight_s": 1.5}, server={  # its files are grepped too
         "argv_template": template, "extra_args": extra, "secret_flags": ["--code-revision"], "secret_env": ["HF_TOKEN"]})
     config = write_config(tmp_path, toml)
     try:

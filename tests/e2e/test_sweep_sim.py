@@ -24,6 +24,7 @@ stages = [{ users = 2, duration_s = 4 }, { users = 8, duration_s = 4 }]
 prompt_tokens = 32
 output_tokens = 16
 warmup_s = 1.0
+preflight_s = 0
 [decision]
 target_users = 2
 min_requests = 3

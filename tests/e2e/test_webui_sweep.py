@@ -34,6 +34,7 @@ stages = [{{ users = 4, duration_s = 8 }}]
 prompt_tokens = 64
 output_tokens = 32
 warmup_s = 1.0
+preflight_s = 0
 [decision]
 target_users = 4
 min_requests = 3
