@@ -52,11 +52,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decision_scenarios import SCENARIOS, BenchScenario, config_toml  # noqa: E402
 
-from lookahead_runner import results  # noqa: E402
 from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
 from lookahead_runner.decision import Decision, Evidence, decide  # noqa: E402
 from lookahead_runner.decision.stats import wilson  # noqa: E402
-from lookahead_runner.finalize import RunDirError, read_plan, read_run  # noqa: E402
+from lookahead_runner.finalize import read_run  # noqa: E402
+from lookahead_runner.plan import RunDirError, life_state, read_plan_and_config  # noqa: E402
 
 RIGHT, NOT_DECIDED, WRONG, UNSCORED = "right", "not decided", "wrong", "unscored"
 SUBSET_REPEATS = 2            # the demo's repeats
@@ -174,13 +174,12 @@ def finished_run(folder: Path, wanted: SweepConfig) -> tuple[Path | None, bool]:
     """(the latest run folder in `folder` that measured what `wanted` measures, whether every life in it is done)."""
     for plan_json in sorted(folder.glob("*/plan.json"), reverse=True) if folder.is_dir() else []:
         try:
-            plan, config = read_plan(plan_json.parent)
+            plan, config = read_plan_and_config(plan_json.parent)
         except RunDirError:
             continue
         if (config.model_dump(include=MEASURED, exclude=HOW_PLACED)
                 == wanted.model_dump(include=MEASURED, exclude=HOW_PLACED)):
-            return plan_json.parent, all(results.life_state(plan_json.parent / life["dir"]) == "done"
-                                         for life in plan["lives"])
+            return plan_json.parent, all(life_state(plan_json.parent / life.dir) == "done" for life in plan.lives)
     return None, False
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from importlib import resources
@@ -10,6 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .decision.schema import Decision
+from .plan import RunDirError, has_plan, plan_path, read_plan
 from .config import ConfigError, SweepConfig, config_from_dict, error_line, load_config
 
 DEMO_CONFIG = resources.files("lookahead_runner") / "presets" / "demo.toml"
@@ -100,7 +102,7 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
         return 0
     if args.resume:
         run_dir = Path(args.resume)
-        if not (run_dir / "plan.json").exists():
+        if not has_plan(run_dir):
             raise UsageError(f"--resume {run_dir}: no plan.json there; pass a folder made by an earlier sweep")
     else:
         run_dir = results.new_run_dir(Path(config.out), config.name)
@@ -144,16 +146,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     if args.resume and not args.config:
-        plan = Path(args.resume) / "plan.json"
-        if not plan.exists():
+        if not has_plan(Path(args.resume)):
             raise UsageError(f"--resume {args.resume}: no plan.json there; pass a folder made by an earlier sweep")
         try:
-            data = json.loads(plan.read_text(encoding="utf-8"))["config"]
-        except (OSError, ValueError, KeyError, TypeError):
+            data = copy.deepcopy(read_plan(Path(args.resume)).config)
+        except RunDirError:
             raise UsageError(f"--resume {args.resume}: plan.json is unreadable or not a sweep's plan") from None
         if args.confirm is not None and isinstance(data.get("decision"), dict):
             data["decision"]["confirm"] = args.confirm
-        config = config_from_dict(data, str(plan))
+        config = config_from_dict(data, str(plan_path(Path(args.resume))))
         return _start_run(config, args)
     if not args.config:
         raise UsageError("sweep: --config FILE.toml is required (see examples/sweep.toml)")
@@ -241,7 +242,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .finalize import RunDirError
     from .placement import PlacementError
     from .preflight import PreflightError
     from .server import ServerError

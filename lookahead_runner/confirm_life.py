@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from . import results
-from .results import CONFIRM_ROLE
 from .config import StageConfig, SweepConfig
 from .decision.confirm import describe, plan as plan_confirmation
 from .decision.schema import ConfirmPlan, Decision
 from .finalize import RunData
-from .life import Life, append_to_plan
+from .life import Life, planned_lives
+from .plan import Plan, add_confirmation, read_plan, retire_confirmation
 from .vllm.knob import Setting
 from .vllm.probe import Capabilities
 
@@ -46,7 +45,7 @@ def axis_value_of(data: RunData, decision: Decision) -> str:
 def planned(data: RunData, decision: Decision) -> ConfirmPlan | None:
     """What the confirmation runs, from the decision over the per-K lives (None: nothing to confirm)."""
     config = data.config
-    if config.server.url or data.plan.get("mode", "sweep") != "sweep":
+    if config.server.url or data.plan.mode != "sweep":
         return None  # a running server cannot be restarted with another configuration
     value = axis_value_of(data, decision)
     stages = [(stage.users, stage.duration_s) for stage in config.load.stages]
@@ -56,43 +55,35 @@ def planned(data: RunData, decision: Decision) -> ConfirmPlan | None:
 def add_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, plan: ConfirmPlan) -> list[Life]:
     """plan.json gains the confirmation and one life entry per repeat (secrets as ${NAME})."""
     lives = [Life(setting_of(config, plan), repeat) for repeat in range(plan.repeats)]
-    document = results.read_json(run_dir / "plan.json")
-    document["confirm"] = plan.model_dump(mode="json")
-    results.write_json(run_dir / "plan.json", document)
-    append_to_plan(config, caps, run_dir, lives, role=CONFIRM_ROLE)
+    add_confirmation(run_dir, plan, planned_lives(config, caps, lives))
     return lives
 
 
-def lives_in(document: dict, config: SweepConfig) -> tuple[ConfirmPlan | None, list[Life]]:
+def lives_in(document: Plan, config: SweepConfig) -> tuple[ConfirmPlan | None, list[Life]]:
     """The confirmation a plan.json holds already (a resumed run), and its lives."""
-    if not document.get("confirm"):
+    if document.confirm is None:
         return None, []
-    plan = ConfirmPlan.model_validate(document["confirm"])
-    setting = setting_of(config, plan)
-    return plan, [Life(setting, l["repeat"]) for l in document["lives"] if l.get("role") == CONFIRM_ROLE]
+    setting = setting_of(config, document.confirm)
+    return document.confirm, [Life(setting, l.repeat) for l in document.confirm_lives()]
 
 
 def retire(run_dir: Path, plan: ConfirmPlan) -> str:
     """A confirmation planned for what the decision no longer recommends (a resumed run re-measured): its
     folder is kept under another name, its entries leave plan.json, so a fresh one is planned."""
-    document = results.read_json(run_dir / "plan.json")
-    document["lives"] = [l for l in document["lives"] if l.get("role") != CONFIRM_ROLE]
-    document.pop("confirm", None)
     folder, n = run_dir / LABEL, 1
     while (run_dir / f"{LABEL}-stale{n}").exists():
         n += 1
     if folder.exists():
         folder.rename(run_dir / f"{LABEL}-stale{n}")
-    results.write_json(run_dir / "plan.json", document)
+    retire_confirmation(run_dir)
     return f"{LABEL}-stale{n}"
 
 
 def switch_off(run_dir: Path, say) -> None:
     """decision.confirm = "off" (--no-confirm on a resumed run): a confirmation planned before is retired, so the
     decision stands without it and the report says so."""
-    document = results.read_json(run_dir / "plan.json")
-    if document.get("confirm"):
-        plan = ConfirmPlan.model_validate(document["confirm"])
+    plan = read_plan(run_dir).confirm
+    if plan is not None:
         say(f"confirmation: off (decision.confirm = \"off\"); {describe(plan)}, planned before, is kept in "
             f"{retire(run_dir, plan)}/")
 
@@ -103,7 +94,7 @@ def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, dat
     """Plan the confirmation (once; again when the decision changed since) and run each of its lives not done
     yet with `run_lives(config, lives)`, the sweep's own loop; returns its lives. `announce(lives, stages)`
     tells the progress display what is coming."""
-    plan, lives = lives_in(results.read_json(run_dir / "plan.json"), config)
+    plan, lives = lives_in(read_plan(run_dir), config)
     fresh = planned(data, decision)
     if plan is not None and (fresh is None or (fresh.kind, fresh.k, fresh.ranges) != (plan.kind, plan.k, plan.ranges)):
         say(f"confirmation: the decision changed since {describe(plan)} was planned; its lives are kept in "

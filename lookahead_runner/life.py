@@ -23,6 +23,7 @@ from .config import ServerConfig, SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
 from .masking import MissingSecret, Secrets, api_key_to_env, mask_server
 from .placement import Placement
+from .plan import PlannedLife, append_lives, write_status
 from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
                      wait_for_port_free)
 from .telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
@@ -102,19 +103,23 @@ def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port:
                        s.argv_template or None, spec.flag_style)
 
 
-def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, **extra) -> dict:
+def plan_entry(config: SweepConfig, caps: Capabilities, life: Life) -> PlannedLife:
     """The life as plan.json lists it (secrets not yet masked)."""
-    return {"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
-            "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
-            "argv": render_argv(config, caps, life.setting, config.server.port or 8000), "dir": life.key, **extra}
+    return PlannedLife(setting=life.setting.name, k=life.setting.k, repeat=life.repeat,
+                       axis_flag=life.setting.axis_flag, axis_value=life.setting.axis_value,
+                       argv=render_argv(config, caps, life.setting, config.server.port or 8000), dir=life.key)
 
 
-def append_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], **extra) -> None:
-    """plan.json gains these lives (secrets as ${NAME}), so --resume finds them; `extra` goes in each entry."""
-    document = results.read_json(run_dir / "plan.json")
+def planned_lives(config: SweepConfig, caps: Capabilities, lives: list[Life]) -> list[PlannedLife]:
+    """The lives as plan.json records them: secrets as ${NAME}."""
     _, secrets = mask_server(config.server, os.environ)
-    document["lives"] += [results.redact(secrets.mask_value(plan_entry(config, caps, life, **extra))) for life in lives]
-    results.write_json(run_dir / "plan.json", document)
+    return [PlannedLife.model_validate(results.redact(secrets.mask_value(plan_entry(config, caps, life).model_dump())))
+            for life in lives]
+
+
+def append_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life]) -> None:
+    """plan.json gains these lives (secrets as ${NAME}), so --resume finds them."""
+    append_lives(run_dir, planned_lives(config, caps, lives))
 
 
 # Launchers that start the server elsewhere without handing it this process's environment.
@@ -195,7 +200,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                                        else int(config.load.processes))
     lives = [Life(setting, repeat) for repeat in repeats]
     host = fresh_life_dir(run_dir, lives[0])
-    results.write_status(host, "running")
+    write_status(host, "running")
     headers = api_headers(config)
     external = bool(config.server.url)
     port = 0 if external else config.server.port or free_port(config.server.host)
@@ -239,7 +244,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
             for index, life in enumerate(lives):
                 if index:
                     out = fresh_life_dir(run_dir, life)
-                    results.write_status(out, "running", server_life=lives[0].key)
+                    write_status(out, "running", server_life=lives[0].key)
                     events.started(life, False)
                 reason, measured, alive = measure(config, served, life, out, say, events, web, placement)
                 outcomes.append(_finish(out, life, reason, status | measured, events))
@@ -263,7 +268,7 @@ def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents
     """Write the repeat's final status.json (`done` only without a reason) and tell the runner."""
     state = "failed" if reason else "done"
     extra = {"detail": detail} if detail else {}
-    results.write_status(out, state, reason.splitlines()[0] if reason else "", **extra, **status)
+    write_status(out, state, reason.splitlines()[0] if reason else "", **extra, **status)
     outcome = Outcome(state, reason)
     events.finished(life, outcome)
     return outcome

@@ -196,7 +196,8 @@ def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, 
     return loaded_figures(results.read_csv(out / "requests.csv"), results.read_csv(out / "stages.csv"), peak)
 
 
-def lag_advice(plan: dict, preflight: dict | None = None) -> LagAdvice:
-    """The fixes a run's windows name, from the placement its lives ran with."""
-    data = (preflight or {}).get("placement") or plan.get("placement")
+def lag_advice(planned: dict | None, preflight: dict | None = None) -> LagAdvice:
+    """The fixes a run's windows name, from the placement its lives ran with (plan.json's, or the one the
+    pre-flight settled on)."""
+    data = (preflight or {}).get("placement") or planned
     return advice_for(Placement.from_dict(data)) if isinstance(data, dict) else LagAdvice()

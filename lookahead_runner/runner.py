@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import reaper, results
-from .results import CONFIRM_ROLE
+from .plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, write_plan, write_status
 from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
 from .confirm_life import run_confirmation, switch_off
@@ -67,9 +67,8 @@ def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
 
 def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabilities:
     """The probe cached in a resumed run's plan.json, or a fresh one (`--version`, `serve --help=all`)."""
-    cached = run_dir / "plan.json" if run_dir else None
-    if cached and cached.exists():
-        caps = Capabilities.from_dict(results.read_json(cached)["probe"])
+    if run_dir and has_plan(run_dir):
+        caps = Capabilities.from_dict(read_plan(run_dir).probe)
     elif config.server.url:
         caps = probe_running_server(config.server.url)
     else:
@@ -88,26 +87,25 @@ def _probe_command(config: SweepConfig) -> Capabilities:
     return dataclasses.replace(caps, command=tuple(masked.command))
 
 
-def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
+def lives_of(plan: Plan, config: SweepConfig) -> list[Life]:
     """The plan's lives (it grows when repeats are "auto"), in its order."""
     raw = config.speculation.raw_lookahead_slots
-    return [Life(Setting(l["k"], raw, l.get("axis_flag", ""), l.get("axis_value", "")), l["repeat"])
-            for l in plan["lives"] if l.get("role") != CONFIRM_ROLE]
+    return [Life(Setting(l.k, raw, l.axis_flag, l.axis_value), l.repeat) for l in plan.sweep_lives()]
 
 
-def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, placement: Placement) -> dict:
+def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, placement: Placement) -> Plan:
     """The run's plan.json: each secret of the config and of the argv as ${NAME} (masking.py)."""
     masked, secrets = mask_server(config.server, os.environ)
-    lives = [plan_entry(config, caps, life) for life in plan_lives(config)]
+    lives = [plan_entry(config, caps, life).model_dump(mode="json") for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
     knob = knob_flag(config.speculation.raw_lookahead_slots, style)
-    return secrets.mask_value({
-        "version": results.PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    return Plan.model_validate(secrets.mask_value({
+        "version": PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(
             mode="json"),
         "target_users": config.target_users, "is_simulator": is_simulator(config.server.command), "lives": lives,
         "placement": placement.to_dict(),
-    })
+    }))
 
 
 @contextmanager
@@ -148,7 +146,7 @@ class LifeRunner:
             for repeat in repeats:
                 out = results.life_dir(self.run_dir, setting.name, repeat)
                 out.mkdir(parents=True, exist_ok=True)
-                results.write_status(out, "failed", f"not measured: {err}")
+                write_status(out, "failed", f"not measured: {err}")
             raise
 
     def _preflight(self, served: Served, current: Placement) -> Placement:
@@ -163,13 +161,12 @@ class LifeRunner:
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, early_stop: bool = True,
               mode: str = "sweep", web: bool = False, placement: Placement | None = None) -> Path:
     placement = placement or plan_placement(config, host_cpus())
-    plan_path = run_dir / "plan.json"
-    if not plan_path.exists():
-        results.write_json(plan_path, results.redact(build_plan(config, caps, run_dir.name, mode, placement)))
+    if not has_plan(run_dir):
+        write_plan(run_dir, build_plan(config, caps, run_dir.name, mode, placement))
     else:  # a resumed run: what a killed runner of this folder left running goes first
         for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
-    lives = lives_of(results.read_json(plan_path), config)
+    lives = lives_of(read_plan(run_dir), config)
     number = {life.key: n for n, life in enumerate(lives, 1)}
     with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
             SweepProgress(config.load.stages, len(lives)) as progress:
@@ -245,13 +242,13 @@ def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, p
         todo = []
         for life in group:
             out = results.life_dir(run_dir, life.setting.name, life.repeat)
-            if results.life_state(out) == "done":  # kept even beyond a stop that a resumed run's evidence fires
+            if life_state(out) == "done":  # kept even beyond a stop that a resumed run's evidence fires
                 say(f"{tag(life)}: done earlier, kept")
                 progress.life_started(life.key)
                 progress.life_finished()
             elif stopped_at is not None and life.setting.k > stopped_at:  # a resumed run may stop on finished K
                 out.mkdir(parents=True, exist_ok=True)
-                results.write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
+                write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
                 say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
                 progress.life_finished()
             else:

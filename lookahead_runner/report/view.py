@@ -19,7 +19,7 @@ from .charts import column, setting_styles, summary_charts
 from .confirmation import confirmation_view
 from .timelines import timeline_entries
 from ..decision.schema import Decision
-from ..results import CONFIRM_ROLE
+from ..plan import CONFIRM_ROLE
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
                       failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,
