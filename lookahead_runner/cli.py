@@ -83,18 +83,20 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     from .life import render_argv
     from .masking import shell_join
     from .placement import host_cpus, plan_placement
+    from .resolved_server import ResolvedServer
     from .runner import plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
 
     placement = plan_placement(config, host_cpus())  # a placement this host cannot give is refused first
-    caps = probe_and_check(config, Path(args.resume) if args.resume else None)
+    server = ResolvedServer.resolve(config.server)  # the secrets and the load's key, once for the whole run
+    caps = probe_and_check(config, server, Path(args.resume) if args.resume else None)
     print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
           f"--num-lookahead-slots: {caps.lookahead_flag}; K written as "
           f"{resolve_style(caps, config.speculation.flag_style)}")
     if args.dry_run:
         print(placement.describe())
         for group in server_lives(plan_lives(config), config.load.repeat_mode == "same-server"):
-            argv = render_argv(config, caps, group[0].setting, config.server.port or 8000)
+            argv = render_argv(config, caps, group[0].setting, config.server.port or 8000, server)
             print(f"{', '.join(life.key for life in group)}: {shell_join(argv)}")
         if mode == "sweep" and config.decision.confirm != "off":
             print(f"then a confirmation life of the recommendation (decision.confirm = {config.decision.confirm}: "
@@ -109,7 +111,7 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     print(f"run folder: {run_dir}")
     try:
         report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode, web=args.web,
-                           placement=placement)
+                           placement=placement, server=server)
     except KeyboardInterrupt:
         _ignore_interrupts()  # everything is stopped: another Ctrl-C must not cut the goodbye short
         raise Interrupted(run_dir) from None

@@ -15,6 +15,7 @@ from .decision.confirm import describe, plan as plan_confirmation
 from .decision.schema import ConfirmPlan, Decision
 from .finalize import RunData
 from .life import Life, planned_lives
+from .resolved_server import ResolvedServer
 from .plan import Plan, add_confirmation, read_plan, retire_confirmation
 from .vllm.knob import Setting
 from .vllm.probe import Capabilities
@@ -52,10 +53,11 @@ def planned(data: RunData, decision: Decision) -> ConfirmPlan | None:
     return plan_confirmation(decision, data.evidence(value), stages, config.decision, value)
 
 
-def add_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, plan: ConfirmPlan) -> list[Life]:
+def add_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, plan: ConfirmPlan,
+                server: ResolvedServer) -> list[Life]:
     """plan.json gains the confirmation and one life entry per repeat (secrets as ${NAME})."""
     lives = [Life(setting_of(config, plan), repeat) for repeat in range(plan.repeats)]
-    add_confirmation(run_dir, plan, planned_lives(config, caps, lives))
+    add_confirmation(run_dir, plan, planned_lives(config, caps, lives, server))
     return lives
 
 
@@ -89,7 +91,7 @@ def switch_off(run_dir: Path, say) -> None:
 
 
 def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, data: RunData, decision: Decision,
-                     say, run_lives: Callable[[SweepConfig, list[Life]], None],
+                     say, run_lives: Callable[[SweepConfig, list[Life]], None], server: ResolvedServer,
                      announce: Callable[[list[Life], list[StageConfig]], None] = lambda lives, stages: None) -> list[Life]:
     """Plan the confirmation (once; again when the decision changed since) and run each of its lives not done
     yet with `run_lives(config, lives)`, the sweep's own loop; returns its lives. `announce(lives, stages)`
@@ -103,7 +105,7 @@ def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, dat
     if plan is None:
         if fresh is None:
             return []
-        plan, lives = fresh, add_to_plan(config, caps, run_dir, fresh)
+        plan, lives = fresh, add_to_plan(config, caps, run_dir, fresh, server)
     announce(lives, config_of(config, plan).load.stages)
     say(f"confirmation: {describe(plan)}; {plan.scope}")
     run_lives(config_of(config, plan), lives)

@@ -17,7 +17,7 @@ from .decision import Cell, Decision, Window, decide, evidence, window
 from .decision.ramp import ramp_decision
 from .decision.confirm import judge, unconfirmed_note, with_confirmation
 from .decision.schema import AxisDecision, LifeNote
-from .plan import LifeResult, LifeStatus, Plan, RunDirError, read_plan_and_config, read_status
+from .plan import LifeResult, LifeStatus, Plan, read_plan_and_config, read_status
 from .preflight import lag_advice
 from .vllm.probe import Capabilities
 

@@ -14,7 +14,6 @@ any other life is rerun. The decision itself is made once, at the end, from the 
 from __future__ import annotations
 
 import dataclasses
-import os
 import signal
 import time
 from collections.abc import Callable
@@ -28,11 +27,12 @@ from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
 from .confirm_life import run_confirmation, switch_off
 from .finalize import decide_all, finalize, read_run, write_tables
-from .life import Life, LifeEvents, Served, append_to_plan, died, is_simulator, locust_env, plan_entry, run_server_life
-from .masking import MissingSecret, mask_server
+from .life import Life, LifeEvents, Served, append_to_plan, died, is_simulator, plan_entry, run_server_life
+from .masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
+from .resolved_server import ResolvedServer
 from .vllm.knob import Setting, check_flags, check_raw_mode, knob_flag, resolve_style
 from .vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
 
@@ -65,21 +65,21 @@ def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
     check_flags(caps, config.server.extra_args + ([config.grid.flag] if config.grid.flag else []))
 
 
-def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabilities:
+def probe_and_check(config: SweepConfig, server: ResolvedServer, run_dir: Path | None = None) -> Capabilities:
     """The probe cached in a resumed run's plan.json, or a fresh one (`--version`, `serve --help=all`)."""
     if run_dir and has_plan(run_dir):
         caps = Capabilities.from_dict(read_plan(run_dir).probe)
     elif config.server.url:
         caps = probe_running_server(config.server.url)
     else:
-        caps = _probe_command(config)
+        caps = _probe_command(server)
     check_capabilities(config, caps)
     return caps
 
 
-def _probe_command(config: SweepConfig) -> Capabilities:
+def _probe_command(server: ResolvedServer) -> Capabilities:
     """The probe of server.command, secrets filled in for it and masked in what it says and records."""
-    masked, secrets = mask_server(config.server, os.environ)
+    masked, secrets = server.masked, server.secrets
     try:
         caps = run_probe(secrets.resolve_argv(masked.command), env=secrets.resolve_env(masked.env))
     except (ProbeError, MissingSecret) as err:
@@ -93,10 +93,11 @@ def lives_of(plan: Plan, config: SweepConfig) -> list[Life]:
     return [Life(Setting(l.k, raw, l.axis_flag, l.axis_value), l.repeat) for l in plan.sweep_lives()]
 
 
-def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, placement: Placement) -> Plan:
+def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, placement: Placement,
+               server: ResolvedServer) -> Plan:
     """The run's plan.json: each secret of the config and of the argv as ${NAME} (masking.py)."""
-    masked, secrets = mask_server(config.server, os.environ)
-    lives = [plan_entry(config, caps, life).model_dump(mode="json") for life in plan_lives(config)]
+    masked, secrets = server.masked, server.secrets
+    lives = [plan_entry(config, caps, life, server).model_dump(mode="json") for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
     knob = knob_flag(config.speculation.raw_lookahead_slots, style)
     return Plan.model_validate(secrets.mask_value({
@@ -137,10 +138,12 @@ class LifeRunner:
     web: bool
     placement: Placement
     preflight_due: bool
+    server: ResolvedServer
 
     def __call__(self, config: SweepConfig, setting: Setting, repeats: list[int]) -> None:
         try:
-            run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.events, web=self.web,
+            run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.server, self.events,
+                            web=self.web,
                             placement=self.placement, preflight=self._preflight if self.preflight_due else None)
         except PreflightError as err:  # no life was measured: each is run again by --resume
             for repeat in repeats:
@@ -153,16 +156,19 @@ class LifeRunner:
         alive = (lambda: "") if served.external else (
             lambda: "" if served.server.alive() else died(served.server, "the pre-flight"))
         self.placement = run_preflight(self.config, served.base_url, current, self.run_dir, self.say,
-                                       locust_env(self.config), alive)
+                                       self.server.load_env, alive)
         self.preflight_due = False
         return self.placement
 
 
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, early_stop: bool = True,
-              mode: str = "sweep", web: bool = False, placement: Placement | None = None) -> Path:
+              mode: str = "sweep", web: bool = False, placement: Placement | None = None,
+              server: ResolvedServer | None = None) -> Path:
+    """`server`: the server config resolved at the run's start (cli.py), else here."""
     placement = placement or plan_placement(config, host_cpus())
+    server = server or ResolvedServer.resolve(config.server)
     if not has_plan(run_dir):
-        write_plan(run_dir, build_plan(config, caps, run_dir.name, mode, placement))
+        write_plan(run_dir, build_plan(config, caps, run_dir.name, mode, placement, server))
     else:  # a resumed run: what a killed runner of this folder left running goes first
         for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
@@ -185,7 +191,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             progress.life_finished()
 
         events = LifeEvents(started, progress.load_started, finished)
-        run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0)
+        run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0, server)
         early_stop = early_stop and not config.grid.flag  # each grid value has its own decision
         run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
         while config.load.repeats == "auto":  # never with a grid (config.py refuses it)
@@ -193,7 +199,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
                       if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
             if not wanted:
                 break
-            more = add_repeats(config, caps, run_dir, lives, wanted)
+            more = add_repeats(config, caps, run_dir, lives, wanted, server)
             say(f"not decided yet: one more repeat of K {[life.setting.k for life in more]} (load.repeats = \"auto\", "
                 f"at most {config.load.max_repeats})")
             number.update({life.key: n for n, life in enumerate(lives, 1)})
@@ -220,16 +226,17 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
     def run_these(life_config: SweepConfig, lives: list[Life]) -> None:
         run_lives(life_config, run_dir, lives, tag, say, progress, run_life, early_stop=False)
 
-    run_confirmation(config, caps, run_dir, data, decision, say, run_these, announce)
+    run_confirmation(config, caps, run_dir, data, decision, say, run_these, run_life.server, announce)
 
 
-def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int]) -> list[Life]:
+def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int],
+                server: ResolvedServer) -> list[Life]:
     """One more repeat of each K, appended to plan.json (so --resume finds them) and to `lives`."""
     more = []
     for k in ks:
         mine = [life for life in lives if life.setting.k == k]
         more.append(Life(mine[-1].setting, max(life.repeat for life in mine) + 1))
-    append_to_plan(config, caps, run_dir, more)
+    append_to_plan(config, caps, run_dir, more, server)
     lives += more
     return more
 
