@@ -356,7 +356,7 @@ class SweepConfig(Strict):
                 "--cpuset-cpus (or taskset -c) in the template"
             raise ValueError(f"server.cpus cannot reach this server; {where}, and set load.cpus for Locust")
         if self.server.cpus and self.load.cpus:
-            from .placement import format_cpus, parse_cpus
+            from .cpus import format_cpus, parse_cpus
 
             shared = set(parse_cpus(self.server.cpus)) & set(parse_cpus(self.load.cpus))
             if shared:
@@ -370,7 +370,7 @@ class SweepConfig(Strict):
 
 
 def _cpu_list(value: str) -> str:
-    from .placement import parse_cpus
+    from .cpus import parse_cpus
 
     if value.strip():
         parse_cpus(value)  # raises ValueError with the fix

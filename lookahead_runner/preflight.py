@@ -32,8 +32,9 @@ import pandas as pd
 from . import results
 from .config import StageConfig, SweepConfig
 from .load import locust_argv, run_locust
-from .placement import (TARGET_CPU_FRAC, LagAdvice, Placement, advice_for, format_cpus, lag_reason,
-                        pin, processes_for)
+from .cpus import format_cpus
+from .lag_advice import LagAdvice, lag_reason
+from .placement import TARGET_CPU_FRAC, Placement, advice_for, pin, processes_for
 from .server import ServerError
 
 OUTPUT_TOKENS = 16
