@@ -18,7 +18,7 @@ from fault_kit import (FINISHED, cli, kill_all, kill_group, life_line, no_traceb
 
 pytestmark = pytest.mark.e2e
 
-STAGES = ((2, 6),)  # long enough for the signal to land mid-stage on a loaded machine
+STAGES = ((2, 4),)  # long enough for the signal (sent once requests.csv exists) to land mid-stage when loaded
 
 
 def start_sweep(tmp_path, case):

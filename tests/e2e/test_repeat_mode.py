@@ -32,7 +32,8 @@ def status(run_dir, life):
 
 def test_same_server_measures_every_repeat_on_one_server(tmp_path):
     model = f"sim/same-{uuid.uuid4().hex[:8]}"
-    done, run_dir = run_sweep(tmp_path, sweep_toml(model, "[0, 2]", [(4, 3), (8, 3)], 8)
+    # one stage: each repeat's own window is the point, not the stages
+    done, run_dir = run_sweep(tmp_path, sweep_toml(model, "[0, 2]", [(8, 3)], 8)
                               .replace("warmup_s = 1.0", "warmup_s = 1.0\nrepeats = 3\nrepeat_mode = \"same-server\""))
     assert done.returncode in FINISHED, done.stderr[-2000:]
     assert done.stdout.count("starting the server") == 2
@@ -52,7 +53,7 @@ def test_same_server_measures_every_repeat_on_one_server(tmp_path):
     assert all(int(float(life["difference"])) == 0 and int(float(life["client_output_tokens"])) > 0
                for life in lives)
     summary = (run_dir / "summary.csv").read_text().splitlines()
-    assert len(summary) == 1 + 2 * 3 * 2
+    assert len(summary) == 1 + 2 * 3 * 1  # K x repeats x stages
     decision = json.loads((run_dir / "decision.json").read_text())
     (stability,) = [item for item in decision["checklist"] if item["name"] == "repeat stability"]
     assert "over 3 repeats" in stability["evidence"] and "all repeats on one server life" in stability["evidence"]
