@@ -24,6 +24,7 @@ import numpy as np
 from lookahead_runner.adaptive import Budget, Choice, ModelView, Spent, choose, standing_of, valid_lives
 from lookahead_runner.config import SweepConfig
 from lookahead_runner.decision import Evidence
+from lookahead_runner.plan import LifeStatus, PlannedLife
 
 GRID_REPEATS = 2
 
@@ -34,17 +35,17 @@ class Price:
     measure_s: float    # measured (one repeat's load)
 
 
-def prices(plan_lives: list[dict], statuses: dict[str, dict], config: SweepConfig) -> dict[int, Price]:
+def prices(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus], config: SweepConfig) -> dict[int, Price]:
     """Per K: its recorded server start and one repeat's recorded load."""
     planned_load = sum(stage.duration_s for stage in config.load.stages)
     out = {}
     for life in plan_lives:
-        status = statuses.get(life["dir"]) or {}
-        if life["k"] in out or not status:
+        status = statuses.get(life.dir)
+        if life.k in out or status is None:
             continue
-        start = status.get("start_s", status.get("ready_s"))
+        start = status.start_s if status.start_s is not None else status.ready_s
         if start is not None:
-            out[life["k"]] = Price(float(start), float(status.get("measure_s") or planned_load))
+            out[life.k] = Price(float(start), float(status.measure_s or planned_load))
     return out
 
 

@@ -61,11 +61,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import adaptive_replay as replay  # noqa: E402
 from decision_scenarios import SCENARIOS, BenchScenario, config_toml  # noqa: E402
 
-from lookahead_runner import results  # noqa: E402
 from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
 from lookahead_runner.decision import Decision, Evidence, decide  # noqa: E402
 from lookahead_runner.decision.stats import wilson  # noqa: E402
-from lookahead_runner.finalize import RunDirError, read_plan, read_run  # noqa: E402
+from lookahead_runner.finalize import read_run  # noqa: E402
+from lookahead_runner.plan import RunDirError, life_state, read_plan_and_config  # noqa: E402
 from lookahead_runner.adaptive import ModelView  # noqa: E402
 from lookahead_runner.adaptive_sweep import view_of  # noqa: E402
 from lookahead_runner.decision.perfmodel import fit_performance_model  # noqa: E402
@@ -196,12 +196,11 @@ def finished_run(folder: Path, wanted: SweepConfig) -> tuple[Path | None, bool]:
     """(the latest run folder in `folder` that measured what `wanted` measures, whether every life in it is done)."""
     for plan_json in sorted(folder.glob("*/plan.json"), reverse=True) if folder.is_dir() else []:
         try:
-            plan, config = read_plan(plan_json.parent)
+            plan, config = read_plan_and_config(plan_json.parent)
         except RunDirError:
             continue
         if measured_part(config) == measured_part(wanted):
-            return plan_json.parent, all(results.life_state(plan_json.parent / life["dir"]) == "done"
-                                         for life in plan["lives"])
+            return plan_json.parent, all(life_state(plan_json.parent / life.dir) == "done" for life in plan.lives)
     return None, False
 
 
@@ -288,10 +287,10 @@ def adaptive_vs_grid(s: BenchScenario, data, evidence: Evidence, config: SweepCo
                      args: argparse.Namespace) -> tuple[dict, list, list]:
     """The adaptive chooser replayed over the recording (adaptive_replay.py) beside the demo's grid (2 repeats of
     every K), on the same drawn order of repeats: verdicts, lives and server-seconds of each."""
-    lives = [l for l in data.plan["lives"] if l.get("role") != "confirm"]
+    lives = data.plan.sweep_lives()
     recorded: dict[int, list[int]] = {}
     for life in lives:
-        recorded.setdefault(life["k"], []).append(life["repeat"])
+        recorded.setdefault(life.k, []).append(life.repeat)
     price = replay.prices(lives, data.statuses, config)
     shape, positions = model_inputs(data.run_dir, data)
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import results
 from .adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
 from .config import SweepConfig
 from .cost import grid_lives, life_costs
 from .finalize import read_run, write_tables
 from .life import Life, append_to_plan
 from .perfmodel_run import fit_run
-from .results import CONFIRM_ROLE
+from .plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
+from .resolved_server import ResolvedServer
 from .vllm.knob import Setting
 from .vllm.probe import Capabilities
 
@@ -31,9 +31,9 @@ def default_max_lives(config: SweepConfig) -> int:
     return config.sweep.max_lives or len(config.speculation.k) * max(2, config.load.planned_repeats)
 
 
-def start_plan(document: dict) -> dict:
+def start_plan(plan: Plan) -> Plan:
     """An adaptive plan.json: no lives yet (they are chosen one at a time), the stop not reached."""
-    return document | {"lives": [], "adaptive": {"stopped": "", "stop": ""}}
+    return plan.model_copy(update={"lives": [], "adaptive": AdaptiveState()})
 
 
 def describe(config: SweepConfig, model: ModelView) -> str:
@@ -83,7 +83,7 @@ def stages_of(config: SweepConfig, users: list[int] | None) -> SweepConfig:
     return config.model_copy(update={"load": config.load.model_copy(update={"stages": stages})})
 
 
-def spent_so_far(plan_lives: list[dict], statuses: dict[str, dict], valid: dict[int, int]) -> Spent:
+def spent_so_far(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus], valid: dict[int, int]) -> Spent:
     costs = [c for c in life_costs(plan_lives, statuses) if not c.confirm]
     lives: dict[int, int] = {}
     for c in costs:
@@ -92,20 +92,14 @@ def spent_so_far(plan_lives: list[dict], statuses: dict[str, dict], valid: dict[
     return Spent(lives, valid, sum(seconds), sum(seconds) / len(seconds) if seconds else 0.0)
 
 
-def next_life(plan_lives: list[dict], config: SweepConfig, k: int) -> Life:
+def next_life(plan_lives: list[PlannedLife], config: SweepConfig, k: int) -> Life:
     """K's next repeat number in this run."""
-    repeats = [l["repeat"] for l in plan_lives if l["k"] == k and l.get("role") != CONFIRM_ROLE]
+    repeats = [l.repeat for l in plan_lives if l.k == k and not l.confirms]
     return Life(Setting(k, config.speculation.raw_lookahead_slots), max(repeats) + 1 if repeats else 0)
 
 
-def record_stop(run_dir: Path, choice: Choice) -> None:
-    document = results.read_json(run_dir / "plan.json")
-    document["adaptive"] = {"stopped": choice.why, "stop": choice.stop}
-    results.write_json(run_dir / "plan.json", document)
-
-
-def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, run_one, early_stop: bool = True,
-                 announce=lambda life, stages: None) -> Choice:
+def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, run_one, server: ResolvedServer,
+                 early_stop: bool = True, announce=lambda life, stages: None) -> Choice:
     """Choose and run lives until the chooser stops; returns its last choice (the stop and why).
 
     `run_one(config, life)` runs one life with that config's stages (the sweep's own loop: a life done
@@ -113,10 +107,10 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, ru
     budget = Budget(default_max_lives(config),
                     config.sweep.max_server_minutes * 60 if config.sweep.max_server_minutes else None)
     ks, target = sorted(config.speculation.k), config.target_users
-    for entry in [l for l in results.read_json(run_dir / "plan.json")["lives"] if l.get("role") != CONFIRM_ROLE]:
-        life = Life(Setting(entry["k"], config.speculation.raw_lookahead_slots), entry["repeat"])
-        announce(life, stages_of(config, entry.get("stages")).load.stages)
-        run_one(stages_of(config, entry.get("stages")), life)  # a resumed run: the lives chosen before
+    for entry in read_plan(run_dir).sweep_lives():
+        life = Life(Setting(entry.k, config.speculation.raw_lookahead_slots), entry.repeat)
+        announce(life, stages_of(config, entry.stages).load.stages)
+        run_one(stages_of(config, entry.stages), life)  # a resumed run: the lives chosen before
     said_model = None
     for _ in range(budget.max_lives + len(ks) * MIN_LEADER_LIVES + 1):  # bounded; the budget stops it first
         data = read_run(run_dir)
@@ -127,7 +121,7 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, ru
                 model.trusted else f"adaptive: {model.why_not}: a K not run yet is run when it lies between the K "
                 "measured around the leader (the objective taken to rise, then fall with K), in grid order")
             said_model = model.trusted
-        lives = [l for l in data.plan["lives"] if l.get("role") != CONFIRM_ROLE]
+        lives = data.plan.sweep_lives()
         choice = choose(ks, standing_of(evidence, config.decision, early_stop),
                         spent_so_far(lives, data.statuses, valid_lives(evidence, target)), model, budget,
                         config.load.max_repeats, MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
@@ -135,13 +129,13 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, ru
             break
         life = next_life(lives, config, choice.k)
         users = None if choice.all_stages else [target]
-        append_to_plan(config, caps, run_dir, [life], **({"stages": users} if users else {}), chosen=choice.why)
+        append_to_plan(config, caps, run_dir, [life], server, stages=users, chosen=choice.why)
         say(f"adaptive: next {life.key}: {choice.why}")
         announce(life, stages_of(config, users).load.stages)
         run_one(stages_of(config, users), life)
     else:
         choice = Choice(None, why="the loop's own bound was reached", stop="budget")
-    record_stop(run_dir, choice)
+    record_adaptive_stop(run_dir, choice.why, choice.stop)
     write_tables(run_dir)
     say(f"adaptive: stopped: {choice.why}")
     return choice

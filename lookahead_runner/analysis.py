@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .placement import LagAdvice, lag_reason
+from .lag_advice import LagAdvice, lag_reason
 from .records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
 from .telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from importlib import resources
@@ -10,6 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .decision.schema import Decision
+from .plan import RunDirError, has_plan, plan_path, read_plan
 from .config import ConfigError, SweepConfig, config_from_dict, error_line, load_config
 
 DEMO_CONFIG = resources.files("lookahead_runner") / "presets" / "demo.toml"
@@ -81,11 +83,13 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     from .life import render_argv
     from .masking import shell_join
     from .placement import host_cpus, plan_placement
+    from .resolved_server import ResolvedServer
     from .runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
 
     placement = plan_placement(config, host_cpus())  # a placement this host cannot give is refused first
-    caps = probe_and_check(config, Path(args.resume) if args.resume else None)
+    server = ResolvedServer.resolve(config.server)  # the secrets and the load's key, once for the whole run
+    caps = probe_and_check(config, server, Path(args.resume) if args.resume else None)
     print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
           f"--num-lookahead-slots: {caps.lookahead_flag}; K written as "
           f"{resolve_style(caps, config.speculation.flag_style)}")
@@ -100,7 +104,7 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
             print(describe(config, model_view(None, config)))
             lives = [life for life in lives if life.repeat == 0]
         for group in server_lives(lives, config.load.repeat_mode == "same-server"):
-            argv = render_argv(config, caps, group[0].setting, config.server.port or 8000)
+            argv = render_argv(config, caps, group[0].setting, config.server.port or 8000, server)
             print(f"{', '.join(life.key for life in group)}: {shell_join(argv)}")
         if mode == "sweep" and config.decision.confirm != "off":
             print(f"then a confirmation life of the recommendation (decision.confirm = {config.decision.confirm}: "
@@ -108,14 +112,14 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
         return 0
     if args.resume:
         run_dir = Path(args.resume)
-        if not (run_dir / "plan.json").exists():
+        if not has_plan(run_dir):
             raise UsageError(f"--resume {run_dir}: no plan.json there; pass a folder made by an earlier sweep")
     else:
         run_dir = results.new_run_dir(Path(config.out), config.name)
     print(f"run folder: {run_dir}")
     try:
         report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode, web=args.web,
-                           placement=placement)
+                           placement=placement, server=server)
     except KeyboardInterrupt:
         _ignore_interrupts()  # everything is stopped: another Ctrl-C must not cut the goodbye short
         raise Interrupted(run_dir) from None
@@ -155,16 +159,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     if args.resume and not args.config:
-        plan = Path(args.resume) / "plan.json"
-        if not plan.exists():
+        if not has_plan(Path(args.resume)):
             raise UsageError(f"--resume {args.resume}: no plan.json there; pass a folder made by an earlier sweep")
         try:
-            data = json.loads(plan.read_text(encoding="utf-8"))["config"]
-        except (OSError, ValueError, KeyError, TypeError):
+            data = copy.deepcopy(read_plan(Path(args.resume)).config)
+        except RunDirError:
             raise UsageError(f"--resume {args.resume}: plan.json is unreadable or not a sweep's plan") from None
         if args.confirm is not None and isinstance(data.get("decision"), dict):
             data["decision"]["confirm"] = args.confirm
-        config = config_from_dict(data, str(plan))
+        config = config_from_dict(data, str(plan_path(Path(args.resume))))
         return _start_run(config, args)
     if not args.config:
         raise UsageError("sweep: --config FILE.toml is required (see examples/sweep.toml)")
@@ -255,7 +258,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .finalize import RunDirError
     from .placement import PlacementError
     from .preflight import PreflightError
     from .server import ServerError

@@ -14,7 +14,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .masking import ENV_NAME_RE, mask_server
+from .slo import parse_slo_key, parse_slos
 from .variants import Variant, as_list, axis_values, model_length_error, variants_of
+from .vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, runner_flag
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,29 +34,12 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-# flags the runner writes itself for every server life: set through the config fields named here
-RUNNER_FLAGS = {
-    "--speculative-config": "speculation.k, speculation.method and speculation.draft_model",
-    "-sc": "speculation.k, speculation.method and speculation.draft_model",
-    "--spec-method": "speculation.method",
-    "--spec-model": "speculation.draft_model",
-    "--spec-tokens": "speculation.k",
-    "--num-speculative-tokens": "speculation.k",
-    "--speculative-model": "speculation.draft_model",
-    "--host": "server.host",
-    "--port": "server.port",
-}
-
-
-def runner_flag(arg: str) -> str:
-    """The runner-owned flag `arg` sets (`--speculative_config=...`, `--speculative-config.method`), or ""."""
-    if not arg.startswith("-"):
-        return ""
-    name = arg.split("=", 1)[0]
-    name = name[:2] + name[2:].replace("_", "-")
-    if name.startswith("--speculative-config."):
-        name = "--speculative-config"
-    return name if name in RUNNER_FLAGS else ""
+def runner_field_text(flag: str) -> str:
+    """The config fields that set a flag the runner writes itself (vllm.knob.runner_flag)."""
+    if flag in ADDRESS_FLAGS:
+        return f"server.{flag.lstrip('-')}"
+    fields = [f"speculation.{name}" for name in SPEC_FLAG_CARRIES[flag]]
+    return ", ".join(fields[:-1]) + " and " + fields[-1] if len(fields) > 1 else fields[0]
 
 
 class ServerConfig(Strict):
@@ -134,7 +119,7 @@ class ServerConfig(Strict):
             flag = runner_flag(arg)
             if flag:
                 raise ValueError(f"{arg.split('=', 1)[0]} is written by the runner for every server life; "
-                                 f"remove it and set {RUNNER_FLAGS[flag]} instead")
+                                 f"remove it and set {runner_field_text(flag)} instead")
         return value
 
 
@@ -284,7 +269,7 @@ class GridConfig(Strict):
         if self.flag and not self.flag.startswith("--"):
             raise ValueError(f"grid.flag = {self.flag!r}: write the flag with its dashes, e.g. \"--max-num-seqs\"")
         if runner_flag(self.flag):
-            raise ValueError(f"grid.flag = {self.flag!r} is written by the runner; sweep {RUNNER_FLAGS[runner_flag(self.flag)]} "
+            raise ValueError(f"grid.flag = {self.flag!r} is written by the runner; sweep {runner_field_text(runner_flag(self.flag))} "
                              "instead")
         if self.flag and not self.values:
             raise ValueError("grid.values: list at least one value for grid.flag")
@@ -384,8 +369,6 @@ class DecisionConfig(Strict):
     @field_validator("slo")
     @classmethod
     def _slo_keys(cls, value: dict[str, float]) -> dict[str, float]:
-        from .decision.slo import parse_slo_key
-
         for key, limit in value.items():
             parse_slo_key(key)
             if not limit > 0:
@@ -401,8 +384,6 @@ class DecisionConfig(Strict):
 
     @property
     def slos(self):
-        from .decision.slo import parse_slos
-
         return parse_slos(tuple(sorted(self.slo.items())))  # cached there: the rules ask on every resample
 
 
@@ -480,7 +461,7 @@ class SweepConfig(Strict):
                 "--cpuset-cpus (or taskset -c) in the template"
             raise ValueError(f"server.cpus cannot reach this server; {where}, and set load.cpus for Locust")
         if self.server.cpus and self.load.cpus:
-            from .placement import format_cpus, parse_cpus
+            from .cpus import format_cpus, parse_cpus
 
             shared = set(parse_cpus(self.server.cpus)) & set(parse_cpus(self.load.cpus))
             if shared:
@@ -501,7 +482,7 @@ class SweepConfig(Strict):
 
 
 def _cpu_list(value: str) -> str:
-    from .placement import parse_cpus
+    from .cpus import parse_cpus
 
     if value.strip():
         parse_cpus(value)  # raises ValueError with the fix

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from . import results
-from .results import CONFIRM_ROLE, CONFIRM_VARIANTS as VARIANTS_KEY
 from .config import StageConfig, SweepConfig
 from .decision.confirm import describe, plan as plan_confirmation
 from .decision.schema import ConfirmPlan, Decision
 from .finalize import RunData
-from .life import Life, append_to_plan
+from .life import Life, planned_lives
+from .resolved_server import ResolvedServer
+from .plan import Plan, add_confirmation, read_plan, retire_confirmation
 from .vllm.knob import Setting
 from .vllm.probe import Capabilities
 
@@ -59,7 +59,7 @@ def planned(data: RunData, decision: Decision, variant: str = "") -> ConfirmPlan
     """What the confirmation runs, from the decision over the per-K lives (None: nothing to confirm); of one
     workload variant's decision, with several."""
     config = data.config
-    if config.server.url or data.plan.get("mode", "sweep") != "sweep":
+    if config.server.url or data.plan.mode != "sweep":
         return None  # a running server cannot be restarted with another configuration
     value = axis_value_of(data, decision)
     stages = [(stage.users, stage.duration_s) for stage in config.load.stages]
@@ -67,87 +67,64 @@ def planned(data: RunData, decision: Decision, variant: str = "") -> ConfirmPlan
     return plan.model_copy(update={"variant": variant}) if plan is not None and variant else plan
 
 
-def _stored(document: dict, variant: str) -> ConfirmPlan | None:
-    if not variant:
-        return ConfirmPlan.model_validate(document["confirm"]) if document.get("confirm") else None
-    return next((ConfirmPlan.model_validate(p) for p in document.get(VARIANTS_KEY, []) if p.get("variant") == variant),
-                None)
-
-
-def _mine(entry: dict, variant: str) -> bool:
-    """A plan.json life entry of the confirmation of `variant` ("" = the sweep's only one)."""
-    return entry.get("role") == CONFIRM_ROLE and entry.get("variant", "") == variant
-
-
-def add_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, plan: ConfirmPlan) -> list[Life]:
+def add_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, plan: ConfirmPlan,
+                server: ResolvedServer) -> list[Life]:
     """plan.json gains the confirmation and one life entry per repeat (secrets as ${NAME})."""
     lives = [Life(setting_of(config, plan), repeat) for repeat in range(plan.repeats)]
-    document = results.read_json(run_dir / "plan.json")
-    if plan.variant:
-        document[VARIANTS_KEY] = document.get(VARIANTS_KEY, []) + [plan.model_dump(mode="json")]
-    else:
-        document["confirm"] = plan.model_dump(mode="json")
-    results.write_json(run_dir / "plan.json", document)
-    append_to_plan(config, caps, run_dir, lives, role=CONFIRM_ROLE, **({"variant": plan.variant} if plan.variant else {}))
+    add_confirmation(run_dir, plan, planned_lives(config, caps, lives, server))
     return lives
 
 
-def lives_in(document: dict, config: SweepConfig, variant: str = "") -> tuple[ConfirmPlan | None, list[Life]]:
+def lives_in(document: Plan, config: SweepConfig, variant: str = "") -> tuple[ConfirmPlan | None, list[Life]]:
     """The confirmation a plan.json holds already (a resumed run), and its lives."""
-    plan = _stored(document, variant)
+    plan = document.confirmation(variant)
     if plan is None:
         return None, []
     setting = setting_of(config, plan)
-    return plan, [Life(setting, l["repeat"]) for l in document["lives"] if _mine(l, variant)]
+    return plan, [Life(setting, l.repeat) for l in document.confirm_lives(variant)]
 
 
 def retire(run_dir: Path, plan: ConfirmPlan) -> str:
     """A confirmation planned for what the decision no longer recommends (a resumed run re-measured): its
     folder is kept under another name, its entries leave plan.json, so a fresh one is planned."""
-    document = results.read_json(run_dir / "plan.json")
-    name = next((l["dir"].split("/")[0] for l in document["lives"] if _mine(l, plan.variant)), LABEL)
-    document["lives"] = [l for l in document["lives"] if not _mine(l, plan.variant)]
-    if plan.variant:
-        document[VARIANTS_KEY] = [p for p in document.get(VARIANTS_KEY, []) if p.get("variant") != plan.variant]
-    else:
-        document.pop("confirm", None)
+    name = next((l.dir.split("/")[0] for l in read_plan(run_dir).confirm_lives(plan.variant)), LABEL)
     folder, n = run_dir / name, 1
     while (run_dir / f"{name}-stale{n}").exists():
         n += 1
     if folder.exists():
         folder.rename(run_dir / f"{name}-stale{n}")
-    results.write_json(run_dir / "plan.json", document)
+    retire_confirmation(run_dir, plan.variant)
     return f"{name}-stale{n}"
 
 
 def switch_off(run_dir: Path, say) -> None:
     """decision.confirm = "off" (--no-confirm on a resumed run): a confirmation planned before is retired, so the
     decision stands without it and the report says so."""
-    document = results.read_json(run_dir / "plan.json")
-    plans = [document["confirm"]] if document.get("confirm") else []
-    for plan in map(ConfirmPlan.model_validate, plans + document.get(VARIANTS_KEY, [])):
+    document = read_plan(run_dir)
+    for plan in ([document.confirm] if document.confirm else []) + document.confirm_variants:
         say(f"confirmation: off (decision.confirm = \"off\"); {describe(plan)}, planned before, is kept in "
             f"{retire(run_dir, plan)}/")
 
 
 def run_confirmations(config: SweepConfig, caps: Capabilities, run_dir: Path, data: RunData, decision: Decision,
-                      say, run_lives: Callable[[SweepConfig, list[Life]], None],
+                      say, run_lives: Callable[[SweepConfig, list[Life]], None], server: ResolvedServer,
                       announce: Callable[[list[Life], list[StageConfig]], None] = lambda lives, stages: None) -> list[Life]:
     """run_confirmation of the decision, or of each workload variant's decision in turn."""
     if not decision.by_variant:
-        return run_confirmation(config, caps, run_dir, data, decision, say, run_lives, announce)
+        return run_confirmation(config, caps, run_dir, data, decision, say, run_lives, server, announce)
     return [life for part in decision.by_variant
-            for life in run_confirmation(config, caps, run_dir, data, part, say, run_lives, announce, part.variant)]
+            for life in run_confirmation(config, caps, run_dir, data, part, say, run_lives, server, announce,
+                                         part.variant)]
 
 
 def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, data: RunData, decision: Decision,
-                     say, run_lives: Callable[[SweepConfig, list[Life]], None],
+                     say, run_lives: Callable[[SweepConfig, list[Life]], None], server: ResolvedServer,
                      announce: Callable[[list[Life], list[StageConfig]], None] = lambda lives, stages: None,
                      variant: str = "") -> list[Life]:
     """Plan the confirmation (once; again when the decision changed since) and run each of its lives not done
     yet with `run_lives(config, lives)`, the sweep's own loop; returns its lives. `announce(lives, stages)`
     tells the progress display what is coming. `variant`: the workload variant `decision` is for."""
-    plan, lives = lives_in(results.read_json(run_dir / "plan.json"), config, variant)
+    plan, lives = lives_in(read_plan(run_dir), config, variant)
     fresh = planned(data, decision, variant)
     what = f"confirmation of {variant}" if variant else "confirmation"
     if plan is not None and (fresh is None or (fresh.kind, fresh.k, fresh.ranges) != (plan.kind, plan.k, plan.ranges)):
@@ -157,7 +134,7 @@ def run_confirmation(config: SweepConfig, caps: Capabilities, run_dir: Path, dat
     if plan is None:
         if fresh is None:
             return []
-        plan, lives = fresh, add_to_plan(config, caps, run_dir, fresh)
+        plan, lives = fresh, add_to_plan(config, caps, run_dir, fresh, server)
     announce(lives, config_of(config, plan).load.stages)
     say(f"{what}: {describe(plan)}; {plan.scope}")
     run_lives(config_of(config, plan), lives)

@@ -1,7 +1,7 @@
 """What a verdict cost: server lives and server-seconds (start to ready, and measuring), measured per life
 from each life's status.json, beside what the full grid would have cost.
 
-Pure: plan.json's life entries and the lives' status.json contents in, a `Cost` out. The grid's figure is
+Pure: plan.json's lives and the lives' status.json in (typed, plan.py), a `Cost` out. The grid's figure is
 an estimate: its server starts at the mean start measured in this run, its loads at the mean measured load
 of a life that ran every stage (the stages' planned seconds when none did), the same confirmation lives.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .config import SweepConfig
 from .decision.schema import Cost
-from .results import CONFIRM_ROLE
+from .plan import LifeStatus, PlannedLife
 
 RUN_STATES = ("done", "failed")   # a life that started (a skipped or never-started one cost nothing)
 
@@ -28,17 +28,17 @@ class LifeCost:
     done: bool             # measured to the end (a failed start is cut short: not a start to price the grid at)
 
 
-def life_costs(plan_lives: list[dict], statuses: dict[str, dict]) -> list[LifeCost]:
+def life_costs(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus]) -> list[LifeCost]:
     """The lives that ran, each with its server-seconds as its status.json recorded them (0 when missing)."""
     out = []
     for entry in plan_lives:
-        status = statuses.get(entry["dir"]) or {}
-        if status.get("state") not in RUN_STATES:
+        status = statuses.get(entry.dir)
+        if status is None or status.state not in RUN_STATES:
             continue
-        host = status.get("server_life", entry["dir"])
-        out.append(LifeCost(entry["dir"], int(entry["k"]), entry.get("role") == CONFIRM_ROLE, host == entry["dir"],
-                            float(status.get("start_s") or 0.0) if host == entry["dir"] else 0.0,
-                            float(status.get("measure_s") or 0.0), not entry.get("stages"), status["state"] == "done"))
+        new_server = (status.server_life or entry.dir) == entry.dir
+        out.append(LifeCost(entry.dir, entry.k, entry.confirms, new_server,
+                            (status.start_s or 0.0) if new_server else 0.0, status.measure_s or 0.0,
+                            not entry.stages, status.state == "done"))
     return out
 
 

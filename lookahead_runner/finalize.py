@@ -13,23 +13,19 @@ from pathlib import Path
 import pandas as pd
 
 from . import results
-from .results import CONFIRM_ROLE, CONFIRM_VARIANTS
 from .analysis import WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
 from .adaptive import run_note
 from .config import SweepConfig
 from .cost import life_costs, run_cost
 from .decision import Cell, Decision, Window, decide, evidence, window
+from .decision.ramp import ramp_decision
 from .decision.confirm import judge, unconfirmed_note, with_confirmation
-from .decision.schema import AxisDecision, ConfirmPlan, LifeNote
+from .decision.schema import AxisDecision, LifeNote
+from .plan import LifeResult, LifeStatus, Plan, VariantTokens, read_plan_and_config, read_status
 from .preflight import lag_advice
-from .ramp import ramp_decision
 from .variants import Variant
 from .decision.variants import by_variant, note_unconfirmed_schedules
 from .vllm.probe import Capabilities
-
-
-class RunDirError(ValueError):
-    """Not a run folder (no plan.json); the message says what to pass."""
 
 
 SAME_SERVER_NOTE = "; all repeats on one server life (load.repeat_mode), so restart-to-restart variation is not in it"
@@ -84,16 +80,26 @@ def note_repeat_mode(decision: Decision, repeat_mode: str) -> Decision:
 
 @dataclass
 class RunData:
-    """A run folder read back: its plan and config, the summary rows and the decision's evidence."""
+    """A run folder read back: its plan and config, each life's status, the summary rows and the evidence."""
 
-    plan: dict
+    plan: Plan
     config: SweepConfig
     summary: pd.DataFrame
     windows: list[tuple[str, Window]]           # (grid axis value, window) for every valid window
     confirm_windows: list[Window] = field(default_factory=list)  # the confirmation life's (not evidence)
     timelines: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)
-    statuses: dict[str, dict] = field(default_factory=dict)
+    lives: list[LifeResult] = field(default_factory=list)  # in the plan's order
+    preflight: dict | None = None
     run_dir: Path | None = None                 # where the lives' own files are (the performance model reads them)
+
+    @property
+    def statuses(self) -> dict[str, LifeStatus]:
+        return {life.planned.dir: life.status for life in self.lives if life.status is not None}
+
+    def report_plan(self) -> dict:
+        """plan.json as the report reads it: each life with its status, reason and tokens; the pre-flight."""
+        return self.plan.model_dump(mode="json") | {"lives": [life.as_row() for life in self.lives]} | (
+            {"preflight": self.preflight} if self.preflight else {})
 
     def evidence(self, axis_value: str = "", variant: str = ""):
         """The windows of one grid value and one workload variant (its label; "" = the only one)."""
@@ -102,74 +108,58 @@ class RunData:
                         self.config.target_for(index))
 
     def argv_by_k(self, axis_value: str = "") -> dict[int, list[str]]:
-        return {l["k"]: l["argv"] for l in self.plan["lives"]
-                if l.get("axis_value", "") == axis_value and l.get("role") != CONFIRM_ROLE}
+        return {l.k: l.argv for l in self.plan.sweep_lives(axis_value)}
 
-
-def read_plan(run_dir: Path) -> tuple[dict, SweepConfig]:
-    try:
-        plan = results.read_json(run_dir / "plan.json")
-    except (OSError, ValueError):
-        raise RunDirError(f"{run_dir}: no readable plan.json; pass a folder made by `lookahead-runner sweep`") from None
-    try:
-        config = SweepConfig.model_validate(plan["config"])
-        plan["lives"], plan["probe"]["version"]
-    except (KeyError, TypeError, ValueError):
-        raise RunDirError(f"{run_dir}: plan.json is not a plan this version can read; "
-                          "pass a folder made by `lookahead-runner sweep`") from None
-    return plan, config
+    def setting_names(self, axis_value: str = "") -> dict[int, str]:
+        return {l.k: l.setting for l in self.plan.sweep_lives(axis_value)}
 
 
 def read_run(run_dir: Path) -> RunData:
     """Every life's raw files -> summary rows and evidence windows (pure analysis; only reads)."""
-    plan, config = read_plan(run_dir)
+    plan, config = read_plan_and_config(run_dir)
     preflight = _preflight_of(run_dir)
-    if preflight:
-        plan["preflight"] = preflight  # for the report's probe section
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
                         expected_output_tokens=config.load.variants[0].output_tokens,
                         expected_prompt_tokens=config.load.variants[0].prompt_tokens,
                         max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms,
-                        lag_advice=lag_advice(plan, preflight))
-    data = RunData(plan, config, pd.DataFrame(), [], run_dir=run_dir)
+                        lag_advice=lag_advice(plan.placement, preflight))
+    data = RunData(plan, config, pd.DataFrame(), [], preflight=preflight, run_dir=run_dir)
     rows = []
     variants = config.load.variants
-    for life in plan["lives"]:
-        directory = run_dir / life["dir"]
-        state = results.life_state(directory)
-        status = results.read_json(directory / "status.json") if state != "missing" else {}
-        data.statuses[life["dir"]] = status
-        life["status"], life["reason"] = state, status.get("reason", "")
-        life["start_s"], life["measure_s"] = status.get("start_s"), status.get("measure_s")
-        if state == "missing":
+    for life in plan.lives:
+        directory = run_dir / life.dir
+        result = LifeResult(planned=life, status=read_status(directory))
+        data.lives.append(result)
+        if result.status is None:
             continue
         # a workload variant's confirmation life runs that variant alone: one block, in the life's own folder
-        alone = [v for v in variants if v.label == life.get("variant")]
+        alone = [v for v in variants if life.variant and v.label == life.variant]
         blocks = [(v, load_life(directory)) for v in alone] or [(v, load_life(directory, v.key)) for v in variants]
         server, gpu = blocks[0][1]["server"], blocks[0][1]["gpu"]
         stages = [frames["stages"].assign(variant=v.label) if v.label and not frames["stages"].empty
                   else frames["stages"] for v, frames in blocks]
-        data.timelines[life["dir"]] = {"server": server, "gpu": gpu, "stages": pd.concat(stages, ignore_index=True)}
-        life["tokens"] = life_token_check(pd.concat([f["requests"] for _, f in blocks], ignore_index=True),
-                                          server) | _workload_of(directory / ("" if alone else variants[0].key))
+        data.timelines[life.dir] = {"server": server, "gpu": gpu, "stages": pd.concat(stages, ignore_index=True)}
+        result.tokens = life_token_check(pd.concat([f["requests"] for _, f in blocks], ignore_index=True),
+                                         server) | _workload_of(directory / ("" if alone else variants[0].key))
         if variants[0].key and not alone:
             times = _blocks_of(directory)
-            life["variants"] = [{"variant": v.label, "tokens": block_token_check(f["requests"], server, times.get(v.key))
-                                 | _workload_of(directory / v.key)} for v, f in blocks]
+            result.variants = [VariantTokens(variant=v.label, tokens=block_token_check(f["requests"], server,
+                                                                                       times.get(v.key))
+                                             | _workload_of(directory / v.key)) for v, f in blocks]
         for order, (variant, frames) in enumerate(blocks):
-            if state != "done" or frames["stages"].empty or frames["requests"].empty:
+            if result.state != "done" or frames["stages"].empty or frames["requests"].empty:
                 continue
             mine = _rules_for(rules, variant)
             for row, finished, ok, t0 in stage_windows(frames["requests"], frames["stages"], server, gpu,
-                                                       life["setting"], life["k"], life["repeat"], mine, variant.label):
+                                                       life.setting, life.k, life.repeat, mine, variant.label):
                 rows.append(row | ({"variant_order": order} if variant.key else {}))
-                if row["valid"] and life.get("role") == CONFIRM_ROLE:
+                if row["valid"] and life.confirms:
                     data.confirm_windows.append(window(row, finished, ok, t0))
                 elif row["valid"]:
-                    data.windows.append((str(life.get("axis_value", "")), window(row, finished, ok, t0)))
+                    data.windows.append((life.axis_value, window(row, finished, ok, t0)))
     data.summary = summary_frame(rows)
     if config.grid.axis:
-        axis_of = {life["setting"]: life.get("axis_value", "") for life in plan["lives"]}
+        axis_of = {life.setting: life.axis_value for life in plan.lives}
         data.summary.insert(1, "axis_value", data.summary["setting"].map(axis_of))
     return data
 
@@ -190,11 +180,11 @@ def decide_all(data: RunData) -> Decision:
 def decide_grid(data: RunData, variant: str = "") -> Decision:
     """The decision over K for one workload variant; with a grid, one per flag value and the best decided one."""
     config = data.config
-    capability = Capabilities.from_dict(data.plan["probe"]).schedule_capability
+    capability = Capabilities.from_dict(data.plan.probe).schedule_capability
     schedule_form = capability.form if capability.supported else None
     values = config.grid.values or [""]
-    decisions = [(value, decide(data.evidence(value, variant), config.decision, data.argv_by_k(value), schedule_form))
-                 for value in values]
+    decisions = [(value, decide(data.evidence(value, variant), config.decision, data.argv_by_k(value), schedule_form,
+                                data.setting_names(value))) for value in values]
     decisions = [(value, note_repeat_mode(d, config.load.repeat_mode)) for value, d in decisions]
     if not config.grid.axis:
         from .perfmodel_run import with_performance_model  # it reads RunData: imported here, not at the top
@@ -215,43 +205,41 @@ def decide_grid(data: RunData, variant: str = "") -> Decision:
     return best
 
 
-def confirmed(data: RunData, decision: Decision, variant_plans: list[dict] | None = None) -> Decision:
+def confirmed(data: RunData, decision: Decision, variant: str | None = None) -> Decision:
     """The decision with the verdict of its confirmation life (decision/confirm.py); of one workload variant's
-    decision, from that variant's plan among `variant_plans` (unchanged without one)."""
-    stored = data.plan["confirm"] if variant_plans is None else \
-        next((p for p in variant_plans if p.get("variant") == decision.variant), None)
-    if stored is None:
+    decision, from that variant's confirmation when `variant` is given (unchanged without one)."""
+    plan = data.plan.confirm if variant is None else data.plan.confirmation(variant)
+    if plan is None:
         return decision
-    plan = ConfirmPlan.model_validate(stored)
-    lives = [l for l in data.plan["lives"] if l.get("role") == CONFIRM_ROLE and l.get("variant", "") == plan.variant]
+    lives = [life for life in data.lives if life.planned.confirms and life.planned.variant == plan.variant]
     cells = {}
     for w in sorted(data.confirm_windows, key=lambda w: (w.users, w.repeat)):
         if w.variant == plan.variant:
             cells.setdefault(w.users, []).append(w)
-    states = [(l["dir"], l.get("status", "missing"), l.get("reason", "")) for l in lives]
+    states = [(l.planned.dir, l.state, l.reason) for l in lives]
     verdict = judge(plan, decision, data.evidence(plan.axis_value, plan.variant),
                     {users: Cell(plan.k, users, tuple(ws)) for users, ws in cells.items()}, states,
-                    lives[0]["argv"] if lives else [], data.config.decision)
+                    lives[0].planned.argv if lives else [], data.config.decision)
     return with_confirmation(decision, verdict)
 
 
-def telemetry_gaps(statuses: dict[str, dict]) -> list[str]:
+def telemetry_gaps(statuses: dict[str, LifeStatus]) -> list[str]:
     """One line per kind of missing measurement (/metrics errors, no memory source, lost rows)."""
     lines = []
     for life, status in statuses.items():
-        if status.get("state") != "done":  # a failed life is listed with its reason already
+        if status.state != "done":  # a failed life is listed with its reason already
             continue
-        if status.get("metrics_errors"):
-            lines.append(f"/metrics failed {status['metrics_errors']} times during {life} (last: "
-                         f"{status.get('last_metrics_error') or 'unknown'}): its acceptance, real batch and KV "
+        if status.metrics_errors:
+            lines.append(f"/metrics failed {status.metrics_errors} times during {life} (last: "
+                         f"{status.last_metrics_error or 'unknown'}): its acceptance, real batch and KV "
                          "use are missing or partial.")
-        if status.get("write_errors"):
-            lines.append(f"{status['write_errors']} telemetry rows of {life} could not be written "
-                         f"({status.get('last_write_error') or 'unknown'}).")
+        if status.write_errors:
+            lines.append(f"{status.write_errors} telemetry rows of {life} could not be written "
+                         f"({status.last_write_error or 'unknown'}).")
     by_note: dict[str, list[str]] = {}
     for life, status in statuses.items():
-        if status.get("memory_note"):
-            by_note.setdefault(status["memory_note"], []).append(life)
+        if status.memory_note:
+            by_note.setdefault(status.memory_note, []).append(life)
     for note, lives in by_note.items():
         lines.append(f"Device memory not measured in {', '.join(lives)}: {note}; "
                      "the memory headroom check has no reading for them.")
@@ -262,7 +250,7 @@ def write_tables(run_dir: Path) -> RunData:
     """summary.csv and lives.csv from the raw files so far (the sweep calls it after every K)."""
     data = read_run(run_dir)
     results.write_summary(run_dir, data.summary)
-    results.write_lives(run_dir, data.plan["lives"])
+    results.write_lives(run_dir, [life.as_row() for life in data.lives])
     return data
 
 
@@ -270,41 +258,40 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     run_dir = Path(run_dir)
     data = write_tables(run_dir)
     plan, config = data.plan, data.config
-    if plan.get("mode") == "ramp":
-        life = plan["lives"][0]
-        decision = ramp_decision(data.evidence(), life["k"], life["argv"], config.decision)
+    if plan.mode == "ramp":
+        life = plan.lives[0]
+        decision = ramp_decision(data.evidence(), life.k, life.setting, life.argv, config.decision)
     else:
         decision = decide_all(data)
-        if plan.get("confirm"):
+        if plan.confirm is not None:
             decision = confirmed(data, decision)
-        elif plan.get(CONFIRM_VARIANTS) and decision.by_variant:
-            decision = by_variant([(part.variant, confirmed(data, part, plan[CONFIRM_VARIANTS]))
+        elif plan.confirm_variants and decision.by_variant:
+            decision = by_variant([(part.variant, confirmed(data, part, part.variant))
                                    for part in decision.by_variant])
         elif note := unconfirmed_note(decision, config.decision.confirm):
             decision.diagnoses.append(note)
         note_unconfirmed_schedules(decision, config.decision.confirm)
     for state, notes in (("failed", decision.failed_lives), ("skipped", decision.skipped_lives)):
-        notes.extend(LifeNote(life=l["dir"], reason=l["reason"]) for l in plan["lives"] if l["status"] == state)
-    fallbacks = [l["dir"] for l in plan["lives"]
-                 if any(block.get("tokens", {}).get("prompt_method") not in (None, "", "tokenize")
-                        for block in l.get("variants") or [l])]
+        notes.extend(LifeNote(life=l.planned.dir, reason=l.reason) for l in data.lives if l.state == state)
+    fallbacks = [l.planned.dir for l in data.lives
+                 if any(block.tokens.get("prompt_method") not in (None, "", "tokenize") for block in l.variants or [l])]
     if fallbacks:
         decision.diagnoses.append(f"Prompts in {len(fallbacks)} lives were token ids, not text calibrated "
                                   f"through /tokenize (see lives.csv prompt_note), e.g. {fallbacks[0]}.")
     if decision.skipped_lives:
-        ks = sorted({l["k"] for l in plan["lives"] if l["status"] == "skipped"})
+        ks = sorted({l.planned.k for l in data.lives if l.state == "skipped"})
         decision.reasons.append(f"Early stop: K {ks} were not run once the stop rule fired "
                                 f"(rerun with --no-early-stop to measure them).")
     decision.diagnoses += telemetry_gaps(data.statuses)
-    costs = life_costs(plan["lives"], data.statuses)
-    decision.cost = run_cost(costs, config, config.sweep.strategy, plan.get("adaptive", {}).get("stopped", ""))
-    if "adaptive" in plan:
+    costs = life_costs(plan.lives, data.statuses)
+    decision.cost = run_cost(costs, config, config.sweep.strategy, plan.adaptive.stopped if plan.adaptive else "")
+    if plan.adaptive is not None:
         lives_by_k = Counter(c.k for c in costs if not c.confirm)
         decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
-                                         plan["adaptive"].get("stop", "")))
+                                         plan.adaptive.stop))
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:
         return run_dir / "summary.csv"
     from .report.render import write_report  # jinja2 + plotly load only when a page is rendered
 
-    return write_report(run_dir, data.summary, decision, plan, data.timelines)
+    return write_report(run_dir, data.summary, decision, data.report_plan(), data.timelines)

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import results
-from .auth import LOAD_KEY_ENV, SERVER_KEY_ENV, bearer_header
 from .config import ServerConfig, SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
-from .masking import MissingSecret, Secrets, api_key_to_env, mask_server
+from .masking import Secrets, api_key_to_env
 from .placement import Placement
+from .resolved_server import ResolvedServer
+from .plan import PlannedLife, append_lives, write_status
 from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
                      wait_for_port_free)
 from .telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
@@ -71,53 +72,42 @@ class Served:
     memory: object
     external: bool
     sim_file: Path | None
+    load_env: dict[str, str]    # the API key for Locust (ResolvedServer.load_env)
 
 
 def is_simulator(command: list[str]) -> bool:
     return any(marker in part for part in command for marker in SIM_MARKERS)
 
 
-def load_key(config: SweepConfig) -> str:
-    """One key: the one in the variable server.api_key_env names, else the one the runner gives the server
-    it starts (--api-key, else VLLM_API_KEY in its environment)."""
-    server = config.server
-    if server.api_key_env or server.url:
-        return os.environ.get(server.api_key_env, "") if server.api_key_env else ""
-    masked, secrets = mask_server(server, os.environ)
-    if secrets.server_key:
-        return secrets.server_key
-    try:
-        return secrets.resolve(masked.env.get(SERVER_KEY_ENV, "")) or os.environ.get(SERVER_KEY_ENV, "")
-    except MissingSecret:
-        return ""
-
-
-def api_headers(config: SweepConfig) -> dict[str, str]:
-    """The bearer header every request of the runner and the load carries (load_key)."""
-    return bearer_header(load_key(config))
-
-
-def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port: int) -> list[str]:
+def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port: int,
+                server: ResolvedServer) -> list[str]:
     """The server argv as recorded and shown: each secret value as ${NAME} (masking.py)."""
-    s, spec = mask_server(config.server, {})[0], config.speculation
+    s, spec = server.masked, config.speculation
     return server_argv(caps, s.command, s.model, s.host, port, s.extra_args, setting, spec.method, spec.draft_model,
                        s.argv_template or None, spec.flag_style)
 
 
-def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, **extra) -> dict:
-    """The life as plan.json lists it (secrets not yet masked)."""
-    return {"setting": life.setting.name, "k": life.setting.k, "repeat": life.repeat,
-            "axis_flag": life.setting.axis_flag, "axis_value": life.setting.axis_value,
-            **({"spec_key": life.setting.spec_key} if life.setting.spec_key else {}),
-            "argv": render_argv(config, caps, life.setting, config.server.port or 8000), "dir": life.key, **extra}
+def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, server: ResolvedServer, **extra) -> PlannedLife:
+    """The life as plan.json lists it (secrets not yet masked); `extra`: more PlannedLife fields (role, variant,
+    stages, chosen)."""
+    return PlannedLife(setting=life.setting.name, k=life.setting.k, repeat=life.repeat,
+                       axis_flag=life.setting.axis_flag, axis_value=life.setting.axis_value,
+                       spec_key=life.setting.spec_key,
+                       argv=render_argv(config, caps, life.setting, config.server.port or 8000, server), dir=life.key,
+                       **extra)
 
 
-def append_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], **extra) -> None:
+def planned_lives(config: SweepConfig, caps: Capabilities, lives: list[Life], server: ResolvedServer,
+                  **extra) -> list[PlannedLife]:
+    """The lives as plan.json records them: secrets as ${NAME}; `extra` as in plan_entry."""
+    return [PlannedLife.model_validate(results.redact(server.secrets.mask_value(
+        plan_entry(config, caps, life, server, **extra).model_dump()))) for life in lives]
+
+
+def append_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life],
+                   server: ResolvedServer, **extra) -> None:
     """plan.json gains these lives (secrets as ${NAME}), so --resume finds them; `extra` goes in each entry."""
-    document = results.read_json(run_dir / "plan.json")
-    _, secrets = mask_server(config.server, os.environ)
-    document["lives"] += [results.redact(secrets.mask_value(plan_entry(config, caps, life, **extra))) for life in lives]
-    results.write_json(run_dir / "plan.json", document)
+    append_lives(run_dir, planned_lives(config, caps, lives, server, **extra))
 
 
 # Launchers that start the server elsewhere without handing it this process's environment.
@@ -128,16 +118,15 @@ def environment_reaches_server(server: ServerConfig) -> bool:
     return not server.argv_template and os.path.basename(server.command[0]) not in REMOTE_LAUNCHERS
 
 
-def server_launch(config: SweepConfig, caps: Capabilities, setting: Setting,
-                  port: int) -> tuple[list[str], dict[str, str], Secrets]:
+def server_launch(config: SweepConfig, caps: Capabilities, setting: Setting, port: int,
+                  server: ResolvedServer) -> tuple[list[str], dict[str, str], Secrets]:
     """(argv, environment overlay, secrets) of the server process, as recorded: placeholders instead of
     secrets. Where the environment reaches the server, a lone --api-key travels in VLLM_API_KEY instead of
     the argv (a `docker run` or `ssh` launcher would start it without the variable: the flag stays)."""
-    masked, secrets = mask_server(config.server, os.environ)
-    argv, key_env = render_argv(config, caps, setting, port), {}
+    argv, key_env = render_argv(config, caps, setting, port, server), {}
     if environment_reaches_server(config.server):
         argv, key_env = api_key_to_env(argv)
-    return argv, masked.env | key_env, secrets
+    return argv, server.masked.env | key_env, server.secrets
 
 
 def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2, key_env: str = "") -> None:
@@ -184,7 +173,8 @@ def fresh_life_dir(run_dir: Path, life: Life) -> Path:
 
 
 def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, repeats: list[int], run_dir: Path,
-                    say, events: LifeEvents | None = None, web: bool = False, placement: Placement | None = None,
+                    say, resolved: ResolvedServer, events: LifeEvents | None = None, web: bool = False,
+                    placement: Placement | None = None,
                     preflight: Callable[[Served, Placement], Placement] | None = None) -> list[Outcome]:
     """Start the server once and measure `repeats` of `setting` on it, one after another.
 
@@ -198,8 +188,8 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                                        else int(config.load.processes))
     lives = [Life(setting, repeat) for repeat in repeats]
     host = fresh_life_dir(run_dir, lives[0])
-    results.write_status(host, "running")
-    headers = api_headers(config)
+    write_status(host, "running")
+    headers = resolved.headers
     external = bool(config.server.url)
     port = 0 if external else config.server.port or free_port(config.server.host)
     base_url = config.server.url.rstrip("/") if external else f"http://{config.server.host}:{port}"
@@ -208,13 +198,13 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
     if external:
         server = RunningServer(base_url, host / "server.log", headers)
     else:
-        argv, env, secrets = server_launch(config, caps, setting, port)
+        argv, env, secrets = server_launch(config, caps, setting, port, resolved)
         env = env | placement.server_env | (sim_file_env(sim_file) if simulated else {})
         server = ServerProcess(argv, base_url, host / "server.log", env, config.server.stop_grace_s, headers, secrets,
                                placement.server_cpus)
     memory = open_memory_source(config.server.memory_source, simulated, sim_file, lambda: server.pid,
                                 config.server.dcgm_url)
-    served = Served(base_url, headers, server, memory, external, sim_file if simulated else None)
+    served = Served(base_url, headers, server, memory, external, sim_file if simulated else None, resolved.load_env)
     status: dict = {"memory_source": memory.name, "memory_note": memory.unavailable_reason}
     outcomes: list[Outcome] = []
     out = host
@@ -244,7 +234,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
             for index, life in enumerate(lives):
                 if index:
                     out = fresh_life_dir(run_dir, life)
-                    results.write_status(out, "running", server_life=lives[0].key)
+                    write_status(out, "running", server_life=lives[0].key)
                     events.started(life, False)
                 measuring = time.monotonic()
                 reason, measured, alive = measure(config, served, life, out, say, events, web, placement)
@@ -273,7 +263,7 @@ def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents
     """Write the repeat's final status.json (`done` only without a reason) and tell the runner."""
     state = "failed" if reason else "done"
     extra = {"detail": detail} if detail else {}
-    results.write_status(out, state, reason.splitlines()[0] if reason else "", **extra, **status)
+    write_status(out, state, reason.splitlines()[0] if reason else "", **extra, **status)
     outcome = Outcome(state, reason)
     events.finished(life, outcome)
     return outcome
@@ -316,7 +306,7 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
                                setting_name=life.key, web_port=web_port, variant_name=variant.label)
             block = {"key": variant.key, "label": variant.label, "t_start_s": time.time()}
             # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
-            load = run_locust(argv, folder / "locust.log", deadline_s, env=locust_env(config) | sim_env, abort=abort,
+            load = run_locust(argv, folder / "locust.log", deadline_s, env=served.load_env | sim_env, abort=abort,
                               cpus=placement.load_cpus)
             if variant.key:
                 blocks.append(block | {"t_end_s": time.time()})
@@ -354,12 +344,6 @@ def load_with(config: SweepConfig, placement: Placement, variant: Variant | None
     return config.load.model_copy(update={"processes": placement.processes, "prompt_tokens": variant.prompt_tokens,
                                           "output_tokens": variant.output_tokens,
                                           "temperature": variant.temperature})
-
-
-def locust_env(config: SweepConfig) -> dict[str, str]:
-    """The API key reaches Locust through its environment only, never its argv or files."""
-    key = load_key(config)
-    return {LOAD_KEY_ENV: key} if key else {}
 
 
 def died(server: ServerProcess, during: str = "the load") -> str:

@@ -17,9 +17,7 @@ from .decision.perfmodel import PerformanceModel, PositionCounts, WorkloadShape,
 from .decision.perfmodel_uses import refined_schedule, summary
 from .decision.schema import Decision
 from .finalize import RunData, read_run
-from .results import CONFIRM_ROLE
-
-MAX_NUM_SEQS_FLAG = "--max-num-seqs"
+from .vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 
 
 def _growth(frame: pd.DataFrame, column: str) -> float:
@@ -50,24 +48,21 @@ def _sum(a: PositionCounts | None, b: PositionCounts) -> PositionCounts:
 
 
 def max_num_seqs(argv: list[str]) -> int | None:
-    for i, arg in enumerate(argv):
-        value = arg.split("=", 1)[1] if arg.startswith(MAX_NUM_SEQS_FLAG + "=") else \
-            argv[i + 1] if arg == MAX_NUM_SEQS_FLAG and i + 1 < len(argv) else None
-        if value is not None and value.isdigit():
-            return int(value)
-    return None
+    value = flag_value(argv, MAX_NUM_SEQS_FLAG)
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def model_inputs(run_dir: Path, data: RunData,
                  axis_value: str = "") -> tuple[WorkloadShape, dict[int, PositionCounts]]:
-    lives = [l for l in data.plan["lives"] if l.get("axis_value", "") == axis_value and l.get("role") != CONFIRM_ROLE]
+    lives = [l for l in data.lives if not l.planned.confirms and l.planned.axis_value == axis_value]
     positions: dict[int, PositionCounts] = {}
     for life in lives:
-        if life.get("k", 0) > 0 and life.get("status") == "done":
-            counts = life_positions(Path(run_dir) / life["dir"])
+        k = life.planned.k
+        if k > 0 and life.state == "done":
+            counts = life_positions(Path(run_dir) / life.planned.dir)
             if counts is not None:
-                positions[life["k"]] = _sum(positions.get(life["k"]), counts)
-    seqs = {max_num_seqs(list(l.get("argv", []))) for l in lives} - {None}
+                positions[k] = _sum(positions.get(k), counts)
+    seqs = {max_num_seqs(l.planned.argv) for l in lives} - {None}
     load = data.config.load
     return WorkloadShape(load.prompt_tokens, load.output_tokens, min(seqs) if seqs else None), positions
 
@@ -85,7 +80,7 @@ def with_performance_model(data: RunData, decision: Decision) -> Decision:
     """The decision with its run's performance model: the summary always (trusted or not, and why); when
     trusted, the schedule's boundaries at the model's crossovers and the not-the-lever numbers too."""
     p = data.config.decision
-    if data.run_dir is None or data.plan.get("mode", "sweep") != "sweep":
+    if data.run_dir is None or data.plan.mode != "sweep":
         return decision
     config = data.config
     second_axis = config.grid.axis or ("workload variants" if len(config.load.variants) > 1 else "")

@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+
+from .cpus import format_cpus, parse_cpus
+from .lag_advice import LagAdvice
 
 OMP_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 # wrappers that mean the user placed the server already
@@ -43,37 +46,6 @@ PRIOR_CHUNKS_PER_USER_S = 100.0
 
 class PlacementError(ValueError):
     """A placement that cannot work on this host; one line naming the setting and the fix."""
-
-
-def parse_cpus(text: str) -> tuple[int, ...]:
-    """A CPU list ("0-3,6", as taskset -c and docker --cpuset-cpus write it) -> sorted CPU numbers."""
-    cpus: set[int] = set()
-    for part in str(text).replace(" ", "").split(","):
-        if not part:
-            raise ValueError(f"{text!r} is not a CPU list; write e.g. \"0-3,6\"")
-        low, dash, high = part.partition("-")
-        if not low.isdigit() or (dash and not high.isdigit()):
-            raise ValueError(f"{text!r} is not a CPU list; write e.g. \"0-3,6\"")
-        first, last = int(low), int(high) if dash else int(low)
-        if last < first:
-            raise ValueError(f"{text!r}: the range {part} runs backwards; write e.g. \"{last}-{first}\"")
-        cpus.update(range(first, last + 1))
-    return tuple(sorted(cpus))
-
-
-def format_cpus(cpus: Iterable[int]) -> str:
-    """Sorted CPU numbers -> the shortest CPU list ("0-3,6")."""
-    ordered = sorted(set(cpus))
-    parts: list[str] = []
-    start = previous = None
-    for cpu in ordered + [None]:
-        if start is not None and (cpu is None or cpu != previous + 1):
-            parts.append(str(start) if start == previous else f"{start}-{previous}")
-            start = None
-        if cpu is not None and start is None:
-            start = cpu
-        previous = cpu
-    return ",".join(parts)
 
 
 def omp_bind_cpus(value: str) -> tuple[int, ...] | None:
@@ -271,19 +243,6 @@ def pin(cpus: Sequence[int]):
 
 # ------------------------------------------------------------------ why a client lagged, and the fix
 
-# Locust lagging while its busiest process uses at least this share of a core is saturated (it has
-# more to do than a core gives); below it, it is starved (it had work, but no CPU to run on).
-HIGH_CPU_PCT = 60.0
-
-
-@dataclass(frozen=True)
-class LagAdvice:
-    """The exact fix for each cause, from this run's placement."""
-
-    saturated: str = "raise load.processes (\"auto\" sizes it), with a CPU each (load.cpus)"
-    starved: str = "give Locust CPUs the server does not use (load.placement = \"auto\", or server.cpus and load.cpus)"
-
-
 def split_suggestion(cpus: Sequence[int]) -> tuple[str, str]:
     """(server CPUs, load CPUs) that auto placement would pick for one Locust process on `cpus`."""
     cpus = tuple(sorted(cpus))
@@ -319,16 +278,3 @@ def advice_for(placement: Placement | None) -> LagAdvice:
         starved = (f"other processes run on the load's CPUs {format_cpus(placement.load_cpus)}: stop them, or move "
                    f"Locust with load.cpus to CPUs nothing else uses")
     return LagAdvice(saturated, starved)
-
-
-def lag_reason(lag_p99_ms: float, cpu_pct: float, gate_ms: float, advice: LagAdvice,
-               what: str = "Locust's loop lag p99") -> str:
-    """Why Locust's loop lagged past the gate, and the fix: saturated (busy) or starved (waiting for a CPU)."""
-    lag = f"{what} {lag_p99_ms:.0f} ms > {gate_ms:g} ms"
-    if cpu_pct != cpu_pct:  # NaN: the CPU was not measured
-        return (f"client lag: {lag} (its CPU use was not measured); if it was busy, {advice.saturated}; "
-                f"if not, {advice.starved}")
-    if cpu_pct >= HIGH_CPU_PCT:
-        return f"client saturated: {lag} with its busiest process at {cpu_pct:.0f}% of a core; {advice.saturated}"
-    return (f"client starved: {lag} while it used only {cpu_pct:.0f}% of a core (other processes took its CPU); "
-            f"{advice.starved}")

@@ -32,8 +32,9 @@ import pandas as pd
 from . import results
 from .config import StageConfig, SweepConfig
 from .load import locust_argv, run_locust
-from .placement import (TARGET_CPU_FRAC, LagAdvice, Placement, advice_for, format_cpus, lag_reason,
-                        pin, processes_for)
+from .cpus import format_cpus
+from .lag_advice import LagAdvice, lag_reason
+from .placement import TARGET_CPU_FRAC, Placement, advice_for, pin, processes_for
 from .server import ServerError
 
 OUTPUT_TOKENS = 16
@@ -199,7 +200,8 @@ def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, 
     return loaded_figures(results.read_csv(out / "requests.csv"), results.read_csv(out / "stages.csv"), peak)
 
 
-def lag_advice(plan: dict, preflight: dict | None = None) -> LagAdvice:
-    """The fixes a run's windows name, from the placement its lives ran with."""
-    data = (preflight or {}).get("placement") or plan.get("placement")
+def lag_advice(planned: dict | None, preflight: dict | None = None) -> LagAdvice:
+    """The fixes a run's windows name, from the placement its lives ran with (plan.json's, or the one the
+    pre-flight settled on)."""
+    data = (preflight or {}).get("placement") or planned
     return advice_for(Placement.from_dict(data)) if isinstance(data, dict) else LagAdvice()

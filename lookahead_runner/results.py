@@ -1,4 +1,5 @@
-"""The run folder: where every file of a sweep lives, written as soon as it exists.
+"""The run folder: where every file of a sweep lives, written as soon as it exists (plan.json and
+status.json, typed: plan.py).
 
     <out>/<run-id>/plan.json, <setting>/r<repeat>/{server.log, server.json, locust*, requests.csv,
     stages.csv, gpu.csv, server_metrics.csv, status.json}, confirm/r<repeat>/ (the confirmation life),
@@ -16,9 +17,6 @@ import pandas as pd
 
 from .masking import PLACEHOLDER_RE, looks_secret
 
-PLAN_VERSION = 1
-CONFIRM_ROLE = "confirm"  # plan.json's "role" of the confirmation life's entries (confirm_life.py writes them)
-CONFIRM_VARIANTS = "confirm_variants"  # plan.json: each workload variant's confirmation plan, with several
 NAME_FIELDS = {"api_key_env"}  # hold the name of a variable, not its value
 
 
@@ -62,18 +60,6 @@ def redact(value):
     if isinstance(value, (list, tuple)):
         return [redact(v) for v in value]
     return value
-
-
-def write_status(directory: Path, state: str, reason: str = "", **extra) -> None:
-    write_json(directory / "status.json", {"state": state, "reason": reason, "t_s": time.time(), **extra})
-
-
-def life_state(directory: Path) -> str:
-    """done | failed | missing (never started or cut half-way: both are run again on resume)."""
-    try:
-        return read_json(directory / "status.json").get("state", "missing")
-    except (OSError, ValueError):
-        return "missing"
 
 
 def write_summary(run_dir: Path, summary: pd.DataFrame) -> Path:

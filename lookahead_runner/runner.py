@@ -14,7 +14,6 @@ any other life is rerun. The decision itself is made once, at the end, from the 
 from __future__ import annotations
 
 import dataclasses
-import os
 import signal
 import time
 from collections.abc import Callable
@@ -23,18 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import adaptive_sweep, reaper, results
-from .results import CONFIRM_ROLE
+from .plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, write_plan, write_status
 from .config import SweepConfig
 from .decision.engine import next_setting, repeats_wanted
 from .confirm_life import run_confirmations, switch_off
 from .finalize import decide_all, finalize, read_run, write_tables
-from .life import Life, LifeEvents, Served, append_to_plan, died, is_simulator, locust_env, plan_entry, run_server_life
-from .masking import MissingSecret, mask_server
+from .life import Life, LifeEvents, Served, append_to_plan, died, is_simulator, plan_entry, run_server_life
+from .masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
-from .vllm.knob import Setting, check_flags, check_raw_mode, resolve_style
-from .vllm.probe import SPEC_STYLE_FLAGS, Capabilities, ProbeError, probe_running_server, run_probe
+from .resolved_server import ResolvedServer
+from .vllm.knob import Setting, check_flags, check_raw_mode, knob_flag, resolve_style
+from .vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
 from .vllm.spec_keys import SpecAxis, check_spec_axis
 
 
@@ -70,22 +70,21 @@ def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
                         SpecAxis(spec.method, tuple(spec.k), tuple(config.server.extra_args)))
 
 
-def probe_and_check(config: SweepConfig, run_dir: Path | None = None) -> Capabilities:
+def probe_and_check(config: SweepConfig, server: ResolvedServer, run_dir: Path | None = None) -> Capabilities:
     """The probe cached in a resumed run's plan.json, or a fresh one (`--version`, `serve --help=all`)."""
-    cached = run_dir / "plan.json" if run_dir else None
-    if cached and cached.exists():
-        caps = Capabilities.from_dict(results.read_json(cached)["probe"])
+    if run_dir and has_plan(run_dir):
+        caps = Capabilities.from_dict(read_plan(run_dir).probe)
     elif config.server.url:
         caps = probe_running_server(config.server.url)
     else:
-        caps = _probe_command(config)
+        caps = _probe_command(server)
     check_capabilities(config, caps)
     return caps
 
 
-def _probe_command(config: SweepConfig) -> Capabilities:
+def _probe_command(server: ResolvedServer) -> Capabilities:
     """The probe of server.command, secrets filled in for it and masked in what it says and records."""
-    masked, secrets = mask_server(config.server, os.environ)
+    masked, secrets = server.masked, server.secrets
     try:
         caps = run_probe(secrets.resolve_argv(masked.command), env=secrets.resolve_env(masked.env))
     except (ProbeError, MissingSecret) as err:
@@ -93,27 +92,27 @@ def _probe_command(config: SweepConfig) -> Capabilities:
     return dataclasses.replace(caps, command=tuple(masked.command))
 
 
-def lives_of(plan: dict, config: SweepConfig) -> list[Life]:
+def lives_of(plan: Plan, config: SweepConfig) -> list[Life]:
     """The plan's lives (it grows when repeats are "auto"), in its order."""
     raw = config.speculation.raw_lookahead_slots
-    return [Life(Setting(l["k"], raw, l.get("axis_flag", ""), l.get("axis_value", ""), spec_key=l.get("spec_key", "")),
-                 l["repeat"])
-            for l in plan["lives"] if l.get("role") != CONFIRM_ROLE]
+    return [Life(Setting(l.k, raw, l.axis_flag, l.axis_value, spec_key=l.spec_key), l.repeat)
+            for l in plan.sweep_lives()]
 
 
-def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, placement: Placement) -> dict:
+def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, placement: Placement,
+               server: ResolvedServer) -> Plan:
     """The run's plan.json: each secret of the config and of the argv as ${NAME} (masking.py)."""
-    masked, secrets = mask_server(config.server, os.environ)
-    lives = [plan_entry(config, caps, life) for life in plan_lives(config)]
+    masked, secrets = server.masked, server.secrets
+    lives = [plan_entry(config, caps, life, server).model_dump(mode="json") for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
-    knob = "--num-lookahead-slots" if config.speculation.raw_lookahead_slots else SPEC_STYLE_FLAGS[style][-1]
-    return secrets.mask_value({
-        "version": results.PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    knob = knob_flag(config.speculation.raw_lookahead_slots, style)
+    return Plan.model_validate(secrets.mask_value({
+        "version": PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(
             mode="json"),
         "target_users": config.target_users, "is_simulator": is_simulator(config.server.command), "lives": lives,
         "placement": placement.to_dict(),
-    })
+    }))
 
 
 @contextmanager
@@ -145,40 +144,44 @@ class LifeRunner:
     web: bool
     placement: Placement
     preflight_due: bool
+    server: ResolvedServer
 
     def __call__(self, config: SweepConfig, setting: Setting, repeats: list[int]) -> None:
         try:
-            run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.events, web=self.web,
+            run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.server, self.events,
+                            web=self.web,
                             placement=self.placement, preflight=self._preflight if self.preflight_due else None)
         except PreflightError as err:  # no life was measured: each is run again by --resume
             for repeat in repeats:
                 out = results.life_dir(self.run_dir, setting.name, repeat)
                 out.mkdir(parents=True, exist_ok=True)
-                results.write_status(out, "failed", f"not measured: {err}")
+                write_status(out, "failed", f"not measured: {err}")
             raise
 
     def _preflight(self, served: Served, current: Placement) -> Placement:
         alive = (lambda: "") if served.external else (
             lambda: "" if served.server.alive() else died(served.server, "the pre-flight"))
         self.placement = run_preflight(self.config, served.base_url, current, self.run_dir, self.say,
-                                       locust_env(self.config), alive)
+                                       self.server.load_env, alive)
         self.preflight_due = False
         return self.placement
 
 
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, early_stop: bool = True,
-              mode: str = "sweep", web: bool = False, placement: Placement | None = None) -> Path:
+              mode: str = "sweep", web: bool = False, placement: Placement | None = None,
+              server: ResolvedServer | None = None) -> Path:
+    """`server`: the server config resolved at the run's start (cli.py), else here."""
     placement = placement or plan_placement(config, host_cpus())
-    plan_path = run_dir / "plan.json"
-    if not plan_path.exists():
-        document = build_plan(config, caps, run_dir.name, mode, placement)
+    server = server or ResolvedServer.resolve(config.server)
+    if not has_plan(run_dir):
+        plan = build_plan(config, caps, run_dir.name, mode, placement, server)
         if config.sweep.strategy == "adaptive":
-            document = adaptive_sweep.start_plan(document)
-        results.write_json(plan_path, results.redact(document))
+            plan = adaptive_sweep.start_plan(plan)
+        write_plan(run_dir, plan)
     else:  # a resumed run: what a killed runner of this folder left running goes first
         for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
-    lives = lives_of(results.read_json(plan_path), config)
+    lives = lives_of(read_plan(run_dir), config)
     number = {life.key: n for n, life in enumerate(lives, 1)}
     variants = config.load.variants
     with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
@@ -200,7 +203,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             progress.life_finished()
 
         events = LifeEvents(started, progress.load_started, finished, progress.variant_started)
-        run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0)
+        run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0, server)
         early_stop = early_stop and not config.grid.axis  # each grid value has its own decision
         if config.sweep.strategy == "adaptive":
             run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop)
@@ -212,7 +215,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             wanted = [k for k in sorted(asked) if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
             if not wanted:
                 break
-            more = add_repeats(config, caps, run_dir, lives, wanted)
+            more = add_repeats(config, caps, run_dir, lives, wanted, server)
             say(f"not decided yet: one more repeat of K {[life.setting.k for life in more]} (load.repeats = \"auto\", "
                 f"at most {config.load.max_repeats})")
             number.update({life.key: n for n, life in enumerate(lives, 1)})
@@ -246,7 +249,7 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
     def run_these(life_config: SweepConfig, lives: list[Life]) -> None:
         run_lives(life_config, run_dir, lives, tag, say, progress, run_life, early_stop=False)
 
-    run_confirmations(config, caps, run_dir, data, decision, say, run_these, announce)
+    run_confirmations(config, caps, run_dir, data, decision, say, run_these, run_life.server, announce)
 
 
 def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
@@ -261,16 +264,17 @@ def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, 
         run_lives(life_config, run_dir, [life], tag, say, progress, run_life, early_stop=False)
 
     say(adaptive_sweep.describe(config, adaptive_sweep.model_view(None, config)))
-    adaptive_sweep.run_adaptive(config, caps, run_dir, say, run_one, early_stop, announce)
+    adaptive_sweep.run_adaptive(config, caps, run_dir, say, run_one, run_life.server, early_stop, announce)
 
 
-def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int]) -> list[Life]:
+def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int],
+                server: ResolvedServer) -> list[Life]:
     """One more repeat of each K, appended to plan.json (so --resume finds them) and to `lives`."""
     more = []
     for k in ks:
         mine = [life for life in lives if life.setting.k == k]
         more.append(Life(mine[-1].setting, max(life.repeat for life in mine) + 1))
-    append_to_plan(config, caps, run_dir, more)
+    append_to_plan(config, caps, run_dir, more, server)
     lives += more
     return more
 
@@ -283,13 +287,13 @@ def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, p
         todo = []
         for life in group:
             out = results.life_dir(run_dir, life.setting.name, life.repeat)
-            if results.life_state(out) == "done":  # kept even beyond a stop that a resumed run's evidence fires
+            if life_state(out) == "done":  # kept even beyond a stop that a resumed run's evidence fires
                 say(f"{tag(life)}: done earlier, kept")
                 progress.life_started(life.key)
                 progress.life_finished()
             elif stopped_at is not None and life.setting.k > stopped_at:  # a resumed run may stop on finished K
                 out.mkdir(parents=True, exist_ok=True)
-                results.write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
+                write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
                 say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
                 progress.life_finished()
             else:

@@ -4,10 +4,12 @@ target's verdict, checklist, candidates, per-stage picks, knee and evidence tabl
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
 from ..config import DecisionConfig
+from ..vllm.knob import Setting
 from . import explain, rules
 from .checks import not_measured
 from .evidence import Evidence
@@ -118,7 +120,8 @@ def checklist(stage: StageEval, k: int, knee_check: Check, p: DecisionConfig) ->
 
 
 def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]],
-           schedule_form: str | None = None) -> Decision:
+           schedule_form: str | None = None, setting_names: Mapping[int, str] | None = None) -> Decision:
+    """`setting_names`: each K's Setting.name in this run (a raw-slots or grid setting is not "kK")."""
     thresholds = p.model_dump(mode="json")
     base = {"objective": p.objective, "target_users": evidence.target_users,
             "confidence_threshold": p.confidence, "thresholds": thresholds}
@@ -134,8 +137,8 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
                      p)
     per_stage = [stage_pick(stages[u], p, argv_by_k) for u in sorted(stages)]
     decided = target.status == "decided"
-    recommended = Recommended(k=target.pick, setting=f"k{target.pick}", argv=list(argv_by_k.get(target.pick, []))) \
-        if decided else None
+    recommended = Recommended(k=target.pick, setting=setting_name(target.pick, setting_names),
+                              argv=list(argv_by_k.get(target.pick, []))) if decided else None
     return Decision(
         status=target.status, verdict=explain.verdict(target, p), baseline_k=target.base_k,
         recommended=recommended, leading_k=target.pick,
@@ -147,6 +150,10 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
         per_batch_size=schedule_from_picks(per_stage, argv_by_k, schedule_form), knee=knee,
         stopped_at_k=target.stopped_at, reasons=explain.reasons(target, stages, p),
         diagnoses=explain.diagnoses(target, stages, p), next_runs=explain.next_runs(target, p), **base)
+
+
+def setting_name(k: int, names: Mapping[int, str] | None) -> str:
+    return (names or {}).get(k) or Setting(k).name
 
 
 def target_stage(evidence: Evidence, p: DecisionConfig) -> StageEval | None:

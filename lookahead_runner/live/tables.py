@@ -13,6 +13,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 
 from lookahead_runner.live.values import LIVE_WINDOW_S, LiveValues, stage_text
+from lookahead_runner.vllm.metrics import SIGNALS
+
+
+def _series(signal: str) -> str:
+    """The series a signal is read from, newest name first (older vLLMs carry the later ones)."""
+    return " or ".join(SIGNALS[signal])
 
 HISTORY_TAB_ROWS = 60  # the history tab shows the last minute; the CSV has it all
 
@@ -55,13 +61,13 @@ def now_rows(values: LiveValues) -> list[dict[str, str]]:
         ("Mean acceptance length", _num(v.mean_acceptance_length, 2),
          f"1 + accepted tokens / drafts: tokens per sequence per step, {_window()}"),
         ("Real batch (running / waiting)", _pair(v.running, v.waiting, 0, ""),
-         "vllm:num_requests_running / vllm:num_requests_waiting, now"),
+         f"{_series('running')} / {_series('waiting')}, now"),
         ("KV cache usage", _num(None if v.kv_usage is None else 100 * v.kv_usage, 1, " %"),
-         "vllm:kv_cache_usage_perc, now"),
+         f"{_series('kv_usage')}, now"),
         ("Preemptions", f"{_num(v.preemptions_total)} (+{_num(v.preemptions_in_window)} in {_window()})"
-         if v.preemptions_total is not None else "–", "vllm:num_preemptions_total: requests evicted for KV space"),
+         if v.preemptions_total is not None else "–", f"{_series('preemptions_total')}: requests evicted for KV space"),
         ("Generation throughput", _num(v.generation_tokens_per_s, 0, " tok/s"),
-         f"delta(vllm:generation_tokens_total) / seconds, {_window()}"),
+         f"delta({_series('generation_tokens_total')}) / seconds, {_window()}"),
         ("GPU memory", gpu, "used / total over the visible GPUs (NVML, or the simulator's reading)"),
         ("TTFT p50 / p99", _pair(v.ttft_p50_ms, v.ttft_p99_ms, 0, " ms"),
          f"time to first token of the requests finished in the {_window()} (client side)"),

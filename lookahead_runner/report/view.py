@@ -20,7 +20,8 @@ from .confirmation import confirmation_view
 from .model import model_view
 from .timelines import timeline_entries
 from ..decision.schema import Decision
-from ..results import CONFIRM_ROLE
+from ..plan import CONFIRM_ROLE
+from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from .variants import lives_tokens, variant_charts, variant_rows
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
                       failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,
@@ -185,14 +186,8 @@ def life_rows(lives: list[Mapping]) -> list[dict]:
 
 def max_num_seqs_from(lives: list[dict]) -> int | None:
     """The --max-num-seqs shared by every life, if there is exactly one; it caps the real batch."""
-    values = set()
-    for life in lives:
-        argv = [str(part) for part in life.get("argv") or []]
-        for index, part in enumerate(argv):
-            if part == "--max-num-seqs" and index + 1 < len(argv):
-                values.add(argv[index + 1])
-            elif part.startswith("--max-num-seqs="):
-                values.add(part.split("=", 1)[1])
+    values = {flag_value([str(part) for part in life.get("argv") or []], MAX_NUM_SEQS_FLAG) for life in lives}
+    values.discard(None)
     try:
         return int(values.pop()) if len(values) == 1 else None
     except ValueError:

@@ -16,6 +16,52 @@ from .schedule import Schedule, render_argv
 from .spec_keys import facts_for
 
 
+# What each flag the runner writes on every server life carries (the rest of the argv is the config's
+# extra_args, which must not repeat them); "-sc" is vLLM's short form of --speculative-config.
+SPEC_FLAG_CARRIES: dict[str, tuple[str, ...]] = {
+    "--speculative-config": ("k", "method", "draft_model"), "-sc": ("k", "method", "draft_model"),
+    "--spec-method": ("method",), "--spec-model": ("draft_model",), "--spec-tokens": ("k",),
+    "--speculative-model": ("draft_model",), "--num-speculative-tokens": ("k",),
+}
+ADDRESS_FLAGS = ("--host", "--port")
+
+
+def runner_flag(arg: str) -> str:
+    """The flag of the runner's own that `arg` sets (`--speculative_config=...`, `--speculative-config.method`
+    are --speculative-config to vLLM's parser), or ""."""
+    if not arg.startswith("-"):
+        return ""
+    name = arg.split("=", 1)[0]
+    name = name[:2] + name[2:].replace("_", "-")
+    if name.startswith("--speculative-config."):
+        name = "--speculative-config"
+    return name if name in SPEC_FLAG_CARRIES or name in ADDRESS_FLAGS else ""
+
+
+def raw_knob_args(k: int) -> list[str]:
+    """The literal lookahead flag with its value (raw-slots mode)."""
+    return [LOOKAHEAD_FLAG, str(k)]
+
+
+def knob_flag(raw_slots: bool, style: str) -> str:
+    """The flag that carries K's value in this run: the literal lookahead flag, or the style's last flag."""
+    return LOOKAHEAD_FLAG if raw_slots else SPEC_STYLE_FLAGS[style][-1]
+
+
+MAX_NUM_SEQS_FLAG = "--max-num-seqs"  # caps the real batch
+
+
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value argv gives `flag` (`--flag V` or `--flag=V`; the last one wins, as in argparse), or None."""
+    value = None
+    for index, part in enumerate(argv):
+        if part == flag and index + 1 < len(argv):
+            value = argv[index + 1]
+        elif part.startswith(flag + "="):
+            value = part.split("=", 1)[1]
+    return value
+
+
 class KnobError(ValueError):
     """This setting cannot be rendered for this vLLM: the message names the field and the fix."""
 
@@ -157,7 +203,7 @@ def server_argv(
     `{host}` and `{port}` are replaced inside its elements and the element `{args}` becomes the
     production flags plus the speculation flags; without one, `COMMAND serve MODEL --host --port ...`.
     """
-    knob = ([LOOKAHEAD_FLAG, str(setting.k)] if setting.raw_slots
+    knob = (raw_knob_args(setting.k) if setting.raw_slots
             else speculation_args(caps, setting.k, method, draft_model, style, spec_keys_of(caps, setting)))
     args = [*with_axis(extra_args, setting), *knob]
     if template:

@@ -14,7 +14,7 @@ import pytest
 from fault_kit import (FINISHED, cli, faults_at_k, kill_all, life_line, no_traceback, only_run_dir, survivors, sweep_toml,
                        write_config)
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.life import api_headers
+from lookahead_runner.resolved_server import ResolvedServer
 from lookahead_runner.server import RunningServer
 from lookahead_runner.telemetry.memory import NoMemory
 from lookahead_runner.telemetry.sampler import Sampler
@@ -113,7 +113,7 @@ def test_bearer_header_reaches_health_and_metrics_too(tmp_path, monkeypatch):
     proxy /health and /metrics need the key too, so the runner sends it there as well."""
     monkeypatch.setenv("MY_KEY", "sk-test-123")
     config = config_from_dict({"server": {"api_key_env": "MY_KEY"}})
-    headers = api_headers(config)
+    headers = ResolvedServer.resolve(config.server).headers
     assert headers == {"Authorization": "Bearer sk-test-123"}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)

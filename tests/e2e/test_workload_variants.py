@@ -219,7 +219,7 @@ def test_a_variants_schedule_is_confirmed_in_a_life_running_that_variant_alone(t
     assert "confirmation of temperature 1" not in done.stdout  # one K at every stage: nothing to confirm
     plan = json.loads((run_dir / "plan.json").read_text())
     (stored,) = plan["confirm_variants"]
-    assert stored["variant"] == "temperature 0" and stored["kind"] == "schedule" and "confirm" not in plan
+    assert stored["variant"] == "temperature 0" and stored["kind"] == "schedule" and plan["confirm"] is None
     entries = [life for life in plan["lives"] if life.get("role") == "confirm"]
     assert [(e["dir"], e["variant"]) for e in entries] == [("confirm-t0/r0", "temperature 0")]
     assert "num_speculative_tokens_per_batch_size" in " ".join(entries[0]["argv"])

@@ -8,6 +8,8 @@ from lookahead_runner import adaptive_sweep, results
 from lookahead_runner.adaptive import ModelView, Prediction
 from lookahead_runner.config import config_from_dict
 from lookahead_runner.decision import evidence
+from lookahead_runner.plan import Plan, PlannedLife, has_plan, life_state, read_plan, read_status, write_plan, write_status
+from lookahead_runner.resolved_server import ResolvedServer
 from lookahead_runner.vllm.probe import Capabilities
 
 REQ_PER_S = {0: 20.0, 2: 45.0, 4: 50.0, 8: 30.0}   # the demo's shape: K=4 best, K=8 past the top
@@ -29,7 +31,7 @@ class Lives:
 
     def run_one(self, config, life):
         out = results.life_dir(self.run_dir, life.setting.name, life.repeat)
-        if results.life_state(out) == "done":
+        if life_state(out) == "done":
             return
         if self.stop_after is not None and len(self.ran) >= self.stop_after:
             raise KeyboardInterrupt("cut")
@@ -37,13 +39,13 @@ class Lives:
         self.ran.append((life.key, [stage.users for stage in config.load.stages]))
         self.windows[life.key] = [window(life.setting.k, stage.users, REQ_PER_S[life.setting.k] * (1 + life.repeat / 100),
                                          life.repeat) for stage in config.load.stages]
-        results.write_status(out, "done", start_s=120.0, measure_s=20.0 * len(config.load.stages))
+        write_status(out, "done", start_s=120.0, measure_s=20.0 * len(config.load.stages))
 
     def read_run(self, run_dir):
-        plan = results.read_json(run_dir / "plan.json")
-        statuses = {l["dir"]: results.read_json(run_dir / l["dir"] / "status.json") for l in plan["lives"]
-                    if results.life_state(run_dir / l["dir"]) != "missing"}
-        windows = [w for key, ws in self.windows.items() if statuses.get(key, {}).get("state") == "done" for w in ws]
+        plan = read_plan(run_dir)
+        statuses = {l.dir: read_status(run_dir / l.dir) for l in plan.lives if life_state(run_dir / l.dir) != "missing"}
+        windows = [w for key, ws in self.windows.items() if key in statuses and statuses[key].state == "done"
+                   for w in ws]
         return SimpleNamespace(plan=plan, statuses=statuses, evidence=lambda: evidence(windows, 64))
 
 
@@ -51,11 +53,13 @@ def start(tmp_path, monkeypatch, lives: Lives, config=CONFIG, model=ModelView(wh
     monkeypatch.setattr(adaptive_sweep, "read_run", lives.read_run)
     monkeypatch.setattr(adaptive_sweep, "model_view", lambda data, config: model)
     monkeypatch.setattr(adaptive_sweep, "write_tables", lambda run_dir: None)
-    if not (tmp_path / "plan.json").exists():
-        results.write_json(tmp_path / "plan.json", adaptive_sweep.start_plan(
-            {"config": config.model_dump(mode="json"), "probe": {}, "lives": [{"dir": "x"}]}))
+    if not has_plan(tmp_path):
+        write_plan(tmp_path, adaptive_sweep.start_plan(Plan(
+            run_id="t", config=config.model_dump(mode="json"), probe={"version": "0.32.0"}, target_users=64,
+            lives=[PlannedLife(setting="k0", k=0, repeat=0, argv=[], dir="x")])))
     said = []
-    choice = adaptive_sweep.run_adaptive(config, caps(), tmp_path, said.append, lives.run_one)
+    choice = adaptive_sweep.run_adaptive(config, caps(), tmp_path, said.append, lives.run_one,
+                                         ResolvedServer.resolve(config.server))
     return choice, said
 
 
@@ -66,10 +70,11 @@ def test_it_runs_fewer_lives_than_the_grid_and_stops_decided(tmp_path, monkeypat
     assert keys[:2] == ["k0/r0", "k4/r0"] and choice.stop == "decided" and "K=4 wins" in choice.why
     assert "k4/r1" in keys and len(keys) < 8                     # the grid: 4 K x 2 repeats
     assert dict(lives.ran)["k4/r1"] == [64] and dict(lives.ran)["k4/r0"] == [16, 64]  # a repeat: the target only
-    plan = results.read_json(tmp_path / "plan.json")
-    assert [l["dir"] for l in plan["lives"]] == keys and plan["adaptive"]["stop"] == "decided"
-    assert plan["lives"][-1]["stages"] == [64] and "once more" in plan["lives"][-1]["chosen"]
-    assert "--speculative-config" in plan["lives"][1]["argv"] and plan["lives"][1]["k"] == 4
+    plan = read_plan(tmp_path)
+    assert [l.dir for l in plan.lives] == keys and plan.adaptive.stop == "decided"
+    assert plan.lives[-1].stages == [64] and "once more" in plan.lives[-1].chosen
+    assert "--speculative-config" in plan.lives[1].argv and plan.lives[1].k == 4
+    assert results.read_json(tmp_path / "plan.json")["adaptive"]["stop"] == "decided"  # as saved
     assert any("no performance model" in line for line in said) and said[-1].startswith("adaptive: stopped: decided")
 
 
@@ -83,8 +88,8 @@ def test_a_resumed_sweep_keeps_the_lives_done_and_ends_the_same(tmp_path, monkey
         start(tmp_path / "cut", monkeypatch, cut)
     except KeyboardInterrupt:
         pass
-    plan = results.read_json(tmp_path / "cut" / "plan.json")
-    assert [l["dir"] for l in plan["lives"]] == [key for key, _ in whole.ran][:3]  # the third was chosen, then cut
+    plan = read_plan(tmp_path / "cut")
+    assert [l.dir for l in plan.lives] == [key for key, _ in whole.ran][:3]  # the third was chosen, then cut
     cut.stop_after = None
     resumed, _ = start(tmp_path / "cut", monkeypatch, cut)
     assert [key for key, _ in cut.ran] == [key for key, _ in whole.ran]          # none ran twice
@@ -97,7 +102,7 @@ def test_the_budget_stops_it_and_says_so(tmp_path, monkeypatch):
     choice, said = start(tmp_path, monkeypatch, lives, config)
     assert choice.stop == "budget" and "sweep.max_server_minutes = 6" in choice.why
     assert len(lives.ran) == 2                      # 2 x (120 + 40) s spent; a third would pass 360 s
-    assert results.read_json(tmp_path / "plan.json")["adaptive"]["stop"] == "budget"
+    assert read_plan(tmp_path).adaptive.stop == "budget"
 
 
 def test_a_trusted_model_leaves_out_the_k_it_predicts_cannot_win(tmp_path, monkeypatch):

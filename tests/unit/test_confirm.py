@@ -177,13 +177,18 @@ def test_the_confirmation_life_runs_the_plan_on_the_grid_value_it_came_from(deci
     from lookahead_runner.config import SweepConfig
     from lookahead_runner.confirm_life import axis_value_of, config_of, setting_of
     from lookahead_runner.finalize import RunData
+    from lookahead_runner.plan import Plan, PlannedLife
 
     ev, decision = decided
     config = SweepConfig.model_validate({"grid": {"flag": "--max-num-seqs", "values": ["32", "64"]}})
-    lives = [{"k": k, "axis_value": v, "argv": ARGV[k] + ["--max-num-seqs", v]} for k in (0, 4) for v in ("32", "64")]
+    lives = [PlannedLife(setting=f"k{k}-max-num-seqs{v}", k=k, repeat=0, axis_flag="--max-num-seqs", axis_value=v,
+                         argv=ARGV[k] + ["--max-num-seqs", v], dir=f"k{k}-max-num-seqs{v}/r0")
+             for k in (0, 4) for v in ("32", "64")]
     decision = decision.model_copy(update={"recommended": decision.recommended.model_copy(
         update={"argv": ARGV[0] + ["--max-num-seqs", "64"]})})
-    data = RunData({"lives": lives}, config, pd.DataFrame(), [])
+    plan_doc = Plan(run_id="r", probe={"version": "0.32.0"}, config=config.model_dump(mode="json"), target_users=32,
+                    lives=lives)
+    data = RunData(plan_doc, config, pd.DataFrame(), [])
     the_plan = plan(decision, ev, STAGES, P, axis_value_of(data, decision))
     setting = setting_of(config, the_plan)
     assert (setting.name, setting.k, setting.axis_flag, setting.axis_value) == ("confirm", 4, "--max-num-seqs", "64")
@@ -195,16 +200,19 @@ def test_no_confirm_on_a_resumed_run_retires_the_confirmation_planned_before(tmp
     """--resume --no-confirm: the confirmation planned (and maybe half run) before is kept aside, not run."""
     from lookahead_runner import results
     from lookahead_runner.confirm_life import switch_off
+    from lookahead_runner.plan import CONFIRM_ROLE
 
-    plan_doc = {"lives": [{"dir": "k0/r0", "k": 0, "repeat": 0},
-                          {"dir": "confirm/r0", "k": 4, "repeat": 0, "role": results.CONFIRM_ROLE}],
+    plan_doc = {"run_id": "r", "probe": {"version": "0.32.0"}, "config": {}, "target_users": 32,
+                "lives": [{"setting": "k0", "dir": "k0/r0", "k": 0, "repeat": 0, "argv": []},
+                          {"setting": "confirm", "dir": "confirm/r0", "k": 4, "repeat": 0, "argv": [],
+                           "role": CONFIRM_ROLE}],
                 "confirm": {"kind": "k", "k": 4, "stages": [{"users": 32, "duration_s": 20.0}]}}
     results.write_json(tmp_path / "plan.json", plan_doc)
     (tmp_path / "confirm" / "r0").mkdir(parents=True)
     said = []
     switch_off(tmp_path, said.append)
     after = results.read_json(tmp_path / "plan.json")
-    assert "confirm" not in after and [life["dir"] for life in after["lives"]] == ["k0/r0"]
+    assert after["confirm"] is None and [life["dir"] for life in after["lives"]] == ["k0/r0"]
     assert (tmp_path / "confirm-stale1" / "r0").is_dir() and not (tmp_path / "confirm").exists()
     assert len(said) == 1 and said[0].startswith('confirmation: off (decision.confirm = "off"); K=4') \
         and said[0].endswith("is kept in confirm-stale1/"), said

@@ -1,13 +1,19 @@
 """What a verdict cost (cost.py): server lives and server-seconds per life, and the full grid beside them."""
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.cost import cost_text, grid_lives, life_costs, run_cost
+from lookahead_runner.cost import cost_text, grid_lives, life_costs as costs_of, run_cost
+from lookahead_runner.plan import LifeStatus, PlannedLife
 
 CONFIG = config_from_dict({"speculation": {"k": [0, 2, 4, 8]}, "load": {"repeats": 2, "stages": [
     {"users": 16, "duration_s": 10}, {"users": 64, "duration_s": 10}]}})
 
 
-def entry(k: int, repeat: int, **extra) -> dict:
-    return {"dir": f"k{k}/r{repeat}", "k": k, "repeat": repeat, **extra}
+def entry(k: int, repeat: int, **extra) -> PlannedLife:
+    return PlannedLife(setting=f"k{k}", dir=f"k{k}/r{repeat}", k=k, repeat=repeat, argv=[], **extra)
+
+
+def life_costs(lives: list[PlannedLife], statuses: dict[str, dict]):
+    """cost.life_costs over status.json contents as written (plan.LifeStatus)."""
+    return costs_of(lives, {life: LifeStatus.model_validate(s) for life, s in statuses.items()})
 
 
 def test_each_life_books_its_start_and_its_load_a_skipped_one_nothing():
@@ -41,7 +47,7 @@ def test_same_server_repeats_share_one_start():
 def test_a_grid_that_ran_everything_says_only_what_it_cost():
     config = config_from_dict({"speculation": {"k": [0, 4]}})
     lives = [entry(0, 0), entry(4, 0)]
-    statuses = {life["dir"]: {"state": "done", "start_s": 3.0, "measure_s": 60.0} for life in lives}
+    statuses = {life.dir: {"state": "done", "start_s": 3.0, "measure_s": 60.0} for life in lives}
     cost = run_cost(life_costs(lives, statuses), config)
     assert cost_text(cost) == cost.text == "2 lives, 2.1 server-minutes (0.1 starting, 2.0 measuring)"
 

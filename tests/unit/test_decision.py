@@ -30,6 +30,14 @@ def test_clear_winner_is_set_with_its_confidence_and_interval():
     assert gain.low < candidate(decision, 4).gain < gain.high
 
 
+def test_the_recommended_setting_is_named_as_the_run_named_it():
+    """A raw-slots or grid setting is not "k4": the name comes from the run's settings (Setting.name)."""
+    ev = table({0: {64: 25}, 2: {64: 45}, 4: {64: 50}}, 64)
+    assert decide(ev, P, {}).recommended.setting == "k4"
+    named = decide(ev, P, {}, setting_names={0: "slots0", 2: "slots2", 4: "slots4"})
+    assert named.recommended.setting == "slots4"
+
+
 def test_demo_case_ttft_cost_is_a_tradeoff_not_a_veto():
     """The demo's 64-user table: K=4 doubles req/s, cuts e2e, costs ~30 ms of TTFT: K=4, with the cost shown."""
     ws = []

@@ -83,20 +83,21 @@ def test_the_adaptive_replay_reveals_the_recorded_repeats_in_the_drawn_order_and
 
     from lookahead_runner.config import config_from_dict
     from lookahead_runner.decision import evidence
+    from lookahead_runner.plan import LifeStatus, PlannedLife
 
     replay = sys.modules["adaptive_replay"]
     config = config_from_dict({"speculation": {"k": [0, 2, 4, 8]}, "decision": {"resamples": 200},
                                "load": {"stages": [{"users": 64, "duration_s": 7}]}})
     rates = {0: 20.0, 2: 45.0, 4: 50.0, 8: 30.0}
     recording = evidence([window(k, 64, rate * (1 + r / 100), r) for k, rate in rates.items() for r in range(6)], 64)
-    lives = [{"dir": f"k{k}/r{r}", "k": k, "repeat": r} for k in rates for r in range(6)]
-    statuses = {f"k{k}/r0": {"ready_s": 2.0 + k} for k in rates}
+    lives = [PlannedLife(setting=f"k{k}", dir=f"k{k}/r{r}", k=k, repeat=r, argv=[]) for k in rates for r in range(6)]
+    statuses = {f"k{k}/r0": LifeStatus(state="done", ready_s=2.0 + k) for k in rates}  # before cost.py: no start_s
     price = replay.prices(lives, statuses, config)
     assert price[8] == replay.Price(10.0, 7.0)                   # ready_s of the K's server life, the stage's 7 s
     order = {k: [5, 3, 1, 0, 2, 4] for k in rates}
     run = replay.replay(recording, order, config, price, max_lives=8)
     assert run.stop == "decided" and run.lives < 8
-    assert run.revealed[0] == [5] and run.revealed[4][:2] == [5, 3]   # in the drawn order
+    assert run.revealed[0] == [5, 3] and run.revealed[4][:2] == [5, 3]   # in the drawn order (the baseline: 2 lives too)
     assert replay.server_seconds(run.revealed, price, start_s=120.0) == run.lives * 127.0
     tight = replay.replay(recording, {k: [5] for k in rates}, config, price, max_lives=8)
     assert tight.stop == "recording exhausted"                    # it wanted a second life of the leader

@@ -3,7 +3,8 @@ from synthetic import window
 
 from lookahead_runner.config import ConfigError, DecisionConfig, config_from_dict
 from lookahead_runner.decision import evidence
-from lookahead_runner.ramp import ramp_config, ramp_decision
+from lookahead_runner.decision.ramp import ramp_decision
+from lookahead_runner.ramp import ramp_config
 from lookahead_runner.runner import plan_lives
 from lookahead_runner.vllm.knob import Setting, server_argv, with_axis
 from lookahead_runner.vllm.probe import Capabilities
@@ -60,7 +61,7 @@ def test_knee_is_where_more_users_buy_little_at_a_latency_and_kv_cost():
     TTFT p50 went 119 -> 633 -> 2568 ms: the knee is 64 users, not "still growing"."""
     ev = _ramp([(4, 3.6, 90, 0.05, 0), (16, 14.1, 95, 0.2, 0), (64, 50.1, 119, 0.7, 0),
                 (128, 51.2, 633, 0.998, 23), (256, 55.1, 2568, 0.998, 26)])
-    decision = ramp_decision(ev, 4, ["vllm", "serve"], DecisionConfig(resamples=300))
+    decision = ramp_decision(ev, 4, "k4", ["vllm", "serve"], DecisionConfig(resamples=300))
     assert decision.knee.users == 64 and decision.knee.next_users == 128, decision.knee.reason
     assert decision.verdict.startswith("The knee at K=4 is 64 users") and "preemptions" in decision.verdict
     assert [s.costly for s in decision.knee.steps][2:] == [True, True]
@@ -68,6 +69,6 @@ def test_knee_is_where_more_users_buy_little_at_a_latency_and_kv_cost():
 
 def test_no_knee_while_every_doubling_still_pays():
     ev = _ramp([(4, 4.0, 90, 0.05, 0), (8, 7.9, 92, 0.1, 0), (16, 15.5, 95, 0.2, 0)])
-    decision = ramp_decision(ev, 4, [], DecisionConfig(resamples=300))
+    decision = ramp_decision(ev, 4, "k4", [], DecisionConfig(resamples=300))
     assert decision.knee.users is None and decision.verdict.startswith("No knee found at K=4")
     assert "add higher stages" in decision.knee.reason

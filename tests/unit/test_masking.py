@@ -127,6 +127,7 @@ def test_a_lone_api_key_moves_to_the_environment_several_stay():
 
 def test_a_key_moves_to_the_environment_only_where_the_environment_reaches_the_server():
     from lookahead_runner.life import server_launch
+    from lookahead_runner.resolved_server import ResolvedServer
     from lookahead_runner.vllm.knob import Setting
     from lookahead_runner.vllm.probe import Capabilities
 
@@ -134,7 +135,7 @@ def test_a_key_moves_to_the_environment_only_where_the_environment_reaches_the_s
     for command, moved in ((["vllm"], True), (["taskset", "-c", "1", "vllm"], True),
                            (["docker", "run", "--rm", "vllm/vllm-openai"], False), (["ssh", "gpu1", "vllm"], False)):
         config = config_from_dict({"server": {"command": command, "extra_args": ["--api-key", K1]}})
-        argv, env, _ = server_launch(config, caps, Setting(0), 8000)
+        argv, env, _ = server_launch(config, caps, Setting(0), 8000, ResolvedServer.resolve(config.server))
         assert ("--api-key" not in argv and env.get("VLLM_API_KEY") == "${VLLM_API_KEY}") == moved, command
         assert K1 not in argv and K1 not in env.values()
 

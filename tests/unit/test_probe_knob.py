@@ -2,8 +2,9 @@ import json
 
 import pytest
 
-from lookahead_runner.vllm.knob import KnobError, Setting, check_flags, check_raw_mode, server_argv
-from lookahead_runner.vllm.probe import Capabilities, capabilities_from, parse_help_flags
+from lookahead_runner.vllm.knob import (SPEC_FLAG_CARRIES, KnobError, Setting, check_flags, check_raw_mode, flag_value,
+                                        runner_flag, server_argv)
+from lookahead_runner.vllm.probe import SPEC_STYLE_FLAGS, Capabilities, capabilities_from, parse_help_flags
 
 
 def caps_032(fixtures_dir):
@@ -129,3 +130,17 @@ def test_a_schedule_setting_renders_what_the_report_prints(fixtures_dir):
     assert spec["num_speculative_tokens"] == 4 and spec["num_speculative_tokens_per_batch_size"] == [list(r) for r in ranges]
     with pytest.raises(KnobError, match="cannot be written"):
         server_argv(caps, ["vllm"], "m", "h", 1, [], Setting(0, schedule=((1, 8, 0),), label="confirm"), "draft_model", "d")
+
+
+def test_every_way_of_writing_k_is_a_flag_the_runner_owns():
+    written = {flag for flags in SPEC_STYLE_FLAGS.values() for flag in flags}
+    assert written <= set(SPEC_FLAG_CARRIES) and all(runner_flag(flag) == flag for flag in written)
+    assert runner_flag("--speculative_config={}") == "--speculative-config"
+    assert runner_flag("--speculative-config.method") == "--speculative-config"
+    assert runner_flag("--port=8000") == "--port" and runner_flag("--max-num-seqs") == "" and runner_flag("8000") == ""
+
+
+def test_a_flags_value_is_read_from_either_form_and_the_last_wins():
+    assert flag_value(["serve", "m", "--max-num-seqs", "64"], "--max-num-seqs") == "64"
+    assert flag_value(["--max-num-seqs=32", "--max-num-seqs", "48"], "--max-num-seqs") == "48"
+    assert flag_value(["--max-num-seqs-x=1", "--max-num-seqs"], "--max-num-seqs") is None

@@ -4,6 +4,7 @@ from types import SimpleNamespace
 from lookahead_runner import results, runner
 from lookahead_runner.config import config_from_dict
 from lookahead_runner.life import Life
+from lookahead_runner.plan import life_state, write_status
 from lookahead_runner.vllm.knob import Setting
 
 
@@ -15,7 +16,7 @@ def test_a_resumed_run_measures_what_is_left_of_the_stop_k_and_skips_only_larger
     for life in lives[:3]:  # k0/r0, k0/r1, k2/r0 finished before the interruption
         out = results.life_dir(tmp_path, life.setting.name, life.repeat)
         out.mkdir(parents=True)
-        results.write_status(out, "done")
+        write_status(out, "done")
     monkeypatch.setattr(runner, "write_tables", lambda run_dir: SimpleNamespace(evidence=lambda **_: None))
     monkeypatch.setattr(runner, "next_setting", lambda evidence, p, ks: (None, 2))
     ran = []
@@ -23,5 +24,5 @@ def test_a_resumed_run_measures_what_is_left_of_the_stop_k_and_skips_only_larger
     runner.run_lives(config, tmp_path, lives, lambda life: life.key, lambda text: None, progress,
                      lambda cfg, setting, repeats: ran.append((setting.k, repeats)), early_stop=True)
     assert ran == [(2, [1])]
-    assert results.life_state(results.life_dir(tmp_path, "k4", 0)) == "skipped"
-    assert results.life_state(results.life_dir(tmp_path, "k2", 1)) == "missing"  # the stub measured nothing
+    assert life_state(results.life_dir(tmp_path, "k4", 0)) == "skipped"
+    assert life_state(results.life_dir(tmp_path, "k2", 1)) == "missing"  # the stub measured nothing

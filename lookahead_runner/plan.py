@@ -1,0 +1,264 @@
+"""A run folder's plan.json and each life's status.json, typed and versioned, and the one module that reads
+them, writes them, appends lives to the plan and retires them from it.
+
+    plan.json   Plan: the probe, the config (secrets as ${NAME}), the placement, one PlannedLife per
+                server life (role "confirm" for the confirmation life's, with the ConfirmPlan at "confirm")
+    status.json LifeStatus: running | done | failed | skipped, why, and what the life measured about itself
+
+A field of plan.json is added here, on Plan or PlannedLife, with a default so older folders still read.
+Schema history: plan 1 (untyped, before issue 23: the same keys, "role" only on confirmation entries) reads
+as 2; a status.json without "version" is status 1.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .config import SweepConfig
+from .decision.schema import ConfirmPlan
+from .results import read_json, redact, write_json
+
+PLAN_VERSION = 2
+STATUS_VERSION = 1
+CONFIRM_ROLE = "confirm"  # the confirmation life's entries (confirm_life.py plans them)
+SWEEP_ROLE = ""
+
+LifeState = Literal["running", "done", "failed", "skipped"]
+
+
+class RunDirError(ValueError):
+    """Not a run folder this version can read; the message says what to pass."""
+
+
+class Record(BaseModel):
+    # fields a newer (or merged) writer adds are kept and written back, not dropped
+    model_config = ConfigDict(extra="allow")
+
+
+class PlannedLife(Record):
+    """One server life of the plan (one repeat of one setting): its argv as recorded, secrets as ${NAME}."""
+
+    setting: str                     # Setting.name: k4, slots4, k4-max-num-seqs64, confirm
+    k: int
+    repeat: int
+    axis_flag: str = ""
+    axis_value: str = ""
+    argv: list[str]
+    dir: str                         # the life's folder under the run folder: <setting>/r<repeat>
+    role: str = SWEEP_ROLE           # "" = a life of the sweep, "confirm" = the confirmation life
+    spec_key: str = ""               # grid.spec_key: the --speculative-config key axis_value sets
+    variant: str = ""                # a confirmation life of one workload variant (its label), running it alone
+    stages: list[int] | None = None  # adaptive: the users of the stages it runs, when a subset (None: all)
+    chosen: str = ""                 # adaptive: why the chooser picked this life
+
+    @property
+    def confirms(self) -> bool:
+        return self.role == CONFIRM_ROLE
+
+
+class AdaptiveState(Record):
+    """plan.json's "adaptive": why the adaptive sweep stopped ("" while it runs) and the stop's kind."""
+
+    stopped: str = ""
+    stop: str = ""
+
+
+class Plan(Record):
+    """plan.json: everything a resumed run or a re-rendered report needs besides the life folders."""
+
+    version: int = PLAN_VERSION
+    mode: Literal["sweep", "ramp"] = "sweep"
+    run_id: str
+    created: str = ""
+    probe: dict[str, Any]            # vllm.probe.Capabilities.to_dict() and the knob flag
+    config: dict[str, Any]           # the SweepConfig, secrets as ${NAME}
+    target_users: int
+    is_simulator: bool = False
+    lives: list[PlannedLife] = Field(default_factory=list)
+    placement: dict[str, Any] | None = None
+    confirm: ConfirmPlan | None = None
+    confirm_variants: list[ConfirmPlan] = Field(default_factory=list)  # each workload variant's, with several
+    adaptive: AdaptiveState | None = None  # sweep.strategy = "adaptive" (adaptive_sweep.py); None for the grid
+
+    def sweep_config(self) -> SweepConfig:
+        return SweepConfig.model_validate(self.config)
+
+    def sweep_lives(self, axis_value: str | None = None) -> list[PlannedLife]:
+        """The sweep's lives (not the confirmation's), of one grid value if given."""
+        return [l for l in self.lives if not l.confirms and (axis_value is None or l.axis_value == axis_value)]
+
+    def confirm_lives(self, variant: str | None = None) -> list[PlannedLife]:
+        """The confirmation lives, of one workload variant's confirmation if given ("" = the only one)."""
+        return [l for l in self.lives if l.confirms and (variant is None or l.variant == variant)]
+
+    def confirmation(self, variant: str = "") -> ConfirmPlan | None:
+        """The confirmation planned: the sweep's, or that of one workload variant."""
+        if not variant:
+            return self.confirm
+        return next((p for p in self.confirm_variants if p.variant == variant), None)
+
+
+class LifeStatus(Record):
+    """status.json of one life, written `running` when it starts and once more when it ends."""
+
+    version: int = STATUS_VERSION
+    state: LifeState
+    reason: str = ""                 # why it failed or was skipped (one line); "" when done
+    t_s: float = Field(default_factory=time.time)
+    detail: str = ""                 # the whole error, when the reason is its first line
+    server_life: str = ""            # same-server repeats: the life whose folder holds the server's files
+    memory_source: str = ""
+    memory_note: str = ""            # why device memory was not measured
+    ready_s: float | None = None
+    memory_stable: bool | None = None
+    locust_exit: int | None = None
+    metrics_errors: int = 0
+    last_metrics_error: str = ""
+    write_errors: int = 0
+    last_write_error: str = ""
+    start_s: float | None = None     # server-seconds from process start to ready, stable and warm (cost.py)
+    measure_s: float | None = None   # seconds of this life's load (cost.py)
+
+
+PLAN_FILE = "plan.json"
+STATUS_FILE = "status.json"
+
+
+def plan_path(run_dir: Path) -> Path:
+    return Path(run_dir) / PLAN_FILE
+
+
+def has_plan(run_dir: Path) -> bool:
+    return plan_path(run_dir).is_file()
+
+
+def read_plan(run_dir: Path) -> Plan:
+    """plan.json of any schema this version knows; RunDirError with what to pass otherwise."""
+    try:
+        data = read_json(plan_path(run_dir))
+    except (OSError, ValueError):
+        raise RunDirError(f"{run_dir}: no readable plan.json; pass a folder made by `lookahead-runner sweep`") from None
+    if isinstance(data, dict) and isinstance(data.get("version"), int) and data["version"] > PLAN_VERSION:
+        raise RunDirError(f"{run_dir}: plan.json is schema {data['version']}, newer than this lookahead-runner reads "
+                          f"({PLAN_VERSION}); upgrade lookahead-runner")
+    try:
+        plan = Plan.model_validate(data)
+        plan.probe["version"]
+    except (KeyError, TypeError, ValueError, ValidationError):
+        raise _not_a_plan(run_dir) from None
+    return plan
+
+
+def read_plan_and_config(run_dir: Path) -> tuple[Plan, SweepConfig]:
+    """plan.json and the config it holds (which must validate as this version's SweepConfig)."""
+    plan = read_plan(run_dir)
+    try:
+        return plan, plan.sweep_config()
+    except ValidationError:
+        raise _not_a_plan(run_dir) from None
+
+
+def _not_a_plan(run_dir: Path) -> RunDirError:
+    return RunDirError(f"{run_dir}: plan.json is not a plan this version can read; "
+                       "pass a folder made by `lookahead-runner sweep`")
+
+
+def write_plan(run_dir: Path, plan: Plan) -> None:
+    """Atomically; anything that looks like a secret and is not a ${NAME} placeholder is redacted."""
+    write_json(plan_path(run_dir), redact(plan.model_dump(mode="json")))
+
+
+def append_lives(run_dir: Path, lives: list[PlannedLife]) -> Plan:
+    """plan.json gains these lives (secrets masked by the caller), so --resume finds them."""
+    plan = read_plan(run_dir)
+    plan.lives += lives
+    write_plan(run_dir, plan)
+    return plan
+
+
+def add_confirmation(run_dir: Path, confirm: ConfirmPlan, lives: list[PlannedLife]) -> Plan:
+    """plan.json gains the confirmation and its lives (role "confirm"; with the workload variant it confirms)."""
+    plan = read_plan(run_dir)
+    if confirm.variant:
+        plan.confirm_variants.append(confirm)
+    else:
+        plan.confirm = confirm
+    plan.lives += [life.model_copy(update={"role": CONFIRM_ROLE, "variant": confirm.variant}) for life in lives]
+    write_plan(run_dir, plan)
+    return plan
+
+
+def retire_confirmation(run_dir: Path, variant: str = "") -> Plan:
+    """The confirmation (of one workload variant, if given) and its lives leave plan.json (their folder is
+    kept by the caller)."""
+    plan = read_plan(run_dir)
+    plan.lives = [l for l in plan.lives if not (l.confirms and l.variant == variant)]
+    if variant:
+        plan.confirm_variants = [p for p in plan.confirm_variants if p.variant != variant]
+    else:
+        plan.confirm = None
+    write_plan(run_dir, plan)
+    return plan
+
+
+def record_adaptive_stop(run_dir: Path, stopped: str, stop: str) -> Plan:
+    """The adaptive sweep's stop and why, in plan.json."""
+    plan = read_plan(run_dir)
+    plan.adaptive = AdaptiveState(stopped=stopped, stop=stop)
+    write_plan(run_dir, plan)
+    return plan
+
+
+def write_status(directory: Path, state: LifeState, reason: str = "", **fields) -> LifeStatus:
+    status = LifeStatus(state=state, reason=reason, **fields)
+    write_json(Path(directory) / STATUS_FILE, status.model_dump(mode="json", exclude_defaults=False))
+    return status
+
+
+def read_status(directory: Path) -> LifeStatus | None:
+    """The life's status.json, or None: never started, cut before it was written, or unreadable."""
+    try:
+        return LifeStatus.model_validate(read_json(Path(directory) / STATUS_FILE))
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
+def life_state(directory: Path) -> str:
+    """done | failed | skipped | running | missing (never started or cut half-way: both are rerun on resume)."""
+    status = read_status(directory)
+    return status.state if status else "missing"
+
+
+class VariantTokens(BaseModel):
+    """One workload variant's block of a life: its token accounting (analysis.block_token_check) and prompts."""
+
+    variant: str
+    tokens: dict[str, Any] = Field(default_factory=dict)
+
+
+class LifeResult(BaseModel):
+    """A planned life read back from its folder: its status.json and its token accounting (analysis.py)."""
+
+    planned: PlannedLife
+    status: LifeStatus | None = None           # None: never started, or cut before status.json was written
+    tokens: dict[str, Any] = Field(default_factory=dict)
+    variants: list[VariantTokens] = Field(default_factory=list)  # each workload variant's block, with several
+
+    @property
+    def state(self) -> str:
+        return self.status.state if self.status else "missing"
+
+    @property
+    def reason(self) -> str:
+        return self.status.reason if self.status else ""
+
+    def as_row(self) -> dict[str, Any]:
+        """The planned entry with what its folder says (the report's and lives.csv's row)."""
+        row = self.planned.model_dump(mode="json") | {"status": self.state, "reason": self.reason,
+                                                      "tokens": self.tokens}
+        row |= {"start_s": self.status.start_s if self.status else None,
+                "measure_s": self.status.measure_s if self.status else None}
+        return row | ({"variants": [v.model_dump(mode="json") for v in self.variants]} if self.variants else {})
