@@ -24,7 +24,7 @@ import numpy as np
 from lookahead_runner.adaptive import Budget, Choice, ModelView, Spent, choose, standing_of, valid_lives
 from lookahead_runner.config import SweepConfig
 from lookahead_runner.decision import Evidence
-from lookahead_runner.plan import LifeStatus, PlannedLife
+from lookahead_runner.runfolder.plan import LifeStatus, PlannedLife
 
 GRID_REPEATS = 2
 

@@ -45,8 +45,8 @@ from decision_scenarios import SCENARIOS, BenchScenario, config_toml  # noqa: E4
 from lookahead_runner.config import config_from_dict  # noqa: E402
 from lookahead_runner.decision.perfmodel import fit_performance_model  # noqa: E402
 from lookahead_runner.decision.perfmodel_check import SCHEME_K, SCHEME_STAGE, summarize  # noqa: E402
-from lookahead_runner.finalize import read_run  # noqa: E402
-from lookahead_runner.perfmodel_run import fit_run  # noqa: E402
+from lookahead_runner.run.finalize import read_run  # noqa: E402
+from lookahead_runner.run.perfmodel_run import fit_run  # noqa: E402
 
 STAGE_SHARES = (0.125, 0.25, 0.5, 1.0)
 GOAL = 0.10

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from lookahead_runner.analysis import SUMMARY_COLUMNS
+from lookahead_runner.runfolder.analysis import SUMMARY_COLUMNS
 from lookahead_runner.config import SweepConfig
 from lookahead_runner.decision import Thresholds, decide
 from lookahead_runner.report import build_view, render_html

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .decision.schema import Decision
-from .plan import RunDirError, has_plan, plan_path, read_plan
+from .runfolder.plan import RunDirError, has_plan, plan_path, read_plan
 from .config import ConfigError, SweepConfig, config_from_dict, error_line, load_config
 
 DEMO_CONFIG = resources.files("lookahead_runner") / "presets" / "demo.toml"
@@ -79,12 +79,12 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
 
 
 def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep") -> int:
-    from . import results
-    from .life import render_argv
+    from .runfolder import results
+    from .run.life import render_argv
     from .masking import shell_join
-    from .placement import host_cpus, plan_placement
-    from .resolved_server import ResolvedServer
-    from .runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
+    from .run.placement import host_cpus, plan_placement
+    from .run.resolved_server import ResolvedServer
+    from .run.runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
 
     placement = plan_placement(config, host_cpus())  # a placement this host cannot give is refused first
@@ -99,7 +99,7 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
             print(blocks_order(config.load.variants))
         lives = plan_lives(config)
         if config.sweep.strategy == "adaptive":  # the settings it chooses from, each life chosen as it goes
-            from .adaptive_sweep import describe, model_view
+            from .run.adaptive_sweep import describe, model_view
 
             print(describe(config, model_view(None, config)))
             lives = [life for life in lives if life.repeat == 0]
@@ -175,7 +175,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_ramp(args: argparse.Namespace) -> int:
-    from .ramp import ramp_config
+    from .run.ramp import ramp_config
 
     if args.config:
         config = _config(Path(args.config), args)
@@ -207,7 +207,7 @@ def cmd_ramp(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .finalize import finalize
+    from .run.finalize import finalize
 
     print(f"report: {finalize(Path(args.run_dir))}")
     return 0
@@ -258,9 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .placement import PlacementError
-    from .preflight import PreflightError
-    from .server import ServerError
+    from .run.placement import PlacementError
+    from .run.preflight import PreflightError
+    from .run.server import ServerError
     from .vllm.knob import KnobError
     from .vllm.probe import ProbeError
     from .vllm.spec_keys import SpecKeyError

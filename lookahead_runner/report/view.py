@@ -13,14 +13,14 @@ from urllib.parse import quote
 import pandas as pd
 
 from .. import __version__
-from ..analysis import SUMMARY_COLUMNS, WindowRules
+from ..runfolder.analysis import SUMMARY_COLUMNS, WindowRules
 from .cells import MISSING, NUMERIC_COLUMNS, as_bool, format_cell, relative_href, shell_text
 from .charts import column, setting_styles, summary_charts
 from .confirmation import confirmation_view
 from .model import model_view
 from .timelines import timeline_entries
 from ..decision.schema import Decision
-from ..plan import CONFIRM_ROLE
+from ..runfolder.plan import CONFIRM_ROLE
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from .variants import lives_tokens, variant_charts, variant_rows
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,

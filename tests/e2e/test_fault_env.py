@@ -184,7 +184,7 @@ def test_disk_full_while_writing_results(tmp_path, small_disk):
 def test_locust_is_stopped_as_soon_as_the_server_is_gone(tmp_path):
     """The mechanism behind "server dies mid-stage": run_locust asks abort() twice a second and stops
     the load group at once (SIGTERM, then SIGKILL) instead of waiting for the stages to end."""
-    from lookahead_runner.load import run_locust
+    from lookahead_runner.run.load import run_locust
 
     started = time.monotonic()
     result = run_locust([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "locust.log", 120,

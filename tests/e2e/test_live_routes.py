@@ -43,7 +43,7 @@ if IN_CHILD:
     from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
     from locust.env import Environment
 
-    from lookahead_runner.load import WEB_HOST, locust_argv
+    from lookahead_runner.run.load import WEB_HOST, locust_argv
     from lookahead_runner.records import SIM_GPU_FILE_ENV, RequestRecord
     from lookahead_runner.live import webui
     from lookahead_runner.workload import scenario

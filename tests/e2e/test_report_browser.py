@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from lookahead_runner.config import SweepConfig
-from lookahead_runner.finalize import finalize
+from lookahead_runner.run.finalize import finalize
 from lookahead_runner.records import REQUEST_COLUMNS
 from lookahead_runner.report.charts import PALETTE
 

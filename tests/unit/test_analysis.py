@@ -2,7 +2,7 @@ import math
 
 import pandas as pd
 
-from lookahead_runner.analysis import WindowRules, counter_delta, stage_rows
+from lookahead_runner.runfolder.analysis import WindowRules, counter_delta, stage_rows
 
 
 def life(k_spec=True):
@@ -69,7 +69,7 @@ def test_validity_gates():
 def test_lagging_client_is_named_saturated_or_starved_with_this_runs_fix():
     """High lag + a busy Locust process = saturated (more processes); high lag + an idle one = starved by
     other processes (placement): each reason carries the run's own fix."""
-    from lookahead_runner.placement import Placement, advice_for
+    from lookahead_runner.run.placement import Placement, advice_for
 
     reqs, stages, server, gpu = life()
     for r in reqs:
@@ -136,7 +136,7 @@ def test_error_prefixes_match_what_the_scenario_writes():
 
 def test_acceptance_survives_a_window_with_no_sample_inside():
     """A busy server answered /metrics late: no sample falls inside the window, the covering one counts."""
-    from lookahead_runner.analysis import covering_delta
+    from lookahead_runner.runfolder.analysis import covering_delta
 
     server = pd.DataFrame({"t_s": [0.0, 1.0, 6.0], "a": [0.0, 2.0, 42.0], "d": [0.0, 4.0, 84.0]})
     assert counter_delta(server, "a", 2.0, 5.0) == 0.0

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from lookahead_runner import cli, runner
+from lookahead_runner import cli
+from lookahead_runner.run import runner
 from lookahead_runner.config import ConfigError, SweepConfig, config_from_dict, load_config
 
 SECTIONS = {name: list(field.annotation.model_fields) for name, field in SweepConfig.model_fields.items()

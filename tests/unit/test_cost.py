@@ -1,7 +1,7 @@
 """What a verdict cost (cost.py): server lives and server-seconds per life, and the full grid beside them."""
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.cost import cost_text, grid_lives, life_costs as costs_of, run_cost
-from lookahead_runner.plan import LifeStatus, PlannedLife
+from lookahead_runner.runfolder.cost import cost_text, grid_lives, life_costs as costs_of, run_cost
+from lookahead_runner.runfolder.plan import LifeStatus, PlannedLife
 
 CONFIG = config_from_dict({"speculation": {"k": [0, 2, 4, 8]}, "load": {"repeats": 2, "stages": [
     {"users": 16, "duration_s": 10}, {"users": 64, "duration_s": 10}]}})

@@ -83,7 +83,7 @@ def test_the_adaptive_replay_reveals_the_recorded_repeats_in_the_drawn_order_and
 
     from lookahead_runner.config import config_from_dict
     from lookahead_runner.decision import evidence
-    from lookahead_runner.plan import LifeStatus, PlannedLife
+    from lookahead_runner.runfolder.plan import LifeStatus, PlannedLife
 
     replay = sys.modules["adaptive_replay"]
     config = config_from_dict({"speculation": {"k": [0, 2, 4, 8]}, "decision": {"resamples": 200},

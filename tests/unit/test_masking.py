@@ -10,7 +10,7 @@ from lookahead_runner.config import ConfigError, config_from_dict
 from lookahead_runner.masking import (MissingSecret, Secrets, StreamMasker, api_key_to_env, encodings, mask_server,
                                       shell_join)
 from lookahead_runner.report.cells import shell_text
-from lookahead_runner.results import redact
+from lookahead_runner.runfolder.results import redact
 
 K1, K2 = "sk-first-0a1b2c", "sk-second-3d4e5f"
 
@@ -126,8 +126,8 @@ def test_a_lone_api_key_moves_to_the_environment_several_stay():
 
 
 def test_a_key_moves_to_the_environment_only_where_the_environment_reaches_the_server():
-    from lookahead_runner.life import server_launch
-    from lookahead_runner.resolved_server import ResolvedServer
+    from lookahead_runner.run.life import server_launch
+    from lookahead_runner.run.resolved_server import ResolvedServer
     from lookahead_runner.vllm.knob import Setting
     from lookahead_runner.vllm.probe import Capabilities
 

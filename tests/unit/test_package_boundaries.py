@@ -76,7 +76,7 @@ def test_the_live_dashboards_logic_is_pure(name):
 
 
 def test_the_import_reader_sees_relative_absolute_and_indirect_imports():
-    names = _imports(PACKAGE / "analysis.py")
+    names = _imports(PACKAGE / "runfolder" / "analysis.py")
     assert {"lookahead_runner.records", "lookahead_runner.telemetry.signals", "pandas"} <= names
     assert "lookahead_runner.records" in _imports(PACKAGE / "workload" / "timeline.py")
     assert _loads_locust("lookahead_runner.workload.user")  # imports locust itself

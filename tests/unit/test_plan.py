@@ -5,8 +5,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from lookahead_runner.finalize import finalize
-from lookahead_runner.plan import (CONFIRM_ROLE, PLAN_VERSION, LifeStatus, Plan, PlannedLife, RunDirError, append_lives,
+from lookahead_runner.run.finalize import finalize
+from lookahead_runner.runfolder.plan import (CONFIRM_ROLE, PLAN_VERSION, LifeStatus, Plan, PlannedLife, RunDirError, append_lives,
                                    life_state, add_confirmation, read_plan, read_plan_and_config, read_status,
                                    retire_confirmation, write_plan, write_status)
 
@@ -98,7 +98,7 @@ def test_a_life_state_is_missing_until_its_status_is_written(tmp_path):
 
 def test_each_variants_confirmation_is_planned_and_retired_alone_and_the_adaptive_state_kept(tmp_path):
     from lookahead_runner.decision.schema import ConfirmPlan
-    from lookahead_runner.plan import record_adaptive_stop
+    from lookahead_runner.runfolder.plan import record_adaptive_stop
 
     write_plan(tmp_path, _plan())
     append_lives(tmp_path, [PlannedLife(setting="k4", k=4, repeat=0, argv=["vllm"], dir="k4/r0", stages=[8],

@@ -2,7 +2,7 @@
 import time
 
 from lookahead_runner.config import StageConfig
-from lookahead_runner.progress import SweepProgress
+from lookahead_runner.run.progress import SweepProgress
 
 
 def test_rates_are_deltas_of_the_servers_counters_between_refreshes():

@@ -1,10 +1,11 @@
 """The sweep's life loop (runner.run_lives) with the server lives and the decision stubbed out."""
 from types import SimpleNamespace
 
-from lookahead_runner import results, runner
+from lookahead_runner.runfolder import results
+from lookahead_runner.run import runner
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.life import Life
-from lookahead_runner.plan import life_state, write_status
+from lookahead_runner.run.life import Life
+from lookahead_runner.runfolder.plan import life_state, write_status
 from lookahead_runner.vllm.knob import Setting
 
 

@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from lookahead_runner.analysis import WindowRules, stage_rows
+from lookahead_runner.runfolder.analysis import WindowRules, stage_rows
 from lookahead_runner.live.values import CounterWindow
-from lookahead_runner.progress import SweepProgress
+from lookahead_runner.run.progress import SweepProgress
 from lookahead_runner.telemetry.signals import CounterSignals, counter_signals
 
 

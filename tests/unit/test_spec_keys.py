@@ -8,7 +8,7 @@ import re
 import pytest
 
 from lookahead_runner.config import ConfigError, config_from_dict
-from lookahead_runner.runner import check_capabilities, plan_lives
+from lookahead_runner.run.runner import check_capabilities, plan_lives
 from lookahead_runner.sim.cli import ConfigError as SimConfigError
 from lookahead_runner.sim.cli import parse_serve
 from lookahead_runner.sim.profiles import get_profile

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from lookahead_runner.cli import build_parser
-from lookahead_runner.load import WEB_HOST, locust_argv, web_url
+from lookahead_runner.run.load import WEB_HOST, locust_argv, web_url
 
 LOAD = SimpleNamespace(stages=[SimpleNamespace(users=2, duration_s=5.0)], prompt_tokens=32, output_tokens=16,
                        temperature=0.0, request_timeout_s=30.0, processes=1, locust_extra_args=[])

@@ -7,13 +7,13 @@ import pandas as pd
 import pytest
 from synthetic import table
 
-from lookahead_runner.analysis import block_token_check, summary_frame
+from lookahead_runner.runfolder.analysis import block_token_check, summary_frame
 from lookahead_runner.cli import exit_code
 from lookahead_runner.config import ConfigError, DecisionConfig, config_from_dict
 from lookahead_runner.decision import Decision, decide
 from lookahead_runner.decision.variants import by_variant
 from lookahead_runner.report.variants import lives_tokens, variant_rows
-from lookahead_runner.results import write_lives
+from lookahead_runner.runfolder.results import write_lives
 from lookahead_runner.variants import variants_of
 
 P = DecisionConfig(resamples=300)
@@ -173,7 +173,7 @@ def test_progress_counts_every_variants_block_and_names_the_variant_beside_the_s
     import time
 
     from lookahead_runner.config import StageConfig
-    from lookahead_runner.progress import SweepProgress
+    from lookahead_runner.run.progress import SweepProgress
 
     stages = [StageConfig(users=8, duration_s=10), StageConfig(users=32, duration_s=10)]
     progress = SweepProgress(stages, 2, enabled=False, blocks=2)

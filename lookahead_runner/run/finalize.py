@@ -12,20 +12,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import results
-from .analysis import WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
-from .adaptive import run_note
-from .config import SweepConfig
-from .cost import life_costs, run_cost
-from .decision import Cell, Decision, Window, decide, evidence, window
-from .decision.ramp import ramp_decision
-from .decision.confirm import judge, unconfirmed_note, with_confirmation
-from .decision.schema import AxisDecision, LifeNote
-from .plan import LifeResult, LifeStatus, Plan, VariantTokens, read_plan_and_config, read_status
+from ..runfolder import results
+from ..runfolder.analysis import WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
+from ..adaptive import run_note
+from ..config import SweepConfig
+from ..runfolder.cost import life_costs, run_cost
+from ..decision import Cell, Decision, Window, decide, evidence, window
+from ..decision.ramp import ramp_decision
+from ..decision.confirm import judge, unconfirmed_note, with_confirmation
+from ..decision.schema import AxisDecision, LifeNote
+from ..runfolder.plan import LifeResult, LifeStatus, Plan, VariantTokens, read_plan_and_config, read_status
 from .preflight import lag_advice
-from .variants import Variant
-from .decision.variants import by_variant, note_unconfirmed_schedules
-from .vllm.probe import Capabilities
+from ..variants import Variant
+from ..decision.variants import by_variant, note_unconfirmed_schedules
+from ..vllm.probe import Capabilities
 
 
 SAME_SERVER_NOTE = "; all repeats on one server life (load.repeat_mode), so restart-to-restart variation is not in it"
@@ -292,6 +292,6 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:
         return run_dir / "summary.csv"
-    from .report.render import write_report  # jinja2 + plotly load only when a page is rendered
+    from ..report.render import write_report  # jinja2 + plotly load only when a page is rendered
 
     return write_report(run_dir, data.summary, decision, data.report_plan(), data.timelines)

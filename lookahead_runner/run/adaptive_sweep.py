@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
-from .config import SweepConfig
-from .cost import grid_lives, life_costs
+from ..adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
+from ..config import SweepConfig
+from ..runfolder.cost import grid_lives, life_costs
 from .finalize import read_run, write_tables
 from .life import Life, append_to_plan
 from .perfmodel_run import fit_run
-from .plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
+from ..runfolder.plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
 from .resolved_server import ResolvedServer
-from .vllm.knob import Setting
-from .vllm.probe import Capabilities
+from ..vllm.knob import Setting
+from ..vllm.probe import Capabilities
 
 MIN_LEADER_LIVES = 2
 

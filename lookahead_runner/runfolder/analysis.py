@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .lag_advice import LagAdvice, lag_reason
-from .records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
-from .telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
+from ..records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
+from ..telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 
 SUMMARY_COLUMNS = (
     "setting", "k", "repeat", "stage", "users", "duration_s", "requests", "req_per_s", "output_tok_per_s",

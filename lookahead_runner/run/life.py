@@ -17,20 +17,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import results
-from .config import ServerConfig, SweepConfig
+from ..runfolder import results
+from ..config import ServerConfig, SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
-from .masking import Secrets, api_key_to_env
+from ..masking import Secrets, api_key_to_env
 from .placement import Placement
 from .resolved_server import ResolvedServer
-from .plan import PlannedLife, append_lives, write_status
+from ..runfolder.plan import PlannedLife, append_lives, write_status
 from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
                      wait_for_port_free)
-from .telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
-from .telemetry.sampler import Sampler
-from .variants import Variant
-from .vllm.knob import Setting, server_argv
-from .vllm.probe import Capabilities
+from ..telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
+from ..telemetry.sampler import Sampler
+from ..variants import Variant
+from ..vllm.knob import Setting, server_argv
+from ..vllm.probe import Capabilities
 
 SIM_MARKERS = ("lookahead_runner.sim", "lookahead-sim-vllm")
 

@@ -27,8 +27,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from .cpus import format_cpus, parse_cpus
-from .lag_advice import LagAdvice
+from ..cpus import format_cpus, parse_cpus
+from ..runfolder.lag_advice import LagAdvice
 
 OMP_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 # wrappers that mean the user placed the server already

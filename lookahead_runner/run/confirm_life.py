@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .config import StageConfig, SweepConfig
-from .decision.confirm import describe, plan as plan_confirmation
-from .decision.schema import ConfirmPlan, Decision
+from ..config import StageConfig, SweepConfig
+from ..decision.confirm import describe, plan as plan_confirmation
+from ..decision.schema import ConfirmPlan, Decision
 from .finalize import RunData
 from .life import Life, planned_lives
 from .resolved_server import ResolvedServer
-from .plan import Plan, add_confirmation, read_plan, retire_confirmation
-from .vllm.knob import Setting
-from .vllm.probe import Capabilities
+from ..runfolder.plan import Plan, add_confirmation, read_plan, retire_confirmation
+from ..vllm.knob import Setting
+from ..vllm.probe import Capabilities
 
 LABEL = "confirm"
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import results
-from .decision.perfmodel import PerformanceModel, PositionCounts, WorkloadShape, fit_performance_model
-from .decision.perfmodel_uses import refined_schedule, summary
-from .decision.schema import Decision
+from ..runfolder import results
+from ..decision.perfmodel import PerformanceModel, PositionCounts, WorkloadShape, fit_performance_model
+from ..decision.perfmodel_uses import refined_schedule, summary
+from ..decision.schema import Decision
 from .finalize import RunData, read_run
-from .vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
+from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 
 
 def _growth(frame: pd.DataFrame, column: str) -> float:

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import results
-from .config import StageConfig, SweepConfig
+from ..runfolder import results
+from ..config import StageConfig, SweepConfig
 from .load import locust_argv, run_locust
-from .cpus import format_cpus
-from .lag_advice import LagAdvice, lag_reason
+from ..cpus import format_cpus
+from ..runfolder.lag_advice import LagAdvice, lag_reason
 from .placement import TARGET_CPU_FRAC, Placement, advice_for, pin, processes_for
 from .server import ServerError
 
@@ -174,7 +174,7 @@ def _stop(run_dir: Path, record: dict, reason: str) -> None:
 def idle_lag(cpus: tuple[int, ...], seconds: float = IDLE_PROBE_S) -> dict:
     """lagprobe's figures, run on `cpus` (a failed probe reads as no lag: it must not stop a sweep)."""
     try:
-        done = subprocess.run([sys.executable, "-m", "lookahead_runner.lagprobe", "--seconds", f"{seconds:g}"],
+        done = subprocess.run([sys.executable, "-m", "lookahead_runner.run.lagprobe", "--seconds", f"{seconds:g}"],
                               capture_output=True, text=True, timeout=seconds + 30, preexec_fn=pin(cpus))
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):

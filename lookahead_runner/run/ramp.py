@@ -3,7 +3,7 @@ setting over rising stages (pure: a config in, a config out). Its decision: deci
 """
 from __future__ import annotations
 
-from .config import StageConfig, SweepConfig
+from ..config import StageConfig, SweepConfig
 
 DEFAULT_USERS = (1, 2, 4, 8, 16, 32, 64, 128)
 

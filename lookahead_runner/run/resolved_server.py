@@ -9,9 +9,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .auth import LOAD_KEY_ENV, SERVER_KEY_ENV, bearer_header
-from .config import ServerConfig
-from .masking import MissingSecret, Secrets, mask_server
+from ..auth import LOAD_KEY_ENV, SERVER_KEY_ENV, bearer_header
+from ..config import ServerConfig
+from ..masking import MissingSecret, Secrets, mask_server
 
 
 @dataclass(frozen=True)

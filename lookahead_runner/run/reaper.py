@@ -4,7 +4,7 @@ Servers and Locust run in sessions of their own, so one group signal stops all t
 the flip side is that they would survive a runner killed with SIGKILL (or by the OOM killer), still
 holding the GPU and the port. Two lines of defence:
 
-* While a sweep runs, a watchdog (`python -m lookahead_runner.reaper`, its own session, asleep on a
+* While a sweep runs, a watchdog (`python -m lookahead_runner.run.reaper`, its own session, asleep on a
   pipe) holds the read end of a pipe; the runner writes "+PGID GRACE_S" / "-PGID" to it as groups
   start and stop. When the runner ends, however it ends, the pipe closes: the watchdog stops the
   groups still listed (SIGTERM, then SIGKILL after their grace period) and exits.
@@ -31,7 +31,7 @@ def start_watchdog(label: str = "") -> None:
     global _watchdog
     if _watchdog is not None and _watchdog.poll() is None:
         return
-    _watchdog = subprocess.Popen([sys.executable, "-m", "lookahead_runner.reaper", *([label] if label else [])],
+    _watchdog = subprocess.Popen([sys.executable, "-m", "lookahead_runner.run.reaper", *([label] if label else [])],
                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                  text=True, start_new_session=True)
 

@@ -21,21 +21,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import adaptive_sweep, reaper, results
-from .plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, write_plan, write_status
-from .config import SweepConfig
-from .decision.engine import next_setting, repeats_wanted
+from . import adaptive_sweep, reaper
+from ..runfolder import results
+from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, write_plan, write_status
+from ..config import SweepConfig
+from ..decision.engine import next_setting, repeats_wanted
 from .confirm_life import run_confirmations, switch_off
 from .finalize import decide_all, finalize, read_run, write_tables
 from .life import Life, LifeEvents, Served, append_to_plan, died, is_simulator, plan_entry, run_server_life
-from .masking import MissingSecret
+from ..masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
 from .resolved_server import ResolvedServer
-from .vllm.knob import Setting, check_flags, check_raw_mode, knob_flag, resolve_style
-from .vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
-from .vllm.spec_keys import SpecAxis, check_spec_axis
+from ..vllm.knob import Setting, check_flags, check_raw_mode, knob_flag, resolve_style
+from ..vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
+from ..vllm.spec_keys import SpecAxis, check_spec_axis
 
 
 def plan_lives(config: SweepConfig) -> list[Life]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import SweepConfig
-from .decision.schema import Cost
+from ..config import SweepConfig
+from ..decision.schema import Cost
 from .plan import LifeStatus, PlannedLife
 
 RUN_STATES = ("done", "failed")   # a life that started (a skipped or never-started one cost nothing)

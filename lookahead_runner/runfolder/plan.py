@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .config import SweepConfig
-from .decision.schema import ConfirmPlan
+from ..config import SweepConfig
+from ..decision.schema import ConfirmPlan
 from .results import read_json, redact, write_json
 
 PLAN_VERSION = 2

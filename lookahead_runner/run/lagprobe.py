@@ -1,6 +1,6 @@
 """How late a process on given CPUs wakes up: the pre-flight's idle measurement.
 
-    python -m lookahead_runner.lagprobe [--seconds 1] [--interval-ms 10]
+    python -m lookahead_runner.run.lagprobe [--seconds 1] [--interval-ms 10]
 
 Sleeps `interval` over and over and prints one JSON line: the p50 / p99 / max oversleep in ms (the
 same quantity as Locust's loop lag, workload/lag.py) and the CPU it used. Run with the load's CPU

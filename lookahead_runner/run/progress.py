@@ -11,7 +11,7 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .telemetry.signals import counter_signals
+from ..telemetry.signals import counter_signals
 
 
 class SweepProgress:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import reaper
-from .masking import PLACEHOLDER_RE, MissingSecret, Secrets, StreamMasker
+from ..masking import PLACEHOLDER_RE, MissingSecret, Secrets, StreamMasker
 from .placement import pin
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from . import reaper
 from .placement import pin
 
-DEFAULT_LOCUSTFILE = Path(__file__).resolve().parents[1] / "locustfiles" / "completions.py"
+DEFAULT_LOCUSTFILE = Path(__file__).resolve().parents[2] / "locustfiles" / "completions.py"
 WEB_HOST = "127.0.0.1"
 WEB_LINGER_S = 5.0  # with --web, the UI stays up this long after the last stage, showing the final values
 
