@@ -83,3 +83,53 @@ def test_the_import_reader_sees_relative_absolute_and_indirect_imports():
     assert _loads_locust("lookahead_runner.live.webui")  # and through workload.scenario
     assert not _loads_locust("lookahead_runner.workload.timeline")
     assert not any(_loads_locust(name) for name in SHARED_CONTRACTS)
+
+
+# The house, lowest floor first (README "Layout"): a module imports its own floor and the ones below, never
+# one above. A new top-level module or package must be given a floor here.
+FLOORS = [
+    {"auth", "records", "slo", "cpus", "masking"},   # shared leaves: the API key, the record schema, secrets
+    {"vllm", "telemetry", "workload"},                # vLLM's facts, readings of a server, the Locust scenario
+    {"config", "variants"},                           # TOML -> a strict SweepConfig; its workload variants
+    {"decision", "adaptive"},                         # windows -> a typed Decision; the adaptive chooser (pure)
+    {"runfolder"},                                    # the run folder's files: plan.json, status.json, summary rows
+    {"report", "live", "sim"},                        # the report page, the live dashboard, the simulated vLLM
+    {"run"},                                          # the runner side: sweep loop, server lives, Locust, finalize
+    {"cli", "__main__", "__init__"},                  # the commands
+]
+FLOOR_OF = {unit: floor for floor, units in enumerate(FLOORS) for unit in units}
+
+
+def _unit(module: str) -> str:
+    """lookahead_runner.run.life -> "run"; lookahead_runner.config -> "config"."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _arrows() -> set[tuple[str, str, str]]:
+    """(importing file, its unit, the unit it imports) for every import between two units of the package."""
+    arrows = set()
+    for path in _modules("."):
+        unit = _unit(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
+        for name in _imports(path):
+            if name.startswith("lookahead_runner.") and _unit(name) != unit:
+                arrows.add((str(path.relative_to(PACKAGE)), unit, _unit(name)))
+    return arrows
+
+
+def test_every_unit_of_the_package_has_a_floor():
+    units = {_unit(".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)) for p in _modules(".")}
+    assert units - set(FLOOR_OF) == set(), "give each new module or package a floor in FLOORS"
+
+
+def test_no_import_runs_back_up_the_floors():
+    upward = sorted(f"{path} ({unit}, floor {FLOOR_OF[unit]}) imports {target} (floor {FLOOR_OF[target]})"
+                    for path, unit, target in _arrows()
+                    if target in FLOOR_OF and unit in FLOOR_OF and FLOOR_OF[target] > FLOOR_OF[unit])
+    assert upward == []
+
+
+def test_the_floor_check_reads_the_real_arrows():
+    arrows = _arrows()
+    assert ("run/runner.py", "run", "runfolder") in arrows and ("runfolder/plan.py", "runfolder", "decision") in arrows
+    assert FLOOR_OF["runfolder"] > FLOOR_OF["decision"] and FLOOR_OF["run"] > FLOOR_OF["runfolder"]
