@@ -25,6 +25,7 @@ from lookahead_runner.runfolder.analysis import SUMMARY_COLUMNS
 from lookahead_runner.config import SweepConfig
 from lookahead_runner.decision import Thresholds, decide
 from lookahead_runner.report import build_view, render_html
+from lookahead_runner.runfolder.plan import LifeResult, LifeStatus, Plan, PlannedLife, RunRecord
 
 T0_S = 1_760_000_000.0
 MAX_NUM_SEQS = 128
@@ -84,17 +85,18 @@ def sweep_inputs(settings: int, stages: int, repeats: int, life_s: float) -> tup
                  for k in ks}
     target = users[len(users) // 2]
     decision = decide(summary, target, Thresholds(), argv_by_k, version=(0, 33, 0))
-    lives = [{"setting": f"k{k}", "k": k, "repeat": r, "argv": argv_by_k[k], "dir": f"k{k}/r{r}", "status": "done",
-              "reason": "", "tokens": {"client_output_tokens": 1_000_000, "server_generation_tokens": 1_000_000,
-                                       "difference": 0, "cut_requests": 0}}
+    lives = [LifeResult(planned=PlannedLife(setting=f"k{k}", k=k, repeat=r, argv=argv_by_k[k], dir=f"k{k}/r{r}"),
+                        status=LifeStatus(state="done"),
+                        tokens={"client_output_tokens": 1_000_000, "server_generation_tokens": 1_000_000,
+                                "difference": 0, "cut_requests": 0})
              for k in ks for r in range(repeats)]
     config = SweepConfig.model_validate({"load": {"stages": [{"users": u, "duration_s": life_s / stages} for u in users],
                                                   "repeats": repeats}, "decision": {"target_users": target}})
-    plan = {"run_id": "bench", "created": "2025-01-01T00:00:00+0000", "config": config.model_dump(mode="json"),
-            "probe": {"version": "0.33.0", "knob": "--speculative-config", "flags": []}, "lives": lives,
-            "target_users": target}
-    timelines = {life["dir"]: life_timeline(users, life_s, rng) for life in lives}
-    return summary, decision, plan, timelines
+    plan = Plan(run_id="bench", created="2025-01-01T00:00:00+0000", config=config.model_dump(mode="json"),
+                probe={"version": "0.33.0", "knob": "--speculative-config", "flags": []},
+                lives=[life.planned for life in lives], target_users=target)
+    timelines = {life.planned.dir: life_timeline(users, life_s, rng) for life in lives}
+    return summary, decision, RunRecord(plan=plan, lives=lives), timelines
 
 
 def render_s(inputs: tuple, path: Path) -> float:

@@ -9,6 +9,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from ..decision.schema import Decision
+from ..runfolder.plan import RunRecord
 from .view import build_view
 
 __all__ = ["build_view", "render_html", "write_report"]
@@ -40,10 +41,10 @@ def render_html(view: dict, path: Path) -> None:
     partial.replace(path)
 
 
-def write_report(run_dir: Path, summary: pd.DataFrame, decision: Decision, plan: dict,
+def write_report(run_dir: Path, summary: pd.DataFrame, decision: Decision, run: RunRecord,
                  timelines: dict[str, dict[str, pd.DataFrame]]) -> Path:
     run_dir = Path(run_dir)
-    view = build_view(summary, decision, plan, timelines)
+    view = build_view(summary, decision, run, timelines)
     # Link only what is there: a life that never started has no folder, an early failure few files.
     for life in view["lives"]:
         folder = run_dir / life["dir"] if life["dir"] else None

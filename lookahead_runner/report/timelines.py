@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..runfolder.plan import LifeResult
 from .charts import PALETTE, REFERENCE_COLOUR, TEMPLATE, column, figure_entry
 
 # Timestamps above this are unix seconds; below it, seconds since the life started.
@@ -166,17 +167,17 @@ def preemptions_during(parts: Mapping | None) -> int | None:
     return int(values.iloc[-1] - values.iloc[0]) if len(values) >= 2 else None
 
 
-def timeline_entries(timelines: Mapping | None, lives: list[dict]) -> list[dict]:
+def timeline_entries(timelines: Mapping | None, lives: list[LifeResult]) -> list[dict]:
     """Entries in plan order (every life, even one with no samples), then any timeline the plan does not list."""
     timelines = timelines if isinstance(timelines, Mapping) else {}
     # The runner keys a life's timeline by its folder, "<setting>/r<repeat>" today; accept either.
-    ordered = []
+    ordered: list[tuple[str, str | None, LifeResult | None]] = []
     for life in lives:
-        candidates = (str(life.get("dir") or ""), timeline_key(life.get("setting"), life.get("repeat")))
+        candidates = (life.planned.dir, timeline_key(life.planned.setting, life.planned.repeat))
         found = next((key for key in candidates if key in timelines), None)
-        ordered.append((f"{candidates[1]} (K={life.get('k')})", found, life))
+        ordered.append((f"{candidates[1]} (K={life.planned.k})", found, life))
     used = {found for _, found, _ in ordered}
-    ordered += [(key, key, {}) for key in sorted(map(str, timelines)) if key not in used]
+    ordered += [(key, key, None) for key in sorted(map(str, timelines)) if key not in used]
     entries = []
     for index, (title, key, life) in enumerate(ordered):
         parts = timelines.get(key) if key is not None else None
@@ -186,6 +187,6 @@ def timeline_entries(timelines: Mapping | None, lives: list[dict]) -> list[dict]
         note = "; ".join(n for n in notes if n)
         entry = figure_entry(f"timeline-{index}", title, note, timeline_figure(parts),
                              empty="no data: no server or GPU samples were recorded for this life")
-        entry.update({"status": str(life.get("status", "")), "reason": str(life.get("reason", "") or "")})
+        entry.update({"status": life.state if life else "", "reason": life.reason if life else ""})
         entries.append(entry)
     return entries

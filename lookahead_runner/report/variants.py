@@ -4,11 +4,12 @@ Pure: a `Decision` and plan parts in, display strings out (the template escapes 
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import pandas as pd
 
 from ..decision.schema import Decision
+from ..runfolder.plan import LifeResult
 from ..decision.variants import ONE_SCHEDULE, answer
 from .cells import MISSING, format_cell
 from .verdict import DECISION_STATUS_TEXT, token_accounting, verdict_tone
@@ -38,11 +39,10 @@ def variant_charts(valid: pd.DataFrame, decision: Decision, charts: Callable[[pd
     return out
 
 
-def lives_tokens(life: Mapping) -> dict:
+def lives_tokens(life: LifeResult) -> dict:
     """A life's closed-window token check; with workload variants, one per variant's block."""
-    blocks = life.get("variants")
-    if not blocks:
-        return token_accounting(life.get("tokens"))
-    checks = [(block.get("variant", ""), token_accounting(block.get("tokens"))) for block in blocks]
+    if not life.variants:
+        return token_accounting(life.tokens)
+    checks = [(block.variant, token_accounting(block.tokens)) for block in life.variants]
     return {"text": "; ".join(f"{name}: {check['text']}" for name, check in checks),
             "status": next((check["status"] for _, check in checks if check["status"]), "")}

@@ -12,6 +12,7 @@ import math
 
 from ..decision.schema import Check, Decision, Percentile, Range
 from ..decision.schedule import OPEN_END
+from ..runfolder.plan import LifeResult
 from ..vllm.schedule import SCHEDULE_KEY
 from .cells import MISSING, format_cell, is_missing, shell_text
 
@@ -188,15 +189,13 @@ def axis_rows(decision: Decision) -> list[dict]:
             for a in decision.by_axis]
 
 
-def failed_lives(decision: Decision, lives: list) -> list[dict]:
+def failed_lives(decision: Decision, lives: list[LifeResult]) -> list[dict]:
     """Server lives that failed or never finished: what the decision had to do without."""
     rows = []
     for life in lives:
-        status = str(life.get("status", "") or "")
-        if status in ("failed", "missing"):
-            rows.append({"life": str(life.get("dir") or f"{life.get('setting')}/r{life.get('repeat')}"),
-                         "status": status,
-                         "reason": str(life.get("reason") or ("" if status == "failed" else "not run or cut half-way"))})
+        if life.state in ("failed", "missing"):
+            rows.append({"life": life.planned.dir, "status": life.state,
+                         "reason": life.reason or ("" if life.state == "failed" else "not run or cut half-way")})
     listed = {row["life"] for row in rows}
     rows += [{"life": note.life, "status": "failed", "reason": note.reason}
              for note in decision.failed_lives if note.life not in listed]

@@ -20,7 +20,7 @@ from .confirmation import confirmation_view
 from .model import model_view
 from .timelines import timeline_entries
 from ..decision.schema import Decision
-from ..runfolder.plan import CONFIRM_ROLE
+from ..runfolder.plan import LifeResult, RunRecord
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from .variants import lives_tokens, variant_charts, variant_rows
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
@@ -42,10 +42,10 @@ def valid_rows(summary: pd.DataFrame) -> pd.DataFrame:
     return summary[summary["valid"].map(as_bool).astype(bool)]
 
 
-def per_k_rows(summary: pd.DataFrame, lives: list[Mapping]) -> pd.DataFrame:
+def per_k_rows(summary: pd.DataFrame, lives: list[LifeResult]) -> pd.DataFrame:
     """The rows of the per-K lives: the charts group by K, where a confirmation's rows (a schedule runs under
     its largest K, at threshold stages of its own) would blur that K's points."""
-    confirming = {str(life.get("setting")) for life in lives if life.get("role") == CONFIRM_ROLE}
+    confirming = {life.planned.setting for life in lives if life.planned.confirms}
     if not confirming or "setting" not in summary.columns:
         return summary
     return summary[~summary["setting"].astype(str).isin(confirming)]
@@ -123,21 +123,21 @@ def _flags_in(argv: object) -> list[str]:
     return [str(part).split("=", 1)[0] for part in argv or [] if str(part).startswith("--")]
 
 
-def flags_used(lives: list[Mapping]) -> list[str]:
+def flags_used(lives: list[LifeResult]) -> list[str]:
     """The server flags this run passed, in first-seen order over every life's argv."""
     seen: dict[str, None] = {}
     for life in lives:
-        seen.update(dict.fromkeys(_flags_in(life.get("argv"))))
+        seen.update(dict.fromkeys(_flags_in(life.planned.argv)))
     return list(seen)
 
 
-def probe_rows(probe: Mapping, lives: list[Mapping], plan: Mapping | None = None) -> list[dict]:
+def probe_rows(probe: Mapping, lives: list[LifeResult], run: RunRecord | None = None) -> list[dict]:
     fields = (("vLLM version", "version"), ("help source", "help_source"), ("flags found", "flags_count"),
               ("how K is written", "knob"), ("--num-lookahead-slots", "lookahead_flag"))
     rows = [{"label": label, "value": str(probe.get(key, MISSING))} for label, key in fields]
     rows.append({"label": "command", "value": shell_text(probe.get("command")) or MISSING})
     rows.append({"label": "flags used by this run", "value": " ".join(flags_used(lives)) or MISSING})
-    return rows + placement_rows(plan or {})
+    return rows + (placement_rows(run.preflight or {}, run.plan.placement) if run else [])
 
 
 def _one(value: object) -> str:
@@ -145,10 +145,9 @@ def _one(value: object) -> str:
     return format_cell("client_lag_p99_ms", value)
 
 
-def placement_rows(plan: Mapping) -> list[dict]:
+def placement_rows(preflight: Mapping, planned: Mapping | None) -> list[dict]:
     """Where the server and Locust ran (plan.json), and what the pre-flight measured (preflight.json)."""
-    preflight = plan.get("preflight") if isinstance(plan.get("preflight"), Mapping) else {}
-    placed = preflight.get("placement") if isinstance(preflight.get("placement"), Mapping) else plan.get("placement")
+    placed = preflight.get("placement") if isinstance(preflight.get("placement"), Mapping) else planned
     rows = []
     if isinstance(placed, Mapping):
         rows.append({"label": "placement", "value": str(placed.get("description", MISSING))})
@@ -168,15 +167,16 @@ def placement_rows(plan: Mapping) -> list[dict]:
     return rows
 
 
-def life_rows(lives: list[Mapping]) -> list[dict]:
+def life_rows(lives: list[LifeResult]) -> list[dict]:
     rows = []
     for life in lives:
-        folder = str(life.get("dir", "") or "")
+        planned = life.planned
+        folder = planned.dir
         href = relative_href(folder.rstrip("/")) if folder else ""
         rows.append({
-            "setting": str(life.get("setting", "")), "k": format_cell("k", life.get("k")),
-            "repeat": format_cell("repeat", life.get("repeat")), "status": str(life.get("status", "")),
-            "reason": str(life.get("reason", "") or ""), "argv_shell": shell_text(life.get("argv")),
+            "setting": planned.setting, "k": format_cell("k", planned.k),
+            "repeat": format_cell("repeat", planned.repeat), "status": life.state,
+            "reason": life.reason, "argv_shell": shell_text(planned.argv),
             "tokens": lives_tokens(life),
             "dir": folder, "dir_href": href + "/" if href else "",
             "files": [{"name": name, "href": f"{href}/{quote(name)}"} for name in LIFE_FILES] if href else [],
@@ -184,9 +184,9 @@ def life_rows(lives: list[Mapping]) -> list[dict]:
     return rows
 
 
-def max_num_seqs_from(lives: list[dict]) -> int | None:
+def max_num_seqs_from(lives: list[LifeResult]) -> int | None:
     """The --max-num-seqs shared by every life, if there is exactly one; it caps the real batch."""
-    values = {flag_value([str(part) for part in life.get("argv") or []], MAX_NUM_SEQS_FLAG) for life in lives}
+    values = {flag_value(life.planned.argv, MAX_NUM_SEQS_FLAG) for life in lives}
     values.discard(None)
     try:
         return int(values.pop()) if len(values) == 1 else None
@@ -205,17 +205,17 @@ def _strings(values: object) -> list[str]:
     return [str(value) for value in values] if isinstance(values, (list, tuple)) else []
 
 
-def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
+def build_view(summary: pd.DataFrame, decision: Decision, run: RunRecord | None,
                timelines: dict[str, dict[str, pd.DataFrame]]) -> dict:
+    """The page's values from the typed run folder (`run` None: a page with no run behind it)."""
     summary = summary if isinstance(summary, pd.DataFrame) else pd.DataFrame()
-    plan = plan or {}
-    config = plan.get("config") if isinstance(plan.get("config"), Mapping) else {}
-    probe = plan.get("probe") if isinstance(plan.get("probe"), Mapping) else {}
-    lives = [life for life in plan.get("lives") or [] if isinstance(life, Mapping)]
+    config, probe = (run.plan.config, run.plan.probe) if run else ({}, {})
+    lives = run.lives if run else []
+    run_id, created = (run.plan.run_id, run.plan.created) if run else ("", "")
     valid = valid_rows(summary)
     view = {
-        "title": f"lookahead-runner report: {plan.get('run_id', 'run')}",
-        "run_id": str(plan.get("run_id", "")), "created": str(plan.get("created", "")),
+        "title": f"lookahead-runner report: {run_id or 'run'}",
+        "run_id": run_id, "created": created,
         "model": model_name(config), "tool_version": __version__,
         **decision_view(decision),
         "failed_lives": failed_lives(decision, lives),
@@ -227,7 +227,7 @@ def build_view(summary: pd.DataFrame, decision: Decision, plan: dict,
         "summary_table": summary_table(summary),
         "invalid_windows": invalid_windows(summary),
         "row_count": len(summary), "invalid_count": len(summary) - len(valid),
-        "probe": probe_rows(probe, lives, plan),
+        "probe": probe_rows(probe, lives, run),
         "probe_flags": [str(flag) for flag in probe.get("flags") or []],
         "lives": life_rows(lives),
         "run_files": [{"name": name, "href": name} for name in RUN_FILES],

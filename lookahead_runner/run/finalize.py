@@ -21,7 +21,8 @@ from ..decision import Cell, Decision, Window, decide, evidence, window
 from ..decision.ramp import ramp_decision
 from ..decision.confirm import judge, unconfirmed_note, with_confirmation
 from ..decision.schema import AxisDecision, LifeNote
-from ..runfolder.plan import LifeResult, LifeStatus, Plan, VariantTokens, read_plan_and_config, read_status
+from ..runfolder.plan import (LifeResult, LifeStatus, Plan, RunRecord, VariantTokens, read_plan_and_config,
+                              read_status)
 from .preflight import lag_advice
 from ..variants import Variant
 from ..decision.variants import by_variant, note_unconfirmed_schedules
@@ -96,10 +97,9 @@ class RunData:
     def statuses(self) -> dict[str, LifeStatus]:
         return {life.planned.dir: life.status for life in self.lives if life.status is not None}
 
-    def report_plan(self) -> dict:
-        """plan.json as the report reads it: each life with its status, reason and tokens; the pre-flight."""
-        return self.plan.model_dump(mode="json") | {"lives": [life.as_row() for life in self.lives]} | (
-            {"preflight": self.preflight} if self.preflight else {})
+    def record(self) -> RunRecord:
+        """What the report reads: the plan, each life read back, the pre-flight."""
+        return RunRecord(plan=self.plan, lives=self.lives, preflight=self.preflight)
 
     def evidence(self, axis_value: str = "", variant: str = ""):
         """The windows of one grid value and one workload variant (its label; "" = the only one)."""
@@ -294,4 +294,4 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         return run_dir / "summary.csv"
     from ..report.render import write_report  # jinja2 + plotly load only when a page is rendered
 
-    return write_report(run_dir, data.summary, decision, data.report_plan(), data.timelines)
+    return write_report(run_dir, data.summary, decision, data.record(), data.timelines)

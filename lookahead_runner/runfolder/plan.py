@@ -262,3 +262,11 @@ class LifeResult(BaseModel):
         row |= {"start_s": self.status.start_s if self.status else None,
                 "measure_s": self.status.measure_s if self.status else None}
         return row | ({"variants": [v.model_dump(mode="json") for v in self.variants]} if self.variants else {})
+
+
+class RunRecord(BaseModel):
+    """A run folder as the report reads it: the plan, each planned life read back, the pre-flight's record."""
+
+    plan: Plan
+    lives: list[LifeResult] = Field(default_factory=list)
+    preflight: dict[str, Any] | None = None

@@ -15,6 +15,7 @@ from plotly.offline import get_plotlyjs
 from lookahead_runner.decision.schema import (AxisDecision, Candidate, CellSummary, Check, Decision, Knee, LifeNote,
                                               Percentile, Range, Recommended, StagePick)
 from lookahead_runner.report import build_view, render_html, write_report
+from lookahead_runner.runfolder.plan import LifeResult, LifeStatus, Plan, PlannedLife, RunRecord
 from lookahead_runner.report.charts import script_safe_json
 
 HOSTILE = "<script>alert(1)</script>"
@@ -50,7 +51,7 @@ def make_summary(ks=(0, 2, 4), users=(4, 16, 32), repeats=2, stage_s=60.0) -> pd
     return pd.DataFrame(rows)
 
 
-def make_plan(ks=(0, 2, 4), repeats=2, failed=("k2", 1)) -> dict:
+def make_plan(ks=(0, 2, 4), repeats=2, failed=("k2", 1)) -> RunRecord:
     lives = []
     for k in ks:
         for repeat in range(repeats):
@@ -59,13 +60,15 @@ def make_plan(ks=(0, 2, 4), repeats=2, failed=("k2", 1)) -> dict:
             if k:
                 argv += ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": k})]
             is_failed = (setting, repeat) == failed
-            lives.append({"setting": setting, "k": k, "repeat": repeat, "argv": argv,
-                          "status": "failed" if is_failed else "done",
-                          "reason": f"server exited 1 {HOSTILE}" if is_failed else "", "dir": f"k{k}/r{repeat}"})
-    return {"run_id": "20250101-000000", "created": "2025-01-01T00:00:00+00:00",
-            "probe": {"version": "0.32.0", "help_source": "--help=all", "flags_count": 312,
-                      "knob": "--speculative-config", "lookahead_flag": "absent", "command": ["vllm", "serve"]},
-            "config": {"model": HOSTILE, "server": {"api_key": "***"}}, "lives": lives}
+            status = LifeStatus(state="failed" if is_failed else "done",
+                                reason=f"server exited 1 {HOSTILE}" if is_failed else "")
+            lives.append(LifeResult(planned=PlannedLife(setting=setting, k=k, repeat=repeat, argv=argv,
+                                                        dir=f"k{k}/r{repeat}"), status=status))
+    plan = Plan(run_id="20250101-000000", created="2025-01-01T00:00:00+00:00", target_users=32,
+                probe={"version": "0.32.0", "help_source": "--help=all", "flags_count": 312,
+                       "knob": "--speculative-config", "lookahead_flag": "absent", "command": ["vllm", "serve"]},
+                config={"model": HOSTILE, "server": {"api_key": "***"}}, lives=[life.planned for life in lives])
+    return RunRecord(plan=plan, lives=lives)
 
 
 def check(name: str, status: str, evidence: str, kind: str = "gate") -> Check:
@@ -115,9 +118,9 @@ def make_life_timeline(users=(4, 16, 32), stage_s=60, sample_s=1.0, t0_s=T0_UNIX
     return {"server": server, "gpu": gpu, "stages": stages}
 
 
-def make_timelines(plan: dict, skip=("k0", 1)) -> dict:
-    return {f"{life['setting']}/r{life['repeat']}": make_life_timeline()
-            for life in plan["lives"] if (life["setting"], life["repeat"]) != skip}
+def make_timelines(run: RunRecord, skip=("k0", 1)) -> dict:
+    return {f"{life.planned.setting}/r{life.planned.repeat}": make_life_timeline()
+            for life in run.lives if (life.planned.setting, life.planned.repeat) != skip}
 
 
 @pytest.fixture()
@@ -204,12 +207,12 @@ EMPTY = Decision(status="no_measurement", verdict="")
 
 
 def test_degenerate_inputs_still_build():
-    view = build_view(pd.DataFrame(), EMPTY, {}, {})
+    view = build_view(pd.DataFrame(), EMPTY, None, {})
     assert view["recommended"] is None and view["verdict"]["tone"] == "bad"
     assert all(chart["figure_json"] is None for chart in view["charts"])
     partial = {"k0/r0": {"server": pd.DataFrame(), "gpu": None},
                "k2/r0": {"gpu": make_life_timeline()["gpu"]}}
-    entries = build_view(make_summary(), make_decision(), {"lives": []}, partial)["timelines"]
+    entries = build_view(make_summary(), make_decision(), None, partial)["timelines"]
     assert [e["figure_json"] is None for e in entries] == [True, False]
 
 
@@ -231,7 +234,7 @@ def test_rendered_page_is_self_contained_and_escaped(tmp_path: Path, inputs):
 
 
 def test_render_missing_everything(tmp_path: Path):
-    render_html(build_view(pd.DataFrame(), EMPTY, {}, {}), tmp_path / "empty" / "report.html")
+    render_html(build_view(pd.DataFrame(), EMPTY, None, {}), tmp_path / "empty" / "report.html")
     page = (tmp_path / "empty" / "report.html").read_text(encoding="utf-8")
     assert "no data: the summary is empty" in page and "No recommendation" in page
 
@@ -245,7 +248,7 @@ def test_script_safe_json_round_trips():
 
 def test_timelines_found_by_life_folder():
     plan = make_plan(ks=(0,), repeats=1)
-    plan["lives"][0].update(dir="custom/place", status="missing")
+    plan.lives[0] = LifeResult(planned=plan.lives[0].planned.model_copy(update={"dir": "custom/place"}))  # no status
     view = build_view(make_summary(ks=(0,)), make_decision(), plan, {"custom/place": make_life_timeline()})
     assert [(t["title"], t["status"], t["figure_json"] is not None) for t in view["timelines"]] == [
         ("k0/r0 (K=0)", "missing", True)]
@@ -276,10 +279,10 @@ def test_view_lists_candidates_failed_lives_tokens_and_invalid_windows():
         "candidates": [candidate(0, "pass", "ok", 0.02), candidate(2, "fail", HOSTILE, 0.97)],
         "failed_lives": [LifeNote(life="k2/r1", reason="server exited 1")]})
     plan = make_plan()
-    plan["lives"][0]["tokens"] = {"client_output_tokens": 1000, "server_generation_tokens": 1010,
-                                  "difference": 10, "cut_requests": 2}
-    plan["lives"][1]["tokens"] = {"client_output_tokens": 1000, "server_generation_tokens": 1010,
-                                  "difference": 10, "cut_requests": 0}
+    plan.lives[0].tokens = {"client_output_tokens": 1000, "server_generation_tokens": 1010,
+                            "difference": 10, "cut_requests": 2}
+    plan.lives[1].tokens = {"client_output_tokens": 1000, "server_generation_tokens": 1010,
+                            "difference": 10, "cut_requests": 0}
     view = build_view(make_summary(), decision, plan, {})
     assert [(c["k"], c["chosen"], c["win_share"], c["state"]) for c in view["candidates"]] == [
         ("0", False, "2%", "passes every gate"), ("2", True, "97%", "blocked: memory headroom")]

@@ -8,7 +8,10 @@ import json
 import numpy as np
 import pandas as pd
 
+from lookahead_runner.runfolder.plan import LifeResult, PlannedLife
 from lookahead_runner.report.timelines import PROCESS_NOT_VISIBLE, timeline_entries, timeline_figure
+
+K0_LIFE = LifeResult(planned=PlannedLife(setting="k0", k=0, repeat=0, argv=[], dir="k0/r0"))
 
 T0_UNIX_S = 1_760_000_000.0
 
@@ -45,14 +48,14 @@ def test_one_gpu_draws_no_per_gpu_line():
 def test_three_column_gpu_csv_draws_as_before():
     parts = life(0)
     assert list(traces(parts)) == ["GPU used MiB", "GPU total MiB"]
-    entry = timeline_entries({"k0/r0": parts}, [{"setting": "k0", "repeat": 0, "k": 0}])[0]
+    entry = timeline_entries({"k0/r0": parts}, [K0_LIFE])[0]
     assert PROCESS_NOT_VISIBLE not in entry["note"]
 
 
 def test_process_never_seen_is_said_not_drawn():
     parts = life(2, process=[np.nan] * 4)
     assert "server process MiB" not in traces(parts)
-    entry = timeline_entries({"k0/r0": parts}, [{"setting": "k0", "repeat": 0, "k": 0}])[0]
+    entry = timeline_entries({"k0/r0": parts}, [K0_LIFE])[0]
     assert entry["note"] == PROCESS_NOT_VISIBLE
     assert json.loads(entry["figure_json"])["data"]  # the sums are still drawn
 

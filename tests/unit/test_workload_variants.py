@@ -13,6 +13,7 @@ from lookahead_runner.config import ConfigError, DecisionConfig, config_from_dic
 from lookahead_runner.decision import Decision, decide
 from lookahead_runner.decision.variants import by_variant
 from lookahead_runner.report.variants import lives_tokens, variant_rows
+from lookahead_runner.runfolder.plan import LifeResult, LifeStatus, PlannedLife, VariantTokens
 from lookahead_runner.runfolder.results import write_lives
 from lookahead_runner.variants import variants_of
 
@@ -157,15 +158,16 @@ def test_each_block_is_a_closed_token_window_of_its_own():
 
 def test_lives_csv_has_a_row_per_life_and_variant(tmp_path):
     tokens = {"client_output_tokens": 10, "server_generation_tokens": 10, "difference": 0, "cut_requests": 0}
-    life = {"dir": "k0/r0", "setting": "k0", "k": 0, "repeat": 0, "status": "done",
-            "variants": [{"variant": "400-token prompts", "tokens": tokens},
-                         {"variant": "4,000-token prompts", "tokens": tokens | {"difference": 3}}]}
-    frame = pd.read_csv(write_lives(tmp_path, [life]))
+    life = LifeResult(planned=PlannedLife(setting="k0", k=0, repeat=0, argv=[], dir="k0/r0"),
+                      status=LifeStatus(state="done"),
+                      variants=[VariantTokens(variant="400-token prompts", tokens=tokens),
+                                VariantTokens(variant="4,000-token prompts", tokens=tokens | {"difference": 3})])
+    frame = pd.read_csv(write_lives(tmp_path, [life.as_row()]))
     assert list(frame["variant"]) == ["400-token prompts", "4,000-token prompts"]
     assert list(frame["difference"]) == [0, 3]
     shown = lives_tokens(life)
     assert shown["status"] == "check" and shown["text"].startswith("400-token prompts: client 10 / server 10")
-    single = pd.read_csv(write_lives(tmp_path, [{k: v for k, v in life.items() if k != "variants"} | {"tokens": tokens}]))
+    single = pd.read_csv(write_lives(tmp_path, [life.model_copy(update={"variants": [], "tokens": tokens}).as_row()]))
     assert "variant" not in single.columns and len(single) == 1
 
 
