@@ -19,7 +19,7 @@ def sweep_toml(model, k, stages, target, extra=""):
 name = "lives"
 [server]
 model = "{model}"
-extra_args = ["--max-num-seqs", "128", "--sim-scenario", "tight-kv"]
+extra_args = ["--max-num-seqs", "128", "--sim-set", "startup_s=0.3", "--sim-scenario", "tight-kv"]
 ready_timeout_s = 60
 memory_stable_window_s = 0.5
 [speculation]

@@ -14,7 +14,7 @@ SWEEP = """
 name = "e2e"
 [server]
 model = "sim/e2e-model"
-extra_args = ["--max-num-seqs", "64", "--sim-scenario", "tight-kv"]
+extra_args = ["--max-num-seqs", "64", "--sim-set", "startup_s=0.3", "--sim-scenario", "tight-kv"]
 ready_timeout_s = 60
 memory_stable_window_s = 0.5
 [speculation]

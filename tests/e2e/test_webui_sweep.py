@@ -24,7 +24,7 @@ TOML = """
 name = "web"
 [server]
 model = "{model}"
-extra_args = ["--max-num-seqs", "64"]
+extra_args = ["--max-num-seqs", "64", "--sim-set", "startup_s=0.3"]
 ready_timeout_s = 60
 memory_stable_window_s = 0.5
 [speculation]
