@@ -214,7 +214,7 @@ def record_adaptive_stop(run_dir: Path, stopped: str, stop: str) -> Plan:
 
 def write_status(directory: Path, state: LifeState, reason: str = "", **fields) -> LifeStatus:
     status = LifeStatus(state=state, reason=reason, **fields)
-    write_json(Path(directory) / STATUS_FILE, status.model_dump(mode="json", exclude_defaults=False))
+    write_json(Path(directory) / STATUS_FILE, status.model_dump(mode="json"))
     return status
 
 
