@@ -19,6 +19,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from .vllm.knob import flag_value
+
 # the least value of each axis and its type
 AXES = {"prompt_tokens": (1, int), "output_tokens": (2, int), "temperature": (0, float)}
 
@@ -96,17 +98,6 @@ def human_int(text: str) -> int:
     if text and text[-1] in units:
         return int(float(text[:-1]) * units[text[-1]])
     return int(text)
-
-
-def flag_value(argv: list[str], flag: str) -> str | None:
-    """The value of `flag` in an argv (`--flag V` or `--flag=V`; the last one wins), None when absent."""
-    value = None
-    for index, part in enumerate(argv):
-        if part == flag and index + 1 < len(argv):
-            value = argv[index + 1]
-        elif part.startswith(flag + "="):
-            value = part.split("=", 1)[1]
-    return value
 
 
 def too_long(variants: list[Variant], max_model_len: int) -> Variant | None:
