@@ -321,7 +321,8 @@ def adaptive_vs_grid(s: BenchScenario, data, evidence: Evidence, config: SweepCo
                       replay.server_seconds(grid, price, args.start_s),
                       replay.server_seconds(adaptive.revealed, price, args.start_s),
                       sum(len(r) for r in grid.values()), adaptive.lives))
-    figures = replay.summary(pairs, costs, model_steps) | {"adaptive": tally([a for _, a, _ in pairs])}
+    figures = replay.summary(pairs, costs, model_steps) | {"adaptive": tally([a for _, a, _ in pairs]),
+                                                           "grid": tally([g for g, _, _ in pairs])}
     if s.production_users:
         figures["production"] = {"users": s.production_users, "truth": s.production_truth, **{
             name: dict(Counter("not predicted (model not trusted)" if k is None else
