@@ -232,7 +232,9 @@ class LiveView:
         return csv_text([key for key, _ in NOW_COLUMNS], rows)
 
     def history_csv(self) -> str:
-        return csv_text([key for key, _ in HISTORY_COLUMNS], (history_row(v) for v in self.history))
+        variant = getattr(self.environment.parsed_options, "variant_name", "")  # a column only with variants
+        return csv_text([key for key, _ in HISTORY_COLUMNS if key != "variant" or variant],
+                        (history_row(v) for v in self.history))
 
     def charts_json(self, after_t_s: float) -> str:
         return json.dumps(chart_update(self.history, self.marks, after_t_s, self.session, self.setting))
