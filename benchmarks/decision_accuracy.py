@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from decision_scenarios import SCENARIOS, BenchScenario, config_toml  # noqa: E402
+from decision_scenarios import SCENARIOS, BenchScenario, config_toml, scenarios_named  # noqa: E402
 
 from lookahead_runner import results  # noqa: E402
 from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
@@ -271,14 +271,10 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=None, help="the engine's resamples (default: the product's)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random subsets")
     args = parser.parse_args()
-    names = [n for n in args.scenarios.split(",") if n]
-    unknown = sorted(set(names) - {s.name for s in SCENARIOS})
-    if unknown:
-        parser.error(f"--scenarios: unknown {', '.join(unknown)}; known: {', '.join(s.name for s in SCENARIOS)}")
-    chosen = [s for s in SCENARIOS if not names or s.name in names]
+    selected = scenarios_named(parser, args.scenarios)
     started = time.monotonic()
     scenarios, drawn_all, apart_all = {}, [], []
-    for s in chosen:
+    for s in selected:
         recording = record(s, Path(args.recordings) / s.name, args)
         figures, drawn, apart = decide_scenario(s, Path(recording["dir"]), recording.pop("config"), args)
         scenarios[s.name] = figures | {"recording": recording}
