@@ -59,7 +59,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import adaptive_replay as replay  # noqa: E402
-from decision_scenarios import SCENARIOS, BenchScenario, config_toml  # noqa: E402
+from decision_scenarios import SCENARIOS, BenchScenario, config_toml, scenarios_named  # noqa: E402
 
 from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
 from lookahead_runner.decision import Decision, Evidence, decide  # noqa: E402
@@ -372,14 +372,10 @@ def main() -> None:
     parser.add_argument("--start-s", type=float, default=120.0, help="a GPU-like server start (s) the lives are "
                                                                      "priced at, beside their recorded starts")
     args = parser.parse_args()
-    names = [n for n in args.scenarios.split(",") if n]
-    unknown = sorted(set(names) - {s.name for s in SCENARIOS})
-    if unknown:
-        parser.error(f"--scenarios: unknown {', '.join(unknown)}; known: {', '.join(s.name for s in SCENARIOS)}")
-    chosen = [s for s in SCENARIOS if not names or s.name in names]
+    selected = scenarios_named(parser, args.scenarios)
     started = time.monotonic()
     scenarios, drawn_all, apart_all, pairs_all, costs_all = {}, [], [], [], []
-    for s in chosen:
+    for s in selected:
         recording = record(s, Path(args.recordings) / s.name, args)
         figures, drawn, apart, pairs, costs = decide_scenario(s, Path(recording["dir"]), recording.pop("config"), args)
         scenarios[s.name] = figures | {"recording": recording}

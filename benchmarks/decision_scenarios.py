@@ -114,6 +114,15 @@ SCENARIOS: tuple[BenchScenario, ...] = (
 )
 
 
+def scenarios_named(parser: argparse.ArgumentParser, text: str) -> list[BenchScenario]:
+    """The scenarios a comma-separated --scenarios names (all when empty); an unknown name is a usage error."""
+    names = [n for n in text.split(",") if n]
+    unknown = sorted(set(names) - {s.name for s in SCENARIOS})
+    if unknown:
+        parser.error(f"--scenarios: unknown {', '.join(unknown)}; known: {', '.join(s.name for s in SCENARIOS)}")
+    return [s for s in SCENARIOS if not names or s.name in names]
+
+
 def config_toml(s: BenchScenario, repeats: int, stage_s: float, warmup_s: float) -> str:
     """The sweep config of one scenario: its target stage (and the lower stages it names), same-server repeats."""
     slo = "".join(f"{key} = {value!r}\n" for key, value in s.slo.items())

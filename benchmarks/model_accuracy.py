@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decision_accuracy import finished_run  # noqa: E402
-from decision_scenarios import SCENARIOS, BenchScenario, config_toml  # noqa: E402
+from decision_scenarios import SCENARIOS, BenchScenario, config_toml, scenarios_named  # noqa: E402
 
 from lookahead_runner.config import config_from_dict  # noqa: E402
 from lookahead_runner.decision.perfmodel import fit_performance_model  # noqa: E402
@@ -129,10 +129,7 @@ def main() -> None:
     parser.add_argument("--engine", action="store_true", help="the simulator's engine model, not recordings")
     parser.add_argument("--engine-s", type=float, default=40.0, help="engine seconds per (K, users) with --engine")
     args = parser.parse_args()
-    names = [n for n in args.scenarios.split(",") if n]
-    unknown = sorted(set(names) - {s.name for s in SCENARIOS})
-    if unknown:
-        parser.error(f"--scenarios: unknown {', '.join(unknown)}; known: {', '.join(s.name for s in SCENARIOS)}")
+    selected = scenarios_named(parser, args.scenarios)
     started = time.monotonic()
     if args.run_dir:
         print(json.dumps({"benchmark": "model_accuracy", "source": "run folder", "run_dir": args.run_dir,
@@ -140,7 +137,7 @@ def main() -> None:
                           "wall_s": round(time.monotonic() - started, 1)}))
         return
     scenarios = {}
-    for s in [s for s in SCENARIOS if not names or s.name in names]:
+    for s in selected:
         if args.engine:
             scenarios[s.name] = scenario_figures(s, None, args.engine_s) | {"recording": {"record_s": 0.0}}
         else:
