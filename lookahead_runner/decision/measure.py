@@ -8,9 +8,8 @@ bootstrap is far too sure of itself): its factor is drawn from Student's t with 
 of one repeat (`ThroughputNoise`), or, with one repeat each, of one bin at least a request long inside
 the windows (batch means). The spread is pooled over the K at the stage, except for a K whose own
 spread is wider than the others' beyond an F test: that K keeps its own (moderated by theirs), and the
-others pool without it
-(`throughput_noises`). The same factor divides the drawn latencies: at a fixed concurrency a server
-that serves fewer requests per second keeps each longer.
+others pool without it (`throughput_noises`). The same factor divides the drawn latencies: at a fixed
+concurrency a server that serves fewer requests per second keeps each longer.
 Windows are resampled in an order of their content, not of their repeat labels: renaming or
 reordering repeats gives the same draws.
 """
@@ -82,7 +81,7 @@ class ThroughputNoise:
     rel_sd: float
     df: int
     source: str  # "repeats" | "bins" | "none"
-    scope: str = "pooled over K"  # or "K=8's own" (its spread differs from the others')
+    scope: str = "pooled over K"  # or "pooled over K=0, 4" / "K=8's own, moderated by the others'"
 
     def text(self) -> str:
         if self.source == "none":
