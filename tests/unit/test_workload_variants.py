@@ -1,5 +1,5 @@
 """Workload variants (issue 22): the config's axes, the variants they cross into, the per-variant decision and
-the answer over them, the per-variant tables; pure parts (tests/e2e/test_workload_variants.py runs them)."""
+the answer over them, the per-variant tables; pure parts (tests/e2e/test_workload_variants_sim.py runs them)."""
 import json
 from pathlib import Path
 
