@@ -129,7 +129,8 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, ru
             break
         life = next_life(lives, config, choice.k)
         users = None if choice.all_stages else [target]
-        append_to_plan(config, caps, run_dir, [life], server, stages=users, chosen=choice.why)
+        append_to_plan(config, caps, run_dir, [life], server, stages=users, chosen=choice.why,
+                       model_trust="trusted" if model.trusted else model.why_not)
         say(f"adaptive: next {life.key}: {choice.why}")
         announce(life, stages_of(config, users).load.stages)
         run_one(stages_of(config, users), life)

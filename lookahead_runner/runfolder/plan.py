@@ -53,6 +53,7 @@ class PlannedLife(Record):
     variant: str = ""                # a confirmation life of one workload variant (its label), running it alone
     stages: list[int] | None = None  # adaptive: the users of the stages it runs, when a subset (None: all)
     chosen: str = ""                 # adaptive: why the chooser picked this life
+    model_trust: str = ""            # adaptive: "trusted", or why the performance model was not, when it was chosen
 
     @property
     def confirms(self) -> bool:
