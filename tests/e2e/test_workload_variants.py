@@ -35,7 +35,7 @@ memory_stable_window_s = 0.5
 [speculation]
 k = [0, 4]
 [load]
-stages = [{{ users = 12, duration_s = 9 }}]
+stages = [{{ users = 12, duration_s = 14 }}]
 prompt_tokens = 64
 output_tokens = 24
 temperature = [0.0, 1.0]
