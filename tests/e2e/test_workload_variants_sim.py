@@ -35,7 +35,7 @@ memory_stable_window_s = 0.5
 [speculation]
 k = [0, 4]
 [load]
-stages = [{{ users = 12, duration_s = 9 }}]
+stages = [{{ users = 12, duration_s = 14 }}]
 prompt_tokens = 64
 output_tokens = 24
 temperature = [0.0, 1.0]
@@ -175,12 +175,30 @@ preflight_s = 0
 confirm = "off"
 """
     done, run_dir = sweep(tmp_path, toml)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "The answer differs by workload: K=0 at 400-token prompts; K=3 at 4,000-token prompts." in done.stdout
-    decision, html = check_keyed_by_variant(run_dir, ["400-token prompts", "4,000-token prompts"])
-    got = {d["variant"]: d["recommended"]["k"] for d in decision["by_variant"] if d["status"] == "decided"}
-    assert got == expected
+    assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-2000:]
+    decision, html = check_keyed_by_variant(run_dir, ["400-token prompts", "4,000-token prompts"], ("k0/r0", "k3/r0"))
+    check_context_answers(decision, pd.read_csv(run_dir / "summary.csv"), expected, done.stdout)
     assert "The answers differ by workload" in html
+
+
+def check_context_answers(decision: dict, summary: pd.DataFrame, expected: dict, stdout: str) -> None:
+    """Each variant's measured ranking is the truth's, and so is each verdict. One repeat of 40 s stages decides
+    the 400-token variant (K=3 -21 % [-36 %, -2 %], K=0 in 98 % of resamples, 2026-12-02) but may leave the
+    4,000-token one not decided yet with the truth leading (+11 % [-14 %, +46 %], 74 %: 256 requests that start
+    together finish in waves, so a window holds few throughput bins): either way the verdicts differ."""
+    for label, k in expected.items():
+        rows = summary[summary["variant"] == label].set_index("k")["req_per_s"]
+        assert rows.idxmax() == k, (label, rows.to_dict())
+    short, long_ = decision["by_variant"]
+    assert (short["status"], short["recommended"]["k"]) == ("decided", 0), short["verdict"]
+    assert long_["leading_k"] == 3 and long_["status"] in ("decided", "not_decided"), long_["verdict"]
+    if long_["status"] == "decided":
+        assert long_["recommended"]["k"] == 3 and decision["status"] == "decided"
+        assert "The answer differs by workload: K=0 at 400-token prompts; K=3 at 4,000-token prompts." in stdout
+    else:
+        assert decision["status"] == "not_decided"
+        assert ("Not decided for every workload variant: K=0 at 400-token prompts; not decided yet (K=3 leads) at "
+                "4,000-token prompts.") in stdout
 
 
 def test_a_variant_longer_than_max_model_len_stops_before_any_server(tmp_path):
