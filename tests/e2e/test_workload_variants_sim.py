@@ -190,14 +190,18 @@ def check_context_answers(decision: dict, summary: pd.DataFrame, expected: dict,
         rows = summary[summary["variant"] == label].set_index("k")["req_per_s"]
         assert rows.idxmax() == k, (label, rows.to_dict())
     short, long_ = decision["by_variant"]
-    assert (short["status"], short["recommended"]["k"]) == ("decided", 0), short["verdict"]
+    # one 40 s stage of one repeat: each variant decided, or not decided yet with the simulator's truth leading
+    # (the final merge's run read 80 % for K=0 at 400 tokens, 82 % for K=3 at 4,000)
+    assert short["leading_k"] == 0 and short["status"] in ("decided", "not_decided"), short["verdict"]
     assert long_["leading_k"] == 3 and long_["status"] in ("decided", "not_decided"), long_["verdict"]
     if long_["status"] == "decided":
         assert long_["recommended"]["k"] == 3 and decision["status"] == "decided"
         assert "The answer differs by workload: K=0 at 400-token prompts; K=3 at 4,000-token prompts." in stdout
     else:
         assert decision["status"] == "not_decided"
-        assert ("Not decided for every workload variant: K=0 at 400-token prompts; not decided yet (K=3 leads) at "
+        short_text = ("K=0 at 400-token prompts" if short["status"] == "decided"
+                      else "not decided yet (K=0 leads) at 400-token prompts")
+        assert (f"Not decided for every workload variant: {short_text}; not decided yet (K=3 leads) at "
                 "4,000-token prompts.") in stdout
 
 
