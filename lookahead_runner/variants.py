@@ -19,7 +19,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from .vllm.knob import flag_value
+from .vllm.knob import flag_value, human_int
 
 # the least value of each axis and its type
 AXES = {"prompt_tokens": (1, int), "output_tokens": (2, int), "temperature": (0, float)}
@@ -89,15 +89,6 @@ def variants_of(prompt_tokens, output_tokens, temperature) -> list[Variant]:
 
 def longest(variants: list[Variant]) -> Variant:
     return max(variants, key=lambda v: v.context_tokens)
-
-
-def human_int(text: str) -> int:
-    """vLLM's human-readable integers (--max-model-len 4k = 4000, 4K = 4096); ValueError otherwise."""
-    text = text.strip()
-    units = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
 
 
 def too_long(variants: list[Variant], max_model_len: int) -> Variant | None:

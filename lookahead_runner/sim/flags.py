@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lookahead_runner.sim import flags_0_32
+from lookahead_runner.vllm.knob import human_int
 
 BOOL = argparse.BooleanOptionalAction
 
@@ -29,15 +30,6 @@ class FlagSpec:
 
 def _f(group: str, *names: str, **kwargs: Any) -> FlagSpec:
     return FlagSpec(group, names, kwargs)
-
-
-def int_k(text: str) -> int:
-    """vLLM's human-readable integers: 1k = 1000, 1K = 1024, 25.6k = 25600."""
-    text = text.strip()
-    units = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
 
 
 # --- 0.32.0: the full table, typed where the simulator gives a flag meaning -------------------------
@@ -97,18 +89,18 @@ SEMANTIC_0_32 = (
        help="The model name(s) used in the API. The model name in the model field of a response will be "
             "the first name in this list."),
     _f("ModelConfig", "--seed", type=int, default=0, help="Random seed for reproducibility."),
-    _f("ModelConfig", "--max-model-len", type=int_k, default=None,
+    _f("ModelConfig", "--max-model-len", type=human_int, default=None,
        help="Model context length (prompt and output). If unspecified, will be automatically derived "
             "from the model config."),
     _f("CacheConfig", "--block-size", type=int, default=None,
        help="Size of a contiguous cache block in number of tokens."),
     _f("CacheConfig", "--gpu-memory-utilization", "--device-memory-utilization", type=float, default=0.92,
        help="The fraction of GPU memory to be used for the model executor, which can range from 0 to 1."),
-    _f("CacheConfig", "--kv-cache-memory-bytes", type=int_k, default=None,
+    _f("CacheConfig", "--kv-cache-memory-bytes", type=human_int, default=None,
        help="Size of KV Cache per GPU in bytes. When set, gpu_memory_utilization is ignored."),
     _f("CacheConfig", "--num-gpu-blocks-override", type=int, default=None,
        help="Number of GPU blocks to use. This overrides the profiled `num_gpu_blocks` if specified."),
-    _f("SchedulerConfig", "--max-num-batched-tokens", type=int_k, default=None,
+    _f("SchedulerConfig", "--max-num-batched-tokens", type=human_int, default=None,
        help="Maximum number of tokens that can be processed in a single iteration."),
     _f("SchedulerConfig", "--max-num-seqs", type=int, default=None,
        help="Maximum number of sequences to be processed in a single iteration."),
@@ -166,7 +158,7 @@ def _core(frontend: str, model: str, cache: str, parallel: str, scheduler: str) 
            help="Trust remote code from huggingface."),
         _f(model, "--dtype", choices=["auto", "half", "float16", "bfloat16", "float", "float32"], default="auto",
            help="Data type for model weights and activations."),
-        _f(model, "--max-model-len", type=int_k, default=None,
+        _f(model, "--max-model-len", type=human_int, default=None,
            help="Model context length. If unspecified, will be automatically derived from the model config."),
         _f(model, "--seed", type=int, default=0, help="Random seed for operations."),
         _f(model, "--enforce-eager", action="store_true", default=False,
@@ -186,7 +178,7 @@ def _core(frontend: str, model: str, cache: str, parallel: str, scheduler: str) 
         _f(cache, "--kv-cache-dtype", choices=["auto", "fp8", "fp8_e5m2", "fp8_e4m3"], default="auto",
            help="Data type for kv cache storage."),
         _f(cache, "--swap-space", type=float, default=4, help="CPU swap space size (GiB) per GPU."),
-        _f(scheduler, "--max-num-batched-tokens", type=int_k, default=None,
+        _f(scheduler, "--max-num-batched-tokens", type=human_int, default=None,
            help="Maximum number of batched tokens per iteration."),
         _f(scheduler, "--max-num-seqs", type=int, default=None, help="Maximum number of sequences per iteration."),
         _f(scheduler, "--scheduling-policy", choices=["fcfs", "priority"], default="fcfs",

@@ -249,3 +249,12 @@ def with_axis(extra_args: list[str], setting: Setting) -> list[str]:
             continue
         args.append(arg)
     return args + [setting.axis_flag, setting.axis_value]
+
+
+def human_int(text: str) -> int:
+    """vLLM's human-readable integers (--max-model-len 4k = 4000, 4K = 4096); ValueError otherwise."""
+    text = text.strip()
+    units = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
