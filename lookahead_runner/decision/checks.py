@@ -177,11 +177,13 @@ def batch_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
                                                 "(the baseline)")
     text = (f"{s.running_mean:.1f} running vs {base.running_mean:.1f} at K={base.k} "
             f"({pct(rules.rel(s.running_mean, base.running_mean), signed=True)}, limit -{pct(p.batch_drop_frac)}); "
-            f"{s.waiting_mean:.1f} waiting")
+            f"{s.waiting_mean:.1f} waiting ({pct(rules.queue_share(s))} of their time at the server queued, "
+            f"limit {pct(p.queue_share_frac)})")
     if status == rules.FAIL:
         text += "; the real batch falls: lower --max-num-seqs first instead of adding lookahead"
     elif s.running_mean < base.running_mean * (1 - p.batch_drop_frac):
-        text += "; fewer running, but nothing queues at the server: users spend more of their time between requests"
+        text += ("; fewer running, but the server holds nothing back (no preemption, KV not full, little queued): "
+                 "users spend more of their time between requests")
     return _check(rules.GATE_BATCH, status, text)
 
 
