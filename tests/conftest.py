@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -9,3 +10,18 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "vllm-0.32.0-cpu"
 def fixtures_dir() -> Path:
     """Recorded vLLM 0.32 output, part of the repository (tests/fixtures/README.md): never skipped."""
     return FIXTURES
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # A pytest-xdist worker talks to the controller from a thread of its own; gevent's monkey patching (which
+    # importing locust does) turns the worker's locks into greenlet locks that thread cannot wake, and the
+    # worker dies ("LoopExit: This operation would block forever"). The tests that import locust run its
+    # gevent code unpatched; Locust itself always runs in subprocesses, patched as usual (the variable is
+    # gone again before any test starts one).
+    os.environ["LOCUST_SKIP_MONKEY_PATCH"] = "1"
+    import locust  # noqa: F401  (imported once, unpatched)
+    del os.environ["LOCUST_SKIP_MONKEY_PATCH"]
+    # Several sweeps share this host's CPUs at once: pinned by placement auto they would all put their servers
+    # on the same CPU and their Locusts on another. The OS schedules them instead, except in the tests of
+    # placement itself (tests/e2e/test_cpu_placement.py lifts this).
+    os.environ["LOOKAHEAD_RUNNER_PLACEMENT"] = "off"

@@ -10,7 +10,9 @@ Placement gives each side its own CPUs:
   threads inherit it);
 - `load.placement = "auto"` (the default) splits this host's CPUs for a server the runner starts
   here: the load gets the cores its processes need for the planned stages, one each, and the server
-  the rest; "off" leaves both to the OS;
+  the rest; "off" leaves both to the OS; the environment variable LOOKAHEAD_RUNNER_PLACEMENT (auto or
+  off) overrides it host-wide, for hosts where several runners share the CPUs (they would all pin their
+  servers to the same ones);
 - a server the user places (server.url, an argv_template such as `docker run`, or a command that
   starts with taskset/numactl) keeps its placement; docker's equivalent of server.cpus is
   `--cpuset-cpus`, in the template;
@@ -129,9 +131,22 @@ def user_places_server(server) -> bool:
     return bool(server.url or server.argv_template) or command in PLACING_COMMANDS
 
 
+PLACEMENT_ENV = "LOOKAHEAD_RUNNER_PLACEMENT"
+
+
+def placement_setting(load, environ=os.environ) -> str:
+    """load.placement, or the host-wide override in the environment."""
+    override = environ.get(PLACEMENT_ENV, "")
+    if override and override not in ("auto", "off"):
+        raise PlacementError(f"{PLACEMENT_ENV}={override!r}: use auto or off (or unset it to follow "
+                             "load.placement)")
+    return override or load.placement
+
+
 def plan_placement(config, cpus: Sequence[int]) -> Placement:
     """The placement of `config` on a host whose usable CPUs are `cpus` (see the module docstring)."""
     server, load = config.server, config.load
+    placement = placement_setting(load)
     cpus = tuple(sorted(cpus))
     server_cpus = _on_host("server.cpus", server.cpus, cpus)
     load_cpus = _on_host("load.cpus", load.cpus, cpus)
@@ -142,10 +157,10 @@ def plan_placement(config, cpus: Sequence[int]) -> Placement:
         mode = "user"
     elif server_cpus or load_cpus:
         mode = "manual"
-        if load.placement == "auto":  # one side given: the other gets the rest
+        if placement == "auto":  # one side given: the other gets the rest
             server_cpus = server_cpus or _rest("server", cpus, load_cpus)
             load_cpus = load_cpus or _rest("load", cpus, server_cpus)
-    elif load.placement == "off":
+    elif placement == "off":
         mode = "off"
     elif len(cpus) < 2:
         mode = "single-cpu"

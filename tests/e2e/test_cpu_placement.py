@@ -21,6 +21,15 @@ pytestmark = [pytest.mark.e2e,
 CPUS = sorted(os.sched_getaffinity(0))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def placement_as_configured():
+    """The placement these tests check is the config's, not the parallel test run's host-wide "off"."""
+    saved = os.environ.pop("LOOKAHEAD_RUNNER_PLACEMENT", None)
+    yield
+    if saved is not None:
+        os.environ["LOOKAHEAD_RUNNER_PLACEMENT"] = saved
+
+
 class AffinityWatch:
     """Records, while a sweep runs, the CPU affinity (and server environment) of its processes."""
 

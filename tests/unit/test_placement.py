@@ -13,6 +13,12 @@ from lookahead_runner.run.placement import (OMP_BIND_ENV, Placement, PlacementEr
 from lookahead_runner.run.preflight import LoadedFigures, loaded_figures, resized
 
 
+@pytest.fixture(autouse=True)
+def placement_as_configured(monkeypatch):
+    """The config's placement, not a parallel test run's host-wide override (tests/conftest.py)."""
+    monkeypatch.delenv("LOOKAHEAD_RUNNER_PLACEMENT", raising=False)
+
+
 def config(**sections):
     return config_from_dict(sections)
 
@@ -41,6 +47,16 @@ def test_auto_on_two_cores_gives_locust_one_and_the_server_the_other():
     assert placed.server_env == {OMP_BIND_ENV: "0"}
     assert placed.describe().startswith(f"placement auto: server on CPU 0 ({OMP_BIND_ENV}=0), Locust (1 process) on "
                                         "CPU 1 of 0-1")
+
+
+def test_the_environment_overrides_placement_host_wide_and_a_bad_value_is_one_line(monkeypatch):
+    monkeypatch.setenv("LOOKAHEAD_RUNNER_PLACEMENT", "off")
+    assert plan_placement(config(), [0, 1]).mode == "off"
+    monkeypatch.setenv("LOOKAHEAD_RUNNER_PLACEMENT", "auto")
+    assert plan_placement(config(load={"placement": "off"}), [0, 1]).mode == "auto"
+    monkeypatch.setenv("LOOKAHEAD_RUNNER_PLACEMENT", "of")
+    with pytest.raises(PlacementError, match="LOOKAHEAD_RUNNER_PLACEMENT='of': use auto or off"):
+        plan_placement(config(), [0, 1])
 
 
 def test_auto_gives_the_load_the_cores_its_processes_need_and_the_server_the_rest():
