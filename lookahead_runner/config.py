@@ -323,9 +323,10 @@ class DecisionConfig(Strict):
                                                                "more than this (and beyond its interval) blocks a K")
     batch_drop_frac: float = Field(0.10, ge=0, le=1, description="real batch below the baseline's by more than "
                                                                  "this blocks a K (lower --max-num-seqs first)")
-    queue_share_frac: float = Field(0.10, ge=0, le=1, description="requests queued this share of their time at "
-                                                                  "the server (waiting / (running + waiting)) "
-                                                                  "make a falling batch the server's limit")
+    queue_share_frac: float = Field(0.10, ge=0, le=1, description="a request or more queued this share of "
+                                                                  "their time at the server (waiting / (running "
+                                                                  "+ waiting)) makes a falling batch the "
+                                                                  "server's limit")
     repeat_spread_frac: float = Field(0.10, ge=0, description="advice: (max-min)/median of req/s across repeats")
     low_acceptance: float = Field(0.3, ge=0, le=1, description="acceptance below this is acceptance-bound")
     kv_headroom_frac: float = Field(0.05, ge=0, le=1, description="KV usage peak must stay under 1 - this")

@@ -69,13 +69,14 @@ def queue_share(s: CellStats) -> float:
 
 
 def server_holds_back(s: CellStats, p: DecisionConfig) -> bool:
-    """Requests queue at the server (preempted, KV full, or queued for a real part of their time): a smaller
-    batch is the server's limit, not users between requests (a faster K leaves each user more of its time
-    outside the server). A request arriving mid-step waits for the next one, so a faster K queues a few
-    per cent more by turnover alone (6-8 % on the simulator at K=4, 16-64 users); a limit the scheduler
-    hits queues them for much longer (13-56 % where the pool ran out)."""
+    """Requests queue at the server (preempted, KV full, or a whole request or more waiting for a real part of
+    their time): a smaller batch is the server's limit, not users between requests (a faster K leaves each
+    user more of its time outside the server). A request arriving mid-step waits for the next one, so a
+    faster K queues a few per cent more by turnover alone (6-8 % on the simulator at K=4 and 16-64 users;
+    20 % at 2 users, where that is 0.3 of a request); a limit the scheduler hits queues them for much
+    longer (13-56 % where the pool ran out)."""
     return (s.preemptions > 0 or s.kv_usage_peak > 1 - p.kv_headroom_frac
-            or queue_share(s) >= p.queue_share_frac)
+            or (s.waiting_mean >= 1.0 and queue_share(s) >= p.queue_share_frac))
 
 
 def batch_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:

@@ -49,7 +49,9 @@ def test_adaptive_reaches_the_grids_verdict_with_fewer_lives(tmp_path):
     decision = json.loads((run_dir / "decision.json").read_text())
     assert decision["verdict"].startswith("Set K=4 at 64 users")
     lives = lives_of(run_dir)
-    assert lives[:2] == ["k0/r0", "k4/r0"] and len(lives) < GRID_LIVES
+    # the baseline first (again when its window was invalid: a starved client on a busy host), then the middle K
+    assert lives[0] == "k0/r0" and next(l for l in lives if not l.startswith("k0/")) == "k4/r0"
+    assert len(lives) < GRID_LIVES
     cost = decision["cost"]
     assert cost["strategy"] == "adaptive" and cost["lives"] == len(lives) and cost["grid_lives"] == GRID_LIVES
     assert cost["stopped_because"].startswith("decided: K=4 wins")

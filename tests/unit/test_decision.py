@@ -100,6 +100,21 @@ def test_fewer_running_with_nothing_queued_is_turnaround_not_a_batch_drop():
     assert decision.recommended.k == 4
 
 
+def test_a_request_waiting_between_steps_is_turnover_not_the_server_holding_back():
+    """CI's run (2026-12-02): 16 users, K=4 2.5x as fast, 13.7 running vs 15.5 and 0.96 waiting (6.6 % of their
+    time at the server): requests that arrive mid-step wait for the next one, more often the faster they turn
+    over. The old rule (waiting >= 1) failed it in 27 % of the resamples. 18 waiting of 62 is a limit."""
+    ws = [window(0, 16, 8.5, r, running_mean=15.5, waiting_mean=0.25, kv_usage_peak=math.nan) for r in range(2)]
+    ws += [window(4, 16, 21.6, r, running_mean=13.7, waiting_mean=w, kv_usage_peak=math.nan)
+           for r, w in enumerate((1.08, 0.83))]
+    decision = decide(evidence(ws, 16), P, {})
+    batch = gate(candidate(decision, 4).gates, "real batch")
+    assert batch.status == "pass" and "7% of their time at the server queued, limit 10%" in batch.evidence
+    queued = [window(0, 16, 8.5, r, running_mean=15.5, waiting_mean=0.25) for r in range(2)]
+    queued += [window(4, 16, 12.0, r, running_mean=12.0, waiting_mean=3.5) for r in range(2)]
+    assert candidate(decide(evidence(queued, 16), P, {}), 4).blocked_by == ["real batch"]
+
+
 def test_no_metrics_and_no_memory_reading_is_unknown_never_a_pass():
     blank = dict(kv_usage_mean=math.nan, kv_usage_peak=math.nan, preemptions=math.nan, gpu_mem_peak_mib=math.nan,
                  gpu_mem_total_mib=math.nan, running_mean=math.nan)
