@@ -6,7 +6,7 @@ different verdicts per variant, each matching the simulator's own truth (its eng
 
 The published shape (vLLM PR #48944): at 256 users K=3 loses at a 400-token context and gains at 4,000.
 One repeat of 40 s stages left a variant "not decided yet" with the truth leading (256 requests that start
-together finish in waves, so a window holds few throughput bins): the default runs two, about 8 minutes on
+together finish in waves, so a window holds few throughput bins): the default runs two, about 6 minutes on
 2 cores. It runs by hand (the test suite checks the variant plumbing at 12 users,
 tests/e2e/test_workload_variants_sim.py); run it on a quiet machine, a loaded one reads as noise.
 """
