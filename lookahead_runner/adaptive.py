@@ -14,9 +14,7 @@ sure. Two questions, in this order:
 2. Otherwise, is the verdict decided? The decision engine says so on the measured windows (`decided`), and
    the leader and the baseline (both ends of the gain the verdict states) have at least `min_leader_lives`
    lives each, so restart-to-restart variation is in their figures: one outlier life of either would
-   otherwise pass for a precise figure. The baseline is spared its second life where the leader beats it
-   by more than an outlier life could hide (OUTLIER_FRAC beyond the tie band): which K to set cannot turn
-   on it, only the size of the gain, whose interval already carries the noise pooled from the other K.
+   otherwise pass for a precise figure.
    If not, one more life of the K the verdict hangs on (the engine's `repeats_wanted`), the one with the
    fewest lives first; a repeat runs the target stage only (a K's first life runs every stage).
 
@@ -31,7 +29,6 @@ from dataclasses import dataclass, field
 
 CONTENDER_SHARE = 0.02   # a K winning this share of the resamples is still in the running (as repeats_wanted)
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
-OUTLIER_FRAC = 0.25      # one life this far off (relative) is the restart outlier a second life guards against
 
 
 @dataclass(frozen=True)
@@ -189,8 +186,7 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
         return Choice(None, why="no K passes its gates at the target", stop="exhausted")
     # both ends of the gain a verdict states (the leader, the baseline) need their restart-to-restart spread: one
     # life of either can be an outlier that the spread pooled from other K does not reveal
-    ends = [leader] if _clear_of_the_baseline(standing, base, tie_tolerance) else [leader, base]
-    short = [k for k in dict.fromkeys(ends) if k is not None and spent.valid.get(k, 0) < min_leader_lives]
+    short = [k for k in dict.fromkeys((leader, base)) if k is not None and spent.valid.get(k, 0) < min_leader_lives]
     if standing.status == "decided" and leader is not None:
         if not short:
             share = standing.shares.get(leader, 0.0)
@@ -209,14 +205,6 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     why = (f"{who} on {spent.valid.get(k, 0)} life; a second shows its restart-to-restart spread" if k in short
            else f"the verdict hangs on it ({_share_text(standing, k)})")
     return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.lives.get(k, 0) + 1}): {why}")
-
-
-def _clear_of_the_baseline(standing: Standing, base: int, tie_tolerance: float) -> bool:
-    """The leader beats the baseline by more than one outlier life of the baseline could hide."""
-    leader = standing.leader
-    mine, theirs = standing.objective.get(leader, math.nan), standing.objective.get(base, math.nan)
-    return (leader is not None and leader != base and theirs > 0
-            and mine >= theirs * (1 + OUTLIER_FRAC) * (1 + tie_tolerance))
 
 
 def _share_text(standing: Standing, k: int) -> str:

@@ -73,20 +73,15 @@ def test_a_trusted_model_skips_a_k_it_predicts_cannot_reach_the_leader():
     assert choose(KS, now, spent(k0=1, k4=1), full, ROOMY, 5).k == 4      # K=8 would fill the KV pool
 
 
-def test_it_stops_when_decided_on_a_leader_and_a_baseline_with_two_lives_each_unless_the_lead_is_clear():
+def test_it_stops_when_decided_on_a_leader_and_a_baseline_with_two_lives_each():
     now = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 20.0, 2: 45.0, 4: 50.0, 8: 38.0})
     done = choose(KS, now, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
     assert done.k is None and done.stop == "decided" and "K=4 wins in 97%" in done.why
     leader_once = choose(KS, now, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
     assert (leader_once.k, leader_once.all_stages) == (4, False) and "restart-to-restart spread" in leader_once.why
-    # one life of the baseline may be an outlier that every gain would be measured against: where the leader's
-    # lead could hide one (K=4 at 50 vs 44 at K=0: +14 %)
-    close = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 44.0, 2: 45.0, 4: 50.0, 8: 38.0})
-    base_once = choose(KS, close, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
+    # one life of the baseline may be an outlier that every gain would be measured against
+    base_once = choose(KS, now, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
     assert base_once.k == 0 and "the baseline every gain is measured against on 1 life" in base_once.why
-    # 50 vs 20 (+150 %): no outlier life of the baseline could change which K to set
-    clear = choose(KS, now, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
-    assert clear.k is None and clear.stop == "decided"
 
 
 def test_not_decided_repeats_the_k_with_fewest_lives_among_those_the_verdict_hangs_on():
