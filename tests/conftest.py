@@ -27,17 +27,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["LOOKAHEAD_RUNNER_PLACEMENT"] = "off"
 
 
-def pytest_collection_modifyitems(config, items):
-    """For `--dist loadgroup`: each end-to-end file is one group (a module's shared sweep stays in one worker),
-    and the unit tests are one group: one worker runs them one after another, at a lower priority, instead of
-    up to four CPU-bound streams at once starving the Locust of a sweep running beside them."""
-    for item in items:
-        group = "unit" if item.nodeid.startswith("tests/unit/") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 def pytest_runtest_setup(item):
-    # this thread runs the tests (and starts their processes): niced for unit tests, back to 0 for the sweeps a
-    # worker runs after them; only as root, as lowering the niceness again needs CAP_SYS_NICE
+    # Under pytest-xdist the unit tests (pure CPU) run beside the sweeps; at their normal priority they starved
+    # a sweep's Locust (a window voided at lag p99 356 ms). This thread runs the tests (and starts their
+    # processes): nice 10 for a unit test, back to 0 for a sweep; only as root, as lowering the niceness again
+    # needs CAP_SYS_NICE.
     if os.environ.get("PYTEST_XDIST_WORKER") and os.geteuid() == 0:
         os.setpriority(os.PRIO_PROCESS, 0, 10 if item.nodeid.startswith("tests/unit/") else 0)
