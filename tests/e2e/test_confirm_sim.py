@@ -38,6 +38,7 @@ warmup_s = 2.0
 preflight_s = 0
 [decision]
 target_users = 34
+max_client_lag_p99_ms = 250  # a busy host: the parallel test run (tests/conftest.py); not under test here
 # at 12 users K=4 answers so fast that the client's turnaround alone lowers its mean running count 10-15 %:
 # not the real-batch drop that gate is for (the picks must differ by stage every run)
 batch_drop_frac = 0.3

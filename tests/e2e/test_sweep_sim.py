@@ -27,6 +27,7 @@ warmup_s = 1.0
 preflight_s = 0
 [decision]
 target_users = 2
+max_client_lag_p99_ms = 250  # a busy host: the parallel test run (tests/conftest.py); not under test here
 min_requests = 3
 production_users = 12
 """

@@ -42,6 +42,7 @@ warmup_s = 2.0
 preflight_s = 0
 [decision]
 target_users = 12
+max_client_lag_p99_ms = 250  # a busy host: the parallel test run (tests/conftest.py); not under test here
 batch_drop_frac = 0.3
 confirm = "off"
 """
@@ -137,6 +138,7 @@ warmup_s = 2.0
 preflight_s = 0
 [decision]
 target_users = 34
+max_client_lag_p99_ms = 250  # a busy host: the parallel test run (tests/conftest.py); not under test here
 batch_drop_frac = 0.3
 """
 

@@ -4,7 +4,7 @@ host) reads while a server's process tree holds device memory.
 The "server" is a parent process whose child allocates device memory through the CUDA driver API
 (ctypes on libcuda, no framework), in steps the test drives: as vLLM's API server and its EngineCore
 child are. Skipped where NVML finds no GPU or libcuda is missing (CI, the CPU machines); run on a GPU
-host with `python -m pytest tests/gpu -q -s` (prints the figures it measured).
+host with `python -m pytest -o addopts="" tests/gpu -q -s` (prints the figures it measured).
 """
 from __future__ import annotations
 

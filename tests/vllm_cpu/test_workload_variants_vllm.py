@@ -4,7 +4,7 @@
 over the block's closed window, and every response's prompt and output counts are the variant's.
 
 Self draft (acceptance ~1), K in {0, 2}, one stage of 2 users, 32 output tokens, prompts of 16 and 96
-tokens. Needs `bash tests/vllm_cpu/setup.sh`; run with `python -m pytest -m vllm_cpu tests/vllm_cpu`.
+tokens. Needs `bash tests/vllm_cpu/setup.sh`; run with `python -m pytest -n 0 -m vllm_cpu tests/vllm_cpu`.
 """
 from __future__ import annotations
 
