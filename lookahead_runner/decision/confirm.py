@@ -226,6 +226,8 @@ class _Judge:
                      f"({pct(row.tpot_p50_ms / row.expected_tpot_p50_ms - 1, signed=True)})")
         if row.outcome == "failures":
             text += f"; failures {pct(row.failure_rate)} of its requests"
+        if self.noise(row.users).source == "bins":
+            text += "; its interval holds the noise within the windows only (one life per K: no restart-to-restart spread)"
         return text
 
     def threshold(self, bound: Boundary, side: str) -> ConfirmStage | None:

@@ -106,6 +106,19 @@ def test_the_schedule_overhead_at_low_batch_is_a_cost_with_its_numbers(decided):
     (cost,) = c.costs
     assert cost.startswith("8 users (K=4, real batch 7.4): 18.40 req/s vs 20.10 from k4 at 8 users (-8%")
     assert "TPOT p50" in cost and cost in c.verdict and "holds at the target" in c.verdict
+    assert "restart-to-restart" not in cost  # two lives per K: their spread is in the interval
+
+
+def test_with_one_life_per_k_a_cost_says_its_interval_lacks_the_restart_to_restart_spread():
+    ws = [window(k, users, req, 0, running_mean=BATCH[users]) for k, by_users in SWEEP.items()
+          for users, req in by_users.items()]
+    ev = evidence(ws, 32)
+    decision = decide(ev, P, ARGV, "list")
+    _, c = run((ev, decision), {8: 18.4, 18: 21.8, 21: 22.1, 32: 31.9})
+    cost = next(s for s in c.stages if s.users == 8)
+    assert cost.outcome == "cost", cost.text
+    assert cost.text.endswith("its interval holds the noise within the windows only (one life per K: no "
+                              "restart-to-restart spread)")
 
 
 def test_a_collapse_at_the_threshold_is_named_and_the_single_k_stands(decided):
