@@ -77,12 +77,16 @@ def pytest_xdist_make_scheduler(config, log):
     return None
 
 
+def niceness(scope: str) -> int:
+    if not scope.startswith("tests/e2e/"):
+        return 10
+    return 0 if file_cost(scope)[1] else 5
+
+
 def pytest_runtest_setup(item):
     # Under pytest-xdist the tests share two cores, by priority: a timed end-to-end test at nice 0, any other at 5,
     # a unit test (pure CPU) at 10 (at one priority the unit tests starved a sweep's Locust: a window voided at
     # lag p99 356 ms; the timed sweeps also accept 250 ms, as moments of 55-61 ms remained). This thread runs the
     # tests and starts their processes, which inherit it. Only as root: lowering the niceness needs CAP_SYS_NICE.
     if os.environ.get("PYTEST_XDIST_WORKER") and os.geteuid() == 0:
-        scope = item.nodeid.split("::", 1)[0]
-        nice = 10 if not scope.startswith("tests/e2e/") else 0 if file_cost(scope)[1] else 5
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
+        os.setpriority(os.PRIO_PROCESS, 0, niceness(item.nodeid.split("::", 1)[0]))
