@@ -33,11 +33,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 # Seconds of the longest end-to-end files run one at a time on a quiet 2-core host (--durations, 2026-12-02), and
-# "timed" where a test asserts what a measurement says (which K wins, how many lives it took, a window valid, a
-# pre-flight's lag): a host crowded by other sweeps can turn those by starving their Locust.
+# their kind: "timed" where a test asserts what a measurement says (which K wins, how many lives it took, a window
+# valid, a pre-flight's lag): a host crowded by other sweeps can turn those by starving their Locust; "alone" where
+# it asserts a pick near a crossover, which a starved simulator moves: test_confirm_sim's K=0 beats K=4 by 35 % at
+# 34 users alone, yet a CI run with another timed file beside it measured K=4 ahead there (a stalled step costs
+# K=0, one token a step, the most).
 E2E_FILES = {
     "test_workload_variants_sim.py": (189, "timed"), "test_repeat_mode.py": (142, "timed"),
-    "test_confirm_sim.py": (119, "timed"), "test_runner_lives.py": (107, "timed"),
+    "test_confirm_sim.py": (119, "alone"), "test_runner_lives.py": (107, "timed"),
     "test_fault_settings.py": (104, ""), "test_adaptive_sim.py": (95, "timed"),
     "test_missing_telemetry.py": (90, "timed"), "test_fault_signals.py": (89, ""), "test_fault_env.py": (86, ""),
     "test_secret_args.py": (52, ""), "test_cpu_placement.py": (51, "timed"), "test_sweep_sim.py": (43, "timed"),
@@ -45,27 +48,33 @@ E2E_FILES = {
 }
 UNLISTED_E2E_S = 30
 MAX_TIMED_FILES_AT_ONCE = 2
+NICENESS = {"alone": -5, "timed": 0, "": 5}  # of an end-to-end file by kind; a unit test runs at 10
 
 
-def file_cost(scope: str) -> tuple[int, bool]:
+def file_cost(scope: str) -> tuple[int, str]:
     name = scope.rsplit("/", 1)[-1]
-    seconds, kind = E2E_FILES.get(name, (UNLISTED_E2E_S if scope.startswith("tests/e2e/") else 1, ""))
-    return seconds, kind == "timed"
+    return E2E_FILES.get(name, (UNLISTED_E2E_S if scope.startswith("tests/e2e/") else 1, ""))
 
 
 class LongestFileFirst(LoadFileScheduling or object):
     """`--dist loadfile` (a file's tests in one worker, so a module's shared sweep runs once), but the next file
-    a worker gets is the longest one left (the run does not end waiting on a long file started last), and at
-    most two timed files run at once (four would starve each other's Locust on two cores); a worker then takes
-    the longest other file."""
+    a worker gets is the longest one left (the run does not end waiting on a long file started last); at most two
+    timed files run at once (four would starve each other's Locust on two cores), and an "alone" file beside no
+    other timed one. A worker kept from a timed file takes the longest other file (one left with nothing else
+    takes the timed file anyway: a preference, so no worker idles)."""
 
-    def _timed_files_running(self) -> int:
-        return sum(1 for work in self.assigned_work.values() for scope, tests in work.items()
-                   if file_cost(scope)[1] and not all(tests.values()))
+    def _timed_kinds_running(self) -> list[str]:
+        return [file_cost(scope)[1] for work in self.assigned_work.values() for scope, tests in work.items()
+                if file_cost(scope)[1] and not all(tests.values())]
+
+    def _held_back(self, scope: str) -> bool:
+        kind, running = file_cost(scope)[1], self._timed_kinds_running()
+        if not kind or not running:
+            return False
+        return kind == "alone" or "alone" in running or len(running) >= MAX_TIMED_FILES_AT_ONCE
 
     def _assign_work_unit(self, node) -> None:
-        crowded = self._timed_files_running() >= MAX_TIMED_FILES_AT_ONCE
-        ranked = sorted(self.workqueue, key=lambda scope: (crowded and file_cost(scope)[1], -file_cost(scope)[0]))
+        ranked = sorted(self.workqueue, key=lambda scope: (self._held_back(scope), -file_cost(scope)[0]))
         self.workqueue.move_to_end(ranked[0], last=False)
         super()._assign_work_unit(node)
 
@@ -80,12 +89,12 @@ def pytest_xdist_make_scheduler(config, log):
 def niceness(scope: str) -> int:
     if not scope.startswith("tests/e2e/"):
         return 10
-    return 0 if file_cost(scope)[1] else 5
+    return NICENESS[file_cost(scope)[1]]
 
 
 def pytest_runtest_setup(item):
-    # Under pytest-xdist the tests share two cores, by priority: a timed end-to-end test at nice 0, any other at 5,
-    # a unit test (pure CPU) at 10 (at one priority the unit tests starved a sweep's Locust: a window voided at
+    # Under pytest-xdist the tests share two cores, by priority (NICENESS): an "alone" end-to-end test at nice -5, a
+    # timed one at 0, any other at 5, a unit test (pure CPU) at 10 (at one priority the unit tests starved a sweep's Locust: a window voided at
     # lag p99 356 ms; the timed sweeps also accept 250 ms, as moments of 55-61 ms remained). This thread runs the
     # tests and starts their processes, which inherit it. Only as root: lowering the niceness needs CAP_SYS_NICE.
     if os.environ.get("PYTEST_XDIST_WORKER") and os.geteuid() == 0:
