@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,6 +33,7 @@ GRID_REPEATS = 2
 class Price:
     start_s: float      # measured (the K's recorded start)
     measure_s: float    # measured (one repeat's load)
+    lower_stages_s: float = 0.0   # measured: the load of the stages below the target, where a life runs them
 
 
 def prices(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus], config: SweepConfig) -> dict[int, Price]:
@@ -47,6 +48,18 @@ def prices(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus], confi
         if start is not None:
             out[life.k] = Price(float(start), float(status.measure_s or planned_load))
     return out
+
+
+def with_lower_stages(price: dict[int, Price], first_lives: dict[int, Price]) -> dict[int, Price]:
+    """Each K's price with the load its first-lives recording measured below the target."""
+    return {k: replace(p, lower_stages_s=first_lives[k].measure_s if k in first_lives else 0.0)
+            for k, p in price.items()}
+
+
+def with_lower(seen: Evidence, lower: Evidence) -> Evidence:
+    """The windows revealed, and the lower stages of every K among them (its first life ran them)."""
+    extra = {(k, users): cell for (k, users), cell in lower.cells.items() if k in seen.ks}
+    return Evidence({**extra, **seen.cells}, seen.target_users) if extra else seen
 
 
 @dataclass(frozen=True)
@@ -97,10 +110,13 @@ def orders(recorded: dict[int, list[int]], count: int, rng: np.random.Generator)
     return [{k: [int(x) for x in rng.permutation(r)] for k, r in sorted(recorded.items())} for _ in range(count)]
 
 
-def server_seconds(revealed: dict[int, list[int]], price: dict[int, Price], start_s: float | None = None) -> float:
-    """Measured (start_s None) or priced at a start of `start_s` seconds."""
+def server_seconds(revealed: dict[int, list[int]], price: dict[int, Price], start_s: float | None = None,
+                   every_life_all_stages: bool = False) -> float:
+    """Measured (start_s None) or priced at a start of `start_s` seconds. The lower stages are run by every life
+    of a grid, by the first of each K in an adaptive sweep (its repeats run the target stage alone)."""
     return sum((price[k].start_s if start_s is None else start_s) + price[k].measure_s
-               for k, rs in revealed.items() for _ in rs if k in price)
+               + (price[k].lower_stages_s if every_life_all_stages or i == 0 else 0.0)
+               for k, rs in revealed.items() for i in range(len(rs)) if k in price)
 
 
 def saving(grid: float, adaptive: float) -> float | None:

@@ -59,7 +59,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import adaptive_replay as replay  # noqa: E402
-from decision_scenarios import SCENARIOS, BenchScenario, config_toml, scenarios_named  # noqa: E402
+from decision_scenarios import SCENARIOS, BenchScenario, config_toml, first_life_stages, scenarios_named  # noqa: E402
 
 from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
 from lookahead_runner.decision import Decision, Evidence, decide  # noqa: E402
@@ -204,9 +204,10 @@ def finished_run(folder: Path, wanted: SweepConfig) -> tuple[Path | None, bool]:
     return None, False
 
 
-def record(s: BenchScenario, folder: Path, args: argparse.Namespace) -> dict:
-    """A finished recording of the scenario with these options (reused, resumed or recorded now)."""
-    text = config_toml(s, args.repeats, args.stage_s, args.warmup_s)
+def record(s: BenchScenario, folder: Path, args: argparse.Namespace, first_lives: bool = False) -> dict:
+    """A finished recording of the scenario with these options (reused, resumed or recorded now); `first_lives`:
+    the stages an adaptive sweep's first life of each K runs below the target (decision_scenarios.py)."""
+    text = config_toml(s, args.repeats, args.stage_s, args.warmup_s, first_lives)
     wanted = config_from_dict(tomllib.loads(text), s.name)
     run_dir, done = finished_run(folder, wanted)
     info = {"reused": done, "record_s": 0.0, "config": wanted}
@@ -220,7 +221,9 @@ def record(s: BenchScenario, folder: Path, args: argparse.Namespace) -> dict:
     config.write_text(text)
     argv = [sys.executable, "-m", "lookahead_runner", "sweep", "--no-early-stop"]
     argv += ["--resume", str(run_dir)] if run_dir else ["--config", str(config), "--out", str(folder)]
-    print(f"[{s.name}] recording: {len(s.ks)} K x {args.repeats} repeats at {s.users} users", file=sys.stderr)
+    what = (f"one life per K at {', '.join(map(str, first_life_stages(s)))} users" if first_lives else
+            f"{args.repeats} repeats at {s.users} users")
+    print(f"[{s.name}] recording: {len(s.ks)} K x {what}", file=sys.stderr)
     load_before, started = os.getloadavg()[0], time.monotonic()
     with open(folder / "sweep.log", "a") as log:
         done_proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT)
@@ -233,8 +236,8 @@ def record(s: BenchScenario, folder: Path, args: argparse.Namespace) -> dict:
 
 
 # --- deciding ---------------------------------------------------------------------------------------
-def decide_scenario(s: BenchScenario, run_dir: Path, config: SweepConfig,
-                    args: argparse.Namespace) -> tuple[dict, list, list]:
+def decide_scenario(s: BenchScenario, run_dir: Path, config: SweepConfig, args: argparse.Namespace,
+                    first_lives_dir: Path | None = None) -> tuple[dict, list, list]:
     """Decide on the recording with the thresholds of today's config (the engine's current defaults)."""
     data = read_run(run_dir)
     p = config.decision if args.resamples is None else config.decision.model_copy(update={"resamples": args.resamples})
@@ -277,24 +280,32 @@ def decide_scenario(s: BenchScenario, run_dir: Path, config: SweepConfig,
           f"{out['random_subsets']['verdicts']}; disjoint {[v.label for _, v in apart]}", file=sys.stderr)
     if args.adaptive:
         out["adaptive_vs_grid"], pairs, costs = adaptive_vs_grid(s, data, evidence, config.model_copy(
-            update={"decision": p}), argv, args)
+            update={"decision": p}), argv, args, first_lives_dir)
         out["adaptive_vs_grid"]["decide_s"] = round(time.monotonic() - started - out["decide_s"], 1)
         return out, drawn, [v for _, v in apart], pairs, costs
     return out, drawn, [v for _, v in apart], [], []
 
 
 def adaptive_vs_grid(s: BenchScenario, data, evidence: Evidence, config: SweepConfig, argv: dict,
-                     args: argparse.Namespace) -> tuple[dict, list, list]:
+                     args: argparse.Namespace, first_lives_dir: Path | None = None) -> tuple[dict, list, list]:
     """The adaptive chooser replayed over the recording (adaptive_replay.py) beside the demo's grid (2 repeats of
-    every K), on the same drawn order of repeats: verdicts, lives and server-seconds of each."""
+    every K), on the same drawn order of repeats: verdicts, lives and server-seconds of each. With a first-lives
+    recording, the performance model also sees the lower stages of every K revealed, and a life running them is
+    priced with their load (every grid life; an adaptive K's first)."""
     lives = data.plan.sweep_lives()
     recorded: dict[int, list[int]] = {}
     for life in lives:
         recorded.setdefault(life.k, []).append(life.repeat)
     price = replay.prices(lives, data.statuses, config)
     shape, positions = model_inputs(data.run_dir, data)
+    lower = Evidence({}, s.users)
+    if first_lives_dir is not None:
+        first = read_run(first_lives_dir)
+        lower = first.evidence()
+        price = replay.with_lower_stages(price, replay.prices(first.plan.sweep_lives(), first.statuses, first.config))
 
     def fitted(seen: Evidence):
+        seen = replay.with_lower(seen, lower)
         return fit_performance_model(seen, shape, {k: c for k, c in positions.items() if k in seen.ks} or None,
                                      error_bound=config.decision.model_error_bound, seed=config.decision.seed)
 
@@ -317,8 +328,9 @@ def adaptive_vs_grid(s: BenchScenario, data, evidence: Evidence, config: SweepCo
         if s.production_users:
             production.append([production_pick(evidence.subset(seen)) for seen in (grid, adaptive.revealed)])
         model_steps = (model_steps[0] + adaptive.trusted_steps, model_steps[1] + adaptive.steps)
-        costs.append((replay.server_seconds(grid, price), replay.server_seconds(adaptive.revealed, price),
-                      replay.server_seconds(grid, price, args.start_s),
+        costs.append((replay.server_seconds(grid, price, every_life_all_stages=True),
+                      replay.server_seconds(adaptive.revealed, price),
+                      replay.server_seconds(grid, price, args.start_s, every_life_all_stages=True),
                       replay.server_seconds(adaptive.revealed, price, args.start_s),
                       sum(len(r) for r in grid.values()), adaptive.lives))
     figures = replay.summary(pairs, costs, model_steps) | {"adaptive": tally([a for _, a, _ in pairs]),
@@ -377,7 +389,12 @@ def main() -> None:
     scenarios, drawn_all, apart_all, pairs_all, costs_all = {}, [], [], [], []
     for s in selected:
         recording = record(s, Path(args.recordings) / s.name, args)
-        figures, drawn, apart, pairs, costs = decide_scenario(s, Path(recording["dir"]), recording.pop("config"), args)
+        first = record(s, Path(args.recordings) / f"{s.name}-first-lives", args, first_lives=True) \
+            if args.adaptive and first_life_stages(s) else None
+        figures, drawn, apart, pairs, costs = decide_scenario(s, Path(recording["dir"]), recording.pop("config"), args,
+                                                              Path(first["dir"]) if first else None)
+        if first:
+            recording["first_lives"] = {key: value for key, value in first.items() if key != "config"}
         scenarios[s.name] = figures | {"recording": recording}
         drawn_all += drawn
         apart_all += apart

@@ -123,10 +123,19 @@ def scenarios_named(parser: argparse.ArgumentParser, text: str) -> list[BenchSce
     return [s for s in SCENARIOS if not names or s.name in names]
 
 
-def config_toml(s: BenchScenario, repeats: int, stage_s: float, warmup_s: float) -> str:
-    """The sweep config of one scenario: its target stage (and the lower stages it names), same-server repeats."""
+def first_life_stages(s: BenchScenario) -> tuple[int, ...]:
+    """The stages below the target that an adaptive sweep's first life of a K runs beside it (the product's first
+    life runs every stage; a scenario naming lower stages records them in every repeat instead): a quarter and a
+    half of the target's users, so the performance model has a stage to leave out once two K are measured."""
+    return () if s.lower_stages else (max(1, s.users // 4), s.users // 2)
+
+
+def config_toml(s: BenchScenario, repeats: int, stage_s: float, warmup_s: float, first_lives: bool = False) -> str:
+    """The sweep config of one scenario: its target stage (and the lower stages it names), same-server repeats;
+    `first_lives`: one life per K at `first_life_stages` alone (their highest the target, as a config needs one)."""
     slo = "".join(f"{key} = {value!r}\n" for key, value in s.slo.items())
-    stages = ", ".join(f"{{ users = {users}, duration_s = {stage_s!r} }}" for users in (*s.lower_stages, s.users))
+    users_run = first_life_stages(s) if first_lives else (*s.lower_stages, s.users)
+    stages = ", ".join(f"{{ users = {users}, duration_s = {stage_s!r} }}" for users in users_run)
     production = f"production_users = {s.production_users}\n" if s.production_users else ""
     return (f'name = "{s.name}"\n'
             f"[server]\nmodel = {json.dumps(SERVER_MODEL)}\nextra_args = {json.dumps(list(s.server_args))}\n"
@@ -135,9 +144,9 @@ def config_toml(s: BenchScenario, repeats: int, stage_s: float, warmup_s: float)
             f"draft_model = {json.dumps(DRAFT_MODEL)}\n"
             f"[load]\nstages = [{stages}]\n"
             f"prompt_tokens = {s.prompt_tokens}\noutput_tokens = {s.output_tokens}\n"
-            f"temperature = {s.temperature!r}\nrepeats = {repeats}\nrepeat_mode = \"same-server\"\n"
+            f"temperature = {s.temperature!r}\nrepeats = {1 if first_lives else repeats}\nrepeat_mode = \"same-server\"\n"
             f"warmup_s = {warmup_s!r}\n"
-            f"[decision]\ntarget_users = {s.users}\nconfirm = \"off\"\n"  # the K decision alone: no confirmation life
+            f"[decision]\ntarget_users = {users_run[-1]}\nconfirm = \"off\"\n"  # the K decision alone: no confirmation life
             + production + (f"[decision.slo]\n{slo}" if slo else ""))
 
 

@@ -103,3 +103,35 @@ def test_the_adaptive_replay_reveals_the_recorded_repeats_in_the_drawn_order_and
     assert tight.stop == "recording exhausted"                    # it wanted a second life of the leader
     capped = replay.replay(recording, order, config, price, max_lives=3)
     assert capped.stop == "budget" and capped.lives == 3
+
+
+def test_lower_stages_are_priced_on_every_grid_life_and_on_an_adaptive_ks_first_and_seen_with_its_k():
+    from synthetic import window
+
+    from lookahead_runner.decision import evidence
+
+    replay = sys.modules["adaptive_replay"]
+    price = replay.with_lower_stages({0: replay.Price(2.0, 7.0), 4: replay.Price(3.0, 7.0)},
+                                     {0: replay.Price(2.5, 14.0)})
+    assert price == {0: replay.Price(2.0, 7.0, 14.0), 4: replay.Price(3.0, 7.0, 0.0)}  # K=4 has no first-lives record
+    revealed = {0: [1, 4], 4: [2]}
+    assert replay.server_seconds(revealed, price) == (2 + 7 + 14) + (2 + 7) + (3 + 7)
+    assert replay.server_seconds(revealed, price, start_s=120.0, every_life_all_stages=True) == \
+        (120 + 7 + 14) * 2 + (120 + 7)
+    target = evidence([window(k, 64, 20.0, r) for k in (0, 4) for r in range(2)], 64)
+    lower = evidence([window(k, users, 10.0, 0) for k in (0, 2, 4) for users in (16, 32)], 32)
+    seen = replay.with_lower(target.subset({0: [0]}), lower)
+    assert sorted(seen.cells) == [(0, 16), (0, 32), (0, 64)] and seen.target_users == 64
+    assert replay.with_lower(target.subset({}), lower).cells == {}
+
+
+def test_a_first_lives_config_runs_the_lower_stages_once_per_k():
+    import tomllib
+
+    scenarios = sys.modules["decision_scenarios"]
+    tight = next(s for s in scenarios.SCENARIOS if s.name == "tight-kv")
+    config = tomllib.loads(scenarios.config_toml(tight, 6, 7.0, 2.0, first_lives=True))
+    assert [stage["users"] for stage in config["load"]["stages"]] == [16, 32]
+    assert config["load"]["repeats"] == 1 and config["decision"]["target_users"] == 32
+    with_lower = next(s for s in scenarios.SCENARIOS if s.lower_stages)
+    assert scenarios.first_life_stages(with_lower) == ()        # its repeats run its lower stages already
