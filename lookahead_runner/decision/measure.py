@@ -114,38 +114,13 @@ def _noisier(own: tuple[float, int], rest: tuple[float, int], level: float = 0.9
     return own_var / rest_var / float(scipy_stats.f.ppf(level, df, rest_df))
 
 
-def within_window_sd(cells: Mapping[int, "PreparedCell"]) -> float:
-    """The relative spread of one window's throughput that the bins inside the windows alone imply (their pooled
-    spread over the square root of a window's bins): a floor for the spread between repeats, which holds this
-    noise and more. NaN where no window has two bins."""
-    parts = [_spread(cell, "bins") for cell in cells.values()]
-    squares, df = sum(sq for sq, _ in parts), sum(d for _, d in parts)
-    windows = [len(w.bins_req) for cell in cells.values() for w in cell.windows]
-    return math.sqrt(squares / df / float(np.mean(windows))) if df and windows else math.nan
-
-
-def _floored(noise: ThroughputNoise, floor: float) -> ThroughputNoise:
-    if noise.source != "repeats" or not noise.rel_sd < floor:
-        return noise
-    return ThroughputNoise(floor, noise.df, noise.source, f"{noise.scope}; raised to the noise inside one window")
-
-
 def throughput_noises(cells: Mapping[int, "PreparedCell"]) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
     """The stage's pooled noise and each K's: the pooled spread of the K that agree (more degrees of freedom:
     the better estimate, and never narrower than the stage's typical spread), except for a K noisier than
     the others beyond a one-sided F test: a K with a wide repeat spread must not widen the intervals of
     stable ones, so it is left out of their pool, and keeps its own spread moderated by theirs (its squares
     and theirs over its degrees of freedom and theirs: with two repeats, one odd repeat widens its own
-    interval without the Student t of one degree of freedom, which has no variance). A spread between repeats
-    narrower than the noise inside one window is raised to it (`within_window_sd`): a few repeats of a drifting
-    server can agree by chance (noisy scenario: 2.8 % from 2 repeats per K, a K=2 picked over a K=4 11 % faster)."""
-    pooled, by_k = _noises(cells)
-    floor = within_window_sd(cells)
-    raised = _floored(pooled, floor)
-    return raised, {k: raised if n is pooled else _floored(n, floor) for k, n in by_k.items()}
-
-
-def _noises(cells: Mapping[int, "PreparedCell"]) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
+    interval without the Student t of one degree of freedom, which has no variance)."""
     for source in ("repeats", "bins"):
         parts = {k: _spread(cell, source) for k, cell in cells.items()}
         total = (sum(sq for sq, _ in parts.values()), sum(df for _, df in parts.values()))
