@@ -33,12 +33,17 @@ Beside the grid, the adaptive sweep (sweep.strategy = "adaptive") is replayed ov
 the first 2 of each, the adaptive chooser asking for one life at a time in that order. It prints how often
 its verdict equals the grid's, its confident wrong picks, and the lives and server-seconds each used
 (measured, and priced at a --start-s start). Goal (issue 20): equal in >= 95 %, 0 confident wrong, >= 40 %
-fewer lives and priced server-seconds. It is a replay: no new server life is started for it.
+fewer lives and priced server-seconds. It is a replay: no new server life is started for it. As in the product,
+where a K's first life runs every stage, the replay's first life of a K also shows the stages below the target:
+recorded once per K beside the scenario (<scenario>-first-lives: a quarter and a half of the target's users,
+one life each), seen by the performance model (two K measured are enough to leave a stage out and trust it)
+and priced with their load on every grid life and on each K's first adaptive life.
 
 Recordings go to --recordings (default reports/decision-accuracy/<scenario>/<run>); a scenario whose
 folder holds a finished run with the same config is reused, an interrupted one resumed, so
---decide-only reruns the deciding alone (about 3.5 minutes). Budget: 8 scenarios x 6 repeats took
-41 minutes on 2 cores (recording ~93 %); --scenarios and --repeats run less. The 1-minute load average
+--decide-only reruns the deciding alone (about 3.5 minutes a scenario with the adaptive replay). Budget: 8
+scenarios x 6 repeats took 41 minutes on 2 cores (recording ~93 %), their first lives about 1.5 minutes a
+scenario more; --scenarios and --repeats run less. The 1-minute load average
 is recorded before and after each recording: on a busy box the client-lag gate drops windows (see
 `windows`).
 """

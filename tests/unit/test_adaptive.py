@@ -73,8 +73,16 @@ def test_a_trusted_model_skips_a_k_it_predicts_cannot_reach_the_leader():
     assert choose(KS, now, spent(k0=1, k4=1), full, ROOMY, 5).k == 4      # K=8 would fill the KV pool
 
 
+def test_a_k_is_held_against_the_leader_as_the_model_predicts_both_so_its_bias_cancels():
+    now = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0})
+    high = ModelView(True, {2: Prediction(49, 46, 52), 4: Prediction(55, 53, 57), 8: Prediction(30, 25, 35)}, "")
+    assert choose(KS, now, spent(k0=1, k4=1), high, ROOMY, 5).k == 4   # K=2's top 52 is 5 % under the leader's 55
+    low = ModelView(True, {2: Prediction(43, 41, 46), 4: Prediction(45, 43, 47), 8: Prediction(30, 25, 35)}, "")
+    assert choose(KS, now, spent(k0=1, k4=1), low, ROOMY, 5).k == 2    # 46 against 45: K=2 could be ahead
+
+
 def test_it_stops_when_decided_on_a_leader_and_a_baseline_with_two_lives_each():
-    now = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 20.0, 2: 45.0, 4: 50.0, 8: 38.0})
+    now = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0})
     done = choose(KS, now, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
     assert done.k is None and done.stop == "decided" and "K=4 wins in 97%" in done.why
     leader_once = choose(KS, now, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
@@ -82,6 +90,18 @@ def test_it_stops_when_decided_on_a_leader_and_a_baseline_with_two_lives_each():
     # one life of the baseline may be an outlier that every gain would be measured against
     base_once = choose(KS, now, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
     assert base_once.k == 0 and "the baseline every gain is measured against on 1 life" in base_once.why
+
+
+def test_the_baseline_is_spared_its_second_life_only_where_half_its_figure_could_not_turn_the_verdict():
+    far = standing("decided", 4, {4: 1.0}, {0: 20.0, 2: 38.0, 4: 42.0, 8: 30.0})
+    done = choose(KS, far, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
+    assert done.k is None and done.stop == "decided"                    # 42 >= 20 x 2 x 1.03
+    near = standing("decided", 4, {4: 1.0}, {0: 21.0, 2: 38.0, 4: 42.0, 8: 30.0})
+    assert choose(KS, near, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5).k == 0  # 42 < 21 x 2 x 1.03
+    leader_short = choose(KS, far, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert leader_short.k == 4                                            # the leader still needs its second
+    undecided = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 10.0, 2: 38.0, 4: 42.0, 8: 30.0}, wanted=(2, 4))
+    assert choose(KS, undecided, spent(k0=1, k2=2, k4=2, k8=1), ModelView(), ROOMY, 5).k == 0
 
 
 def test_not_decided_repeats_the_k_with_fewest_lives_among_those_the_verdict_hangs_on():
