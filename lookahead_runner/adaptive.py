@@ -204,7 +204,10 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     if standing.status == "decided" and leader is not None:
         if not short:
             share = standing.shares.get(leader, 0.0)
-            return Choice(None, why=f"decided: K={leader} wins in {share:.0%} of the resamples", stop="decided")
+            spared = (f" (the baseline on {spent.valid.get(base, 0)} life: K={leader} is more than twice as fast)"
+                      if spent.valid.get(base, 0) < min_leader_lives else "")
+            return Choice(None, why=f"decided: K={leader} wins in {share:.0%} of the resamples{spared}",
+                          stop="decided")
         wanted = short
     else:
         wanted = list(standing.wanted) + short

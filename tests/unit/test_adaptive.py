@@ -96,6 +96,7 @@ def test_the_baseline_is_spared_its_second_life_only_where_half_its_figure_could
     far = standing("decided", 4, {4: 1.0}, {0: 20.0, 2: 38.0, 4: 42.0, 8: 30.0})
     done = choose(KS, far, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
     assert done.k is None and done.stop == "decided"                    # 42 >= 20 x 2 x 1.03
+    assert done.why.endswith("(the baseline on 1 life: K=4 is more than twice as fast)")
     near = standing("decided", 4, {4: 1.0}, {0: 21.0, 2: 38.0, 4: 42.0, 8: 30.0})
     assert choose(KS, near, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5).k == 0  # 42 < 21 x 2 x 1.03
     leader_short = choose(KS, far, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
