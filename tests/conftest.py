@@ -67,16 +67,19 @@ class LongestFileFirst(LoadFileScheduling or object):
         return [file_cost(scope)[1] for work in self.assigned_work.values() for scope, tests in work.items()
                 if file_cost(scope)[1] and not all(tests.values())]
 
-    def _held_back(self, scope: str) -> bool:
-        kind, running = file_cost(scope)[1], self._timed_kinds_running()
-        if not kind or not running:
-            return False
-        return kind == "alone" or "alone" in running or len(running) >= MAX_TIMED_FILES_AT_ONCE
-
     def _assign_work_unit(self, node) -> None:
-        ranked = sorted(self.workqueue, key=lambda scope: (self._held_back(scope), -file_cost(scope)[0]))
+        running = self._timed_kinds_running()
+        ranked = sorted(self.workqueue, key=lambda scope: (_held_back(file_cost(scope)[1], running),
+                                                           -file_cost(scope)[0]))
         self.workqueue.move_to_end(ranked[0], last=False)
         super()._assign_work_unit(node)
+
+
+def _held_back(kind: str, running: list[str]) -> bool:
+    """Whether a file of `kind` should wait while timed files of the kinds `running` run."""
+    if not kind or not running:
+        return False
+    return kind == "alone" or "alone" in running or len(running) >= MAX_TIMED_FILES_AT_ONCE
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: unknown where xdist is absent or -p no:xdist
