@@ -1,8 +1,8 @@
 """The API key's one path: from the runner to the server and to every request of the load.
 
 The load (Locust, its workers and its live tabs) reads the key from one environment variable, never
-from an option, a form or a file, and every client sends it as the same bearer header. vLLM reads
-its own key from `--api-key` or, without that flag, from VLLM_API_KEY.
+from an option, a form or a file, and every client sends it as the same bearer header. Where vLLM reads
+its own key: vllm/secrets.py.
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import os
 from collections.abc import Mapping
 
 LOAD_KEY_ENV = "LOOKAHEAD_API_KEY"
-SERVER_KEY_ENV = "VLLM_API_KEY"
 
 
 def bearer_header(key: str) -> dict[str, str]:

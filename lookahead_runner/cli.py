@@ -83,7 +83,7 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     from .run.life import render_argv
     from .masking import shell_join
     from .run.placement import host_cpus, plan_placement
-    from .run.resolved_server import ResolvedServer
+    from .config import ResolvedServer
     from .run.runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
 

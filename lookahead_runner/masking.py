@@ -22,14 +22,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote, quote_plus
 
-from .auth import SERVER_KEY_ENV
+from .vllm.knob import flag_name
+from .vllm.secrets import API_KEY_FLAG, SECRET_FLAGS, SERVER_KEY_ENV
 
 PLACEHOLDER_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SECRET_NAME_RE = re.compile(r"(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)(_|$)", re.IGNORECASE)
-API_KEY_FLAG = "--api-key"
-# vLLM's secret flags: the variable a paste-ready command reads each from, and argparse's nargs
-VLLM_SECRET_FLAGS = {API_KEY_FLAG: (SERVER_KEY_ENV, "+"), "--hf-token": ("HF_TOKEN", "?")}
 PLAIN_SETTING_RE = re.compile(r"(?i:true|false|yes|no|on|off|none|null|-?\d+(\.\d+)?)")  # no secret ("1", "false")
 MIN_TEXT_LEN = 4  # shorter values are masked where they are recognised, not in free text (a log)
 
@@ -40,12 +38,6 @@ class MissingSecret(ValueError):
 
 def placeholder(name: str) -> str:
     return "${" + name + "}"
-
-
-def flag_name(arg: str) -> str:
-    """`--api_key=K` -> `--api-key` (vLLM accepts underscores in flag names)."""
-    name = arg.split("=", 1)[0]
-    return name[:2] + name[2:].replace("_", "-") if name.startswith("--") else name
 
 
 def env_name_of_flag(flag: str) -> str:
@@ -70,7 +62,7 @@ def encodings(value: str) -> set[str]:
 class Secrets:
     """The secret values of one server config, by the NAME of their placeholder."""
 
-    flags: dict[str, tuple[str, str]] = field(default_factory=lambda: dict(VLLM_SECRET_FLAGS))
+    flags: dict[str, tuple[str, str]] = field(default_factory=lambda: dict(SECRET_FLAGS))
     env_names: tuple[str, ...] = ()
     values: dict[str, str] = field(default_factory=dict, repr=False)
     missing: list[tuple[str, str]] = field(default_factory=list)  # (config field, NAME) without a value
@@ -79,8 +71,8 @@ class Secrets:
 
     @classmethod
     def for_rules(cls, secret_flags: Iterable[str] = (), secret_env: Iterable[str] = ()) -> "Secrets":
-        flags = dict(VLLM_SECRET_FLAGS) | {flag_name(f): (env_name_of_flag(f), "1") for f in secret_flags
-                                           if flag_name(f) not in VLLM_SECRET_FLAGS}
+        flags = dict(SECRET_FLAGS) | {flag_name(f): (env_name_of_flag(f), "1") for f in secret_flags
+                                           if flag_name(f) not in SECRET_FLAGS}
         return cls(flags, tuple(secret_env))
 
     # --- masking (records the values) --------------------------------------------------------------

@@ -19,8 +19,8 @@ import numpy as np
 
 from .evidence import Evidence
 from .perfmodel_check import HeldOut, Trust, held_out, mean_output_tokens, trust
-from .perfmodel_fit import Acceptance, Draws, Obs, Params, PositionCounts, WorkloadShape, pool_at, bootstrap, \
-    fit_acceptance, observations, predict_draws
+from .perfmodel_acceptance import Acceptance, PositionCounts, fit_acceptance
+from .perfmodel_fit import Draws, Obs, Params, WorkloadShape, bootstrap, observations, pool_at, predict_draws
 
 __all__ = ["Bound", "PerformanceModel", "PositionCounts", "Prediction", "WorkloadShape", "fit_performance_model"]
 

@@ -17,14 +17,14 @@ point for every bootstrap draw of the parameters at once.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
 from scipy.optimize import nnls
 
 from .evidence import LATENCY_COLUMNS, Evidence
-from .perfmodel_acceptance import Acceptance, PositionCounts, fit_acceptance
+from .perfmodel_acceptance import Acceptance
 
 MIN_STEP_SHARE = 0.2          # prefill can take at most 80 % of a step in the fixed point
 MIN_STEP_ROWS = 4             # windows a step-time fit needs before it drops the ones that preempted

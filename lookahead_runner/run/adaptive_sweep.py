@@ -13,13 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
-from ..config import SweepConfig
+from ..config import ResolvedServer, SweepConfig
 from ..runfolder.cost import grid_lives, life_costs
 from .finalize import read_run, write_tables
 from .life import Life, append_to_plan
 from .perfmodel_run import fit_run
 from ..runfolder.plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
-from .resolved_server import ResolvedServer
 from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities
 

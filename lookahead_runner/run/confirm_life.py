@@ -12,12 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..config import StageConfig, SweepConfig
+from ..config import ResolvedServer, StageConfig, SweepConfig
 from ..decision.confirm import describe, plan as plan_confirmation
 from ..decision.schema import ConfirmPlan, Decision
 from .finalize import RunData
 from .life import Life, planned_lives
-from .resolved_server import ResolvedServer
 from ..runfolder.plan import Plan, add_confirmation, read_plan, retire_confirmation
 from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities

@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..runfolder import results
-from ..config import ServerConfig, SweepConfig
+from ..config import ResolvedServer, ServerConfig, SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
 from ..masking import Secrets, api_key_to_env
 from .placement import Placement
-from .resolved_server import ResolvedServer
 from ..runfolder.plan import PlannedLife, append_lives, write_status
 from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
                      wait_for_port_free)

@@ -24,7 +24,7 @@ from pathlib import Path
 from . import adaptive_sweep, reaper
 from ..runfolder import results
 from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, write_plan, write_status
-from ..config import SweepConfig
+from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import next_setting, repeats_wanted
 from .confirm_life import run_confirmations, switch_off
 from .finalize import decide_all, finalize, read_run, write_tables
@@ -33,7 +33,6 @@ from ..masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
-from .resolved_server import ResolvedServer
 from ..vllm.knob import Setting, check_flags, check_raw_mode, knob_flag, resolve_style
 from ..vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
 from ..vllm.spec_keys import SpecAxis, check_spec_axis
@@ -168,12 +167,11 @@ class LifeRunner:
         return self.placement
 
 
-def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, early_stop: bool = True,
-              mode: str = "sweep", web: bool = False, placement: Placement | None = None,
-              server: ResolvedServer | None = None) -> Path:
-    """`server`: the server config resolved at the run's start (cli.py), else here."""
+def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server: ResolvedServer, say=None,
+              early_stop: bool = True, mode: str = "sweep", web: bool = False,
+              placement: Placement | None = None) -> Path:
+    """`server`: the server config resolved once at the run's start (cli.py)."""
     placement = placement or plan_placement(config, host_cpus())
-    server = server or ResolvedServer.resolve(config.server)
     if not has_plan(run_dir):
         plan = build_plan(config, caps, run_dir.name, mode, placement, server)
         if config.sweep.strategy == "adaptive":
@@ -210,7 +208,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, say=None, 
             run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop)
         else:
             run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
-        while config.load.repeats == "auto" and config.sweep.strategy == "grid":  # never with a grid axis (config.py)
+        while config.load.repeats == "auto" and config.sweep.strategy == "grid":  # never with a grid axis (config/sweep.py)
             data = read_run(run_dir)
             asked = {k for v in variants for k in repeats_wanted(data.evidence(variant=v.label), config.decision)}
             wanted = [k for k in sorted(asked) if sum(life.setting.k == k for life in lives) < config.load.max_repeats]

@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 
-from lookahead_runner.auth import SERVER_KEY_ENV
+from lookahead_runner.vllm.secrets import SERVER_KEY_ENV
 from lookahead_runner.records import SIM_GPU_FILE_ENV
 from lookahead_runner.sim import logs
 from lookahead_runner.sim.cli import ConfigError, ServeArgs, help_text, parse_serve

@@ -26,13 +26,18 @@ SPEC_FLAG_CARRIES: dict[str, tuple[str, ...]] = {
 ADDRESS_FLAGS = ("--host", "--port")
 
 
+def flag_name(arg: str) -> str:
+    """`--api_key=K` -> `--api-key` (vLLM's parser accepts underscores in flag names)."""
+    name = arg.split("=", 1)[0]
+    return name[:2] + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
 def runner_flag(arg: str) -> str:
     """The flag of the runner's own that `arg` sets (`--speculative_config=...`, `--speculative-config.method`
     are --speculative-config to vLLM's parser), or ""."""
     if not arg.startswith("-"):
         return ""
-    name = arg.split("=", 1)[0]
-    name = name[:2] + name[2:].replace("_", "-")
+    name = flag_name(arg)
     if name.startswith("--speculative-config."):
         name = "--speculative-config"
     return name if name in SPEC_FLAG_CARRIES or name in ADDRESS_FLAGS else ""

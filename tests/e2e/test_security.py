@@ -14,7 +14,7 @@ import pytest
 from fault_kit import (FINISHED, cli, faults_at_k, kill_all, life_line, no_traceback, only_run_dir, survivors, sweep_toml,
                        write_config)
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.run.resolved_server import ResolvedServer
+from lookahead_runner.config import ResolvedServer
 from lookahead_runner.run.server import RunningServer
 from lookahead_runner.telemetry.memory import NoMemory
 from lookahead_runner.telemetry.sampler import Sampler

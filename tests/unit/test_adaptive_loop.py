@@ -10,7 +10,7 @@ from lookahead_runner.adaptive import ModelView, Prediction
 from lookahead_runner.config import config_from_dict
 from lookahead_runner.decision import evidence
 from lookahead_runner.runfolder.plan import Plan, PlannedLife, has_plan, life_state, read_plan, read_status, write_plan, write_status
-from lookahead_runner.run.resolved_server import ResolvedServer
+from lookahead_runner.config import ResolvedServer
 from lookahead_runner.vllm.probe import Capabilities
 
 REQ_PER_S = {0: 20.0, 2: 45.0, 4: 50.0, 8: 30.0}   # the demo's shape: K=4 best, K=8 past the top

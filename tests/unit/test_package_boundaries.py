@@ -60,7 +60,7 @@ RUNNER_SIDE = [p for p in _modules(".") if p.relative_to(PACKAGE).parts[0] not i
 
 @pytest.mark.parametrize("path", RUNNER_SIDE, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_the_runner_side_never_loads_locust_nor_the_live_dashboard(path):
-    """A pure scenario module may serve the runner too (config.py checks --prompt-file with the reader the
+    """A pure scenario module may serve the runner too (config/loading.py checks --prompt-file with the reader the
     load uses); nothing that loads Locust may."""
     names = _imports(path)
     bad = {name for name in names if name.split(".")[0] in LOCUST_SIDE or name.startswith("lookahead_runner.live")
@@ -88,8 +88,9 @@ def test_the_import_reader_sees_relative_absolute_and_indirect_imports():
 # The house, lowest floor first (README "Layout"): a module imports its own floor and the ones below, never
 # one above. A new top-level module or package must be given a floor here.
 FLOORS = [
-    {"auth", "records", "slo", "cpus", "masking"},   # shared leaves: the API key, the record schema, secrets
-    {"vllm", "telemetry", "workload"},                # vLLM's facts, readings of a server, the Locust scenario
+    {"auth", "records", "slo", "cpus"},               # shared leaves: the load's API key, the record schema
+    {"vllm", "telemetry", "workload", "masking"},     # vLLM's facts, readings of a server, the Locust scenario,
+                                                      # secrets (vLLM's secret flags from vllm/secrets.py)
     {"config", "variants"},                           # TOML -> a strict SweepConfig; its workload variants
     {"decision", "adaptive"},                         # windows -> a typed Decision; the adaptive chooser (pure)
     {"runfolder"},                                    # the run folder's files: plan.json, status.json, summary rows

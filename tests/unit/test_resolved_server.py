@@ -1,7 +1,7 @@
 """ResolvedServer: the server's secrets and the load's key, resolved once from the config and the environment."""
 from lookahead_runner.auth import LOAD_KEY_ENV
 from lookahead_runner.config import ServerConfig, config_from_dict
-from lookahead_runner.run.resolved_server import ResolvedServer
+from lookahead_runner.config import ResolvedServer
 
 KEY = "sk-resolved-0123456789"
 

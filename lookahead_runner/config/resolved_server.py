@@ -2,6 +2,8 @@
 each secret as ${NAME} (what plan.json, server.json, the logs and the report show), the secrets' values
 (filled in at launch, masked in everything that comes back) and the API key the load, the health checks and
 the scrapes send. No later step reads the server's secrets from the config or the environment again.
+Loading a config resolves it once too (config/loading.py), so a secret that is not set stops the run before
+anything starts, not hours into the sweep.
 """
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..auth import LOAD_KEY_ENV, SERVER_KEY_ENV, bearer_header
-from ..config import ServerConfig
+from ..auth import LOAD_KEY_ENV, bearer_header
 from ..masking import MissingSecret, Secrets, mask_server
+from ..vllm.secrets import SERVER_KEY_ENV
+from .server import ServerConfig
+from .strict import ConfigError
 
 
 @dataclass(frozen=True)
@@ -21,8 +25,17 @@ class ResolvedServer:
     load_key: str = field(default="", repr=False)
 
     @classmethod
-    def resolve(cls, server: ServerConfig, environ: Mapping[str, str] = os.environ) -> "ResolvedServer":
+    def resolve(cls, server: ServerConfig, environ: Mapping[str, str] = os.environ,
+                source: str = "config") -> "ResolvedServer":
+        """Raises ConfigError (one line: the field, the variable to export) for a secret read from the
+        environment (a `${NAME}`, as a resumed run's plan.json holds them, or server.api_key_env) that is not set."""
         masked, secrets = mask_server(server, environ)
+        for field_name, name in secrets.missing:
+            raise ConfigError(f"{source}: {field_name}: ${{{name}}} is read from the environment, but {name} is not "
+                              f"set (secrets are kept only by name); export {name}=... and run again")
+        if server.api_key_env and not environ.get(server.api_key_env):
+            raise ConfigError(f"{source}: server.api_key_env: the environment variable {server.api_key_env} is not "
+                              f"set; export {server.api_key_env}=<the API key>, or remove api_key_env")
         return cls(masked, secrets, _load_key(server, masked, secrets, environ))
 
     @property

@@ -1,0 +1,108 @@
+"""The decision section: every threshold of the decision engine."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..slo import parse_slo_key, parse_slos
+from .strict import Strict
+
+class DecisionConfig(Strict):
+    """Every threshold of the decision, in one place; the report shows the run's values."""
+
+    target_users: int | list[int] = Field(
+        0, description="concurrency the decision is made at; 0 = the last stage; with workload variants, one for "
+                       "all or a list with one per variant (in their order)")
+
+    @field_validator("target_users", mode="before")
+    @classmethod
+    def _target_counts(cls, value: object) -> object:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+                raise ValueError(f"{item!r}: give a stage's users (0 = the last stage), or a list of them")
+        if isinstance(value, list) and not value:
+            raise ValueError("list one users count per workload variant, or give one for all")
+        return value
+    objective: Literal["req_per_s", "output_tok_per_s", "goodput"] = Field(
+        "req_per_s", description="what the best K maximises; goodput = requests/s meeting every SLO")
+    slo: dict[str, float] = Field(
+        default_factory=dict, description="per-request SLOs, METRIC_pNN_ms = limit (METRIC: ttft, tpot, itl, "
+                                          "e2e), e.g. ttft_p99_ms = 500; a K breaking one is blocked")
+    memory_rise_frac: float = Field(0.05, ge=0, description="a memory rise this large counts as clear (stop rule)")
+    throughput_gain_frac: float = Field(0.02, ge=0, description="the objective must rise this much to pay for it")
+    tie_tolerance_frac: float = Field(0.03, ge=0, description="objectives within this are a tie: smaller K wins")
+    latency_percentile: float = Field(90.0, gt=0, lt=100, description="e2e percentile the latency gate reads "
+                                                                      "when no SLO is given")
+    latency_tolerance_frac: float = Field(0.10, ge=0, description="e2e worse than the baseline by more than this "
+                                                                  "(and beyond its interval) blocks a K")
+    failure_rate_slack: float = Field(0.005, ge=0, description="failure or timeout rate above the baseline's by "
+                                                               "more than this (and beyond its interval) blocks a K")
+    batch_drop_frac: float = Field(0.10, ge=0, le=1, description="real batch below the baseline's by more than "
+                                                                 "this blocks a K (lower --max-num-seqs first)")
+    queue_share_frac: float = Field(0.10, ge=0, le=1, description="a request or more queued this share of "
+                                                                  "their time at the server (waiting / (running "
+                                                                  "+ waiting)) makes a falling batch the "
+                                                                  "server's limit")
+    repeat_spread_frac: float = Field(0.10, ge=0, description="advice: (max-min)/median of req/s across repeats")
+    low_acceptance: float = Field(0.3, ge=0, le=1, description="acceptance below this is acceptance-bound")
+    kv_headroom_frac: float = Field(0.05, ge=0, le=1, description="KV usage peak must stay under 1 - this")
+    confidence: float = Field(0.90, ge=0.5, le=1, description="share of resamples the recommended K must win; "
+                                                              "below it the verdict is \"not decided yet\"")
+    interval_level: float = Field(0.95, gt=0.5, lt=1, description="confidence level of every interval shown")
+    resamples: int = Field(1000, ge=50, le=100_000, description="bootstrap resamples behind intervals and confidence")
+    seed: int = Field(0, description="seed of the resampling (the same run gives the same report)")
+    bin_min_s: float = Field(1.0, gt=0, description="shortest throughput bin inside a window (batch means); bins "
+                                                    "are at least one median request long")
+    knee_gain_per_doubling: float = Field(0.10, ge=0, description="more users buying less throughput than this per "
+                                                                  "doubling, at a latency or KV cost, is the knee")
+    knee_latency_rise_frac: float = Field(0.25, ge=0, description="a TTFT or e2e p50 rise this large is a latency "
+                                                                  "cost at the knee")
+    production_users: int = Field(0, ge=0, description="the concurrency production runs at, which need not be "
+                                                        "a stage: the performance model predicts the best K "
+                                                        "there (a prediction, only from a trusted model); 0 = none")
+    model_error_bound: float = Field(0.10, gt=0, lt=1, description="the performance model is trusted only when its "
+                                                                   "held-out req/s error (median) is within this")
+    min_requests: int = Field(10, ge=1, description="a stage window with fewer requests is invalid")
+    max_client_lag_p99_ms: float = Field(
+        50.0, gt=0, description="a window whose Locust loop lag p99 exceeds this is invalid (client saturated)")
+    confirm: Literal["schedule", "always", "off"] = Field(
+        "schedule", description="a confirmation life after the decision, running what the report recommends: "
+                                "schedule = only a per-batch-size schedule (the default), always = a single K too "
+                                "(--confirm), off = none (--no-confirm); true / false mean always / off")
+    confirm_stages: Literal["all", "target"] = Field(
+        "all", description="stages the confirmation life runs besides the threshold stages around each schedule "
+                           "boundary: all = every sweep stage, target = the target stage only (shorter)")
+    confirm_repeats: int = Field(1, ge=1, le=10, description="confirmation lives (repeats) of the recommendation")
+    collapse_frac: float = Field(0.15, gt=0, lt=1, description="req/s at a schedule boundary this far below what "
+                                                               "the stages beside it expect is a collapse: the "
+                                                               "schedule is not confirmed")
+    waive: list[Literal["memory", "batch", "latency", "slo", "failures"]] = Field(
+        default_factory=list, description="gates the decision may go ahead without when they cannot be judged "
+                                          "(not measured, or too little data): shown as waived, never as a pass; "
+                                          "a gate that was measured is judged as usual. e.g. [\"memory\"]")
+
+    @field_validator("confirm", mode="before")
+    @classmethod
+    def _confirm_bool(cls, value: object) -> object:
+        return {True: "always", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+    @field_validator("slo")
+    @classmethod
+    def _slo_keys(cls, value: dict[str, float]) -> dict[str, float]:
+        for key, limit in value.items():
+            parse_slo_key(key)
+            if not limit > 0:
+                raise ValueError(f"SLO {key} = {limit}: give a limit in ms above 0")
+        return value
+
+    @model_validator(mode="after")
+    def _goodput_needs_slo(self) -> "DecisionConfig":
+        if self.objective == "goodput" and not self.slo:
+            raise ValueError("objective = \"goodput\" counts requests meeting every SLO: set at least one in "
+                             "decision.slo, e.g. ttft_p99_ms = 500")
+        return self
+
+    @property
+    def slos(self):
+        return parse_slos(tuple(sorted(self.slo.items())))  # cached there: the rules ask on every resample

@@ -1,0 +1,94 @@
+"""TOML and `--set` overrides -> a checked SweepConfig, or one ConfigError line naming the field and the fix."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from .resolved_server import ResolvedServer
+from .strict import ConfigError
+from .sweep import SweepConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+def error_line(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "config"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key; remove it or check its spelling"
+    elif msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return f"{source}: {field}: {msg}"
+
+
+def config_from_dict(data: dict, source: str = "config") -> SweepConfig:
+    try:
+        config = SweepConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(error_line(err, source)) from None
+    check_files(config, source)
+    check_environment(config, source)
+    return config
+
+
+def check_environment(config: SweepConfig, source: str = "config", environ=os.environ) -> None:
+    """Secrets the config reads from the environment (a `${NAME}`, as a resumed run's plan.json holds
+    them, and server.api_key_env) must be set now, not hours into the sweep."""
+    ResolvedServer.resolve(config.server, environ, source)
+
+
+def check_files(config: SweepConfig, source: str = "config") -> None:
+    """Files the config names must be readable now, not hours into the sweep."""
+    path = config.load.prompt_file
+    if not path:
+        return
+    if not os.path.isfile(path):
+        why = "is not a file" if os.path.exists(path) else "does not exist"
+        raise ConfigError(f"{source}: load.prompt_file: {path!r} {why}; give a JSONL file "
+                          "({\"text\": ...} per line) or leave it empty for the built-in corpus")
+    from ..workload.prompt import read_corpus_file  # pure (no Locust): the same reader the load uses
+
+    try:
+        read_corpus_file(path)
+    except OSError as err:
+        raise ConfigError(f"{source}: load.prompt_file: cannot read {path!r} ({err.strerror}); "
+                          "check its permissions") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: load.prompt_file: {path!r} is not UTF-8 text; "
+                          "write one {\"text\": ...} per line") from None
+    except ValueError as err:
+        raise ConfigError(f"{source}: load.prompt_file: {err}") from None
+
+
+def load_config(path: Path | None, overrides: dict | None = None) -> SweepConfig:
+    """Read TOML (or defaults when path is None) and apply dotted CLI overrides."""
+    data: dict = {}
+    source = str(path) if path else "defaults"
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: file not found; pass an existing TOML file to --config") from None
+        except OSError as err:
+            raise ConfigError(f"{path}: cannot read ({err.strerror}); check the path and its permissions") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{path}: not valid TOML ({err}); fix the syntax") from None
+    for dotted, value in (overrides or {}).items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        if not leaf or not all(parents):
+            raise ConfigError(f"--set {dotted}: empty key part; write e.g. --set load.repeats=3")
+        for depth, part in enumerate(parents):
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {dotted}: {'.'.join(parents[:depth + 1])} is not a table; "
+                                  "set a key inside a table, e.g. --set load.repeats=3")
+        node[leaf] = value
+    return config_from_dict(data, source)

@@ -1,0 +1,125 @@
+"""The server section: how a vLLM server life is started, and what it speculates with."""
+from __future__ import annotations
+
+import sys
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ..masking import ENV_NAME_RE
+from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, runner_flag
+from .strict import Strict, cpu_list
+
+SIM_COMMAND = [sys.executable, "-m", "lookahead_runner.sim"]
+
+
+def runner_field_text(flag: str) -> str:
+    """The config fields that set a flag the runner writes itself (vllm.knob.runner_flag)."""
+    if flag in ADDRESS_FLAGS:
+        return f"server.{flag.lstrip('-')}"
+    fields = [f"speculation.{name}" for name in SPEC_FLAG_CARRIES[flag]]
+    return ", ".join(fields[:-1]) + " and " + fields[-1] if len(fields) > 1 else fields[0]
+
+
+class ServerConfig(Strict):
+    command: list[str] = Field(
+        default_factory=lambda: list(SIM_COMMAND),
+        description="argv prefix of the vLLM CLI; `serve MODEL --port P ...` is appended",
+    )
+    model: str = Field("sim/llama-3-8b", description="model served by `serve MODEL`")
+    argv_template: list[str] = Field(
+        default_factory=list,
+        description="the whole server argv with {model}, {host}, {port} and an {args} element "
+                    "(e.g. a `docker run` or `ssh` line); empty = COMMAND serve MODEL --host H --port P ARGS")
+    host: str = Field("127.0.0.1", description="address the server listens on and load goes to")
+    port: int = Field(0, ge=0, le=65535, description="0 picks a free port per server life")
+    extra_args: list[str] = Field(default_factory=list, description="other `vllm serve` flags, kept as in production")
+    env: dict[str, str] = Field(default_factory=dict, description="environment overlay for the server process")
+    ready_timeout_s: float = Field(600.0, gt=0, description="seconds to wait for /health after start")
+    stop_grace_s: float = Field(15.0, gt=0, description="seconds between SIGTERM and SIGKILL of the server group")
+    memory_source: Literal["auto", "nvml", "sim", "process", "dcgm", "none"] = "auto"
+    dcgm_url: str = Field("", description="a DCGM exporter's /metrics URL, for GPU memory of a remote server")
+    url: str = Field("", description="an already-running server to load (no restarts; one setting)")
+    memory_stable_band_mib: float = Field(64.0, ge=0, description="memory counts as stable within this band")
+    memory_stable_window_s: float = Field(2.0, ge=0, description="for this long")
+    memory_stable_timeout_s: float = Field(120.0, gt=0)
+    api_key_env: str = Field("", description="name of an environment variable holding the API key the load "
+                                             "sends; empty = the server's own (--api-key, else VLLM_API_KEY)")
+    secret_flags: list[str] = Field(
+        default_factory=list, description="flags whose value is a secret, besides --api-key and --hf-token: "
+                                          "written as ${NAME} (NAME = the flag in capitals) in every file")
+    secret_env: list[str] = Field(
+        default_factory=list, description="variables whose NAME=VALUE inside an argv element (a launcher's "
+                                          "-e HF_TOKEN=...) or server.env value is a secret: written as ${NAME}")
+
+    @field_validator("secret_flags")
+    @classmethod
+    def _flags_have_dashes(cls, value: list[str]) -> list[str]:
+        for flag in value:
+            if not flag.startswith("-") or flag.strip("-") == "" or "=" in flag:
+                raise ValueError(f"{flag!r}: write the flag with its dashes, e.g. \"--hf-token\"")
+        return value
+
+    @field_validator("secret_env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not ENV_NAME_RE.fullmatch(name):
+                raise ValueError(f"{name!r} is not a variable name; write e.g. \"HF_TOKEN\"")
+        return value
+    cpus: str = Field("", description="CPUs for the server's process tree (a CPU list: \"0-5\"); "
+                                      "empty = load.placement decides")
+
+    @field_validator("cpus")
+    @classmethod
+    def _cpus_are_a_list(cls, value: str) -> str:
+        return cpu_list(value)
+
+    @field_validator("argv_template")
+    @classmethod
+    def _template_has_args(cls, value: list[str]) -> list[str]:
+        if value and "{args}" not in value:
+            raise ValueError("add an element \"{args}\" where the vLLM flags go, and {port} where the port goes")
+        if value and not any("{port}" in part for part in value):
+            raise ValueError("use {port} where the server's port goes, e.g. \"-p\", \"{port}:8000\"")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command_not_empty(cls, value: list[str]) -> list[str]:
+        if not value or not value[0].strip():
+            raise ValueError("set the vLLM command, e.g. command = [\"vllm\"]")
+        return value
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_runner_flags(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            flag = runner_flag(arg)
+            if flag:
+                raise ValueError(f"{arg.split('=', 1)[0]} is written by the runner for every server life; "
+                                 f"remove it and set {runner_field_text(flag)} instead")
+        return value
+
+
+class SpeculationConfig(Strict):
+    k: list[int] = Field(default_factory=lambda: [0, 2, 4, 8], description="lookahead values K to sweep")
+    method: str = Field("draft_model", description="speculative method, e.g. draft_model, eagle, ngram")
+    draft_model: str = Field("sim/llama-68m", description="draft model for draft_model/eagle methods")
+    raw_lookahead_slots: bool = Field(
+        False, description="sweep the literal --num-lookahead-slots instead of K (only where it exists)"
+    )
+    flag_style: Literal["auto", "shorthand", "config-json", "legacy-flags"] = Field(
+        "auto", description="how K is written: auto = the best this vLLM accepts (--spec-* shorthands, "
+                            "else --speculative-config JSON, else --speculative-model/--num-speculative-tokens)")
+
+    @field_validator("k")
+    @classmethod
+    def _k_valid(cls, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("list at least one value, e.g. k = [0, 2, 4, 8]")
+        if any(k < 0 for k in value):
+            raise ValueError("values must be >= 0 (0 is the no-speculation baseline)")
+        if len(set(value)) != len(value):
+            raise ValueError("values must be unique")
+        return sorted(value)
