@@ -80,7 +80,7 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
 
 def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep") -> int:
     from .runfolder import results
-    from .run.life import render_argv
+    from .run.launch import render_argv
     from .masking import shell_join
     from .run.placement import host_cpus, plan_placement
     from .config import ResolvedServer

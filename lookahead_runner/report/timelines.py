@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..runfolder.plan import LifeResult
+from ..runfolder.results import life_key
 from .charts import PALETTE, REFERENCE_COLOUR, TEMPLATE, column, figure_entry
 
 # Timestamps above this are unix seconds; below it, seconds since the life started.
@@ -20,10 +21,6 @@ UNIX_EPOCH_THRESHOLD_S = 1e8
 # Bounds the page size for very long lives; 1 s samples over 2 h still fit without thinning.
 MAX_POINTS_PER_TRACE = 8000
 _STAGE_FILL = ("#8fa8c8", "#c8b38f")
-
-
-def timeline_key(setting: object, repeat: object) -> str:
-    return f"{setting}/r{repeat}"
 
 
 def _frame(parts: Mapping | None, name: str) -> pd.DataFrame:
@@ -173,7 +170,7 @@ def timeline_entries(timelines: Mapping | None, lives: list[LifeResult]) -> list
     # The runner keys a life's timeline by its folder, "<setting>/r<repeat>" today; accept either.
     ordered: list[tuple[str, str | None, LifeResult | None]] = []
     for life in lives:
-        candidates = (life.planned.dir, timeline_key(life.planned.setting, life.planned.repeat))
+        candidates = (life.planned.dir, life_key(life.planned.setting, life.planned.repeat))
         found = next((key for key in candidates if key in timelines), None)
         ordered.append((f"{candidates[1]} (K={life.planned.k})", found, life))
     used = {found for _, found, _ in ordered}

@@ -16,7 +16,7 @@ from ..adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, fir
 from ..config import ResolvedServer, SweepConfig
 from ..runfolder.cost import grid_lives, life_costs
 from .finalize import read_run, write_tables
-from .life import Life, append_to_plan
+from .launch import Life, append_to_plan
 from .perfmodel_run import fit_run
 from ..runfolder.plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
 from ..vllm.knob import Setting

@@ -16,7 +16,7 @@ from ..config import ResolvedServer, StageConfig, SweepConfig
 from ..decision.confirm import describe, plan as plan_confirmation
 from ..decision.schema import ConfirmPlan, Decision
 from .finalize import RunData
-from .life import Life, planned_lives
+from .launch import Life, planned_lives
 from ..runfolder.plan import Plan, add_confirmation, read_plan, retire_confirmation
 from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities

@@ -8,7 +8,6 @@ only once its load is over, so a repeat cut by a crash or Ctrl-C is rerun by --r
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 import urllib.error
@@ -18,30 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..runfolder import results
-from ..config import ResolvedServer, ServerConfig, SweepConfig
+from ..config import ResolvedServer, SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
-from ..masking import Secrets, api_key_to_env
+from .launch import Life, server_launch
 from .placement import Placement
-from ..runfolder.plan import PlannedLife, append_lives, write_status
+from ..runfolder.plan import write_status
 from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
                      wait_for_port_free)
 from ..telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
 from ..telemetry.sampler import Sampler
 from ..variants import Variant
-from ..vllm.knob import Setting, server_argv
+from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities
 
 SIM_MARKERS = ("lookahead_runner.sim", "lookahead-sim-vllm")
-
-
-@dataclass(frozen=True)
-class Life:
-    setting: Setting
-    repeat: int
-
-    @property
-    def key(self) -> str:
-        return f"{self.setting.name}/r{self.repeat}"
 
 
 @dataclass(frozen=True)
@@ -76,56 +65,6 @@ class Served:
 
 def is_simulator(command: list[str]) -> bool:
     return any(marker in part for part in command for marker in SIM_MARKERS)
-
-
-def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port: int,
-                server: ResolvedServer) -> list[str]:
-    """The server argv as recorded and shown: each secret value as ${NAME} (masking.py)."""
-    s, spec = server.masked, config.speculation
-    return server_argv(caps, s.command, s.model, s.host, port, s.extra_args, setting, spec.method, spec.draft_model,
-                       s.argv_template or None, spec.flag_style)
-
-
-def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, server: ResolvedServer, **extra) -> PlannedLife:
-    """The life as plan.json lists it (secrets not yet masked); `extra`: more PlannedLife fields (role, variant,
-    stages, chosen)."""
-    return PlannedLife(setting=life.setting.name, k=life.setting.k, repeat=life.repeat,
-                       axis_flag=life.setting.axis_flag, axis_value=life.setting.axis_value,
-                       spec_key=life.setting.spec_key,
-                       argv=render_argv(config, caps, life.setting, config.server.port or 8000, server), dir=life.key,
-                       **extra)
-
-
-def planned_lives(config: SweepConfig, caps: Capabilities, lives: list[Life], server: ResolvedServer,
-                  **extra) -> list[PlannedLife]:
-    """The lives as plan.json records them: secrets as ${NAME}; `extra` as in plan_entry."""
-    return [PlannedLife.model_validate(results.redact(server.secrets.mask_value(
-        plan_entry(config, caps, life, server, **extra).model_dump()))) for life in lives]
-
-
-def append_to_plan(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life],
-                   server: ResolvedServer, **extra) -> None:
-    """plan.json gains these lives (secrets as ${NAME}), so --resume finds them; `extra` goes in each entry."""
-    append_lives(run_dir, planned_lives(config, caps, lives, server, **extra))
-
-
-# Launchers that start the server elsewhere without handing it this process's environment.
-REMOTE_LAUNCHERS = ("docker", "podman", "ssh", "kubectl")
-
-
-def environment_reaches_server(server: ServerConfig) -> bool:
-    return not server.argv_template and os.path.basename(server.command[0]) not in REMOTE_LAUNCHERS
-
-
-def server_launch(config: SweepConfig, caps: Capabilities, setting: Setting, port: int,
-                  server: ResolvedServer) -> tuple[list[str], dict[str, str], Secrets]:
-    """(argv, environment overlay, secrets) of the server process, as recorded: placeholders instead of
-    secrets. Where the environment reaches the server, a lone --api-key travels in VLLM_API_KEY instead of
-    the argv (a `docker run` or `ssh` launcher would start it without the variable: the flag stays)."""
-    argv, key_env = render_argv(config, caps, setting, port, server), {}
-    if environment_reaches_server(config.server):
-        argv, key_env = api_key_to_env(argv)
-    return argv, server.masked.env | key_env, server.secrets
 
 
 def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2, key_env: str = "") -> None:
@@ -266,6 +205,22 @@ def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents
     outcome = Outcome(state, reason)
     events.finished(life, outcome)
     return outcome
+
+
+def skip(run_dir: Path, life: Life, stopped_at: int) -> None:
+    """A life an early stop leaves out (the stop rule fired at a smaller K)."""
+    out = results.life_dir(run_dir, life.setting.name, life.repeat)
+    out.mkdir(parents=True, exist_ok=True)
+    write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
+
+
+def not_measured(run_dir: Path, setting: Setting, repeats: list[int], why: str) -> None:
+    """Lives stopped before their load (a pre-flight that found the client cannot keep up): failed, so
+    --resume runs them again."""
+    for repeat in repeats:
+        out = results.life_dir(run_dir, setting.name, repeat)
+        out.mkdir(parents=True, exist_ok=True)
+        write_status(out, "failed", f"not measured: {why}")
 
 
 def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, events: LifeEvents,

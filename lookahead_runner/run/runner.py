@@ -23,12 +23,13 @@ from pathlib import Path
 
 from . import adaptive_sweep, reaper
 from ..runfolder import results
-from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, write_plan, write_status
+from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, write_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import next_setting, repeats_wanted
 from .confirm_life import run_confirmations, switch_off
 from .finalize import decide_all, finalize, read_run, write_tables
-from .life import Life, LifeEvents, Served, append_to_plan, died, is_simulator, plan_entry, run_server_life
+from .launch import Life, append_to_plan, plan_entry
+from .life import LifeEvents, Served, died, is_simulator, not_measured, run_server_life, skip
 from ..masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
@@ -152,10 +153,7 @@ class LifeRunner:
                             web=self.web,
                             placement=self.placement, preflight=self._preflight if self.preflight_due else None)
         except PreflightError as err:  # no life was measured: each is run again by --resume
-            for repeat in repeats:
-                out = results.life_dir(self.run_dir, setting.name, repeat)
-                out.mkdir(parents=True, exist_ok=True)
-                write_status(out, "failed", f"not measured: {err}")
+            not_measured(self.run_dir, setting, repeats, str(err))
             raise
 
     def _preflight(self, served: Served, current: Placement) -> Placement:
@@ -291,8 +289,7 @@ def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, p
                 progress.life_started(life.key)
                 progress.life_finished()
             elif stopped_at is not None and life.setting.k > stopped_at:  # a resumed run may stop on finished K
-                out.mkdir(parents=True, exist_ok=True)
-                write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
+                skip(run_dir, life, stopped_at)
                 say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
                 progress.life_finished()
             else:

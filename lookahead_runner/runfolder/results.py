@@ -32,8 +32,13 @@ def new_run_dir(out_root: Path, name: str) -> Path:
     return run_dir
 
 
+def life_key(setting: str, repeat: int) -> str:
+    """A life's name and its folder under the run folder: k4/r1."""
+    return f"{setting}/r{repeat}"
+
+
 def life_dir(run_dir: Path, setting: str, repeat: int) -> Path:
-    return Path(run_dir) / setting / f"r{repeat}"
+    return Path(run_dir) / life_key(setting, repeat)
 
 
 def write_json(path: Path, data: dict) -> None:

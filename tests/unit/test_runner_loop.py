@@ -4,7 +4,7 @@ from types import SimpleNamespace
 from lookahead_runner.runfolder import results
 from lookahead_runner.run import runner
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.run.life import Life
+from lookahead_runner.run.launch import Life
 from lookahead_runner.runfolder.plan import life_state, write_status
 from lookahead_runner.vllm.knob import Setting
 
