@@ -86,12 +86,13 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     from .config import ResolvedServer
     from .run.runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
+    from .vllm.probe import LOOKAHEAD_FLAG
 
     placement = plan_placement(config, host_cpus())  # a placement this host cannot give is refused first
     server = ResolvedServer.resolve(config.server)  # the secrets and the load's key, once for the whole run
     caps = probe_and_check(config, server, Path(args.resume) if args.resume else None)
     print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
-          f"--num-lookahead-slots: {caps.lookahead_flag}; K written as "
+          f"{LOOKAHEAD_FLAG}: {caps.lookahead_flag}; K written as "
           f"{resolve_style(caps, config.speculation.flag_style)}")
     if args.dry_run:
         print(placement.describe())

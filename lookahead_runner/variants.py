@@ -19,7 +19,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from .vllm.knob import flag_value, human_int
+from .vllm.knob import MAX_MODEL_LEN_FLAG, flag_value, human_int
 
 # the least value of each axis and its type
 AXES = {"prompt_tokens": (1, int), "output_tokens": (2, int), "temperature": (0, float)}
@@ -101,7 +101,7 @@ def model_length_error(variants: list[Variant], extra_args: list[str], grid_valu
     """Why the longest variant cannot run under a --max-model-len the config sets (server.extra_args, or
     grid.values when it is the grid's flag), or ""."""
     limits = [(value, "grid.values") for value in grid_values]
-    given = flag_value(extra_args, "--max-model-len")
+    given = flag_value(extra_args, MAX_MODEL_LEN_FLAG)
     if given is not None:
         limits.insert(0, (given, "server.extra_args"))
     for text, where in limits:

@@ -7,7 +7,7 @@ from pydantic import Field, model_validator
 
 from ..cpus import format_cpus, parse_cpus
 from ..variants import as_list, model_length_error
-from ..vllm.knob import runner_flag
+from ..vllm.knob import MAX_MODEL_LEN_FLAG, runner_flag
 from .decision import DecisionConfig
 from .load import LoadConfig
 from .server import ServerConfig, SpeculationConfig, runner_field_text
@@ -96,7 +96,7 @@ class SweepConfig(Strict):
     def _variants_fit_the_model_length(self) -> "SweepConfig":
         """The longest workload variant against --max-model-len, where the config sets it (in server.extra_args,
         or as the grid's flag), before any server starts."""
-        grid = self.grid.values if self.grid.flag == "--max-model-len" else []
+        grid = self.grid.values if self.grid.flag == MAX_MODEL_LEN_FLAG else []
         problem = model_length_error(self.load.variants, self.server.extra_args, grid)
         if problem:
             raise ValueError(f"load.prompt_tokens: {problem}")

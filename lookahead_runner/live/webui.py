@@ -64,6 +64,7 @@ from lookahead_runner.live.values import (
 from lookahead_runner.records import SIM_GPU_FILE_ENV
 from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
 from lookahead_runner.telemetry.prometheus import parse, scrape
+from lookahead_runner.vllm.endpoints import METRICS_PATH
 from lookahead_runner.workload import scenario
 from lookahead_runner.workload.shape import StagedShape
 from lookahead_runner.workload.stages import parse_stages
@@ -179,7 +180,7 @@ class LiveView:
         host = (self.environment.host or "").rstrip("/")
         if host:
             try:
-                text = scrape(host + "/metrics", SCRAPE_TIMEOUT_S, bearer_header(key_from_environment()))
+                text = scrape(host + METRICS_PATH, SCRAPE_TIMEOUT_S, bearer_header(key_from_environment()))
                 self.counters.add(time.time(), parse(signal_lines(text)))
                 self.metrics_error = ""
             except Exception as exc:  # refused, timeout, HTTP error, unparsable text

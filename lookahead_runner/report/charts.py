@@ -15,6 +15,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
+from ..vllm.knob import MAX_NUM_SEQS_FLAG
+
 # Tableau 10: distinguishable, colour-blind tolerant, and small to embed (no plotly template).
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
            "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
@@ -172,7 +174,7 @@ def real_batch_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle],
                              line={"color": REFERENCE_COLOUR, "dash": "dot", "width": 1.5}, hoverinfo="skip"))
     if max_num_seqs is not None:
         fig.add_hline(y=max_num_seqs, line={"color": REFERENCE_COLOUR, "dash": "dash", "width": 1},
-                      annotation_text=f"--max-num-seqs {max_num_seqs}", annotation_position="top left")
+                      annotation_text=f"{MAX_NUM_SEQS_FLAG} {max_num_seqs}", annotation_position="top left")
     return fig
 
 

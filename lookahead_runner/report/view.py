@@ -22,6 +22,7 @@ from .timelines import timeline_entries
 from ..decision.schema import Decision
 from ..runfolder.plan import LifeResult, RunRecord
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
+from ..vllm.probe import LOOKAHEAD_FLAG
 from .variants import lives_tokens, variant_charts, variant_rows
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
                       failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,
@@ -133,7 +134,7 @@ def flags_used(lives: list[LifeResult]) -> list[str]:
 
 def probe_rows(probe: Mapping, lives: list[LifeResult], run: RunRecord | None = None) -> list[dict]:
     fields = (("vLLM version", "version"), ("help source", "help_source"), ("flags found", "flags_count"),
-              ("how K is written", "knob"), ("--num-lookahead-slots", "lookahead_flag"))
+              ("how K is written", "knob"), (LOOKAHEAD_FLAG, "lookahead_flag"))
     rows = [{"label": label, "value": str(probe.get(key, MISSING))} for label, key in fields]
     rows.append({"label": "command", "value": shell_text(probe.get("command")) or MISSING})
     rows.append({"label": "flags used by this run", "value": " ".join(flags_used(lives)) or MISSING})

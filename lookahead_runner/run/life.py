@@ -27,6 +27,7 @@ from .server import (RunningServer, ServerError, ServerProcess, free_port, port_
 from ..telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
 from ..telemetry.sampler import Sampler
 from ..variants import Variant
+from ..vllm.endpoints import COMPLETIONS_PATH, METRICS_PATH
 from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities
 
@@ -73,7 +74,7 @@ def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2, 
     A server that refuses the API key (401/403) fails the life here, with the fix in one line."""
     body = json.dumps({"model": model, "prompt": "warm up", "max_tokens": 4}).encode()
     for _ in range(count):
-        request = urllib.request.Request(base_url + "/v1/completions", data=body,
+        request = urllib.request.Request(base_url + COMPLETIONS_PATH, data=body,
                                          headers={"Content-Type": "application/json", **headers})
         try:
             urllib.request.urlopen(request, timeout=60).read()
@@ -90,7 +91,7 @@ def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2, 
 def answers(base_url: str, model: str, headers: dict[str, str], timeout_s: float) -> bool:
     """Does the server still complete a 1-token request? An HTTP error is an answer; silence is not."""
     body = json.dumps({"model": model, "prompt": "are you there", "max_tokens": 1}).encode()
-    request = urllib.request.Request(base_url + "/v1/completions", data=body,
+    request = urllib.request.Request(base_url + COMPLETIONS_PATH, data=body,
                                      headers={"Content-Type": "application/json", **headers})
     try:
         urllib.request.urlopen(request, timeout=timeout_s).read()
@@ -235,7 +236,7 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
     sim_env = sim_file_env(served.sim_file) if served.sim_file else {}
     variants = config.load.variants
     blocks: list[dict] = []
-    with Sampler(base_url + "/metrics", served.memory, out, headers=headers) as sampler:
+    with Sampler(base_url + METRICS_PATH, served.memory, out, headers=headers) as sampler:
         hang_s = max(config.load.request_timeout_s, 3.0)
 
         def abort() -> str:  # asked while Locust runs: stop it at once if the server is gone

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 
 from ..cpus import format_cpus, parse_cpus
 from ..runfolder.lag_advice import LagAdvice
+from ..vllm.cpu_binding import OMP_BIND_ENV, omp_bind_cpus, omp_bind_lists, worker_ranks
 
-OMP_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 # wrappers that mean the user placed the server already
 PLACING_COMMANDS = ("taskset", "numactl", "docker", "podman", "ssh", "srun")
 # One Locust process's CPU per streamed chunk (the whole read path: socket, HTTP chunking, SSE,
@@ -48,18 +48,6 @@ PRIOR_CHUNKS_PER_USER_S = 100.0
 
 class PlacementError(ValueError):
     """A placement that cannot work on this host; one line naming the setting and the fix."""
-
-
-def omp_bind_cpus(value: str) -> tuple[int, ...] | None:
-    """The CPUs a VLLM_CPU_OMP_THREADS_BIND value binds ("0-3", "0-3|4-7" per rank); None for
-    "auto", "nobind" or empty (not a CPU list)."""
-    value = value.strip()
-    if value in ("", "auto", "nobind", "all"):
-        return None
-    cpus: set[int] = set()
-    for rank in value.split("|"):
-        cpus.update(parse_cpus(rank))
-    return tuple(sorted(cpus))
 
 
 def processes_for(peak_users: int, chunks_per_user_s: float, chunk_cpu_us: float,
@@ -175,7 +163,7 @@ def plan_placement(config, cpus: Sequence[int]) -> Placement:
         why = (f"processes auto: {wanted} planned for {peak} users from {CHUNK_CPU_US:g} us per chunk "
                f"until the pre-flight measures it" + (f", {room} CPU{'s' if room != 1 else ''} for the load"
                                                       if processes < wanted else ""))
-    env = _omp_env(server.env, server_cpus, load_cpus, _ranks(server.extra_args))
+    env = _omp_env(server.env, server_cpus, load_cpus, worker_ranks(server.extra_args))
     return Placement(mode, server_cpus, load_cpus, processes, auto_processes, env, cpus, why)
 
 
@@ -199,26 +187,13 @@ def _rest(side: str, cpus: tuple[int, ...], taken: tuple[int, ...]) -> tuple[int
     return rest
 
 
-def _ranks(extra_args: Sequence[str]) -> int:
-    """vLLM workers on this host (tensor x pipeline parallel): the OpenMP binding needs one CPU list each."""
-    sizes = {"--tensor-parallel-size": 1, "-tp": 1, "--pipeline-parallel-size": 1, "-pp": 1}
-    args = list(extra_args)
-    for index, arg in enumerate(args):
-        name, eq, value = arg.partition("=")
-        if name in sizes:
-            value = value if eq else (args[index + 1] if index + 1 < len(args) else "1")
-            sizes[name] = int(value) if value.isdigit() and int(value) > 0 else 1
-    return max(sizes["--tensor-parallel-size"], sizes["-tp"]) * max(sizes["--pipeline-parallel-size"], sizes["-pp"])
-
-
 def omp_bind_value(cpus: tuple[int, ...], ranks: int) -> str:
     """VLLM_CPU_OMP_THREADS_BIND for `ranks` workers sharing `cpus`: contiguous, equal lists joined by "|"."""
     if ranks > len(cpus):
         raise PlacementError(f"the server gets {len(cpus)} CPU{'s' if len(cpus) != 1 else ''} ({format_cpus(cpus)}) "
                              f"for {ranks} vLLM workers (tensor x pipeline parallel); give it at least {ranks} "
                              "with server.cpus")
-    share = len(cpus) // ranks
-    return "|".join(format_cpus(cpus[rank * share:(rank + 1) * share]) for rank in range(ranks))
+    return omp_bind_lists(cpus, ranks)
 
 
 def _omp_env(env: dict[str, str], server_cpus: tuple[int, ...], load_cpus: tuple[int, ...],

@@ -24,6 +24,7 @@ from pathlib import Path
 from . import reaper
 from ..masking import PLACEHOLDER_RE, MissingSecret, Secrets, StreamMasker
 from .placement import pin
+from ..vllm.endpoints import HEALTH_PATH
 
 
 class ServerError(RuntimeError):
@@ -183,7 +184,7 @@ class ServerProcess:
                           f"{tail(self.log_path)}")
 
     def _health_ok(self) -> bool:
-        request = urllib.request.Request(self.base_url + "/health", headers=self.headers)
+        request = urllib.request.Request(self.base_url + HEALTH_PATH, headers=self.headers)
         try:
             with urllib.request.urlopen(request, timeout=2.0) as response:
                 return response.status == 200

@@ -54,6 +54,7 @@ def knob_flag(raw_slots: bool, style: str) -> str:
 
 
 MAX_NUM_SEQS_FLAG = "--max-num-seqs"  # caps the real batch
+MAX_MODEL_LEN_FLAG = "--max-model-len"  # caps prompt + output tokens of a request
 
 
 def flag_value(argv: list[str], flag: str) -> str | None:
