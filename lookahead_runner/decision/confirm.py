@@ -174,7 +174,7 @@ class _Judge:
     def stage(self, users: int) -> ConfirmStage:
         k = self.k_at(users)
         mine, expected = self.confirmed.get(users), self.cell(k, users)
-        row = ConfirmStage(users=users, k=k, expected_from=f"k{k} at {users} users")
+        row = ConfirmStage(users=users, k=k, expected_from=f"K={k} at {users} users")
         self._fill(row, mine, expected)
         if mine is None or expected is None:
             return row
@@ -248,10 +248,10 @@ class _Judge:
             beside = [u for u in (max((u for u in measured if u < users), default=None),
                                   min((u for u in measured if u > users), default=None)) if u is not None]
             expected = Figures.line([(float(u), self.cell(k, u)) for u in beside], users) if beside else None
-        row.expected_from = (f"the line between k{k} at {beside[0]} and {beside[1]} users" if len(beside) == 2
-                             else f"k{k} at {users} users" if beside == [users]
+        row.expected_from = (f"the line between K={k} at {beside[0]} and {beside[1]} users" if len(beside) == 2
+                             else f"K={k} at {users} users" if beside == [users]
                              else f"the line from the origin to k{k} at {beside[0]} users" if beside and beside[0] > users
-                             else f"k{k} at {beside[0]} users (no stage above)" if beside else f"no k{k} stage beside it")
+                             else f"K={k} at {beside[0]} users (no stage above)" if beside else f"no K={k} stage beside it")
         self._fill(row, self.confirmed.get(users), expected)
         if row.outcome == "cost" and row.difference is not None and row.difference < -self.p.collapse_frac:
             row.outcome = "collapse"

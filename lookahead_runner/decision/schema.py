@@ -206,7 +206,7 @@ class ConfirmStage(Model):
     objective_range: Range = Field(default_factory=Range)
     expected: float | None = None
     expected_range: Range = Field(default_factory=Range)
-    expected_from: str = ""      # e.g. "k4 at 64 users", "the stages beside it: k4 at 64, k0 at 128 users"
+    expected_from: str = ""      # e.g. "K=4 at 64 users", "the line between K=4 at 8 and 32 users"
     difference: float | None = None      # relative, confirmation vs expected
     difference_range: Range = Field(default_factory=Range)
     vs_single: float | None = None       # relative, vs the single recommended K's cell at this stage

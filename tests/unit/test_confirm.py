@@ -92,8 +92,8 @@ def test_confirmed_when_every_stage_and_boundary_delivers_what_the_per_k_lives_s
     assert [(s.users, s.role, s.k) for s in c.stages] == [(8, "stage", 4), (18, "below", 4), (21, "above", 0),
                                                         (32, "stage", 0)]
     row = c.stages[0]
-    assert row.expected_from == "k4 at 8 users" and row.difference_range.low < row.difference < row.difference_range.high
-    assert c.stages[1].expected_from == "the line between k4 at 8 and 32 users"
+    assert row.expected_from == "K=4 at 8 users" and row.difference_range.low < row.difference < row.difference_range.high
+    assert c.stages[1].expected_from == "the line between K=4 at 8 and 32 users"
     assert c.stages[1].expected == pytest.approx(21.7, rel=0.02)
     assert len(c.crossings) == 1 and c.crossings[0].startswith("req/s holds crossing batch 18 -> 19 (18 users, batch 16.7, K=4 -> 21 users")
     assert "1 life of every stage of the sweep, plus threshold stages at 18, 21 users" in the_plan.scope
@@ -104,7 +104,7 @@ def test_the_schedule_overhead_at_low_batch_is_a_cost_with_its_numbers(decided):
     _, c = run(decided, {8: 18.4, 18: 21.8, 21: 22.1, 32: 31.9})
     assert c.status == "confirmed with a cost", c.verdict
     (cost,) = c.costs
-    assert cost.startswith("8 users (K=4, real batch 7.4): 18.40 req/s vs 20.10 from k4 at 8 users (-8%")
+    assert cost.startswith("8 users (K=4, real batch 7.4): 18.40 req/s vs 20.10 from K=4 at 8 users (-8%")
     assert "TPOT p50" in cost and cost in c.verdict and "holds at the target" in c.verdict
     assert "restart-to-restart" not in cost  # two lives per K: their spread is in the interval
 
