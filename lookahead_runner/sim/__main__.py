@@ -81,7 +81,8 @@ def _engine_failed(profile: Profile, error: str) -> None:
 
 async def _start_engine(args: ServeArgs, profile: Profile, memory: MemoryFile, stop: asyncio.Event):
     """The startup phase. Returns the engine model, None when stopped, or raises ValueError."""
-    from lookahead_runner.sim.model import EngineModel, KVPoolError, size_kv_pool
+    from lookahead_runner.sim.kv_pool import KVPoolError, size_kv_pool
+    from lookahead_runner.sim.model import EngineModel
     from lookahead_runner.vllm.schedule import ScheduleError
 
     sc, cfg = args.scenario, args.engine

@@ -14,7 +14,7 @@ import textwrap
 from dataclasses import dataclass
 
 from lookahead_runner.sim.faults import Faults, parse_faults
-from lookahead_runner.sim.model import EngineConfig
+from lookahead_runner.sim.kv_pool import EngineConfig
 from lookahead_runner.sim.profiles import Profile, speculative_method
 from lookahead_runner.sim.scenarios import DEFAULT_SCENARIO, SCENARIOS, Scenario, get_scenario, with_overrides
 from lookahead_runner.vllm.schedule import SCHEDULE_KEY, ScheduleError, parse_value

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Callable, NamedTuple
 
-from lookahead_runner.sim.model import KVPoolError
+from lookahead_runner.sim.kv_pool import KVPoolError
 from lookahead_runner.sim.profiles import Profile
 
 Line = tuple[str, str]          # (source "file.py:line", message)

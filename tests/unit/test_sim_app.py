@@ -11,7 +11,8 @@ from aiohttp.test_utils import TestServer
 
 from lookahead_runner.sim.app import SimServer
 from lookahead_runner.sim.faults import parse_faults
-from lookahead_runner.sim.model import EngineConfig, EngineModel
+from lookahead_runner.sim.kv_pool import EngineConfig
+from lookahead_runner.sim.model import EngineModel
 from lookahead_runner.sim.profiles import get_profile
 from lookahead_runner.sim.scenarios import get_scenario
 

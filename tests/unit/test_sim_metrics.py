@@ -12,7 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from lookahead_runner.telemetry.prometheus import parse
 
 from lookahead_runner.sim.metrics import SimMetrics
-from lookahead_runner.sim.model import EngineConfig, EngineModel
+from lookahead_runner.sim.kv_pool import EngineConfig
+from lookahead_runner.sim.model import EngineModel
 from lookahead_runner.sim.profiles import get_profile
 from lookahead_runner.sim.scenarios import get_scenario
 

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from lookahead_runner.sim.model import EngineConfig, EngineModel, size_kv_pool
+from lookahead_runner.sim.kv_pool import EngineConfig, size_kv_pool
+from lookahead_runner.sim.model import EngineModel
 from lookahead_runner.sim.scenarios import SCENARIOS, get_scenario
 
 TIGHT = get_scenario("tight-kv")

@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 import pytest
 
-from lookahead_runner.sim.model import EngineConfig, EngineModel
+from lookahead_runner.sim.kv_pool import EngineConfig
+from lookahead_runner.sim.model import EngineModel
 from lookahead_runner.sim.scenarios import get_scenario
 
 PROMPT_TOKENS, OUTPUT_TOKENS = 128, 64

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from lookahead_runner.sim.cli import ConfigError, parse_serve
-from lookahead_runner.sim.model import EngineConfig, EngineModel
+from lookahead_runner.sim.kv_pool import EngineConfig
+from lookahead_runner.sim.model import EngineModel
 from lookahead_runner.sim.profiles import get_profile
 from lookahead_runner.sim.scenarios import get_scenario, with_overrides
 from lookahead_runner.vllm.schedule import Schedule, ScheduleError, render_argv
