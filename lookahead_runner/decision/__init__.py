@@ -7,6 +7,9 @@ checks.py    gates with intervals and evidence         stage.py     one stage ju
 knee.py      where more users stop paying               tradeoffs.py latency differences shown beside it
 explain.py   verdict, reasons, diagnoses, next runs     engine.py    the whole decision
 schema.py    decision.json (versioned)                  schedule.py  per-batch-size ranges from the picks
+confirm.py   the confirmation life planned and judged   thresholds.py the users that reach a schedule boundary
+ramp.py      the concurrency-scaling check alone        variants.py  one decision per workload variant
+text.py      how the sentences write numbers
 perfmodel.py the fitted performance model (predict, best K at any users): perfmodel_acceptance.py,
              perfmodel_fit.py (its parts), perfmodel_check.py (held-out trust), perfmodel_uses.py (what a
              trusted one adds to a decision), perfmodel_schema.py (decision.json's performance_model)

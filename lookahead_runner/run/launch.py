@@ -34,8 +34,8 @@ def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port:
 
 
 def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, server: ResolvedServer, **extra) -> PlannedLife:
-    """The life as plan.json lists it (secrets not yet masked); `extra`: more PlannedLife fields (role, variant,
-    stages, chosen)."""
+    """The life as plan.json lists it, its argv with each secret as ${NAME} (planned_lives masks any other field
+    holding a secret value); `extra`: more PlannedLife fields (role, variant, stages, chosen)."""
     return PlannedLife(setting=life.setting.name, k=life.setting.k, repeat=life.repeat,
                        axis_flag=life.setting.axis_flag, axis_value=life.setting.axis_value,
                        spec_key=life.setting.spec_key,
