@@ -37,7 +37,7 @@ def what_to_confirm(decision: Decision, mode: str) -> str | None:
     """"schedule", "k" or None: a schedule by default, the single K only when asked ("always")."""
     if mode == "off" or decision.mode == "ramp":
         return None
-    if decision.per_batch_size and decision.per_batch_size.get("argv"):
+    if decision.per_batch_size and decision.per_batch_size.argv:
         return "schedule"
     if mode == "always" and decision.recommended is not None and decision.status == "decided":
         return "k"
@@ -50,8 +50,8 @@ def plan(decision: Decision, evidence: Evidence, stages: list[tuple[int, float]]
     if kind is None:
         return None
     if kind == "schedule":
-        ranges = [list(r) for r in decision.per_batch_size["ranges"]]
-        form, k, bounds = decision.per_batch_size.get("form", "list"), max(r[2] for r in ranges), \
+        ranges = [list(r) for r in decision.per_batch_size.ranges]
+        form, k, bounds = decision.per_batch_size.form, max(r[2] for r in ranges), \
             boundaries(ranges, evidence)
     else:
         ranges, form, k, bounds = [], "list", decision.recommended.k, []
@@ -380,7 +380,7 @@ def with_confirmation(decision: Decision, confirmation: Confirmation) -> Decisio
 
 def unconfirmed_note(decision: Decision, mode: str) -> str:
     """What a report says of a schedule no life confirmed (decision.confirm = "off")."""
-    if not (decision.per_batch_size and decision.per_batch_size.get("argv")) or mode != "off":
+    if not (decision.per_batch_size and decision.per_batch_size.argv) or mode != "off":
         return ""
     return ("The per-batch-size schedule was not run in a life of its own (decision.confirm = \"off\"): a schedule "
             "can cost every step and collapse at a boundary (vLLM issue #49548), which no per-K life shows; confirm it "

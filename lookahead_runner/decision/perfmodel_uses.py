@@ -10,10 +10,10 @@ import math
 import numpy as np
 
 from ..config import DecisionConfig
-from ..vllm.schedule import SCHEDULE_KEY, Schedule, render_argv
+from ..vllm.schedule import Schedule, render_argv
 from .perfmodel import PerformanceModel
 from .perfmodel_schema import Curve, CurvePoint, HeldOutRow, ModelSummary, ProductionPoint
-from .schema import Decision
+from .schema import Decision, PerBatchSchedule
 from .text import pct, rate
 
 CURVE_POINTS = 16
@@ -73,7 +73,7 @@ def _crossover_batch(model: PerformanceModel, k_low: int, k_high: int, users_low
 
 
 def refined_schedule(model: PerformanceModel, decision: Decision,
-                     argv_by_k: dict[int, list[str]]) -> tuple[dict | None, str]:
+                     argv_by_k: dict[int, list[str]]) -> tuple[PerBatchSchedule | None, str]:
     """The stages' schedule with each boundary at the model's crossover (the K per range stay the stages'
     decided picks: the model never overrules a measurement)."""
     schedule = decision.per_batch_size
@@ -95,13 +95,13 @@ def refined_schedule(model: PerformanceModel, decision: Decision,
             hi = max(lo, int(batch))
         ranges.append([lo, hi, a.k])
         lo = hi + 1
-    if ranges == [list(r) for r in schedule["ranges"]]:
+    if ranges == [list(r) for r in schedule.ranges]:
         return schedule, "the model's crossovers fall where the stages put the boundaries"
-    built = Schedule.from_ranges(ranges, schedule.get("form", "list"))
-    refined = dict(schedule) | {SCHEDULE_KEY: built.value(), "ranges": built.as_lists(),
-                                "argv": render_argv(built, argv_by_k), "boundaries": "model crossovers",
-                                "stage_ranges": schedule["ranges"]}
-    note = (f"boundaries moved to the model's crossovers ({schedule['ranges']} -> {built.as_lists()})"
+    built = Schedule.from_ranges(ranges, schedule.form)
+    refined = schedule.model_copy(update={
+        "num_speculative_tokens_per_batch_size": built.value(), "ranges": built.as_lists(),
+        "argv": render_argv(built, argv_by_k), "boundaries": "model crossovers", "stage_ranges": schedule.ranges})
+    note = (f"boundaries moved to the model's crossovers ({schedule.ranges} -> {built.as_lists()})"
             + (f"; {'; '.join(notes)}" if notes else ""))
     return refined, note
 

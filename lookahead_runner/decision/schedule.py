@@ -5,8 +5,8 @@ how the ranges are written into `vllm serve` is a vLLM fact (vllm/schedule.py).
 """
 from __future__ import annotations
 
-from ..vllm.schedule import SCHEDULE_KEY, Schedule, render_argv
-from .schema import StagePick
+from ..vllm.schedule import Schedule, render_argv
+from .schema import PerBatchSchedule, StagePick
 
 OPEN_END = 1_000_000
 
@@ -26,7 +26,8 @@ def ranges_from(points: list[tuple[float, int]]) -> list[list[int]]:
     return ranges
 
 
-def schedule_from_picks(picks: list[StagePick], argv_by_k: dict[int, list[str]], form: str | None) -> dict | None:
+def schedule_from_picks(picks: list[StagePick], argv_by_k: dict[int, list[str]],
+                        form: str | None) -> PerBatchSchedule | None:
     """The schedule when decided stages want different K and the server takes one (its form, as the probe
     asked it: None when it takes none)."""
     decided = [p for p in picks if p.status == "decided" and p.k is not None and p.running_mean is not None]
@@ -34,5 +35,6 @@ def schedule_from_picks(picks: list[StagePick], argv_by_k: dict[int, list[str]],
         return None
     schedule = Schedule.from_ranges(ranges_from([(p.running_mean, p.k) for p in decided]), form)
     left_out = [p.users for p in picks if p not in decided]
-    return {SCHEDULE_KEY: schedule.value(), "ranges": schedule.as_lists(), "argv": render_argv(schedule, argv_by_k),
-            "form": form, "anchored_on_users": [p.users for p in decided], "left_out_users": left_out}
+    return PerBatchSchedule(num_speculative_tokens_per_batch_size=schedule.value(), ranges=schedule.as_lists(),
+                            argv=render_argv(schedule, argv_by_k), form=form,
+                            anchored_on_users=[p.users for p in decided], left_out_users=left_out)

@@ -252,6 +252,19 @@ class Cost(Model):
     text: str = ""                       # e.g. "4 lives, 11 server-minutes (...); the full grid: 8 lives, ~21 ..."
 
 
+class PerBatchSchedule(Model):
+    """K by real batch size, when decided stages want different K and the server takes a schedule."""
+
+    num_speculative_tokens_per_batch_size: list[list[int]] | dict[str, int] | None = None  # vLLM's value, its form
+    ranges: list[list[int]] = Field(default_factory=list)   # [lo, hi, K] by real batch size
+    argv: list[str] | None = None        # the largest K's argv with the schedule; None: it has no config to extend
+    form: str = "list"
+    anchored_on_users: list[int] = Field(default_factory=list)   # the decided stages it was built from
+    left_out_users: list[int] = Field(default_factory=list)      # stages not decided
+    boundaries: str = ""                 # "model crossovers": the performance model moved them (perfmodel_uses.py)
+    stage_ranges: list[list[int]] | None = None   # the stages' ranges before that
+
+
 class Decision(Model):
     schema_version: int = SCHEMA_VERSION
     mode: Literal["sweep", "ramp"] = "sweep"
@@ -271,7 +284,7 @@ class Decision(Model):
     candidates: list[Candidate] = Field(default_factory=list)
     cells: list[CellSummary] = Field(default_factory=list)
     per_stage: list[StagePick] = Field(default_factory=list)
-    per_batch_size: dict | None = None
+    per_batch_size: PerBatchSchedule | None = None
     knee: Knee | None = None
     stopped_at_k: int | None = None
     reasons: list[str] = Field(default_factory=list)

@@ -35,7 +35,7 @@ def stamped(decision: Decision, variant: str) -> Decision:
 def note_unconfirmed_schedules(decision: Decision, mode: str) -> None:
     """A variant's schedule that no life confirmed (decision.confirm = "off") says so."""
     for part in decision.by_variant:
-        if mode == "off" and part.confirmation is None and part.per_batch_size and part.per_batch_size.get("argv"):
+        if mode == "off" and part.confirmation is None and part.per_batch_size and part.per_batch_size.argv:
             part.diagnoses.append("This variant's per-batch-size schedule was not run in a life of its own "
                                   "(decision.confirm = \"off\"): a schedule can cost every step and collapse at a "
                                   "boundary, which no per-K life shows; confirm it (--confirm) before using it.")

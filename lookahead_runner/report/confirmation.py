@@ -44,7 +44,7 @@ def confirmation_view(decision: Decision) -> dict | None:
     if c is None:
         return None
     first_life = c.life.split(", ")[0] if c.life else ""
-    schedule_argv = (decision.per_batch_size or {}).get("argv") if c.kind == "schedule" else None
+    schedule_argv = decision.per_batch_size.argv if c.kind == "schedule" and decision.per_batch_size else None
     stands = c.status in ("confirmed", "confirmed with a cost")
     return {
         "status": c.status, "tone": TONE[c.status], "kind": c.kind, "verdict": c.verdict, "scope": c.scope,

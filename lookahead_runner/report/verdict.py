@@ -154,15 +154,15 @@ def per_batch_size(decision: Decision) -> dict:
     if not form:
         return {"available": False, "note": "No schedule: the decided stages agree on one K, too few stages are "
                                             "decided, or this vLLM takes no per-batch-size K."}
-    ranges = form.get("ranges") or []
-    argv = form.get("argv")
-    left_out = form.get("left_out_users") or []
-    note = (f"Anchored on the decided stages ({', '.join(map(str, form.get('anchored_on_users') or []))} users)"
+    ranges, argv, left_out = form.ranges, form.argv, form.left_out_users
+    note = (f"Anchored on the decided stages ({', '.join(map(str, form.anchored_on_users))} users)"
             + (f"; left out (not decided): {', '.join(map(str, left_out))} users" if left_out else "") + "."
-            + (f" Boundaries at the performance model's crossovers (halfway between stages: {form['stage_ranges']})."
-               if form.get("boundaries") == "model crossovers" else ""))
+            + (f" Boundaries at the performance model's crossovers (halfway between stages: {form.stage_ranges})."
+               if form.boundaries == "model crossovers" else ""))
+    value = form.num_speculative_tokens_per_batch_size
     return {"available": True, "ranges": [_range_entry(entry) for entry in ranges],
-            "json": json.dumps({SCHEDULE_KEY: form.get(SCHEDULE_KEY, ranges)}), "argv_shell": shell_text(argv) if argv else "",
+            "json": json.dumps({SCHEDULE_KEY: ranges if value is None else value}),
+            "argv_shell": shell_text(argv) if argv else "",
             "note": note + ("" if argv else " The argv of the largest K has no speculative config to extend.")}
 
 

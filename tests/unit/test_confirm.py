@@ -33,7 +33,7 @@ def decided():
     ev = sweep_evidence()
     decision = decide(ev, P, ARGV, "list")
     assert [(s.users, s.k) for s in decision.per_stage] == [(8, 4), (32, 0)], decision.per_stage
-    assert decision.per_batch_size["ranges"] == [[1, 18, 4], [19, 1_000_000, 0]]
+    assert decision.per_batch_size.ranges == [[1, 18, 4], [19, 1_000_000, 0]]
     return ev, decision
 
 
@@ -60,7 +60,7 @@ def test_a_schedule_is_confirmed_by_default_and_a_single_k_only_when_asked(decid
 
 def test_threshold_users_land_five_percent_below_and_above_each_boundary(decided):
     ev, decision = decided
-    (bound,) = boundaries(decision.per_batch_size["ranges"], ev)
+    (bound,) = boundaries(decision.per_batch_size.ranges, ev)
     assert (bound.batch, bound.k_below, bound.k_above) == (18, 4, 0)
     # K=4's real batch: 7.5 at 8 users, 30 at 32: 17.1 (18 - 5 %) at 18.2 users; K=0's 19 (past 18) at 20.3;
     # rounded away from the boundary

@@ -68,17 +68,17 @@ def test_an_untrusted_model_predicts_nothing_at_production(untrusted):
 def test_schedule_boundary_moves_to_the_crossover_and_keeps_the_stage_picks(model):
     picks = {u: 4 for u in STAGES[:-1]} | {64: 2}
     decision = decision_with_stage_picks(picks, recommended=2)
-    before = decision.per_batch_size["ranges"]
+    before = decision.per_batch_size.ranges
     refined, note = refined_schedule(model, decision, {k: argv(k) for k in (0, 2, 4, 8)})
-    assert [r[2] for r in refined["ranges"]] == [r[2] for r in before] == [4, 2]
-    boundary = refined["ranges"][0][1]
+    assert [r[2] for r in refined.ranges] == [r[2] for r in before] == [4, 2]
+    boundary = refined.ranges[0][1]
     batch_48, batch_64 = (float(WORLD.truth(k, u).real_batch[0]) for k, u in ((4, 48), (2, 64)))
     assert batch_48 <= boundary < batch_64 and boundary != before[0][1]
     # the true crossover (smaller K within the 3 % tie band) lies at the boundary's concurrency, +-4 users
     crossing = next(u for u in range(48, 65) if WORLD.rate(4, u) < WORLD.rate(2, u) * 1.03)
     at_boundary = next(u for u in range(48, 65) if float(WORLD.truth(4, u).real_batch[0]) >= boundary)
     assert abs(crossing - at_boundary) <= 4, (crossing, at_boundary, boundary)
-    assert "crossovers" in note and refined["argv"] and "num_speculative_tokens_per_batch_size" in refined["argv"][-1]
+    assert "crossovers" in note and refined.argv and "num_speculative_tokens_per_batch_size" in refined.argv[-1]
     shown = per_batch_size(decision.model_copy(update={"per_batch_size": refined}))
     assert "Boundaries at the performance model's crossovers" in shown["note"] and str(before) in shown["note"]
 

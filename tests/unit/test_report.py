@@ -13,7 +13,7 @@ import pytest
 from plotly.offline import get_plotlyjs
 
 from lookahead_runner.decision.schema import (AxisDecision, Candidate, CellSummary, Check, Decision, Knee, LifeNote,
-                                              Percentile, Range, Recommended, StagePick)
+                                              PerBatchSchedule, Percentile, Range, Recommended, StagePick)
 from lookahead_runner.report import build_view, render_html, write_report
 from lookahead_runner.runfolder.plan import LifeResult, LifeStatus, Plan, PlannedLife, RunRecord
 from lookahead_runner.report.charts import script_safe_json
@@ -264,10 +264,10 @@ def test_view_shows_per_stage_commands_and_the_schedule():
     assert not view["per_batch_size"]["available"]
 
     ranges = [[1, 12, 4], [13, 1_000_000, 0]]
-    decision.per_batch_size = {"num_speculative_tokens_per_batch_size": ranges, "ranges": ranges, "anchored_on_users": [4, 32],
-                               "left_out_users": [], "form": "list",
-                               "argv": ["vllm", "serve", "m", "--speculative-config", json.dumps(
-                                   {"num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": ranges})]}
+    decision.per_batch_size = PerBatchSchedule(
+        num_speculative_tokens_per_batch_size=ranges, ranges=ranges, anchored_on_users=[4, 32], left_out_users=[],
+        form="list", argv=["vllm", "serve", "m", "--speculative-config", json.dumps(
+            {"num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": ranges})])
     schedule = build_view(make_summary(), decision, plan, {})["per_batch_size"]
     assert schedule["available"] and schedule["ranges"] == ["batch 1 to 12: K=4", "batch 13 and up: K=0"]
     assert json.loads(schedule["json"]) == {"num_speculative_tokens_per_batch_size": ranges}
@@ -356,8 +356,8 @@ def test_confirmation_section_near_the_verdict_escaped(tmp_path: Path, inputs):
         stages=[ConfirmStage(users=21, role="above", k=0, objective=14.0, expected=26.5, difference=-0.47,
                              difference_range=Range(low=-0.5, high=-0.44), outcome="collapse", text=HOSTILE)],
         verdict=f"Not confirmed: {HOSTILE}. K=2 alone stands (the command above).")
-    decision = decision.model_copy(update={"confirmation": confirmation, "per_batch_size": {
-        "ranges": ranges, "argv": argv, "form": "list", "anchored_on_users": [4, 32], "left_out_users": []}})
+    decision = decision.model_copy(update={"confirmation": confirmation, "per_batch_size": PerBatchSchedule(
+        ranges=ranges, argv=argv, form="list", anchored_on_users=[4, 32], left_out_users=[])})
     view = build_view(summary, decision, plan, timelines)["confirmation"]
     assert (view["status"], view["tone"], view["use_schedule"], view["single_k"]) == ("not confirmed", "bad", "", "2")
     assert view["stages"][0]["difference"] == "-47.0% [-50.0%, -44.0%]" and view["stages"][0]["tone"] == "fail"
