@@ -21,6 +21,7 @@ from .model import model_view
 from .timelines import timeline_entries
 from ..decision.schema import Decision
 from ..runfolder.plan import LifeResult, RunRecord
+from ..runfolder.preflight import PlacementRecord, PreflightRecord
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from ..vllm.probe import LOOKAHEAD_FLAG
 from .variants import lives_tokens, variant_charts, variant_rows
@@ -138,7 +139,7 @@ def probe_rows(probe: Mapping, lives: list[LifeResult], run: RunRecord | None = 
     rows = [{"label": label, "value": str(probe.get(key, MISSING))} for label, key in fields]
     rows.append({"label": "command", "value": shell_text(probe.get("command")) or MISSING})
     rows.append({"label": "flags used by this run", "value": " ".join(flags_used(lives)) or MISSING})
-    return rows + (placement_rows(run.preflight or {}, run.plan.placement) if run else [])
+    return rows + (placement_rows(run.preflight, run.plan.placement) if run else [])
 
 
 def _one(value: object) -> str:
@@ -146,24 +147,23 @@ def _one(value: object) -> str:
     return format_cell("client_lag_p99_ms", value)
 
 
-def placement_rows(preflight: Mapping, planned: Mapping | None) -> list[dict]:
-    """Where the server and Locust ran (plan.json), and what the pre-flight measured (preflight.json)."""
-    placed = preflight.get("placement") if isinstance(preflight.get("placement"), Mapping) else planned
+def placement_rows(preflight: PreflightRecord | None, planned: PlacementRecord | None) -> list[dict]:
+    """Where the server and Locust ran (plan.json; the pre-flight's when it settled one), and what the pre-flight
+    measured (preflight.json; no row when none ran)."""
+    placed = preflight.placement if preflight is not None and preflight.placement is not None else planned
     rows = []
-    if isinstance(placed, Mapping):
-        rows.append({"label": "placement", "value": str(placed.get("description", MISSING))})
-    runs = [run for run in preflight.get("runs") or [] if isinstance(run, Mapping)]
-    if preflight:
-        idle = preflight.get("idle") if isinstance(preflight.get("idle"), Mapping) else {}
-        text = f"{preflight.get('verdict', MISSING)}; server idle: Locust's CPUs wake late by p99 " \
-               f"{_one(idle.get('lag_p99_ms'))} ms"
-        if runs:
-            last = runs[-1]
-            text += (f"; at {last.get('users')} users: loop lag p99 {_one(last.get('lag_p99_ms'))}"
-                     f" ms, busiest process {_one(last.get('busiest_cpu_pct'))}% of a core, "
-                     f"{_one(last.get('chunk_cpu_us'))} us per chunk")
-        if preflight.get("reason"):
-            text += f"; {preflight['reason']}"
+    if placed is not None:
+        rows.append({"label": "placement", "value": placed.description or MISSING})
+    if preflight is not None:
+        idle_p99 = preflight.idle.lag_p99_ms if preflight.idle is not None else None
+        text = f"{preflight.verdict or MISSING}; server idle: Locust's CPUs wake late by p99 {_one(idle_p99)} ms"
+        if preflight.runs:
+            last = preflight.runs[-1]
+            text += (f"; at {last.users} users: loop lag p99 {_one(last.lag_p99_ms)}"
+                     f" ms, busiest process {_one(last.busiest_cpu_pct)}% of a core, "
+                     f"{_one(last.chunk_cpu_us)} us per chunk")
+        if preflight.reason:
+            text += f"; {preflight.reason}"
         rows.append({"label": "pre-flight", "value": text})
     return rows
 
@@ -200,10 +200,6 @@ def model_name(config: Mapping) -> str:
         if isinstance(scope.get("model"), str):
             return scope["model"]
     return ""
-
-
-def _strings(values: object) -> list[str]:
-    return [str(value) for value in values] if isinstance(values, (list, tuple)) else []
 
 
 def build_view(summary: pd.DataFrame, decision: Decision, run: RunRecord | None,

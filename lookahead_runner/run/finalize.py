@@ -23,6 +23,7 @@ from ..decision.confirm import judge, unconfirmed_note, with_confirmation
 from ..decision.schema import AxisDecision, LifeNote
 from ..runfolder.plan import (LifeResult, LifeStatus, Plan, RunRecord, VariantTokens, read_plan_and_config,
                               read_status)
+from ..runfolder.preflight import PreflightRecord, read_preflight
 from .preflight import lag_advice
 from ..variants import Variant
 from ..decision.variants import by_variant, note_unconfirmed_schedules
@@ -60,13 +61,6 @@ def _workload_of(directory: Path) -> dict:
     return {"prompt_method": data.get("prompt_method", ""), "prompt_note": data.get("prompt_note", "")}
 
 
-def _preflight_of(run_dir: Path) -> dict | None:
-    try:
-        return results.read_json(run_dir / "preflight.json")
-    except (OSError, ValueError):
-        return None
-
-
 def note_repeat_mode(decision: Decision, repeat_mode: str) -> Decision:
     """Repeats measured on one server life say so in their stability evidence: the spread they show
     leaves out what differs between server starts."""
@@ -90,7 +84,7 @@ class RunData:
     confirm_windows: list[Window] = field(default_factory=list)  # the confirmation life's (not evidence)
     timelines: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)
     lives: list[LifeResult] = field(default_factory=list)  # in the plan's order
-    preflight: dict | None = None
+    preflight: PreflightRecord | None = None
     run_dir: Path | None = None                 # where the lives' own files are (the performance model reads them)
 
     @property
@@ -117,7 +111,7 @@ class RunData:
 def read_run(run_dir: Path) -> RunData:
     """Every life's raw files -> summary rows and evidence windows (pure analysis; only reads)."""
     plan, config = read_plan_and_config(run_dir)
-    preflight = _preflight_of(run_dir)
+    preflight = read_preflight(run_dir)
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
                         expected_output_tokens=config.load.variants[0].output_tokens,
                         expected_prompt_tokens=config.load.variants[0].prompt_tokens,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 
 from ..cpus import format_cpus, parse_cpus
 from ..runfolder.lag_advice import LagAdvice
+from ..runfolder.preflight import PlacementRecord
 from ..vllm.cpu_binding import OMP_BIND_ENV, omp_bind_cpus, omp_bind_lists, worker_ranks
 
 # wrappers that mean the user placed the server already
@@ -90,21 +91,21 @@ class Placement:
     def with_processes(self, processes: int, why: str) -> "Placement":
         return replace(self, processes=processes, processes_why=why)
 
-    def to_dict(self) -> dict:
-        return {"mode": self.mode, "server_cpus": format_cpus(self.server_cpus),
-                "load_cpus": format_cpus(self.load_cpus), "processes": self.processes,
-                "processes_auto": self.processes_auto, "server_env": dict(self.server_env),
-                "host_cpus": format_cpus(self.host_cpus), "processes_why": self.processes_why,
-                "description": self.describe()}
+    def to_record(self) -> PlacementRecord:
+        """What plan.json and preflight.json hold of it (runfolder/preflight.py), with the line describe() says."""
+        return PlacementRecord(mode=self.mode, server_cpus=format_cpus(self.server_cpus),
+                               load_cpus=format_cpus(self.load_cpus), processes=self.processes,
+                               processes_auto=self.processes_auto, server_env=dict(self.server_env),
+                               host_cpus=format_cpus(self.host_cpus), processes_why=self.processes_why,
+                               description=self.describe())
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Placement":
-        def cpus(key: str) -> tuple[int, ...]:
-            return parse_cpus(data[key]) if data.get(key) else ()
+    def from_record(cls, record: PlacementRecord) -> "Placement":
+        def cpus(text: str) -> tuple[int, ...]:
+            return parse_cpus(text) if text else ()
 
-        return cls(str(data.get("mode", "off")), cpus("server_cpus"), cpus("load_cpus"),
-                   int(data.get("processes", 1)), bool(data.get("processes_auto", False)),
-                   dict(data.get("server_env") or {}), cpus("host_cpus"), str(data.get("processes_why", "")))
+        return cls(record.mode, cpus(record.server_cpus), cpus(record.load_cpus), record.processes,
+                   record.processes_auto, dict(record.server_env), cpus(record.host_cpus), record.processes_why)
 
 
 def host_cpus() -> tuple[int, ...]:

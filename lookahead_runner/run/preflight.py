@@ -15,8 +15,8 @@ ready and warm, and again on the next life when that server died first:
    with its cause (saturated or starved, placement.lag_reason) and the exact setting that fixes it,
    instead of spending every life on windows that would all be invalid.
 
-Files: RUN_DIR/preflight.json (figures, verdict, the placement the lives use) and RUN_DIR/preflight/
-(the Locust run's files).
+Files: RUN_DIR/preflight.json (figures, verdict, the placement the lives use: a PreflightRecord,
+runfolder/preflight.py) and RUN_DIR/preflight/ (the Locust run's files).
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from ..config import StageConfig, SweepConfig
 from .load import locust_argv, run_locust
 from ..cpus import format_cpus
 from ..runfolder.lag_advice import LagAdvice, lag_reason
+from ..runfolder.preflight import IdleLag, PlacementRecord, PreflightRecord, PreflightRun, write_preflight
 from .placement import TARGET_CPU_FRAC, Placement, advice_for, pin, processes_for
 from .server import ServerError
 
@@ -71,6 +72,10 @@ class LoadedFigures:
                 f"{self.lag_p50_ms:.1f} ms), busiest Locust process {cpu} of a "
                 f"core ({self.processes_seen} process{'es' if self.processes_seen != 1 else ''}), "
                 f"{self.chunks_per_s:.0f} chunks/s{cost}")
+
+    def to_record(self, processes: int) -> PreflightRun:
+        """preflight.json's entry for this run, made with `processes` Locust processes."""
+        return PreflightRun(**asdict(self), processes=processes, chunk_cpu_us=round(self.chunk_cpu_us, 2))
 
 
 def loaded_figures(requests: pd.DataFrame, stages: pd.DataFrame, users: int) -> LoadedFigures | None:
@@ -120,24 +125,22 @@ def run_preflight(config: SweepConfig, base_url: str, placement: Placement, run_
     gate = config.decision.max_client_lag_p99_ms
     advice = advice_for(placement)
     peak = max(stage.users for stage in config.load.stages)
-    record: dict = {"placement_before": placement.to_dict(), "gate_ms": gate, "runs": []}
     idle = idle_lag(placement.load_cpus)
-    record["idle"] = idle
-    say(f"  pre-flight, server idle: Locust's CPUs wake late by p50 {idle.get('lag_p50_ms', 0):.1f} ms, "
-        f"p99 {idle['lag_p99_ms']:.1f} ms")
-    if idle.get("lag_p50_ms", 0.0) > gate:
+    record = PreflightRecord(placement_before=placement.to_record(), gate_ms=gate, idle=idle)
+    say(f"  pre-flight, server idle: Locust's CPUs wake late by p50 {idle.lag_p50_ms:.1f} ms, "
+        f"p99 {idle.lag_p99_ms:.1f} ms")
+    if idle.lag_p50_ms > gate:
         where = f"CPUs {format_cpus(placement.load_cpus)}" if placement.load_cpus else "CPUs"
         _stop(run_dir, record, f"pre-flight: Locust's {where} are busy while the server is idle (a sleep wakes "
-                               f"{idle['lag_p50_ms']:.0f} ms late at p50 > {gate:g} ms): other processes on this host "
+                               f"{idle.lag_p50_ms:.0f} ms late at p50 > {gate:g} ms): other processes on this host "
                                f"hold them; {advice.starved}")
     for attempt in range(2):
         figures = loaded(config, base_url, placement, run_dir / "preflight" / f"run{attempt}", env, alive)
         if figures is None:
             say(f"  pre-flight: no request finished within {config.load.preflight_s:g} s at {peak} users; not judged")
-            record["verdict"] = "not judged"
+            record.verdict = "not judged"
             break
-        record["runs"].append(asdict(figures) | {"processes": placement.processes,
-                                                 "chunk_cpu_us": round(figures.chunk_cpu_us, 2)})
+        record.runs.append(figures.to_record(placement.processes))
         say(f"  pre-flight at {figures.describe()}")
         processes, why = resized(figures, placement, peak) if placement.processes_auto else (placement.processes, "")
         # a stall now and then (a busy neighbour) spoils some windows; a lagging typical request spoils all
@@ -158,27 +161,27 @@ def run_preflight(config: SweepConfig, base_url: str, placement: Placement, run_
         if processes != placement.processes:
             placement = placement.with_processes(processes, why)
             say(f"  pre-flight: {why}")
-        record["verdict"] = "ok"
+        record.verdict = "ok"
         break
-    record["placement"] = placement.to_dict()
-    results.write_json(run_dir / "preflight.json", record)
+    record.placement = placement.to_record()
+    write_preflight(run_dir, record)
     return placement
 
 
-def _stop(run_dir: Path, record: dict, reason: str) -> None:
-    record.update(verdict="stop", reason=reason)
-    results.write_json(run_dir / "preflight.json", record)
+def _stop(run_dir: Path, record: PreflightRecord, reason: str) -> None:
+    record.verdict, record.reason = "stop", reason
+    write_preflight(run_dir, record)
     raise PreflightError(reason)
 
 
-def idle_lag(cpus: tuple[int, ...], seconds: float = IDLE_PROBE_S) -> dict:
+def idle_lag(cpus: tuple[int, ...], seconds: float = IDLE_PROBE_S) -> IdleLag:
     """lagprobe's figures, run on `cpus` (a failed probe reads as no lag: it must not stop a sweep)."""
     try:
         done = subprocess.run([sys.executable, "-m", "lookahead_runner.run.lagprobe", "--seconds", f"{seconds:g}"],
                               capture_output=True, text=True, timeout=seconds + 30, preexec_fn=pin(cpus))
-        return json.loads(done.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return {"lag_p50_ms": 0.0, "lag_p99_ms": 0.0, "error": "the lag probe did not run"}
+        return IdleLag.model_validate(json.loads(done.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):  # pydantic's ValidationError is a ValueError
+        return IdleLag(lag_p50_ms=0.0, lag_p99_ms=0.0, error="the lag probe did not run")
 
 
 def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, env: dict[str, str],
@@ -200,8 +203,8 @@ def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, 
     return loaded_figures(results.read_csv(out / "requests.csv"), results.read_csv(out / "stages.csv"), peak)
 
 
-def lag_advice(planned: dict | None, preflight: dict | None = None) -> LagAdvice:
+def lag_advice(planned: PlacementRecord | None, preflight: PreflightRecord | None = None) -> LagAdvice:
     """The fixes a run's windows name, from the placement its lives ran with (plan.json's, or the one the
     pre-flight settled on)."""
-    data = (preflight or {}).get("placement") or planned
-    return advice_for(Placement.from_dict(data)) if isinstance(data, dict) else LagAdvice()
+    placed = preflight.placement if preflight is not None and preflight.placement is not None else planned
+    return advice_for(Placement.from_record(placed)) if placed is not None else LagAdvice()

@@ -112,7 +112,7 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, 
         "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(
             mode="json"),
         "target_users": config.target_users, "is_simulator": is_simulator(config.server.command), "lives": lives,
-        "placement": placement.to_dict(),
+        "placement": placement.to_record().model_dump(mode="json"),
     }))
 
 

@@ -1,7 +1,8 @@
 """A run folder's plan.json and each life's status.json, typed and versioned, and the one module that reads
 them, writes them, appends lives to the plan and retires them from it.
 
-    plan.json   Plan: the probe, the config (secrets as ${NAME}), the placement, one PlannedLife per
+    plan.json   Plan: the probe, the config (secrets as ${NAME}), the placement (a PlacementRecord,
+                runfolder/preflight.py, the contract it shares with preflight.json), one PlannedLife per
                 server life (role "confirm" for the confirmation life's, with the ConfirmPlan at "confirm")
     status.json LifeStatus: running | done | failed | skipped, why, and what the life measured about itself
 
@@ -15,10 +16,12 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from ..config import SweepConfig
 from ..decision.schema import ConfirmPlan
+from .preflight import PlacementRecord, PreflightRecord
+from .record import Record
 from .results import read_json, redact, write_json
 
 PLAN_VERSION = 2
@@ -31,11 +34,6 @@ LifeState = Literal["running", "done", "failed", "skipped"]
 
 class RunDirError(ValueError):
     """Not a run folder this version can read; the message says what to pass."""
-
-
-class Record(BaseModel):
-    # fields a newer (or merged) writer adds are kept and written back, not dropped
-    model_config = ConfigDict(extra="allow")
 
 
 class PlannedLife(Record):
@@ -79,7 +77,7 @@ class Plan(Record):
     target_users: int
     is_simulator: bool = False
     lives: list[PlannedLife] = Field(default_factory=list)
-    placement: dict[str, Any] | None = None
+    placement: PlacementRecord | None = None  # run/placement.py Placement.to_record
     confirm: ConfirmPlan | None = None
     confirm_variants: list[ConfirmPlan] = Field(default_factory=list)  # each workload variant's, with several
     adaptive: AdaptiveState | None = None  # sweep.strategy = "adaptive" (adaptive_sweep.py); None for the grid
@@ -274,4 +272,4 @@ class RunRecord(BaseModel):
 
     plan: Plan
     lives: list[LifeResult] = Field(default_factory=list)
-    preflight: dict[str, Any] | None = None
+    preflight: PreflightRecord | None = None  # preflight.json (runfolder/preflight.py); None: no pre-flight ran

@@ -11,6 +11,7 @@ from lookahead_runner.runfolder.lag_advice import lag_reason
 from lookahead_runner.run.placement import Placement, PlacementError, advice_for, plan_placement, processes_for
 from lookahead_runner.vllm.cpu_binding import OMP_BIND_ENV, omp_bind_cpus
 from lookahead_runner.run.preflight import LoadedFigures, loaded_figures, resized
+from lookahead_runner.runfolder.preflight import PlacementRecord
 
 
 @pytest.fixture(autouse=True)
@@ -138,7 +139,11 @@ def test_processes_accepts_a_count_or_auto_only():
 
 def test_placement_round_trips_through_plan_json():
     placed = plan_placement(config(), range(8))
-    assert Placement.from_dict(placed.to_dict()) == placed
+    record = placed.to_record()
+    assert record.description == placed.describe() and record.load_cpus == "7" and record.host_cpus == "0-7"
+    assert Placement.from_record(record) == placed
+    # as plan.json holds it: through JSON and back
+    assert Placement.from_record(PlacementRecord.model_validate_json(record.model_dump_json())) == placed
 
 
 def test_advice_names_the_exact_setting_for_each_placement():

@@ -25,6 +25,8 @@ def test_a_schema_1_folder_reads_as_it_was_written(old_run):
     assert [(l.dir, l.setting, l.k, l.role, l.argv) for l in plan.lives] == [
         (l["dir"], l["setting"], l["k"], "", l["argv"]) for l in raw["lives"]]
     assert plan.mode == "sweep" and plan.probe["version"] == "0.32.0" and config.speculation.k == [0, 2]
+    assert plan.placement.model_dump() == raw["placement"]  # typed (runfolder/preflight.py PlacementRecord)
+    assert (plan.placement.mode, plan.placement.load_cpus, plan.placement.processes) == ("auto", "1", 1)
     status = read_status(old_run / "k0/r0")
     assert status.version == 1 and status.state == "done" and status.memory_source == "sim" and status.locust_exit == 0
 
@@ -42,6 +44,18 @@ def test_a_schema_1_folder_re_renders_to_the_same_lives_and_verdict(old_run):
     assert (after["status"], after["verdict"], after["leading_k"]) == (before["status"], before["verdict"],
                                                                        before["leading_k"])
 
+
+
+def test_the_run_reads_its_preflight_typed_beside_the_placement_it_planned(old_run):
+    from lookahead_runner.run.finalize import read_run
+    from lookahead_runner.runfolder.preflight import PreflightRecord, write_preflight
+
+    assert read_run(old_run).record().preflight is None  # written before the pre-flight existed
+    settled = read_plan(old_run).placement.model_copy(update={"processes": 2, "description": "placement settled"})
+    write_preflight(old_run, PreflightRecord(gate_ms=50.0, verdict="ok", placement=settled))
+    data = read_run(old_run)
+    assert isinstance(data.preflight, PreflightRecord) and data.record().preflight.placement.processes == 2
+    assert data.record().plan.placement.processes == 1  # plan.json keeps the placement it planned
 
 def _plan(**update) -> Plan:
     life = PlannedLife(setting="k0", k=0, repeat=0, argv=["vllm", "serve", "m"], dir="k0/r0")
