@@ -25,7 +25,7 @@ from ..vllm.schedule import Schedule
 from .evidence import Cell, Evidence
 from .explain import OBJECTIVE_LABEL
 from .measure import PreparedCell, ThroughputNoise, throughput_noise
-from .schema import Boundary, Confirmation, ConfirmPlan, ConfirmStage, Decision, Range
+from .schema import Boundary, Confirmation, ConfirmLife, ConfirmPlan, ConfirmStage, Decision, Range
 from .stats import Bounds, interval, proportion_difference
 from .text import pct, rate
 from .thresholds import boundaries, confirmation_stages, lands_in_band
@@ -292,21 +292,21 @@ def _batch(value: float | None) -> str:
 
 
 def judge(plan_: ConfirmPlan, decision: Decision, evidence: Evidence, confirmed: dict[int, Cell],
-          lives: list[tuple[str, str, str]], argv: list[str], p: DecisionConfig) -> Confirmation:
-    """The confirmation's verdict. `lives`: (folder, state, reason) of each confirmation life."""
-    out = Confirmation(status="pending", kind=plan_.kind, life=", ".join(d for d, _, _ in lives), argv=argv,
+          lives: list[ConfirmLife], argv: list[str], p: DecisionConfig) -> Confirmation:
+    """The confirmation's verdict. `lives`: where each confirmation life stands."""
+    out = Confirmation(status="pending", kind=plan_.kind, life=", ".join(life.folder for life in lives), argv=argv,
                        k=plan_.k, ranges=plan_.ranges,
                        single_k=decision.recommended.k if decision.recommended else None, scope=plan_.scope,
                        boundaries=plan_.boundaries)
     what = describe(plan_)
-    done = [life for life in lives if life[1] == "done"]
+    done = [life for life in lives if life.state == "done"]
     if not done:
-        failed = [life for life in lives if life[1] == "failed"]
+        failed = [life for life in lives if life.state == "failed"]
         if not failed:
             out.verdict = f"Confirmation of {what} not run yet (continue with --resume)."
             return out
-        out.reasons = [f"{d}: {reason}" for d, _, reason in failed]
-        return _not_confirmed(out, what, f"the server did not run it: {failed[0][2]}", decision)
+        out.reasons = [f"{life.folder}: {life.reason}" for life in failed]
+        return _not_confirmed(out, what, f"the server did not run it: {failed[0].reason}", decision)
     j = _Judge(plan_, decision, evidence, confirmed, p)
     sweep = [s["users"] for s in plan_.stages if s["users"] in evidence.users]
     out.stages = [j.stage(u) for u in sweep]

@@ -13,7 +13,7 @@ variant and none of the additions.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -217,6 +217,14 @@ class ConfirmStage(Model):
     outcome: Literal["as expected", "better", "cost", "worse than the single K", "collapse", "failures",
                      "no measurement", "no expectation"] = "no measurement"
     text: str = ""
+
+
+class ConfirmLife(NamedTuple):
+    """Where a confirmation life stands, as its folder says (the runner reads it; the judgment takes it)."""
+
+    folder: str
+    state: str                   # done | failed | skipped | running | missing
+    reason: str = ""
 
 
 class Confirmation(Model):

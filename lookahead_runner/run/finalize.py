@@ -20,7 +20,7 @@ from ..runfolder.cost import life_costs, run_cost
 from ..decision import Cell, Decision, Window, decide, evidence, window
 from ..decision.ramp import ramp_decision
 from ..decision.confirm import judge, unconfirmed_note, with_confirmation
-from ..decision.schema import AxisDecision, LifeNote
+from ..decision.schema import AxisDecision, ConfirmLife, LifeNote
 from ..runfolder.plan import (LifeResult, LifeStatus, Plan, RunRecord, VariantTokens, read_plan_and_config,
                               read_status)
 from ..runfolder.preflight import PreflightRecord, read_preflight
@@ -210,7 +210,7 @@ def confirmed(data: RunData, decision: Decision, variant: str | None = None) -> 
     for w in sorted(data.confirm_windows, key=lambda w: (w.users, w.repeat)):
         if w.variant == plan.variant:
             cells.setdefault(w.users, []).append(w)
-    states = [(l.planned.dir, l.state, l.reason) for l in lives]
+    states = [ConfirmLife(l.planned.dir, l.state, l.reason) for l in lives]
     verdict = judge(plan, decision, data.evidence(plan.axis_value, plan.variant),
                     {users: Cell(plan.k, users, tuple(ws)) for users, ws in cells.items()}, states,
                     lives[0].planned.argv if lives else [], data.config.decision)

@@ -9,7 +9,7 @@ from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import Cell, decide, evidence
 from lookahead_runner.decision.confirm import judge, plan, what_to_confirm, with_confirmation
-from lookahead_runner.decision.schema import Decision
+from lookahead_runner.decision.schema import ConfirmLife, Decision
 from lookahead_runner.decision.thresholds import (batch_curve, boundaries, confirmation_stages, lands_in_band,
                                                   users_for_batch)
 
@@ -43,7 +43,7 @@ def confirm_cells(req_by_users: dict[int, float], batch_by_users: dict[int, floa
             for u, req in req_by_users.items()}
 
 
-def run(decided, req_by_users, lives=(("confirm/r0", "done", ""),), p=P, **common):
+def run(decided, req_by_users, lives=(ConfirmLife("confirm/r0", "done"),), p=P, **common):
     ev, decision = decided
     the_plan = plan(decision, ev, STAGES, p)
     return the_plan, judge(the_plan, decision, ev, confirm_cells(req_by_users, **common), list(lives),
@@ -154,9 +154,9 @@ def test_failures_in_the_confirmation_are_not_confirmed(decided):
 def test_a_life_that_failed_or_never_ran(decided):
     ev, decision = decided
     the_plan = plan(decision, ev, STAGES, P)
-    failed = judge(the_plan, decision, ev, {}, [("confirm/r0", "failed", "exit code 1: ValueError: ...")], [], P)
+    failed = judge(the_plan, decision, ev, {}, [ConfirmLife("confirm/r0", "failed", "exit code 1: ValueError: ...")], [], P)
     assert failed.status == "not confirmed" and "the server did not run it: exit code 1" in failed.verdict
-    pending = judge(the_plan, decision, ev, {}, [("confirm/r0", "missing", "")], [], P)
+    pending = judge(the_plan, decision, ev, {}, [ConfirmLife("confirm/r0", "missing", "")], [], P)
     assert pending.status == "pending" and "--resume" in pending.verdict
 
 
@@ -167,10 +167,10 @@ def test_a_single_k_confirmed_or_not_against_the_runner_up():
     decision = decide(ev, p, {0: ["a"], 2: ["b"], 4: ["c"]})
     the_plan = plan(decision, ev, [(32, 20.0)], p)
     assert the_plan.kind == "k" and the_plan.k == 4 and the_plan.boundaries == []
-    ok = judge(the_plan, decision, ev, {32: Cell(4, 32, (window(4, 32, 35.8, 0),))}, [("confirm/r0", "done", "")],
+    ok = judge(the_plan, decision, ev, {32: Cell(4, 32, (window(4, 32, 35.8, 0),))}, [ConfirmLife("confirm/r0", "done", "")],
                ["c"], p)
     assert ok.status == "confirmed" and ok.verdict.startswith("Confirmed: K=4 ran in a life of its own")
-    low = judge(the_plan, decision, ev, {32: Cell(4, 32, (window(4, 32, 28.0, 0),))}, [("confirm/r0", "done", "")],
+    low = judge(the_plan, decision, ev, {32: Cell(4, 32, (window(4, 32, 28.0, 0),))}, [ConfirmLife("confirm/r0", "done", "")],
                 ["c"], p)
     assert low.status == "not confirmed" and "below the runner-up's 30.15" in low.verdict
     told = with_confirmation(decision, low)
