@@ -6,7 +6,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from ..variants import Variant, axis_values, variants_of
-from .strict import Strict, cpu_list
+from .strict import CpuList, Strict
 
 AUTO_FIRST_REPEATS = 2
 
@@ -39,7 +39,7 @@ class LoadConfig(Strict):
     processes: int | Literal["auto"] = Field(
         "auto", description="Locust processes on this host (--processes); auto = enough to keep each under "
                             "60% of a core at the highest stage, from the measured per-process capacity")
-    cpus: str = Field("", description="CPUs for Locust's processes (a CPU list: \"6-7\"); empty = load.placement decides")
+    cpus: CpuList = Field("", description="CPUs for Locust's processes (a CPU list: \"6-7\"); empty = load.placement decides")
     placement: Literal["auto", "off"] = Field(
         "auto", description="auto: a server started on this host gets CPUs apart from Locust's; off: the OS schedules both")
     preflight_s: float = Field(
@@ -84,11 +84,6 @@ class LoadConfig(Strict):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
             raise ValueError(f"{value!r}: write a count from 1 to 64, or \"auto\"")
         return value
-
-    @field_validator("cpus")
-    @classmethod
-    def _cpus_are_a_list(cls, value: str) -> str:
-        return cpu_list(value)
 
     @field_validator("stages")
     @classmethod

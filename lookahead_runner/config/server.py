@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from ..masking import ENV_NAME_RE
 from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, runner_flag
-from .strict import Strict, cpu_list
+from .strict import CpuList, Strict
 
 SIM_COMMAND = [sys.executable, "-m", "lookahead_runner.sim"]
 
@@ -67,13 +67,8 @@ class ServerConfig(Strict):
             if not ENV_NAME_RE.fullmatch(name):
                 raise ValueError(f"{name!r} is not a variable name; write e.g. \"HF_TOKEN\"")
         return value
-    cpus: str = Field("", description="CPUs for the server's process tree (a CPU list: \"0-5\"); "
+    cpus: CpuList = Field("", description="CPUs for the server's process tree (a CPU list: \"0-5\"); "
                                       "empty = load.placement decides")
-
-    @field_validator("cpus")
-    @classmethod
-    def _cpus_are_a_list(cls, value: str) -> str:
-        return cpu_list(value)
 
     @field_validator("argv_template")
     @classmethod

@@ -1,7 +1,9 @@
 """What every config model shares: strict parsing and the one-line error it raises."""
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from ..cpus import parse_cpus
 
@@ -19,3 +21,6 @@ def cpu_list(value: str) -> str:
     if value.strip():
         parse_cpus(value)  # raises ValueError with the fix
     return value.strip()
+
+
+CpuList = Annotated[str, AfterValidator(cpu_list)]   # a CPU list field, checked and stripped
