@@ -36,11 +36,10 @@ def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port:
 def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, server: ResolvedServer, **extra) -> PlannedLife:
     """The life as plan.json lists it, its argv with each secret as ${NAME} (planned_lives masks any other field
     holding a secret value); `extra`: more PlannedLife fields (role, variant, stages, chosen)."""
-    return PlannedLife(setting=life.setting.name, k=life.setting.k, repeat=life.repeat,
-                       axis_flag=life.setting.axis_flag, axis_value=life.setting.axis_value,
-                       spec_key=life.setting.spec_key,
-                       argv=render_argv(config, caps, life.setting, config.server.port or 8000, server), dir=life.key,
-                       **extra)
+    return PlannedLife.written(dict(
+        setting=life.setting.name, k=life.setting.k, repeat=life.repeat, axis_flag=life.setting.axis_flag,
+        axis_value=life.setting.axis_value, spec_key=life.setting.spec_key,
+        argv=render_argv(config, caps, life.setting, config.server.port or 8000, server), dir=life.key, **extra))
 
 
 def planned_lives(config: SweepConfig, caps: Capabilities, lives: list[Life], server: ResolvedServer,

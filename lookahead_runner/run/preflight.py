@@ -75,7 +75,7 @@ class LoadedFigures:
 
     def to_record(self, processes: int) -> PreflightRun:
         """preflight.json's entry for this run, made with `processes` Locust processes."""
-        return PreflightRun(**asdict(self), processes=processes, chunk_cpu_us=round(self.chunk_cpu_us, 2))
+        return PreflightRun.written(asdict(self) | {"processes": processes, "chunk_cpu_us": round(self.chunk_cpu_us, 2)})
 
 
 def loaded_figures(requests: pd.DataFrame, stages: pd.DataFrame, users: int) -> LoadedFigures | None:

@@ -107,7 +107,7 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, 
     lives = [plan_entry(config, caps, life, server).model_dump(mode="json") for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
     knob = knob_flag(config.speculation.raw_lookahead_slots, style)
-    return Plan.model_validate(secrets.mask_value({
+    return Plan.written(secrets.mask_value({
         "version": PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(
             mode="json"),

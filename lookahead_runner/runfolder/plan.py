@@ -212,11 +212,8 @@ def record_adaptive_stop(run_dir: Path, stopped: str, stop: str) -> Plan:
 
 
 def write_status(directory: Path, state: LifeState, reason: str = "", **fields) -> LifeStatus:
-    """Written strictly: a field LifeStatus does not name is a mistake here (reading keeps unknown ones)."""
-    unknown = sorted(set(fields) - set(LifeStatus.model_fields))
-    if unknown:
-        raise TypeError(f"status.json has no field {', '.join(unknown)}: add it to LifeStatus")
-    status = LifeStatus(state=state, reason=reason, **fields)
+    """Written strictly (Record.written): a field LifeStatus does not name is a mistake here."""
+    status = LifeStatus.written({"state": state, "reason": reason, **fields})
     write_json(Path(directory) / STATUS_FILE, status.model_dump(mode="json"))
     return status
 

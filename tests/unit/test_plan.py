@@ -110,6 +110,16 @@ def test_a_life_state_is_missing_until_its_status_is_written(tmp_path):
     assert life_state(tmp_path) == "missing"
 
 
+def test_a_field_this_version_does_not_name_is_refused_when_written_and_kept_when_read(tmp_path):
+    with pytest.raises(TypeError, match="LifeStatus has no field ready_ss"):
+        write_status(tmp_path, "done", ready_ss=1.0)  # misspelt ready_s
+    assert read_status(tmp_path) is None  # nothing was written
+    with pytest.raises(TypeError, match="PlannedLife has no field repeats"):
+        PlannedLife.written({"setting": "k0", "k": 0, "repeats": 0, "dir": "k0/r0"})
+    (tmp_path / "status.json").write_text(json.dumps({"state": "done", "gpu_watts": 300}))  # a newer writer's field
+    assert read_status(tmp_path).model_extra == {"gpu_watts": 300}
+
+
 def test_each_variants_confirmation_is_planned_and_retired_alone_and_the_adaptive_state_kept(tmp_path):
     from lookahead_runner.decision.schema import ConfirmPlan
     from lookahead_runner.runfolder.plan import record_adaptive_stop
