@@ -72,7 +72,7 @@ class Secrets:
     @classmethod
     def for_rules(cls, secret_flags: Iterable[str] = (), secret_env: Iterable[str] = ()) -> "Secrets":
         flags = dict(SECRET_FLAGS) | {flag_name(f): (env_name_of_flag(f), "1") for f in secret_flags
-                                           if flag_name(f) not in SECRET_FLAGS}
+                                      if flag_name(f) not in SECRET_FLAGS}
         return cls(flags, tuple(secret_env))
 
     # --- masking (records the values) --------------------------------------------------------------

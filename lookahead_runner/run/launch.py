@@ -24,7 +24,6 @@ class Life:
         return results.life_key(self.setting.name, self.repeat)
 
 
-
 def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port: int,
                 server: ResolvedServer) -> list[str]:
     """The server argv as recorded and shown: each secret value as ${NAME} (masking.py)."""

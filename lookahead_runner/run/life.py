@@ -3,7 +3,9 @@ up, sample it while Locust runs the stages (once per repeat it hosts), stop the 
 group, record the outcomes.
 
 Every repeat's files land in its own folder as they happen; its status.json is written `done`
-only once its load is over, so a repeat cut by a crash or Ctrl-C is rerun by --resume.
+only once its load is over, so a repeat cut by a crash or Ctrl-C is rerun by --resume. Every state a
+status.json ends in is written here: done or failed (`_finish`), skipped by an early stop (`skip`), failed
+before any load when the pre-flight stops the sweep (`not_measured`).
 """
 from __future__ import annotations
 
