@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from .decision.schema import Decision
 from .runfolder.plan import RunDirError, has_plan, plan_path, read_plan
-from .config import ConfigError, SweepConfig, config_from_dict, error_line, load_config
+from .config import ConfigError, ResolvedServer, SweepConfig, config_from_dict, error_line, load_config
 
 DEMO_CONFIG = resources.files("lookahead_runner") / "presets" / "demo.toml"
 EXIT_NOT_DECIDED = 3
@@ -83,7 +83,6 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     from .run.launch import render_argv
     from .masking import shell_join
     from .run.placement import host_cpus, plan_placement
-    from .config import ResolvedServer
     from .run.runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
     from .vllm.probe import LOOKAHEAD_FLAG

@@ -21,7 +21,7 @@ from .model import model_view
 from .timelines import timeline_entries
 from ..decision.schema import Decision
 from ..runfolder.plan import LifeResult, RunRecord
-from ..runfolder.preflight import PlacementRecord, PreflightRecord
+from ..runfolder.preflight import PlacementRecord, PreflightRecord, placement_used
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from ..vllm.probe import LOOKAHEAD_FLAG
 from .variants import lives_tokens, variant_charts, variant_rows
@@ -150,7 +150,7 @@ def _one(value: object) -> str:
 def placement_rows(preflight: PreflightRecord | None, planned: PlacementRecord | None) -> list[dict]:
     """Where the server and Locust ran (plan.json; the pre-flight's when it settled one), and what the pre-flight
     measured (preflight.json; no row when none ran)."""
-    placed = preflight.placement if preflight is not None and preflight.placement is not None else planned
+    placed = placement_used(preflight, planned)
     rows = []
     if placed is not None:
         rows.append({"label": "placement", "value": placed.description or MISSING})

@@ -210,9 +210,8 @@ def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents
     return outcome
 
 
-def skip(run_dir: Path, life: Life, stopped_at: int) -> None:
-    """A life an early stop leaves out (the stop rule fired at a smaller K)."""
-    out = results.life_dir(run_dir, life.setting.name, life.repeat)
+def skip(out: Path, stopped_at: int) -> None:
+    """A life (its folder `out`) an early stop leaves out: the stop rule fired at a smaller K."""
     out.mkdir(parents=True, exist_ok=True)
     write_status(out, "skipped", f"early stop: the stop rule fired at K={stopped_at}")
 

@@ -34,7 +34,8 @@ from ..config import StageConfig, SweepConfig
 from .load import locust_argv, run_locust
 from ..cpus import format_cpus
 from ..runfolder.lag_advice import LagAdvice, lag_reason
-from ..runfolder.preflight import IdleLag, PlacementRecord, PreflightRecord, PreflightRun, write_preflight
+from ..runfolder.preflight import (IdleLag, PlacementRecord, PreflightRecord, PreflightRun, placement_used,
+                                   write_preflight)
 from .placement import TARGET_CPU_FRAC, Placement, advice_for, pin, processes_for
 from .server import ServerError
 
@@ -206,5 +207,5 @@ def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, 
 def lag_advice(planned: PlacementRecord | None, preflight: PreflightRecord | None = None) -> LagAdvice:
     """The fixes a run's windows name, from the placement its lives ran with (plan.json's, or the one the
     pre-flight settled on)."""
-    placed = preflight.placement if preflight is not None and preflight.placement is not None else planned
+    placed = placement_used(preflight, planned)
     return advice_for(Placement.from_record(placed)) if placed is not None else LagAdvice()

@@ -289,7 +289,7 @@ def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, p
                 progress.life_started(life.key)
                 progress.life_finished()
             elif stopped_at is not None and life.setting.k > stopped_at:  # a resumed run may stop on finished K
-                skip(run_dir, life, stopped_at)
+                skip(out, stopped_at)
                 say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
                 progress.life_finished()
             else:

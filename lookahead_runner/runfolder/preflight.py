@@ -95,3 +95,8 @@ def read_preflight(run_dir: Path) -> PreflightRecord | None:
         return PreflightRecord.model_validate(read_json(preflight_path(run_dir)))
     except (OSError, ValueError, ValidationError):
         return None
+
+
+def placement_used(preflight: PreflightRecord | None, planned: PlacementRecord | None) -> PlacementRecord | None:
+    """The placement a run's lives ran with: the one the pre-flight settled on, else plan.json's."""
+    return preflight.placement if preflight is not None and preflight.placement is not None else planned
