@@ -3,10 +3,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from ..slo import parse_slo_key, parse_slos
 from .strict import Strict
+
+# The restart spread (relative SD of one server life's throughput around the next life's of the same K) taken
+# where every K has one life and `restart_spread = "auto"`, per server kind (docs/restart-spread.md says how each
+# was measured). A kind without one gets RESTART_SPREAD_UNKNOWN, and the verdict says it is unknown.
+RESTART_SPREAD_DEFAULTS = {"simulator": 0.03}
+RESTART_SPREAD_UNKNOWN = 0.10
 
 class DecisionConfig(Strict):
     """Every threshold of the decision, in one place; the report shows the run's values."""
@@ -77,10 +83,43 @@ class DecisionConfig(Strict):
     collapse_frac: float = Field(0.15, gt=0, lt=1, description="req/s at a schedule boundary this far below what "
                                                                "the stages beside it expect is a collapse: the "
                                                                "schedule is not confirmed")
+    restart_spread: float | Literal["auto"] = Field(
+        "auto", description="how far one server life's throughput lands from the next life's of the same K "
+                            "(relative SD per life), for a stage where every K has one life: its windows cannot "
+                            "show it (repeats, where there are any, measure it instead). \"auto\" = the "
+                            "simulator's documented 0.03; on real vLLM unknown, taken as 0.10 and said so in the "
+                            "verdict; e.g. 0.04 from your own repeats on this server")
     waive: list[Literal["memory", "batch", "latency", "slo", "failures"]] = Field(
         default_factory=list, description="gates the decision may go ahead without when they cannot be judged "
                                           "(not measured, or too little data): shown as waived, never as a pass; "
                                           "a gate that was measured is judged as usual. e.g. [\"memory\"]")
+
+    # the kind of server the sweep restarts (SweepConfig sets it from server.command): the "auto" restart spread
+    _server_kind: str = PrivateAttr("simulator")
+
+    @field_validator("restart_spread", mode="before")
+    @classmethod
+    def _restart_spread_in_range(cls, value: object) -> object:
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ValueError(f"{value!r}: give the relative spread of one server life's throughput, 0 to 1 "
+                             "(e.g. 0.04 for 4 %), or \"auto\"")
+        return float(value)
+
+    def for_server(self, kind: str) -> "DecisionConfig":
+        """This config for a sweep restarting `kind` ("simulator" or "vllm"): what restart_spread = "auto" means."""
+        self._server_kind = kind
+        return self
+
+    def restart_prior(self) -> tuple[float, str]:
+        """(relative SD per server life, where it comes from: "decision.restart_spread", "the simulator's
+        default" or "unknown") for a stage where every K has one life."""
+        if self.restart_spread != "auto":
+            return float(self.restart_spread), "decision.restart_spread"
+        if self._server_kind in RESTART_SPREAD_DEFAULTS:
+            return RESTART_SPREAD_DEFAULTS[self._server_kind], f"the {self._server_kind}'s default"
+        return RESTART_SPREAD_UNKNOWN, "unknown"
 
     @field_validator("confirm", mode="before")
     @classmethod

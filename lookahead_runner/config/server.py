@@ -11,6 +11,7 @@ from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, runner_flag
 from .strict import CpuList, Strict
 
 SIM_COMMAND = [sys.executable, "-m", "lookahead_runner.sim"]
+SIM_MARKERS = ("lookahead_runner.sim", "lookahead-sim-vllm")  # in a command that starts the simulator
 
 
 def runner_field_text(flag: str) -> str:
@@ -51,6 +52,11 @@ class ServerConfig(Strict):
     secret_env: list[str] = Field(
         default_factory=list, description="variables whose NAME=VALUE inside an argv element (a launcher's "
                                           "-e HF_TOKEN=...) or server.env value is a secret: written as ${NAME}")
+
+    @property
+    def is_simulator(self) -> bool:
+        """The simulated server (a command naming it), as run/life.py tells it; real vLLM otherwise."""
+        return any(marker in part for part in self.command for marker in SIM_MARKERS)
 
     @field_validator("secret_flags")
     @classmethod

@@ -103,6 +103,11 @@ class SweepConfig(Strict):
         return self
 
     @model_validator(mode="after")
+    def _restart_spread_of_the_server(self) -> "SweepConfig":
+        self.decision.for_server("simulator" if self.server.is_simulator else "vllm")
+        return self
+
+    @model_validator(mode="after")
     def _auto_repeats_without_grid(self) -> "SweepConfig":
         if self.load.repeats == "auto" and self.grid.axis:
             field = "grid.spec_key" if self.grid.spec_key else "grid.flag"

@@ -75,7 +75,15 @@ def _cause(check: Check) -> str:
 
 def verdict(stage: StageEval, p: DecisionConfig) -> str:
     text = _verdict(stage, p)
-    return text + _waivers(stage) if stage.status == "decided" else text
+    return text + _waivers(stage) + _restart_note(stage) if stage.status == "decided" else text
+
+
+def _restart_note(stage: StageEval) -> str:
+    """A verdict decided on one life per K with the restart spread assumed: said, so it is not read as measured."""
+    if not stage.noise.restart_unknown:
+        return ""
+    return (f" One life per K: restart spread unknown, taken as {stage.noise.restart_sd:.0%} per server life; the "
+            "verdict clears it.")
 
 
 def _verdict(stage: StageEval, p: DecisionConfig) -> str:
@@ -135,14 +143,12 @@ def reasons(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -
         prev = rules.stop_step(stage.stats, p)[0]
         now, before = stage.stats[stage.stopped_at], stage.stats[prev]
         out.append(f"Stop rule at K={stage.stopped_at}: memory rose clearly since K={prev} "
-                   f"(KV usage mean {pct(before.kv_usage_mean)} -> {pct(now.kv_usage_mean)}, peak "
-                   f"{pct(before.kv_usage_peak)} -> {pct(now.kv_usage_peak)}, preemptions {before.preemptions:.0f} -> "
-                   f"{now.preemptions:.0f}{_pool_text(before, now)}) while {_label(p)} changed "
+                   f"({_memory_rise_text(before, now, p)}) while {_label(p)} changed "
                    f"{_gain(stage, stage.stopped_at, prev, p)} vs K={prev}; K >= {stage.stopped_at} left out (the stop "
                    f"fires in {share(stage.stop_share)} of the resamples).")
     if stage.stop_gaps:
         out.append("Stop rule not evaluated between " + ", ".join(f"K={a} and K={b}" for a, b in stage.stop_gaps)
-                   + ": no KV usage, KV pool, preemption or device memory reading on either side, so a memory rise "
+                   + ": no KV usage, preemption or device memory reading on either side, so a memory rise "
                      "that buys nothing could not be seen there.")
     for k in stage.ks:
         if k == stage.base_k:
@@ -167,10 +173,30 @@ def reasons(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -
     return out
 
 
-def _pool_text(before, now) -> str:
-    if math.isnan(before.kv_pool_tokens) or math.isnan(now.kv_pool_tokens):
-        return ""
-    return f", KV pool {before.kv_pool_tokens:,.0f} -> {now.kv_pool_tokens:,.0f} tokens"
+def _reading_text(name: str, before, now) -> str:
+    if name == "device memory":
+        return (f"device memory peak {before.gpu_mem_peak_mib:,.0f} -> {now.gpu_mem_peak_mib:,.0f} MiB of "
+                f"{now.gpu_mem_total_mib:,.0f}")
+    if name == "preemptions":
+        return f"preemptions {before.preemptions:.0f} -> {now.preemptions:.0f}"
+    column = "kv_usage_mean" if name == "KV usage mean" else "kv_usage_peak"
+    return f"{name} {pct(getattr(before, column))} -> {pct(getattr(now, column))}"
+
+
+def _memory_rise_text(before, now, p: DecisionConfig) -> str:
+    """The readings that rose clearly (the stop rule's evidence), then the others as context; a KV pool that
+    shrank is context only: it is no reading rising."""
+    rises = rules.memory_rises(now, before)
+    risen = [name for name in rules.MEMORY_READINGS if rises.get(name, -math.inf) >= p.memory_rise_frac]
+    rest = [name for name in rules.MEMORY_READINGS if name in rises and name not in risen]
+    text = "; ".join(f"{_reading_text(name, before, now)}, "
+                     + ("from none to some" if name == "preemptions" else f"+{rises[name] * 100:.0f} points")
+                     for name in risen)
+    text += f" (a clear rise is +{p.memory_rise_frac * 100:g} points or more)"
+    context = [_reading_text(name, before, now) for name in rest]
+    if not math.isnan(before.kv_pool_tokens) and not math.isnan(now.kv_pool_tokens):
+        context.append(f"KV pool {before.kv_pool_tokens:,.0f} -> {now.kv_pool_tokens:,.0f} tokens")
+    return text + ("; besides: " + ", ".join(context) if context else "")
 
 
 def _stage_short(stage: StageEval) -> str:
@@ -252,6 +278,10 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
     if stage.noise.source == "none":
         out.append(f"At {stage.users} users: run >= 2 repeats, or stages at least two requests long, so the "
                    "throughput noise can be measured.")
+    elif stage.noise.restart_unknown:
+        out.append("One life per K: run load.repeats = 2 or more (or \"auto\") so the spread from one server life to "
+                   "the next is measured, or set decision.restart_spread to the spread repeats measured on this "
+                   "server (the repeat stability check of such a run shows it).")
     return out
 
 

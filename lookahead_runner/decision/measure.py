@@ -6,7 +6,8 @@ drawn window, the successful requests drawn with replacement (latency percentile
 failures drawn from their binomial. Throughput is not resampled from two or three repeats (that
 bootstrap is far too sure of itself): its factor is drawn from Student's t with the relative spread
 of one repeat (`ThroughputNoise`), or, with one repeat each, of one bin at least a request long inside
-the windows (batch means). The spread is pooled over the K at the stage, except for a K whose own
+the windows (batch means) plus a normal term for the spread from one server life to the next, which
+bins cannot show (decision.restart_spread: a prior, or an assumed one the verdict names). The spread is pooled over the K at the stage, except for a K whose own
 spread is wider than the others' beyond an F test: that K keeps its own (moderated by theirs), and the
 others pool without it (`throughput_noises`). The same factor divides the drawn latencies: at a fixed
 concurrency a server that serves fewer requests per second keeps each longer.
@@ -15,6 +16,7 @@ reordering repeats gives the same draws.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Mapping
@@ -82,11 +84,25 @@ class ThroughputNoise:
     df: int
     source: str  # "repeats" | "bins" | "none"
     scope: str = "pooled over K"  # or "pooled over K=0, 4" / "K=8's own, moderated by the others'"
+    # with one server life per K (source "bins") the bins cannot see how far the next life would land: a prior
+    # spread per life (decision.restart_spread) is added, and where it comes from ("unknown": an assumed one)
+    restart_sd: float = 0.0
+    restart_source: str = ""
 
     def text(self) -> str:
         if self.source == "none":
             return "throughput noise not measured (one repeat, windows shorter than two requests)"
-        return f"throughput noise {self.rel_sd:.1%} per {self.source[:-1]} ({self.scope}, {self.df} degrees of freedom)"
+        text = f"throughput noise {self.rel_sd:.1%} per {self.source[:-1]} ({self.scope}, {self.df} degrees of freedom)"
+        if self.restart_source == "unknown":
+            return text + (f", plus a restart spread of {self.restart_sd:.0%} per server life (one life per K: "
+                           "restart spread unknown, this much assumed)")
+        if self.restart_source:
+            return text + f", plus a restart spread of {self.restart_sd:.1%} per server life ({self.restart_source})"
+        return text
+
+    @property
+    def restart_unknown(self) -> bool:
+        return self.restart_source == "unknown"
 
 
 def _spread(cell, source: str) -> tuple[float, int]:
@@ -114,13 +130,16 @@ def _noisier(own: tuple[float, int], rest: tuple[float, int], level: float = 0.9
     return own_var / rest_var / float(scipy_stats.f.ppf(level, df, rest_df))
 
 
-def throughput_noises(cells: Mapping[int, "PreparedCell"]) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
+def throughput_noises(cells: Mapping[int, "PreparedCell"], restart: tuple[float, str] | None = None
+                      ) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
     """The stage's pooled noise and each K's: the pooled spread of the K that agree (more degrees of freedom:
     the better estimate, and never narrower than the stage's typical spread), except for a K noisier than
     the others beyond a one-sided F test: a K with a wide repeat spread must not widen the intervals of
     stable ones, so it is left out of their pool, and keeps its own spread moderated by theirs (its squares
     and theirs over its degrees of freedom and theirs: with two repeats, one odd repeat widens its own
-    interval without the Student t of one degree of freedom, which has no variance)."""
+    interval without the Student t of one degree of freedom, which has no variance).
+    `restart`: (relative SD per server life, its source), added where the spread comes from bins (every K one
+    life): a window's bins show the noise inside one server life, never how far the next life lands."""
     for source in ("repeats", "bins"):
         parts = {k: _spread(cell, source) for k, cell in cells.items()}
         total = (sum(sq for sq, _ in parts.values()), sum(df for _, df in parts.values()))
@@ -144,6 +163,9 @@ def throughput_noises(cells: Mapping[int, "PreparedCell"]) -> tuple[ThroughputNo
         # one odd repeat out of two neither borrows their stability nor makes a Cauchy of its interval
         by_k = {k: ThroughputNoise(math.sqrt((parts[k][0] + squares) / (parts[k][1] + df)), parts[k][1] + df, source,
                                    f"K={k}'s own, moderated by the others'") if k in apart else pooled for k in cells}
+        if source == "bins" and restart is not None and df:
+            pooled = dataclasses.replace(pooled, restart_sd=restart[0], restart_source=restart[1])
+            by_k = {k: dataclasses.replace(n, restart_sd=restart[0], restart_source=restart[1]) for k, n in by_k.items()}
         return pooled, by_k
     none = ThroughputNoise(math.nan, 0, "none")
     return none, dict.fromkeys(cells, none)
@@ -205,9 +227,14 @@ class PreparedCell:
             timeouts=sum(w.timeouts for w in ws), signals=_signal_summaries(self.signals[None, :, :])[0])
 
     def relative_se(self, noise: ThroughputNoise) -> float:
-        """The relative standard error of this cell's throughput under the stage's pooled noise."""
+        """The relative standard error of this cell's throughput under the stage's pooled noise (inside the
+        windows where it comes from bins; the restart spread is `restart_se`)."""
         units = len(self.windows) if noise.source == "repeats" else self.throughput_units
         return noise.rel_sd / math.sqrt(units) if units and noise.df else math.nan
+
+    def restart_se(self, noise: ThroughputNoise) -> float:
+        """The relative standard error the restart spread adds: one draw per server life behind the cell."""
+        return noise.restart_sd / math.sqrt(len(self.windows)) if self.windows else 0.0
 
     def draws(self, rng: np.random.Generator, count: int, noise: ThroughputNoise) -> list[CellStats]:
         """`count` resamples of the cell (see the module's docstring for what is drawn)."""
@@ -223,7 +250,10 @@ class PreparedCell:
         failures = failures.sum(axis=1)
         # throughput: the measured rates times a factor drawn from Student's t with the pooled spread
         se = self.relative_se(noise)
-        factor = np.maximum(1 + se * rng.standard_t(noise.df, count), 0.01) if not math.isnan(se) else np.ones(count)
+        factor = 1 + se * rng.standard_t(noise.df, count) if not math.isnan(se) else np.ones(count)
+        if noise.restart_sd and not math.isnan(se):  # a known (or assumed) spread: normal, not Student's t
+            factor = factor + self.restart_se(noise) * rng.standard_normal(count)
+        factor = np.maximum(factor, 0.01)
         duration = self.durations[picks].sum(axis=1)
         point = self.measure()
         completed, tokens, good = (factor * duration * rate for rate in

@@ -114,21 +114,30 @@ def gate_statuses(s: CellStats, base: CellStats, p: DecisionConfig) -> dict[str,
     return statuses
 
 
-def memory_rise(s: CellStats, prev: CellStats) -> float:
-    """The clearest memory rise from prev to s: KV usage (points of the pool, mean or peak), device memory
-    (share of the total), a shrinking KV pool (share), or preemptions appearing (1.0); NaN when neither
-    side has any of these readings (the stop rule cannot be evaluated there)."""
-    rises = [s.kv_usage_mean - prev.kv_usage_mean, s.kv_usage_peak - prev.kv_usage_peak]
+MEMORY_READINGS = ("KV usage mean", "KV usage peak", "device memory", "preemptions")
+
+
+def memory_rises(s: CellStats, prev: CellStats) -> dict[str, float]:
+    """Each memory reading's rise from prev to s, on one scale: KV usage in points of the pool (mean and peak),
+    device memory as a share of the total, preemptions appearing as 1.0 (none -> some); a reading missing on
+    either side is left out. A KV pool that shrinks is no reading rising (method stepping rule 2: "memory
+    rises"): at the same KV use in tokens a smaller pool already shows as a higher KV usage share, and at a
+    constant KV usage share the pool still holds what the load asks (the draft's weights took the rest)."""
+    rises = {"KV usage mean": s.kv_usage_mean - prev.kv_usage_mean,
+             "KV usage peak": s.kv_usage_peak - prev.kv_usage_peak}
     if s.gpu_mem_total_mib:
-        rises.append((s.gpu_mem_peak_mib - prev.gpu_mem_peak_mib) / s.gpu_mem_total_mib)
-    if prev.kv_pool_tokens:
-        rises.append((prev.kv_pool_tokens - s.kv_pool_tokens) / prev.kv_pool_tokens)
+        rises["device memory"] = (s.gpu_mem_peak_mib - prev.gpu_mem_peak_mib) / s.gpu_mem_total_mib
     if s.preemptions > 0 and not prev.preemptions > 0:
-        rises.append(1.0)
+        rises["preemptions"] = 1.0
     elif not math.isnan(s.preemptions) and not math.isnan(prev.preemptions):
-        rises.append(0.0)
-    rises = [r for r in rises if not math.isnan(r)]
-    return max(rises, default=math.nan)
+        rises["preemptions"] = 0.0
+    return {name: rise for name, rise in rises.items() if not math.isnan(rise)}
+
+
+def memory_rise(s: CellStats, prev: CellStats) -> float:
+    """The clearest memory rise from prev to s (`memory_rises`); NaN when neither side has any of these
+    readings (the stop rule cannot be evaluated there)."""
+    return max(memory_rises(s, prev).values(), default=math.nan)
 
 
 def gain_needed(rise: float, steps: int, p: DecisionConfig) -> float:

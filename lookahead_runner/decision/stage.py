@@ -22,7 +22,7 @@ from .checks import gate_checks
 from .evidence import LATENCY_COLUMNS
 from .measure import CellStats, PreparedCell, ThroughputNoise, throughput_noises
 from .schema import Check
-from .stats import Bounds, interval, wilson
+from .stats import Bounds, interval, single_life_gains, wilson
 
 MAX_RESAMPLE_FACTOR = 8
 
@@ -105,7 +105,7 @@ def leader_statuses(stats: Mapping[int, CellStats], checks: Mapping[int, list[Ch
 
 def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig, rng: np.random.Generator) -> StageEval:
     stats = {k: cell.measure() for k, cell in sorted(prepared.items())}
-    noise, noise_by_k = throughput_noises(prepared)
+    noise, noise_by_k = throughput_noises(prepared, p.restart_prior())
     draws = draw_stats(prepared, p.resamples, rng, noise_by_k)
     pooled = {k: {c: cell.cell.pooled(c) for c in LATENCY_COLUMNS} for k, cell in prepared.items()}
     base_k = min(stats)
@@ -167,12 +167,22 @@ def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
     if stage.noise.source == "none":
         why.append(f"at {stage.users} users the {stage.noise.text()}")
     share, bounds = stage.shares.get(stage.pick, 0.0), stage.share_range
+    if stage.noise.restart_unknown and share < p.confidence:
+        why.append(restart_unknown_text(stage.noise, stage.base_k, p))
     if bounds.low is not None and bounds.low < p.confidence <= bounds.high:
         why.append(f"K={stage.pick} wins in {share:.1%} of {stage.resamples} resamples, within their Monte Carlo "
                    f"error of the {p.confidence:.0%} threshold ([{bounds.low:.1%}, {bounds.high:.1%}])")
     elif share < p.confidence:
         why.append(f"K={stage.pick} wins in {share:.1%} of {stage.resamples} resamples (needs {p.confidence:.0%})")
     return ("not_decided" if why else "decided"), why
+
+
+def restart_unknown_text(noise: ThroughputNoise, base_k: int, p: DecisionConfig) -> str:
+    """Why one life per K decides only a large gain: the restart spread it assumes, and the gain that clears it."""
+    up, down = single_life_gains(noise.restart_sd, p.confidence, p.tie_tolerance_frac)
+    return (f"one life per K: restart spread unknown (taken as {noise.restart_sd:.0%} per server life: at "
+            f"{p.confidence:.0%} a single-life gain over K={base_k} must be about {up:+.0%} to set a K, or about "
+            f"{down:+.0%} to keep K={base_k})")
 
 
 def gain_bounds(stage: StageEval, k: int, other: int, p: DecisionConfig) -> Bounds:

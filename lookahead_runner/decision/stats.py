@@ -119,3 +119,12 @@ def repeats_needed(current_repeats: int, half_width: float, wanted_half_width: f
     if wanted_half_width <= 0 or not math.isfinite(half_width) or half_width <= 0:
         return cap
     return min(cap, max(current_repeats + 1, int(math.ceil(current_repeats * (half_width / wanted_half_width) ** 2))))
+
+
+def single_life_gains(restart_sd: float, confidence: float, tie: float) -> tuple[float, float]:
+    """With one server life per K and a restart spread of `restart_sd` per life (and nothing else noisy):
+    the gain over the baseline a K must show to be picked in `confidence` of the resamples (beyond the tie
+    band, by a one-sided normal quantile of the two lives' log ratio), and the loss at which the baseline is
+    kept as surely."""
+    spread = float(stats.norm.ppf(confidence)) * math.sqrt(2) * restart_sd
+    return (1 + tie) * math.exp(spread) - 1, (1 + tie) * math.exp(-spread) - 1

@@ -63,7 +63,8 @@ def confidence_text(decision: Decision) -> str:
     if decision.confidence is None or decision.leading_k is None or decision.mode == "ramp":
         return ""
     return (f"K={decision.leading_k} was picked in {math.floor(decision.confidence * 100):.0f}% of "
-            f"{decision.resamples} resamples of the evidence (requests within windows and repeats); a verdict "
+            f"{decision.resamples} resamples of the evidence (requests within windows, and repeats or, with one "
+            f"server life per K, a restart spread per life); a verdict "
             f"needs {decision.confidence_threshold:.0%}.")
 
 
