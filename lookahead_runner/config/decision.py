@@ -94,8 +94,10 @@ class DecisionConfig(Strict):
                                           "(not measured, or too little data): shown as waived, never as a pass; "
                                           "a gate that was measured is judged as usual. e.g. [\"memory\"]")
 
-    # the kind of server the sweep restarts (SweepConfig sets it from server.command): the "auto" restart spread
+    # the kind of server the sweep restarts (SweepConfig sets it from server.command): the "auto" restart spread;
+    # and whether a K's repeats share one server life (load.repeat_mode = "same-server"): theirs leave it out
     _server_kind: str = PrivateAttr("simulator")
+    _one_life_per_k: bool = PrivateAttr(False)
 
     @field_validator("restart_spread", mode="before")
     @classmethod
@@ -107,10 +109,15 @@ class DecisionConfig(Strict):
                              "(e.g. 0.04 for 4 %), or \"auto\"")
         return float(value)
 
-    def for_server(self, kind: str) -> "DecisionConfig":
-        """This config for a sweep restarting `kind` ("simulator" or "vllm"): what restart_spread = "auto" means."""
-        self._server_kind = kind
+    def for_server(self, kind: str, one_life_per_k: bool = False) -> "DecisionConfig":
+        """This config for a sweep restarting `kind` ("simulator" or "vllm"): what restart_spread = "auto" means;
+        `one_life_per_k`: every repeat of a K runs on one server life (same-server repeats)."""
+        self._server_kind, self._one_life_per_k = kind, one_life_per_k
         return self
+
+    @property
+    def one_life_per_k(self) -> bool:
+        return self._one_life_per_k
 
     def restart_prior(self) -> tuple[float, str]:
         """(relative SD per server life, where it comes from: "decision.restart_spread", "the simulator's

@@ -104,7 +104,8 @@ class SweepConfig(Strict):
 
     @model_validator(mode="after")
     def _restart_spread_of_the_server(self) -> "SweepConfig":
-        self.decision.for_server("simulator" if self.server.is_simulator else "vllm")
+        self.decision.for_server("simulator" if self.server.is_simulator else "vllm",
+                                 one_life_per_k=self.load.repeat_mode == "same-server")
         return self
 
     @model_validator(mode="after")

@@ -279,9 +279,11 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
         out.append(f"At {stage.users} users: run >= 2 repeats, or stages at least two requests long, so the "
                    "throughput noise can be measured.")
     elif stage.noise.restart_unknown:
-        out.append("One life per K: run load.repeats = 2 or more (or \"auto\") so the spread from one server life to "
-                   "the next is measured, or set decision.restart_spread to the spread repeats measured on this "
-                   "server (the repeat stability check of such a run shows it).")
+        run = ("load.repeat_mode = \"restart\" (a server start per repeat)" if stage.noise.source == "repeats"
+               else "load.repeats = 2 or more (or \"auto\")")
+        out.append(f"One life per K: run {run} so the spread from one server life to the next is measured, or set "
+                   "decision.restart_spread to the spread restarted repeats measured on this server (the repeat "
+                   "stability check of such a run shows it).")
     return out
 
 

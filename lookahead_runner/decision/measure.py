@@ -84,10 +84,12 @@ class ThroughputNoise:
     df: int
     source: str  # "repeats" | "bins" | "none"
     scope: str = "pooled over K"  # or "pooled over K=0, 4" / "K=8's own, moderated by the others'"
-    # with one server life per K (source "bins") the bins cannot see how far the next life would land: a prior
-    # spread per life (decision.restart_spread) is added, and where it comes from ("unknown": an assumed one)
+    # with one server life per K (source "bins", or same-server repeats) neither bins nor repeats see how far
+    # the next life would land: a prior spread per life (decision.restart_spread) is added, and where it comes
+    # from ("unknown": an assumed one)
     restart_sd: float = 0.0
     restart_source: str = ""
+    one_life: bool = False  # a cell's windows share one server life (same-server repeats)
 
     def text(self) -> str:
         if self.source == "none":
@@ -130,8 +132,8 @@ def _noisier(own: tuple[float, int], rest: tuple[float, int], level: float = 0.9
     return own_var / rest_var / float(scipy_stats.f.ppf(level, df, rest_df))
 
 
-def throughput_noises(cells: Mapping[int, "PreparedCell"], restart: tuple[float, str] | None = None
-                      ) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
+def throughput_noises(cells: Mapping[int, "PreparedCell"], restart: tuple[float, str] | None = None,
+                      one_life_per_k: bool = False) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
     """The stage's pooled noise and each K's: the pooled spread of the K that agree (more degrees of freedom:
     the better estimate, and never narrower than the stage's typical spread), except for a K noisier than
     the others beyond a one-sided F test: a K with a wide repeat spread must not widen the intervals of
@@ -139,7 +141,8 @@ def throughput_noises(cells: Mapping[int, "PreparedCell"], restart: tuple[float,
     and theirs over its degrees of freedom and theirs: with two repeats, one odd repeat widens its own
     interval without the Student t of one degree of freedom, which has no variance).
     `restart`: (relative SD per server life, its source), added where the spread comes from bins (every K one
-    life): a window's bins show the noise inside one server life, never how far the next life lands."""
+    life) or from repeats on one server life (`one_life_per_k`): they show the noise inside one server life,
+    never how far the next life lands."""
     for source in ("repeats", "bins"):
         parts = {k: _spread(cell, source) for k, cell in cells.items()}
         total = (sum(sq for sq, _ in parts.values()), sum(df for _, df in parts.values()))
@@ -163,9 +166,10 @@ def throughput_noises(cells: Mapping[int, "PreparedCell"], restart: tuple[float,
         # one odd repeat out of two neither borrows their stability nor makes a Cauchy of its interval
         by_k = {k: ThroughputNoise(math.sqrt((parts[k][0] + squares) / (parts[k][1] + df)), parts[k][1] + df, source,
                                    f"K={k}'s own, moderated by the others'") if k in apart else pooled for k in cells}
-        if source == "bins" and restart is not None and df:
-            pooled = dataclasses.replace(pooled, restart_sd=restart[0], restart_source=restart[1])
-            by_k = {k: dataclasses.replace(n, restart_sd=restart[0], restart_source=restart[1]) for k, n in by_k.items()}
+        if (source == "bins" or one_life_per_k) and restart is not None and df:
+            prior = {"restart_sd": restart[0], "restart_source": restart[1], "one_life": True}
+            pooled = dataclasses.replace(pooled, **prior)
+            by_k = {k: dataclasses.replace(n, **prior) for k, n in by_k.items()}
         return pooled, by_k
     none = ThroughputNoise(math.nan, 0, "none")
     return none, dict.fromkeys(cells, none)
@@ -233,8 +237,8 @@ class PreparedCell:
         return noise.rel_sd / math.sqrt(units) if units and noise.df else math.nan
 
     def restart_se(self, noise: ThroughputNoise) -> float:
-        """The relative standard error the restart spread adds: one draw per server life behind the cell."""
-        return noise.restart_sd / math.sqrt(len(self.windows)) if self.windows else 0.0
+        """The relative standard error the restart spread adds: one server life behind the cell."""
+        return noise.restart_sd if noise.one_life else 0.0
 
     def draws(self, rng: np.random.Generator, count: int, noise: ThroughputNoise) -> list[CellStats]:
         """`count` resamples of the cell (see the module's docstring for what is drawn)."""

@@ -105,7 +105,7 @@ def leader_statuses(stats: Mapping[int, CellStats], checks: Mapping[int, list[Ch
 
 def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig, rng: np.random.Generator) -> StageEval:
     stats = {k: cell.measure() for k, cell in sorted(prepared.items())}
-    noise, noise_by_k = throughput_noises(prepared, p.restart_prior())
+    noise, noise_by_k = throughput_noises(prepared, p.restart_prior(), p.one_life_per_k)
     draws = draw_stats(prepared, p.resamples, rng, noise_by_k)
     pooled = {k: {c: cell.cell.pooled(c) for c in LATENCY_COLUMNS} for k, cell in prepared.items()}
     base_k = min(stats)

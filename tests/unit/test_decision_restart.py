@@ -8,7 +8,7 @@ from synthetic import window
 
 from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.config import ConfigError, DecisionConfig
-from lookahead_runner.config import config_from_dict as parse_config
+from lookahead_runner.config import config_from_dict
 from lookahead_runner.decision import decide, evidence
 from lookahead_runner.decision import rules
 from lookahead_runner.decision.engine import evaluate_stages
@@ -65,18 +65,18 @@ def test_a_prior_spread_from_the_user_decides_a_gain_beyond_it_and_is_not_called
 
 
 def test_the_simulator_has_a_documented_default_and_real_vllm_none():
-    sim = parse_config({"decision": {}}).decision
-    real = parse_config({"server": {"command": ["vllm"]}}).decision
+    sim = config_from_dict({"decision": {}}).decision
+    real = config_from_dict({"server": {"command": ["vllm"]}}).decision
     assert sim.restart_prior() == (0.03, "the simulator's default")
     assert real.restart_prior() == (0.10, "unknown")
-    assert parse_config({"server": {"command": ["vllm"]}, "decision": {"restart_spread": 0.04}}) \
+    assert config_from_dict({"server": {"command": ["vllm"]}, "decision": {"restart_spread": 0.04}}) \
         .decision.restart_prior() == (0.04, "decision.restart_spread")
 
 
 @pytest.mark.parametrize("value", [-0.1, 1.5, "wide", True])
 def test_a_restart_spread_out_of_range_is_one_line_naming_the_field(value):
     with pytest.raises(ConfigError, match=r"decision\.restart_spread"):
-        parse_config({"decision": {"restart_spread": value}})
+        config_from_dict({"decision": {"restart_spread": value}})
 
 
 def test_repeats_measure_the_restart_spread_themselves():
@@ -87,6 +87,22 @@ def test_repeats_measure_the_restart_spread_themselves():
     assert stage.noise.source == "repeats" and stage.noise.restart_sd == 0.0 and not stage.noise.restart_unknown
     decision = decide(evidence(ws, USERS), vllm(), {})
     assert decision.status == "decided" and decision.recommended.k == 4 and "restart spread" not in decision.verdict
+
+
+def test_same_server_repeats_are_one_life_per_k_too():
+    """Repeats on one server life show the noise inside it: the restart term is added to theirs."""
+    ws = [window(k, USERS, rate * f, r, duration_s=30.0) for k, rate in ((0, 10.0), (4, 10.9))
+          for r, f in enumerate((0.995, 1.005))]
+    restarted = decide(evidence(ws, USERS), vllm(), {})
+    assert restarted.status == "decided" and restarted.recommended.k == 4
+    one_life = DecisionConfig(resamples=400).for_server("vllm", one_life_per_k=True)
+    stage = evaluate_stages(evidence(ws, USERS), one_life)[USERS]
+    assert stage.noise.source == "repeats" and stage.noise.restart_unknown
+    same = decide(evidence(ws, USERS), one_life, {})
+    assert same.status == "not_decided" and "one life per K: restart spread unknown" in same.verdict
+    assert any("load.repeat_mode = \"restart\"" in step for step in same.next_runs)
+    assert config_from_dict({"server": {"command": ["vllm"]}, "load": {"repeat_mode": "same-server"}}) \
+        .decision.one_life_per_k
 
 
 def test_no_confident_wrong_answer_when_restarts_move_each_life():
