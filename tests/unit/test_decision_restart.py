@@ -68,7 +68,7 @@ def test_a_prior_spread_from_the_user_decides_a_gain_beyond_it_and_is_not_called
 def test_the_simulator_has_a_documented_default_and_real_vllm_none():
     sim = config_from_dict({"decision": {}}).decision
     real = config_from_dict({"server": {"command": ["vllm"]}}).decision
-    assert sim.restart_prior() == (0.03, "the simulator's default")
+    assert sim.restart_prior() == (0.01, "the simulator's default")
     assert real.restart_prior() == (0.10, "unknown")
     assert config_from_dict({"server": {"command": ["vllm"]}, "decision": {"restart_spread": 0.04}}) \
         .decision.restart_prior() == (0.04, "decision.restart_spread")
