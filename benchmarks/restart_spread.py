@@ -110,7 +110,8 @@ def sweep_once(server: str, index: int, out: Path, lock: Path | None, timeout_s:
                 real_vllm().kill_leftovers(set())
         wall = time.monotonic() - started
     runs = sorted(where.iterdir()) if where.exists() else []
-    return (runs[0] if len(runs) == 1 else None), {"rc": rc, "wall_s": round(wall, 1), "tail": tail if rc not in (0, 3) else ""}
+    what = {"rc": rc, "wall_s": round(wall, 1), "tail": tail if rc not in (0, 3) else ""}
+    return (runs[0] if len(runs) == 1 else None), what
 
 
 def judge(run_dir: Path) -> dict:

@@ -14,6 +14,7 @@ from .strict import Strict
 RESTART_SPREAD_DEFAULTS = {"simulator": 0.01}
 RESTART_SPREAD_UNKNOWN = 0.10
 
+
 class DecisionConfig(Strict):
     """Every threshold of the decision, in one place; the report shows the run's values."""
 
@@ -85,8 +86,8 @@ class DecisionConfig(Strict):
                                                                "schedule is not confirmed")
     restart_spread: float | Literal["auto"] = Field(
         "auto", description="how far one server life's throughput lands from the next life's of the same K "
-                            "(relative SD per life), for a stage where every K has one life: its windows cannot "
-                            "show it (repeats, where there are any, measure it instead). \"auto\" = the "
+                            "(relative SD per life), for one life per K (one repeat, or same-server repeats): its "
+                            "windows cannot show it (restarted repeats measure it instead). \"auto\" = the "
                             "simulator's documented 0.01; on real vLLM unknown, taken as 0.10 and said so in the "
                             "verdict; e.g. 0.04 from your own repeats on this server")
     waive: list[Literal["memory", "batch", "latency", "slo", "failures"]] = Field(

@@ -6,11 +6,13 @@ drawn window, the successful requests drawn with replacement (latency percentile
 failures drawn from their binomial. Throughput is not resampled from two or three repeats (that
 bootstrap is far too sure of itself): its factor is drawn from Student's t with the relative spread
 of one repeat (`ThroughputNoise`), or, with one repeat each, of one bin at least a request long inside
-the windows (batch means) plus a normal term for the spread from one server life to the next, which
-bins cannot show (decision.restart_spread: a prior, or an assumed one the verdict names). The spread is pooled over the K at the stage, except for a K whose own
+the windows (batch means). The spread is pooled over the K at the stage, except for a K whose own
 spread is wider than the others' beyond an F test: that K keeps its own (moderated by theirs), and the
-others pool without it (`throughput_noises`). The same factor divides the drawn latencies: at a fixed
-concurrency a server that serves fewer requests per second keeps each longer.
+others pool without it (`throughput_noises`). With one server life per K (one repeat, or same-server
+repeats) a normal term for the spread from one life to the next is added, which neither bins nor those
+repeats can show (decision.restart_spread: a prior, or an assumed one the verdict names). The same
+factor divides the drawn latencies: at a fixed concurrency a server that serves fewer requests per
+second keeps each longer.
 Windows are resampled in an order of their content, not of their repeat labels: renaming or
 reordering repeats gives the same draws.
 """
