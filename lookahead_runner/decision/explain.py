@@ -189,10 +189,9 @@ def _memory_rise_text(before, now, p: DecisionConfig) -> str:
     rises = rules.memory_rises(now, before)
     risen = [name for name in rules.MEMORY_READINGS if rises.get(name, -math.inf) >= p.memory_rise_frac]
     rest = [name for name in rules.MEMORY_READINGS if name in rises and name not in risen]
-    text = "; ".join(f"{_reading_text(name, before, now)}, "
-                     + ("from none to some" if name == "preemptions" else f"+{rises[name] * 100:.0f} points")
-                     for name in risen)
-    text += f" (a clear rise is +{p.memory_rise_frac * 100:g} points or more)"
+    text = f"clear rises, {p.memory_rise_frac * 100:g} points or more: " + ", ".join(
+        _reading_text(name, before, now) + ("" if name == "preemptions" else f" (+{rises[name] * 100:.0f})")
+        for name in risen)
     context = [_reading_text(name, before, now) for name in rest]
     if not math.isnan(before.kv_pool_tokens) and not math.isnan(now.kv_pool_tokens):
         context.append(f"KV pool {before.kv_pool_tokens:,.0f} -> {now.kv_pool_tokens:,.0f} tokens")
