@@ -243,8 +243,11 @@ class PreparedCell:
         """The relative standard error the restart spread adds: one server life behind the cell."""
         return noise.restart_sd if noise.one_life else 0.0
 
-    def draws(self, rng: np.random.Generator, count: int, noise: ThroughputNoise) -> list[CellStats]:
-        """`count` resamples of the cell (see the module's docstring for what is drawn)."""
+    def draws(self, rng: np.random.Generator, count: int, noise: ThroughputNoise,
+              life_rng: np.random.Generator | None = None) -> list[CellStats]:
+        """`count` resamples of the cell (see the module's docstring for what is drawn). `life_rng` draws the
+        restart term: one generator per K, seeded alike at every stage, so the stages of one server life share
+        it draw for draw (the knee compares them, and one life's luck is in all of its stages)."""
         size = len(self.windows)
         picks = rng.integers(size, size=(count, size)) if size > 1 else np.zeros((count, size), dtype=int)
         rows, slots = np.arange(count)[:, None], np.arange(size)[None, :]
@@ -259,7 +262,7 @@ class PreparedCell:
         se = self.relative_se(noise)
         factor = 1 + se * rng.standard_t(noise.df, count) if not math.isnan(se) else np.ones(count)
         if noise.restart_sd and not math.isnan(se):  # a known (or assumed) spread: normal, not Student's t
-            factor = factor + self.restart_se(noise) * rng.standard_normal(count)
+            factor = factor + self.restart_se(noise) * (life_rng or rng).standard_normal(count)
         factor = np.maximum(factor, 0.01)
         duration = self.durations[picks].sum(axis=1)
         point = self.measure()

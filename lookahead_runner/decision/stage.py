@@ -25,6 +25,7 @@ from .schema import Check
 from .stats import Bounds, interval, single_life_gains, wilson
 
 MAX_RESAMPLE_FACTOR = 8
+LIFE_STREAM = 32  # the restart term's generators: apart from the stage's own
 
 
 @dataclass
@@ -87,8 +88,14 @@ class StageEval:
 
 
 def draw_stats(prepared: Mapping[int, PreparedCell], resamples: int, rng: np.random.Generator,
-               noise: Mapping[int, ThroughputNoise]) -> dict[int, list[CellStats]]:
-    return {k: cell.draws(rng, resamples, noise[k]) for k, cell in sorted(prepared.items())}
+               noise: Mapping[int, ThroughputNoise], lives: Mapping[int, np.random.Generator] | None = None
+               ) -> dict[int, list[CellStats]]:
+    return {k: cell.draws(rng, resamples, noise[k], (lives or {}).get(k)) for k, cell in sorted(prepared.items())}
+
+
+def life_rngs(ks, p: DecisionConfig) -> dict[int, np.random.Generator]:
+    """Each K's restart-term draws, seeded by the run and K alone: alike at every stage of its server life."""
+    return {k: np.random.default_rng([p.seed, k, LIFE_STREAM]) for k in ks}
 
 
 def leader_statuses(stats: Mapping[int, CellStats], checks: Mapping[int, list[Check]], base_k: int,
@@ -106,7 +113,8 @@ def leader_statuses(stats: Mapping[int, CellStats], checks: Mapping[int, list[Ch
 def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig, rng: np.random.Generator) -> StageEval:
     stats = {k: cell.measure() for k, cell in sorted(prepared.items())}
     noise, noise_by_k = throughput_noises(prepared, p.restart_prior(), p.one_life_per_k)
-    draws = draw_stats(prepared, p.resamples, rng, noise_by_k)
+    lives = life_rngs(prepared, p)
+    draws = draw_stats(prepared, p.resamples, rng, noise_by_k, lives)
     pooled = {k: {c: cell.cell.pooled(c) for c in LATENCY_COLUMNS} for k, cell in prepared.items()}
     base_k = min(stats)
     ratio = {k: np.array([rules.latency_ratio(d, b, p) for d, b in zip(draws[k], draws[base_k])]) for k in stats}
@@ -129,7 +137,7 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
     # the extra draws count for the share only: every stage keeps `resamples` draws, index-aligned (knee)
     while _straddles(picks[chosen], total, p) and total < MAX_RESAMPLE_FACTOR * p.resamples:
         more = min(total, MAX_RESAMPLE_FACTOR * p.resamples - total)
-        judge(draw_stats(prepared, more, rng, noise_by_k))
+        judge(draw_stats(prepared, more, rng, noise_by_k, lives))
         total += more
     shares = {k: n / total for k, n in picks.items()}
     stage = StageEval(users, prepared, stats, draws, pooled, base_k, checks, stopped, chosen, shares,

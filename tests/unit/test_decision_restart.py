@@ -158,3 +158,19 @@ def test_the_stop_rule_names_the_reading_that_rose():
     assert stop.startswith("Stop rule at K=4: memory rose clearly since K=0 (clear rises, 5 points or more: KV usage "
                            "peak 0% -> 30% (+30); besides: KV usage mean 0% -> 0%, preemptions 0 -> 0, KV pool 524,288 "
                            "-> 262,144 tokens) while req/s changed")
+
+
+def test_the_stages_of_one_life_share_its_restart_draw():
+    """A life runs every stage: its luck is in all of them, so the knee's stage-to-stage ratio does not carry it."""
+    ws = [window(k, users, rate * users / 4, 0, duration_s=30.0) for k, rate in ((0, 10.0), (4, 15.0))
+          for users in (2, 4)]
+
+    def spreads(p):
+        stages = evaluate_stages(evidence(ws, 4), p)
+        own = np.std(stages[4].objective_draws(0, "req_per_s")) / stages[4].stats[0].req_per_s
+        ratio = stages[4].objective_draws(0, "req_per_s") / stages[2].objective_draws(0, "req_per_s")
+        return own, np.std(ratio) / np.mean(ratio)
+
+    (own, across), (own_bare, across_bare) = spreads(vllm()), spreads(vllm(restart_spread=0.0))
+    assert own > 0.09 > own_bare  # each stage alone carries the 10 % restart spread
+    assert across == pytest.approx(across_bare, rel=0.25)  # the ratio between a life's stages does not
