@@ -11,8 +11,8 @@ sweep of the issue). Each run is a whole `lookahead-runner sweep` (probe, pre-fl
 rule), released between runs. --server sim: the same shape on the simulator (the demo's tight-kv server,
 64 users), which is how its default restart spread (decision.restart_spread = "auto") was measured.
 
-Per run it reads the run's own verdict (decision.json: as the product decides now) and judges the same
-windows again with decision.restart_spread = 0 (no restart term: the confidence from inside the windows only,
+Per run it decides the run's windows with this checkout's engine (as `lookahead-runner report` would) and
+again with decision.restart_spread = 0 (no restart term: the confidence from inside the windows only,
 as before issue 32). Pass: no two decided verdicts name different K, with the restart term. The restart
 spread is the relative SD of each K's target-stage req/s across the runs (one life each), less what the noise
 inside one window explains (its bins' standard error), pooled over K; on a shared host whose load drifts
@@ -122,7 +122,7 @@ def judge(run_dir: Path) -> dict:
     from lookahead_runner.run.finalize import decide_grid, read_run
 
     data = read_run(run_dir)
-    now = json.loads((run_dir / "decision.json").read_text())
+    now = decide_grid(data)  # this checkout's engine (decision.json holds the one the run had)
     before_config = data.config.model_copy(update={"decision": data.config.decision.model_copy(
         update={"restart_spread": 0.0})})
     before = decide_grid(dataclasses.replace(data, config=before_config))
@@ -133,8 +133,8 @@ def judge(run_dir: Path) -> dict:
             per_k[str(k)] = {"req_per_s": stage.stats[k].req_per_s,
                              "window_se": cell.relative_se(stage.noise_by_k[k])}
     return {"run": run_dir.name,
-            "now": _verdict(now["status"], now.get("recommended"), now.get("leading_k"), now.get("confidence"),
-                            now["verdict"]),
+            "now": _verdict(now.status, now.recommended and now.recommended.model_dump(), now.leading_k,
+                            now.confidence, now.verdict),
             "without_restart_term": _verdict(before.status, before.recommended and before.recommended.model_dump(),
                                              before.leading_k, before.confidence, before.verdict),
             "noise": stage.noise.text() if stage is not None else "", "per_k": per_k}

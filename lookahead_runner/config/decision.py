@@ -12,7 +12,7 @@ from .strict import Strict
 # where every K has one life and `restart_spread = "auto"`, per server kind (docs/restart-spread.md says how each
 # was measured). A kind without one gets RESTART_SPREAD_UNKNOWN, and the verdict says it is unknown.
 RESTART_SPREAD_DEFAULTS = {"simulator": 0.01}
-RESTART_SPREAD_UNKNOWN = 0.10
+RESTART_SPREAD_UNKNOWN = 0.15
 
 
 class DecisionConfig(Strict):
@@ -88,7 +88,7 @@ class DecisionConfig(Strict):
         "auto", description="how far one server life's throughput lands from the next life's of the same K "
                             "(relative SD per life), for one life per K (one repeat, or same-server repeats): its "
                             "windows cannot show it (restarted repeats measure it instead). \"auto\" = the "
-                            "simulator's documented 0.01; on real vLLM unknown, taken as 0.10 and said so in the "
+                            "simulator's documented 0.01; on real vLLM unknown, taken as 0.15 and said so in the "
                             "verdict; e.g. 0.04 from your own repeats on this server")
     waive: list[Literal["memory", "batch", "latency", "slo", "failures"]] = Field(
         default_factory=list, description="gates the decision may go ahead without when they cannot be judged "
