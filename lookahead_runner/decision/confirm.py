@@ -11,7 +11,10 @@ engine: both cells resampled, the interval put on their ratio, the tie band as t
   and its interval (e.g. the schedule's per-step overhead at a low batch), listed with the numbers;
 - not confirmed: a boundary collapses (beyond `collapse_frac` below what the stages beside it expect),
   the target falls below the single K (a schedule) or below the runner-up (a single K), requests fail,
-  or the life never measured; then the single K stands, and the report shows why.
+  or the life never measured; then the single K stands, and the report shows why;
+- not in effect: in some stage the server did not draft what the schedule (or the K) says at the real batch it
+  measured (the window's drafted tokens per step, telemetry/drafting.py): the server ignored it (vLLM #51510),
+  so its figures are not the schedule's; the single K stands. A different finding from a cost at a boundary.
 Pure: typed evidence in, a `Confirmation` out.
 """
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import DecisionConfig
+from ..telemetry.drafting import CLAMPED, CUT_AT_MAX_MODEL_LEN, DATA_PARALLEL, SCHEDULE_IGNORED
 from ..vllm.schedule import Schedule
 from .evidence import Cell, Evidence
 from .explain import OBJECTIVE_LABEL
@@ -31,6 +35,7 @@ from .text import pct, rate
 from .thresholds import boundaries, confirmation_stages, lands_in_band
 
 FAILING = ("failures", "collapse")
+NOT_IN_EFFECT = "not in effect"
 
 
 def what_to_confirm(decision: Decision, mode: str) -> str | None:
@@ -140,6 +145,7 @@ class _Judge:
         self.label = OBJECTIVE_LABEL[p.objective]
         self._noise: dict[int, ThroughputNoise] = {}
         self.confirmed = {u: Figures.of(c, p, self.rng, self.noise(u)) for u, c in sorted(confirmed.items())}
+        self.windows = {u: c.windows for u, c in confirmed.items()}
         self.cells: dict[tuple[int, int], Figures | None] = {}
         self.schedule = Schedule.from_ranges(plan_.ranges, "list") if plan_.ranges else None
         self.single = decision.recommended.k if decision.recommended else None
@@ -184,6 +190,7 @@ class _Judge:
             if _clearly_below(bounds, self.p.tie_tolerance_frac) and row.outcome != "failures":
                 row.outcome = "worse than the single K"
                 row.text += f"; {_diff_text(row.vs_single, bounds)} vs K={self.single} alone"
+        self.in_effect(row)
         if self.schedule is not None and k < self.plan.k and row.running_mean is not None \
                 and expected.running_mean and row.running_mean < expected.running_mean * (1 - self.p.batch_drop_frac):
             row.text += (f"; real batch {row.running_mean:.1f} vs {expected.running_mean:.1f} in k{k}'s life: the server "
@@ -258,7 +265,33 @@ class _Judge:
             row.text = f"{self.label} falls {pct(-row.difference)} at batch {bound.batch} -> {bound.batch + 1}: {row.text}"
         if row.running_mean is not None and not lands_in_band(row.running_mean, bound.batch, side):
             row.text += f" (its real batch landed outside the ~10 % band {side} batch {bound.batch})"
+        self.in_effect(row)
         return row
+
+    def in_effect(self, row: ConfirmStage) -> None:
+        """The stage's drafted tokens per step against the schedule's K at the real batch it measured: where the
+        analysis found them off (telemetry/drafting.py), the stage is "not in effect", first in its text."""
+        windows = self.windows.get(row.users, ())
+        drafted = [w.signal("drafted_per_step") for w in windows if np.isfinite(w.signal("drafted_per_step"))]
+        row.drafted_per_step = float(np.mean(drafted)) if drafted else None
+        off = next((w for w in windows if w.not_in_effect), None)
+        if off is None or row.outcome in ("no measurement",):
+            return
+        row.outcome = NOT_IN_EFFECT
+        row.text = f"{self.not_applied(off.signal('drafted_per_step'), off.signal('running_mean'))}; {row.text}"
+
+    def not_applied(self, drafted: float, batch: float) -> str:
+        """"The schedule's K=0 above batch 84 was not applied: 4.0 drafted tokens per step at batch 91"."""
+        at = f" at batch {batch:.0f}" if np.isfinite(batch) else ""
+        if self.schedule is None:
+            return f"K={self.plan.k} was not applied: {drafted:.1f} drafted tokens per step{at}"
+        ranges = sorted(self.schedule.ranges, key=lambda r: r.lo)
+        size = max(1, round(batch)) if np.isfinite(batch) else 1
+        index = max((i for i, r in enumerate(ranges) if r.lo <= size), default=0)
+        r = ranges[index]
+        where = (f"above batch {r.lo - 1}" if index == len(ranges) - 1 and index > 0 else
+                 f"up to batch {r.hi}" if index == 0 else f"for batch {r.lo}-{r.hi}")
+        return f"The schedule's K={min(r.k, self.plan.k)} {where} was not applied: {drafted:.1f} drafted tokens per step{at}"
 
     def crossing(self, bound: Boundary, below: ConfirmStage | None, above: ConfirmStage | None) -> str:
         """What the objective does from the stage below a boundary to the one above: a fall beyond the tie band
@@ -319,6 +352,9 @@ def judge(plan_: ConfirmPlan, decision: Decision, evidence: Evidence, confirmed:
 
 
 def _verdict(out: Confirmation, what: str, decision: Decision, target: int, p: DecisionConfig) -> Confirmation:
+    ignored = [r for r in out.stages if r.outcome == NOT_IN_EFFECT]
+    if ignored:
+        return _not_in_effect(out, what, decision, ignored)
     target_row = next((r for r in out.stages if r.users == target and r.role == "stage"), None)
     failing = [r for r in out.stages if r.outcome in FAILING]
     measured = target_row is not None and target_row.objective is not None
@@ -363,12 +399,32 @@ def _not_confirmed(out: Confirmation, what: str, why: str, decision: Decision) -
     return out
 
 
+def _not_in_effect(out: Confirmation, what: str, decision: Decision, ignored: list[ConfirmStage]) -> Confirmation:
+    """The server did not run what was confirmed: its figures are not the schedule's (nor the K's), whatever they
+    show, so the schedule is not judged on them at all."""
+    out.status = NOT_IN_EFFECT
+    out.reasons = [r.text.split("; ")[0] + f" ({r.users} users)" for r in sorted(ignored, key=lambda r: r.users)]
+    why = "; ".join(out.reasons)
+    causes = "Likely causes: " + "; ".join((SCHEDULE_IGNORED, DATA_PARALLEL) if out.kind == "schedule"
+                                         else (CLAMPED, CUT_AT_MAX_MODEL_LEN)) + "."
+    if out.kind == "schedule":
+        stands = (f"K={decision.recommended.k} alone stands (the command above)" if decision.recommended
+                  else "no single K stands either (not decided at the target)")
+        out.verdict = (f"Schedule not in effect on this server: use the single K. {what[0].upper() + what[1:]}, run in "
+                       f"a life of its own ({out.life}), was not applied: {why}. This is not the schedule costing "
+                       f"throughput at a boundary: the server ran another K. {stands[0].upper() + stands[1:]}. {causes}")
+    else:
+        out.verdict = (f"K={out.k} not in effect in its own life ({out.life}): {why}. Its figures there are not K={out.k}'s. "
+                       f"{causes}")
+    return out
+
+
 def with_confirmation(decision: Decision, confirmation: Confirmation) -> Decision:
     """The decision with its confirmation recorded and told in the verdict (and the next runs)."""
     decision = decision.model_copy(deep=True)
     decision.confirmation = confirmation
     decision.verdict = f"{decision.verdict} {confirmation.verdict}".strip()
-    if confirmation.status == "not confirmed" and confirmation.kind == "k":
+    if confirmation.status in ("not confirmed", NOT_IN_EFFECT) and confirmation.kind == "k":
         # the one K picked did not hold in its own life: nothing stands, so it is not a verdict to act on
         decision.status, decision.recommended = "not_decided", None
         decision.verdict = (f"Not decided yet at {decision.target_users} users: the sweep picked K={confirmation.k}, "

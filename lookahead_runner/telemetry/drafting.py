@@ -31,11 +31,12 @@ from ..vllm.schedule import Schedule
 TOLERANCE_FRAC = 0.10
 MIN_TOLERANCE_TOKENS = 0.25
 
-LIKELY_CAUSES = ("K clamped by num_speculative_tokens (the schedule's or the flag's largest K)",
-                 "drafts cut short near max_model_len",
-                 "a per-batch-size schedule the engine ignores (vLLM #51510: Model Runner V2's drafter)",
-                 "data parallelism > 1 switching the schedule off (vLLM PR #32374)",
-                 "a speculative config left on a K=0 life (a stale flag)")
+CLAMPED = "K clamped by num_speculative_tokens (the schedule's or the flag's largest K)"
+CUT_AT_MAX_MODEL_LEN = "drafts cut short near max_model_len"
+SCHEDULE_IGNORED = "a per-batch-size schedule the engine ignores (vLLM #51510: Model Runner V2's drafter)"
+DATA_PARALLEL = "data parallelism > 1 switching the schedule off (vLLM PR #32374)"
+STALE_FLAG = "a speculative config left on a K=0 life (a stale flag)"
+LIKELY_CAUSES = (CLAMPED, CUT_AT_MAX_MODEL_LEN, SCHEDULE_IGNORED, DATA_PARALLEL, STALE_FLAG)
 
 
 @dataclass(frozen=True, slots=True)
