@@ -23,7 +23,7 @@ import pandas as pd
 
 from .lag_advice import LagAdvice, lag_reason
 from ..records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
-from ..telemetry.drafting import expected_drafts, not_in_effect
+from ..telemetry.drafting import drafting_share, expected_drafts, not_in_effect
 from ..telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 
 SUMMARY_COLUMNS = (
@@ -111,7 +111,10 @@ def _drafting_columns(row: dict, server: pd.DataFrame, t0: float, t1: float, dra
     batches = pd.to_numeric(inside["running"], errors="coerce").dropna().tolist() if "running" in inside else []
     expected = expected_drafts(drafting.k, drafting.schedule, batches)
     measured = row["drafted_per_step"]
-    reason = not_in_effect(drafting.k, None if math.isnan(measured) else measured, expected, bool(drafting.schedule))
+    share = drafting_share(*(covering_delta(server, name, t0, t1) for name in
+                             ("spec_drafts_total", "generation_tokens_total", "spec_accepted_total")))
+    reason = not_in_effect(drafting.k, None if math.isnan(measured) else measured, expected, bool(drafting.schedule),
+                           share)
     return {"drafted_expected": round(expected.value, 3), "in_effect": not reason, "not_in_effect": reason,
             "not_in_effect_invalidates": drafting.invalidates}
 

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from lookahead_runner.runfolder.analysis import Drafting, WindowRules, stage_rows
-from lookahead_runner.telemetry.drafting import drafted_per_step, expected_drafts, not_in_effect, tolerance
+from lookahead_runner.telemetry.drafting import (drafted_per_step, drafting_share, expected_drafts, not_in_effect,
+                                                 tolerance)
 from test_analysis import life
 
 DOWN_TO_2 = [[1, 84, 4], [85, 128, 2]]
@@ -104,3 +105,15 @@ def test_the_confirmation_life_is_checked_but_not_invalidated_and_without_a_chec
     reqs, stages, server, gpu = life()
     plain = stage_rows(pd.DataFrame(reqs), stages, server, gpu, "k4", 4, 0, WindowRules(warmup_s=2.5, min_requests=5))
     assert plain[0]["in_effect"] and plain[0]["valid"] and math.isnan(plain[0]["drafted_expected"])
+
+
+def test_where_no_draft_is_expected_a_few_drafts_from_dips_under_the_boundary_are_let_go():
+    off = expected_drafts(4, OFF_ABOVE_84, [90, 91, 92])
+    # 30 drafts in 1000 decode steps: the batch dipped under 85 between two scrapes
+    dips = drafting_share(30, 1060, 60)
+    assert dips == pytest.approx(0.03) and not_in_effect(4, 4.0, off, schedule=True, share=dips) == ""
+    # a server ignoring the schedule drafts in nearly every step (the first token of each request is a step too)
+    ignored = drafting_share(250, 1000, 750)
+    assert ignored == 1.0 and not_in_effect(4, 4.0, off, schedule=True, share=ignored) != ""
+    assert not_in_effect(4, 4.0, off, schedule=True, share=None) != ""      # unknown: the ratio alone
+    assert drafting_share(10, None, 3) is None and drafting_share(10, 5, 5) is None
