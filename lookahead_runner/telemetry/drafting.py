@@ -55,6 +55,7 @@ class Expected:
     low: float
     high: float
     batch: float | None = None       # the window's mean real batch (a schedule's expectation reads it)
+    skips: bool = False              # some readings on a K=0 range: a window with no draft at all is in effect
 
     @property
     def drafts(self) -> bool:
@@ -76,9 +77,10 @@ def expected_drafts(k: int, schedule: Sequence[Sequence[int]] | None = None,
     weighted = [(b, table.k_for(max(1, round(b)), k)) for b in readings]
     drafting = [(b, kb) for b, kb in weighted if kb > 0]
     if not drafting:
-        return Expected(0.0, 0.0, 0.0, mean_batch)
+        return Expected(0.0, 0.0, 0.0, mean_batch, skips=True)
     value = sum(b * kb for b, kb in drafting) / sum(b for b, _ in drafting)
-    return Expected(value, float(min(kb for _, kb in drafting)), float(max(kb for _, kb in drafting)), mean_batch)
+    return Expected(value, float(min(kb for _, kb in drafting)), float(max(kb for _, kb in drafting)), mean_batch,
+                    skips=len(drafting) < len(weighted))
 
 
 def tolerance(expected: float) -> float:
@@ -109,6 +111,8 @@ def not_in_effect(k: int, measured: float | None, expected: Expected, schedule: 
         return ""
     if schedule and not expected.drafts and share is not None and share <= MIN_DRAFTING_SHARE:
         return ""  # a few steps under the boundary between two readings of the batch
+    if expected.skips and measured == 0:
+        return ""  # the batch sat on the schedule's K=0 side whenever it stepped
     if expected.low - tolerance(expected.low) <= measured <= expected.high + tolerance(expected.high):
         return ""
     what = "the schedule" if schedule else f"K={k}"

@@ -117,3 +117,13 @@ def test_where_no_draft_is_expected_a_few_drafts_from_dips_under_the_boundary_ar
     assert ignored == 1.0 and not_in_effect(4, 4.0, off, schedule=True, share=ignored) != ""
     assert not_in_effect(4, 4.0, off, schedule=True, share=None) != ""      # unknown: the ratio alone
     assert drafting_share(10, None, 3) is None and drafting_share(10, 5, 5) is None
+
+
+def test_a_window_straddling_a_k0_boundary_that_made_no_draft_is_in_effect():
+    # readings 19 and 22 around a K=0 range from 21: the steps may all have run at K=0 (a scrape caught a dip)
+    straddle = expected_drafts(4, [[1, 20, 4], [21, 128, 0]], [19, 22, 22])
+    assert straddle.drafts and straddle.skips and not_in_effect(4, 0.0, straddle, schedule=True) == ""
+    assert not_in_effect(4, 4.0, straddle, schedule=True) == ""
+    assert not_in_effect(4, 2.0, straddle, schedule=True) != ""          # drafted, but not the K=4 of that side
+    assert not expected_drafts(4, DOWN_TO_2, [80, 90]).skips               # no K=0 side: 0 is not in effect
+    assert not_in_effect(4, 0.0, expected_drafts(4, DOWN_TO_2, [80, 90]), schedule=True) != ""
