@@ -102,3 +102,14 @@ def test_some_windows_off_is_a_diagnosis_and_none_off_leaves_the_decision_alone(
     assert after.verdict == decision.verdict
     assert after.diagnoses[-1].startswith("K=4 was not in effect in 1 of 2 windows (K=4 drafted 3.0")
     assert with_settings_in_effect(decision, [WindowFinding(4, 32)]) is decision
+
+
+def test_the_evidence_table_shows_each_cells_drafted_tokens_per_step_beside_acceptance():
+    from lookahead_runner.report.verdict import evidence_rows
+    ev = evidence([window(k, u, 10.0 + k, r, **({"drafted_per_step": 3.9 + 0.2 * r} if k else {}))
+                   for k in (0, 4) for u in (8, 32) for r in range(2)], 32)
+    decision = decide(ev, P, ARGV, "list")
+    by_k = {(c.k, c.users): c.drafted_per_step for c in decision.cells}
+    assert by_k[(4, 32)] == 4.0 and by_k[(0, 32)] is None       # the mean over its two windows; K=0: none
+    rows = {(r["k"], r["users"]): r["drafted"] for r in evidence_rows(decision)}
+    assert rows[("4", "32")] == "4.00" and rows[("0", "32")] == "–"
