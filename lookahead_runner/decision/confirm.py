@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import DecisionConfig
-from ..telemetry.drafting import CLAMPED, CUT_AT_MAX_MODEL_LEN, DATA_PARALLEL, SCHEDULE_IGNORED
 from ..vllm.schedule import Schedule
 from .evidence import Cell, Evidence
 from .explain import OBJECTIVE_LABEL
+from .in_effect import NOT_IN_EFFECT, not_applied, not_in_effect_verdict
 from .measure import PreparedCell, ThroughputNoise, throughput_noise
 from .schema import Boundary, Confirmation, ConfirmLife, ConfirmPlan, ConfirmStage, Decision, Range
 from .stats import Bounds, interval, proportion_difference
@@ -35,7 +35,6 @@ from .text import pct, rate
 from .thresholds import boundaries, confirmation_stages, lands_in_band
 
 FAILING = ("failures", "collapse")
-NOT_IN_EFFECT = "not in effect"
 
 
 def what_to_confirm(decision: Decision, mode: str) -> str | None:
@@ -278,20 +277,8 @@ class _Judge:
         if off is None or row.outcome in ("no measurement",):
             return
         row.outcome = NOT_IN_EFFECT
-        row.text = f"{self.not_applied(off.signal('drafted_per_step'), off.signal('running_mean'))}; {row.text}"
-
-    def not_applied(self, drafted: float, batch: float) -> str:
-        """"The schedule's K=0 above batch 84 was not applied: 4.0 drafted tokens per step at batch 91"."""
-        at = f" at batch {batch:.0f}" if np.isfinite(batch) else ""
-        if self.schedule is None:
-            return f"K={self.plan.k} was not applied: {drafted:.1f} drafted tokens per step{at}"
-        ranges = sorted(self.schedule.ranges, key=lambda r: r.lo)
-        size = max(1, round(batch)) if np.isfinite(batch) else 1
-        index = max((i for i, r in enumerate(ranges) if r.lo <= size), default=0)
-        r = ranges[index]
-        where = (f"above batch {r.lo - 1}" if index == len(ranges) - 1 and index > 0 else
-                 f"up to batch {r.hi}" if index == 0 else f"for batch {r.lo}-{r.hi}")
-        return f"The schedule's K={min(r.k, self.plan.k)} {where} was not applied: {drafted:.1f} drafted tokens per step{at}"
+        said = not_applied(self.schedule, self.plan.k, off.signal("drafted_per_step"), off.signal("running_mean"))
+        row.text = f"{said}; {row.text}"
 
     def crossing(self, bound: Boundary, below: ConfirmStage | None, above: ConfirmStage | None) -> str:
         """What the objective does from the stage below a boundary to the one above: a fall beyond the tie band
@@ -354,7 +341,7 @@ def judge(plan_: ConfirmPlan, decision: Decision, evidence: Evidence, confirmed:
 def _verdict(out: Confirmation, what: str, decision: Decision, target: int, p: DecisionConfig) -> Confirmation:
     ignored = [r for r in out.stages if r.outcome == NOT_IN_EFFECT]
     if ignored:
-        return _not_in_effect(out, what, decision, ignored)
+        return not_in_effect_verdict(out, what, decision, ignored)
     target_row = next((r for r in out.stages if r.users == target and r.role == "stage"), None)
     failing = [r for r in out.stages if r.outcome in FAILING]
     measured = target_row is not None and target_row.objective is not None
@@ -396,26 +383,6 @@ def _not_confirmed(out: Confirmation, what: str, why: str, decision: Decision) -
     else:
         stands = "the sweep's figures did not hold in a life of their own: add repeats before trusting them"
     out.verdict = f"Not confirmed: {what}, run in a life of its own ({out.life}): {why}. {stands[0].upper() + stands[1:]}."
-    return out
-
-
-def _not_in_effect(out: Confirmation, what: str, decision: Decision, ignored: list[ConfirmStage]) -> Confirmation:
-    """The server did not run what was confirmed: its figures are not the schedule's (nor the K's), whatever they
-    show, so the schedule is not judged on them at all."""
-    out.status = NOT_IN_EFFECT
-    out.reasons = [r.text.split("; ")[0] + f" ({r.users} users)" for r in sorted(ignored, key=lambda r: r.users)]
-    why = "; ".join(out.reasons)
-    causes = "Likely causes: " + "; ".join((SCHEDULE_IGNORED, DATA_PARALLEL) if out.kind == "schedule"
-                                         else (CLAMPED, CUT_AT_MAX_MODEL_LEN)) + "."
-    if out.kind == "schedule":
-        stands = (f"K={decision.recommended.k} alone stands (the command above)" if decision.recommended
-                  else "no single K stands either (not decided at the target)")
-        out.verdict = (f"Schedule not in effect on this server: use the single K. {what[0].upper() + what[1:]}, run in "
-                       f"a life of its own ({out.life}), was not applied: {why}. This is not the schedule costing "
-                       f"throughput at a boundary: the server ran another K. {stands[0].upper() + stands[1:]}. {causes}")
-    else:
-        out.verdict = (f"K={out.k} not in effect in its own life ({out.life}): {why}. Its figures there are not K={out.k}'s. "
-                       f"{causes}")
     return out
 
 

@@ -142,7 +142,8 @@ def history_tab_row(values: LiveValues, clock: str) -> dict[str, str]:
     return {
         "time": clock, "stage": stage,
         "acceptance": _num(None if v.acceptance_rate is None else 100 * v.acceptance_rate, 1, " %"),
-        "length": _num(v.mean_acceptance_length, 2), "drafted": _num(v.drafted_per_step, 2), "batch": _pair(v.running, v.waiting, 0, ""),
+        "length": _num(v.mean_acceptance_length, 2), "drafted": _num(v.drafted_per_step, 2),
+        "batch": _pair(v.running, v.waiting, 0, ""),
         "kv": _num(None if v.kv_usage is None else 100 * v.kv_usage, 1, " %"), "preemptions": _num(v.preemptions_total),
         "throughput": _num(v.generation_tokens_per_s), "gpu": _num(v.gpu_used_mib),
         "ttft": _pair(v.ttft_p50_ms, v.ttft_p99_ms, 0, ""), "itl": _pair(v.itl_p50_ms, v.itl_p99_ms, 1, ""),

@@ -10,7 +10,8 @@ TONE = {"confirmed": "ok", "confirmed with a cost": "warn", "not confirmed": "ba
         "pending": "warn"}
 ROLE_TEXT = {"stage": "sweep stage", "below": "threshold, below", "above": "threshold, above"}
 OUTCOME_TONE = {"as expected": "pass", "better": "pass", "cost": "unknown", "worse than the single K": "unknown",
-                "collapse": "fail", "failures": "fail", "not in effect": "fail", "no measurement": "missing", "no expectation": "missing"}
+                "collapse": "fail", "failures": "fail", "not in effect": "fail", "no measurement": "missing",
+                "no expectation": "missing"}
 
 
 # the two ways a schedule fails, told apart: the server ignored it, or it ran and cost throughput

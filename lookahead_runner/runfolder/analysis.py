@@ -168,7 +168,7 @@ def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
         reasons.append(f"client saturated: Locust's busiest process at {cpu:.0f}% of a core; {rules.lag_advice.saturated}")
     if row["length_mismatches"]:
         reasons.append(f"{row['length_mismatches']} responses with the wrong token count")
-    if row.get("not_in_effect") and row.get("not_in_effect_invalidates"):  # the setting the window is labelled with is not what the server ran
+    if row.get("not_in_effect") and row.get("not_in_effect_invalidates"):  # the server ran another setting
         reasons.append(f"not in effect: {row['not_in_effect']}")
     return (not reasons), "; ".join(reasons)
 
@@ -244,7 +244,8 @@ def _throughput_columns(requests: pd.DataFrame, t0: float, t1: float, duration: 
 
 def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
                   setting: str, k: int, repeat: int, rules: WindowRules,
-                  variant: str = "", drafting: Drafting | None = None) -> list[tuple[dict, pd.DataFrame, pd.DataFrame, float]]:
+                  variant: str = "", drafting: Drafting | None = None
+                  ) -> list[tuple[dict, pd.DataFrame, pd.DataFrame, float]]:
     """Per stage of one server life (of one workload variant's block: its label in the row's "variant"):
     its summary row, the requests that finished in its window, the successful ones among them, and the
     window's start (unix seconds). `drafting`: what the life should draft per step; a window whose counters say

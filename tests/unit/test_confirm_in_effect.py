@@ -35,8 +35,9 @@ def test_a_schedule_the_server_ignored_is_not_in_effect_and_the_single_k_stands(
                32: "the schedule drafted 4.0 tokens per step at batch 30 (expected no drafts: K=0 at that batch)"}
     c = confirm(decided, cells({u: 4.0 for u in REQ}, ignored))
     assert c.status == "not in effect", c.verdict
-    assert c.verdict.startswith("Schedule not in effect on this server: use the single K. The per-batch-size schedule "
-                                "(K=4 up to batch 18, K=0 above), run in a life of its own (confirm/r0), was not applied: ")
+    assert c.verdict.startswith("Schedule not in effect on this server: use the single K. The per-batch-size "
+                                "schedule (K=4 up to batch 18, K=0 above) ran in a life of its own (confirm/r0), "
+                                "and the server did not apply it: ")
     assert "The schedule's K=0 above batch 18 was not applied: 4.0 drafted tokens per step at batch 30 (32 users)" \
         in c.verdict
     assert "K=0 alone stands (the command above)" in c.verdict and "vLLM #51510" in c.verdict

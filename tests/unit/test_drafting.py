@@ -35,7 +35,8 @@ def test_a_batch_moving_across_a_boundary_mixes_the_two_k_by_the_drafts_on_each_
     assert expected_drafts(4, DOWN_TO_2, [83, 84, 84, 86]).value == pytest.approx((251 * 4 + 86 * 2) / 337)
     # anywhere between the two sides' K is in effect (the mix is approximate); beyond them, with the tolerance, not
     assert not_in_effect(4, 3.6, mixed, schedule=True) == "" and not_in_effect(4, 2.0, mixed, schedule=True) == ""
-    assert not_in_effect(4, 1.5, mixed, schedule=True).startswith("the schedule drafted 1.5 tokens per step at batch 85")
+    assert not_in_effect(4, 1.5, mixed, schedule=True).startswith(
+        "the schedule drafted 1.5 tokens per step at batch 85")
 
 
 def test_k0_above_a_boundary_counts_no_draft_so_only_the_drafting_side_sets_the_ratio():
@@ -73,8 +74,8 @@ def rows(k, server_edit=None, drafting=None):
 
 def test_a_window_that_drafted_k_is_in_effect_beside_its_acceptance():
     first, second = rows(4)
-    assert (first["drafted_per_step"], first["drafted_expected"], first["in_effect"], first["valid"]) == (4.0, 4.0, True,
-                                                                                                         True)
+    assert (first["drafted_per_step"], first["drafted_expected"]) == (4.0, 4.0)
+    assert first["in_effect"] and first["valid"] and not second["invalid_reason"]
 
 
 def test_a_window_drafting_half_of_k_is_not_in_effect_and_invalid_with_the_reason():

@@ -155,7 +155,8 @@ def _values(**overrides) -> LiveValues:
 
 def test_the_now_tab_shows_every_signal_with_its_meaning():
     rows = {row["signal"]: row for row in now_rows(_values())}
-    assert rows["Drafted tokens per step"]["value"] == "4.00" and "not in effect" in rows["Drafted tokens per step"]["meaning"]
+    drafted = rows["Drafted tokens per step"]
+    assert drafted["value"] == "4.00" and "not in effect" in drafted["meaning"]
     assert [key for key, _ in NOW_COLUMNS] == ["signal", "value", "meaning"]
     assert rows["Setting"]["value"] == "k4/r0"
     assert rows["Stage"]["value"] == "2 of 2: 16 users, 5 of 20 s"
