@@ -12,13 +12,14 @@ Expected:
   b times), over the readings whose K is above 0 (the only steps the ratio sees). The approximation: readings
   equally spaced in time stand for equal numbers of steps, though a step at the larger K takes longer. Where the
   batch crosses a boundary the expected value lies between the two sides' K, so such a window is in effect
-  anywhere between them (within the tolerance).
+  anywhere between them (within the tolerance); where one side's K is 0, a window that made no draft at all is
+  in effect too (every step it ran may have been on that side).
 
 Where the schedule's K is 0 at every batch read in a window, a few drafts still come from steps whose batch dipped
 under the boundary between two scrapes; a server ignoring the schedule drafts in nearly every decode step. So
 there the window is not in effect only when the share of decode steps that drafted, drafts / (generation tokens -
 accepted tokens) (each step of a request emits its accepted tokens + 1; a request's first token counts as a step
-too, so an always-drafting server reads about 0.9 at 24-token outputs), is above MIN_DRAFTING_SHARE; unknown
+too, so an always-drafting server reads 1 less the share of first tokens), is above MIN_DRAFTING_SHARE; unknown
 counters leave it to the ratio alone.
 
 Tolerance (TOLERANCE_FRAC of the expected K, at least MIN_TOLERANCE_TOKENS): on the simulator a life without a
