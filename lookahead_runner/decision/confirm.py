@@ -11,7 +11,10 @@ engine: both cells resampled, the interval put on their ratio, the tie band as t
   and its interval (e.g. the schedule's per-step overhead at a low batch), listed with the numbers;
 - not confirmed: a boundary collapses (beyond `collapse_frac` below what the stages beside it expect),
   the target falls below the single K (a schedule) or below the runner-up (a single K), requests fail,
-  or the life never measured; then the single K stands, and the report shows why.
+  or the life never measured; then the single K stands, and the report shows why;
+- not in effect: in some stage the server did not draft what the schedule (or the K) says at the real batch it
+  measured (the window's drafted tokens per step, telemetry/drafting.py): the server ignored it (vLLM #51510),
+  so its figures are not the schedule's; the single K stands. A different finding from a cost at a boundary.
 Pure: typed evidence in, a `Confirmation` out.
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ..config import DecisionConfig
 from ..vllm.schedule import Schedule
 from .evidence import Cell, Evidence
 from .explain import OBJECTIVE_LABEL
+from .in_effect import NOT_IN_EFFECT, not_applied, not_in_effect_verdict
 from .measure import PreparedCell, ThroughputNoise, throughput_noise
 from .schema import Boundary, Confirmation, ConfirmLife, ConfirmPlan, ConfirmStage, Decision, Range
 from .stats import Bounds, interval, proportion_difference
@@ -140,6 +144,7 @@ class _Judge:
         self.label = OBJECTIVE_LABEL[p.objective]
         self._noise: dict[int, ThroughputNoise] = {}
         self.confirmed = {u: Figures.of(c, p, self.rng, self.noise(u)) for u, c in sorted(confirmed.items())}
+        self.windows = {u: c.windows for u, c in confirmed.items()}
         self.cells: dict[tuple[int, int], Figures | None] = {}
         self.schedule = Schedule.from_ranges(plan_.ranges, "list") if plan_.ranges else None
         self.single = decision.recommended.k if decision.recommended else None
@@ -184,6 +189,7 @@ class _Judge:
             if _clearly_below(bounds, self.p.tie_tolerance_frac) and row.outcome != "failures":
                 row.outcome = "worse than the single K"
                 row.text += f"; {_diff_text(row.vs_single, bounds)} vs K={self.single} alone"
+        self.in_effect(row)
         if self.schedule is not None and k < self.plan.k and row.running_mean is not None \
                 and expected.running_mean and row.running_mean < expected.running_mean * (1 - self.p.batch_drop_frac):
             row.text += (f"; real batch {row.running_mean:.1f} vs {expected.running_mean:.1f} in k{k}'s life: the server "
@@ -258,7 +264,21 @@ class _Judge:
             row.text = f"{self.label} falls {pct(-row.difference)} at batch {bound.batch} -> {bound.batch + 1}: {row.text}"
         if row.running_mean is not None and not lands_in_band(row.running_mean, bound.batch, side):
             row.text += f" (its real batch landed outside the ~10 % band {side} batch {bound.batch})"
+        self.in_effect(row)
         return row
+
+    def in_effect(self, row: ConfirmStage) -> None:
+        """The stage's drafted tokens per step against the schedule's K at the real batch it measured: where the
+        analysis found them off (telemetry/drafting.py), the stage is "not in effect", first in its text."""
+        windows = self.windows.get(row.users, ())
+        drafted = [w.signal("drafted_per_step") for w in windows if np.isfinite(w.signal("drafted_per_step"))]
+        row.drafted_per_step = float(np.mean(drafted)) if drafted else None
+        off = next((w for w in windows if w.not_in_effect), None)
+        if off is None or row.outcome in ("no measurement",):
+            return
+        row.outcome = NOT_IN_EFFECT
+        said = not_applied(self.schedule, self.plan.k, off.signal("drafted_per_step"), off.signal("running_mean"))
+        row.text = f"{said}; {row.text}"
 
     def crossing(self, bound: Boundary, below: ConfirmStage | None, above: ConfirmStage | None) -> str:
         """What the objective does from the stage below a boundary to the one above: a fall beyond the tie band
@@ -319,6 +339,9 @@ def judge(plan_: ConfirmPlan, decision: Decision, evidence: Evidence, confirmed:
 
 
 def _verdict(out: Confirmation, what: str, decision: Decision, target: int, p: DecisionConfig) -> Confirmation:
+    ignored = [r for r in out.stages if r.outcome == NOT_IN_EFFECT]
+    if ignored:
+        return not_in_effect_verdict(out, what, decision, ignored)
     target_row = next((r for r in out.stages if r.users == target and r.role == "stage"), None)
     failing = [r for r in out.stages if r.outcome in FAILING]
     measured = target_row is not None and target_row.objective is not None
@@ -368,7 +391,7 @@ def with_confirmation(decision: Decision, confirmation: Confirmation) -> Decisio
     decision = decision.model_copy(deep=True)
     decision.confirmation = confirmation
     decision.verdict = f"{decision.verdict} {confirmation.verdict}".strip()
-    if confirmation.status == "not confirmed" and confirmation.kind == "k":
+    if confirmation.status in ("not confirmed", NOT_IN_EFFECT) and confirmation.kind == "k":
         # the one K picked did not hold in its own life: nothing stands, so it is not a verdict to act on
         decision.status, decision.recommended = "not_decided", None
         decision.verdict = (f"Not decided yet at {decision.target_users} users: the sweep picked K={confirmation.k}, "

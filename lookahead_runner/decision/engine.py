@@ -74,8 +74,14 @@ def cell_summaries(stages: dict[int, StageEval], p: DecisionConfig) -> list[Cell
                 running_mean=_finite(s.running_mean), waiting_mean=_finite(s.waiting_mean),
                 kv_usage_mean=_finite(s.kv_usage_mean), kv_usage_peak=_finite(s.kv_usage_peak),
                 preemptions=_finite(s.preemptions), acceptance_rate=_finite(s.acceptance_rate),
-                kv_pool_tokens=_finite(s.kv_pool_tokens), not_measured=not_measured(s)))
+                kv_pool_tokens=_finite(s.kv_pool_tokens), not_measured=not_measured(s),
+                drafted_per_step=_mean_signal(stage.prepared[k].cell.windows, "drafted_per_step")))
     return rows
+
+
+def _mean_signal(windows, name: str) -> float | None:
+    values = [w.signal(name) for w in windows if math.isfinite(w.signal(name))]
+    return sum(values) / len(values) if values else None
 
 
 def candidates(stage: StageEval, p: DecisionConfig) -> list[Candidate]:

@@ -21,7 +21,7 @@ LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "itl_p99_ms", "e2e_ms")
 # Server and memory signals of a window, as the summary row names them.
 SERVER_SIGNALS = ("running_mean", "waiting_mean", "kv_usage_mean", "kv_usage_peak", "preemptions",
                   "acceptance_rate", "mean_acceptance_length", "gpu_mem_peak_mib", "gpu_mem_total_mib",
-                  "kv_pool_tokens")
+                  "kv_pool_tokens", "drafted_per_step", "drafted_expected")
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +40,7 @@ class Window:
     req_per_s: float = math.nan     # requests served inside the window (analysis: shares of request lives)
     output_tok_per_s: float = math.nan
     variant: str = ""               # the workload variant's label ("" = the sweep's only one)
+    not_in_effect: str = ""         # why its counters say the setting was not what the server ran (drafting.py)
 
     @property
     def served_per_s(self) -> float:
@@ -131,7 +132,7 @@ def window(row: Mapping, finished: pd.DataFrame, ok: pd.DataFrame, t0: float) ->
         server={name: float(row[name]) if row.get(name) is not None else math.nan
                 for name in SERVER_SIGNALS if name in row},
         req_per_s=float(row.get("req_per_s", math.nan)), output_tok_per_s=float(row.get("output_tok_per_s", math.nan)),
-        variant=str(row.get("variant", "") or ""),
+        variant=str(row.get("variant", "") or ""), not_in_effect=str(row.get("not_in_effect", "") or ""),
     )
 
 

@@ -82,6 +82,7 @@ class CellSummary(Model):
     kv_usage_peak: float | None = None
     preemptions: float | None = None
     acceptance_rate: float | None = None
+    drafted_per_step: float | None = None   # mean over its windows: the K the server really drafted (issue 29)
     kv_pool_tokens: float | None = None
     not_measured: dict[str, str] = Field(default_factory=dict)  # column -> why it is empty (metric, source)
 
@@ -191,7 +192,9 @@ class ConfirmPlan(Model):
     variant: str = ""            # the workload variant it runs (alone), with several; "" = the sweep's only one
 
 
-ConfirmStatus = Literal["confirmed", "confirmed with a cost", "not confirmed", "pending"]
+# "not in effect": the server did not run what was confirmed (its drafts per step say so, telemetry/drafting.py),
+# told apart from "not confirmed" (it ran, and cost throughput or collapsed at a boundary)
+ConfirmStatus = Literal["confirmed", "confirmed with a cost", "not confirmed", "not in effect", "pending"]
 
 
 class ConfirmStage(Model):
@@ -214,8 +217,9 @@ class ConfirmStage(Model):
     tpot_p50_ms: float | None = None
     expected_tpot_p50_ms: float | None = None
     failure_rate: float | None = None
+    drafted_per_step: float | None = None  # what the server drafted per step there (the counters' ratio)
     outcome: Literal["as expected", "better", "cost", "worse than the single K", "collapse", "failures",
-                     "no measurement", "no expectation"] = "no measurement"
+                     "not in effect", "no measurement", "no expectation"] = "no measurement"
     text: str = ""
 
 

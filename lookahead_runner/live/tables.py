@@ -60,6 +60,9 @@ def now_rows(values: LiveValues) -> list[dict[str, str]]:
          f"accepted / drafted tokens, {_window()}" + (" (no drafts seen: K = 0 or idle)" if spec_missing else "")),
         ("Mean acceptance length", _num(v.mean_acceptance_length, 2),
          f"1 + accepted tokens / drafts: tokens per sequence per step, {_window()}"),
+        ("Drafted tokens per step", _num(v.drafted_per_step, 2),
+         f"draft tokens / drafts: the K the server really drafts (the setting's K, or the schedule's at this "
+         f"batch; otherwise it is not in effect), {_window()}"),
         ("Real batch (running / waiting)", _pair(v.running, v.waiting, 0, ""),
          f"{_series('running')} / {_series('waiting')}, now"),
         ("KV cache usage", _num(None if v.kv_usage is None else 100 * v.kv_usage, 1, " %"),
@@ -86,6 +89,7 @@ HISTORY_COLUMNS = (
     ("t_s", "Time (unix s)"), ("setting", "Setting"), ("stage", "Stage"), ("users", "Users"), ("variant", "Variant"),
     ("locust_users", "Locust users"),
     ("acceptance_rate", "Acceptance rate"), ("mean_acceptance_length", "Mean acceptance length"),
+    ("drafted_per_step", "Drafted tokens per step"),
     ("running", "Running"), ("waiting", "Waiting"), ("kv_usage", "KV usage"),
     ("preemptions_total", "Preemptions"), ("generation_tokens_per_s", "Gen tok/s"),
     ("gpu_used_mib", "GPU used MiB"), ("gpu_total_mib", "GPU total MiB"),
@@ -94,7 +98,7 @@ HISTORY_COLUMNS = (
     ("requests_ok", "Requests ok"), ("requests_failed", "Requests failed"),
 )
 
-_ROUNDING = {"acceptance_rate": 4, "mean_acceptance_length": 3, "kv_usage": 4, "t_s": 1}
+_ROUNDING = {"acceptance_rate": 4, "mean_acceptance_length": 3, "drafted_per_step": 3, "kv_usage": 4, "t_s": 1}
 
 
 def history_row(values: LiveValues) -> dict[str, str]:
@@ -125,7 +129,7 @@ def csv_text(columns: Sequence[str], rows: Iterable[dict[str, str]]) -> str:
 
 HISTORY_TAB_COLUMNS = (
     ("time", "Time"), ("stage", "Stage (users)"), ("acceptance", "Acceptance"), ("length", "Mean acc. length"),
-    ("batch", "Running / waiting"), ("kv", "KV usage"), ("preemptions", "Preemptions"),
+    ("drafted", "Drafted / step"), ("batch", "Running / waiting"), ("kv", "KV usage"), ("preemptions", "Preemptions"),
     ("throughput", "Gen tok/s"), ("gpu", "GPU MiB"), ("ttft", "TTFT p50 / p99 ms"), ("itl", "ITL p50 / p99 ms"),
 )
 
@@ -138,7 +142,8 @@ def history_tab_row(values: LiveValues, clock: str) -> dict[str, str]:
     return {
         "time": clock, "stage": stage,
         "acceptance": _num(None if v.acceptance_rate is None else 100 * v.acceptance_rate, 1, " %"),
-        "length": _num(v.mean_acceptance_length, 2), "batch": _pair(v.running, v.waiting, 0, ""),
+        "length": _num(v.mean_acceptance_length, 2), "drafted": _num(v.drafted_per_step, 2),
+        "batch": _pair(v.running, v.waiting, 0, ""),
         "kv": _num(None if v.kv_usage is None else 100 * v.kv_usage, 1, " %"), "preemptions": _num(v.preemptions_total),
         "throughput": _num(v.generation_tokens_per_s), "gpu": _num(v.gpu_used_mib),
         "ttft": _pair(v.ttft_p50_ms, v.ttft_p99_ms, 0, ""), "itl": _pair(v.itl_p50_ms, v.itl_p99_ms, 1, ""),

@@ -194,6 +194,7 @@ class LiveValues:
     stage: StageNow
     acceptance_rate: float | None = None
     mean_acceptance_length: float | None = None
+    drafted_per_step: float | None = None
     running: float | None = None
     waiting: float | None = None
     kv_usage: float | None = None
@@ -223,6 +224,7 @@ def live_values(t_s: float, setting: str, stage: StageNow, counters: CounterWind
     return LiveValues(
         t_s=t_s, setting=setting, stage=stage,
         acceptance_rate=signals.acceptance_rate, mean_acceptance_length=signals.mean_acceptance_length,
+        drafted_per_step=signals.drafted_per_step,
         generation_tokens_per_s=signals.generation_tokens_per_s, preemptions_in_window=signals.preemptions,
         running=latest.get("running"), waiting=latest.get("waiting"), kv_usage=latest.get("kv_usage"),
         preemptions_total=latest.get("preemptions_total"),

@@ -115,6 +115,7 @@ def evidence_rows(decision: Decision) -> list[dict]:
             "kv_peak": _measured("kv_usage_peak", cell.kv_usage_peak, cell.not_measured),
             "preemptions": format_cell("preemptions", cell.preemptions),
             "acceptance": _measured("acceptance_rate", cell.acceptance_rate, cell.not_measured),
+            "drafted": format_cell("drafted_per_step", cell.drafted_per_step),
         })
     return rows
 

@@ -13,12 +13,14 @@ from pathlib import Path
 import pandas as pd
 
 from ..runfolder import results
-from ..runfolder.analysis import WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
+from ..runfolder.analysis import (Drafting, WindowRules, block_token_check, life_token_check, stage_windows,
+                                  summary_frame)
 from ..adaptive import run_note
 from ..config import SweepConfig
 from ..runfolder.cost import life_costs, run_cost
 from ..decision import Cell, Decision, Window, decide, evidence, window
 from ..decision.ramp import ramp_decision
+from ..decision.in_effect import findings_from, with_settings_in_effect
 from ..decision.confirm import judge, unconfirmed_note, with_confirmation
 from ..decision.schema import AxisDecision, ConfirmLife, LifeNote
 from ..runfolder.plan import (LifeResult, LifeStatus, Plan, RunRecord, VariantTokens, read_plan_and_config,
@@ -145,7 +147,8 @@ def read_run(run_dir: Path) -> RunData:
                 continue
             mine = _rules_for(rules, variant)
             for row, finished, ok, t0 in stage_windows(frames["requests"], frames["stages"], server, gpu,
-                                                       life.setting, life.k, life.repeat, mine, variant.label):
+                                                       life.setting, life.k, life.repeat, mine, variant.label,
+                                                       _drafting(plan, config, life)):
                 rows.append(row | ({"variant_order": order} if variant.key else {}))
                 if row["valid"] and life.confirms:
                     data.confirm_windows.append(window(row, finished, ok, t0))
@@ -156,6 +159,16 @@ def read_run(run_dir: Path) -> RunData:
         axis_of = {life.setting: life.axis_value for life in plan.lives}
         data.summary.insert(1, "axis_value", data.summary["setting"].map(axis_of))
     return data
+
+
+def _drafting(plan: Plan, config: SweepConfig, life) -> Drafting:
+    """What the life should draft per step: its K (raw lookahead slots draft nothing), or the confirmation's
+    schedule, whose windows the confirmation judges itself (not invalid for it)."""
+    if life.confirms:
+        confirm = plan.confirmation(life.variant)
+        ranges = tuple(tuple(r) for r in confirm.ranges) if confirm is not None and confirm.kind == "schedule" else ()
+        return Drafting(life.k, ranges, invalidates=False)
+    return Drafting(0 if config.speculation.raw_lookahead_slots else life.k)
 
 
 def _rules_for(rules: WindowRules, variant: Variant) -> WindowRules:
@@ -217,6 +230,14 @@ def confirmed(data: RunData, decision: Decision, variant: str | None = None) -> 
     return with_confirmation(decision, verdict)
 
 
+def sweep_rows(data: RunData) -> list[dict]:
+    """The summary rows of the sweep's own lives (not the confirmation's)."""
+    if data.summary.empty:
+        return []
+    settings = {life.setting for life in data.plan.sweep_lives()}
+    return [row for row in data.summary.to_dict("records") if row["setting"] in settings]
+
+
 def telemetry_gaps(statuses: dict[str, LifeStatus]) -> list[str]:
     """One line per kind of missing measurement (/metrics errors, no memory source, lost rows)."""
     lines = []
@@ -256,7 +277,7 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         life = plan.lives[0]
         decision = ramp_decision(data.evidence(), life.k, life.setting, life.argv, config.decision)
     else:
-        decision = decide_all(data)
+        decision = with_settings_in_effect(decide_all(data), findings_from(sweep_rows(data)))
         if plan.confirm is not None:
             decision = confirmed(data, decision)
         elif plan.confirm_variants and decision.by_variant:

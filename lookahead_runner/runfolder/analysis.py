@@ -23,13 +23,15 @@ import pandas as pd
 
 from .lag_advice import LagAdvice, lag_reason
 from ..records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
+from ..telemetry.drafting import drafting_share, expected_drafts, not_in_effect
 from ..telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 
 SUMMARY_COLUMNS = (
     "setting", "k", "repeat", "stage", "users", "duration_s", "requests", "req_per_s", "output_tok_per_s",
     "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
     "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms", "failures", "failure_rate", "timeouts", "timeout_rate",
-    "length_mismatches", "acceptance_rate", "mean_acceptance_length", "running_mean", "running_peak",
+    "length_mismatches", "acceptance_rate", "mean_acceptance_length", "drafted_per_step",
+    "drafted_expected", "in_effect", "running_mean", "running_peak",
     "waiting_mean", "waiting_peak", "kv_usage_mean", "kv_usage_peak", "preemptions", "kv_pool_tokens", "gpu_mem_peak_mib",
     "gpu_mem_total_mib", "client_lag_p99_ms", "client_cpu_pct", "valid", "invalid_reason",
 )
@@ -91,6 +93,32 @@ def _nan_if_none(value: float | None) -> float:
     return NAN if value is None else value
 
 
+@dataclass(frozen=True)
+class Drafting:
+    """What a life should draft per step (telemetry/drafting.py): K (0: nothing, as a raw-slots life), or the
+    schedule's K at the window's real batch ([[lo, hi, K], ...]; K = its largest)."""
+
+    k: int
+    schedule: tuple[tuple[int, int, int], ...] = ()
+    invalidates: bool = True    # False: the confirmation life's windows, which its judgment checks itself
+
+
+def _drafting_columns(row: dict, server: pd.DataFrame, t0: float, t1: float, drafting: Drafting | None) -> dict:
+    """The K expected in the window and whether the counters say it was in effect (the reason when not)."""
+    if drafting is None:
+        return {"drafted_expected": NAN, "in_effect": True, "not_in_effect": ""}
+    inside = server[(server["t_s"] >= t0) & (server["t_s"] <= t1)] if len(server) and "t_s" in server else server
+    batches = pd.to_numeric(inside["running"], errors="coerce").dropna().tolist() if "running" in inside else []
+    expected = expected_drafts(drafting.k, drafting.schedule, batches)
+    measured = row["drafted_per_step"]
+    share = drafting_share(*(covering_delta(server, name, t0, t1) for name in
+                             ("spec_drafts_total", "generation_tokens_total", "spec_accepted_total")))
+    reason = not_in_effect(drafting.k, None if math.isnan(measured) else measured, expected, bool(drafting.schedule),
+                           share)
+    return {"drafted_expected": round(expected.value, 3), "in_effect": not reason, "not_in_effect": reason,
+            "not_in_effect_invalidates": drafting.invalidates}
+
+
 def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
     inside = server[(server["t_s"] >= t0) & (server["t_s"] <= t1)] if not server.empty else server
 
@@ -100,10 +128,14 @@ def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
         values = pd.to_numeric(inside[column], errors="coerce").dropna()
         return float(getattr(values, how)()) if len(values) else NAN
 
-    spec = counter_signals({name: covering_delta(server, name, t0, t1) for name in ACCEPTANCE_COUNTERS})
+    deltas = {name: covering_delta(server, name, t0, t1) for name in ACCEPTANCE_COUNTERS}
+    spec = counter_signals(deltas)
+    drafts = deltas["spec_drafts_total"]  # counters there and no draft made: 0 tokens per step, not unknown
+    drafted = spec.drafted_per_step if spec.drafted_per_step is not None or math.isnan(drafts) or drafts else 0.0
     return {
         "acceptance_rate": _nan_if_none(spec.acceptance_rate),
         "mean_acceptance_length": _nan_if_none(spec.mean_acceptance_length),
+        "drafted_per_step": _nan_if_none(drafted),
         "running_mean": stat("running", "mean"),
         "running_peak": stat("running", "max"),
         "waiting_mean": stat("waiting", "mean"),
@@ -136,6 +168,8 @@ def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
         reasons.append(f"client saturated: Locust's busiest process at {cpu:.0f}% of a core; {rules.lag_advice.saturated}")
     if row["length_mismatches"]:
         reasons.append(f"{row['length_mismatches']} responses with the wrong token count")
+    if row.get("not_in_effect") and row.get("not_in_effect_invalidates"):  # the server ran another setting
+        reasons.append(f"not in effect: {row['not_in_effect']}")
     return (not reasons), "; ".join(reasons)
 
 
@@ -210,10 +244,12 @@ def _throughput_columns(requests: pd.DataFrame, t0: float, t1: float, duration: 
 
 def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
                   setting: str, k: int, repeat: int, rules: WindowRules,
-                  variant: str = "") -> list[tuple[dict, pd.DataFrame, pd.DataFrame, float]]:
+                  variant: str = "", drafting: Drafting | None = None
+                  ) -> list[tuple[dict, pd.DataFrame, pd.DataFrame, float]]:
     """Per stage of one server life (of one workload variant's block: its label in the row's "variant"):
     its summary row, the requests that finished in its window, the successful ones among them, and the
-    window's start (unix seconds)."""
+    window's start (unix seconds). `drafting`: what the life should draft per step; a window whose counters say
+    otherwise is not in effect, and invalid for it (None: not checked)."""
     out = []
     for stage in stages.itertuples(index=False):
         t0 = stage.t_start_s + rules.warmup_for(stage.t_end_s - stage.t_start_s)
@@ -234,15 +270,16 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
             "client_lag_p99_ms": _pct(ok.get("lag_p99_ms", pd.Series(dtype=float)), 0.99),
             "client_cpu_pct": _client_cpu(ok),
         }
+        row |= _drafting_columns(row, server, t0, t1, drafting)
         row["valid"], row["invalid_reason"] = _validity(row, rules)
         out.append((row, finished, ok, t0))
     return out
 
 
 def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
-               setting: str, k: int, repeat: int, rules: WindowRules) -> list[dict]:
+               setting: str, k: int, repeat: int, rules: WindowRules, drafting: Drafting | None = None) -> list[dict]:
     """One summary row per stage of one server life."""
-    return [row for row, *_ in stage_windows(requests, stages, server, gpu, setting, k, repeat, rules)]
+    return [row for row, *_ in stage_windows(requests, stages, server, gpu, setting, k, repeat, rules, "", drafting)]
 
 
 def summary_frame(rows: list[dict]) -> pd.DataFrame:

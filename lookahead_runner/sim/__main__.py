@@ -114,7 +114,8 @@ async def _start_engine(args: ServeArgs, profile: Profile, memory: MemoryFile, s
         await _ramp(memory, memory.used_mib, min(peak, sc.gpu_total_mib), 0.15 * startup_s, stop)
         raise ValueError(f"ValueError: {logs.kv_error_text(profile, e)}") from None
     try:
-        model = EngineModel(sc, cfg)     # the scheduler, and so the per-batch-size schedule's checks
+        model = EngineModel(sc, cfg, ignore_schedule="ignore-spec-schedule" in args.faults,
+                            draft_fraction=args.faults.draft_fraction)  # the scheduler: the schedule's checks
     except ScheduleError as e:
         raise ValueError(f"ValueError: {e}") from None
     profiled = weights_mib + sizing.activation_peak_mib

@@ -18,6 +18,13 @@
   drop-metric=NAME      the metric family NAME (e.g. vllm:kv_cache_usage_perc; a counter with or without
                         _total) is absent from /metrics, as with another vLLM version's names or a
                         filtering proxy; repeat it to drop several
+  ignore-spec-schedule  a per-batch-size schedule is accepted and costs what it costs, but every step drafts
+                        num_speculative_tokens (the largest K), whatever the schedule says for its batch:
+                        the drafter of Model Runner V2 ignores the scheduled K (vLLM issue #51510)
+  drafts-short[=0.5]    every draft holds VALUE x K tokens (a running fraction: 0.5 x 3 drafts 1, 2, 1, 2...);
+                        a step whose share rounds to 0 drafts nothing, as a draft cut short at max_model_len
+The spec-decode counters (vllm:spec_decode_num_drafts / _num_draft_tokens) count what was drafted, so
+both faults show in them, as they do on a real server.
 Failing at start without a fault: a KV pool that would be empty (e.g. --gpu-memory-utilization 0.7
 with a draft model on tight-kv) exits 1 with vLLM's "No available memory for the cache blocks".
 Decisions that draw (fractions) use their own seeded generator, so faults are reproducible.
@@ -39,6 +46,8 @@ _DEFAULTS = {
     "short-stream": 0.1,
     "malformed-stream": 0.1,
     "slow-metrics": 2.0,
+    "ignore-spec-schedule": 1.0,
+    "drafts-short": 0.5,
 }
 
 
@@ -59,6 +68,11 @@ class Faults:
 
     def __contains__(self, name: str) -> bool:
         return name in self.values
+
+    @property
+    def draft_fraction(self) -> float:
+        """The share of K each draft holds (drafts-short; 1 without it)."""
+        return self.values.get("drafts-short", 1.0)
 
     def draw(self, name: str) -> bool:
         """True for the configured fraction of calls (per request)."""
@@ -84,4 +98,7 @@ def parse_faults(specs: list[str] | None, seed: int = 0) -> Faults:
             values[name] = float(text) if text else _DEFAULTS[name]
         except ValueError:
             raise ValueError(f"--sim-fault {name}: {text!r} is not a number") from None
+        if name == "drafts-short" and not 0 <= values[name] <= 1:
+            raise ValueError(f"--sim-fault drafts-short={text}: the share of K a draft holds must be "
+                             "between 0 and 1, e.g. drafts-short=0.5")
     return Faults(values, seed, frozenset(dropped))

@@ -22,6 +22,9 @@ scheduler does: lookup[number of requests scheduled in the step that drafted] (d
 step are verified in the next), K = num_speculative_tokens still sizing the lookahead. Having a
 schedule costs every step `schedule_step_ms`, and a step whose K differs from the previous
 verifying step's costs `k_switch_ms` more (scenario fields; vLLM issue #49548).
+Two drafter faults (sim/faults.py) change what is drafted, not what the counters say of it: `ignore_schedule`
+drafts K = num_speculative_tokens in every step whatever the schedule (vLLM #51510), `draft_fraction` F makes
+each step's drafts F x K tokens long (a running share; a step whose share rounds to 0 drafts nothing).
 A step's time is a roofline: fixed + max(memory, compute) + K draft steps + prefill, where memory is
 the target weights plus the KV cache every decoding sequence holds (read once per step however many
 positions it verifies: K + 1 positions attend to the same context), compute grows with the verified
@@ -127,8 +130,12 @@ class StepNoise:
 class EngineModel:
     """One engine: a KV block pool, a waiting queue, a running batch."""
 
-    def __init__(self, scenario: Scenario, cfg: EngineConfig) -> None:
+    def __init__(self, scenario: Scenario, cfg: EngineConfig, *, ignore_schedule: bool = False,
+                 draft_fraction: float = 1.0) -> None:
         self.scenario = scenario
+        self.ignore_schedule = ignore_schedule
+        self.draft_fraction = draft_fraction
+        self._short_carry = 0.0              # drafts-short: the share of a token owed to the next step
         self.cfg = cfg
         self.sizing = size_kv_pool(scenario, cfg)
         self.num_blocks = self.sizing.num_blocks
@@ -218,10 +225,24 @@ class EngineModel:
         return StepResult(self._step_duration_s(scheduled), self._execute(scheduled), n_tokens)
 
     def _k_for_step(self) -> int:
-        if self.k_lookup is not None:
+        return self._drafted(self._scheduled_k())
+
+    def _scheduled_k(self) -> int:
+        if self.k_lookup is not None and not self.ignore_schedule:
             return self.k_lookup[self.last_batch] if self.last_batch else self.k_step
+        if self.k_lookup is not None:
+            return self.k
         limit = self.cfg.spec_disable_batch_size
         return 0 if limit is not None and len(self.running) >= limit else self.k
+
+    def _drafted(self, k: int) -> int:
+        """The tokens a draft of this step holds: K, or F x K as a running share under drafts-short."""
+        if self.draft_fraction >= 1.0 or k == 0:
+            return k
+        self._short_carry += self.draft_fraction * k
+        drafted = min(k, int(self._short_carry))
+        self._short_carry -= drafted
+        return drafted
 
     def _schedule_running(self, budget: int, scheduled: list) -> tuple[int, bool]:
         preempted = False

@@ -5,6 +5,8 @@ over a stage's window (the smallest sampled interval covering it), progress.py b
 the web UI's live tabs (lookahead_runner/live) over their last ten seconds. Definitions (method.md):
 - acceptance rate = delta(accepted tokens) / delta(draft tokens);
 - mean acceptance length = 1 + delta(accepted tokens) / delta(drafts): tokens a sequence gains per step;
+- drafted tokens per step = delta(draft tokens) / delta(drafts): the K the server really ran (drafting.py
+  says what it should be and when a window was not in effect); none where no draft was made;
 - rates = delta(counter) / seconds.
 Counter names are the signal names of vllm/metrics.py.
 """
@@ -13,6 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from .drafting import drafted_per_step
 
 ACCEPTANCE_COUNTERS = ("spec_accepted_total", "spec_draft_tokens_total", "spec_drafts_total")
 
@@ -23,6 +27,7 @@ class CounterSignals:
 
     acceptance_rate: float | None = None
     mean_acceptance_length: float | None = None
+    drafted_per_step: float | None = None
     generation_tokens_per_s: float | None = None
     requests_per_s: float | None = None
     preemptions: float | None = None
@@ -49,6 +54,7 @@ def counter_signals(deltas: Mapping[str, float | None], seconds: float | None = 
     return CounterSignals(
         acceptance_rate=None if accepted is None or not drafted else accepted / drafted,
         mean_acceptance_length=None if accepted is None or not drafts else 1.0 + accepted / drafts,
+        drafted_per_step=drafted_per_step(drafted, drafts),
         generation_tokens_per_s=per_s("generation_tokens_total"),
         requests_per_s=per_s("requests_success_total"),
         preemptions=grown("preemptions_total"),

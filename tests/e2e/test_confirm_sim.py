@@ -94,6 +94,11 @@ def test_a_schedule_is_judged_by_a_life_of_its_own_started_as_the_report_prints_
                for s in confirmation["stages"] if s["role"] == "stage"), confirmation["stages"]
     falls = [s for s in confirmation["stages"] if s["outcome"] in ("cost", "collapse")]
     assert (status == "confirmed") == (not falls), confirmation["stages"]
+    # the server applied the schedule: each stage drafted its K at its real batch (issue 29), so nothing is
+    # "not in effect" (tests/e2e/test_confirm_sim.py::test_a_schedule_the_server_ignores_... has the fault)
+    assert "not in effect" not in decision["verdict"] and "was not applied" not in decision["verdict"]
+    assert all(s["outcome"] != "not in effect" for s in confirmation["stages"])
+    assert next(s for s in confirmation["stages"] if s["users"] == 12)["drafted_per_step"] == 4.0
     assert "crossing batch" in confirmation["crossings"][0] or status == "not confirmed"
 
     # started exactly as the report prints it: the schedule's argv, on the life's own port
@@ -137,8 +142,40 @@ def test_a_schedule_that_collapses_at_its_boundary_is_not_confirmed_and_the_sing
     decision = decision_of(run_dir)
     confirmation = decision["confirmation"]
     assert confirmation["status"] == "not confirmed", confirmation["verdict"]
+    assert "Finding: the server applied the schedule" in (run_dir / "report.html").read_text()  # a cost, not ignored
     assert "req/s falls" in confirmation["verdict"] and confirmation["verdict"].endswith(
         "K=0 alone stands (the command above).")
     assert any(s["outcome"] == "collapse" and s["role"] in ("below", "above") for s in confirmation["stages"])
     assert decision["recommended"]["k"] == 0  # the best single K stands
     assert "K=0 alone stands</strong>" in (run_dir / "report.html").read_text()
+
+
+def test_a_schedule_the_server_ignores_is_not_in_effect_and_the_single_k_stands(confirmed_run, tmp_path):
+    """Issue 29: the same per-K lives, the confirmation rerun by --resume on a simulator whose drafter ignores the
+    schedule (--sim-fault ignore-spec-schedule, vLLM #51510): it drafts K=4 at every batch. Its req/s may even
+    hold; the drafted tokens per step at the stages above the boundary, where the schedule says K=0, give it away."""
+    _, source = confirmed_run
+    run_dir = tmp_path / source.name
+    shutil.copytree(source, run_dir, ignore=shutil.ignore_patterns("confirm"))
+    plan = json.loads((run_dir / "plan.json").read_text())
+    plan["config"]["server"]["extra_args"] += ["--sim-fault", "ignore-spec-schedule"]
+    (run_dir / "plan.json").write_text(json.dumps(plan))
+
+    done = run_cli("sweep", "--resume", str(run_dir))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]  # K=0 alone stands: decided
+    decision = decision_of(run_dir)
+    confirmation = decision["confirmation"]
+    assert confirmation["status"] == "not in effect", confirmation["verdict"]
+    (bound,) = confirmation["boundaries"]
+    assert confirmation["verdict"].startswith("Schedule not in effect on this server: use the single K.")
+    assert f"The schedule's K=0 above batch {bound['batch']} was not applied: 4.0 drafted tokens per step at batch " \
+        in confirmation["verdict"]
+    assert "K=0 alone stands (the command above)" in decision["verdict"] and decision["recommended"]["k"] == 0
+    top = next(s for s in confirmation["stages"] if s["users"] == 34)
+    assert top["outcome"] == "not in effect" and top["drafted_per_step"] == 4.0 and top["running_mean"] > bound["batch"]
+    summary = pd.read_csv(run_dir / "summary.csv")
+    confirm_rows = summary[summary["setting"] == "confirm"].set_index("users")
+    assert confirm_rows.loc[34, "drafted_per_step"] == 4.0 and not confirm_rows.loc[34, "in_effect"]
+    page = (run_dir / "report.html").read_text()
+    assert "Finding: the server did not apply the schedule" in page and "Use the schedule: paste-ready" not in page
+    assert not processes_of(str(run_dir)), "a server or Locust process of the sweep survived"

@@ -20,7 +20,8 @@ SERVER_DEFAULTS = {"running_mean": None, "waiting_mean": 0.0, "kv_usage_mean": 0
 
 def window(k: int, users: int, req_per_s: float, repeat: int = 0, *, duration_s: float = 20.0,
            e2e_ms: float | None = None, ttft_ms: float = 100.0, spread: float = 0.15, failures: int = 0,
-           timeouts: int = 0, output_tokens: int = 64, jitter: float = 0.2, **server) -> Window:
+           timeouts: int = 0, output_tokens: int = 64, jitter: float = 0.2, not_in_effect: str = "",
+           **server) -> Window:
     e2e_ms = 1000.0 * users / req_per_s if e2e_ms is None else e2e_ms  # a closed loop: Little's law
     rng = np.random.default_rng(zlib.crc32(f"{k}/{users}/{repeat}/{req_per_s}/{e2e_ms}/{ttft_ms}".encode()))
     n = int(round(req_per_s * duration_s))
@@ -35,7 +36,7 @@ def window(k: int, users: int, req_per_s: float, repeat: int = 0, *, duration_s:
         signals["running_mean"] = min(users, 60.0)
     return Window(k=k, repeat=repeat, users=users, duration_s=duration_s, t_done_s=t_done,
                   output_tokens=np.full(n, float(output_tokens)), latency_ms=latency, finished=n + failures,
-                  failures=failures, timeouts=timeouts, server=signals)
+                  failures=failures, timeouts=timeouts, server=signals, not_in_effect=not_in_effect)
 
 
 def table(spec: dict, target: int, repeats: int = 2, spread: float = 0.01, **common):

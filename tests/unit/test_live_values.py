@@ -53,6 +53,7 @@ def test_acceptance_comes_from_counter_deltas_over_the_window_not_from_totals():
     signals = window.signals()
     assert signals.acceptance_rate == pytest.approx(300 / 400)
     assert signals.mean_acceptance_length == pytest.approx(4.0)
+    assert signals.drafted_per_step == pytest.approx(4.0)  # 400 draft tokens over the window's 100 drafts
     assert signals.generation_tokens_per_s == pytest.approx(1000 / 10.0)
     assert signals.preemptions == 3
     assert window.latest()["running"] == 8.0
@@ -154,6 +155,8 @@ def _values(**overrides) -> LiveValues:
 
 def test_the_now_tab_shows_every_signal_with_its_meaning():
     rows = {row["signal"]: row for row in now_rows(_values())}
+    drafted = rows["Drafted tokens per step"]
+    assert drafted["value"] == "4.00" and "not in effect" in drafted["meaning"]
     assert [key for key, _ in NOW_COLUMNS] == ["signal", "value", "meaning"]
     assert rows["Setting"]["value"] == "k4/r0"
     assert rows["Stage"]["value"] == "2 of 2: 16 users, 5 of 20 s"
@@ -193,6 +196,7 @@ def test_the_history_csv_has_one_numeric_row_per_tick_with_unit_bearing_columns(
     assert (first["stage"], first["users"]) == ("1", "16")
     assert float(first["acceptance_rate"]) == pytest.approx(0.75)
     assert float(first["mean_acceptance_length"]) == pytest.approx(4.0)
+    assert float(first["drafted_per_step"]) == pytest.approx(4.0)  # 400 draft tokens in 100 drafts
     assert float(first["gpu_used_mib"]) == 61_000.0
     assert float(first["ttft_p50_ms"]) == 120.0
     assert rows[1]["kv_usage"] == ""

@@ -172,3 +172,37 @@ def test_a_large_switch_cost_collapses_throughput_at_the_boundary_only():
     far = ((1, 32, 4), (33, 64, 1))                          # the same 8 users never reach the boundary
     assert closed_loop_tok_per_s(collapse, 8, far) == pytest.approx(closed_loop_tok_per_s(ZERO_COST, 8, far))
     assert closed_loop_tok_per_s(collapse, 8, None) == pytest.approx(closed_loop_tok_per_s(ZERO_COST, 8, None))
+
+
+# --- drafter faults (sim/faults.py): the counters count what was drafted ------------------------------------
+def test_ignore_spec_schedule_drafts_the_largest_k_at_every_batch_and_the_counters_say_so():
+    schedule = ((1, 4, 4), (5, 64, 0))
+    honest = EngineModel(ZERO_COST, cfg(4, schedule))
+    run(honest, [40] * 8)                                     # 8 at once: K=0 until 4 are left
+    ignored = EngineModel(ZERO_COST, cfg(4, schedule), ignore_schedule=True)
+    steps = run(ignored, [40] * 8)
+    assert {k for _, k, _, _ in steps} == {4}
+    h, i = honest.counters, ignored.counters
+    assert h.spec_drafts < i.spec_drafts and i.spec_draft_tokens == 4 * i.spec_drafts
+    with pytest.raises(ScheduleError):                        # the schedule is still checked at start
+        EngineModel(ZERO_COST, cfg(4, ((2, 64, 4),)), ignore_schedule=True)
+
+
+@pytest.mark.parametrize("k, fraction, per_draft", [(4, 0.5, 2.0), (3, 0.5, 1.5), (4, 0.25, 1.0)])
+def test_drafts_short_drafts_that_share_of_k_and_the_counters_show_it(k, fraction, per_draft):
+    model = EngineModel(ZERO_COST, cfg(k), draft_fraction=fraction)
+    steps = run(model, [60] * 6)
+    c = model.counters
+    assert c.spec_drafts > 50 and c.spec_draft_tokens / c.spec_drafts == pytest.approx(per_draft, rel=0.05)
+    assert max(d for _, d, _, _ in steps) <= k and c.spec_accepted_tokens <= c.spec_draft_tokens
+    decode_tokens = sum(n for _, _, n, _ in steps) - 6 * 64   # each decoding sequence verifies 1 + its draft
+    assert decode_tokens >= c.spec_drafts + c.spec_draft_tokens
+
+
+def test_the_fault_options_parse_and_a_bad_share_is_one_line():
+    from lookahead_runner.sim.faults import parse_faults
+    faults = parse_faults(["ignore-spec-schedule", "drafts-short=0.25"])
+    assert "ignore-spec-schedule" in faults and faults.draft_fraction == 0.25
+    assert parse_faults(["drafts-short"]).draft_fraction == 0.5 and parse_faults([]).draft_fraction == 1.0
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        parse_faults(["drafts-short=2"])

@@ -32,6 +32,8 @@ import pandas as pd
 import psutil
 import pytest
 
+from lookahead_runner.telemetry.drafting import tolerance
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 LAUNCHER = HERE / "vllm-cpu"
@@ -271,7 +273,7 @@ def _write_timings(out: dict) -> None:
                         for life in sorted(run_dir.glob("k*/r0")) if (life / "server.json").exists()},
             "lives": lives.to_dict("records"),
             "acceptance": summary[["k", "users", "requests", "acceptance_rate", "mean_acceptance_length",
-                                   "client_lag_p99_ms", "invalid_reason"]]
+                                   "drafted_per_step", "client_lag_p99_ms", "invalid_reason"]]
             .to_dict("records") if len(summary) else [],
         }
     TIMINGS.parent.mkdir(parents=True, exist_ok=True)
@@ -426,6 +428,21 @@ def test_acceptance_is_the_spec_decode_counter_ratio(sweeps):
             for row in csv.DictReader(handle):
                 if row["k"] == "0":
                     assert row["acceptance_rate"] == "" and row["mean_acceptance_length"] == "", row
+
+
+def test_every_window_of_a_draft_model_life_drafted_its_k(sweeps):
+    """Issue 29: the setting was in effect. In every window of every draft-model life (the self draft at K=2 and
+    K=4, the unrelated at K=2, the perturbed at K=4) the tokens drafted per step, delta(draft tokens) /
+    delta(drafts), equal K within the tolerance (telemetry/drafting.py; measured: exactly K); K=0 has no counters."""
+    for name in DRAFTS:
+        summary = pd.read_csv(run_dir_of(sweeps, name) / "summary.csv")
+        for row in summary.itertuples(index=False):
+            if row.k == 0:
+                assert math.isnan(row.drafted_per_step) and row.in_effect, (name, row)
+                continue
+            assert row.drafted_expected == row.k and row.in_effect, (name, row)
+            assert abs(row.drafted_per_step - row.k) <= tolerance(row.k), (name, row.k, row.users, row.drafted_per_step)
+            assert "not in effect" not in str(row.invalid_reason), row.invalid_reason
 
 
 def test_placement_gives_valid_windows_with_the_default_client_lag_gate(sweeps):

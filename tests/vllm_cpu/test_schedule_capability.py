@@ -87,3 +87,22 @@ def test_a_rendered_schedule_starts_and_counts_exactly():
     per_pos = [spec[f"vllm:spec_decode_num_accepted_tokens_per_pos_total{{{i}}}"] for i in range(4)]
     assert accepted == sum(per_pos) <= drafted and per_pos == sorted(per_pos, reverse=True)
     assert result["exit_code"] == 0
+
+
+def test_a_schedule_life_drafts_the_k_of_the_side_its_batch_is_on():
+    """Issue 29: this CPU build applies the schedule, it does not only accept it (vLLM #51510: Model Runner V2's
+    drafter ignores it). One request at a time keeps every step at batch 1, where the schedule says K=1 under
+    num_speculative_tokens = 4: the counters must read exactly 1 drafted token per step (the test above, at 4 in
+    flight, reads between the two sides' K)."""
+    draft = str(MODELS / "tiny-draft-perturbed")
+    by_k = {k: ["--spec-method", "draft_model", "--spec-model", draft, "--spec-tokens", str(k)] for k in (1, 4)}
+    args = render_argv(Schedule.from_ranges([[1, 1, 1], [2, 16, 4]]), by_k)
+    done = subprocess.run([sys.executable, str(HERE / "probe.py"), "--models", str(MODELS), "--requests", "4",
+                           "--concurrency", "1", "--tokens", "32", "--", *args, "--enforce-eager"],
+                          capture_output=True, text=True, timeout=900, env=os.environ | ENV)
+    result = json.loads(done.stdout)
+    assert "error" not in result, result
+    spec = result["spec_deltas"]
+    drafts, drafted = spec["vllm:spec_decode_num_drafts_total"], spec["vllm:spec_decode_num_draft_tokens_total"]
+    assert drafts > 0 and drafted == drafts, spec          # K=1 at batch 1, though num_speculative_tokens is 4
+    assert result["exit_code"] == 0

@@ -1,0 +1,129 @@
+"""Was the setting in effect? The tokens a life really drafted per step against what its K promises.
+
+Drafted tokens per step = delta(vllm:spec_decode_num_draft_tokens) / delta(vllm:spec_decode_num_drafts) over a
+window: vLLM counts one draft per request per step that verified drafts, with the tokens it held (a step whose K
+is 0 counts neither). So the ratio is the K the drafting steps really ran, whatever the batch.
+
+Expected:
+- a single-K life: K (a K=0 life: no drafts at all);
+- a per-batch-size schedule: the schedule's K at the window's real batch. The runner has the real batch as the
+  sampled `running` gauge (one reading per /metrics scrape), not per step, so the batch's spread over the window
+  stands for its steps: each reading weighs as many drafts as it has running requests (a step at batch b drafts
+  b times), over the readings whose K is above 0 (the only steps the ratio sees). The approximation: readings
+  equally spaced in time stand for equal numbers of steps, though a step at the larger K takes longer. Where the
+  batch crosses a boundary the expected value lies between the two sides' K, so such a window is in effect
+  anywhere between them (within the tolerance); where one side's K is 0, a window that made no draft at all is
+  in effect too (every step it ran may have been on that side).
+
+Where the schedule's K is 0 at every batch read in a window, a few drafts still come from steps whose batch dipped
+under the boundary between two scrapes; a server ignoring the schedule drafts in nearly every decode step. So
+there the window is not in effect only when the share of decode steps that drafted, drafts / (generation tokens -
+accepted tokens) (each step of a request emits its accepted tokens + 1; a request's first token counts as a step
+too, so an always-drafting server reads 1 less the share of first tokens), is above MIN_DRAFTING_SHARE; unknown
+counters leave it to the ratio alone.
+
+Tolerance (TOLERANCE_FRAC of the expected K, at least MIN_TOLERANCE_TOKENS): on the simulator a life without a
+fault drafts exactly K per step in every window; on real vLLM 0.32 (CPU, draft model = the target, K=2 and K=4,
+2 and 4 users, 5 s stages) every window read exactly 2.0 and 4.0 (880 / 440 and 1932 / 483 over the lives), so the
+measured spread is 0 (tests/vllm_cpu/test_real_vllm.py::test_every_window_of_a_draft_model_life_drafted_its_k). A
+draft is cut short only in a request's last K tokens before max_model_len, which the runner's fixed lengths keep
+rare. 10 % leaves room for that and for the schedule's batch approximation, and still tells 2 of 4 (50 %) or 4 of
+0 apart.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..vllm.schedule import Schedule
+
+TOLERANCE_FRAC = 0.10
+MIN_TOLERANCE_TOKENS = 0.25
+MIN_DRAFTING_SHARE = 0.25
+
+CLAMPED = "K clamped by num_speculative_tokens (the schedule's or the flag's largest K)"
+CUT_AT_MAX_MODEL_LEN = "drafts cut short near max_model_len"
+SCHEDULE_IGNORED = "a per-batch-size schedule the engine ignores (vLLM #51510: Model Runner V2's drafter)"
+DATA_PARALLEL = "data parallelism > 1 switching the schedule off (vLLM PR #32374)"
+STALE_FLAG = "a speculative config left on a K=0 life (a stale flag)"
+LIKELY_CAUSES = (CLAMPED, CUT_AT_MAX_MODEL_LEN, SCHEDULE_IGNORED, DATA_PARALLEL, STALE_FLAG)
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """What a window should draft per step: `value` (the mix), within [low, high] K (one K: low = high)."""
+
+    value: float
+    low: float
+    high: float
+    batch: float | None = None       # the window's mean real batch (a schedule's expectation reads it)
+    skips: bool = False              # some readings on a K=0 range: a window with no draft at all is in effect
+
+    @property
+    def drafts(self) -> bool:
+        return self.high > 0
+
+
+def expected_drafts(k: int, schedule: Sequence[Sequence[int]] | None = None,
+                    batches: Iterable[float] = ()) -> Expected:
+    """The drafted tokens per step a window of this life should show; `batches`: the real batch read in the window
+    (the `running` gauge), used only with a schedule ([[lo, hi, K], ...], the largest K = `k`)."""
+    readings = [b for b in batches if b is not None and not math.isnan(b) and b > 0]
+    mean_batch = sum(readings) / len(readings) if readings else None
+    if not schedule or k <= 0:
+        return Expected(float(max(k, 0)), float(max(k, 0)), float(max(k, 0)), mean_batch)
+    table = Schedule.from_ranges(schedule)
+    if not readings:  # no reading of the batch: any of the schedule's K
+        ks = [r.k for r in table.ranges if r.k > 0] or [0]
+        return Expected(float(max(ks)), float(min(ks)), float(max(ks)), None)
+    weighted = [(b, table.k_for(max(1, round(b)), k)) for b in readings]
+    drafting = [(b, kb) for b, kb in weighted if kb > 0]
+    if not drafting:
+        return Expected(0.0, 0.0, 0.0, mean_batch, skips=True)
+    value = sum(b * kb for b, kb in drafting) / sum(b for b, _ in drafting)
+    return Expected(value, float(min(kb for _, kb in drafting)), float(max(kb for _, kb in drafting)), mean_batch,
+                    skips=len(drafting) < len(weighted))
+
+
+def tolerance(expected: float) -> float:
+    return max(TOLERANCE_FRAC * expected, MIN_TOLERANCE_TOKENS)
+
+
+def drafted_per_step(drafted: float | None, drafts: float | None) -> float | None:
+    """Tokens per draft over an interval; None where the counters cannot tell or no draft was made (a stage
+    window under load with no draft: analysis.py reads 0 there)."""
+    if drafted is None or drafts is None or math.isnan(drafted) or math.isnan(drafts) or drafts <= 0 or drafted < 0:
+        return None
+    return drafted / drafts
+
+
+def drafting_share(drafts: float | None, generated: float | None, accepted: float | None) -> float | None:
+    """The share of the interval's decode steps (one per request per step) that drafted; None where unknown."""
+    values = (drafts, generated, accepted)
+    if any(v is None or math.isnan(v) or v < 0 for v in values) or generated - accepted <= 0:
+        return None
+    return drafts / (generated - accepted)
+
+
+def not_in_effect(k: int, measured: float | None, expected: Expected, schedule: bool = False,
+                  share: float | None = None) -> str:
+    """"" when the window drafted what its setting promises (or the counters cannot tell); else the reason, e.g.
+    "K=4 drafted 2.1 tokens per step (expected 4)". `share`: drafting_share, weighed where no draft is expected."""
+    if measured is None:
+        return ""
+    if schedule and not expected.drafts and share is not None and share <= MIN_DRAFTING_SHARE:
+        return ""  # a few steps under the boundary between two readings of the batch
+    if expected.skips and measured == 0:
+        return ""  # the batch sat on the schedule's K=0 side whenever it stepped
+    if expected.low - tolerance(expected.low) <= measured <= expected.high + tolerance(expected.high):
+        return ""
+    what = "the schedule" if schedule else f"K={k}"
+    batch = f" at batch {expected.batch:.0f}" if schedule and expected.batch is not None else ""
+    if not expected.drafts:
+        target = "no drafts: K=0" + (f" at that batch" if schedule else "")
+    elif expected.low != expected.high:
+        target = f"between {expected.low:g} and {expected.high:g}, about {expected.value:.1f}"
+    else:
+        target = f"{expected.value:g}"
+    return f"{what} drafted {measured:.1f} tokens per step{batch} (expected {target})"
