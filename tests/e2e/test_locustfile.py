@@ -258,6 +258,18 @@ def test_without_tokenize_prompts_are_token_ids_and_say_so(stub_factory, tmp_pat
     assert "as token ids" in log.read_text()  # said in the log too
 
 
+def test_chat_endpoint_calibrates_with_the_template_and_the_role_chunk_does_not_stop_ttft(stub_factory, tmp_path):
+    """--endpoint chat (issue 28): the stub writes the role-only chunk at once and the first token after 50 ms."""
+    code, log = _run_locust(stub_factory(), tmp_path, "--endpoint", "chat", "--chat-template-kwargs",
+                            '{"enable_thinking": false}')
+    ok_rows, workload = _check_tagged_run(tmp_path, code, log)
+    assert (workload["endpoint"], workload["prompt_method"]) == ("chat", "tokenize")
+    assert workload["prompt_chat_template"] is True and workload["chat_template_kwargs"] == {"enable_thinking": False}
+    ttfts = sorted(float(r["ttft_ms"]) for r in ok_rows)
+    assert ttfts[0] >= 45 and ttfts[len(ttfts) // 2] < 150  # the first content delta, not the role chunk at ~0
+    assert all(int(r["chunks"]) == 7 for r in ok_rows)  # the role chunk + 1 + 3 * 5 tokens
+
+
 API_KEY = "sk-test-0f1e2d3c4b5a"
 
 
