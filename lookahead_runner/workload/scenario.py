@@ -221,8 +221,10 @@ def prepare_requests(environment: Environment, state: ScenarioState) -> None:
         state.prompt = _plan(host, state)
         state._prompt_key = key
         plan = state.prompt
-        how = (f"via /tokenize{' with the chat template' if plan.chat else ''}, {plan.source} corpus"
-               if plan.method == METHOD_TOKENIZE else "as token ids" if not plan.chat else "as uncalibrated text")
+        if plan.method == METHOD_TOKENIZE:
+            how = f"via /tokenize{' with the chat template' if plan.chat else ''}, {plan.source} corpus"
+        else:
+            how = "as uncalibrated text" if plan.chat else "as token ids"
         logger.log(logging.INFO if plan.method == METHOD_TOKENIZE and not plan.note else logging.WARNING,
                    "Model %s; prompts of %d tokens %s%s", state.model, plan.prompt_tokens, how,
                    f" ({plan.note})" if plan.note else "")
