@@ -1,6 +1,7 @@
 """Prompts of exactly P tokens for the served model: calibrated once through ``POST /tokenize``.
 
-Two methods, and the scenario records which one it used (workload.json, ``prompt_method``):
+Two methods (a third, ``text``, for chat only: below), and the scenario records which one it used
+(workload.json, ``prompt_method``):
 
 - ``tokenize``: real text. A corpus (the built-in one under ``workload/corpus/``, or the user's
   JSONL file, one ``{"text": ...}`` per line) is cut by characters, bisecting on the server's own
