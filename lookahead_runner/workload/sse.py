@@ -116,7 +116,12 @@ def scan_chat_chunk(line: bytes, want_prompt: bool = True) -> tuple[bool, bool, 
         key += len(_DELTA)
         if line.startswith(_CONTENT, key):
             value = key + len(_CONTENT)
-            has_text = line.startswith(b'"', value) and not line.startswith(b'""', value)
+            if line.startswith(b'""}', value) or line.startswith(b"null}", value):
+                has_text = False
+            elif line.startswith(b'"', value) and not line.startswith(b'""', value):
+                has_text = True
+            else:  # an empty content with more of the delta after it (a reasoning delta): the JSON path
+                return None
         elif line.startswith(_ROLE, key):
             role_end = line.find(b'"', key + len(_ROLE))
             if role_end < 0 or not (line.startswith(_EMPTY_CONTENT_END, role_end + 1)

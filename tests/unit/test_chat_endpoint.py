@@ -10,6 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lookahead_runner.config.loading import config_from_dict
 from lookahead_runner.config.strict import ConfigError
@@ -193,3 +195,31 @@ def test_locust_options_check_the_endpoint_and_the_kwargs_json():
                              ({"chat_template_kwargs": '{"a": 1}'}, "only with --endpoint chat")):
         with pytest.raises(ValueError, match=message):
             ScenarioSettings.from_options(SimpleNamespace(**options))
+
+
+PIECES = list('ab "{}[]:,\\\n\t\u00e9\U0001f600') + ['"completion_tokens":', '"content":""', '"role":"assistant"',
+                                                      '"choices":[]', '"usage":null', '"delta":{']
+TEXT = st.lists(st.sampled_from(PIECES), max_size=12).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(content=st.one_of(st.none(), TEXT), role=st.booleans(), reasoning=st.one_of(st.none(), TEXT),
+       usage=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(0, 10**6))), choices=st.booleans())
+def test_any_compact_chat_chunk_reads_the_same_by_position(content, role, reasoning, usage, choices):
+    delta: dict = {}
+    if role:
+        delta["role"] = "assistant"
+    if content is not None:
+        delta["content"] = content
+    if reasoning is not None:
+        delta["reasoning"] = reasoning
+    body: dict = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    body["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}] if choices else []
+    if usage is not None:
+        body["usage"] = {"prompt_tokens": usage[0], "total_tokens": sum(usage), "completion_tokens": usage[1]}
+    line = b"data: " + json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    scanned = scan_chat_chunk(line)
+    assert scanned is None or scanned == full(line)
+    plain = reasoning is None and not any(c in (content or "") for c in '"\\')
+    if usage is not None and plain and (not role or content == ""):
+        assert scanned is not None  # vLLM's own shapes (role + empty content, content alone) take the fast path
