@@ -1,4 +1,5 @@
-"""Fixed-length streaming completions at rising concurrency, for vLLM's /v1/completions.
+"""Fixed-length streaming completions at rising concurrency, for vLLM's /v1/completions (or, with
+--endpoint chat, /v1/chat/completions: the prompt as one user message, docs/chat.md).
 
     locust -f locustfiles/completions.py --host http://127.0.0.1:8000            # web UI
     locust -f locustfiles/completions.py --host http://127.0.0.1:8000 --headless \\
@@ -7,7 +8,8 @@
     locust -f locustfiles/completions.py --host http://127.0.0.1:8000 --headless --processes 4 ...
 
 Options: --stages, --prompt-tokens, --output-tokens, --model, --temperature, --top-p, --seed,
---prompt-file, --requests-csv, --stages-csv, --workload-json, --request-timeout-s (see
+--prompt-file, --requests-csv, --stages-csv, --workload-json, --request-timeout-s, --endpoint,
+--chat-template-kwargs (see
 `locust -f locustfiles/completions.py --help`). An API key is read from the environment variable
 LOOKAHEAD_API_KEY only, and sent as a bearer header.
 Across hosts, start the master with the options and `--master --expect-workers N`, and each worker

@@ -1,7 +1,8 @@
 """The load section: stages, the workload (and its variants), repeats, Locust's processes and CPUs."""
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -49,6 +50,24 @@ class LoadConfig(Strict):
     seed: int | None = Field(None, description="sampling seed sent with every request")
     prompt_file: str = Field("", description="JSONL prompt corpus ({\"text\": ...} per line); empty = built-in")
     locust_extra_args: list[str] = Field(default_factory=list)
+    # --- the endpoint (issue 28): raw completions, or chat with the server's chat template applied
+    endpoint: Literal["completions", "chat"] = Field(
+        "completions", description="completions: POST /v1/completions with a raw prompt; chat: POST "
+                                   "/v1/chat/completions, the prompt as one user message (docs/chat.md)")
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="passed to the chat template in every chat request and in /tokenize, "
+                                          "e.g. {enable_thinking = false}; only with endpoint = \"chat\"")
+
+    @field_validator("chat_template_kwargs")
+    @classmethod
+    def _template_kwargs(cls, value: dict[str, Any], info) -> dict[str, Any]:
+        if value and info.data.get("endpoint") != "chat":
+            raise ValueError("only a chat request has a chat template; set load.endpoint = \"chat\" or remove it")
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise ValueError("values must be strings, numbers, booleans, lists or tables (no dates)") from None
+        return value
 
     @field_validator("repeats", mode="before")
     @classmethod

@@ -291,8 +291,9 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     fallbacks = [l.planned.dir for l in data.lives
                  if any(block.tokens.get("prompt_method") not in (None, "", "tokenize") for block in l.variants or [l])]
     if fallbacks:
-        decision.diagnoses.append(f"Prompts in {len(fallbacks)} lives were token ids, not text calibrated "
-                                  f"through /tokenize (see lives.csv prompt_note), e.g. {fallbacks[0]}.")
+        decision.diagnoses.append(f"Prompts in {len(fallbacks)} lives were not text calibrated through /tokenize "
+                                  f"(token ids, or uncalibrated text on the chat endpoint: see lives.csv "
+                                  f"prompt_note), e.g. {fallbacks[0]}.")
     if decision.skipped_lives:
         ks = sorted({l.planned.k for l in data.lives if l.state == "skipped"})
         decision.reasons.append(f"Early stop: K {ks} were not run once the stop rule fired "

@@ -6,6 +6,7 @@ runs it under a deadline and hands back where the files are.
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -55,6 +56,7 @@ def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path
         "--model", model,
         "--temperature", repr(float(load.temperature)),
         *_sampling_args(load),
+        *_endpoint_args(load),
         "--request-timeout-s", f"{load.request_timeout_s:g}",
         "--requests-csv", os.fspath(out_dir / "requests.csv"),
         "--stages-csv", os.fspath(out_dir / "stages.csv"),
@@ -88,6 +90,12 @@ def _sampling_args(load) -> list[str]:
         *(["--seed", str(seed)] if seed is not None else []),
         *(["--prompt-file", os.path.abspath(prompt_file)] if prompt_file else []),
     ]
+
+
+def _endpoint_args(load) -> list[str]:
+    """--endpoint, and the chat template's kwargs as one JSON argument (fields a bare namespace may lack)."""
+    endpoint, kwargs = getattr(load, "endpoint", "completions"), getattr(load, "chat_template_kwargs", {})
+    return ["--endpoint", endpoint, *(["--chat-template-kwargs", json.dumps(kwargs)] if kwargs else [])]
 
 
 def _ui_args(web_port: int | None) -> list[str]:

@@ -29,8 +29,9 @@ from lookahead_runner.sim.faults import Faults
 from lookahead_runner.sim.metrics import CONTENT_TYPE, RequestDone, SimMetrics
 from lookahead_runner.sim.model import EngineModel, TokenOutput
 from lookahead_runner.sim.profiles import Profile
-from lookahead_runner.sim.protocol import (ChunkWriter, RequestError, completion_response, detokenize,
-                                           parse_completion, spec_metrics, token_ids, usage, words)
+from lookahead_runner.sim.protocol import (VOCAB_SIZE, ChunkWriter, RequestError, chat_prompt_tokens,
+                                           completion_response, detokenize, parse_chat, parse_completion,
+                                           spec_metrics, token_ids, usage, words)
 from lookahead_runner.sim.stream import StreamSink
 
 Log = Callable[[str, str, str], None]          # (level, source "file.py:line", message)
@@ -59,6 +60,7 @@ class _Live:
     prompt_tokens: int
     max_tokens: int
     t_arrival: float
+    chat: bool = False
     t_scheduled: float | None = None
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     sink: StreamSink | None = None
@@ -177,6 +179,7 @@ class SimServer:
         app.router.add_post("/tokenize", self.tokenize)
         app.router.add_post("/detokenize", self.detokenize)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", self.chat_completions)
         return app
 
     @web.middleware
@@ -220,14 +223,20 @@ class SimServer:
             raise RequestError("JSON decode error") from None
 
     async def tokenize(self, request: web.Request) -> web.Response:
+        """A prompt's tokens, or (with `messages`) the chat template's count, as vLLM's TokenizeChatRequest."""
         try:
             body = await self._json(request)
-            prompt = body.get("prompt") if isinstance(body, dict) else None
-            if not isinstance(prompt, str):
-                raise RequestError("prompt must be a string")
+            if isinstance(body, dict) and "messages" in body:
+                count = chat_prompt_tokens(body["messages"], bool(body.get("add_generation_prompt", True)),
+                                           body.get("chat_template_kwargs"))
+                tokens = [zlib.crc32(b"chat-%d" % i) % VOCAB_SIZE for i in range(count)]
+            else:
+                prompt = body.get("prompt") if isinstance(body, dict) else None
+                if not isinstance(prompt, str):
+                    raise RequestError("prompt must be a string")
+                tokens = token_ids(prompt)
         except RequestError as e:
             return self.error(e.message, e.err_type, e.status)
-        tokens = token_ids(prompt)
         return web.json_response({"count": len(tokens), "max_model_len": self.model.cfg.max_model_len,
                                   "tokens": tokens, "token_strs": None})
 
@@ -239,9 +248,15 @@ class SimServer:
         return web.json_response({"prompt": detokenize(tokens)})
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, parse_completion)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, parse_chat)
+
+    async def _serve(self, request: web.Request, parse) -> web.StreamResponse:
         t_arrival = asyncio.get_running_loop().time()
         try:
-            params = parse_completion(await self._json(request), self.model.cfg.max_model_len)
+            params = parse(await self._json(request), self.model.cfg.max_model_len)
         except RequestError as e:
             return self.error(e.message, e.err_type, e.status)
         if params.model is not None and params.model != self.model_name:
@@ -250,13 +265,13 @@ class SimServer:
             return self.error("simulated internal server error (--sim-fault http-500)", "InternalServerError", 500)
         if self.faults.draw("http-429"):
             return self.error("simulated rate limit (--sim-fault http-429)", "TooManyRequestsError", 429)
-        rid = f"cmpl-{secrets.token_hex(8)}"
-        live = _Live(rid, params.prompt_tokens, params.max_tokens, t_arrival)
+        rid = f"{'chatcmpl' if params.chat else 'cmpl'}-{secrets.token_hex(8)}"
+        live = _Live(rid, params.prompt_tokens, params.max_tokens, t_arrival, chat=params.chat)
         if params.stream:                  # the sink exists before the engine can produce a token
             response, writer = await self._open_stream(request, live, params)
         self.live[rid] = live
         seq = self.model.add_request(rid, params.prompt_tokens, params.max_tokens, min_tokens=params.min_tokens,
-                                     ignore_eos=params.ignore_eos, temperature=params.temperature)
+                                     ignore_eos=params.ignore_eos, temperature=params.temperature, chat=params.chat)
         self._wake.set()
         try:
             if live.sink is not None:
@@ -294,7 +309,7 @@ class SimServer:
         self._observe_done(live, seq, loop.time(), t_first, n_done)
         body = completion_response(live.request_id, int(time.time()), self.model_name,
                                    words(zlib.crc32(live.request_id.encode()), n_done), seq.finish_reason,
-                                   live.prompt_tokens, n_done)
+                                   live.prompt_tokens, n_done, chat=live.chat)
         return web.json_response(body)
 
     async def _open_stream(self, request: web.Request, live: _Live, params) -> tuple[web.StreamResponse, ChunkWriter]:
@@ -302,7 +317,7 @@ class SimServer:
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
         await response.write(b"")          # flush the headers before the engine loop writes the body
-        writer = ChunkWriter(live.request_id, int(time.time()), self.model_name)
+        writer = ChunkWriter(live.request_id, int(time.time()), self.model_name, chat=params.chat)
         chunked = "chunked" in response.headers.get("Transfer-Encoding", "")
         live.sink = StreamSink(request.transport, chunked, writer, None, live.prompt_tokens,
                                zlib.crc32(live.request_id.encode()), stream_interval=self.stream_interval,

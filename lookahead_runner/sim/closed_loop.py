@@ -11,8 +11,9 @@ from .profiles import get_profile
 
 
 def steady_req_per_s(server_args: Sequence[str], k: int, prompt: int, output: int, temperature: float, users: int,
-                     engine_s: float = 40.0, model: str = "sim/e2e-model", draft: str = "sim/llama-68m") -> float:
-    """Requests per second at K over the engine time after the first fifth."""
+                     engine_s: float = 40.0, model: str = "sim/e2e-model", draft: str = "sim/llama-68m",
+                     chat: bool = False) -> float:
+    """Requests per second at K over the engine time after the first fifth (`chat`: chat-formatted requests)."""
     spec = json.dumps({"method": "draft_model", "model": draft, "num_speculative_tokens": k})
     args = parse_serve([model, *server_args, *(["--speculative-config", spec] if k else [])], get_profile())
     engine = EngineModel(args.scenario, args.engine)
@@ -20,7 +21,8 @@ def steady_req_per_s(server_args: Sequence[str], k: int, prompt: int, output: in
 
     def send() -> None:
         nonlocal sent
-        engine.add_request(f"r{sent}", prompt, output, min_tokens=output, ignore_eos=True, temperature=temperature)
+        engine.add_request(f"r{sent}", prompt, output, min_tokens=output, ignore_eos=True, temperature=temperature,
+                           chat=chat)
         sent += 1
 
     for _ in range(users):
@@ -39,7 +41,7 @@ def steady_req_per_s(server_args: Sequence[str], k: int, prompt: int, output: in
 
 
 def best_k(server_args: Sequence[str], ks: Sequence[int], prompt: int, output: int, temperature: float,
-           users: int) -> tuple[int, dict[int, float]]:
+           users: int, chat: bool = False) -> tuple[int, dict[int, float]]:
     """The K with the most requests per second, and every K's rate."""
-    rates = {k: steady_req_per_s(server_args, k, prompt, output, temperature, users) for k in ks}
+    rates = {k: steady_req_per_s(server_args, k, prompt, output, temperature, users, chat=chat) for k in ks}
     return max(rates, key=rates.get), rates

@@ -161,14 +161,14 @@ class EngineModel:
 
     # --- requests -------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_tokens: int, max_tokens: int, *, min_tokens: int = 0,
-                    ignore_eos: bool = False, temperature: float = 0.0) -> Sequence:
+                    ignore_eos: bool = False, temperature: float = 0.0, chat: bool = False) -> Sequence:
         if request_id in self.by_id:
             raise ValueError(f"duplicate request id {request_id!r}")
         target = max_tokens
         if not ignore_eos and self.scenario.natural_stop_prob_per_token > 0:
             natural = 1 + int(math.log(1.0 - self._rng.random()) / math.log1p(-self.scenario.natural_stop_prob_per_token))
             target = min(max_tokens, max(min_tokens, natural))
-        alpha = self.scenario.alpha_at(temperature)
+        alpha = self.scenario.alpha_at(temperature, chat)
         seq = Sequence(request_id, prompt_tokens, max(target, 1), max_tokens,
                        math.log(alpha) if 0.0 < alpha < 1.0 else (0.0 if alpha >= 1.0 else -math.inf),
                        accept_hist=[0] * (self.k + 1))

@@ -3,17 +3,28 @@
 The simulator's tokenizer is one token per whitespace-separated word (a list of ints is that
 many tokens); generated text is one short word per token, each with a leading space, so a
 client that counts words counts tokens. Chunk shapes follow fixtures/stream-sample.txt.
+
+The chat endpoint renders `messages` with the simulator's own chat template, ChatML-like, in tokens:
+each message is CHAT_TOKENS_PER_MESSAGE tokens (<|im_start|>, the role, <|im_end|>) plus its content's
+words; add_generation_prompt (the default, as in vLLM) adds CHAT_GENERATION_PROMPT_TOKENS (<|im_start|>,
+assistant), and chat_template_kwargs {"enable_thinking": false} adds CHAT_NO_THINKING_TOKENS more (an
+empty <think></think> block, as Qwen3's template writes). /tokenize with `messages` counts the same way.
+A streamed chat answer opens with a role-only chunk ({"role":"assistant","content":""}, no token), written
+with the first token's chunk, then content deltas, as vLLM 0.32's chat serving does.
 """
 from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 _WORDS = ("the", "a", "of", "sea", "light", "keeper", "night", "storm", "ship", "wave", "old", "bright",
           "lamp", "rock", "tide", "wind", "far", "cold", "grey", "salt", "star", "fog", "bell", "stone",
           "harbor", "cliff", "moon", "dark", "long", "quiet", "watch", "shore")
 VOCAB_SIZE = 32000
+CHAT_TOKENS_PER_MESSAGE = 3
+CHAT_GENERATION_PROMPT_TOKENS = 2
+CHAT_NO_THINKING_TOKENS = 2
 
 
 class RequestError(ValueError):
@@ -35,6 +46,7 @@ class CompletionParams:
     include_usage: bool
     continuous_usage: bool
     model: str | None
+    chat: bool = False          # /v1/chat/completions: the prompt came through the chat template
 
 
 def token_ids(prompt: str | list) -> list[int]:
@@ -72,6 +84,33 @@ def _number(body: dict, key: str, default, kind: type):
     return kind(value)
 
 
+def _message_words(message: object) -> int:
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        raise RequestError("each message must be an object with a string 'role'")
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return len((content or "").split())
+    if isinstance(content, list) and all(isinstance(part, dict) and part.get("type") == "text"
+                                         and isinstance(part.get("text"), str) for part in content):
+        return sum(len(part["text"].split()) for part in content)
+    raise RequestError("the simulator serves text messages only: 'content' must be a string or text parts")
+
+
+def chat_prompt_tokens(messages: object, add_generation_prompt: bool = True,
+                       template_kwargs: object = None) -> int:
+    """The prompt tokens of `messages` under the simulator's chat template (module docstring)."""
+    if not isinstance(messages, list) or not messages:
+        raise RequestError("messages must be a non-empty list")
+    if template_kwargs is not None and not isinstance(template_kwargs, dict):
+        raise RequestError("chat_template_kwargs must be an object")
+    tokens = sum(CHAT_TOKENS_PER_MESSAGE + _message_words(m) for m in messages)
+    if add_generation_prompt:
+        tokens += CHAT_GENERATION_PROMPT_TOKENS
+        if (template_kwargs or {}).get("enable_thinking") is False:
+            tokens += CHAT_NO_THINKING_TOKENS
+    return tokens
+
+
 def parse_completion(body: object, max_model_len: int) -> CompletionParams:
     """Validate a /v1/completions body the way vLLM does for the fields the simulator uses."""
     if not isinstance(body, dict):
@@ -81,7 +120,26 @@ def parse_completion(body: object, max_model_len: int) -> CompletionParams:
     n_prompt = _count_prompt(body["prompt"])
     if n_prompt == 0:
         raise RequestError("Prompt cannot be empty")
-    max_tokens = _number(body, "max_tokens", 16, int)
+    return _sampling(body, n_prompt, _number(body, "max_tokens", 16, int), max_model_len)
+
+
+def parse_chat(body: object, max_model_len: int) -> CompletionParams:
+    """Validate a /v1/chat/completions body: messages through the chat template; max_completion_tokens (or the
+    deprecated max_tokens), by default all the context the prompt leaves, as vLLM does."""
+    if not isinstance(body, dict):
+        raise RequestError("request body must be a JSON object")
+    if "messages" not in body:
+        raise RequestError("[{'type': 'missing', 'loc': ('body', 'messages'), 'msg': 'Field required'}]")
+    n_prompt = chat_prompt_tokens(body["messages"], bool(body.get("add_generation_prompt", True)),
+                                  body.get("chat_template_kwargs"))
+    limit = _number(body, "max_completion_tokens", None, int)
+    if limit is None:
+        limit = _number(body, "max_tokens", max(max_model_len - n_prompt, 1), int)
+    return replace(_sampling(body, n_prompt, limit, max_model_len), chat=True)
+
+
+def _sampling(body: dict, n_prompt: int, max_tokens: int, max_model_len: int) -> CompletionParams:
+    """What the two endpoints share: lengths, sampling and stream options."""
     min_tokens = _number(body, "min_tokens", 0, int)
     temperature = _number(body, "temperature", 1.0, float)
     if _number(body, "n", 1, int) != 1:
@@ -122,20 +180,37 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
 
 
 class ChunkWriter:
-    """SSE lines of one streamed completion; the per-chunk prefix is built once."""
+    """SSE lines of one streamed completion (or chat completion); the per-chunk prefix is built once."""
 
-    def __init__(self, request_id: str, created: int, model: str) -> None:
-        self.head = {"id": request_id, "object": "text_completion", "created": created, "model": model}
-        self._prefix = "data: " + json.dumps(self.head, separators=(",", ":"))[:-1] + ',"choices":[{"index":0,"text":'
+    def __init__(self, request_id: str, created: int, model: str, chat: bool = False) -> None:
+        self.chat = chat
+        self.head = {"id": request_id, "object": "chat.completion.chunk" if chat else "text_completion",
+                     "created": created, "model": model}
+        start = "data: " + json.dumps(self.head, separators=(",", ":"))[:-1] + ',"choices":[{"index":0,'
+        self._prefix = start + ('"delta":{"content":' if chat else '"text":')
+        self._opening = start + '"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]'
 
     def content(self, text: str, finish_reason: str | None, usage_now: dict | None = None, trace: str = "") -> bytes:
         """One chunk; `trace` is extra top-level JSON members (",\"k\":v"), only for schedule tracing."""
         reason = "null" if finish_reason is None else json.dumps(finish_reason)
-        tail = (f',"logprobs":null,"finish_reason":{reason},"stop_reason":null,"prompt_token_ids":null,'
-                f'"token_ids":null}}]')
+        if self.chat:  # vLLM's chat choice (exclude_unset): stop_reason is set on the finishing chunk only
+            stop = "" if finish_reason is None else '"stop_reason":null,'
+            tail = f'}},"logprobs":null,"finish_reason":{reason},{stop}"token_ids":null}}]'
+        else:
+            tail = (f',"logprobs":null,"finish_reason":{reason},"stop_reason":null,"prompt_token_ids":null,'
+                    f'"token_ids":null}}]')
         if usage_now is not None:
-            tail += ',"usage":' + json.dumps(usage_now, separators=(",", ":"))
+            tail += ',"usage":' + json.dumps(self._usage(usage_now), separators=(",", ":"))
         return (self._prefix + json.dumps(text) + tail + trace + "}\n\n").encode()
+
+    def opening(self, usage_now: dict | None = None) -> bytes:
+        """A chat stream's first chunk: the role and an empty content, no token (usage: 0 completion tokens)."""
+        tail = "" if usage_now is None else ',"usage":' + json.dumps(self._usage(usage_now), separators=(",", ":"))
+        return (self._opening + tail + ',"prompt_token_ids":null,"prompt_text":null}\n\n').encode()
+
+    def _usage(self, usage_now: dict) -> dict:
+        # vLLM's chat serving sets completion_tokens_details (None unless reasoning details are on): it is written
+        return {**usage_now, "completion_tokens_details": None} if self.chat else usage_now
 
     def final_usage(self, usage_now: dict, fingerprint: str | None, spec_metrics: dict | None) -> bytes:
         body = {**self.head, "choices": [], "usage": usage_now}
@@ -169,7 +244,15 @@ def spec_metrics(k: int, spec_steps: int, drafted: int, accepted: int, accept_hi
 
 
 def completion_response(request_id: str, created: int, model: str, text: str, finish_reason: str,
-                        prompt_tokens: int, completion_tokens: int) -> dict:
+                        prompt_tokens: int, completion_tokens: int, chat: bool = False) -> dict:
+    if chat:
+        return {
+            "id": request_id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "reasoning": None,
+                                                 "tool_calls": []},
+                         "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}],
+            "usage": {**usage(prompt_tokens, completion_tokens), "prompt_tokens_details": None},
+        }
     return {
         "id": request_id, "object": "text_completion", "created": created, "model": model,
         "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,

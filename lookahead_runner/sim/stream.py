@@ -36,10 +36,13 @@ class StreamSink:
         if self.n_done and self.pending < self.stream_interval and not out.finished:
             return None                    # --stream-interval: buffer all but the first token
         text = words(self.offset + self.n_done, self.pending)
+        # a chat stream opens with the role-only chunk, written with the first token's (one iteration in vLLM)
+        opening = (self.writer.opening(usage(self.prompt_tokens, 0) if self.continuous_usage else None)
+                   if self.writer.chat and not self.n_done else b"")
         self.n_done, self.pending = self.n_done + self.pending, 0
         reason = self.seq.finish_reason if out.finished and self.seq is not None else None
         usage_now = usage(self.prompt_tokens, self.n_done) if self.continuous_usage else None
-        data = self.writer.content(text, reason, usage_now)
+        data = opening + self.writer.content(text, reason, usage_now)
         if self.garbled and self.n_done > 1:
             data = self.writer.garbled() + data
             self.garbled = False

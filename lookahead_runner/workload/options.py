@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass, fields
 from typing import Any
 
 from lookahead_runner.workload.prompt import read_corpus_file
 from lookahead_runner.workload.stages import STAGES_OPTION, Stage, parse_stages
+
+
+ENDPOINT_COMPLETIONS, ENDPOINT_CHAT = "completions", "chat"
+ENDPOINTS = (ENDPOINT_COMPLETIONS, ENDPOINT_CHAT)
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,9 @@ class ScenarioSettings:
     stages_csv: str = ""
     workload_json: str = ""
     request_timeout_s: float = 120.0
+    # the endpoint (issue 28): completions or chat, and the chat template's kwargs as a JSON object
+    endpoint: str = ENDPOINT_COMPLETIONS
+    chat_template_kwargs: str = ""
 
     @classmethod
     def from_options(cls, parsed_options: Any) -> ScenarioSettings:
@@ -47,10 +55,37 @@ class ScenarioSettings:
             raise ValueError(f"--temperature: must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"--top-p: must be in (0, 1], got {self.top_p}")
+        if self.endpoint not in ENDPOINTS:
+            raise ValueError(f"--endpoint: must be one of {', '.join(ENDPOINTS)}, got {self.endpoint!r}")
+        kwargs = template_kwargs(self.chat_template_kwargs)
+        if kwargs and self.endpoint != ENDPOINT_CHAT:
+            raise ValueError("--chat-template-kwargs: only with --endpoint chat")
+
+    @property
+    def chat(self) -> bool:
+        return self.endpoint == ENDPOINT_CHAT
+
+    @property
+    def template_kwargs(self) -> dict[str, Any]:
+        return template_kwargs(self.chat_template_kwargs)
 
     @property
     def parsed_stages(self) -> list[Stage]:
         return parse_stages(self.stages)
+
+
+def template_kwargs(text: str) -> dict[str, Any]:
+    """The chat template's kwargs from their JSON text ("" = none); ValueError naming the option."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ValueError(f"--chat-template-kwargs: not JSON: {text!r}; write an object, e.g. "
+                         '{"enable_thinking": false}') from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--chat-template-kwargs: not a JSON object: {text!r}")
+    return value
 
 
 _HELP = {
@@ -67,6 +102,10 @@ _HELP = {
     "stages_csv": "Write one row per stage as it ran to this CSV file (empty: no file).",
     "workload_json": "Write how prompts were built (method, source, token count) to this JSON file (empty: no file).",
     "request_timeout_s": "Timeout in seconds for one request, end to end (also the socket timeout).",
+    "endpoint": "completions: POST /v1/completions with a raw prompt; chat: POST /v1/chat/completions, the "
+    "prompt as one user message, its length counted with the server's chat template (/tokenize with messages).",
+    "chat_template_kwargs": "With --endpoint chat: a JSON object passed to the chat template in every request "
+    "and in /tokenize, e.g. {\"enable_thinking\": false} (empty: none).",
 }
 
 
@@ -110,6 +149,14 @@ def _corpus_file(text: str) -> str:
     return text
 
 
+def _template_kwargs_text(text: str) -> str:
+    try:
+        template_kwargs(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--chat-template-kwargs: ")) from None
+    return text
+
+
 def _positive(kind: type) -> Any:
     def check(text: str) -> Any:
         try:
@@ -137,6 +184,8 @@ _TYPES = {
     "stages_csv": str,
     "workload_json": str,
     "request_timeout_s": _positive(float),
+    "endpoint": str,
+    "chat_template_kwargs": _template_kwargs_text,
 }
 
 
@@ -151,4 +200,5 @@ def add_scenario_options(parser: Any) -> None:
             default=f.default,
             env_var="LOCUST_" + f.name.upper(),
             help=_HELP[f.name] + f" Default: {f.default!r}.",
+            **({"choices": ENDPOINTS} if f.name == "endpoint" else {}),
         )

@@ -1,6 +1,7 @@
 """Prompts of exactly P tokens for the served model: calibrated once through ``POST /tokenize``.
 
-Two methods, and the scenario records which one it used (workload.json, ``prompt_method``):
+Two methods (a third, ``text``, for chat only: below), and the scenario records which one it used
+(workload.json, ``prompt_method``):
 
 - ``tokenize``: real text. A corpus (the built-in one under ``workload/corpus/``, or the user's
   JSONL file, one ``{"text": ...}`` per line) is cut by characters, bisecting on the server's own
@@ -14,6 +15,11 @@ Two methods, and the scenario records which one it used (workload.json, ``prompt
 - ``token-ids``: a list of P token ids (a random head, then a fixed ramp), exact by construction,
   when the server has no /tokenize (or calibration failed, with the reason in ``note``).
 
+For the chat endpoint the count is that of one user message holding the text, with the server's chat
+template and its generation prompt applied (``/tokenize`` with ``messages``, as vLLM's chat endpoint counts;
+the template's kwargs included). Token ids cannot be sent as a chat message: where calibration fails, the
+method is ``text`` (the corpus cut by words, its length not exact) and the note says why.
+
 Every response's ``usage.prompt_tokens`` is still checked against P (timeline.judge): a head that
 tokenizes differently at run time is counted, never silently accepted.
 The calibration logic is pure (the token counter is passed in); `tokenize_counter` does the HTTP.
@@ -21,6 +27,7 @@ The calibration logic is pure (the token counter is passed in); `tokenize_counte
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import urllib.error
@@ -33,6 +40,7 @@ from typing import Any
 
 METHOD_TOKENIZE = "tokenize"
 METHOD_TOKEN_IDS = "token-ids"
+METHOD_TEXT = "text"
 BUILTIN_SOURCE = "built-in"
 BUILTIN_CORPUS = "builtin.txt"
 HEAD_STYLES = ("digits", "spaced-digits")
@@ -83,6 +91,7 @@ class PromptPlan:
     head_style: str = HEAD_STYLES[0]
     tokenize_calls: int = 0
     note: str = ""
+    chat: bool = False  # counted as one chat message with the server's template (the chat endpoint)
 
     def make(self, rng: random.Random) -> str | list[int]:
         if self.method == METHOD_TOKEN_IDS:
@@ -101,6 +110,7 @@ class PromptPlan:
             "prompt_chars": len(self.body) if self.method == METHOD_TOKENIZE else None,
             "tokenize_calls": self.tokenize_calls,
             "prompt_note": self.note,
+            "prompt_chat_template": self.chat,
         }
 
 
@@ -277,14 +287,28 @@ def _next_word(text: str, start: int) -> int:
 # --- the server's tokenizer (I/O) --------------------------------------------------------------
 
 
+def tokenize_body(model: str, text: str, chat: bool = False,
+                  template_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """/tokenize's body: a raw prompt, or (chat) one user message with the generation prompt, as a chat request
+    renders it (vLLM's TokenizeChatRequest; add_special_tokens stays False there, as in a chat request)."""
+    if not chat:
+        return {"model": model, "prompt": text}
+    body: dict[str, Any] = {"model": model, "messages": [{"role": "user", "content": text}],
+                            "add_generation_prompt": True}
+    if template_kwargs:
+        body["chat_template_kwargs"] = template_kwargs
+    return body
+
+
 def tokenize_counter(
-    host: str, model: str, headers: dict[str, str], timeout_s: float = TOKENIZE_TIMEOUT_S
+    host: str, model: str, headers: dict[str, str], timeout_s: float = TOKENIZE_TIMEOUT_S,
+    chat: bool = False, template_kwargs: dict[str, Any] | None = None,
 ) -> TokenCounter:
     """A counter that asks the server's ``POST /tokenize``; raises TokenizeUnavailable on any refusal."""
     url = host.rstrip("/") + "/tokenize"
 
     def count_tokens(text: str) -> int:
-        body = json.dumps({"model": model, "prompt": text}).encode()
+        body = json.dumps(tokenize_body(model, text, chat, template_kwargs)).encode()
         request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **headers})
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -303,11 +327,33 @@ def tokenize_counter(
 
 
 def plan_prompt(
-    count_tokens: TokenCounter, prompt_tokens: int, prompt_file: str, rng: random.Random
+    count_tokens: TokenCounter, prompt_tokens: int, prompt_file: str, rng: random.Random, chat: bool = False
 ) -> PromptPlan:
-    """Calibrate on the server, or fall back to token ids with the reason."""
+    """Calibrate on the server, or fall back to token ids (chat: to uncalibrated text) with the reason."""
     corpus, source = corpus_text(prompt_file)
     try:
+        if chat:
+            return calibrate_chat(count_tokens, corpus, prompt_tokens, rng, source)
         return calibrate(count_tokens, corpus, prompt_tokens, rng, source)
     except (TokenizeUnavailable, CalibrationFailed) as exc:
+        if chat:
+            return text_plan(corpus, source, prompt_tokens, f"{exc}; sending text of about {prompt_tokens} words, "
+                                                            "its length not exact")
         return token_ids_plan(prompt_tokens, f"{exc}; sending token ids")
+
+
+def calibrate_chat(count_tokens: TokenCounter, corpus: str, target: int, rng: random.Random,
+                   source: str = BUILTIN_SOURCE) -> PromptPlan:
+    """`calibrate` through the chat template: first, that the template leaves room for any text at all."""
+    frame = count_tokens("")
+    if frame >= target:
+        raise CalibrationFailed(f"the chat template alone makes {frame} prompt tokens; ask for more than {frame}")
+    plan = calibrate(count_tokens, corpus, target, rng, source)
+    return dataclasses.replace(plan, tokenize_calls=plan.tokenize_calls + 1, chat=True)
+
+
+def text_plan(corpus: str, source: str, prompt_tokens: int, note: str) -> PromptPlan:
+    """Uncalibrated text for a chat message: the corpus's first `prompt_tokens` words (repeated if short)."""
+    words = corpus.split() or ["text"]
+    body = " ".join(words[i % len(words)] for i in range(prompt_tokens))
+    return PromptPlan(METHOD_TEXT, prompt_tokens, source, body, note=note, chat=True)

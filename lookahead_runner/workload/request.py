@@ -49,6 +49,26 @@ def completion_payload(
     return payload
 
 
+def chat_payload(
+    model: str,
+    prompt: str,
+    output_tokens: int,
+    temperature: float,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    template_kwargs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The same request for /v1/chat/completions: the prompt as one user message (the server applies its chat
+    template and adds the generation prompt, as /tokenize with `messages` counted it), with usage on every chunk."""
+    payload = completion_payload(model, prompt, output_tokens, temperature, top_p, seed)
+    del payload["prompt"], payload["max_tokens"]
+    payload = {"model": model, "messages": [{"role": "user", "content": prompt}],
+               "max_completion_tokens": output_tokens, **payload}
+    if template_kwargs:
+        payload["chat_template_kwargs"] = template_kwargs
+    return payload
+
+
 def transport_failure(exc: BaseException | None, mid_stream: bool) -> StreamFailure:
     """Classify a socket-level error: timeout, disconnect mid-stream, or connection error."""
     original = getattr(exc, "original", None)  # geventhttpclient's RetriesExceeded wraps the real error

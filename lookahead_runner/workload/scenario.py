@@ -214,20 +214,25 @@ def on_test_start(environment: Environment) -> None:
 def prepare_requests(environment: Environment, state: ScenarioState) -> None:
     """Model and prompt plan for this host and settings (calibrated once, then reused), and workload.json."""
     settings, host = state.settings, environment.host or ""
-    key = (host, settings.model, settings.prompt_tokens, settings.prompt_file)
+    key = (host, settings.model, settings.prompt_tokens, settings.prompt_file, settings.endpoint,
+           settings.chat_template_kwargs)
     if state.prompt is None or state._prompt_key != key:
         state.model = settings.model or first_model_id(host, state.headers)
         state.prompt = _plan(host, state)
         state._prompt_key = key
         plan = state.prompt
-        how = f"via /tokenize, {plan.source} corpus" if plan.method == METHOD_TOKENIZE else "as token ids"
+        if plan.method == METHOD_TOKENIZE:
+            how = f"via /tokenize{' with the chat template' if plan.chat else ''}, {plan.source} corpus"
+        else:
+            how = "as uncalibrated text" if plan.chat else "as token ids"
         logger.log(logging.INFO if plan.method == METHOD_TOKENIZE and not plan.note else logging.WARNING,
                    "Model %s; prompts of %d tokens %s%s", state.model, plan.prompt_tokens, how,
                    f" ({plan.note})" if plan.note else "")
     # reported at every start: the web UI may have changed the sampling options since the last one
     info = {**state.prompt.describe(), "model": state.model, "output_tokens": settings.output_tokens,
             "temperature": settings.temperature, "top_p": settings.top_p, "seed": settings.seed,
-            "client": state.client}
+            "client": state.client, "endpoint": settings.endpoint,
+            "chat_template_kwargs": settings.template_kwargs}
     if isinstance(environment.runner, WorkerRunner):
         environment.runner.send_message(distributed.MSG_WORKLOAD, info)
     elif state.workload is not None:
@@ -236,11 +241,14 @@ def prepare_requests(environment: Environment, state: ScenarioState) -> None:
 
 def _plan(host: str, state: ScenarioState) -> PromptPlan:
     settings = state.settings
-    counter = tokenize_counter(host, state.model, state.headers)
+    counter = tokenize_counter(host, state.model, state.headers, chat=settings.chat,
+                               template_kwargs=settings.template_kwargs)
     try:
-        return plan_prompt(counter, settings.prompt_tokens, settings.prompt_file, random.Random())
+        return plan_prompt(counter, settings.prompt_tokens, settings.prompt_file, random.Random(), settings.chat)
     except (OSError, ValueError) as exc:  # e.g. a worker host without the master's --prompt-file
-        logger.error("Prompt corpus unusable (%s): sending token ids", exc)
+        logger.error("Prompt corpus unusable (%s): sending %s", exc, "built-in text" if settings.chat else "token ids")
+        if settings.chat:
+            return plan_prompt(counter, settings.prompt_tokens, "", random.Random(), chat=True)
         return token_ids_plan(settings.prompt_tokens, f"prompt corpus unusable: {exc}")
 
 

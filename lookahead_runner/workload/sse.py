@@ -1,4 +1,5 @@
-"""Pure parsing of the server-sent events of a streaming vLLM ``/v1/completions`` response.
+"""Pure parsing of the server-sent events of a streaming vLLM ``/v1/completions`` response (and of
+``/v1/chat/completions``, whose choices carry a ``delta`` instead of ``text``: `scan_chat_chunk`).
 
 A vLLM stream is a sequence of ``data: {json}`` lines separated by blank lines and ended by
 ``data: [DONE]``. With ``stream_options.include_usage`` a last chunk has ``"choices": []`` and the
@@ -82,6 +83,63 @@ def scan_chunk(line: bytes, want_prompt: bool = True) -> tuple[bool, bool, int |
         has_text = line.startswith(b'"', text) and not line.startswith(b'""', text)
     else:
         return None
+    return _with_usage(line, at, has_choices, has_text, want_prompt)
+
+
+# A chat chunk (/v1/chat/completions) carries a delta instead of text, written with exclude_unset:
+#   the opening chunk   "choices":[{"index":0,"delta":{"role":"assistant","content":""},...}]  (no token)
+#   a content chunk     "choices":[{"index":0,"delta":{"content":" the"},...}]
+#   an empty delta      "choices":[{"index":0,"delta":{},...,"finish_reason":"stop",...}]  (with a parser)
+# A reasoning or tool-call delta goes to the JSON path.
+_DELTA = b'"delta":{'
+_ROLE = b'"role":"'
+_CONTENT = b'"content":'
+_EMPTY_CONTENT_END = b',"content":""}'
+
+
+def scan_chat_chunk(line: bytes, want_prompt: bool = True) -> tuple[bool, bool, int | None, int | None] | None:
+    """`scan_chunk` for a chat chunk: has text = a delta with non-empty content. The role-only opening chunk has
+    choices but no text (its usage says 0 completion tokens), so it neither counts a token nor stops TTFT."""
+    if not line.startswith(FAST_PREFIX) or not line.endswith(b"}"):
+        return None
+    at = line.find(_CHOICES)
+    if at < 0:
+        return None
+    at += len(_CHOICES)
+    if line.startswith(b"]", at):
+        has_choices = has_text = False
+    elif line.startswith(b"{", at):
+        has_choices = True
+        key = line.find(_DELTA, at)
+        if key < 0:
+            return None
+        key += len(_DELTA)
+        if line.startswith(_CONTENT, key):
+            value = key + len(_CONTENT)
+            if line.startswith(b'""}', value) or line.startswith(b"null}", value):
+                has_text = False
+            elif line.startswith(b'"', value) and not line.startswith(b'""', value):
+                has_text = True
+            else:  # an empty content with more of the delta after it (a reasoning delta): the JSON path
+                return None
+        elif line.startswith(_ROLE, key):
+            role_end = line.find(b'"', key + len(_ROLE))
+            if role_end < 0 or not (line.startswith(_EMPTY_CONTENT_END, role_end + 1)
+                                    or line.startswith(b"}", role_end + 1)):
+                return None
+            has_text = False
+        elif line.startswith(b"}", key):
+            has_text = False
+        else:
+            return None
+    else:
+        return None
+    return _with_usage(line, at, has_choices, has_text, want_prompt)
+
+
+def _with_usage(line: bytes, at: int, has_choices: bool, has_text: bool,
+                want_prompt: bool) -> tuple[bool, bool, int | None, int | None] | None:
+    """The usage part of a scanned chunk, searched from `at` (past the choices' start)."""
     completion = line.find(_COMPLETION, at)
     if completion < 0:
         if _NO_USAGE not in line and b'"usage"' in line:
@@ -150,7 +208,9 @@ def chunk_from_json(obj: dict, payload: bytes = b"") -> Chunk:
     for choice in choices:
         if not isinstance(choice, dict):
             raise MalformedChunk(f"a choice is not an object: {excerpt(payload)}")
-        text = choice.get("text") or ""
+        delta = choice.get("delta")
+        text = choice.get("text") if delta is None else _delta_text(delta, payload)
+        text = text or ""
         if not isinstance(text, str):
             raise MalformedChunk(f"'text' is not a string: {excerpt(payload)}")
         texts.append(text)
@@ -161,6 +221,17 @@ def chunk_from_json(obj: dict, payload: bytes = b"") -> Chunk:
         finish_reason=finish_reason,
         usage=_usage(obj.get("usage"), payload),
     )
+
+
+def _delta_text(delta: object, payload: bytes) -> str:
+    """The generated text of a chat delta: its content, or its reasoning where the server's reasoning parser
+    splits the thinking out (a token all the same). The role, or an empty content, is no text."""
+    if not isinstance(delta, dict):
+        raise MalformedChunk(f"'delta' is not an object: {excerpt(payload)}")
+    parts = [delta.get("content"), delta.get("reasoning")]
+    if not all(part is None or isinstance(part, str) for part in parts):
+        raise MalformedChunk(f"a delta's 'content' is not a string: {excerpt(payload)}")
+    return "".join(part for part in parts if part)
 
 
 def _error_message(obj: dict) -> str | None:

@@ -1,4 +1,5 @@
-"""FastHttpUser base that streams fixed-length ``/v1/completions`` and records each request.
+"""FastHttpUser base that streams fixed-length ``/v1/completions`` (or, with ``--endpoint chat``,
+``/v1/chat/completions``: the prompt as one user message, sse.scan_chat_chunk) and records each request.
 
 One request = a prompt of exactly ``--prompt-tokens`` tokens for the served model (workload/prompt.py:
 calibrated text, or token ids), exactly ``--output-tokens`` tokens out (max_tokens = min_tokens,
@@ -35,10 +36,11 @@ from geventhttpclient import connectionpool
 from locust import FastHttpUser, constant
 
 from lookahead_runner.records import CONNECTION_ERROR, CUT_ERROR, TIMEOUT_ERROR, RequestRecord
-from lookahead_runner.workload.request import StreamFailure, completion_payload, to_record, transport_failure
+from lookahead_runner.workload.request import (StreamFailure, chat_payload, completion_payload, to_record,
+                                               transport_failure)
 from lookahead_runner.workload.scenario import ScenarioState, prepare_requests, stage_now, state_of
 from lookahead_runner.workload.reader import ArrivalReader
-from lookahead_runner.workload.sse import MalformedChunk, excerpt, parse_sse_line, scan_chunk
+from lookahead_runner.workload.sse import MalformedChunk, excerpt, parse_sse_line, scan_chat_chunk, scan_chunk
 from lookahead_runner.workload.timeline import TokenTimeline, judge
 
 # geventhttpclient checks a pooled connection with select(timeout=0) before every request. Under
@@ -49,9 +51,11 @@ from lookahead_runner.workload.timeline import TokenTimeline, judge
 connectionpool.select = SimpleNamespace(select=monkey.get_original("select", "select"))
 
 COMPLETIONS_PATH = "/v1/completions"
+CHAT_PATH = "/v1/chat/completions"
 # After a request refused outright (server down, HTTP error status), pause before the next one:
 # a closed loop would otherwise spin at thousands of failures per second and flood requests.csv.
 _REFUSED_BACKOFF_S = 0.1
+Scanner = Callable[[bytes, bool], "tuple[bool, bool, int | None, int | None] | None"]
 SPAWN_SPREAD_S = 1.0
 
 
@@ -90,16 +94,23 @@ class StreamingCompletionsBase(FastHttpUser):
         assert state.prompt is not None
         settings = state.settings
         stage, users = stage_now(self.environment)
-        payload = completion_payload(state.model, state.prompt.make(self._rng), settings.output_tokens,
-                                     settings.temperature, settings.top_p, settings.seed)
+        prompt = state.prompt.make(self._rng)
+        if settings.chat:
+            path, scan = CHAT_PATH, scan_chat_chunk
+            payload = chat_payload(state.model, str(prompt), settings.output_tokens, settings.temperature,
+                                   settings.top_p, settings.seed, settings.template_kwargs)
+        else:
+            path, scan = COMPLETIONS_PATH, scan_chunk
+            payload = completion_payload(state.model, prompt, settings.output_tokens, settings.temperature,
+                                         settings.top_p, settings.seed)
         timeline = TokenTimeline()
         lag_mark = state.lag.mark()
         t_send_s = time.time()  # the clock the kernel stamps arrivals with (workload/reader.py)
         try:
             with self.client.post(
-                COMPLETIONS_PATH, json=payload, headers=self._headers, stream=True, catch_response=True
+                path, json=payload, headers=self._headers, stream=True, catch_response=True
             ) as resp:
-                failure, end_s = self._read_stream(resp, timeline, t_send_s, settings.request_timeout_s)
+                failure, end_s = self._read_stream(resp, timeline, t_send_s, settings.request_timeout_s, scan)
                 result = timeline.result(end_s)
                 reason = judge(result, settings.output_tokens, state.prompt.prompt_tokens)
                 if failure is None and reason is not None:
@@ -123,8 +134,8 @@ class StreamingCompletionsBase(FastHttpUser):
             gevent.sleep(_REFUSED_BACKOFF_S)
         return record
 
-    def _read_stream(self, resp: Any, timeline: TokenTimeline, t_send_s: float,
-                     timeout_s: float) -> tuple[StreamFailure | None, float]:
+    def _read_stream(self, resp: Any, timeline: TokenTimeline, t_send_s: float, timeout_s: float,
+                     scan: Scanner = scan_chunk) -> tuple[StreamFailure | None, float]:
         """(why the stream failed or None, its end in seconds from the send)."""
         error = getattr(resp, "error", None)
         status = resp.status_code
@@ -135,7 +146,7 @@ class StreamingCompletionsBase(FastHttpUser):
         # The socket timeout bounds each read; this bounds the whole request (a trickling stream too).
         timer = gevent.Timeout.start_new(max(t_send_s + timeout_s - time.time(), 0.0))
         try:
-            failure, end_s = self._read_events(resp.stream, timeline, t_send_s)
+            failure, end_s = self._read_events(resp.stream, timeline, t_send_s, scan)
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
@@ -146,20 +157,22 @@ class StreamingCompletionsBase(FastHttpUser):
             _close_connection(resp)
         return failure, end_s
 
-    def _read_events(self, raw: Any, timeline: TokenTimeline, t_send_s: float) -> tuple[StreamFailure | None, float]:
+    def _read_events(self, raw: Any, timeline: TokenTimeline, t_send_s: float,
+                     scan: Scanner = scan_chunk) -> tuple[StreamFailure | None, float]:
         """Read the SSE events as they arrive. Per line: the arrival time of the socket read that completed
         it (reader.py), then vLLM's compact chunk read by position (sse.scan_chunk), a full JSON parse only
         for anything else. Ends at [DONE] (its arrival is the end), an error chunk, or the end of the body."""
         observe = self.observe_line
         reader = ArrivalReader(raw)
         try:
-            return self._read_lines(reader, timeline, t_send_s, observe)
+            return self._read_lines(reader, timeline, t_send_s, observe, scan)
         finally:
             reader.close()  # the connection's own timeout back, however the stream ended
 
     @staticmethod
     def _read_lines(reader: ArrivalReader, timeline: TokenTimeline, t_send_s: float,
-                    observe: Callable[[bytes, float], None] | None) -> tuple[StreamFailure | None, float]:
+                    observe: Callable[[bytes, float], None] | None,
+                    scan: Scanner = scan_chunk) -> tuple[StreamFailure | None, float]:
         add = timeline.add_parts
         while True:
             try:
@@ -174,7 +187,7 @@ class StreamingCompletionsBase(FastHttpUser):
                     observe(line, reader.arrived_s)
                 if not line:  # the blank line after every event
                     continue
-                parts = scan_chunk(line, timeline.prompt_tokens is None)
+                parts = scan(line, timeline.prompt_tokens is None)
                 if parts is not None:
                     add(arrived_s, *parts)
                     continue

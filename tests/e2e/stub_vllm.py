@@ -12,6 +12,10 @@ POST /tokenize counts one token per whitespace-separated word plus one BOS token
 tokenizer adds one; a text prompt to /v1/completions is counted the same way), unless
 ``--no-tokenize`` (then 404, like a server without the route). With ``--api-key`` every route but
 /health answers 401 without ``Authorization: Bearer KEY``; every request's headers are checked.
+/v1/chat/completions streams the same tokens as content deltas (JSON with spaces: the client's full parse),
+after a role-only chunk written at once, before the first token's wait (as a queued or prefilling request's
+would be): a client that took it for a token would see a TTFT near 0. A chat prompt counts CHAT_FRAME_TOKENS
+plus its words, in /tokenize with ``messages`` too.
 """
 
 from __future__ import annotations
@@ -26,9 +30,14 @@ from aiohttp import web
 MODEL = "stub-model"
 
 
-def _chunk(request_id: str, text: str | None, finish: str | None, usage: dict | None) -> bytes:
-    body: dict = {"id": request_id, "object": "text_completion", "created": int(time.time()), "model": MODEL}
+def _chunk(request_id: str, text: str | None, finish: str | None, usage: dict | None, chat: bool = False,
+           role: bool = False) -> bytes:
+    body: dict = {"id": request_id, "object": "chat.completion.chunk" if chat else "text_completion",
+                  "created": int(time.time()), "model": MODEL}
     choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+    if chat:
+        del choice["text"]
+        choice["delta"] = {"role": "assistant", "content": ""} if role else {"content": text}
     body["choices"] = [] if text is None else [choice]
     if usage is not None:
         body["usage"] = usage
@@ -36,10 +45,16 @@ def _chunk(request_id: str, text: str | None, finish: str | None, usage: dict | 
 
 
 BOS_TOKENS = 1
+CHAT_FRAME_TOKENS = 4
 
 
 def _count_text(text: str) -> int:
     return BOS_TOKENS + len(text.split())
+
+
+def _count_chat(messages: object) -> int:
+    (message,) = messages  # the scenario sends one user message
+    return CHAT_FRAME_TOKENS + len(message["content"].split())
 
 
 def make_app(first_token_s: float, chunk_interval_s: float, tokens_per_chunk: int, api_key: str = "",
@@ -54,6 +69,9 @@ def make_app(first_token_s: float, chunk_interval_s: float, tokens_per_chunk: in
 
     async def tokenize_route(request: web.Request) -> web.Response:
         body = await request.json()
+        if "messages" in body:
+            count = _count_chat(body["messages"])
+            return web.json_response({"count": count, "max_model_len": 4096, "tokens": list(range(count))})
         prompt = body.get("prompt")
         if not isinstance(prompt, str):
             return web.json_response({"error": {"message": "prompt must be a string"}}, status=400)
@@ -62,30 +80,37 @@ def make_app(first_token_s: float, chunk_interval_s: float, tokens_per_chunk: in
 
     async def completions(request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        chat = request.path.endswith("/chat/completions")
         prompt = body.get("prompt", [])
-        prompt_tokens = len(prompt) if isinstance(prompt, list) else _count_text(str(prompt))
+        if chat:
+            prompt_tokens = _count_chat(body.get("messages"))
+        else:
+            prompt_tokens = len(prompt) if isinstance(prompt, list) else _count_text(str(prompt))
         if body.get("model") != MODEL:
             error = {"message": f"model {body.get('model')!r} not found"}
             return web.json_response({"error": error}, status=404)
-        max_tokens = int(body.get("max_tokens", 16))
+        max_tokens = int(body.get("max_completion_tokens" if chat else "max_tokens", 16))
         options = body.get("stream_options") or {}
         continuous = bool(options.get("continuous_usage_stats"))
         request_id = f"cmpl-stub{next(counter)}"
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         sent = 0
+        if chat:
+            zero = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens, "completion_tokens": 0}
+            await response.write(_chunk(request_id, "", None, zero if continuous else None, chat=True, role=True))
         await asyncio.sleep(first_token_s)
         while sent < max_tokens:
             n = 1 if sent == 0 else min(tokens_per_chunk, max_tokens - sent)
             sent += n
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + sent, "completion_tokens": sent}
             finish = "length" if sent == max_tokens else None
-            await response.write(_chunk(request_id, " tok" * n, finish, usage if continuous else None))
+            await response.write(_chunk(request_id, " tok" * n, finish, usage if continuous else None, chat))
             if sent < max_tokens:
                 await asyncio.sleep(chunk_interval_s)
         if options.get("include_usage"):
             usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + sent, "completion_tokens": sent}
-            await response.write(_chunk(request_id, None, None, usage))
+            await response.write(_chunk(request_id, None, None, usage, chat))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
@@ -97,7 +122,8 @@ def make_app(first_token_s: float, chunk_interval_s: float, tokens_per_chunk: in
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
     app = web.Application(middlewares=[auth])
-    app.add_routes([web.post("/v1/completions", completions), web.get("/health", health),
+    app.add_routes([web.post("/v1/completions", completions), web.post("/v1/chat/completions", completions),
+                    web.get("/health", health),
                     web.get("/v1/models", models)])
     if tokenize:
         app.add_routes([web.post("/tokenize", tokenize_route)])

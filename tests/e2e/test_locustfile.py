@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -256,6 +257,69 @@ def test_without_tokenize_prompts_are_token_ids_and_say_so(stub_factory, tmp_pat
     assert workload["prompt_method"] == "token-ids" and "HTTP 404" in workload["prompt_note"]
     assert (workload["temperature"], workload["top_p"], workload["seed"]) == (0.5, 0.9, 3)
     assert "as token ids" in log.read_text()  # said in the log too
+
+
+def test_chat_endpoint_calibrates_with_the_template_and_the_role_chunk_does_not_stop_ttft(stub_factory, tmp_path):
+    """--endpoint chat (issue 28): the stub writes the role-only chunk at once and the first token after 50 ms."""
+    code, log = _run_locust(stub_factory(), tmp_path, "--endpoint", "chat", "--chat-template-kwargs",
+                            '{"enable_thinking": false}')
+    ok_rows, workload = _check_tagged_run(tmp_path, code, log)
+    assert (workload["endpoint"], workload["prompt_method"]) == ("chat", "tokenize")
+    assert workload["prompt_chat_template"] is True and workload["chat_template_kwargs"] == {"enable_thinking": False}
+    ttfts = sorted(float(r["ttft_ms"]) for r in ok_rows)
+    assert ttfts[0] >= 45 and ttfts[len(ttfts) // 2] < 150  # the first content delta, not the role chunk at ~0
+    assert all(int(r["chunks"]) == 7 for r in ok_rows)  # the role chunk + 1 + 3 * 5 tokens
+
+
+def test_the_web_ui_offers_the_endpoint_and_a_swarm_from_its_form_sends_chat(stub_factory, tmp_path):
+    """The web UI's form lists --endpoint (a choice) and --chat-template-kwargs; starting from the form with
+    endpoint = chat recalibrates through the chat template and streams /v1/chat/completions."""
+    server, web_port = stub_factory(), _free_port()
+    argv = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", server.url, "--web-host", "127.0.0.1",
+            "--web-port", str(web_port), "--stages", "2:2", "--prompt-tokens", str(PROMPT_TOKENS),
+            "--output-tokens", str(OUTPUT_TOKENS), "--requests-csv", str(tmp_path / "requests.csv"),
+            "--workload-json", str(tmp_path / "workload.json")]
+    log = tmp_path / "locust.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+    web = f"http://127.0.0.1:{web_port}"
+    try:
+        deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
+        while True:
+            try:
+                page = urllib.request.urlopen(web + "/", timeout=2).read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None, log.read_text()[-2000:]
+                time.sleep(0.2)
+        template = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0].rstrip(";"))
+        options = template["extra_options"]
+        assert options["endpoint"]["choices"] == ["completions", "chat"]
+        assert options["endpoint"]["default_value"] == "completions" and "chat_template_kwargs" in options
+        form = urllib.parse.urlencode({"user_count": 2, "spawn_rate": 2, "host": server.url, "endpoint": "chat",
+                                       "chat_template_kwargs": '{"enable_thinking": false}'}).encode()
+        answer = json.loads(urllib.request.urlopen(web + "/swarm", data=form, timeout=30).read())
+        assert answer["success"], answer
+        deadline = time.monotonic() + LOCUST_TIMEOUT_S
+        while '"endpoint": "chat"' not in _text_or_empty(tmp_path / "workload.json") or \
+                _text_or_empty(tmp_path / "requests.csv").count("\n") < 5:
+            assert time.monotonic() < deadline and process.poll() is None, log.read_text()[-2000:]
+            time.sleep(0.5)
+    finally:
+        _stop(process)
+    workload = json.loads((tmp_path / "workload.json").read_text())
+    assert workload["prompt_chat_template"] is True and workload["chat_template_kwargs"] == {"enable_thinking": False}
+    ok_rows = [r for r in _rows(tmp_path / "requests.csv")[1] if r["ok"] == "1"]
+    assert ok_rows and all(int(r["prompt_tokens"]) == PROMPT_TOKENS and float(r["ttft_ms"]) >= 45 for r in ok_rows)
+    assert all(int(r["chunks"]) == 7 for r in ok_rows)  # chat's role chunk + 6 content chunks (completions: 6)
+
+
+def _text_or_empty(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 API_KEY = "sk-test-0f1e2d3c4b5a"
