@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from .strict import ConfigError, Strict
 
@@ -28,6 +28,14 @@ class ClusterConfig(Strict):
                                                                        "server.extra_args)")
     cpus_per_life: float = Field(1.0, gt=0, le=1024, description="Ray CPUs a server life holds (server and Locust)")
 
+    @field_validator("address")
+    @classmethod
+    def _address(cls, address: str) -> str:
+        if address and not _ray_address(address):
+            raise ValueError(f"{address!r}: give \"auto\", \"ray://HOST:PORT\" or the head's HOST:PORT, or leave "
+                             "it empty to start a Ray here")
+        return address
+
     @model_validator(mode="after")
     def _ray_only(self) -> "ClusterConfig":
         if self.engine == "local":
@@ -37,14 +45,16 @@ class ClusterConfig(Strict):
         if self.address and self.gpus is not None:
             raise ValueError("gpus sets the GPU slots of a Ray started here; a cluster at cluster.address counts "
                              "its own: remove cluster.gpus or the address")
-        if self.address and self.address != "auto" and not self.address.startswith("ray://"):
-            raise ValueError(f"address = {self.address!r}: give \"auto\" or \"ray://HOST:PORT\", or leave it empty "
-                             "to start a Ray here")
         return self
 
     def life_gpus(self, extra_args: list[str]) -> int:
         """GPUs one life asks Ray for: gpus_per_life, or tensor x pipeline parallel of the server's args."""
         return self.gpus_per_life if self.gpus_per_life is not None else parallel_gpus(extra_args)
+
+
+def _ray_address(address: str) -> bool:
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    return address == "auto" or bool(colon and host and port.isdigit())
 
 
 def parallel_gpus(extra_args: list[str]) -> int:

@@ -33,6 +33,7 @@ from .preflight import PreflightError
 from .server import ServerError
 
 NODE_LOST = "node lost"
+LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024
 WAIT_S = 1.0  # ray.wait's timeout: the driver stays responsive to Ctrl-C
 
 
@@ -213,7 +214,8 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
     if cluster.address:
         ray.init(address=cluster.address, **options)
     else:
-        ray.init(num_gpus=cluster.gpus, **options)  # None: Ray counts the GPUs NVML sees
+        # None: Ray counts the GPUs NVML sees; the object store carries only the lives' files
+        ray.init(num_gpus=cluster.gpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **options)
     slots: list[Slot] = []
     try:
         resources = ray.cluster_resources()

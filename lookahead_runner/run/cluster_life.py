@@ -61,7 +61,8 @@ class Where:
 
     @property
     def slot(self) -> str:
-        return f"{self.node} [{', '.join(self.gpus) or 'no GPU'}]"
+        """The node's IP and Ray id (nodes may share an IP), and its GPUs."""
+        return f"{self.node}/{self.node_id[:8]} [{', '.join(self.gpus) or 'no GPU'}]"
 
     def status_fields(self) -> dict:
         return {"node": self.node, "gpus": list(self.gpus), "slot": self.slot}

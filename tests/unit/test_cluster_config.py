@@ -36,7 +36,8 @@ def test_gpus_per_life_overrides_the_parallel_sizes():
     ({"nodes": 2}, "cluster.nodes: unknown key"),
     ({"address": "auto"}, "set cluster.engine = \"ray\""),
     ({"engine": "ray", "address": "auto", "gpus": 2}, "remove cluster.gpus or the address"),
-    ({"engine": "ray", "address": "10.0.0.1:6379"}, "give \"auto\" or \"ray://HOST:PORT\""),
+    ({"engine": "ray", "address": "head-node"}, "cluster.address: 'head-node': give \"auto\""),
+    ({"engine": "ray", "address": "ray://head:port"}, "cluster.address"),
     ({"engine": "ray", "gpus": -1}, "cluster.gpus"),
     ({"engine": "ray", "cpus_per_life": 0}, "cluster.cpus_per_life"),
 ])
@@ -44,6 +45,11 @@ def test_bad_cluster_is_one_line_naming_the_field(cluster, field):
     with pytest.raises(ConfigError) as err:
         config_from_dict({"cluster": cluster})
     assert field in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("address", ["auto", "ray://head:10001", "10.0.0.1:6379"])
+def test_ray_addresses(address):
+    assert config_from_dict({"cluster": {"engine": "ray", "address": address}}).cluster.address == address
 
 
 def test_ray_cannot_reach_a_running_server():
