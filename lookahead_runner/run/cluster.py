@@ -34,7 +34,8 @@ from .server import ServerError
 
 NODE_LOST = "node lost"
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024
-WAIT_S = 1.0  # ray.wait's timeout: the driver stays responsive to Ctrl-C
+WAIT_S = 1.0
+NODE_DEATH_WAIT_S = 60.0  # Ray declares a silent node dead after its health checks fail (~15-30 s by default)  # ray.wait's timeout: the driver stays responsive to Ctrl-C
 
 
 class ClusterError(ServerError):
@@ -122,8 +123,8 @@ class RaySlots:
         try:
             files = ray.get(ref)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as err:
-            reason = (f"{NODE_LOST}: {slot.where.node}" if not _node_alive(slot.where.node_id)
-                      else f"the Ray slot on {slot.where.node} died: {_first_line(err)}")
+            reason = (f"{NODE_LOST}: {slot.where.node} (Ray node {slot.where.node_id[:8]})"
+                      if _node_lost(slot.where.node_id) else f"the Ray slot on {slot.where.node} died: {_first_line(err)}")
             self.lost.append(reason)
             self.slots.remove(slot)
             for life in group:
@@ -169,13 +170,21 @@ def _first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
-def _node_alive(node_id: str) -> bool:
+def _node_lost(node_id: str, wait_s: float = NODE_DEATH_WAIT_S) -> bool:
+    """Has the slot's node left the cluster? A slot's calls fail (actor unavailable) before Ray's health checks
+    mark its node dead, so this waits up to `wait_s` for the node to be declared dead."""
     import ray
 
-    try:
-        return any(node["NodeID"] == node_id and node["Alive"] for node in ray.nodes())
-    except Exception:  # the cluster cannot say: count it as lost
-        return False
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if not any(node["NodeID"] == node_id and node["Alive"] for node in ray.nodes()):
+                return True
+        except Exception:  # the cluster cannot say: count it as lost
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1.0)
 
 
 def _stop_rule(config: SweepConfig, run_dir: Path, lives: list[Life]) -> int | None:

@@ -113,3 +113,51 @@ def test_ctrl_c_mid_sweep_leaves_no_process_on_any_slot_and_resume_finishes(tmp_
     finally:
         kill_group(runner)
         kill_all(model)
+
+
+def test_a_node_lost_mid_life_fails_that_life_and_resume_reruns_it(tmp_path):
+    """Two worker nodes of one GPU slot each (ray.cluster_utils.Cluster on this machine, the head holding no
+    slot); the node running a life is removed mid-load."""
+    from ray.cluster_utils import Cluster
+
+    model = unique_model("ray-node")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "num_gpus": 0,
+                                                            "object_store_memory": 100 * 1024 * 1024})
+    runner = None
+    try:
+        nodes = [cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=100 * 1024 * 1024) for _ in range(2)]
+        cluster.wait_for_nodes()
+        at = f"[cluster]\nengine = \"ray\"\naddress = \"{cluster.address}\"\n"
+        config = write_config(tmp_path, sweep(model, at, "[{ users = 2, duration_s = 8 }]"))
+        runner = start("sweep", "--config", str(config), "--out", str(tmp_path / "runs"))
+        victim = nodes[1].node_id[:8]
+
+        def running_on_victim():
+            for status_file in (tmp_path / "runs").glob("*/k*/r*/status.json"):
+                status = json.loads(status_file.read_text())
+                if status["state"] == "running" and f"/{victim} " in status.get("slot", ""):
+                    return status_file.parent
+            return None
+        wait_for(lambda: running_on_victim() is not None
+                 and len([p for p in processes_of(model) if "locust" in " ".join(p.cmdline())]) >= 2,
+                 240, "a life loading on the second node")
+        lost = running_on_victim()
+        cluster.remove_node(nodes[1], allow_graceful=False)
+        stdout, stderr = runner.communicate(timeout=300)
+        no_traceback(stderr)
+        run_dir = only_run_dir(tmp_path / "runs")
+        status = json.loads((lost / "status.json").read_text())
+        assert status["state"] == "failed" and status["reason"].startswith("node lost: "), status
+        lives = pd.read_csv(run_dir / "lives.csv")
+        assert (lives["status"] == "done").sum() == 3, lives[["life", "status", "reason"]]  # the other slot went on
+        assert survivors(model, settle_s=20) == [], "a simulator or Locust of the lost node survived"
+
+        resumed = cli("sweep", "--resume", str(run_dir), timeout=400)
+        assert resumed.returncode in FINISHED, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+        assert json.loads((lost / "status.json").read_text())["state"] == "done"
+        assert survivors(model, settle_s=10) == []
+    finally:
+        if runner is not None:
+            kill_group(runner)
+        kill_all(model)
+        cluster.shutdown()
