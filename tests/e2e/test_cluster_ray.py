@@ -79,6 +79,9 @@ def test_two_slots_end_in_the_serial_verdict_with_lives_overlapping(tmp_path):
         assert repeats["gpus"].nunique() == 2, lives[["life", "gpus"]]
     plan = json.loads((run_dir / "plan.json").read_text())
     assert sorted(plan["cluster"]["order"]) == sorted(lives["life"]) and len(plan["cluster"]["slots"]) == 2
+    diagnoses = json.loads((run_dir / "decision.json").read_text())["diagnoses"]
+    assert any(d.startswith("GPU-to-GPU spread at 2 users: K=0 on 2 GPUs") and "K=4 on 2 GPUs" in d
+               for d in diagnoses), diagnoses
     status = json.loads((run_dir / "k0/r0/status.json").read_text())
     assert status["node"] and status["t_start_s"] < status["t_s"]
     assert not processes_of(model), "a server or Locust process of the sweep survived"
