@@ -34,8 +34,8 @@ from .server import ServerError
 
 NODE_LOST = "node lost"
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024
-WAIT_S = 1.0
-NODE_DEATH_WAIT_S = 60.0  # Ray declares a silent node dead after its health checks fail (~15-30 s by default)  # ray.wait's timeout: the driver stays responsive to Ctrl-C
+WAIT_S = 1.0  # ray.wait's timeout: the driver stays responsive to Ctrl-C
+NODE_DEATH_WAIT_S = 60.0  # Ray declares a silent node dead after its health checks fail (~15-30 s by default)
 
 
 class ClusterError(ServerError):
@@ -124,7 +124,8 @@ class RaySlots:
             files = ray.get(ref)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as err:
             reason = (f"{NODE_LOST}: {slot.where.node} (Ray node {slot.where.node_id[:8]})"
-                      if _node_lost(slot.where.node_id) else f"the Ray slot on {slot.where.node} died: {_first_line(err)}")
+                      if _node_lost(slot.where.node_id)
+                      else f"the Ray slot on {slot.where.node} died: {_first_line(err)}")
             self.lost.append(reason)
             self.slots.remove(slot)
             for life in group:
