@@ -33,6 +33,7 @@ from .preflight import PreflightError
 from .server import ServerError
 
 NODE_LOST = "node lost"
+ENDED = ("done", "failed", "skipped")
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024
 WAIT_S = 1.0  # ray.wait's timeout: the driver stays responsive to Ctrl-C
 NODE_DEATH_WAIT_S = 60.0  # Ray declares a silent node dead after its health checks fail (~15-30 s by default)
@@ -78,7 +79,8 @@ class RaySlots:
         queue = handout_order(queue, _setting, self.seed)
         running: dict = {}
         free = list(self.slots)
-        stopped_at = None
+        stopped_at = _stop_rule(config, run_dir, lives, _keys(queue)) if early_stop else None  # a resumed run's
+        _skip_beyond(stopped_at, queue, run_dir, tag, say, progress)
         while queue or running:
             while free and queue and not (running and run_life.preflight_due):
                 slot = free.pop(0)
@@ -93,14 +95,8 @@ class RaySlots:
                 if self._collect(ref, slot, group, run_dir, run_life, tag, say, progress):
                     free.append(slot)
             if ready and early_stop and stopped_at is None:
-                stopped_at = _stop_rule(config, run_dir, lives)
-                if stopped_at is not None:
-                    for group in [g for g in queue if g[0].setting.k > stopped_at]:
-                        queue.remove(group)
-                        for life in group:
-                            skip(_folder(run_dir, life), stopped_at)
-                            say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
-                            progress.life_finished()
+                stopped_at = _stop_rule(config, run_dir, lives, _keys(queue) | _keys(list(running.values()), 1))
+                _skip_beyond(stopped_at, queue, run_dir, tag, say, progress)
 
     def _start(self, slot: Slot, group: list[Life], config: SweepConfig, run_dir: Path, run_life, tag, say, progress):
         order = LifeOrder(config, run_life.caps, group[0].setting, [life.repeat for life in group], run_life.server,
@@ -159,6 +155,23 @@ class RaySlots:
         progress.life_finished()
 
 
+def _skip_beyond(stopped_at: int | None, queue: list[list[Life]], run_dir: Path, tag, say, progress) -> None:
+    """The lives of a K above the early stop leave the queue, skipped (those running finish)."""
+    if stopped_at is None:
+        return
+    for group in [g for g in queue if g[0].setting.k > stopped_at]:
+        queue.remove(group)
+        for life in group:
+            skip(_folder(run_dir, life), stopped_at)
+            say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
+            progress.life_finished()
+
+
+def _keys(groups, at: int | None = None) -> set[str]:
+    """The life keys of queued groups, or of (slot, group) pairs with `at` = 1."""
+    return {life.key for item in groups for life in (item if at is None else item[at])}
+
+
 def _folder(run_dir: Path, life: Life) -> Path:
     return results.life_dir(run_dir, life.setting.name, life.repeat)
 
@@ -188,10 +201,11 @@ def _node_lost(node_id: str, wait_s: float = NODE_DEATH_WAIT_S) -> bool:
         time.sleep(1.0)
 
 
-def _stop_rule(config: SweepConfig, run_dir: Path, lives: list[Life]) -> int | None:
-    """The early stop over the K whose lives have all ended, from the smallest up (runner.run_lives's rule)."""
+def _stop_rule(config: SweepConfig, run_dir: Path, lives: list[Life], pending: set[str]) -> int | None:
+    """The early stop over the K whose lives have all ended (none `pending`: queued or running), from the smallest
+    up (runner.run_lives's rule)."""
     ks = sorted({life.setting.k for life in lives})
-    ended = [k for k in ks if all(life_state(_folder(run_dir, l)) in ("done", "failed", "skipped")
+    ended = [k for k in ks if all(l.key not in pending and life_state(_folder(run_dir, l)) in ENDED
                                   for l in lives if l.setting.k == k)]
     prefix = [k for n, k in enumerate(ks) if ks[:n + 1] == ended[:n + 1]]
     if not prefix:
