@@ -251,10 +251,11 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
                               f"= {cluster.cpus_per_life:g}); set cluster.gpus (a Ray started here) or lower them")
         remote = ray.remote(num_gpus=gpus_per_life, num_cpus=cluster.cpus_per_life, max_restarts=0,
                             max_task_retries=0)(SlotWorker)
-        say(f"Ray: starting {count} slots (one waits while another sweep holds its GPUs)")
+        say(f"Ray: starting {count} slot{'s' if count != 1 else ''} (a slot waits while another sweep holds its GPUs)")
         actors = [remote.remote() for _ in range(count)]
         slots = [Slot(actor, where) for actor, where in zip(actors, ray.get([a.where.remote() for a in actors]))]
-        say(f"Ray: {len(slots)} slots of {gpus_per_life} GPU{'s' if gpus_per_life != 1 else ''} and "
+        say(f"Ray: {len(slots)} slot{'s' if len(slots) != 1 else ''} of {gpus_per_life} "
+            f"GPU{'s' if gpus_per_life != 1 else ''} and "
             f"{cluster.cpus_per_life:g} CPU each: {'; '.join(slot.where.slot for slot in slots)}")
         yield RaySlots(slots, config.decision.seed, cluster.address)
     finally:
