@@ -171,6 +171,9 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server:
               placement: Placement | None = None) -> Path:
     """`server`: the server config resolved once at the run's start (cli.py)."""
     placement = placement or plan_placement(config, host_cpus())
+    if config.cluster.engine == "ray":  # lives share their node's CPUs through Ray's accounting (cluster_life.py)
+        placement = dataclasses.replace(placement, mode="off", server_cpus=(), load_cpus=(), server_env={},
+                                        host_cpus=())
     with cluster_slots(config, len(plan_lives(config)), say) as slots:
         return _run_sweep(config, run_dir, caps, server, say, early_stop, mode, web, placement, slots)
 
