@@ -7,7 +7,6 @@ Skipped where Ray is not installed (pip install '.[test,ray]').
 import json
 import os
 import signal
-import time
 
 import pandas as pd
 import pytest

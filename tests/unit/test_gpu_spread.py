@@ -1,7 +1,4 @@
-"""The GPU-to-GPU spread line (decision/gpu_spread.py) and the report's use of it on a Ray run's folder."""
-import json
-import shutil
-from pathlib import Path
+"""The GPU-to-GPU spread line (decision/gpu_spread.py)."""
 
 from lookahead_runner.decision.gpu_spread import LifeOnGpu, gpu_spread_line
 
