@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from .cluster import check_ray_installed
 from .resolved_server import ResolvedServer
 from .strict import ConfigError
 from .sweep import SweepConfig
@@ -33,6 +34,7 @@ def config_from_dict(data: dict, source: str = "config") -> SweepConfig:
         config = SweepConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(error_line(err, source)) from None
+    check_ray_installed(config.cluster, source)
     check_files(config, source)
     check_environment(config, source)
     return config

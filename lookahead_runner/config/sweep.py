@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 from ..cpus import format_cpus, parse_cpus
 from ..variants import as_list, model_length_error
 from ..vllm.knob import MAX_MODEL_LEN_FLAG, runner_flag
+from .cluster import ClusterConfig
 from .decision import DecisionConfig
 from .load import LoadConfig
 from .server import ServerConfig, SpeculationConfig, runner_field_text
@@ -77,6 +78,7 @@ class SweepConfig(Strict):
     grid: GridConfig = Field(default_factory=GridConfig)
     sweep: StrategyConfig = Field(default_factory=StrategyConfig)
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
 
     @model_validator(mode="after")
     def _target_is_a_stage(self) -> "SweepConfig":
@@ -138,6 +140,13 @@ class SweepConfig(Strict):
         if self.server.url and (len(self.speculation.k) != 1 or self.grid.axis):
             raise ValueError("server.url: an already-running server is one setting; "
                              "set speculation.k to the one K it runs (e.g. k = [4]) and no grid")
+        return self
+
+    @model_validator(mode="after")
+    def _cluster_starts_its_servers(self) -> "SweepConfig":
+        if self.cluster.engine == "ray" and self.server.url:
+            raise ValueError("cluster.engine = \"ray\" starts each server life on a worker node; server.url is a "
+                             "server started elsewhere: remove server.url or set cluster.engine = \"local\"")
         return self
 
     @model_validator(mode="after")

@@ -19,6 +19,7 @@ from ..adaptive import run_note
 from ..config import SweepConfig
 from ..runfolder.cost import life_costs, run_cost
 from ..decision import Cell, Decision, Window, decide, evidence, window
+from ..decision.gpu_spread import LifeOnGpu, gpu_spread_line
 from ..decision.ramp import ramp_decision
 from ..decision.in_effect import findings_from, with_settings_in_effect
 from ..decision.confirm import judge, unconfirmed_note, with_confirmation
@@ -238,6 +239,20 @@ def sweep_rows(data: RunData) -> list[dict]:
     return [row for row in data.summary.to_dict("records") if row["setting"] in settings]
 
 
+def gpu_spread(data: RunData, users: int) -> str:
+    """decision/gpu_spread.py's line over the sweep's lives that ran on a Ray cluster (their status names GPUs)."""
+    statuses, summary = data.statuses, data.summary
+    if summary.empty or not any(status.slot for status in statuses.values()):
+        return ""
+    at = summary[(summary["users"] == users) & summary["valid"].astype(bool)]
+    lives = []
+    for row in at.itertuples():
+        status = statuses.get(results.life_key(row.setting, int(row.repeat)))
+        if status is not None and status.slot and status.state == "done":
+            lives.append(LifeOnGpu(int(row.k), f"{status.node} {','.join(status.gpus)}", float(row.req_per_s)))
+    return gpu_spread_line(lives, users)
+
+
 def telemetry_gaps(statuses: dict[str, LifeStatus]) -> list[str]:
     """One line per kind of missing measurement (/metrics errors, no memory source, lost rows)."""
     lines = []
@@ -299,6 +314,8 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision.reasons.append(f"Early stop: K {ks} were not run once the stop rule fired "
                                 f"(rerun with --no-early-stop to measure them).")
     decision.diagnoses += telemetry_gaps(data.statuses)
+    if spread := gpu_spread(data, config.target_users):
+        decision.diagnoses.append(spread)
     costs = life_costs(plan.lives, data.statuses)
     decision.cost = run_cost(costs, config, config.sweep.strategy, plan.adaptive.stopped if plan.adaptive else "")
     if plan.adaptive is not None:

@@ -116,20 +116,23 @@ def fresh_life_dir(run_dir: Path, life: Life) -> Path:
 def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, repeats: list[int], run_dir: Path,
                     say, resolved: ResolvedServer, events: LifeEvents | None = None, web: bool = False,
                     placement: Placement | None = None,
-                    preflight: Callable[[Served, Placement], Placement] | None = None) -> list[Outcome]:
+                    preflight: Callable[[Served, Placement], Placement] | None = None,
+                    where: dict | None = None) -> list[Outcome]:
     """Start the server once and measure `repeats` of `setting` on it, one after another.
 
     A failed start or a dead server fails every repeat it leaves unmeasured. The server's own files
     (server.log, server.json) live in the first repeat's folder; each later repeat's status.json
     names that folder (`server_life`). With `web`, Locust serves its web UI on a free local port.
     `placement` says which CPUs the server and Locust run on; `preflight`, run once the server is
-    warm, may change Locust's process count or stop the sweep (preflight.PreflightError)."""
+    warm, may change Locust's process count or stop the sweep (preflight.PreflightError). `where`: a life on a
+    Ray cluster (cluster_life.py): its node, GPUs and slot, recorded in each status.json with its start time."""
     events = events or LifeEvents()
     placement = placement or Placement("off", processes=1 if config.load.processes == "auto"
                                        else int(config.load.processes))
     lives = [Life(setting, repeat) for repeat in repeats]
     host = fresh_life_dir(run_dir, lives[0])
-    write_status(host, "running")
+    where = where | {"t_start_s": round(time.time(), 3)} if where else {}
+    write_status(host, "running", **where)
     headers = resolved.headers
     external = bool(config.server.url)
     port = 0 if external else config.server.port or free_port(config.server.host)
@@ -146,7 +149,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
     memory = open_memory_source(config.server.memory_source, simulated, sim_file, lambda: server.pid,
                                 config.server.dcgm_url)
     served = Served(base_url, headers, server, memory, external, sim_file if simulated else None, resolved.load_env)
-    status: dict = {"memory_source": memory.name, "memory_note": memory.unavailable_reason}
+    status: dict = {"memory_source": memory.name, "memory_note": memory.unavailable_reason, **where}
     outcomes: list[Outcome] = []
     out = host
     started: float | None = None

@@ -17,13 +17,13 @@ import dataclasses
 import signal
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import adaptive_sweep, reaper
 from ..runfolder import results
-from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, write_plan
+from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, record_cluster, write_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import next_setting, repeats_wanted
 from .confirm_life import run_confirmations, switch_off
@@ -146,6 +146,7 @@ class LifeRunner:
     placement: Placement
     preflight_due: bool
     server: ResolvedServer
+    cluster: object | None = None  # cluster.RaySlots with cluster.engine = "ray": lives run there, in parallel
 
     def __call__(self, config: SweepConfig, setting: Setting, repeats: list[int]) -> None:
         try:
@@ -170,6 +171,24 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server:
               placement: Placement | None = None) -> Path:
     """`server`: the server config resolved once at the run's start (cli.py)."""
     placement = placement or plan_placement(config, host_cpus())
+    if config.cluster.engine == "ray":  # lives share their node's CPUs through Ray's accounting (cluster_life.py)
+        placement = dataclasses.replace(placement, mode="off", server_cpus=(), load_cpus=(), server_env={},
+                                        host_cpus=())
+    with cluster_slots(config, len(plan_lives(config)), say) as slots:
+        return _run_sweep(config, run_dir, caps, server, say, early_stop, mode, web, placement, slots)
+
+
+def cluster_slots(config: SweepConfig, lives_planned: int, say):
+    """cluster.engine = "ray": Ray and the sweep's slots (cluster.py); local: none."""
+    if config.cluster.engine != "ray":
+        return nullcontext(None)
+    from .cluster import ray_slots  # Ray loads only for a sweep that runs on it
+
+    return ray_slots(config, lives_planned, say or print)
+
+
+def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: ResolvedServer, say, early_stop: bool,
+               mode: str, web: bool, placement: Placement, slots) -> Path:
     if not has_plan(run_dir):
         plan = build_plan(config, caps, run_dir.name, mode, placement, server)
         if config.sweep.strategy == "adaptive":
@@ -178,6 +197,11 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server:
     else:  # a resumed run: what a killed runner of this folder left running goes first
         for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
+    if slots is not None:
+        record_cluster(run_dir, slots.address, [slot.where.slot for slot in slots.slots], slots.seed)
+        if web:
+            (say or print)("the live view is not served for lives on a Ray cluster (each runs on its node)")
+            web = False
     lives = lives_of(read_plan(run_dir), config)
     number = {life.key: n for n, life in enumerate(lives, 1)}
     variants = config.load.variants
@@ -200,7 +224,8 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server:
             progress.life_finished()
 
         events = LifeEvents(started, progress.load_started, finished, progress.variant_started)
-        run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0, server)
+        run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0, server,
+                              slots)
         early_stop = early_stop and not config.grid.axis  # each grid value has its own decision
         if config.sweep.strategy == "adaptive":
             run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop)
@@ -278,7 +303,13 @@ def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: l
 
 def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, progress, run_life,
               early_stop: bool) -> None:
-    """Every life not done yet, one server life per group; larger K skipped once the stop rule fires."""
+    """Every life not done yet, one server life per group; larger K skipped once the stop rule fires. On a Ray
+    cluster the groups run in parallel (cluster.py)."""
+    cluster = getattr(run_life, "cluster", None)  # a bare callable (tests) runs here
+    if cluster is not None:
+        cluster.run_groups(config, run_dir, lives, server_lives(lives, config.load.repeat_mode == "same-server"),
+                                    tag, say, progress, run_life, early_stop)
+        return
     stopped_at = None
     for group in server_lives(lives, config.load.repeat_mode == "same-server"):
         todo = []

@@ -8,7 +8,8 @@ them, writes them, appends lives to the plan and retires them from it.
 
 A field of plan.json is added here, on Plan or PlannedLife, with a default so older folders still read.
 Schema history: plan 1 (untyped, before issue 23: the same keys, "role" only on confirmation entries) reads
-as 2; a status.json without "version" is status 1.
+as 2; a status.json without "version" is status 1. Fields added with a default (LifeStatus's node, gpus, slot and
+t_start_s, Plan.cluster: issue 30) keep the version: an older folder reads with their defaults.
 """
 from __future__ import annotations
 
@@ -65,6 +66,16 @@ class AdaptiveState(Record):
     stop: str = ""
 
 
+class ClusterRecord(Record):
+    """plan.json's "cluster" (cluster.engine = "ray"): the slots lives ran on and the order they were handed out,
+    shuffled with `seed` so that K and GPU are not confounded (run/cluster_queue.py)."""
+
+    address: str = ""                # "" = a Ray started on the driver's machine
+    slots: list[str] = Field(default_factory=list)   # each slot's node and GPUs, as it described itself
+    seed: int = 0
+    order: list[str] = Field(default_factory=list)   # life folders in the order they were handed to a slot
+
+
 class Plan(Record):
     """plan.json: everything a resumed run or a re-rendered report needs besides the life folders."""
 
@@ -81,6 +92,7 @@ class Plan(Record):
     confirm: ConfirmPlan | None = None
     confirm_variants: list[ConfirmPlan] = Field(default_factory=list)  # each workload variant's, with several
     adaptive: AdaptiveState | None = None  # sweep.strategy = "adaptive" (adaptive_sweep.py); None for the grid
+    cluster: ClusterRecord | None = None   # cluster.engine = "ray"; None for lives run here one at a time
 
     def sweep_config(self) -> SweepConfig:
         return SweepConfig.model_validate(self.config)
@@ -120,6 +132,10 @@ class LifeStatus(Record):
     last_write_error: str = ""
     start_s: float | None = None     # server-seconds from process start to ready, stable and warm (cost.py)
     measure_s: float | None = None   # seconds of this life's load (cost.py)
+    node: str = ""                   # a life on a Ray cluster: the node it ran on (its IP); "" = here
+    gpus: list[str] = Field(default_factory=list)  # ... its GPUs: NVML UUIDs, or Ray's GPU ids where NVML sees none
+    slot: str = ""                   # ... the slot (a Ray actor holding those GPUs) that ran it
+    t_start_s: float | None = None   # ... when its server started (epoch s; t_s is when it ended)
 
 
 PLAN_FILE = "plan.json"
@@ -211,6 +227,21 @@ def record_adaptive_stop(run_dir: Path, stopped: str, stop: str) -> Plan:
     return plan
 
 
+def record_cluster(run_dir: Path, address: str = "", slots: list[str] | None = None, seed: int | None = None,
+                   handed_out: list[str] | None = None) -> Plan:
+    """plan.json's "cluster": the slots (set when the sweep starts them), lives appended in the order they are
+    handed to a slot."""
+    plan = read_plan(run_dir)
+    record = plan.cluster or ClusterRecord()
+    if slots is not None:
+        record = record.model_copy(update={"address": address, "slots": slots, "seed": seed or 0})
+    if handed_out:
+        record = record.model_copy(update={"order": record.order + handed_out})
+    plan.cluster = record
+    write_plan(run_dir, plan)
+    return plan
+
+
 def write_status(directory: Path, state: LifeState, reason: str = "", **fields) -> LifeStatus:
     """Written strictly (Record.written): a field LifeStatus does not name is a mistake here."""
     status = LifeStatus.written({"state": state, "reason": reason, **fields})
@@ -261,6 +292,9 @@ class LifeResult(BaseModel):
                                                       "tokens": self.tokens}
         row |= {"start_s": self.status.start_s if self.status else None,
                 "measure_s": self.status.measure_s if self.status else None}
+        if self.status and self.status.slot:  # a life on a Ray cluster: where and when it ran
+            row |= {"node": self.status.node, "gpus": ";".join(self.status.gpus), "slot": self.status.slot,
+                    "t_start_s": self.status.t_start_s, "t_end_s": self.status.t_s}
         return row | ({"variants": [v.model_dump(mode="json") for v in self.variants]} if self.variants else {})
 
 

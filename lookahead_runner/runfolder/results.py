@@ -87,21 +87,26 @@ LIFE_COLUMNS = ("life", "setting", "k", "repeat", "status", "reason", "client_ou
                 "server_generation_tokens", "difference", "cut_requests", "prompt_method", "prompt_note", "start_s",
                 "measure_s")
 
+WHERE_COLUMNS = ["node", "gpus", "slot", "t_start_s", "t_end_s"]
+
 
 def write_lives(run_dir: Path, lives: list[dict]) -> Path:
     """lives.csv: one row per server life: its state, its server-seconds (start_s, measure_s) and the token
     accounting of its closed window; with workload variants, one row per life and variant, each variant's
-    block being a closed window of its own."""
+    block being a closed window of its own; lives run on a Ray cluster add where and when each ran."""
     rows = []
     for l in lives:
         life = {"life": l["dir"], "setting": l["setting"], "k": l["k"], "repeat": l["repeat"],
                 "status": l.get("status", "missing"), "reason": l.get("reason", ""),
                 "start_s": l.get("start_s"), "measure_s": l.get("measure_s")}
+        life |= {column: l[column] for column in WHERE_COLUMNS if column in l}
         blocks = l.get("variants") or [{"tokens": l.get("tokens", {})}]
         rows += [life | {"variant": block.get("variant", "")} | block.get("tokens", {}) for block in blocks]
     columns = list(LIFE_COLUMNS)
     if any(row["variant"] for row in rows):
         columns.insert(columns.index("status"), "variant")
+    if any("slot" in row for row in rows):  # lives on a Ray cluster: where and when each ran (overlaps show)
+        columns += WHERE_COLUMNS
     path = Path(run_dir) / "lives.csv"
     pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
     return path

@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 
 from ..records import SIM_GPU_FILE_ENV
+from .visible_gpus import VISIBLE_ENV, NvmlGpu, nvml_gpus, visible_gpus
 
 MIB = 1024 * 1024
 BASE_COLUMNS = ("t_s", "used_mib", "total_mib")
@@ -69,29 +70,33 @@ def process_tree_pids(pid) -> set[int]:
 
 
 class NvmlMemory:
-    """Used/total memory of each visible NVIDIA GPU and their sums (nvidia-ml-py), and, given the
-    server's pid, the device memory NVML attributes to the server's process tree."""
+    """Used/total memory of each NVIDIA GPU this process may use (CUDA_VISIBLE_DEVICES, mapped by UUID:
+    visible_gpus.py) and their sums (nvidia-ml-py), and, given the server's pid, the device memory NVML
+    attributes to the server's process tree. gpu.csv's columns carry NVML's index of each GPU."""
 
     name = "nvml"
 
-    def __init__(self, pid_of_server=None) -> None:
+    def __init__(self, pid_of_server=None, cuda_visible: str | None = None) -> None:
         self.unavailable_reason = ""
         self.columns = BASE_COLUMNS
         self._pid_of_server = pid_of_server
         self._handles: list = []
+        self.gpus: list[NvmlGpu] = []
+        cuda_visible = os.environ.get(VISIBLE_ENV) if cuda_visible is None else cuda_visible
         try:
             import pynvml
 
             pynvml.nvmlInit()
             self._pynvml = pynvml
-            count = pynvml.nvmlDeviceGetCount()
-            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+            self.gpus = visible_gpus(cuda_visible, nvml_gpus(pynvml))
+            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(gpu.index) for gpu in self.gpus]
             if not self._handles:
-                self.unavailable_reason = "NVML found no GPU"
+                self.unavailable_reason = "NVML found no GPU" + (
+                    f" among {VISIBLE_ENV}={cuda_visible}" if cuda_visible is not None else "")
         except Exception as err:  # the NVML library or driver is missing: a normal case on CPU hosts
             self.unavailable_reason = f"NVML unavailable ({type(err).__name__}: {err})"
         if not self.unavailable_reason:
-            self.columns = gpu_columns(range(len(self._handles)), pid_of_server is not None)
+            self.columns = gpu_columns([gpu.index for gpu in self.gpus], pid_of_server is not None)
 
     def read(self) -> MemoryReading | None:
         if self.unavailable_reason:
@@ -101,7 +106,7 @@ class NvmlMemory:
             infos = [nvml.nvmlDeviceGetMemoryInfo(handle) for handle in self._handles]
         except nvml.NVMLError:  # a GPU lost or a driver reset: no reading this time, not a crash
             return None
-        gpus = tuple(GpuMemory(index, info.used / MIB, info.total / MIB) for index, info in enumerate(infos))
+        gpus = tuple(GpuMemory(gpu.index, info.used / MIB, info.total / MIB) for gpu, info in zip(self.gpus, infos))
         process_mib = self._process_mib() if self._pid_of_server is not None else None
         return MemoryReading(sum(g.used_mib for g in gpus), sum(g.total_mib for g in gpus), gpus, process_mib)
 

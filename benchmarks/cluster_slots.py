@@ -1,0 +1,118 @@
+"""Serial against Ray slots on the simulator: wall time, GPU-minutes, the verdict, and what N slots would give.
+
+    python benchmarks/cluster_slots.py [--k 0,2,4] [--repeats 2] [--stage-s 4] [--slots 2] [--paper-slots 8]
+
+Runs the same simulator sweep twice through the CLI, once one life at a time (cluster.engine = "local") and
+once on a local Ray with `--slots` GPU slots (cluster.gpus; the simulator needs no GPU), and prints one JSON
+line: each run's wall seconds (the CLI process, Ray's start and stop included), its GPU-minutes (each life's
+server start plus load, from status.json's start_s + measure_s, times the GPUs it held: one here), both
+verdicts, and the wall-time ratio. Keep the load small on a 2-core host: every slot's server and Locust share
+those cores, so a life runs slower beside another than alone (the ratio says how much of the ideal 1/slots
+survives that).
+
+On paper: `--paper-slots` slots (8 GPUs) for the issue's example, 4 K x 3 repeats of an 8B model with a
+2-minute start, from the inputs --paper-start-s and --paper-stages-s (a life = start + stages; lives queue
+in ceil(lives / slots) waves; Ray's own start, measured here as the first life's delay beyond the serial
+run's, added once).
+
+Measured 2026-12-03 on the shared 2-core host (load average ~5 from other sweeps), one run each,
+`--stage-s 10` (K 0,2,4 x 2 repeats = 6 lives of ~25 s): serial 158.1 s, two slots 94.9 s (ratio 0.60;
+the ideal 0.5 plus Ray's start, 10.6 s), GPU-minutes 2.40 / 2.38, the same verdict (K=4, decided). With
+4 s stages (lives of ~14 s) Ray's start ate the gain: 93.5 s against 91.2 s. On paper, 12 lives of
+2 + 3 minutes on 8 slots: 60 minutes serial, 10.2 in parallel (two waves), the same 60 GPU-minutes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SWEEP = """
+name = "bench"
+[server]
+model = "sim/bench-model"
+extra_args = ["--max-num-seqs", "64", "--sim-set", "startup_s=0.3", "--sim-scenario", "tight-kv"]
+ready_timeout_s = 60
+memory_stable_window_s = 0.5
+[speculation]
+k = {k}
+[load]
+stages = [{{ users = 2, duration_s = {stage_s} }}, {{ users = 8, duration_s = {stage_s} }}]
+prompt_tokens = 32
+output_tokens = 16
+warmup_s = 1.0
+preflight_s = 0
+repeats = {repeats}
+[decision]
+target_users = 2
+max_client_lag_p99_ms = 250
+min_requests = 3
+confirm = "off"
+{cluster}
+"""
+
+
+def run(config_text: str, work: Path, name: str) -> dict:
+    config = work / f"{name}.toml"
+    config.write_text(config_text)
+    started, epoch = time.monotonic(), time.time()
+    done = subprocess.run([sys.executable, "-m", "lookahead_runner", "sweep", "--config", str(config), "--out",
+                           str(work / name)], capture_output=True, text=True, timeout=1800)
+    wall_s = time.monotonic() - started
+    (run_dir,) = list((work / name).iterdir())
+    decision = json.loads((run_dir / "decision.json").read_text())
+    gpu_s, first_start = 0.0, None
+    for status_file in sorted(run_dir.glob("k*/r*/status.json")):
+        status = json.loads(status_file.read_text())
+        gpu_s += (status.get("start_s") or 0.0) + (status.get("measure_s") or 0.0)
+        life_s = (status.get("start_s") or 0.0) + (status.get("measure_s") or 0.0)
+        if status.get("t_start_s"):  # a life on Ray: when its server started
+            first_start = min(first_start or math.inf, status["t_start_s"])
+        else:  # a local life: its end minus its server and load seconds (stop and folder writes left out)
+            first_start = min(first_start or math.inf, status["t_s"] - life_s)
+    return {"exit": done.returncode, "wall_s": round(wall_s, 1), "gpu_minutes": round(gpu_s / 60, 2),
+            "verdict": [decision["status"], (decision["recommended"] or {}).get("k"), decision["leading_k"]],
+            "lives": len(list(run_dir.glob("k*/r*/status.json"))),
+            "first_life_after_s": round(first_start - epoch, 1) if first_start else None}
+
+
+def on_paper(lives: int, slots: int, start_s: float, stages_s: float, ray_start_s: float) -> dict:
+    life_s = start_s + stages_s
+    return {"lives": lives, "slots": slots, "serial_min": round(lives * life_s / 60, 1),
+            "parallel_min": round((math.ceil(lives / slots) * life_s + ray_start_s) / 60, 1),
+            "gpu_minutes": round(lives * life_s / 60, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--k", default="0,2,4")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--stage-s", type=float, default=4.0)
+    parser.add_argument("--slots", type=int, default=2)
+    parser.add_argument("--paper-slots", type=int, default=8)
+    parser.add_argument("--paper-lives", type=int, default=12, help="4 K x 3 repeats")
+    parser.add_argument("--paper-start-s", type=float, default=120.0)
+    parser.add_argument("--paper-stages-s", type=float, default=180.0, help="3 stages x 60 s")
+    args = parser.parse_args()
+    k = json.dumps([int(v) for v in args.k.split(",")])
+    with tempfile.TemporaryDirectory(prefix="cluster-bench-") as tmp:
+        work = Path(tmp)
+        serial = run(SWEEP.format(k=k, stage_s=args.stage_s, repeats=args.repeats, cluster=""), work, "serial")
+        ray = run(SWEEP.format(k=k, stage_s=args.stage_s, repeats=args.repeats,
+                               cluster=f"[cluster]\nengine = \"ray\"\ngpus = {args.slots}\n"), work, "ray")
+    ray_start_s = (ray["first_life_after_s"] or 0.0) - (serial["first_life_after_s"] or 0.0)
+    print(json.dumps({
+        "serial": serial, "ray": ray | {"slots": args.slots},
+        "wall_ratio": round(ray["wall_s"] / serial["wall_s"], 2), "same_verdict": serial["verdict"] == ray["verdict"],
+        "ray_start_s": round(ray_start_s, 1),  # Ray's start and the slots': the first life's delay beyond serial's
+        "paper": on_paper(args.paper_lives, args.paper_slots, args.paper_start_s, args.paper_stages_s, ray_start_s),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""The cluster section: where server lives run, here one at a time (local) or in parallel on a Ray cluster."""
+from __future__ import annotations
+
+import importlib.util
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .strict import ConfigError, Strict
+
+RAY_INSTALL = "pip install 'lookahead-runner[ray]'"
+# vLLM's parallel sizes: a life needs their product of GPUs
+PARALLEL_FLAGS = {"--tensor-parallel-size": "tp", "-tp": "tp", "--pipeline-parallel-size": "pp", "-pp": "pp"}
+
+
+class ClusterConfig(Strict):
+    """engine = "ray": each server life is a Ray actor task holding its GPUs; the load stays on its node."""
+
+    engine: Literal["local", "ray"] = Field("local", description="local: one life at a time on this machine; "
+                                                                  "ray: lives in parallel on a Ray cluster")
+    address: str = Field("", description="the Ray cluster: \"auto\" (the one this machine belongs to) or "
+                                         "\"ray://HOST:10001\"; empty = start a Ray on this machine for the sweep")
+    gpus: int | None = Field(None, ge=0, le=4096, description="a Ray started here: its GPU slots (default: the "
+                                                               "GPUs NVML sees; the simulator needs none, so a demo "
+                                                               "sets e.g. 2)")
+    gpus_per_life: int | None = Field(None, ge=0, le=512, description="GPUs a server life holds (default: "
+                                                                       "tensor x pipeline parallel of "
+                                                                       "server.extra_args)")
+    cpus_per_life: float = Field(1.0, gt=0, le=1024, description="Ray CPUs a server life holds (server and Locust)")
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, address: str) -> str:
+        if address and not _ray_address(address):
+            raise ValueError(f"{address!r}: give \"auto\", \"ray://HOST:PORT\" or the head's HOST:PORT, or leave "
+                             "it empty to start a Ray here")
+        return address
+
+    @model_validator(mode="after")
+    def _ray_only(self) -> "ClusterConfig":
+        if self.engine == "local":
+            for name in ("address", "gpus", "gpus_per_life"):
+                if getattr(self, name) not in ("", None):
+                    raise ValueError(f"{name} is for engine = \"ray\"; set cluster.engine = \"ray\" or remove it")
+        if self.address and self.gpus is not None:
+            raise ValueError("gpus sets the GPU slots of a Ray started here; a cluster at cluster.address counts "
+                             "its own: remove cluster.gpus or the address")
+        return self
+
+    def life_gpus(self, extra_args: list[str]) -> int:
+        """GPUs one life asks Ray for: gpus_per_life, or tensor x pipeline parallel of the server's args."""
+        return self.gpus_per_life if self.gpus_per_life is not None else parallel_gpus(extra_args)
+
+
+def _ray_address(address: str) -> bool:
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    return address == "auto" or bool(colon and host and port.isdigit())
+
+
+def parallel_gpus(extra_args: list[str]) -> int:
+    """tensor_parallel_size x pipeline_parallel_size as `vllm serve` reads them ("--flag N" or "--flag=N")."""
+    sizes = {"tp": 1, "pp": 1}
+    for index, arg in enumerate(extra_args):
+        flag, eq, value = arg.partition("=")
+        if flag not in PARALLEL_FLAGS:
+            continue
+        value = value if eq else (extra_args[index + 1] if index + 1 < len(extra_args) else "")
+        if value.isdigit() and int(value) > 0:
+            sizes[PARALLEL_FLAGS[flag]] = int(value)
+    return sizes["tp"] * sizes["pp"]
+
+
+def check_ray_installed(cluster: ClusterConfig, source: str = "config", find=importlib.util.find_spec) -> None:
+    """engine = "ray" without Ray: one line with the install, before anything starts."""
+    if cluster.engine == "ray" and find("ray") is None:
+        raise ConfigError(f"{source}: cluster.engine = \"ray\" needs Ray on this machine: {RAY_INSTALL} "
+                          "(or set cluster.engine = \"local\")")

@@ -1,0 +1,267 @@
+"""cluster.engine = "ray": server lives in parallel, each on a Ray actor (a slot) holding its GPUs.
+
+The driver (this process) starts or joins Ray, starts one slot per `gpus_per_life` GPUs the cluster has
+(per `cpus_per_life` CPUs when a life needs no GPU), and hands each free slot the next life
+(cluster_queue.py); the slot runs the same life code as a local life on its node (cluster_life.py) and
+sends the life's files back, which the driver writes into the run folder as each life ends. Ray's
+resource accounting keeps two sweeps on one cluster off each other's GPUs: a slot holds its GPUs for the
+whole sweep, and a slot that cannot get them waits.
+
+Faults: Ctrl-C or SIGTERM (runner.sigterm_as_interrupt) kills every slot; each slot's node watchdog
+(reaper.py) then stops its server and Locust. A slot whose node is lost fails its life with the reason
+"node lost", so --resume reruns it; the sweep goes on with the slots left.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import ConfigError, SweepConfig
+from ..config.cluster import RAY_INSTALL
+from ..decision.engine import next_setting
+from ..runfolder import results
+from ..runfolder.plan import life_state, read_status, record_cluster, write_status
+from .cluster_life import LifeOrder, SlotWorker, Where, unpack
+from .cluster_queue import handout_order, next_for
+from .finalize import write_tables
+from .launch import Life
+from .life import Outcome, not_measured, skip
+from .preflight import PreflightError
+from .server import ServerError
+
+NODE_LOST = "node lost"
+ENDED = ("done", "failed", "skipped")
+LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024
+WAIT_S = 1.0  # ray.wait's timeout: the driver stays responsive to Ctrl-C
+NODE_DEATH_WAIT_S = 60.0  # Ray declares a silent node dead after its health checks fail (~15-30 s by default)
+
+
+class ClusterError(ServerError):
+    """The cluster cannot run the sweep (no slot, every slot lost): one line saying why and what to do."""
+
+
+@dataclass
+class Slot:
+    actor: object
+    where: Where
+    ran: set = field(default_factory=set)   # the settings this slot has run (cluster_queue.next_for)
+
+
+@dataclass
+class RaySlots:
+    """The sweep's slots on a Ray cluster; `run_groups` is the parallel counterpart of runner.run_lives."""
+
+    slots: list[Slot]
+    seed: int
+    address: str = ""
+    lost: list[str] = field(default_factory=list)
+
+    def run_groups(self, config: SweepConfig, run_dir: Path, lives: list[Life], groups: list[list[Life]], tag, say,
+                   progress, run_life, early_stop: bool) -> None:
+        """Every server life (`groups`, in the plan's order) not done yet, up to one per slot at a time; with
+        `early_stop`, lives of a larger K still queued are skipped once the stop rule fires at a K every life
+        of which, and of every smaller K, has ended."""
+        import ray
+
+        queue = []
+        for group in groups:
+            todo = [life for life in group if life_state(_folder(run_dir, life)) != "done"]
+            for life in group:
+                if life not in todo:
+                    say(f"{tag(life)}: done earlier, kept")
+                    progress.life_started(life.key)
+                    progress.life_finished()
+            if todo:
+                queue.append(todo)
+        queue = handout_order(queue, _setting, self.seed)
+        running: dict = {}
+        free = list(self.slots)
+        stopped_at = _stop_rule(config, run_dir, lives, _keys(queue)) if early_stop else None  # a resumed run's
+        _skip_beyond(stopped_at, queue, run_dir, tag, say, progress)
+        while queue or running:
+            while free and queue and not (running and run_life.preflight_due):
+                slot = free.pop(0)
+                group = queue.pop(next_for(queue, _setting, slot.ran))
+                running[self._start(slot, group, config, run_dir, run_life, tag, say, progress)] = (slot, group)
+            if not running:
+                raise ClusterError(f"every Ray slot was lost ({'; '.join(self.lost)}); {len(queue)} server lives "
+                                   f"not run: continue with --resume {run_dir} once the cluster is back")
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=WAIT_S)
+            for ref in ready:
+                slot, group = running.pop(ref)
+                if self._collect(ref, slot, group, run_dir, run_life, tag, say, progress):
+                    free.append(slot)
+            if ready and early_stop and stopped_at is None:
+                stopped_at = _stop_rule(config, run_dir, lives, _keys(queue) | _keys(list(running.values()), 1))
+                _skip_beyond(stopped_at, queue, run_dir, tag, say, progress)
+
+    def _start(self, slot: Slot, group: list[Life], config: SweepConfig, run_dir: Path, run_life, tag, say, progress):
+        order = LifeOrder(config, run_life.caps, group[0].setting, [life.repeat for life in group], run_life.server,
+                          run_life.placement.processes, run_life.preflight_due)
+        record_cluster(run_dir, handed_out=[life.key for life in group])
+        for life in group:
+            out = _folder(run_dir, life)
+            out.mkdir(parents=True, exist_ok=True)
+            write_status(out, "running", **slot.where.status_fields(), t_start_s=round(time.time(), 3))
+        slot.ran.add(_setting(group))
+        say(f"{tag(group[0])}: starting the server on {slot.where.slot}"
+            + (f" (with {', '.join(life.key for life in group[1:])})" if len(group) > 1 else ""))
+        progress.life_started(group[0].key)
+        return slot.actor.run.remote(order)
+
+    def _collect(self, ref, slot: Slot, group: list[Life], run_dir: Path, run_life, tag, say, progress) -> bool:
+        """Write a finished life's files into the run folder; False when its slot is gone."""
+        import ray
+
+        try:
+            files = ray.get(ref)
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as err:
+            reason = (f"{NODE_LOST}: {slot.where.node} (Ray node {slot.where.node_id[:8]})"
+                      if _node_lost(slot.where.node_id)
+                      else f"the Ray slot on {slot.where.node} died: {_first_line(err)}")
+            self.lost.append(reason)
+            self.slots.remove(slot)
+            for life in group:
+                write_status(_folder(run_dir, life), "failed", reason, **slot.where.status_fields())
+                self._finished(life, Outcome("failed", reason), tag, say, progress)
+            return False
+        except ray.exceptions.RayTaskError as err:  # the life code raised: a bug, told as the life's failure
+            reason = f"the life failed on {slot.where.node}: {_first_line(err.cause or err)}"
+            for life in group:
+                write_status(_folder(run_dir, life), "failed", reason, **slot.where.status_fields())
+                self._finished(life, Outcome("failed", reason), tag, say, progress)
+            return True
+        unpack(files.archive, run_dir, [life.key for life in group])
+        for line in files.said:
+            say(f"  [{group[0].key}] {line.strip()}")
+        if run_life.preflight_due:
+            run_life.preflight_due = False
+            run_life.placement = dataclasses.replace(run_life.placement, processes=files.processes)
+        if files.preflight_error:  # no life was measured: each is run again by --resume
+            not_measured(run_dir, group[0].setting, [life.repeat for life in group], files.preflight_error)
+            raise PreflightError(files.preflight_error)
+        for life in group:
+            status = read_status(_folder(run_dir, life))
+            self._finished(life, Outcome(status.state if status else "failed", status.reason if status else
+                                         "the life's files did not come back"), tag, say, progress)
+        return True
+
+    @staticmethod
+    def _finished(life: Life, outcome: Outcome, tag, say, progress) -> None:
+        say(f"{tag(life)}: {outcome.state}" + (f" - {outcome.reason.splitlines()[0]}" if outcome.reason else ""))
+        progress.life_finished()
+
+
+def _skip_beyond(stopped_at: int | None, queue: list[list[Life]], run_dir: Path, tag, say, progress) -> None:
+    """The lives of a K above the early stop leave the queue, skipped (those running finish)."""
+    if stopped_at is None:
+        return
+    for group in [g for g in queue if g[0].setting.k > stopped_at]:
+        queue.remove(group)
+        for life in group:
+            skip(_folder(run_dir, life), stopped_at)
+            say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
+            progress.life_finished()
+
+
+def _keys(groups, at: int | None = None) -> set[str]:
+    """The life keys of queued groups, or of (slot, group) pairs with `at` = 1."""
+    return {life.key for item in groups for life in (item if at is None else item[at])}
+
+
+def _folder(run_dir: Path, life: Life) -> Path:
+    return results.life_dir(run_dir, life.setting.name, life.repeat)
+
+
+def _setting(group: list[Life]):
+    return group[0].setting
+
+
+def _first_line(err: BaseException) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def _node_lost(node_id: str, wait_s: float = NODE_DEATH_WAIT_S) -> bool:
+    """Has the slot's node left the cluster? A slot's calls fail (actor unavailable) before Ray's health checks
+    mark its node dead, so this waits up to `wait_s` for the node to be declared dead."""
+    import ray
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if not any(node["NodeID"] == node_id and node["Alive"] for node in ray.nodes()):
+                return True
+        except Exception:  # the cluster cannot say: count it as lost
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1.0)
+
+
+def _stop_rule(config: SweepConfig, run_dir: Path, lives: list[Life], pending: set[str]) -> int | None:
+    """The early stop over the K whose lives have all ended (none `pending`: queued or running), from the smallest
+    up (runner.run_lives's rule)."""
+    ks = sorted({life.setting.k for life in lives})
+    ended = [k for k in ks if all(l.key not in pending and life_state(_folder(run_dir, l)) in ENDED
+                                  for l in lives if l.setting.k == k)]
+    prefix = [k for n, k in enumerate(ks) if ks[:n + 1] == ended[:n + 1]]
+    if not prefix:
+        return None
+    data = write_tables(run_dir)
+    stops = [next_setting(data.evidence(variant=v.label), config.decision, config.speculation.k)[1]
+             for v in config.load.variants]
+    if None in stops or max(stops) > prefix[-1]:
+        return None
+    return max(stops)
+
+
+def slots_wanted(resources: dict, gpus_per_life: int, cpus_per_life: float) -> int:
+    """Slots the cluster's resources hold: by GPUs when a life needs some, and by CPUs in any case."""
+    by_cpu = int(resources.get("CPU", 0) // cpus_per_life)
+    return min(by_cpu, int(resources.get("GPU", 0) // gpus_per_life)) if gpus_per_life else by_cpu
+
+
+@contextmanager
+def ray_slots(config: SweepConfig, lives_planned: int, say):
+    """Ray started (or joined) for the sweep and one slot per life it can run at once; every slot killed and
+    Ray shut down on the way out, however the sweep ends."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"cluster.engine = \"ray\" needs Ray on this machine: {RAY_INSTALL}") from None
+    cluster = config.cluster
+    gpus_per_life = cluster.life_gpus(config.server.extra_args)
+    options = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if cluster.address:
+        ray.init(address=cluster.address, **options)
+    else:
+        # None: Ray counts the GPUs NVML sees; the object store carries only the lives' files
+        ray.init(num_gpus=cluster.gpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **options)
+    slots: list[Slot] = []
+    try:
+        resources = ray.cluster_resources()
+        count = min(slots_wanted(resources, gpus_per_life, cluster.cpus_per_life), max(lives_planned, 1))
+        if count < 1:
+            where = f"the Ray cluster at {cluster.address}" if cluster.address else "the Ray started here"
+            raise ConfigError(f"cluster.gpus_per_life = {gpus_per_life}: {where} has {resources.get('GPU', 0):g} "
+                              f"GPUs and {resources.get('CPU', 0):g} CPUs, not enough for one life (cpus_per_life "
+                              f"= {cluster.cpus_per_life:g}); set cluster.gpus (a Ray started here) or lower them")
+        remote = ray.remote(num_gpus=gpus_per_life, num_cpus=cluster.cpus_per_life, max_restarts=0,
+                            max_task_retries=0)(SlotWorker)
+        say(f"Ray: starting {count} slot{'s' if count != 1 else ''} (a slot waits while another sweep holds its GPUs)")
+        actors = [remote.remote() for _ in range(count)]
+        slots = [Slot(actor, where) for actor, where in zip(actors, ray.get([a.where.remote() for a in actors]))]
+        say(f"Ray: {len(slots)} slot{'s' if len(slots) != 1 else ''} of {gpus_per_life} "
+            f"GPU{'s' if gpus_per_life != 1 else ''} and "
+            f"{cluster.cpus_per_life:g} CPU each: {'; '.join(slot.where.slot for slot in slots)}")
+        yield RaySlots(slots, config.decision.seed, cluster.address)
+    finally:
+        for slot in slots:
+            try:
+                ray.kill(slot.actor, no_restart=True)  # its node's watchdog stops a server it was running
+            except Exception:
+                pass
+        ray.shutdown()
