@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = next(folder for folder in Path(__file__).resolve().parents if (folder / "pyproject.toml").is_file())
 DOCS = REPO / "docs"
 PUBLISHED = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md", REPO / "mkdocs.yml",
              *sorted(DOCS.rglob("*.md"))]
