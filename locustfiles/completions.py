@@ -2,7 +2,7 @@
 
 The users, the load shape and the event handlers live in the package (lookahead_runner/workload/locustfile.py),
 so an installed wheel has them too: there, `locust -f "$(lookahead-runner locustfile)"` runs the same.
-Options and examples: that file's docstring, or `locust -f locustfiles/completions.py --help`.
+Options and examples: that file's docstring, and docs/traffic.md.
 """
 
 from locust import run_single_user

@@ -10,8 +10,8 @@ It ships inside the package, so an installed wheel has it; `lookahead-runner loc
 
 (In a checkout, `locust -f locustfiles/completions.py` runs the same users: that file imports them from here.)
 Options: --stages, --prompt-tokens, --output-tokens, --model, --temperature, --top-p, --seed,
---prompt-file, --requests-csv, --stages-csv, --workload-json, --request-timeout-s (see
-`locust -f "$(lookahead-runner locustfile)" --help`). An API key is read from the environment variable
+--prompt-file, --requests-csv, --stages-csv, --workload-json, --request-timeout-s (workload/options.py;
+docs/traffic.md). An API key is read from the environment variable
 LOOKAHEAD_API_KEY only, and sent as a bearer header.
 Across hosts, start the master with the options and `--master --expect-workers N`, and each worker
 with `locust -f "$(lookahead-runner locustfile)" --worker --master-host MASTER` (plus LOOKAHEAD_API_KEY,
