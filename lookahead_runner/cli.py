@@ -1,4 +1,4 @@
-"""`lookahead-runner`: demo, sweep, report. Bad input is one line on stderr and exit code 2."""
+"""`lookahead-runner`: demo, sweep, ramp, report, locustfile. Bad input is one line on stderr and exit code 2."""
 from __future__ import annotations
 
 import argparse
@@ -213,6 +213,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_locustfile(args: argparse.Namespace) -> int:
+    from .run.load import DEFAULT_LOCUSTFILE
+
+    print(DEFAULT_LOCUSTFILE)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lookahead-runner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -253,11 +260,15 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="re-analyse a run folder's files and re-render its report")
     report.add_argument("run_dir", help="a run folder (holds plan.json)")
     report.set_defaults(func=cmd_report)
+    locustfile = sub.add_parser("locustfile", help="print the path of the package's locustfile, for "
+                                                    "locust -f \"$(lookahead-runner locustfile)\"")
+    locustfile.set_defaults(func=cmd_locustfile)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from .run.package_files import PackageFileError, check_package_files
     from .run.placement import PlacementError
     from .run.preflight import PreflightError
     from .run.server import ServerError
@@ -266,9 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     from .vllm.spec_keys import SpecKeyError
 
     try:
+        check_package_files(web=getattr(args, "web", False))  # a damaged install fails here, before any life
         return args.func(args)
     except (ConfigError, UsageError, KnobError, SpecKeyError, ProbeError, RunDirError, ServerError, PlacementError,
-            PreflightError) as err:
+            PreflightError, PackageFileError) as err:
         message = str(err).splitlines()[0] if isinstance(err, ServerError) and str(err) else str(err)
         print(one_line(f"lookahead-runner: {message}"), file=sys.stderr)
         return 2

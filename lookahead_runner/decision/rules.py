@@ -1,4 +1,4 @@
-"""The tuning method (method.md) as point rules on `CellStats`: gates, the stop rule, the pick.
+"""The tuning method (docs/method.md) as point rules on `CellStats`: gates, the stop rule, the pick.
 
 These run on the figures as measured and again on every resample (the verdict's confidence is
 the share of resamples in which the same K is picked), so they are plain and fast: no intervals,

@@ -1,4 +1,4 @@
-"""Statistics the decision rests on (decision-statistics.md), pure numpy/scipy.
+"""Statistics the decision rests on (docs/decision-statistics.md), pure numpy/scipy.
 
 - A percentile of n samples has a distribution-free interval between two order statistics
   (binomial ranks); at small n the upper end does not exist (a p99 below ~300 samples is "the

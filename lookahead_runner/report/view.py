@@ -30,7 +30,7 @@ from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_row
                       verdict_tone)
 
 _IDENTITY = ("setting", "axis_value", "k", "repeat", "variant", "stage", "users")
-# What a life folder normally holds (design.md); write_report drops the ones a life lacks.
+# What a life folder normally holds (docs/run-folder.md); write_report drops the ones a life lacks.
 LIFE_FILES = ("server.log", "server.json", "status.json", "requests.csv", "stages.csv", "gpu.csv",
               "server_metrics.csv", "locust.log", "locust_stats.csv", "locust_stats_history.csv",
               "locust_failures.csv", "locust_exceptions.csv")

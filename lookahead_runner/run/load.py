@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import reaper
+from .package_files import NEEDED, package_file
 from .placement import pin
 
-DEFAULT_LOCUSTFILE = Path(__file__).resolve().parents[2] / "locustfiles" / "completions.py"
+# inside the package (an installed wheel has it too); `lookahead-runner locustfile` prints it
+DEFAULT_LOCUSTFILE = package_file(NEEDED["locustfile"])
 WEB_HOST = "127.0.0.1"
 WEB_LINGER_S = 5.0  # with --web, the UI stays up this long after the last stage, showing the final values
 

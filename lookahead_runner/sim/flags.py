@@ -3,7 +3,7 @@
 Three sources:
 - 0.32.0: every row of flags_0_32.TABLE (read from a real 0.32.0 `--help=all`), with the flags the
   engine model uses replaced by typed versions (SEMANTIC_0_32) so values parse like vLLM's;
-- 0.10.2 and 0.6.6: hand-written subsets of those releases' flags. What vllm-facts.md fixes is exact
+- 0.10.2 and 0.6.6: hand-written subsets of those releases' flags. What docs/vllm-facts.md fixes is exact
   (how speculation is written, `--num-lookahead-slots`, the help layout); the rest is the common core a
   serving command uses. A flag outside the subset is an argparse error here where the real release
   would accept it: say so when a sweep on these profiles fails at the first server start.

@@ -1,4 +1,4 @@
-"""The simulator's log lines in each generation's format (vllm-facts.md, "Log lines worth parsing").
+"""The simulator's log lines in each generation's format (docs/vllm-facts.md, "Log lines worth parsing").
 
 V1 (0.10+): `(APIServer pid=N) INFO 11-29 17:15:33 [api_utils.py:347] message`, periodic
 `Engine 000: Avg prompt throughput: ...` and `SpecDecoding metrics: ...` lines, startup

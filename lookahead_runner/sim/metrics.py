@@ -1,4 +1,4 @@
-"""The simulator's /metrics, in the names and labels of the emulated generation (vllm-facts.md).
+"""The simulator's /metrics, in the names and labels of the emulated generation (docs/vllm-facts.md).
 
 V1 (0.10, 0.32): labels engine, model_name; `vllm:kv_cache_usage_perc`; spec decoding as counters
 (drafts, draft tokens, accepted, accepted per position). 0.32 exposes exactly the families of

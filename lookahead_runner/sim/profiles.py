@@ -1,4 +1,4 @@
-"""What differs between vLLM generations, as the simulator emulates them (vllm-facts.md).
+"""What differs between vLLM generations, as the simulator emulates them (docs/vllm-facts.md).
 
 - 0.6.6 (V0 engine): speculation by --speculative-model + --num-speculative-tokens; the literal
   --num-lookahead-slots reserves N extra KV slots per running sequence without speculation and is
@@ -164,7 +164,7 @@ VLLM_0_10 = Profile(
     groups=flags.GROUPS_0_10, flags=flags.FLAGS_0_10, json_flags=flags.JSON_FLAGS_0_10,
     spec_flags="config", lookahead_slots="ignored", lookahead_for=_v1_0_10_lookahead,
     spec_methods=("ngram", "eagle", "eagle3", "medusa", "mtp", "deepseek_mtp"),
-    # vllm-facts.md: draft-model speculation runs on V1 only from recent releases on.
+    # docs/vllm-facts.md: draft-model speculation runs on V1 only from recent releases on.
     unsupported_methods={"draft_model": (
         "NotImplementedError: Speculative decoding with draft model is not supported yet. Please consider "
         "using other speculative decoding methods such as ngram, medusa, eagle, or mtp.")},

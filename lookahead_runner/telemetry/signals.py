@@ -2,7 +2,7 @@
 
 Each caller differences vLLM's counters over its own interval and hands the growth here: analysis.py
 over a stage's window (the smallest sampled interval covering it), progress.py between two refreshes,
-the web UI's live tabs (lookahead_runner/live) over their last ten seconds. Definitions (method.md):
+the web UI's live tabs (lookahead_runner/live) over their last ten seconds. Definitions (docs/method.md):
 - acceptance rate = delta(accepted tokens) / delta(draft tokens);
 - mean acceptance length = 1 + delta(accepted tokens) / delta(drafts): tokens a sequence gains per step;
 - drafted tokens per step = delta(draft tokens) / delta(drafts): the K the server really ran (drafting.py

@@ -1,7 +1,7 @@
 """One setting of the sweep -> the `vllm serve` argv for the installed version.
 
 The swept knob is the per-sequence lookahead K (speculative tokens per step; K = 0 = no
-speculation). How K is written depends on the version (vllm-facts.md):
+speculation). How K is written depends on the version (docs/vllm-facts.md):
 `--speculative-model/--num-speculative-tokens` up to 0.8.1, `--speculative-config` JSON after,
 and the `--spec-method/--spec-model/--spec-tokens` shorthands where the help lists them.
 The literal `--num-lookahead-slots` is only rendered in raw mode, and only where it has effect.

@@ -1,4 +1,4 @@
-"""Which Prometheus series carry each signal, per vLLM generation (vllm-facts.md).
+"""Which Prometheus series carry each signal, per vLLM generation (docs/vllm-facts.md).
 
 Each signal lists candidate sample names, newest first; the first one present wins. Counters
 carry `_total`; `_created` series are ignored.

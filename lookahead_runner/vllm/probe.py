@@ -4,7 +4,7 @@ config takes a per-batch-size schedule (and in which form).
 Parsing is pure (`parse_version`, `parse_help_flags`, `capabilities_from`, `schedule_from_answer`);
 `run_probe` is the only function that starts processes (the CLI with `--version` and
 `serve --help[=all]`, and vLLM's Python through introspect.py). Version facts come from
-../shared/docs/vllm-facts.md.
+docs/vllm-facts.md.
 """
 from __future__ import annotations
 

@@ -1,0 +1,85 @@
+"""The README and the docs site hold together: no host path in what a reader sees, and every page the README,
+another page or the code cites exists and is in the site's nav (mkdocs.yml), so `mkdocs build --strict` and a
+reader following a citation both find it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = next(folder for folder in Path(__file__).resolve().parents if (folder / "pyproject.toml").is_file())
+DOCS = REPO / "docs"
+PUBLISHED = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md", REPO / "mkdocs.yml",
+             *sorted(DOCS.rglob("*.md"))]
+
+# a folder of one machine: this host's work and scratch folders, a home folder (/home/NAME, /root, ~/, /Users/NAME)
+HOST_PATH = re.compile(r"(?<![\w.$-])(?:/work(?:/|\b)|/tmp(?:/|\b)|/home/\w|/root(?:/|\b)|/Users/\w|~/)")
+
+
+def host_paths(text: str) -> list[str]:
+    """The lines of `text` that name a host path."""
+    return [line.strip() for line in text.splitlines() if HOST_PATH.search(line)]
+
+
+@pytest.mark.parametrize("path", PUBLISHED, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_host_path_in_what_a_reader_sees(path):
+    assert host_paths(path.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("line", ["see /work/bench/decision-accuracy", "--recordings /tmp/wt20-ma", "under /tmp",
+                                  "a lock under /work", "cd ~/lookahead", "in /home/alice/runs", "/root/.cache/pip",
+                                  "/Users/bob/runs"])
+def test_the_host_path_check_sees_each_kind(line):
+    assert host_paths(f"ok\n{line}\nok") == [line]
+
+
+@pytest.mark.parametrize("line", ["reports/<run>/report.html", "http://127.0.0.1:8000/v1/completions", "tests/unit/",
+                                  "$PWD/sim_gpu.json", "docs/method.md", "KV/work ratio", "/metrics and /health"])
+def test_the_host_path_check_passes_repository_paths_and_urls(line):
+    assert host_paths(line) == []
+
+
+def _nav_pages() -> set[str]:
+    return set(re.findall(r":\s*([\w/-]+\.md)\s*$", (REPO / "mkdocs.yml").read_text(encoding="utf-8"), re.M))
+
+
+def test_every_docs_page_is_in_the_nav_and_every_nav_entry_exists():
+    pages = {path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md")}
+    assert {"index.md", "method.md", "decision-statistics.md", "layout.md", "reliability.md"} <= pages
+    assert _nav_pages() == pages
+
+
+def _cited(text: str) -> set[str]:
+    """docs/NAME.md citations (a README link, a docstring's "(docs/method.md)")."""
+    return set(re.findall(r"\bdocs/([\w/-]+\.md)\b", text))
+
+
+def test_every_page_the_readme_or_the_code_cites_exists():
+    readme = _cited((REPO / "README.md").read_text(encoding="utf-8"))
+    code = set().union(*(_cited(path.read_text(encoding="utf-8")) for path in (REPO / "lookahead_runner").rglob("*.py")))
+    assert {"method.md", "decision-statistics.md"} <= code  # rules/signals and stats cite them
+    assert "layout.md" in readme
+    assert sorted(name for name in readme | code if not (DOCS / name).is_file()) == []
+
+
+def test_the_code_cites_pages_by_their_docs_path():
+    """A bare "(method.md)" names no file a reader can find."""
+    bare = [f"{path.relative_to(REPO)}: {match}" for path in (REPO / "lookahead_runner").rglob("*.py")
+            for match in re.findall(r"(?<![\w/.-])([\w-]+\.md)\b", path.read_text(encoding="utf-8"))]
+    assert bare == []
+
+
+def test_pages_link_only_to_pages_that_exist():
+    """Relative links between pages (what --strict checks too, here without mkdocs installed)."""
+    broken = []
+    for page in DOCS.rglob("*.md"):
+        for target in re.findall(r"\]\(([\w./-]+\.md)(?:#[\w-]+)?\)", page.read_text(encoding="utf-8")):
+            if not (page.parent / target).is_file():
+                broken.append(f"{page.relative_to(REPO)} -> {target}")
+    assert broken == []
+
+
+def test_the_readme_stays_short():
+    assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
