@@ -40,11 +40,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # K=0, one token a step, the most).
 E2E_FILES = {
     "test_workload_variants_sim.py": (189, "timed"), "test_repeat_mode.py": (142, "timed"),
-    "test_confirm_sim.py": (119, "alone"), "test_runner_lives.py": (107, "timed"),
+    "test_confirm_sim.py": (231, "alone"), "test_runner_lives.py": (107, "timed"),
     "test_fault_settings.py": (104, ""), "test_adaptive_sim.py": (95, "timed"),
     "test_missing_telemetry.py": (90, "timed"), "test_fault_signals.py": (89, ""), "test_fault_env.py": (86, ""),
     "test_secret_args.py": (52, ""), "test_cpu_placement.py": (51, "timed"), "test_sweep_sim.py": (43, "timed"),
     "test_spec_key_grid.py": (36, ""), "test_chat_sim.py": (114, "timed"),
+    "test_in_effect_sim.py": (51, "timed"), "test_cluster_ray.py": (260, "timed"),
 }
 UNLISTED_E2E_S = 30
 MAX_TIMED_FILES_AT_ONCE = 2
