@@ -113,8 +113,8 @@ def read_run(run_dir: Path) -> RunData:
     plan, config = read_plan_and_config(run_dir)
     preflight = read_preflight(run_dir)
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
-                        expected_output_tokens=config.load.variants[0].output_tokens,
-                        expected_prompt_tokens=config.load.variants[0].prompt_tokens,
+                        expected_output_tokens=config.load.variants[0].expected_output_tokens,
+                        expected_prompt_tokens=config.load.variants[0].expected_prompt_tokens,
                         max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms,
                         lag_advice=lag_advice(plan.placement, preflight))
     data = RunData(plan, config, pd.DataFrame(), [], preflight=preflight, run_dir=run_dir)
@@ -159,8 +159,8 @@ def read_run(run_dir: Path) -> RunData:
 
 
 def _rules_for(rules: WindowRules, variant: Variant) -> WindowRules:
-    return dataclasses.replace(rules, expected_output_tokens=variant.output_tokens,
-                               expected_prompt_tokens=variant.prompt_tokens)
+    return dataclasses.replace(rules, expected_output_tokens=variant.expected_output_tokens,
+                               expected_prompt_tokens=variant.expected_prompt_tokens)
 
 
 def decide_all(data: RunData) -> Decision:

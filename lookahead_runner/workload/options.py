@@ -7,7 +7,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from lookahead_runner.workload.prompt import read_corpus_file
+from lookahead_runner.workload.request_set import RequestSetError, read_request_set
 from lookahead_runner.workload.stages import STAGES_OPTION, Stage, parse_stages
+
+NATURAL_OUTPUT = "natural"   # --output-tokens natural (the config's load.output_tokens = "natural")
 
 
 @dataclass(frozen=True)
@@ -16,7 +19,7 @@ class ScenarioSettings:
 
     stages: str = "4:20,16:20,32:20"
     prompt_tokens: int = 128
-    output_tokens: int = 64
+    output_tokens: int | str = 64          # or NATURAL_OUTPUT
     model: str = ""
     temperature: float = 0.0
     top_p: float = 1.0
@@ -26,6 +29,8 @@ class ScenarioSettings:
     stages_csv: str = ""
     workload_json: str = ""
     request_timeout_s: float = 120.0
+    # --- the user's request set (issue 28)
+    request_set: str = ""
 
     @classmethod
     def from_options(cls, parsed_options: Any) -> ScenarioSettings:
@@ -39,8 +44,11 @@ class ScenarioSettings:
         parse_stages(self.stages)
         if self.prompt_tokens < 1:
             raise ValueError(f"--prompt-tokens: must be >= 1, got {self.prompt_tokens}")
-        if self.output_tokens < 1:
-            raise ValueError(f"--output-tokens: must be >= 1, got {self.output_tokens}")
+        if self.output_tokens == NATURAL_OUTPUT:
+            if not self.request_set:
+                raise ValueError("--output-tokens natural: needs --request-set (requests with their own max_tokens)")
+        elif not isinstance(self.output_tokens, int) or self.output_tokens < 1:
+            raise ValueError(f"--output-tokens: must be >= 1 or \"{NATURAL_OUTPUT}\", got {self.output_tokens}")
         if self.request_timeout_s <= 0:
             raise ValueError(f"--request-timeout-s: must be > 0, got {self.request_timeout_s}")
         if self.temperature < 0:
@@ -52,12 +60,18 @@ class ScenarioSettings:
     def parsed_stages(self) -> list[Stage]:
         return parse_stages(self.stages)
 
+    @property
+    def exact_output_tokens(self) -> int | None:
+        """Every response's completion tokens; None with natural lengths."""
+        return None if self.output_tokens == NATURAL_OUTPUT else int(self.output_tokens)
+
 
 _HELP = {
     "stages": "Load stages as USERS:SECONDS,... (each stage holds USERS users for SECONDS, spawned at USERS/s).",
     "prompt_tokens": "Prompt length in tokens, exact for the served model: text calibrated through POST "
     "/tokenize, or token ids where the server has no /tokenize.",
-    "output_tokens": "Output length in tokens, exact (max_tokens = min_tokens, ignore_eos).",
+    "output_tokens": "Output length in tokens, exact (max_tokens = min_tokens, ignore_eos); \"natural\" with "
+    "--request-set: each request ends at its end of sequence, capped by its own max_tokens.",
     "model": "Model name for requests; empty: the first id from GET /v1/models.",
     "temperature": "Sampling temperature of every request.",
     "top_p": "Sampling top_p of every request.",
@@ -67,6 +81,9 @@ _HELP = {
     "stages_csv": "Write one row per stage as it ran to this CSV file (empty: no file).",
     "workload_json": "Write how prompts were built (method, source, token count) to this JSON file (empty: no file).",
     "request_timeout_s": "Timeout in seconds for one request, end to end (also the socket timeout).",
+    "request_set": "Your own requests: JSONL of {\"prompt\": ...} or {\"messages\": [...]} per line (optional "
+    "max_tokens, category), or ShareGPT JSON; each user sends them in the same order in every run, starting again "
+    "at the end (empty: synthetic prompts of --prompt-tokens).",
 }
 
 
@@ -110,6 +127,23 @@ def _corpus_file(text: str) -> str:
     return text
 
 
+def _request_set_file(text: str) -> str:
+    if text:
+        try:
+            read_request_set(text)
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot read {text!r} ({exc.strerror})") from None
+        except (RequestSetError, UnicodeDecodeError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _output_tokens(text: str) -> int | str:
+    if text == NATURAL_OUTPUT:
+        return text
+    return _positive(int)(text)
+
+
 def _positive(kind: type) -> Any:
     def check(text: str) -> Any:
         try:
@@ -127,7 +161,7 @@ def _positive(kind: type) -> Any:
 _TYPES = {
     "stages": _checked_stages,
     "prompt_tokens": _positive(int),
-    "output_tokens": _positive(int),
+    "output_tokens": _output_tokens,
     "model": str,
     "temperature": _non_negative,
     "top_p": _unit_interval,
@@ -137,6 +171,7 @@ _TYPES = {
     "stages_csv": str,
     "workload_json": str,
     "request_timeout_s": _positive(float),
+    "request_set": _request_set_file,
 }
 
 

@@ -35,10 +35,12 @@ from geventhttpclient import connectionpool
 from locust import FastHttpUser, constant
 
 from lookahead_runner.records import CONNECTION_ERROR, CUT_ERROR, TIMEOUT_ERROR, RequestRecord
-from lookahead_runner.workload.request import StreamFailure, completion_payload, to_record, transport_failure
+from lookahead_runner.workload.request import (OutputCapture, StreamFailure, chat_payload, completion_payload,
+                                               set_payload, to_record, transport_failure)
+from lookahead_runner.workload.request_set import SetCursor
 from lookahead_runner.workload.scenario import ScenarioState, prepare_requests, stage_now, state_of
 from lookahead_runner.workload.reader import ArrivalReader
-from lookahead_runner.workload.sse import MalformedChunk, excerpt, parse_sse_line, scan_chunk
+from lookahead_runner.workload.sse import SPEC_KEY, MalformedChunk, excerpt, parse_sse_line, scan_chunk
 from lookahead_runner.workload.timeline import TokenTimeline, judge
 
 # geventhttpclient checks a pooled connection with select(timeout=0) before every request. Under
@@ -49,6 +51,10 @@ from lookahead_runner.workload.timeline import TokenTimeline, judge
 connectionpool.select = SimpleNamespace(select=monkey.get_original("select", "select"))
 
 COMPLETIONS_PATH = "/v1/completions"
+CHAT_PATH = "/v1/chat/completions"
+# A user's index in its process counts in steps of this, its worker's index added, so users of different worker
+# processes walk the request set from different places (Locust's --processes: at most 64).
+_USERS_STRIDE = 64
 # After a request refused outright (server down, HTTP error status), pause before the next one:
 # a closed loop would otherwise spin at thousands of failures per second and flood requests.csv.
 _REFUSED_BACKOFF_S = 0.1
@@ -74,6 +80,11 @@ class StreamingCompletionsBase(FastHttpUser):
         self._rng = random.Random()
         # raw SSE lines are read off the socket: a compressed body could not be split into lines
         self._headers = {"Accept-Encoding": "identity", **self.scenario.headers}
+        # the n-th user made in a process: its requests of the set follow from that alone, not from timing
+        worker = max(int(getattr(environment.runner, "worker_index", 0) or 0), 0)
+        self.user_index = self.scenario.users_made * _USERS_STRIDE + worker
+        self.scenario.users_made += 1
+        self._cursor: SetCursor | None = None
 
     def on_start(self) -> None:
         # Locust spawns a stage's new users in one burst (spawn rate = USERS per second is one
@@ -85,23 +96,22 @@ class StreamingCompletionsBase(FastHttpUser):
     def stream_completion(self) -> RequestRecord:
         """Send one request, read its stream, report it to Locust and append it to requests.csv."""
         state = self.scenario
-        if state.prompt is None:
+        if not state.prepared:
             prepare_requests(self.environment, state)
-        assert state.prompt is not None
         settings = state.settings
         stage, users = stage_now(self.environment)
-        payload = completion_payload(state.model, state.prompt.make(self._rng), settings.output_tokens,
-                                     settings.temperature, settings.top_p, settings.seed)
+        path, payload, sent, expected_prompt = self._next_request()
+        capture = OutputCapture() if sent is not None else None
         timeline = TokenTimeline()
         lag_mark = state.lag.mark()
         t_send_s = time.time()  # the clock the kernel stamps arrivals with (workload/reader.py)
         try:
             with self.client.post(
-                COMPLETIONS_PATH, json=payload, headers=self._headers, stream=True, catch_response=True
+                path, json=payload, headers=self._headers, stream=True, catch_response=True
             ) as resp:
-                failure, end_s = self._read_stream(resp, timeline, t_send_s, settings.request_timeout_s)
+                failure, end_s = self._read_stream(resp, timeline, t_send_s, settings.request_timeout_s, capture)
                 result = timeline.result(end_s)
-                reason = judge(result, settings.output_tokens, state.prompt.prompt_tokens)
+                reason = judge(result, settings.exact_output_tokens, expected_prompt)
                 if failure is None and reason is not None:
                     failure = StreamFailure(reason, f"{result.prompt_tokens} prompt, {result.output_tokens} "
                                                     f"output tokens, {result.chunks} chunks")
@@ -114,17 +124,40 @@ class StreamingCompletionsBase(FastHttpUser):
         except GreenletExit:
             # Stopped mid-request: no Locust event fired (the with-block saw no verdict), only a "cut" row.
             cut = timeline.result(time.time() - t_send_s)
-            self._write(to_record(stage, users, t_send_s, cut, CUT_ERROR, None, state.client, state.lag.cpu_pct()))
+            self._write(to_record(stage, users, t_send_s, cut, CUT_ERROR, None, state.client, state.lag.cpu_pct(),
+                                  sent, capture))
             raise
         record = to_record(stage, users, t_send_s, result, str(failure or ""), state.lag.p99_since_ms(lag_mark),
-                           state.client, state.lag.cpu_pct())
+                           state.client, state.lag.cpu_pct(), sent, capture)
         self._write(record)
         if failure is not None and failure.reason.startswith((CONNECTION_ERROR, "HTTP ")):
             gevent.sleep(_REFUSED_BACKOFF_S)
         return record
 
+    def _next_request(self) -> tuple[str, dict[str, Any], tuple[Any, int] | None, int | None]:
+        """(path, body, (the set's request, its round) or None, the prompt tokens every response must count)."""
+        state, settings = self.scenario, self.scenario.settings
+        if state.request_set is None:
+            assert state.prompt is not None
+            return (COMPLETIONS_PATH, completion_payload(state.model, state.prompt.make(self._rng),
+                                                         settings.exact_output_tokens, settings.temperature,
+                                                         settings.top_p, settings.seed),
+                    None, state.prompt.prompt_tokens)
+        if self._cursor is None or self._cursor.request_set is not state.request_set:
+            self._cursor = SetCursor(state.request_set, self.user_index)
+        request, rounds = self._cursor.next()
+        exact = settings.exact_output_tokens
+        if request.is_chat:  # the chat half of issue 28 owns this path (load.endpoint = "chat")
+            assert request.messages is not None
+            return (CHAT_PATH, chat_payload(state.model, request.messages, exact or request.cap(), exact is not None,
+                                            settings.temperature, settings.top_p, settings.seed),
+                    (request, rounds), None)
+        return (COMPLETIONS_PATH, set_payload(state.model, request, exact, settings.temperature, settings.top_p,
+                                              settings.seed),
+                (request, rounds), None)
+
     def _read_stream(self, resp: Any, timeline: TokenTimeline, t_send_s: float,
-                     timeout_s: float) -> tuple[StreamFailure | None, float]:
+                     timeout_s: float, capture: OutputCapture | None = None) -> tuple[StreamFailure | None, float]:
         """(why the stream failed or None, its end in seconds from the send)."""
         error = getattr(resp, "error", None)
         status = resp.status_code
@@ -135,7 +168,7 @@ class StreamingCompletionsBase(FastHttpUser):
         # The socket timeout bounds each read; this bounds the whole request (a trickling stream too).
         timer = gevent.Timeout.start_new(max(t_send_s + timeout_s - time.time(), 0.0))
         try:
-            failure, end_s = self._read_events(resp.stream, timeline, t_send_s)
+            failure, end_s = self._read_events(resp.stream, timeline, t_send_s, capture)
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
@@ -146,20 +179,22 @@ class StreamingCompletionsBase(FastHttpUser):
             _close_connection(resp)
         return failure, end_s
 
-    def _read_events(self, raw: Any, timeline: TokenTimeline, t_send_s: float) -> tuple[StreamFailure | None, float]:
+    def _read_events(self, raw: Any, timeline: TokenTimeline, t_send_s: float,
+                     capture: OutputCapture | None = None) -> tuple[StreamFailure | None, float]:
         """Read the SSE events as they arrive. Per line: the arrival time of the socket read that completed
         it (reader.py), then vLLM's compact chunk read by position (sse.scan_chunk), a full JSON parse only
         for anything else. Ends at [DONE] (its arrival is the end), an error chunk, or the end of the body."""
         observe = self.observe_line
         reader = ArrivalReader(raw)
         try:
-            return self._read_lines(reader, timeline, t_send_s, observe)
+            return self._read_lines(reader, timeline, t_send_s, observe, capture)
         finally:
             reader.close()  # the connection's own timeout back, however the stream ended
 
     @staticmethod
     def _read_lines(reader: ArrivalReader, timeline: TokenTimeline, t_send_s: float,
-                    observe: Callable[[bytes, float], None] | None) -> tuple[StreamFailure | None, float]:
+                    observe: Callable[[bytes, float], None] | None,
+                    capture: OutputCapture | None = None) -> tuple[StreamFailure | None, float]:
         add = timeline.add_parts
         while True:
             try:
@@ -175,8 +210,11 @@ class StreamingCompletionsBase(FastHttpUser):
                 if not line:  # the blank line after every event
                     continue
                 parts = scan_chunk(line, timeline.prompt_tokens is None)
-                if parts is not None:
+                # a request of the set keeps its text, and its final usage chunk's metrics (read in full below)
+                if parts is not None and (capture is None or (parts[0] and SPEC_KEY not in line)):
                     add(arrived_s, *parts)
+                    if capture is not None:
+                        capture.add_line(line)
                     continue
                 try:
                     chunk = parse_sse_line(line)
@@ -185,6 +223,8 @@ class StreamingCompletionsBase(FastHttpUser):
                 if chunk is None:
                     continue
                 timeline.add(chunk, arrived_s)
+                if capture is not None:
+                    capture.add_chunk(chunk)
                 if chunk.done:
                     return None, arrived_s
                 if chunk.error is not None:
