@@ -35,6 +35,8 @@ class CompletionParams:
     include_usage: bool
     continuous_usage: bool
     model: str | None
+    content_key: int = 0          # a hash of the prompt: its natural end and its output text follow from it
+    content_words: tuple[str, ...] = ()   # the prompt's first words (its category, scenarios.category_of)
 
 
 def token_ids(prompt: str | list) -> list[int]:
@@ -113,7 +115,17 @@ def parse_completion(body: object, max_model_len: int) -> CompletionParams:
         include_usage=bool(options.get("include_usage", False)),
         continuous_usage=bool(options.get("continuous_usage_stats", False)),
         model=str(model) if model is not None else None,
+        content_key=content_key(body["prompt"]),
+        content_words=tuple(body["prompt"].split()[:CATEGORY_WORDS]) if isinstance(body["prompt"], str) else (),
     )
+
+
+CATEGORY_WORDS = 64   # the words a category is looked for in
+
+
+def content_key(prompt: object) -> int:
+    """A stable hash of a prompt (text or token ids): the same content, the same key, in every process."""
+    return zlib.crc32(json.dumps(prompt, separators=(",", ":")).encode())
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:
@@ -154,9 +166,12 @@ class ChunkWriter:
         return b"data: [DONE]\n\n"
 
 
-def spec_metrics(k: int, spec_steps: int, drafted: int, accepted: int, accept_hist: list[int]) -> dict:
-    """Per-request speculation summary vLLM 0.32 puts in the final usage chunk (drafted: the tokens its
-    steps drafted, spec_steps x K without a per-batch-size schedule)."""
+def spec_metrics(k: int, spec_steps: int, drafted: int, accepted: int, accept_hist: list[int],
+                 per_step: tuple[list[int], list[int]] | None = None) -> dict:
+    """Per-request speculation summary vLLM 0.32 puts in the final usage chunk with --per-request-spec-decode-metrics
+    summary (drafted: the tokens its steps drafted, spec_steps x K without a per-batch-size schedule); `detailed`
+    adds the per-step accepted and drafted arrays (vllm/v1/metrics/stats.py RequestSpecDecodeMetrics.to_dict)."""
+    extra = {"per_step_accepted": per_step[0], "per_step_drafted": per_step[1]} if per_step and per_step[0] else {}
     return {
         "mean_acceptance_length": 1.0 + accepted / spec_steps if spec_steps else 1.0,
         "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
@@ -165,7 +180,7 @@ def spec_metrics(k: int, spec_steps: int, drafted: int, accepted: int, accept_hi
         "num_accepted_draft_tokens": accepted,
         "num_draft_tokens": drafted,
         "num_spec_tokens": k,
-    }
+    } | extra
 
 
 def completion_response(request_id: str, created: int, model: str, text: str, finish_reason: str,
