@@ -25,6 +25,7 @@ from ..runfolder.plan import (LifeResult, LifeStatus, Plan, RunRecord, VariantTo
                               read_status)
 from ..runfolder.preflight import PreflightRecord, read_preflight
 from .preflight import lag_advice
+from .request_set_run import request_set_summary
 from ..variants import Variant
 from ..decision.variants import by_variant, note_unconfirmed_schedules
 from ..vllm.probe import Capabilities
@@ -277,6 +278,8 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision.reasons.append(f"Early stop: K {ks} were not run once the stop rule fired "
                                 f"(rerun with --no-early-stop to measure them).")
     decision.diagnoses += telemetry_gaps(data.statuses)
+    if plan.mode != "ramp":
+        decision.request_set = request_set_summary(data, decision)
     costs = life_costs(plan.lives, data.statuses)
     decision.cost = run_cost(costs, config, config.sweep.strategy, plan.adaptive.stopped if plan.adaptive else "")
     if plan.adaptive is not None:
