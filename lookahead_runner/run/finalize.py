@@ -26,6 +26,7 @@ from ..runfolder.plan import (LifeResult, LifeStatus, Plan, RunRecord, VariantTo
 from ..runfolder.preflight import PreflightRecord, read_preflight
 from .preflight import lag_advice
 from .request_set_run import request_set_summary
+from ..workload.request_set import METHOD_REQUEST_SET
 from ..variants import Variant
 from ..decision.variants import by_variant, note_unconfirmed_schedules
 from ..vllm.probe import Capabilities
@@ -269,7 +270,8 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     for state, notes in (("failed", decision.failed_lives), ("skipped", decision.skipped_lives)):
         notes.extend(LifeNote(life=l.planned.dir, reason=l.reason) for l in data.lives if l.state == state)
     fallbacks = [l.planned.dir for l in data.lives
-                 if any(block.tokens.get("prompt_method") not in (None, "", "tokenize") for block in l.variants or [l])]
+                 if any(block.tokens.get("prompt_method") not in (None, "", "tokenize", METHOD_REQUEST_SET)
+                        for block in l.variants or [l])]
     if fallbacks:
         decision.diagnoses.append(f"Prompts in {len(fallbacks)} lives were token ids, not text calibrated "
                                   f"through /tokenize (see lives.csv prompt_note), e.g. {fallbacks[0]}.")

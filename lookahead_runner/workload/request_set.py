@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+METHOD_REQUEST_SET = "request-set"   # workload.json's prompt_method: the prompts are the set's own
 MIN_REQUESTS_PER_CATEGORY = 20    # fewer cannot give a category's acceptance an interval in a window
 DEFAULT_MAX_TOKENS = 256          # the cap of a request without its own max_tokens
 UNCATEGORISED = ""

@@ -41,7 +41,7 @@ from lookahead_runner.workload.prompt import (
     token_ids_plan,
     tokenize_counter,
 )
-from lookahead_runner.workload.request_set import RequestSet, read_request_set
+from lookahead_runner.workload.request_set import METHOD_REQUEST_SET, RequestSet, read_request_set
 from lookahead_runner.workload.shape import StagedShape
 
 logger = logging.getLogger(__name__)
@@ -250,7 +250,7 @@ def prepare_requests(environment: Environment, state: ScenarioState) -> None:
 def _describe_set(request_set: RequestSet | None) -> dict[str, Any]:
     """workload.json's account of a request set: which file, how many requests, of which categories, its hash."""
     assert request_set is not None
-    return {"prompt_method": "request-set", "prompt_source": request_set.path, "prompt_tokens": None,
+    return {"prompt_method": METHOD_REQUEST_SET, "prompt_source": request_set.path, "prompt_tokens": None,
             "request_set_size": len(request_set), "request_set_categories": request_set.categories,
             "request_set_fingerprint": request_set.fingerprint, "prompt_note": ""}
 
