@@ -7,7 +7,8 @@
     locust -f locustfiles/completions.py --host http://127.0.0.1:8000 --headless --processes 4 ...
 
 Options: --stages, --prompt-tokens, --output-tokens, --model, --temperature, --top-p, --seed,
---prompt-file, --requests-csv, --stages-csv, --workload-json, --request-timeout-s (see
+--prompt-file, --requests-csv, --stages-csv, --workload-json, --request-timeout-s, --request-set (your own
+requests, JSONL or ShareGPT; with --output-tokens natural each ends at its end of sequence) (see
 `locust -f locustfiles/completions.py --help`). An API key is read from the environment variable
 LOOKAHEAD_API_KEY only, and sent as a bearer header.
 Across hosts, start the master with the options and `--master --expect-workers N`, and each worker
