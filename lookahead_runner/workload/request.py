@@ -78,12 +78,15 @@ class OutputCapture:
     """What a request of the user's set records beside its timing: the output text (hashed), the finish reason,
     and vLLM 0.32's per-request speculative-decoding metrics of its final usage chunk."""
 
+    keep_text: bool = True          # False: only the metrics (a synthetic prompt's output is not compared)
     texts: list[str] = field(default_factory=list)
     finish_reason: str = ""
     spec: dict | None = None
 
     def add_line(self, line: bytes) -> None:
         """A compact content line the fast path read (sse.scan_chunk): its text and finish reason."""
+        if not self.keep_text:
+            return
         text, finish = text_and_finish(line)
         if text:
             self.texts.append(text)
@@ -91,7 +94,7 @@ class OutputCapture:
             self.finish_reason = finish
 
     def add_chunk(self, chunk: Chunk) -> None:
-        if chunk.text:
+        if chunk.text and self.keep_text:
             self.texts.append(chunk.text)
         if chunk.finish_reason:
             self.finish_reason = chunk.finish_reason
@@ -149,7 +152,7 @@ def to_record(
         request, rounds = sent
         extra |= {"request_index": request.index, "category": request.category, "set_round": rounds}
     if capture is not None:
-        extra |= {"output_hash": capture.output_hash if result.output_tokens else "",
+        extra |= {"output_hash": capture.output_hash if result.output_tokens and capture.keep_text else "",
                   "finish_reason": capture.finish_reason, **capture.spec_columns()}
     return RequestRecord(
         stage=stage,

@@ -101,7 +101,7 @@ class StreamingCompletionsBase(FastHttpUser):
         settings = state.settings
         stage, users = stage_now(self.environment)
         path, payload, sent, expected_prompt = self._next_request()
-        capture = OutputCapture() if sent is not None else None
+        capture = OutputCapture(keep_text=sent is not None)   # every response's spec metrics; a set's text too
         timeline = TokenTimeline()
         lag_mark = state.lag.mark()
         t_send_s = time.time()  # the clock the kernel stamps arrivals with (workload/reader.py)
@@ -210,7 +210,7 @@ class StreamingCompletionsBase(FastHttpUser):
                 if not line:  # the blank line after every event
                     continue
                 parts = scan_chunk(line, timeline.prompt_tokens is None)
-                # a request of the set keeps its text, and its final usage chunk's metrics (read in full below)
+                # the final usage chunk's metrics are read in full below; a request of the set keeps its text
                 if parts is not None and (capture is None or (parts[0] and SPEC_KEY not in line)):
                     add(arrived_s, *parts)
                     if capture is not None:

@@ -179,3 +179,14 @@ def test_a_bad_set_stops_the_sweep_before_anything_starts(tmp_path):
     assert done.stderr.strip().splitlines()[-1].endswith(f"load.requests: {bad}: line 2: message 1 has no \"role\"; "
                                                         "give one of system, user, assistant, tool, developer")
     assert "Traceback" not in done.stderr and not (tmp_path / "runs").exists()
+
+
+def test_a_synthetic_prompts_response_keeps_its_metrics_but_not_its_text():
+    capture = OutputCapture(keep_text=False)
+    capture.add_line(b'data: {"id":"x","choices":[{"index":0,"text":" a","finish_reason":"length"}]}')
+    capture.add_chunk(parse_sse_line('data: {"id":"x","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1},'
+                                     '"metrics":{"speculative_decoding":{"mean_acceptance_length":1.5,'
+                                     '"num_spec_steps":2,"num_accepted_draft_tokens":1,"num_draft_tokens":4}}}'))
+    record = to_record(0, 1, 1.0, StreamResult(0.1, 0.2, [], 3, 1, True, 1, True), "", None, capture=capture)
+    assert record.output_hash == "" and record.request_index is None and record.category == ""
+    assert (record.spec_acceptance_length, record.spec_steps, record.spec_draft_tokens) == (1.5, 2, 4)
