@@ -9,7 +9,8 @@
 
 Options: --stages, --prompt-tokens, --output-tokens, --model, --temperature, --top-p, --seed,
 --prompt-file, --requests-csv, --stages-csv, --workload-json, --request-timeout-s, --endpoint,
---chat-template-kwargs (see
+--chat-template-kwargs, --request-set (your own
+requests, JSONL or ShareGPT; with --output-tokens natural each ends at its end of sequence) (see
 `locust -f locustfiles/completions.py --help`). An API key is read from the environment variable
 LOOKAHEAD_API_KEY only, and sent as a bearer header.
 Across hosts, start the master with the options and `--master --expect-workers N`, and each worker
