@@ -204,3 +204,28 @@ def test_a_messages_request_with_endpoint_chat_is_a_chat_payload_of_natural_leng
     assert chat["chat_template_kwargs"] == {"enable_thinking": False} and chat["seed"] == 3
     exact = chat_payload("m", request.messages, 16, 0.0, exact=True)
     assert exact["min_tokens"] == exact["max_completion_tokens"] == 16 and exact["ignore_eos"] is True
+
+
+def test_messages_with_the_completions_endpoint_are_refused_in_one_line(tmp_path):
+    chat = write_lines(tmp_path / "chat.jsonl", ['{"prompt": "a"}', '{"messages": [{"role": "user", "content": "x"}]}'])
+    toml = tmp_path / "sweep.toml"
+    toml.write_text(f'[server]\nmodel = "m"\n[load]\nrequests = "{chat}"\n')   # endpoint: "completions" by default
+    done = subprocess.run([sys.executable, "-m", "lookahead_runner", "sweep", "--config", str(toml), "--out",
+                           str(tmp_path / "runs")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(f"load.requests: {chat}: line 2 has \"messages\", which need "
+                                                        "load.endpoint = \"chat\"; set it, or give every request a "
+                                                        "\"prompt\"")
+    assert "Traceback" not in done.stderr and not (tmp_path / "runs").exists()
+
+
+def test_the_capture_of_a_chat_stream_reads_the_deltas_text_and_finish():
+    capture = OutputCapture(chat=True)
+    capture.add_line(b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":'
+                     b'"assistant","content":""},"logprobs":null,"finish_reason":null}]}')
+    capture.add_line(b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":'
+                     b'" a"},"logprobs":null,"finish_reason":null}]}')
+    capture.add_line(b'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":'
+                     b'" b"},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}')
+    assert capture.texts == [" a", " b"] and capture.finish_reason == "stop"
+    assert capture.output_hash == OutputCapture(texts=[" a b"]).output_hash
