@@ -45,7 +45,7 @@ E2E_FILES = {
     "test_missing_telemetry.py": (90, "timed"), "test_fault_signals.py": (89, ""), "test_fault_env.py": (86, ""),
     "test_secret_args.py": (52, ""), "test_cpu_placement.py": (51, "timed"), "test_sweep_sim.py": (43, "timed"),
     "test_spec_key_grid.py": (36, ""), "test_chat_sim.py": (114, "timed"),
-    "test_request_set_sim.py": (48, ""),
+    "test_request_set_sim.py": (84, ""),
 }
 UNLISTED_E2E_S = 30
 MAX_TIMED_FILES_AT_ONCE = 2

@@ -108,3 +108,36 @@ def test_natural_outputs_are_the_same_under_every_k_and_the_report_says_so(run_d
     plan = json.loads((run_dir / "plan.json").read_text())
     argv = {life["k"]: life["argv"] for life in plan["lives"]}
     assert "--per-request-spec-decode-metrics" not in argv[0] and "--per-request-spec-decode-metrics" in argv[K]
+
+
+def test_a_set_of_messages_goes_to_the_chat_endpoint_with_natural_lengths(tmp_path):
+    """Requests with messages and load.endpoint = "chat": every K sends them to /v1/chat/completions (the sim's
+    chat format has its own acceptance, alpha_chat 0.5), each ends at its own end of sequence, and a category's own
+    acceptance (code 0.9) wins over the chat format's."""
+    lines = [{"messages": [{"role": "system", "content": "Be brief."},
+                           {"role": "user", "content": f"Write code number {i} that sorts {i} items"}],
+              "max_tokens": 160, "category": "code"} for i in range(30)]
+    lines += [{"messages": [{"role": "user", "content": f"Let's talk about day {i}"}], "max_tokens": 24,
+               "category": "talk"} for i in range(30)]
+    (tmp_path / "set.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    sweep = SWEEP.format(requests=tmp_path / "set.jsonl").replace(
+        '"category_alpha=code:0.9,chat:0.3"', '"category_alpha=code:0.9", "--sim-set", "alpha_chat=0.5"').replace(
+        'output_tokens = "natural"', 'output_tokens = "natural"\nendpoint = "chat"\n'
+                                     'chat_template_kwargs = { enable_thinking = false }')
+    (tmp_path / "sweep.toml").write_text(sweep)
+    done = subprocess.run([sys.executable, "-m", "lookahead_runner", "sweep", "--config", str(tmp_path / "sweep.toml"),
+                           "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 3), done.stdout[-2000:] + done.stderr[-3000:]
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    k0 = pd.read_csv(run_dir / "k0" / "r0" / "requests.csv")
+    k3 = pd.read_csv(run_dir / "k3" / "r0" / "requests.csv")
+    assert len(k0) > 20 and k0["ok"].all() and k3["ok"].all()
+    assert set(k3["category"]) == {"code", "talk"} and "stop" in set(k3["finish_reason"])
+    assert k3.groupby("category")["output_tokens"].max()["talk"] <= 24
+    assert k3["output_hash"].notna().all() and k3["spec_steps"].notna().all() and k0["spec_steps"].isna().all()
+    agreement = json.loads((run_dir / "decision.json").read_text())["request_set"]["agreement"]
+    assert agreement["matched"] >= 20 and agreement["same_text_share"] == 1.0
+    table = {(a["category"], a["k"]): a for a in json.loads((run_dir / "decision.json").read_text())
+             ["request_set"]["acceptance"]}
+    assert table[("code", K)]["acceptance_length"] == pytest.approx(truth(0.9), rel=0.05)
+    assert table[("talk", K)]["acceptance_length"] == pytest.approx(truth(0.5), rel=0.05)
