@@ -3,6 +3,8 @@
 The column names are the contract with the runner side, which reads these files with pandas.
 Times ending in ``_s`` are unix seconds, durations ending in ``_ms`` are milliseconds; an empty
 cell means "not measured" (for example ``ttft_ms`` of a request that failed before its first token).
+The request-set columns (``request_index`` to ``finish_reason``) and the ``spec_*`` columns (vLLM 0.32's
+per-request speculative-decoding metrics) are empty for synthetic prompts and without the server flag.
 
 The client columns say whether the Locust process could be trusted while the request ran:
 ``lag_p99_ms`` is the p99 of that process's event-loop lag during the request (how late it ran a
@@ -39,6 +41,18 @@ REQUEST_COLUMNS: tuple[str, ...] = (
     "lag_p99_ms",
     "client",
     "client_cpu_pct",
+    # a request of the user's set (load.requests; empty for synthetic prompts) and what came back
+    "request_index",
+    "category",
+    "set_round",
+    "output_hash",
+    "finish_reason",
+    # vLLM 0.32's per-request metrics.speculative_decoding (--per-request-spec-decode-metrics); empty without
+    "spec_acceptance_length",
+    "spec_acceptance_rate",
+    "spec_steps",
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
 )
 
 STAGE_COLUMNS: tuple[str, ...] = ("stage", "users", "t_start_s", "t_end_s")
@@ -84,6 +98,16 @@ class RequestRecord:
     lag_p99_ms: float | None
     client: str = ""
     client_cpu_pct: float | None = None
+    request_index: int | None = None       # its place in the request set (0-based)
+    category: str = ""
+    set_round: int | None = None           # times this user had run through the whole set before it
+    output_hash: str = ""                  # of the output text: equal across K when the text is
+    finish_reason: str = ""
+    spec_acceptance_length: float | None = None   # mean_acceptance_length
+    spec_acceptance_rate: float | None = None     # draft_acceptance_rate
+    spec_steps: int | None = None                 # num_spec_steps
+    spec_draft_tokens: int | None = None          # num_draft_tokens
+    spec_accepted_tokens: int | None = None       # num_accepted_draft_tokens
 
     def as_row(self) -> list[str]:
         return [format_cell(value) for value in astuple(self)]

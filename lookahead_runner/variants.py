@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from .vllm.knob import MAX_MODEL_LEN_FLAG, flag_value, human_int
 
+NATURAL_OUTPUT = "natural"   # load.output_tokens: each request ends at its end of sequence (request_set.py)
 # the least value of each axis and its type
 AXES = {"prompt_tokens": (1, int), "output_tokens": (2, int), "temperature": (0, float)}
 
@@ -32,6 +33,24 @@ class Variant:
     temperature: float
     key: str = ""      # folder and table key ("p400", "p4000-t0.7"); "" = the sweep's only variant
     label: str = ""    # what sets it apart, in words ("4,000-token prompts"); "" = the only variant
+    # a request set (load.requests) brings its own prompts; natural outputs end at their end of sequence
+    set_prompts: bool = False
+    natural_output: bool = False
+
+    @property
+    def output_setting(self) -> int | str:
+        """load.output_tokens as this variant's Locust run takes it: the count, or "natural"."""
+        return NATURAL_OUTPUT if self.natural_output else self.output_tokens
+
+    @property
+    def expected_output_tokens(self) -> int:
+        """Every response's completion tokens, or 0 where they are not fixed (natural outputs)."""
+        return 0 if self.natural_output else self.output_tokens
+
+    @property
+    def expected_prompt_tokens(self) -> int:
+        """Every request's prompt tokens, or 0 where they are the request set's own."""
+        return 0 if self.set_prompts else self.prompt_tokens
 
     @property
     def context_tokens(self) -> int:

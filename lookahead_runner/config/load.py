@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
-from ..variants import Variant, axis_values, variants_of
+from ..variants import NATURAL_OUTPUT, Variant, axis_values, variants_of
+from ..workload.request_set import DEFAULT_MAX_TOKENS
 from .strict import CpuList, Strict
 
 AUTO_FIRST_REPEATS = 2
@@ -24,7 +26,9 @@ class LoadConfig(Strict):
     prompt_tokens: int | list[int] = Field(
         128, description="prompt length in tokens; a list is a workload axis measured in each server life, e.g. "
                          "[512, 4096] (variants.py)")
-    output_tokens: int | list[int] = Field(64, description="output length in tokens (>= 2); a list is an axis too")
+    output_tokens: int | list[int] | Literal["natural"] = Field(
+        64, description="output length in tokens (>= 2); a list is an axis too; \"natural\": each request of "
+                        "load.requests ends at its end of sequence, capped by its own max_tokens")
     temperature: float | list[float] = Field(0.0, description="sampling temperature (>= 0); a list is an axis too")
     repeats: int | Literal["auto"] = Field(
         1, description="repeats of every setting; \"auto\" = 2, then one more of each K the verdict hangs on "
@@ -68,6 +72,10 @@ class LoadConfig(Strict):
         except (TypeError, ValueError):
             raise ValueError("values must be strings, numbers, booleans, lists or tables (no dates)") from None
         return value
+    # --- the user's request set (issue 28; workload/request_set.py reads it, config/loading.check_files at load)
+    requests: str = Field("", description="a request set: JSONL of {\"prompt\": ...} or {\"messages\": [...]} per line "
+                                          "(optional max_tokens, category), or ShareGPT JSON; every K sends the same "
+                                          "requests in the same order per user; empty = synthetic prompts")
 
     @field_validator("repeats", mode="before")
     @classmethod
@@ -83,12 +91,29 @@ class LoadConfig(Strict):
     @field_validator("prompt_tokens", "output_tokens", "temperature", mode="before")
     @classmethod
     def _workload_axis(cls, value: object, info) -> object:
+        if info.field_name == "output_tokens" and value == NATURAL_OUTPUT:
+            return value
         return axis_values(info.field_name, value)
+
+    @model_validator(mode="after")
+    def _request_set(self) -> "LoadConfig":
+        if self.output_tokens == NATURAL_OUTPUT and not self.requests:
+            raise ValueError("output_tokens = \"natural\" needs a request set whose requests carry their max_tokens; "
+                             "set load.requests = \"FILE\" or give a number of output tokens")
+        if self.requests and self.prompt_file:
+            raise ValueError("requests: a request set brings its own prompts; remove load.prompt_file")
+        if self.requests and isinstance(self.prompt_tokens, list):
+            raise ValueError("requests: a request set brings its own prompts; give no list of load.prompt_tokens")
+        return self
 
     @property
     def variants(self) -> list[Variant]:
         """The workload variants every server life runs, in order (variants.py)."""
-        return variants_of(self.prompt_tokens, self.output_tokens, self.temperature)
+        natural = self.output_tokens == NATURAL_OUTPUT
+        out = variants_of(self.prompt_tokens, DEFAULT_MAX_TOKENS if natural else self.output_tokens, self.temperature)
+        if natural or self.requests:
+            out = [replace(v, set_prompts=bool(self.requests), natural_output=natural) for v in out]
+        return out
 
     @property
     def planned_repeats(self) -> int:

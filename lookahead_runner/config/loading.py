@@ -48,6 +48,7 @@ def check_environment(config: SweepConfig, source: str = "config", environ=os.en
 
 def check_files(config: SweepConfig, source: str = "config") -> None:
     """Files the config names must be readable now, not hours into the sweep."""
+    check_request_set(config, source)
     path = config.load.prompt_file
     if not path:
         return
@@ -67,6 +68,32 @@ def check_files(config: SweepConfig, source: str = "config") -> None:
                           "write one {\"text\": ...} per line") from None
     except ValueError as err:
         raise ConfigError(f"{source}: load.prompt_file: {err}") from None
+
+
+def check_request_set(config: SweepConfig, source: str = "config") -> None:
+    """load.requests read whole now: a bad line is one error naming the file and the line, before anything starts."""
+    path = config.load.requests
+    if not path:
+        return
+    from ..workload.request_set import RequestSetError, read_request_set  # pure: the reader the load uses
+
+    if not os.path.isfile(path):
+        why = "is not a file" if os.path.exists(path) else "does not exist"
+        raise ConfigError(f"{source}: load.requests: {path!r} {why}; give a JSONL request set "
+                          "({\"prompt\": ...} or {\"messages\": [...]} per line) or leave it empty")
+    try:
+        request_set = read_request_set(path)
+    except OSError as err:
+        raise ConfigError(f"{source}: load.requests: cannot read {path!r} ({err.strerror}); check its permissions") \
+            from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: load.requests: {path!r} is not UTF-8 text") from None
+    except RequestSetError as err:
+        raise ConfigError(f"{source}: load.requests: {err}") from None
+    if request_set.has_chat and config.load.endpoint != "chat":
+        first = next(r for r in request_set.requests if r.is_chat)
+        raise ConfigError(f"{source}: load.requests: {path}: line {first.line} has \"messages\", which need "
+                          "load.endpoint = \"chat\"; set it, or give every request a \"prompt\"")
 
 
 def load_config(path: Path | None, overrides: dict | None = None) -> SweepConfig:

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator
 
 from ..masking import ENV_NAME_RE
 from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, runner_flag
+from ..vllm.probe import SPEC_METRICS_FLAG
 from .strict import CpuList, Strict
 
 SIM_COMMAND = [sys.executable, "-m", "lookahead_runner.sim"]
@@ -16,6 +17,8 @@ SIM_MARKERS = ("lookahead_runner.sim", "lookahead-sim-vllm")  # in a command tha
 
 def runner_field_text(flag: str) -> str:
     """The config fields that set a flag the runner writes itself (vllm.knob.runner_flag)."""
+    if flag == SPEC_METRICS_FLAG:
+        return "nothing: every life with K > 0 gets summary where this vLLM has the flag"
     if flag in ADDRESS_FLAGS:
         return f"server.{flag.lstrip('-')}"
     fields = [f"speculation.{name}" for name in SPEC_FLAG_CARRIES[flag]]
@@ -98,6 +101,9 @@ class ServerConfig(Strict):
         for arg in value:
             flag = runner_flag(arg)
             if flag:
+                if flag == SPEC_METRICS_FLAG:
+                    raise ValueError(f"{flag} is written by the runner: every life with K > 0 gets summary where "
+                                     "this vLLM has the flag (each response's own acceptance); remove it")
                 raise ValueError(f"{arg.split('=', 1)[0]} is written by the runner for every server life; "
                                  f"remove it and set {runner_field_text(flag)} instead")
         return value

@@ -98,6 +98,8 @@ class SweepConfig(Strict):
     def _variants_fit_the_model_length(self) -> "SweepConfig":
         """The longest workload variant against --max-model-len, where the config sets it (in server.extra_args,
         or as the grid's flag), before any server starts."""
+        if self.load.requests:
+            return self  # a request set's own prompts: the server answers one too long for its model
         grid = self.grid.values if self.grid.flag == MAX_MODEL_LEN_FLAG else []
         problem = model_length_error(self.load.variants, self.server.extra_args, grid)
         if problem:

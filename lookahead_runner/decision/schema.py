@@ -277,6 +277,10 @@ class PerBatchSchedule(Model):
     stage_ranges: list[list[int]] | None = None   # the stages' ranges before that
 
 
+# after Model and Range, which it builds on (it imports them from here)
+from .request_set_schema import RequestSetSummary  # noqa: E402
+
+
 class Decision(Model):
     schema_version: int = SCHEMA_VERSION
     mode: Literal["sweep", "ramp"] = "sweep"
@@ -310,3 +314,4 @@ class Decision(Model):
     cost: Cost | None = None
     performance_model: ModelSummary | None = None   # predictions (decision/perfmodel.py), never evidence
     by_variant: list["Decision"] = Field(default_factory=list)  # one per workload variant when there are several
+    request_set: RequestSetSummary | None = None   # load.requests: per category, natural outputs (issue 28)

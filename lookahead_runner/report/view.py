@@ -25,6 +25,7 @@ from ..runfolder.preflight import PlacementRecord, PreflightRecord, placement_us
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from ..vllm.probe import LOOKAHEAD_FLAG
 from .variants import lives_tokens, variant_charts, variant_rows
+from .request_set import request_set_view
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
                       failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,
                       verdict_tone)
@@ -263,5 +264,6 @@ def decision_view(decision: Decision, id_suffix: str = "") -> dict:
         "per_batch_size": per_batch_size(decision),
         "knee": knee_view(decision),
         "perf_model": model_view(decision),
+        "request_set": request_set_view(decision.request_set),
         "thresholds": threshold_rows(decision),
     }

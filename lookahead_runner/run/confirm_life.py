@@ -42,7 +42,7 @@ def config_of(config: SweepConfig, plan: ConfirmPlan) -> SweepConfig:
     update: dict = {"stages": [StageConfig(**stage) for stage in plan.stages]}
     if plan.variant:
         v = _variant(config, plan.variant)
-        update |= {"prompt_tokens": v.prompt_tokens, "output_tokens": v.output_tokens, "temperature": v.temperature}
+        update |= {"prompt_tokens": v.prompt_tokens, "output_tokens": v.output_setting, "temperature": v.temperature}
     return config.model_copy(update={"load": config.load.model_copy(update=update)})
 
 

@@ -28,6 +28,8 @@ from ..runfolder.plan import (LifeResult, LifeStatus, Plan, RunRecord, VariantTo
                               read_status)
 from ..runfolder.preflight import PreflightRecord, read_preflight
 from .preflight import lag_advice
+from .request_set_run import request_set_summary
+from ..workload.request_set import METHOD_REQUEST_SET
 from ..variants import Variant
 from ..decision.variants import by_variant, note_unconfirmed_schedules
 from ..vllm.probe import Capabilities
@@ -116,8 +118,8 @@ def read_run(run_dir: Path) -> RunData:
     plan, config = read_plan_and_config(run_dir)
     preflight = read_preflight(run_dir)
     rules = WindowRules(warmup_s=config.load.warmup_s, min_requests=config.decision.min_requests,
-                        expected_output_tokens=config.load.variants[0].output_tokens,
-                        expected_prompt_tokens=config.load.variants[0].prompt_tokens,
+                        expected_output_tokens=config.load.variants[0].expected_output_tokens,
+                        expected_prompt_tokens=config.load.variants[0].expected_prompt_tokens,
                         max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms,
                         lag_advice=lag_advice(plan.placement, preflight))
     data = RunData(plan, config, pd.DataFrame(), [], preflight=preflight, run_dir=run_dir)
@@ -173,8 +175,8 @@ def _drafting(plan: Plan, config: SweepConfig, life) -> Drafting:
 
 
 def _rules_for(rules: WindowRules, variant: Variant) -> WindowRules:
-    return dataclasses.replace(rules, expected_output_tokens=variant.output_tokens,
-                               expected_prompt_tokens=variant.prompt_tokens)
+    return dataclasses.replace(rules, expected_output_tokens=variant.expected_output_tokens,
+                               expected_prompt_tokens=variant.expected_prompt_tokens)
 
 
 def decide_all(data: RunData) -> Decision:
@@ -304,7 +306,8 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     for state, notes in (("failed", decision.failed_lives), ("skipped", decision.skipped_lives)):
         notes.extend(LifeNote(life=l.planned.dir, reason=l.reason) for l in data.lives if l.state == state)
     fallbacks = [l.planned.dir for l in data.lives
-                 if any(block.tokens.get("prompt_method") not in (None, "", "tokenize") for block in l.variants or [l])]
+                 if any(block.tokens.get("prompt_method") not in (None, "", "tokenize", METHOD_REQUEST_SET)
+                        for block in l.variants or [l])]
     if fallbacks:
         decision.diagnoses.append(f"Prompts in {len(fallbacks)} lives were not text calibrated through /tokenize "
                                   f"(token ids, or uncalibrated text on the chat endpoint: see lives.csv "
@@ -316,6 +319,8 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     decision.diagnoses += telemetry_gaps(data.statuses)
     if spread := gpu_spread(data, config.target_users):
         decision.diagnoses.append(spread)
+    if plan.mode != "ramp":
+        decision.request_set = request_set_summary(data, decision)
     costs = life_costs(plan.lives, data.statuses)
     decision.cost = run_cost(costs, config, config.sweep.strategy, plan.adaptive.stopped if plan.adaptive else "")
     if plan.adaptive is not None:

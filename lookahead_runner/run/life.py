@@ -301,7 +301,7 @@ def load_with(config: SweepConfig, placement: Placement, variant: Variant | None
     variant (the first when none is given)."""
     variant = variant or config.load.variants[0]
     return config.load.model_copy(update={"processes": placement.processes, "prompt_tokens": variant.prompt_tokens,
-                                          "output_tokens": variant.output_tokens,
+                                          "output_tokens": variant.output_setting,
                                           "temperature": variant.temperature})
 
 

@@ -86,11 +86,12 @@ def _processes_args(processes: int) -> list[str]:
 def _sampling_args(load) -> list[str]:
     """--top-p, --seed and --prompt-file of the load config (fields a bare namespace may lack)."""
     top_p, seed = getattr(load, "top_p", 1.0), getattr(load, "seed", None)
-    prompt_file = getattr(load, "prompt_file", "")
+    prompt_file, request_set = getattr(load, "prompt_file", ""), getattr(load, "requests", "")
     return [
         "--top-p", repr(float(top_p)),
         *(["--seed", str(seed)] if seed is not None else []),
         *(["--prompt-file", os.path.abspath(prompt_file)] if prompt_file else []),
+        *(["--request-set", os.path.abspath(request_set)] if request_set else []),
     ]
 
 

@@ -63,8 +63,8 @@ def model_inputs(run_dir: Path, data: RunData,
             if counts is not None:
                 positions[k] = _sum(positions.get(k), counts)
     seqs = {max_num_seqs(l.planned.argv) for l in lives} - {None}
-    load = data.config.load
-    return WorkloadShape(load.prompt_tokens, load.output_tokens, min(seqs) if seqs else None), positions
+    variant = data.config.load.variants[0]  # natural outputs: their cap here; the fit uses the measured mean
+    return WorkloadShape(variant.prompt_tokens, variant.output_tokens, min(seqs) if seqs else None), positions
 
 
 def fit_run(run_dir: Path, data: RunData | None = None, axis_value: str = "", **options) -> PerformanceModel:

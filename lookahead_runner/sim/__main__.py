@@ -167,7 +167,7 @@ async def _listen(args: ServeArgs, profile: Profile, model, stop: asyncio.Event)
     # as vLLM: `args.api_key or [envs.VLLM_API_KEY]`
     api_keys = list(args.api_keys) or [key for key in [os.environ.get(SERVER_KEY_ENV, "")] if key]
     server = SimServer(model, profile, args.served_model_name, args.faults, log, api_keys,
-                       args.log_stats, args.stream_interval)
+                       args.log_stats, args.stream_interval, args.spec_metrics_level)
     runner = web.AppRunner(server.build_app(), shutdown_timeout=0.2, access_log_class=access_logger_class(_line),
                            access_log=access_logger if args.access_log else None)
     await runner.setup()

@@ -61,6 +61,7 @@ class _Live:
     max_tokens: int
     t_arrival: float
     chat: bool = False
+    content_key: int = 0
     t_scheduled: float | None = None
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     sink: StreamSink | None = None
@@ -68,7 +69,8 @@ class _Live:
 
 class SimServer:
     def __init__(self, model: EngineModel, profile: Profile, model_name: str, faults: Faults, log: Log,
-                 api_keys: list[str] | None = None, log_stats: bool = True, stream_interval: int = 1) -> None:
+                 api_keys: list[str] | None = None, log_stats: bool = True, stream_interval: int = 1,
+                 spec_metrics_level: str = "none") -> None:
         self.model = model
         self.profile = profile
         self.model_name = model_name
@@ -77,6 +79,7 @@ class SimServer:
         self.api_keys = api_keys or []
         self.log_stats = log_stats
         self.stream_interval = stream_interval
+        self.spec_metrics_level = spec_metrics_level   # --per-request-spec-decode-metrics: none, summary, detailed
         self.metrics = SimMetrics(model, model_name, profile, faults.dropped_metrics)
         self.live: dict[str, _Live] = {}
         self.created_s = int(time.time())
@@ -266,12 +269,18 @@ class SimServer:
         if self.faults.draw("http-429"):
             return self.error("simulated rate limit (--sim-fault http-429)", "TooManyRequestsError", 429)
         rid = f"{'chatcmpl' if params.chat else 'cmpl'}-{secrets.token_hex(8)}"
-        live = _Live(rid, params.prompt_tokens, params.max_tokens, t_arrival, chat=params.chat)
+        # greedy decoding: the output (its text, its end) follows from the content alone, the same for every K;
+        # sampled: from this request's draws
+        greedy = params.temperature == 0
+        live = _Live(rid, params.prompt_tokens, params.max_tokens, t_arrival, chat=params.chat,
+                     content_key=params.content_key if greedy else zlib.crc32(rid.encode()))
         if params.stream:                  # the sink exists before the engine can produce a token
             response, writer = await self._open_stream(request, live, params)
         self.live[rid] = live
         seq = self.model.add_request(rid, params.prompt_tokens, params.max_tokens, min_tokens=params.min_tokens,
-                                     ignore_eos=params.ignore_eos, temperature=params.temperature, chat=params.chat)
+                                     ignore_eos=params.ignore_eos, temperature=params.temperature, chat=params.chat,
+                                     content_key=params.content_key if greedy else None,
+                                     category=self.model.scenario.category_of(list(params.content_words)))
         self._wake.set()
         try:
             if live.sink is not None:
@@ -308,7 +317,7 @@ class SimServer:
                 break
         self._observe_done(live, seq, loop.time(), t_first, n_done)
         body = completion_response(live.request_id, int(time.time()), self.model_name,
-                                   words(zlib.crc32(live.request_id.encode()), n_done), seq.finish_reason,
+                                   words(live.content_key, n_done), seq.finish_reason,
                                    live.prompt_tokens, n_done, chat=live.chat)
         return web.json_response(body)
 
@@ -319,8 +328,9 @@ class SimServer:
         await response.write(b"")          # flush the headers before the engine loop writes the body
         writer = ChunkWriter(live.request_id, int(time.time()), self.model_name, chat=params.chat)
         chunked = "chunked" in response.headers.get("Transfer-Encoding", "")
+        # the text follows from the prompt: one content, one greedy output, in every life
         live.sink = StreamSink(request.transport, chunked, writer, None, live.prompt_tokens,
-                               zlib.crc32(live.request_id.encode()), stream_interval=self.stream_interval,
+                               live.content_key, stream_interval=self.stream_interval,
                                continuous_usage=params.continuous_usage,
                                cut_at=params.max_tokens // 2 if self.faults.draw("short-stream") else None,
                                garbled=self.faults.draw("malformed-stream"), trace=self.trace)
@@ -335,8 +345,11 @@ class SimServer:
                 self._observe_done(live, seq, asyncio.get_running_loop().time(), sink.t_first or 0.0, sink.n_done)
                 if params.include_usage:
                     extras = self.profile.usage_extras
-                    spec = (spec_metrics(self.model.k, seq.spec_steps, seq.drafted, seq.accepted, seq.accept_hist)
-                            if self.model.k and extras else None)
+                    level = self.spec_metrics_level
+                    per_step = (seq.per_step_accepted, seq.per_step_drafted) if level == "detailed" else None
+                    spec = (spec_metrics(self.model.k, seq.spec_steps, seq.drafted, seq.accepted, seq.accept_hist,
+                                         per_step)
+                            if self.model.k and extras and level != "none" else None)
                     await response.write(writer.final_usage(usage(live.prompt_tokens, sink.n_done),
                                                             self.fingerprint if extras else None, spec))
             if end != "gone":

@@ -50,6 +50,7 @@ class ServeArgs:
     log_stats: bool
     access_log: bool
     non_default: dict
+    spec_metrics_level: str = "none"     # --per-request-spec-decode-metrics (0.32)
 
 
 class _Formatter(argparse.RawTextHelpFormatter):
@@ -308,9 +309,14 @@ def parse_serve(argv: list[str], profile: Profile) -> ServeArgs:
         raise ConfigError("ValueError: max_num_seqs, block_size, max_num_batched_tokens, stream_interval and "
                           "num_lookahead_slots must be positive")
     api_keys = ns.api_key if isinstance(ns.api_key, list) else [ns.api_key] if ns.api_key else []
+    spec_metrics_level = getattr(ns, "per_request_spec_decode_metrics", None) or "none"
+    if spec_metrics_level != "none" and not k:  # vllm/config/vllm.py, 0.32
+        raise ConfigError("ValueError: --per-request-spec-decode-metrics requires speculative decoding to be "
+                          "enabled (via --speculative-config).")
     return ServeArgs(
         model=model, served_model_name=(ns.served_model_name or [model])[0], host=ns.host or "0.0.0.0",
         port=ns.port, engine=engine, scenario=scenario, faults=faults, speculative_config=spec,
         api_keys=tuple(api_keys), stream_interval=stream_interval, log_stats=not ns.disable_log_stats,
         access_log=not getattr(ns, "disable_uvicorn_access_log", False), non_default=non_default,
+        spec_metrics_level=spec_metrics_level,
     )

@@ -72,6 +72,8 @@ class Sequence:
     drafted: int = 0
     accepted: int = 0
     accept_hist: list[int] = field(default_factory=list)
+    per_step_accepted: list[int] = field(default_factory=list)   # --per-request-spec-decode-metrics detailed
+    per_step_drafted: list[int] = field(default_factory=list)
 
     @property
     def finish_reason(self) -> str:
@@ -161,14 +163,19 @@ class EngineModel:
 
     # --- requests -------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_tokens: int, max_tokens: int, *, min_tokens: int = 0,
-                    ignore_eos: bool = False, temperature: float = 0.0, chat: bool = False) -> Sequence:
+                    ignore_eos: bool = False, temperature: float = 0.0, chat: bool = False,
+                    content_key: int | None = None, category: str = "") -> Sequence:
+        """`chat`: the request came chat-formatted; `content_key`: a hash of the prompt; its end of sequence then
+        follows from it alone, the same in every life (greedy decoding of one content ends at one place, whatever
+        the K); `category`: its content's kind."""
         if request_id in self.by_id:
             raise ValueError(f"duplicate request id {request_id!r}")
         target = max_tokens
         if not ignore_eos and self.scenario.natural_stop_prob_per_token > 0:
-            natural = 1 + int(math.log(1.0 - self._rng.random()) / math.log1p(-self.scenario.natural_stop_prob_per_token))
+            draw = random.Random(content_key).random() if content_key is not None else self._rng.random()
+            natural = 1 + int(math.log(1.0 - draw) / math.log1p(-self.scenario.natural_stop_prob_per_token))
             target = min(max_tokens, max(min_tokens, natural))
-        alpha = self.scenario.alpha_at(temperature, chat)
+        alpha = self.scenario.alpha_at(temperature, chat=chat, category=category)
         seq = Sequence(request_id, prompt_tokens, max(target, 1), max_tokens,
                        math.log(alpha) if 0.0 < alpha < 1.0 else (0.0 if alpha >= 1.0 else -math.inf),
                        accept_hist=[0] * (self.k + 1))
@@ -319,6 +326,8 @@ class EngineModel:
                     seq.drafted += self.k_step
                     seq.accepted += accepted
                     seq.accept_hist[accepted] += 1
+                    seq.per_step_accepted.append(accepted)
+                    seq.per_step_drafted.append(self.k_step)
                 emitted = min(accepted + 1, seq.target_tokens - seq.generated)
             else:
                 seq.computed += n_new

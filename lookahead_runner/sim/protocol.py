@@ -47,6 +47,8 @@ class CompletionParams:
     continuous_usage: bool
     model: str | None
     chat: bool = False          # /v1/chat/completions: the prompt came through the chat template
+    content_key: int = 0          # a hash of the prompt: its natural end and its output text follow from it
+    content_words: tuple[str, ...] = ()   # the prompt's first words (its category, scenarios.category_of)
 
 
 def token_ids(prompt: str | list) -> list[int]:
@@ -165,13 +167,33 @@ def _sampling(body: dict, n_prompt: int, max_tokens: int, max_model_len: int) ->
     if not isinstance(options, dict):
         raise RequestError("stream_options must be an object")
     model = body.get("model")
+    content = body["prompt"] if "prompt" in body else body.get("messages")
     return CompletionParams(
         prompt_tokens=n_prompt, max_tokens=max_tokens, min_tokens=min_tokens,
         ignore_eos=bool(body.get("ignore_eos", False)), temperature=temperature, stream=stream,
         include_usage=bool(options.get("include_usage", False)),
         continuous_usage=bool(options.get("continuous_usage_stats", False)),
         model=str(model) if model is not None else None,
+        content_key=content_key(content),
+        content_words=tuple(_content_text(content).split()[:CATEGORY_WORDS]),
     )
+
+
+CATEGORY_WORDS = 64   # the words a category is looked for in
+
+
+def _content_text(content: object) -> str:
+    """The words of a prompt (text) or of chat messages (their string contents, in order); "" for token ids."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(m["content"] for m in content if isinstance(m, dict) and isinstance(m.get("content"), str))
+    return ""
+
+
+def content_key(prompt: object) -> int:
+    """A stable hash of a prompt (text or token ids): the same content, the same key, in every process."""
+    return zlib.crc32(json.dumps(prompt, separators=(",", ":")).encode())
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict:
@@ -229,9 +251,12 @@ class ChunkWriter:
         return b"data: [DONE]\n\n"
 
 
-def spec_metrics(k: int, spec_steps: int, drafted: int, accepted: int, accept_hist: list[int]) -> dict:
-    """Per-request speculation summary vLLM 0.32 puts in the final usage chunk (drafted: the tokens its
-    steps drafted, spec_steps x K without a per-batch-size schedule)."""
+def spec_metrics(k: int, spec_steps: int, drafted: int, accepted: int, accept_hist: list[int],
+                 per_step: tuple[list[int], list[int]] | None = None) -> dict:
+    """Per-request speculation summary vLLM 0.32 puts in the final usage chunk with --per-request-spec-decode-metrics
+    summary (drafted: the tokens its steps drafted, spec_steps x K without a per-batch-size schedule); `detailed`
+    adds the per-step accepted and drafted arrays (vllm/v1/metrics/stats.py RequestSpecDecodeMetrics.to_dict)."""
+    extra = {"per_step_accepted": per_step[0], "per_step_drafted": per_step[1]} if per_step and per_step[0] else {}
     return {
         "mean_acceptance_length": 1.0 + accepted / spec_steps if spec_steps else 1.0,
         "draft_acceptance_rate": accepted / drafted if drafted else 0.0,
@@ -240,7 +265,7 @@ def spec_metrics(k: int, spec_steps: int, drafted: int, accepted: int, accept_hi
         "num_accepted_draft_tokens": accepted,
         "num_draft_tokens": drafted,
         "num_spec_tokens": k,
-    }
+    } | extra
 
 
 def completion_response(request_id: str, created: int, model: str, text: str, finish_reason: str,

@@ -68,6 +68,9 @@ class Scenario:
     # drafter trained on chat data matches the target better there (sglang #6985), or worse (ROCm/ATOM #609)
     alpha_chat: float = -1.0
     natural_stop_prob_per_token: float = 0.01  # EOS chance per token when ignore_eos is off
+    # the drafter's acceptance per category of content (issue 28): (word, alpha) pairs; a prompt whose first
+    # such word is "code" gets that alpha instead of `alpha` (--sim-set category_alpha=code:0.9,chat:0.4)
+    category_alpha: tuple[tuple[str, float], ...] = ()
     max_model_len: int = 4096
     # --- per-batch-size schedule (num_speculative_tokens_per_batch_size); vLLM issue #49548 (0.27.1, H100)
     # measured TPOT +6.6 % at concurrency 2 with a schedule on, even where it scheduled K = 0:
@@ -92,11 +95,25 @@ class Scenario:
             return 0.0
         return kib / 1024.0 / self.target_weights_mib * self.weight_read_ms
 
-    def alpha_at(self, temperature: float, chat: bool = False) -> float:
-        """Sampling spreads the target distribution, so drafts match it less often. `chat`: the request came
-        chat-formatted (alpha_chat, where the scenario sets one)."""
-        alpha = self.alpha_chat if chat and self.alpha_chat >= 0 else self.alpha
+    def alpha_at(self, temperature: float, *, chat: bool = False, category: str = "") -> float:
+        """Sampling spreads the target distribution, so drafts match it less often. The acceptance at
+        temperature 0: the request's category's (category_of, category_alpha) if it has one, else alpha_chat
+        for a chat-formatted request where the scenario sets one, else alpha."""
+        names = dict(self.category_alpha)
+        if category in names:
+            alpha = names[category]
+        elif chat and self.alpha_chat >= 0:
+            alpha = self.alpha_chat
+        else:
+            alpha = self.alpha
         return alpha * (1.0 - 0.5 * min(max(temperature, 0.0), 1.0))
+
+    def category_of(self, words: list[str]) -> str:
+        """The content's category: the first of its words that names one in category_alpha ("" for none)."""
+        if not self.category_alpha:
+            return ""
+        names = dict(self.category_alpha)
+        return next((word for word in (w.strip(".,:;!?()[]\"'").lower() for w in words) if word in names), "")
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -203,6 +220,21 @@ def get_scenario(name: str) -> Scenario:
         raise ValueError(f"unknown simulation scenario {name!r}; known: {known}") from None
 
 
+def category_alphas(text: str) -> tuple[tuple[str, float], ...]:
+    """"code:0.9,chat:0.4" -> (("code", 0.9), ("chat", 0.4)); ValueError naming the fix otherwise."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition(":")
+        try:
+            alpha = float(value)
+        except ValueError:
+            alpha = -1.0
+        if not name.strip() or not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"category_alpha: {item!r}: write WORD:ALPHA pairs, ALPHA in [0, 1], e.g. code:0.9,chat:0.4")
+        pairs.append((name.strip().lower(), alpha))
+    return tuple(pairs)
+
+
 def with_overrides(scenario: Scenario, overrides: dict[str, str]) -> Scenario:
     """Scenario with some fields replaced from `name=value` text (for tests and experiments)."""
     types = {f.name: f.type for f in fields(Scenario)}
@@ -210,5 +242,8 @@ def with_overrides(scenario: Scenario, overrides: dict[str, str]) -> Scenario:
     for key, text in overrides.items():
         if key not in types or key in ("name", "description"):
             raise ValueError(f"unknown scenario field {key!r}")
+        if key == "category_alpha":
+            values[key] = category_alphas(text)
+            continue
         values[key] = int(text) if types[key] in ("int", int) else float(text)
     return replace(scenario, **values)

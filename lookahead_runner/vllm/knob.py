@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .probe import LOOKAHEAD_FLAG, SPEC_STYLE_FLAGS, Capabilities
+from .probe import LOOKAHEAD_FLAG, SPEC_METRICS_FLAG, SPEC_METRICS_LEVEL, SPEC_STYLE_FLAGS, Capabilities
 from .schedule import Schedule, render_argv
 from .spec_keys import facts_for
 
@@ -40,7 +40,15 @@ def runner_flag(arg: str) -> str:
     name = flag_name(arg)
     if name.startswith("--speculative-config."):
         name = "--speculative-config"
-    return name if name in SPEC_FLAG_CARRIES or name in ADDRESS_FLAGS else ""
+    return name if name in SPEC_FLAG_CARRIES or name in ADDRESS_FLAGS or name == SPEC_METRICS_FLAG else ""
+
+
+def spec_metrics_args(caps: Capabilities, setting: Setting) -> list[str]:
+    """--per-request-spec-decode-metrics summary for a life that speculates, where this vLLM lists the flag: each
+    response then carries its own acceptance. The runner owns the flag (vLLM refuses it without speculation)."""
+    if setting.k == 0 or setting.raw_slots or not caps.per_request_spec_metrics:
+        return []
+    return [SPEC_METRICS_FLAG, SPEC_METRICS_LEVEL]
 
 
 def raw_knob_args(k: int) -> list[str]:
@@ -211,7 +219,7 @@ def server_argv(
     """
     knob = (raw_knob_args(setting.k) if setting.raw_slots
             else speculation_args(caps, setting.k, method, draft_model, style, spec_keys_of(caps, setting)))
-    args = [*with_axis(extra_args, setting), *knob]
+    args = [*with_axis(extra_args, setting), *spec_metrics_args(caps, setting), *knob]
     if template:
         values = {"model": model, "host": host, "port": str(port)}
         argv = []

@@ -68,6 +68,12 @@ def schedule_from_answer(answer: dict, how: str) -> ScheduleCapability:
     return ScheduleCapability(True, form, "asked", f"{where}: SpeculativeConfig.{sched.SCHEDULE_KEY}: {annotation}")
 
 
+# vLLM 0.32's per-request speculative-decoding metrics (vllm/config/observability.py): none | summary | detailed;
+# it refuses to start with any value but none when speculation is off
+SPEC_METRICS_FLAG = "--per-request-spec-decode-metrics"
+SPEC_METRICS_LEVEL = "summary"
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What the probe learnt about one vLLM install."""
@@ -119,6 +125,12 @@ class Capabilities:
         if not listed:
             return "absent"
         return "effective" if self.generation in ("v0", "v0-config") else "ignored"
+
+    @property
+    def per_request_spec_metrics(self) -> bool:
+        """Whether the help lists --per-request-spec-decode-metrics (0.32): each response then can carry its own
+        acceptance (metrics.speculative_decoding). Unknown flags: no."""
+        return SPEC_METRICS_FLAG in self.flags
 
     def accepts(self, flag: str) -> bool:
         """True when the flag is known (or when the help could not be read: trust the user)."""

@@ -8,7 +8,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from lookahead_runner.workload.prompt import read_corpus_file
+from lookahead_runner.workload.request_set import RequestSetError, read_request_set
 from lookahead_runner.workload.stages import STAGES_OPTION, Stage, parse_stages
+
+NATURAL_OUTPUT = "natural"   # --output-tokens natural (the config's load.output_tokens = "natural")
 
 
 ENDPOINT_COMPLETIONS, ENDPOINT_CHAT = "completions", "chat"
@@ -21,7 +24,7 @@ class ScenarioSettings:
 
     stages: str = "4:20,16:20,32:20"
     prompt_tokens: int = 128
-    output_tokens: int = 64
+    output_tokens: int | str = 64          # or NATURAL_OUTPUT
     model: str = ""
     temperature: float = 0.0
     top_p: float = 1.0
@@ -34,6 +37,8 @@ class ScenarioSettings:
     # the endpoint (issue 28): completions or chat, and the chat template's kwargs as a JSON object
     endpoint: str = ENDPOINT_COMPLETIONS
     chat_template_kwargs: str = ""
+    # --- the user's request set (issue 28)
+    request_set: str = ""
 
     @classmethod
     def from_options(cls, parsed_options: Any) -> ScenarioSettings:
@@ -47,8 +52,11 @@ class ScenarioSettings:
         parse_stages(self.stages)
         if self.prompt_tokens < 1:
             raise ValueError(f"--prompt-tokens: must be >= 1, got {self.prompt_tokens}")
-        if self.output_tokens < 1:
-            raise ValueError(f"--output-tokens: must be >= 1, got {self.output_tokens}")
+        if self.output_tokens == NATURAL_OUTPUT:
+            if not self.request_set:
+                raise ValueError("--output-tokens natural: needs --request-set (requests with their own max_tokens)")
+        elif not isinstance(self.output_tokens, int) or self.output_tokens < 1:
+            raise ValueError(f"--output-tokens: must be >= 1 or \"{NATURAL_OUTPUT}\", got {self.output_tokens}")
         if self.request_timeout_s <= 0:
             raise ValueError(f"--request-timeout-s: must be > 0, got {self.request_timeout_s}")
         if self.temperature < 0:
@@ -73,6 +81,11 @@ class ScenarioSettings:
     def parsed_stages(self) -> list[Stage]:
         return parse_stages(self.stages)
 
+    @property
+    def exact_output_tokens(self) -> int | None:
+        """Every response's completion tokens; None with natural lengths."""
+        return None if self.output_tokens == NATURAL_OUTPUT else int(self.output_tokens)
+
 
 def template_kwargs(text: str) -> dict[str, Any]:
     """The chat template's kwargs from their JSON text ("" = none); ValueError naming the option."""
@@ -92,7 +105,8 @@ _HELP = {
     "stages": "Load stages as USERS:SECONDS,... (each stage holds USERS users for SECONDS, spawned at USERS/s).",
     "prompt_tokens": "Prompt length in tokens, exact for the served model: text calibrated through POST "
     "/tokenize, or token ids where the server has no /tokenize.",
-    "output_tokens": "Output length in tokens, exact (max_tokens = min_tokens, ignore_eos).",
+    "output_tokens": "Output length in tokens, exact (max_tokens = min_tokens, ignore_eos); \"natural\" with "
+    "--request-set: each request ends at its end of sequence, capped by its own max_tokens.",
     "model": "Model name for requests; empty: the first id from GET /v1/models.",
     "temperature": "Sampling temperature of every request.",
     "top_p": "Sampling top_p of every request.",
@@ -106,6 +120,9 @@ _HELP = {
     "prompt as one user message, its length counted with the server's chat template (/tokenize with messages).",
     "chat_template_kwargs": "With --endpoint chat: a JSON object passed to the chat template in every request "
     "and in /tokenize, e.g. {\"enable_thinking\": false} (empty: none).",
+    "request_set": "Your own requests: JSONL of {\"prompt\": ...} or {\"messages\": [...]} per line (optional "
+    "max_tokens, category), or ShareGPT JSON; each user sends them in the same order in every run, starting again "
+    "at the end (empty: synthetic prompts of --prompt-tokens).",
 }
 
 
@@ -157,6 +174,23 @@ def _template_kwargs_text(text: str) -> str:
     return text
 
 
+def _request_set_file(text: str) -> str:
+    if text:
+        try:
+            read_request_set(text)
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(f"cannot read {text!r} ({exc.strerror})") from None
+        except (RequestSetError, UnicodeDecodeError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _output_tokens(text: str) -> int | str:
+    if text == NATURAL_OUTPUT:
+        return text
+    return _positive(int)(text)
+
+
 def _positive(kind: type) -> Any:
     def check(text: str) -> Any:
         try:
@@ -174,7 +208,7 @@ def _positive(kind: type) -> Any:
 _TYPES = {
     "stages": _checked_stages,
     "prompt_tokens": _positive(int),
-    "output_tokens": _positive(int),
+    "output_tokens": _output_tokens,
     "model": str,
     "temperature": _non_negative,
     "top_p": _unit_interval,
@@ -186,6 +220,7 @@ _TYPES = {
     "request_timeout_s": _positive(float),
     "endpoint": str,
     "chat_template_kwargs": _template_kwargs_text,
+    "request_set": _request_set_file,
 }
 
 

@@ -41,6 +41,7 @@ from lookahead_runner.workload.prompt import (
     token_ids_plan,
     tokenize_counter,
 )
+from lookahead_runner.workload.request_set import METHOD_REQUEST_SET, RequestSet, read_request_set
 from lookahead_runner.workload.shape import StagedShape
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,8 @@ class ScenarioState:
     lag: LoopLagMonitor = field(default_factory=LoopLagMonitor)
     model: str = ""
     prompt: PromptPlan | None = None
+    request_set: RequestSet | None = None  # --request-set: the user's requests instead of prompt plans
+    users_made: int = 0                    # users created in this process: each one's index in it
     remote_stage: tuple[int, int] | None = None
     _prompt_key: tuple | None = None
     _flusher: gevent.Greenlet | None = None
@@ -69,6 +72,10 @@ class ScenarioState:
     @property
     def headers(self) -> dict[str, str]:
         return bearer_header(self.api_key)
+
+    @property
+    def prepared(self) -> bool:
+        return self.prompt is not None or self.request_set is not None
 
     def flush(self) -> None:
         for log in (self.request_log, self.stage_log):
@@ -215,10 +222,15 @@ def prepare_requests(environment: Environment, state: ScenarioState) -> None:
     """Model and prompt plan for this host and settings (calibrated once, then reused), and workload.json."""
     settings, host = state.settings, environment.host or ""
     key = (host, settings.model, settings.prompt_tokens, settings.prompt_file, settings.endpoint,
-           settings.chat_template_kwargs)
-    if state.prompt is None or state._prompt_key != key:
+           settings.chat_template_kwargs, settings.request_set)
+    if settings.request_set and (state.request_set is None or state._prompt_key != key):
         state.model = settings.model or first_model_id(host, state.headers)
-        state.prompt = _plan(host, state)
+        state.request_set, state.prompt = read_request_set(settings.request_set), None
+        state._prompt_key = key
+        logger.info("Model %s; %d requests of %s", state.model, len(state.request_set), settings.request_set)
+    elif not settings.request_set and (state.prompt is None or state._prompt_key != key):
+        state.model = settings.model or first_model_id(host, state.headers)
+        state.prompt, state.request_set = _plan(host, state), None
         state._prompt_key = key
         plan = state.prompt
         if plan.method == METHOD_TOKENIZE:
@@ -229,7 +241,8 @@ def prepare_requests(environment: Environment, state: ScenarioState) -> None:
                    "Model %s; prompts of %d tokens %s%s", state.model, plan.prompt_tokens, how,
                    f" ({plan.note})" if plan.note else "")
     # reported at every start: the web UI may have changed the sampling options since the last one
-    info = {**state.prompt.describe(), "model": state.model, "output_tokens": settings.output_tokens,
+    described = state.prompt.describe() if state.prompt is not None else _describe_set(state.request_set)
+    info = {**described, "model": state.model, "output_tokens": settings.output_tokens,
             "temperature": settings.temperature, "top_p": settings.top_p, "seed": settings.seed,
             "client": state.client, "endpoint": settings.endpoint,
             "chat_template_kwargs": settings.template_kwargs}
@@ -237,6 +250,14 @@ def prepare_requests(environment: Environment, state: ScenarioState) -> None:
         environment.runner.send_message(distributed.MSG_WORKLOAD, info)
     elif state.workload is not None:
         state.workload.add(info)
+
+
+def _describe_set(request_set: RequestSet | None) -> dict[str, Any]:
+    """workload.json's account of a request set: which file, how many requests, of which categories, its hash."""
+    assert request_set is not None
+    return {"prompt_method": METHOD_REQUEST_SET, "prompt_source": request_set.path, "prompt_tokens": None,
+            "request_set_size": len(request_set), "request_set_categories": request_set.categories,
+            "request_set_fingerprint": request_set.fingerprint, "prompt_note": ""}
 
 
 def _plan(host: str, state: ScenarioState) -> PromptPlan:

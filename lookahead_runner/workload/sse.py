@@ -42,6 +42,7 @@ class Chunk:
     usage: Usage | None = None
     error: str | None = None
     done: bool = False
+    spec: dict | None = None        # vLLM 0.32's metrics.speculative_decoding (--per-request-spec-decode-metrics)
 
 
 DONE = Chunk(done=True)
@@ -215,11 +216,14 @@ def chunk_from_json(obj: dict, payload: bytes = b"") -> Chunk:
             raise MalformedChunk(f"'text' is not a string: {excerpt(payload)}")
         texts.append(text)
         finish_reason = choice.get("finish_reason") or finish_reason
+    metrics = obj.get("metrics")
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
     return Chunk(
         text="".join(texts),
         has_choices=bool(choices),
         finish_reason=finish_reason,
         usage=_usage(obj.get("usage"), payload),
+        spec=spec if isinstance(spec, dict) else None,
     )
 
 
@@ -232,6 +236,30 @@ def _delta_text(delta: object, payload: bytes) -> str:
     if not all(part is None or isinstance(part, str) for part in parts):
         raise MalformedChunk(f"a delta's 'content' is not a string: {excerpt(payload)}")
     return "".join(part for part in parts if part)
+SPEC_KEY = b'"speculative_decoding"'
+_FINISH = '"finish_reason":'
+
+
+def text_and_finish(line: bytes, key: str = '"text":') -> tuple[str, str | None]:
+    """The text (the string after `key`) and the finish_reason of a compact content line that scan_chunk
+    read; ("", None) where either is not there. Only for a request whose output is hashed (request sets)."""
+    decoded = line.decode("utf-8", errors="replace")
+    text, finish = "", None
+    at = decoded.find(key)
+    if at >= 0:
+        try:
+            value, _ = _DECODER.raw_decode(decoded, at + len(key))
+            text = value if isinstance(value, str) else ""
+        except ValueError:
+            pass
+    at = decoded.find(_FINISH)
+    if at >= 0 and decoded.startswith('"', at + len(_FINISH)):
+        try:
+            value, _ = _DECODER.raw_decode(decoded, at + len(_FINISH))
+            finish = value if isinstance(value, str) else None
+        except ValueError:
+            pass
+    return text, finish
 
 
 def _error_message(obj: dict) -> str | None:

@@ -146,18 +146,19 @@ class TokenTimeline:
         )
 
 
-def judge(result: StreamResult, expected_output_tokens: int, expected_prompt_tokens: int | None = None) -> str | None:
+def judge(result: StreamResult, expected_output_tokens: int | None,
+          expected_prompt_tokens: int | None = None) -> str | None:
     """The failure reason of a stream that ended without a transport error, or None when it is valid.
 
     The usage of every response is checked: a completion count other than asked is "short output",
     a prompt count other than `expected_prompt_tokens` is "wrong prompt length" (both are counted
-    per stage by the analysis, never accepted).
+    per stage by the analysis, never accepted). `expected_output_tokens` None: natural lengths, any count is right.
     """
     if not result.done:
         return DISCONNECT_ERROR
     if not result.usage_seen or (expected_prompt_tokens is not None and result.prompt_tokens is None):
         return MISSING_USAGE_ERROR
-    if result.output_tokens != expected_output_tokens:
+    if expected_output_tokens is not None and result.output_tokens != expected_output_tokens:
         return f"{SHORT_OUTPUT_ERROR} (completion_tokens != {expected_output_tokens})"
     if expected_prompt_tokens is not None and result.prompt_tokens != expected_prompt_tokens:
         return f"{WRONG_PROMPT_LENGTH_ERROR} (prompt_tokens != {expected_prompt_tokens})"

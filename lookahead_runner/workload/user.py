@@ -36,11 +36,13 @@ from geventhttpclient import connectionpool
 from locust import FastHttpUser, constant
 
 from lookahead_runner.records import CONNECTION_ERROR, CUT_ERROR, TIMEOUT_ERROR, RequestRecord
-from lookahead_runner.workload.request import (StreamFailure, chat_payload, completion_payload, to_record,
-                                               transport_failure)
+from lookahead_runner.workload.request import (OutputCapture, StreamFailure, chat_payload, completion_payload,
+                                               set_payload, to_record, transport_failure)
+from lookahead_runner.workload.request_set import SetCursor
 from lookahead_runner.workload.scenario import ScenarioState, prepare_requests, stage_now, state_of
 from lookahead_runner.workload.reader import ArrivalReader
-from lookahead_runner.workload.sse import MalformedChunk, excerpt, parse_sse_line, scan_chat_chunk, scan_chunk
+from lookahead_runner.workload.sse import (SPEC_KEY, MalformedChunk, excerpt, parse_sse_line, scan_chat_chunk,
+                                           scan_chunk)
 from lookahead_runner.workload.timeline import TokenTimeline, judge
 
 # geventhttpclient checks a pooled connection with select(timeout=0) before every request. Under
@@ -52,6 +54,9 @@ connectionpool.select = SimpleNamespace(select=monkey.get_original("select", "se
 
 COMPLETIONS_PATH = "/v1/completions"
 CHAT_PATH = "/v1/chat/completions"
+# A user's index in its process counts in steps of this, its worker's index added, so users of different worker
+# processes walk the request set from different places (Locust's --processes: at most 64).
+_USERS_STRIDE = 64
 # After a request refused outright (server down, HTTP error status), pause before the next one:
 # a closed loop would otherwise spin at thousands of failures per second and flood requests.csv.
 _REFUSED_BACKOFF_S = 0.1
@@ -78,6 +83,11 @@ class StreamingCompletionsBase(FastHttpUser):
         self._rng = random.Random()
         # raw SSE lines are read off the socket: a compressed body could not be split into lines
         self._headers = {"Accept-Encoding": "identity", **self.scenario.headers}
+        # the n-th user made in a process: its requests of the set follow from that alone, not from timing
+        worker = max(int(getattr(environment.runner, "worker_index", 0) or 0), 0)
+        self.user_index = self.scenario.users_made * _USERS_STRIDE + worker
+        self.scenario.users_made += 1
+        self._cursor: SetCursor | None = None
 
     def on_start(self) -> None:
         # Locust spawns a stage's new users in one burst (spawn rate = USERS per second is one
@@ -89,20 +99,13 @@ class StreamingCompletionsBase(FastHttpUser):
     def stream_completion(self) -> RequestRecord:
         """Send one request, read its stream, report it to Locust and append it to requests.csv."""
         state = self.scenario
-        if state.prompt is None:
+        if not state.prepared:
             prepare_requests(self.environment, state)
-        assert state.prompt is not None
         settings = state.settings
         stage, users = stage_now(self.environment)
-        prompt = state.prompt.make(self._rng)
-        if settings.chat:
-            path, scan = CHAT_PATH, scan_chat_chunk
-            payload = chat_payload(state.model, str(prompt), settings.output_tokens, settings.temperature,
-                                   settings.top_p, settings.seed, settings.template_kwargs)
-        else:
-            path, scan = COMPLETIONS_PATH, scan_chunk
-            payload = completion_payload(state.model, prompt, settings.output_tokens, settings.temperature,
-                                         settings.top_p, settings.seed)
+        path, scan, payload, sent, expected_prompt = self._next_request()
+        # every response's spec metrics; a set's text too (a chat chunk's text is its delta's content)
+        capture = OutputCapture(keep_text=sent is not None, chat=path == CHAT_PATH)
         timeline = TokenTimeline()
         lag_mark = state.lag.mark()
         t_send_s = time.time()  # the clock the kernel stamps arrivals with (workload/reader.py)
@@ -110,9 +113,10 @@ class StreamingCompletionsBase(FastHttpUser):
             with self.client.post(
                 path, json=payload, headers=self._headers, stream=True, catch_response=True
             ) as resp:
-                failure, end_s = self._read_stream(resp, timeline, t_send_s, settings.request_timeout_s, scan)
+                failure, end_s = self._read_stream(resp, timeline, t_send_s, settings.request_timeout_s, scan,
+                                                   capture)
                 result = timeline.result(end_s)
-                reason = judge(result, settings.output_tokens, state.prompt.prompt_tokens)
+                reason = judge(result, settings.exact_output_tokens, expected_prompt)
                 if failure is None and reason is not None:
                     failure = StreamFailure(reason, f"{result.prompt_tokens} prompt, {result.output_tokens} "
                                                     f"output tokens, {result.chunks} chunks")
@@ -125,17 +129,49 @@ class StreamingCompletionsBase(FastHttpUser):
         except GreenletExit:
             # Stopped mid-request: no Locust event fired (the with-block saw no verdict), only a "cut" row.
             cut = timeline.result(time.time() - t_send_s)
-            self._write(to_record(stage, users, t_send_s, cut, CUT_ERROR, None, state.client, state.lag.cpu_pct()))
+            self._write(to_record(stage, users, t_send_s, cut, CUT_ERROR, None, state.client, state.lag.cpu_pct(),
+                                  sent, capture))
             raise
         record = to_record(stage, users, t_send_s, result, str(failure or ""), state.lag.p99_since_ms(lag_mark),
-                           state.client, state.lag.cpu_pct())
+                           state.client, state.lag.cpu_pct(), sent, capture)
         self._write(record)
         if failure is not None and failure.reason.startswith((CONNECTION_ERROR, "HTTP ")):
             gevent.sleep(_REFUSED_BACKOFF_S)
         return record
 
+    def _next_request(self) -> tuple[str, Scanner, dict[str, Any], tuple[Any, int] | None, int | None]:
+        """(path, its chunk scanner, body, (the set's request, its round) or None, the prompt tokens every
+        response must count). A request of the set with messages goes to the chat endpoint, one with a prompt to
+        completions (config/loading refuses messages with load.endpoint = "completions")."""
+        state, settings = self.scenario, self.scenario.settings
+        exact = settings.exact_output_tokens
+        if state.request_set is None:
+            assert state.prompt is not None and exact is not None
+            prompt = state.prompt.make(self._rng)
+            if settings.chat:
+                return (CHAT_PATH, scan_chat_chunk,
+                        chat_payload(state.model, str(prompt), exact, settings.temperature, settings.top_p,
+                                     settings.seed, settings.template_kwargs),
+                        None, state.prompt.prompt_tokens)
+            return (COMPLETIONS_PATH, scan_chunk,
+                    completion_payload(state.model, prompt, exact, settings.temperature, settings.top_p, settings.seed),
+                    None, state.prompt.prompt_tokens)
+        if self._cursor is None or self._cursor.request_set is not state.request_set:
+            self._cursor = SetCursor(state.request_set, self.user_index)
+        request, rounds = self._cursor.next()
+        if request.is_chat:
+            assert request.messages is not None
+            return (CHAT_PATH, scan_chat_chunk,
+                    chat_payload(state.model, request.messages, exact or request.cap(), settings.temperature,
+                                 settings.top_p, settings.seed, settings.template_kwargs, exact=exact is not None),
+                    (request, rounds), None)
+        return (COMPLETIONS_PATH, scan_chunk,
+                set_payload(state.model, request, exact, settings.temperature, settings.top_p, settings.seed),
+                (request, rounds), None)
+
     def _read_stream(self, resp: Any, timeline: TokenTimeline, t_send_s: float, timeout_s: float,
-                     scan: Scanner = scan_chunk) -> tuple[StreamFailure | None, float]:
+                     scan: Scanner = scan_chunk,
+                     capture: OutputCapture | None = None) -> tuple[StreamFailure | None, float]:
         """(why the stream failed or None, its end in seconds from the send)."""
         error = getattr(resp, "error", None)
         status = resp.status_code
@@ -146,7 +182,7 @@ class StreamingCompletionsBase(FastHttpUser):
         # The socket timeout bounds each read; this bounds the whole request (a trickling stream too).
         timer = gevent.Timeout.start_new(max(t_send_s + timeout_s - time.time(), 0.0))
         try:
-            failure, end_s = self._read_events(resp.stream, timeline, t_send_s, scan)
+            failure, end_s = self._read_events(resp.stream, timeline, t_send_s, scan, capture)
         except gevent.Timeout as exc:
             if exc is not timer:
                 raise
@@ -158,21 +194,23 @@ class StreamingCompletionsBase(FastHttpUser):
         return failure, end_s
 
     def _read_events(self, raw: Any, timeline: TokenTimeline, t_send_s: float,
-                     scan: Scanner = scan_chunk) -> tuple[StreamFailure | None, float]:
+                     scan: Scanner = scan_chunk,
+                     capture: OutputCapture | None = None) -> tuple[StreamFailure | None, float]:
         """Read the SSE events as they arrive. Per line: the arrival time of the socket read that completed
         it (reader.py), then vLLM's compact chunk read by position (sse.scan_chunk), a full JSON parse only
         for anything else. Ends at [DONE] (its arrival is the end), an error chunk, or the end of the body."""
         observe = self.observe_line
         reader = ArrivalReader(raw)
         try:
-            return self._read_lines(reader, timeline, t_send_s, observe, scan)
+            return self._read_lines(reader, timeline, t_send_s, observe, scan, capture)
         finally:
             reader.close()  # the connection's own timeout back, however the stream ended
 
     @staticmethod
     def _read_lines(reader: ArrivalReader, timeline: TokenTimeline, t_send_s: float,
                     observe: Callable[[bytes, float], None] | None,
-                    scan: Scanner = scan_chunk) -> tuple[StreamFailure | None, float]:
+                    scan: Scanner = scan_chunk,
+                    capture: OutputCapture | None = None) -> tuple[StreamFailure | None, float]:
         add = timeline.add_parts
         while True:
             try:
@@ -188,8 +226,11 @@ class StreamingCompletionsBase(FastHttpUser):
                 if not line:  # the blank line after every event
                     continue
                 parts = scan(line, timeline.prompt_tokens is None)
-                if parts is not None:
+                # the final usage chunk's metrics are read in full below; a request of the set keeps its text
+                if parts is not None and (capture is None or (parts[0] and SPEC_KEY not in line)):
                     add(arrived_s, *parts)
+                    if capture is not None:
+                        capture.add_line(line)
                     continue
                 try:
                     chunk = parse_sse_line(line)
@@ -198,6 +239,8 @@ class StreamingCompletionsBase(FastHttpUser):
                 if chunk is None:
                     continue
                 timeline.add(chunk, arrived_s)
+                if capture is not None:
+                    capture.add_chunk(chunk)
                 if chunk.done:
                     return None, arrived_s
                 if chunk.error is not None:

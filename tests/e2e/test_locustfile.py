@@ -366,3 +366,34 @@ def test_failures_are_named_in_requests_csv_and_locust(stub_factory, tmp_path):
     failed, locust_failures = _failures(tmp_path / "wrong")
     assert failed and all(r["error"].startswith("HTTP 404: ") and "no-such-model" in r["error"] for r in failed)
     assert {f["Error"] for f in locust_failures} == {f"CatchResponseError({failed[0]['error']!r})"}
+
+
+def test_a_request_set_is_sent_in_the_same_order_every_run_with_natural_lengths(tmp_path):
+    """--request-set and --output-tokens natural on the standalone locustfile, against the simulator: one user
+    walks the set from its start in every run, each request ending at its end of sequence within its max_tokens."""
+    if not _sim_available():
+        pytest.skip("the simulated vLLM server (python -m lookahead_runner.sim) is not available")
+    requests = tmp_path / "set.jsonl"
+    requests.write_text("".join(json.dumps({"prompt": f"question {i} about the sea", "max_tokens": 8 + i % 5,
+                                            "category": "sea"}) + "\n" for i in range(25)))
+    server = _start_sim(tmp_path / "sim.log")
+    try:
+        orders = []
+        for run in range(2):
+            out = tmp_path / f"run{run}"
+            code, log = _run_locust(server, out, "--request-set", str(requests), "--output-tokens", "natural",
+                                    stages="1:2")
+            assert code == 0, log.read_text()[-3000:]
+            _, rows = _rows(out / "requests.csv")
+            rows = [r for r in rows if r["error"] != "cut"]
+            assert rows and all(r["ok"] == "1" and r["category"] == "sea" and r["output_hash"] for r in rows)
+            assert all(1 <= int(r["output_tokens"]) <= 8 + int(r["request_index"]) % 5 for r in rows)
+            assert {r["finish_reason"] for r in rows} <= {"stop", "length"}
+            orders.append([(r["request_index"], r["output_hash"]) for r in rows])
+            workload = json.loads((out / "workload.json").read_text())
+            assert workload["prompt_method"] == "request-set" and workload["request_set_size"] == 25
+        shortest = min(len(order) for order in orders)
+        assert orders[0][:shortest] == orders[1][:shortest]                 # same requests, same answers, same order
+        assert [int(index) for index, _ in orders[0]] == [j % 25 for j in range(len(orders[0]))]  # user 0 from 0
+    finally:
+        _stop(server.process)

@@ -21,7 +21,8 @@ def test_schedule_serves_and_the_counters_count_the_k_used(tmp_path):
     argv = render_argv(Schedule.from_ranges([[1, 2, 4], [3, 64, 1]]), SHORTHAND)
     port = free_port()
     proc, log_path = start(tmp_path, "--host", "127.0.0.1", "--port", str(port), *argv,
-                           "--sim-scenario", "roomy-kv", "--sim-set", "startup_s=0.3")
+                           "--sim-scenario", "roomy-kv", "--sim-set", "startup_s=0.3",
+                           "--per-request-spec-decode-metrics", "summary")
     lengths = [16, 24, 32, 40, 48, 96]            # ends one by one: the batch falls from 6 through 2 to 1
     try:
         wait_healthy(proc, port, log_path)

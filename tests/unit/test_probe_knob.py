@@ -54,13 +54,17 @@ def test_k_rendering_per_generation(fixtures_dir):
     caps = caps_032(fixtures_dir)
     argv = server_argv(caps, ["vllm"], "m", "127.0.0.1", 9000, ["--max-num-seqs", "64"], Setting(4), "draft_model", "d")
     assert argv[:8] == ["vllm", "serve", "m", "--host", "127.0.0.1", "--port", "9000", "--max-num-seqs"]
-    assert argv[9:] == ["--spec-method", "draft_model", "--spec-tokens", "4", "--spec-model", "d"]
+    # 0.32 lists --per-request-spec-decode-metrics: a life that speculates gets summary (the baseline, below, not)
+    assert argv[9:] == ["--per-request-spec-decode-metrics", "summary",
+                        "--spec-method", "draft_model", "--spec-tokens", "4", "--spec-model", "d"]
     ngram = server_argv(caps, ["vllm"], "m", "h", 1, [], Setting(3), "ngram", "d")
     assert ngram[-6:] == ["--spec-method", "ngram", "--spec-tokens", "3", "--speculative-config.prompt_lookup_max", "4"]
     as_json = server_argv(caps, ["vllm"], "m", "h", 1, [], Setting(4), "draft_model", "d", style="config-json")
     spec = json.loads(as_json[as_json.index("--speculative-config") + 1])
     assert spec == {"method": "draft_model", "num_speculative_tokens": 4, "model": "d"}
     assert server_argv(caps, ["vllm"], "m", "h", 1, [], Setting(0), "draft_model", "d")[-1] == "1"
+    assert "--per-request-spec-decode-metrics" not in server_argv(caps, ["vllm"], "m", "h", 1, [], Setting(0),
+                                                                  "draft_model", "d")
     v10 = Capabilities("0.10.2", frozenset({"--speculative-config", "--port"}))
     assert server_argv(v10, ["vllm"], "m", "h", 1, [], Setting(2), "eagle", "d")[-2] == "--speculative-config"
     old = Capabilities("0.8.1", frozenset())
@@ -77,6 +81,18 @@ def test_shell_metacharacters_stay_one_argument(fixtures_dir):
     assert json.loads(argv[-1])["model"] == "d`x`"
 
 
+def test_the_runner_owns_the_per_request_metrics_flag():
+    from lookahead_runner.config import ConfigError, config_from_dict
+
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"server": {"extra_args": ["--per-request-spec-decode-metrics=detailed"]}}, "t.toml")
+    assert str(err.value) == ("t.toml: server.extra_args: --per-request-spec-decode-metrics is written by the runner: "
+                              "every life with K > 0 gets summary where this vLLM has the flag (each response's own "
+                              "acceptance); remove it")
+    v10 = Capabilities("0.10.2", frozenset({"--speculative-config", "--port"}))
+    assert "--per-request-spec-decode-metrics" not in server_argv(v10, ["vllm"], "m", "h", 1, [], Setting(2), "eagle", "d")
+
+
 def test_unknown_extra_flag_is_refused(fixtures_dir):
     with pytest.raises(KnobError, match="server.extra_args: .* --num-lookahead-slots"):
         check_flags(caps_032(fixtures_dir), ["--max-num-seqs", "8", "--num-lookahead-slots", "4"])
@@ -88,7 +104,8 @@ def test_argv_template_wraps_the_server_in_a_launcher(fixtures_dir):
     argv = server_argv(caps, ["vllm"], "m x", "h", 9001, ["--max-num-seqs", "8"], Setting(2), "draft_model", "d",
                        template)
     assert argv[:8] == ["docker", "run", "--rm", "-p", "9001:8000", "vllm/vllm-openai", "--model", "m x"]
-    assert argv[8:] == ["--max-num-seqs", "8", "--spec-method", "draft_model", "--spec-tokens", "2", "--spec-model", "d"]
+    assert argv[8:] == ["--max-num-seqs", "8", "--per-request-spec-decode-metrics", "summary",
+                        "--spec-method", "draft_model", "--spec-tokens", "2", "--spec-model", "d"]
 
 
 def test_argv_template_must_place_args_and_port():

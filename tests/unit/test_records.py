@@ -46,7 +46,8 @@ def test_columns_are_the_contract():
     assert REQUEST_COLUMNS == (
         "stage", "users", "t_send_s", "t_first_token_s", "t_done_s", "ttft_ms", "e2e_ms", "itl_p50_ms",
         "itl_p99_ms", "tpot_ms", "prompt_tokens", "output_tokens", "chunks", "ok", "error", "lag_p99_ms",
-        "client", "client_cpu_pct",
+        "client", "client_cpu_pct", "request_index", "category", "set_round", "output_hash", "finish_reason",
+        "spec_acceptance_length", "spec_acceptance_rate", "spec_steps", "spec_draft_tokens", "spec_accepted_tokens",
     )
     assert STAGE_COLUMNS == ("stage", "users", "t_start_s", "t_end_s")
     assert tuple(f.name for f in fields(RequestRecord)) == REQUEST_COLUMNS

@@ -22,11 +22,11 @@ TIMEOUT = aiohttp.ClientTimeout(total=10)
 
 
 def run_with_server(check, k: int = 4, faults: list[str] | None = None, stream_interval: int = 1,
-                    version: str = "0.32.0") -> None:
+                    version: str = "0.32.0", spec_metrics_level: str = "summary") -> None:
     async def main():
         cfg = EngineConfig(num_speculative_tokens=k, method="draft_model" if k else "", lookahead_tokens=k)
         sim = SimServer(EngineModel(FAST, cfg), get_profile(version), MODEL, parse_faults(faults), lambda *a: None,
-                        stream_interval=stream_interval)
+                        stream_interval=stream_interval, spec_metrics_level=spec_metrics_level)
         engine = asyncio.create_task(sim.engine_loop())
         server = TestServer(sim.build_app(), host="127.0.0.1", port=0)
         await server.start_server()

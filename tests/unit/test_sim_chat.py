@@ -14,7 +14,7 @@ from lookahead_runner.sim.kv_pool import EngineConfig
 from lookahead_runner.sim.model import EngineModel
 from lookahead_runner.sim.protocol import (CHAT_GENERATION_PROMPT_TOKENS, CHAT_NO_THINKING_TOKENS,
                                            CHAT_TOKENS_PER_MESSAGE)
-from lookahead_runner.sim.scenarios import get_scenario
+from lookahead_runner.sim.scenarios import get_scenario, with_overrides
 
 REAL = [json.loads(line[6:]) for line in
         (Path(__file__).resolve().parents[1] / "fixtures" / "chat-stream-sample.txt").read_text().splitlines()
@@ -92,6 +92,10 @@ def test_chat_drafter_accepts_more_on_chat_requests_and_turns_the_closed_loop_an
     scenario = get_scenario("chat-drafter")
     assert scenario.alpha_at(0.0, chat=True) == 0.85 and scenario.alpha_at(0.0) == 0.3
     assert get_scenario("tight-kv").alpha_at(0.0, chat=True) == get_scenario("tight-kv").alpha  # unset: alpha
+    # a category's own acceptance wins over the chat format's (request sets of chat messages with categories)
+    both = with_overrides(scenario, {"category_alpha": "code:0.6"})
+    assert both.alpha_at(0.0, chat=True, category="code") == 0.6
+    assert both.alpha_at(0.0, chat=True, category="poem") == 0.85 and both.alpha_at(0.0, category="poem") == 0.3
     cfg = EngineConfig(num_speculative_tokens=4, method="draft_model", lookahead_tokens=4)
     rates = {}
     for is_chat in (False, True):
