@@ -142,7 +142,7 @@ class StreamingCompletionsBase(FastHttpUser):
     def _next_request(self) -> tuple[str, Scanner, dict[str, Any], tuple[Any, int] | None, int | None]:
         """(path, its chunk scanner, body, (the set's request, its round) or None, the prompt tokens every
         response must count). A request of the set with messages goes to the chat endpoint, one with a prompt to
-        completions (config/loading refuses messages with load.endpoint = "completions")."""
+        the endpoint load.endpoint names (config/loading refuses messages with load.endpoint = "completions")."""
         state, settings = self.scenario, self.scenario.settings
         exact = settings.exact_output_tokens
         if state.request_set is None:
@@ -159,11 +159,10 @@ class StreamingCompletionsBase(FastHttpUser):
         if self._cursor is None or self._cursor.request_set is not state.request_set:
             self._cursor = SetCursor(state.request_set, self.user_index)
         request, rounds = self._cursor.next()
-        if request.is_chat:
-            assert request.messages is not None
+        if request.is_chat or settings.chat:  # a prompt on the chat endpoint is one user message
             return (CHAT_PATH, scan_chat_chunk,
-                    chat_payload(state.model, request.messages, exact or request.cap(), settings.temperature,
-                                 settings.top_p, settings.seed, settings.template_kwargs, exact=exact is not None),
+                    chat_payload(state.model, request.messages or str(request.prompt), exact or request.cap(),
+                                 settings.temperature, settings.top_p, settings.seed, settings.template_kwargs, exact=exact is not None),
                     (request, rounds), None)
         return (COMPLETIONS_PATH, scan_chunk,
                 set_payload(state.model, request, exact, settings.temperature, settings.top_p, settings.seed),
