@@ -1,7 +1,8 @@
-"""Writes the example request set, examples/requests/mixed.jsonl: three categories of prompt requests (code, chat,
-summarise), each with its own max_tokens, written by the project (no downloaded data). Deterministic:
+"""Writes the example request sets: examples/requests/mixed.jsonl, three categories of prompt requests (code, chat,
+summarise), each with its own max_tokens, and chat.jsonl, the same requests as chat messages (a system message,
+then the user's); written by the project (no downloaded data). Deterministic:
 
-    python examples/requests/make_requests.py            # rewrites mixed.jsonl beside this script
+    python examples/requests/make_requests.py            # rewrites mixed.jsonl and chat.jsonl beside this script
 
 The category word stands in each prompt's first sentence, which is where the simulator looks for it when a
 scenario sets an acceptance per category (--sim-set category_alpha=code:0.9,chat:0.5).
@@ -50,10 +51,21 @@ def requests(seed: int = 28) -> list[dict]:
     return out
 
 
+SYSTEM = "You are a concise assistant. Answer in plain text."
+
+
+def as_chat(request: dict) -> dict:
+    """The same request as chat messages: a system message, then the prompt as the user's message."""
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": request["prompt"]}]
+    return {"messages": messages, "max_tokens": request["max_tokens"], "category": request["category"]}
+
+
 def main() -> None:
-    path = Path(__file__).resolve().parent / "mixed.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in requests()), encoding="utf-8")
-    print(f"wrote {path} ({PER_CATEGORY * len(MAX_TOKENS)} requests)")
+    here = Path(__file__).resolve().parent
+    prompts = requests()
+    for name, rows in (("mixed.jsonl", prompts), ("chat.jsonl", [as_chat(r) for r in prompts])):
+        (here / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        print(f"wrote {here / name} ({len(rows)} requests)")
 
 
 if __name__ == "__main__":
