@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..slo import parse_slo_key, parse_slos
+from .slo import parse_slo_key, parse_slos
 from .strict import Strict
 
 class DecisionConfig(Strict):

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from ..variants import Variant, axis_values, variants_of
+from .workload_variants import Variant, axis_values, variants_of
 from .strict import CpuList, Strict
 
 AUTO_FIRST_REPEATS = 2

@@ -7,7 +7,7 @@ resampled.
 
 Version 3 adds: "waived", CellSummary.not_measured and Decision.confidence_range; the workload variant
 (its label; "" in a sweep of one workload) on the decision, each cell, candidate and per-stage pick, and
-`by_variant` (one whole decision per variant, decision/variants.py); what the verdict cost (`cost`); the
+`by_variant` (one whole decision per variant, decision/per_variant.py); what the verdict cost (`cost`); the
 performance model's summary (`performance_model`). Version 2 files read as version 3 with one unnamed
 variant and none of the additions.
 """

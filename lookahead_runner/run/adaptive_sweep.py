@@ -1,4 +1,4 @@
-"""The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (adaptive.py) for the next life,
+"""The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (decision/adaptive.py) for the next life,
 write it to plan.json, run it as a real server life (same readiness and memory rules as the grid), repeat
 until the chooser stops; the stop and its reason go to plan.json's "adaptive".
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
+from ..decision.adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
 from ..config import ResolvedServer, SweepConfig
 from ..runfolder.cost import grid_lives, life_costs
 from .finalize import read_run, write_tables

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..runfolder import results
 from ..runfolder.analysis import WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
-from ..adaptive import run_note
+from ..decision.adaptive import run_note
 from ..config import SweepConfig
 from ..runfolder.cost import life_costs, run_cost
 from ..decision import Cell, Decision, Window, decide, evidence, window
@@ -25,8 +25,8 @@ from ..runfolder.plan import (LifeResult, LifeStatus, Plan, RunRecord, VariantTo
                               read_status)
 from ..runfolder.preflight import PreflightRecord, read_preflight
 from .preflight import lag_advice
-from ..variants import Variant
-from ..decision.variants import by_variant, note_unconfirmed_schedules
+from ..config.workload_variants import Variant
+from ..decision.per_variant import by_variant, note_unconfirmed_schedules
 from ..vllm.probe import Capabilities
 
 
@@ -164,7 +164,7 @@ def _rules_for(rules: WindowRules, variant: Variant) -> WindowRules:
 
 
 def decide_all(data: RunData) -> Decision:
-    """The decision over K; one per workload variant (decision/variants.py) when there are several."""
+    """The decision over K; one per workload variant (decision/per_variant.py) when there are several."""
     variants = data.config.load.variants
     if len(variants) == 1:
         return decide_grid(data)

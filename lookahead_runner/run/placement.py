@@ -29,7 +29,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ..cpus import format_cpus, parse_cpus
+from ..contracts.cpus import format_cpus, parse_cpus
 from ..runfolder.lag_advice import LagAdvice
 from ..runfolder.preflight import PlacementRecord
 from ..vllm.cpu_binding import OMP_BIND_ENV, omp_bind_cpus, omp_bind_lists, worker_ranks

@@ -32,7 +32,7 @@ import pandas as pd
 from ..runfolder import results
 from ..config import StageConfig, SweepConfig
 from .load import locust_argv, run_locust
-from ..cpus import format_cpus
+from ..contracts.cpus import format_cpus
 from ..runfolder.lag_advice import LagAdvice, lag_reason
 from ..runfolder.preflight import (IdleLag, PlacementRecord, PreflightRecord, PreflightRun, placement_used,
                                    write_preflight)

@@ -21,7 +21,7 @@ import sys
 import time
 
 from lookahead_runner.vllm.secrets import SERVER_KEY_ENV
-from lookahead_runner.records import SIM_GPU_FILE_ENV
+from lookahead_runner.contracts.records import SIM_GPU_FILE_ENV
 from lookahead_runner.sim import logs
 from lookahead_runner.sim.cli import ConfigError, ServeArgs, help_text, parse_serve
 from lookahead_runner.sim.profiles import DEFAULT_PROFILE, Profile, get_profile

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from ..records import SIM_GPU_FILE_ENV
+from ..contracts.records import SIM_GPU_FILE_ENV
 
 MIB = 1024 * 1024
 BASE_COLUMNS = ("t_s", "used_mib", "total_mib")

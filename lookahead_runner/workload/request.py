@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lookahead_runner.records import CONNECTION_ERROR, DISCONNECT_ERROR, TIMEOUT_ERROR, RequestRecord
+from lookahead_runner.contracts.records import CONNECTION_ERROR, DISCONNECT_ERROR, TIMEOUT_ERROR, RequestRecord
 from lookahead_runner.workload.sse import excerpt
 from lookahead_runner.workload.timeline import StreamResult
 

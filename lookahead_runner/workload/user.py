@@ -34,7 +34,7 @@ from gevent import GreenletExit, monkey
 from geventhttpclient import connectionpool
 from locust import FastHttpUser, constant
 
-from lookahead_runner.records import CONNECTION_ERROR, CUT_ERROR, TIMEOUT_ERROR, RequestRecord
+from lookahead_runner.contracts.records import CONNECTION_ERROR, CUT_ERROR, TIMEOUT_ERROR, RequestRecord
 from lookahead_runner.workload.request import StreamFailure, completion_payload, to_record, transport_failure
 from lookahead_runner.workload.scenario import ScenarioState, prepare_requests, stage_now, state_of
 from lookahead_runner.workload.reader import ArrivalReader

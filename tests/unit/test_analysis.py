@@ -119,8 +119,8 @@ def test_latency_percentiles_and_peaks():
 
 def test_error_prefixes_match_what_the_scenario_writes():
     """A failure reason written other than the schema names would silently zero the timeout and length columns."""
-    from lookahead_runner.records import LENGTH_ERRORS as LENGTH_ERROR_PREFIXES
-    from lookahead_runner.records import TIMEOUT_ERROR as TIMEOUT_ERROR_PREFIX
+    from lookahead_runner.contracts.records import LENGTH_ERRORS as LENGTH_ERROR_PREFIXES
+    from lookahead_runner.contracts.records import TIMEOUT_ERROR as TIMEOUT_ERROR_PREFIX
     from lookahead_runner.workload.request import transport_failure
     from lookahead_runner.workload.sse import Chunk, Usage
     from lookahead_runner.workload.timeline import TokenTimeline, judge

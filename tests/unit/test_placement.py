@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from lookahead_runner.config import ConfigError, config_from_dict
-from lookahead_runner.cpus import format_cpus, parse_cpus
+from lookahead_runner.contracts.cpus import format_cpus, parse_cpus
 from lookahead_runner.runfolder.lag_advice import lag_reason
 from lookahead_runner.run.placement import Placement, PlacementError, advice_for, plan_placement, processes_for
 from lookahead_runner.vllm.cpu_binding import OMP_BIND_ENV, omp_bind_cpus

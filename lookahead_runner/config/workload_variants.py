@@ -19,7 +19,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from .vllm.knob import MAX_MODEL_LEN_FLAG, flag_value, human_int
+from ..vllm.knob import MAX_MODEL_LEN_FLAG, flag_value, human_int
 
 # the least value of each axis and its type
 AXES = {"prompt_tokens": (1, int), "output_tokens": (2, int), "temperature": (0, float)}
