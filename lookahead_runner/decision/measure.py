@@ -28,7 +28,6 @@ from ..config.slo import Slo
 from .stats import bin_counts
 
 QUANTILES = (0.5, 0.9, 0.99)
-OBJECTIVES = ("req_per_s", "output_tok_per_s", "goodput")
 
 
 @dataclass(frozen=True)
