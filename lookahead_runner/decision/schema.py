@@ -17,7 +17,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .perfmodel_schema import ModelSummary
+from .perfmodel.summary import ModelSummary
 
 SCHEMA_VERSION = 3
 
@@ -304,5 +304,5 @@ class Decision(Model):
     skipped_lives: list[LifeNote] = Field(default_factory=list)
     confirmation: Confirmation | None = None
     cost: Cost | None = None
-    performance_model: ModelSummary | None = None   # predictions (decision/perfmodel.py), never evidence
+    performance_model: ModelSummary | None = None   # predictions (decision/perfmodel/model.py), never evidence
     by_variant: list["Decision"] = Field(default_factory=list)  # one per workload variant when there are several

@@ -47,7 +47,7 @@ def describe(config: SweepConfig, model: ModelView) -> str:
 
 
 def model_view(data, config: SweepConfig) -> ModelView:
-    """The performance model (decision/perfmodel.py) fitted on the run so far, as the chooser sees it."""
+    """The performance model (decision/perfmodel/model.py) fitted on the run so far, as the chooser sees it."""
     if data is None or len(data.evidence().ks) < 2:
         return ModelView(why_not="fewer than two K measured")
     return view_of(fit_run(data.run_dir, data), config)

@@ -19,7 +19,7 @@ from ..config import SweepConfig
 from ..runfolder.cost import life_costs, run_cost
 from ..decision import Cell, Decision, Window, decide, evidence, window
 from ..decision.ramp import ramp_decision
-from ..decision.confirm import judge, unconfirmed_note, with_confirmation
+from ..decision.confirmation.confirm import judge, unconfirmed_note, with_confirmation
 from ..decision.schema import AxisDecision, ConfirmLife, LifeNote
 from ..runfolder.plan import (LifeResult, LifeStatus, Plan, RunRecord, VariantTokens, read_plan_and_config,
                               read_status)
@@ -200,7 +200,7 @@ def decide_grid(data: RunData, variant: str = "") -> Decision:
 
 
 def confirmed(data: RunData, decision: Decision, variant: str | None = None) -> Decision:
-    """The decision with the verdict of its confirmation life (decision/confirm.py); of one workload variant's
+    """The decision with the verdict of its confirmation life (decision/confirmation/confirm.py); of one workload variant's
     decision, from that variant's confirmation when `variant` is given (unchanged without one)."""
     plan = data.plan.confirm if variant is None else data.plan.confirmation(variant)
     if plan is None:

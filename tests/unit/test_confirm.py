@@ -8,9 +8,9 @@ from synthetic import window
 from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import Cell, decide, evidence
-from lookahead_runner.decision.confirm import judge, plan, what_to_confirm, with_confirmation
+from lookahead_runner.decision.confirmation.confirm import judge, plan, what_to_confirm, with_confirmation
 from lookahead_runner.decision.schema import ConfirmLife, Decision
-from lookahead_runner.decision.thresholds import (batch_curve, boundaries, confirmation_stages, lands_in_band,
+from lookahead_runner.decision.confirmation.thresholds import (batch_curve, boundaries, confirmation_stages, lands_in_band,
                                                   users_for_batch)
 
 P = DecisionConfig(resamples=300)
