@@ -69,7 +69,7 @@ from decision_scenarios import SCENARIOS, BenchScenario, config_toml, first_life
 from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
 from lookahead_runner.decision import Decision, Evidence, decide  # noqa: E402
 from lookahead_runner.decision.cells.stats import wilson  # noqa: E402
-from lookahead_runner.run.finalize import read_run  # noqa: E402
+from lookahead_runner.runfolder.read import read_run  # noqa: E402
 from lookahead_runner.runfolder.plan import RunDirError, life_state, read_plan_and_config  # noqa: E402
 from lookahead_runner.decision.adaptive import ModelView  # noqa: E402
 from lookahead_runner.run.adaptive_sweep import view_of  # noqa: E402

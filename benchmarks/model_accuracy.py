@@ -45,7 +45,7 @@ from decision_scenarios import SCENARIOS, BenchScenario, config_toml, scenarios_
 from lookahead_runner.config import config_from_dict  # noqa: E402
 from lookahead_runner.decision.perfmodel.model import fit_performance_model  # noqa: E402
 from lookahead_runner.decision.perfmodel.trust import SCHEME_K, SCHEME_STAGE, summarize  # noqa: E402
-from lookahead_runner.run.finalize import read_run  # noqa: E402
+from lookahead_runner.runfolder.read import read_run  # noqa: E402
 from lookahead_runner.run.perfmodel_run import fit_run  # noqa: E402
 
 STAGE_SHARES = (0.125, 0.25, 0.5, 1.0)

@@ -15,7 +15,8 @@ from pathlib import Path
 from ..decision.adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
 from ..config import ResolvedServer, SweepConfig
 from ..runfolder.cost import grid_lives, life_costs
-from .finalize import read_run, write_tables
+from ..runfolder.read import read_run
+from .finalize import write_tables
 from .launch import Life, append_to_plan
 from .perfmodel_run import fit_run
 from ..runfolder.plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop

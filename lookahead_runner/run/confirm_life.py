@@ -15,7 +15,7 @@ from pathlib import Path
 from ..config import ResolvedServer, StageConfig, SweepConfig
 from ..decision.confirmation.confirm import describe, plan as plan_confirmation
 from ..decision.schema import ConfirmPlan, Decision
-from .finalize import RunData
+from ..runfolder.read import RunData
 from .launch import Life, planned_lives
 from ..runfolder.plan import Plan, add_confirmation, read_plan, retire_confirmation
 from ..vllm.knob import Setting

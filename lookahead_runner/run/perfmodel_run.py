@@ -16,7 +16,7 @@ from ..runfolder import results
 from ..decision.perfmodel.model import PerformanceModel, PositionCounts, WorkloadShape, fit_performance_model
 from ..decision.perfmodel.uses import refined_schedule, summary
 from ..decision.schema import Decision
-from .finalize import RunData, read_run
+from ..runfolder.read import RunData, read_run
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 
 

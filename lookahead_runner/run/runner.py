@@ -27,7 +27,8 @@ from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import next_setting, repeats_wanted
 from .confirm_life import run_confirmations, switch_off
-from .finalize import decide_all, finalize, read_run, write_tables
+from .finalize import decide_all, finalize, write_tables
+from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life import LifeEvents, Served, died, is_simulator, not_measured, run_server_life, skip
 from ..config.masking import MissingSecret

@@ -189,7 +189,7 @@ def test_the_confirmation_life_runs_the_plan_on_the_grid_value_it_came_from(deci
 
     from lookahead_runner.config import SweepConfig
     from lookahead_runner.run.confirm_life import axis_value_of, config_of, setting_of
-    from lookahead_runner.run.finalize import RunData
+    from lookahead_runner.runfolder.read import RunData
     from lookahead_runner.runfolder.plan import Plan, PlannedLife
 
     ev, decision = decided
