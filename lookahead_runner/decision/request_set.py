@@ -21,7 +21,7 @@ import pandas as pd
 from .request_set_schema import (MIX, BestByCategory, CategoryAcceptance, CategoryGain, LengthDistribution,
                                  OutputAgreement, RequestSetSummary)
 from .schema import Range
-from .stats import interval
+from .cells.stats import interval
 
 RESAMPLES = 400
 LEVEL = 0.9

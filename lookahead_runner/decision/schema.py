@@ -7,7 +7,7 @@ resampled.
 
 Version 3 adds: "waived", CellSummary.not_measured and Decision.confidence_range; the workload variant
 (its label; "" in a sweep of one workload) on the decision, each cell, candidate and per-stage pick, and
-`by_variant` (one whole decision per variant, decision/variants.py); what the verdict cost (`cost`); the
+`by_variant` (one whole decision per variant, decision/per_variant.py); what the verdict cost (`cost`); the
 performance model's summary (`performance_model`). Version 2 files read as version 3 with one unnamed
 variant and none of the additions.
 """
@@ -17,7 +17,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .perfmodel_schema import ModelSummary
+from .perfmodel.summary import ModelSummary
 
 SCHEMA_VERSION = 3
 
@@ -312,6 +312,6 @@ class Decision(Model):
     skipped_lives: list[LifeNote] = Field(default_factory=list)
     confirmation: Confirmation | None = None
     cost: Cost | None = None
-    performance_model: ModelSummary | None = None   # predictions (decision/perfmodel.py), never evidence
+    performance_model: ModelSummary | None = None   # predictions (decision/perfmodel/model.py), never evidence
     by_variant: list["Decision"] = Field(default_factory=list)  # one per workload variant when there are several
     request_set: RequestSetSummary | None = None   # load.requests: per category, natural outputs (issue 28)

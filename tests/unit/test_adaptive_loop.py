@@ -6,7 +6,7 @@ from synthetic import window
 
 from lookahead_runner.run import adaptive_sweep
 from lookahead_runner.runfolder import results
-from lookahead_runner.adaptive import ModelView, Prediction
+from lookahead_runner.decision.adaptive import ModelView, Prediction
 from lookahead_runner.config import config_from_dict
 from lookahead_runner.decision import evidence
 from lookahead_runner.runfolder.plan import Plan, PlannedLife, has_plan, life_state, read_plan, read_status, write_plan, write_status

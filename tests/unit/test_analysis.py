@@ -69,19 +69,20 @@ def test_validity_gates():
 def test_lagging_client_is_named_saturated_or_starved_with_this_runs_fix():
     """High lag + a busy Locust process = saturated (more processes); high lag + an idle one = starved by
     other processes (placement): each reason carries the run's own fix."""
-    from lookahead_runner.run.placement import Placement, advice_for
+    from lookahead_runner.run.placement import Placement
+    from lookahead_runner.runfolder.lag_advice import advice_for
 
     reqs, stages, server, gpu = life()
     for r in reqs:
         r.update(lag_p99_ms=400.0, client="h:1", client_cpu_pct=3.0 if r["stage"] == 0 else 97.0)
-    off = advice_for(Placement("off", processes=1, host_cpus=(0, 1)))
+    off = advice_for(Placement("off", processes=1, host_cpus=(0, 1)).to_record())
     rules = WindowRules(min_requests=1, lag_advice=off)
     starved, saturated = (row["invalid_reason"] for row in
                           stage_rows(pd.DataFrame(reqs), stages, server, gpu, "k4", 4, 0, rules))
     assert starved.startswith("client starved: Locust's loop lag p99 400 ms > 50 ms while it used only 3% of a core")
     assert 'load.placement = "auto" (here: server.cpus = "0", load.cpus = "1")' in starved
     assert saturated.startswith("client saturated: Locust's loop lag p99 400 ms > 50 ms with its busiest process at 97%")
-    pinned = advice_for(Placement("auto", (0, 1, 2), (3,), processes=1, host_cpus=(0, 1, 2, 3)))
+    pinned = advice_for(Placement("auto", (0, 1, 2), (3,), processes=1, host_cpus=(0, 1, 2, 3)).to_record())
     (_, saturated), = [(r["valid"], r["invalid_reason"]) for r in stage_rows(
         pd.DataFrame(reqs), stages.iloc[1:], server, gpu, "k4", 4, 0, WindowRules(min_requests=1, lag_advice=pinned))]
     assert 'load.cpus = "3" holds 1 process' in saturated
@@ -119,8 +120,8 @@ def test_latency_percentiles_and_peaks():
 
 def test_error_prefixes_match_what_the_scenario_writes():
     """A failure reason written other than the schema names would silently zero the timeout and length columns."""
-    from lookahead_runner.records import LENGTH_ERRORS as LENGTH_ERROR_PREFIXES
-    from lookahead_runner.records import TIMEOUT_ERROR as TIMEOUT_ERROR_PREFIX
+    from lookahead_runner.contracts.records import LENGTH_ERRORS as LENGTH_ERROR_PREFIXES
+    from lookahead_runner.contracts.records import TIMEOUT_ERROR as TIMEOUT_ERROR_PREFIX
     from lookahead_runner.workload.request import transport_failure
     from lookahead_runner.workload.sse import Chunk, Usage
     from lookahead_runner.workload.timeline import TokenTimeline, judge

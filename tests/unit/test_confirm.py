@@ -8,9 +8,9 @@ from synthetic import window
 from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import Cell, decide, evidence
-from lookahead_runner.decision.confirm import judge, plan, what_to_confirm, with_confirmation
+from lookahead_runner.decision.confirmation.confirm import judge, plan, what_to_confirm, with_confirmation
 from lookahead_runner.decision.schema import ConfirmLife, Decision
-from lookahead_runner.decision.thresholds import (batch_curve, boundaries, confirmation_stages, lands_in_band,
+from lookahead_runner.decision.confirmation.thresholds import (batch_curve, boundaries, confirmation_stages, lands_in_band,
                                                   users_for_batch)
 
 P = DecisionConfig(resamples=300)
@@ -189,7 +189,7 @@ def test_the_confirmation_life_runs_the_plan_on_the_grid_value_it_came_from(deci
 
     from lookahead_runner.config import SweepConfig
     from lookahead_runner.run.confirm_life import axis_value_of, config_of, setting_of
-    from lookahead_runner.run.finalize import RunData
+    from lookahead_runner.runfolder.read import RunData
     from lookahead_runner.runfolder.plan import Plan, PlannedLife
 
     ev, decision = decided

@@ -8,7 +8,7 @@ from test_confirm import ARGV, P, STAGES, decided  # noqa: F401  (the fixture)
 
 from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.decision import Cell, decide, evidence
-from lookahead_runner.decision.confirm import judge, plan, with_confirmation
+from lookahead_runner.decision.confirmation.confirm import judge, plan, with_confirmation
 from lookahead_runner.decision.in_effect import WindowFinding, findings_from, with_settings_in_effect
 from lookahead_runner.decision.schema import ConfirmLife, Decision
 from lookahead_runner.report.confirmation import confirmation_view

@@ -10,7 +10,7 @@ from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.config import ConfigError, DecisionConfig
 from lookahead_runner.config import config_from_dict
 from lookahead_runner.decision import decide, evidence
-from lookahead_runner.decision import rules
+from lookahead_runner.decision.gates import rules
 from lookahead_runner.decision.engine import evaluate_stages
 
 USERS = 4

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from lookahead_runner.records import CUT_ERROR, RequestRecord
+from lookahead_runner.contracts.records import CUT_ERROR, RequestRecord
 from lookahead_runner.live.tables import (
     HISTORY_COLUMNS,
     HISTORY_TAB_COLUMNS,

@@ -1,4 +1,4 @@
-"""Secrets in argv, config and log text (lookahead_runner/masking.py): recognised the way vLLM and its
+"""Secrets in argv, config and log text (lookahead_runner/config/masking.py): recognised the way vLLM and its
 launchers take them, recorded as ${NAME}, filled in for the process only, read back by a pasted command."""
 import json
 import shlex
@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from lookahead_runner.config import ConfigError, config_from_dict
-from lookahead_runner.masking import (MissingSecret, Secrets, StreamMasker, api_key_to_env, encodings, mask_server,
+from lookahead_runner.config.masking import (MissingSecret, Secrets, StreamMasker, api_key_to_env, encodings, mask_server,
                                       shell_join)
 from lookahead_runner.report.cells import shell_text
 from lookahead_runner.runfolder.results import redact

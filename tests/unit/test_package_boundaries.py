@@ -35,8 +35,9 @@ def _modules(*folders: str) -> list[Path]:
     return sorted(path for folder in folders for path in (PACKAGE / folder).rglob("*.py"))
 
 
-# what both sides share: the record schema (with its contract strings) and the API key's variable and header
-SHARED_CONTRACTS = ("lookahead_runner.records", "lookahead_runner.auth")
+# what both sides share (contracts/): the record schema (with its contract strings), the API key's variable and
+# header, CPU lists
+SHARED_CONTRACTS = ("lookahead_runner.contracts",)
 
 
 @pytest.mark.parametrize("path", [p for p in _modules("workload") if p != LOCUSTFILE], ids=lambda p: p.name)
@@ -88,8 +89,8 @@ def test_the_live_dashboards_logic_is_pure(name):
 
 def test_the_import_reader_sees_relative_absolute_and_indirect_imports():
     names = _imports(PACKAGE / "runfolder" / "analysis.py")
-    assert {"lookahead_runner.records", "lookahead_runner.telemetry.signals", "pandas"} <= names
-    assert "lookahead_runner.records" in _imports(PACKAGE / "workload" / "timeline.py")
+    assert {"lookahead_runner.contracts.records", "lookahead_runner.telemetry.signals", "pandas"} <= names
+    assert "lookahead_runner.contracts.records" in _imports(PACKAGE / "workload" / "timeline.py")
     assert _loads_locust("lookahead_runner.workload.user")  # imports locust itself
     assert _loads_locust("lookahead_runner.live.webui")  # and through workload.scenario
     assert not _loads_locust("lookahead_runner.workload.timeline")
@@ -99,11 +100,10 @@ def test_the_import_reader_sees_relative_absolute_and_indirect_imports():
 # The house, lowest floor first (README "Layout"): a module imports its own floor and the ones below, never
 # one above. A new top-level module or package must be given a floor here.
 FLOORS = [
-    {"auth", "records", "slo", "cpus"},               # shared leaves: the load's API key, the record schema
-    {"vllm", "telemetry", "workload", "masking"},     # vLLM's facts, readings of a server, the Locust scenario,
-                                                      # secrets (vLLM's secret flags from vllm/secrets.py)
-    {"config", "variants"},                           # TOML -> a strict SweepConfig; its workload variants
-    {"decision", "adaptive"},                         # windows -> a typed Decision; the adaptive chooser (pure)
+    {"contracts"},                                    # shared leaves: the record schema, the load's API key, CPU lists
+    {"vllm", "telemetry", "workload"},                # vLLM's facts, readings of a server, the Locust scenario
+    {"config"},                                       # TOML -> a strict SweepConfig; workload variants, SLOs, secrets
+    {"decision"},                                     # windows -> a typed Decision; the adaptive chooser (pure)
     {"runfolder"},                                    # the run folder's files: plan.json, status.json, summary rows
     {"report", "live", "sim"},                        # the report page, the live dashboard, the simulated vLLM
     {"run"},                                          # the runner side: sweep loop, server lives, Locust, finalize

@@ -9,8 +9,8 @@ import pytest
 
 from perfmodel_world import SHAPE, World
 
-from lookahead_runner.decision.perfmodel import fit_performance_model
-from lookahead_runner.decision.perfmodel_fit import stack, step_ms
+from lookahead_runner.decision.perfmodel.model import fit_performance_model
+from lookahead_runner.decision.perfmodel.fit import stack, step_ms
 
 WORLD = World()
 TRUE = WORLD.params

@@ -9,9 +9,9 @@ import pytest
 from perfmodel_world import SHAPE, World
 
 from lookahead_runner.config import DecisionConfig
-from lookahead_runner.decision.perfmodel import fit_performance_model
-from lookahead_runner.decision.perfmodel_uses import production_point, refined_schedule, summary
-from lookahead_runner.decision.schedule import schedule_from_picks
+from lookahead_runner.decision.perfmodel.model import fit_performance_model
+from lookahead_runner.decision.perfmodel.uses import production_point, refined_schedule, summary
+from lookahead_runner.decision.confirmation.schedule import schedule_from_picks
 from lookahead_runner.decision.schema import Decision, Recommended, StagePick
 from lookahead_runner.report.verdict import per_batch_size
 

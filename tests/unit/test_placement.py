@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 
 from lookahead_runner.config import ConfigError, config_from_dict
-from lookahead_runner.cpus import format_cpus, parse_cpus
+from lookahead_runner.contracts.cpus import format_cpus, parse_cpus
 from lookahead_runner.runfolder.lag_advice import lag_reason
-from lookahead_runner.run.placement import Placement, PlacementError, advice_for, plan_placement, processes_for
+from lookahead_runner.run.placement import Placement, PlacementError, plan_placement, processes_for
+from lookahead_runner.runfolder.lag_advice import advice_for
 from lookahead_runner.vllm.cpu_binding import OMP_BIND_ENV, omp_bind_cpus
 from lookahead_runner.run.preflight import LoadedFigures, loaded_figures, resized
 from lookahead_runner.runfolder.preflight import PlacementRecord
@@ -147,11 +148,11 @@ def test_placement_round_trips_through_plan_json():
 
 
 def test_advice_names_the_exact_setting_for_each_placement():
-    off = advice_for(Placement("off", host_cpus=(0, 1, 2, 3)))
+    off = advice_for(Placement("off", host_cpus=(0, 1, 2, 3)).to_record())
     assert off.starved == 'set load.placement = "auto" (here: server.cpus = "0-2", load.cpus = "3")'
-    user = advice_for(Placement("user", host_cpus=(0, 1)))
+    user = advice_for(Placement("user", host_cpus=(0, 1)).to_record())
     assert '--cpuset-cpus "0"' in user.starved and 'load.cpus = "1"' in user.starved
-    auto = advice_for(Placement("auto", (0,), (1,), 1, host_cpus=(0, 1)))
+    auto = advice_for(Placement("auto", (0,), (1,), 1, host_cpus=(0, 1)).to_record())
     assert "other processes run on the load's CPUs 1" in auto.starved
     assert "cannot read this many streams" in auto.saturated  # one CPU for the load, and no more to give
     assert lag_reason(80, 95, 50, auto).startswith("client saturated: Locust's loop lag p99 80 ms > 50 ms with its "

@@ -47,7 +47,7 @@ def test_a_schema_1_folder_re_renders_to_the_same_lives_and_verdict(old_run):
 
 
 def test_the_run_reads_its_preflight_typed_beside_the_placement_it_planned(old_run):
-    from lookahead_runner.run.finalize import read_run
+    from lookahead_runner.runfolder.read import read_run
     from lookahead_runner.runfolder.preflight import PreflightRecord, write_preflight
 
     assert read_run(old_run).record().preflight is None  # written before the pre-flight existed

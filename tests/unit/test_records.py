@@ -1,4 +1,4 @@
-"""records.py: the column contract, cell formatting and the flushing CSV appender."""
+"""contracts/records.py: the column contract, cell formatting and the flushing CSV appender."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import fields
 
 import pytest
 
-from lookahead_runner.records import (
+from lookahead_runner.contracts.records import (
     CUT_ERROR,
     REQUEST_COLUMNS,
     STAGE_COLUMNS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import socket
 
-from lookahead_runner.auth import bearer_header
-from lookahead_runner.records import REQUEST_COLUMNS
+from lookahead_runner.contracts.auth import bearer_header
+from lookahead_runner.contracts.records import REQUEST_COLUMNS
 from lookahead_runner.workload.prompt import prompt_token_ids
 from lookahead_runner.workload.request import (
     StreamFailure,

@@ -386,7 +386,7 @@ def test_the_report_says_what_the_verdict_cost(tmp_path: Path, inputs):
 
 
 def test_performance_model_section_with_curves_and_held_out_escaped(tmp_path: Path, inputs):
-    from lookahead_runner.decision.perfmodel_schema import Curve, CurvePoint, HeldOutRow, ModelSummary, ProductionPoint
+    from lookahead_runner.decision.perfmodel.summary import Curve, CurvePoint, HeldOutRow, ModelSummary, ProductionPoint
 
     summary, decision, plan, timelines = inputs
     decision.performance_model = ModelSummary(

@@ -1,5 +1,5 @@
 """ResolvedServer: the server's secrets and the load's key, resolved once from the config and the environment."""
-from lookahead_runner.auth import LOAD_KEY_ENV
+from lookahead_runner.contracts.auth import LOAD_KEY_ENV
 from lookahead_runner.config import ServerConfig, config_from_dict
 from lookahead_runner.config import ResolvedServer
 

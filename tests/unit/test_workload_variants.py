@@ -12,11 +12,11 @@ from lookahead_runner.cli import exit_code
 from lookahead_runner.config import ConfigError, DecisionConfig, config_from_dict
 from lookahead_runner.decision import Decision, decide
 from lookahead_runner.decision.schema import PerBatchSchedule
-from lookahead_runner.decision.variants import by_variant
-from lookahead_runner.report.variants import lives_tokens, variant_rows
+from lookahead_runner.decision.per_variant import by_variant
+from lookahead_runner.report.variant_section import lives_tokens, variant_rows
 from lookahead_runner.runfolder.plan import LifeResult, LifeStatus, PlannedLife, VariantTokens
 from lookahead_runner.runfolder.results import write_lives
-from lookahead_runner.variants import variants_of
+from lookahead_runner.config.workload_variants import variants_of
 
 P = DecisionConfig(resamples=300)
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -210,7 +210,7 @@ def test_the_live_view_names_the_variant_beside_the_stage():
 
 
 def test_a_variants_schedule_says_no_life_confirmed_it():
-    from lookahead_runner.decision.variants import note_unconfirmed_schedules
+    from lookahead_runner.decision.per_variant import note_unconfirmed_schedules
 
     with_schedule = decided(4).model_copy(update={"per_batch_size": PerBatchSchedule(argv=["serve"], ranges=[[1, 8, 4]])})
     decision = by_variant([("a", with_schedule), ("b", decided(0))])

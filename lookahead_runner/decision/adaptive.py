@@ -243,7 +243,7 @@ def _share_text(standing: Standing, k: int) -> str:
 
 def standing_of(evidence, p, early_stop: bool = True) -> Standing:
     """The engine's target stage (decision/engine.py `target_stage`, as the verdict judges it) as a `Standing`."""
-    from .decision.engine import repeats_wanted, target_stage
+    from .engine import repeats_wanted, target_stage
 
     stage = target_stage(evidence, p)
     if stage is None:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 from scipy.optimize import nnls
 
-from .evidence import LATENCY_COLUMNS, Evidence
-from .perfmodel_acceptance import Acceptance
+from ..cells.evidence import LATENCY_COLUMNS, Evidence
+from .acceptance import Acceptance
 
 MIN_STEP_SHARE = 0.2          # prefill can take at most 80 % of a step in the fixed point
 MIN_STEP_ROWS = 4             # windows a step-time fit needs before it drops the ones that preempted

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import quote, quote_plus
 
-from .vllm.knob import flag_name
-from .vllm.secrets import API_KEY_FLAG, SECRET_FLAGS, SERVER_KEY_ENV
+from ..vllm.knob import flag_name
+from ..vllm.secrets import API_KEY_FLAG, SECRET_FLAGS, SERVER_KEY_ENV
 
 PLACEHOLDER_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
-from ..config import DecisionConfig
-from .schema import Range, Tradeoff
-from .stage import StageEval
-from .stats import Bounds, interval, quantile_bounds
+from ...config import DecisionConfig
+from ..schema import Range, Tradeoff
+from ..gates.stage import StageEval
+from ..cells.stats import Bounds, interval, quantile_bounds
 from .text import pct
 
 

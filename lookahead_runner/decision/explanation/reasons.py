@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 
-from ..config import DecisionConfig
-from . import rules
-from .schema import Check
-from .stage import StageEval, gain_bounds
-from .stats import interval, repeats_needed
+from ...config import DecisionConfig
+from ..gates import rules
+from ..schema import Check
+from ..gates.stage import StageEval, gain_bounds
+from ..cells.stats import interval, repeats_needed
 from .text import pct, rate, share
 from .tradeoffs import tradeoffs
 

@@ -28,11 +28,10 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from .evidence import LATENCY_COLUMNS, Cell, Window
-from ..slo import Slo
+from ...config.slo import Slo
 from .stats import bin_counts
 
 QUANTILES = (0.5, 0.9, 0.99)
-OBJECTIVES = ("req_per_s", "output_tok_per_s", "goodput")
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ import math
 
 import numpy as np
 
-from ..config import DecisionConfig
-from ..vllm.metrics import SIGNALS
+from ...config import DecisionConfig
+from ...vllm.metrics import SIGNALS
 from . import rules
-from .measure import CellStats
-from .schema import Check
-from .stats import interval, min_samples_for_upper_bound, proportion_difference, quantile_bounds, wilson
-from .text import ms as _ms, pct, pp
+from ..cells.measure import CellStats
+from ..schema import Check
+from ..cells.stats import interval, min_samples_for_upper_bound, proportion_difference, quantile_bounds, wilson
+from ..explanation.text import ms as _ms, pct, pp
 
 
 def _check(name: str, status: str, evidence: str, because: str = "", n: int | None = None) -> Check:

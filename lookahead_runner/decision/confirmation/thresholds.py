@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .evidence import Evidence
-from .schema import Boundary
+from ..cells.evidence import Evidence
+from ..schema import Boundary
 
 AIM_FRAC = 0.05        # aim at the middle of the ~10 % band on each side of a boundary
 BAND_FRAC = 0.10       # a threshold stage whose real batch lands further away says so

@@ -5,8 +5,8 @@ how the ranges are written into `vllm serve` is a vLLM fact (vllm/schedule.py).
 """
 from __future__ import annotations
 
-from ..vllm.schedule import Schedule, render_argv
-from .schema import PerBatchSchedule, StagePick
+from ...vllm.schedule import Schedule, render_argv
+from ..schema import PerBatchSchedule, StagePick
 
 OPEN_END = 1_000_000
 

@@ -10,12 +10,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..config import DecisionConfig
+from ...config import DecisionConfig
 from . import rules
-from .measure import CellStats
-from .schema import Check, Knee, KneeStep, Range
-from .stats import interval
-from .text import pct
+from ..cells.measure import CellStats
+from ..schema import Check, Knee, KneeStep, Range
+from ..cells.stats import interval
+from ..explanation.text import pct
 
 
 def _per_doubling(ratio: float | np.ndarray, u1: int, u2: int):

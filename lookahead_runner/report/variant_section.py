@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..decision.schema import Decision
 from ..runfolder.plan import LifeResult
-from ..decision.variants import ONE_SCHEDULE, answer
+from ..decision.per_variant import ONE_SCHEDULE, answer
 from .cells import MISSING, format_cell
 from .verdict import DECISION_STATUS_TEXT, token_accounting, verdict_tone
 

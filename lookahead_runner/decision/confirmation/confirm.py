@@ -23,15 +23,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import DecisionConfig
-from ..vllm.schedule import Schedule
-from .evidence import Cell, Evidence
-from .explain import OBJECTIVE_LABEL
-from .in_effect import NOT_IN_EFFECT, not_applied, not_in_effect_verdict
-from .measure import PreparedCell, ThroughputNoise, throughput_noise
-from .schema import Boundary, Confirmation, ConfirmLife, ConfirmPlan, ConfirmStage, Decision, Range
-from .stats import Bounds, interval, proportion_difference
-from .text import pct, rate
+from ...config import DecisionConfig
+from ...vllm.schedule import Schedule
+from ..cells.evidence import Cell, Evidence
+from ..explanation.reasons import OBJECTIVE_LABEL
+from ..in_effect import NOT_IN_EFFECT, not_applied, not_in_effect_verdict
+from ..cells.measure import PreparedCell, ThroughputNoise, throughput_noise
+from ..schema import Boundary, Confirmation, ConfirmLife, ConfirmPlan, ConfirmStage, Decision, Range
+from ..cells.stats import Bounds, interval, proportion_difference
+from ..explanation.text import pct, rate
 from .thresholds import boundaries, confirmation_stages, lands_in_band
 
 FAILING = ("failures", "collapse")

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import DecisionConfig
+from ...config import DecisionConfig
 from . import rules
 from .checks import gate_checks
-from .evidence import LATENCY_COLUMNS
-from .measure import CellStats, PreparedCell, ThroughputNoise, throughput_noises
-from .schema import Check
-from .stats import Bounds, interval, single_life_gains, wilson
+from ..cells.evidence import LATENCY_COLUMNS
+from ..cells.measure import CellStats, PreparedCell, ThroughputNoise, throughput_noises
+from ..schema import Check
+from ..cells.stats import Bounds, interval, single_life_gains, wilson
 
 MAX_RESAMPLE_FACTOR = 8
 LIFE_STREAM = 32  # the restart term's generators: apart from the stage's own

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .evidence import Evidence
-from .perfmodel_check import HeldOut, Trust, held_out, mean_output_tokens, trust
-from .perfmodel_acceptance import Acceptance, PositionCounts, fit_acceptance
-from .perfmodel_fit import Draws, Obs, Params, WorkloadShape, bootstrap, observations, pool_at, predict_draws
+from ..cells.evidence import Evidence
+from .trust import HeldOut, Trust, held_out, mean_output_tokens, trust
+from .acceptance import Acceptance, PositionCounts, fit_acceptance
+from .fit import Draws, Obs, Params, WorkloadShape, bootstrap, observations, pool_at, predict_draws
 
 __all__ = ["Bound", "PerformanceModel", "PositionCounts", "Prediction", "WorkloadShape", "fit_performance_model"]
 

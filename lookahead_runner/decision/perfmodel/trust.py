@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .perfmodel_acceptance import PositionCounts, fit_acceptance
-from .perfmodel_fit import Obs, WorkloadShape, fit_params, pool_at, predict_draws, stack
+from .acceptance import PositionCounts, fit_acceptance
+from .fit import Obs, WorkloadShape, fit_params, pool_at, predict_draws, stack
 
 SCHEME_STAGE, SCHEME_K = "stage", "K"
 MIN_HELD_OUT = 3

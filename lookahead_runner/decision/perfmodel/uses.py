@@ -9,12 +9,12 @@ import math
 
 import numpy as np
 
-from ..config import DecisionConfig
-from ..vllm.schedule import Schedule, render_argv
-from .perfmodel import PerformanceModel
-from .perfmodel_schema import Curve, CurvePoint, HeldOutRow, ModelSummary, ProductionPoint
-from .schema import Decision, PerBatchSchedule
-from .text import pct, rate
+from ...config import DecisionConfig
+from ...vllm.schedule import Schedule, render_argv
+from .model import PerformanceModel
+from .summary import Curve, CurvePoint, HeldOutRow, ModelSummary, ProductionPoint
+from ..schema import Decision, PerBatchSchedule
+from ..explanation.text import pct, rate
 
 CURVE_POINTS = 16
 CURVE_REACH = 1.5           # curves run to this multiple of the highest stage

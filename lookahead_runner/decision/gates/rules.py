@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from ..config import DecisionConfig
-from .measure import CellStats
-from .stats import proportion_difference
+from ...config import DecisionConfig
+from ..cells.measure import CellStats
+from ..cells.stats import proportion_difference
 
 PASS, FAIL, UNKNOWN, WAIVED = "pass", "fail", "unknown", "waived"
 

@@ -19,7 +19,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from .vllm.knob import MAX_MODEL_LEN_FLAG, flag_value, human_int
+from ..vllm.knob import MAX_MODEL_LEN_FLAG, flag_value, human_int
 
 NATURAL_OUTPUT = "natural"   # load.output_tokens: each request ends at its end of sequence (request_set.py)
 # the least value of each axis and its type
@@ -139,8 +139,3 @@ def fit_error(variant: Variant, max_model_len: int, where: str) -> str:
     return (f"the workload variant of {name} needs {variant.context_tokens:,} tokens per request "
             f"({variant.prompt_tokens:,} prompt + {variant.output_tokens:,} output), more than --max-model-len "
             f"{max_model_len:,} in {where}; shorten that variant or raise --max-model-len")
-
-
-def differing_summary(answers: list[tuple[str, int | None, str]]) -> str:
-    """"K=4 at 4,000-token prompts; K=0 at 400-token prompts": (label, K or None, status text) per variant."""
-    return "; ".join(f"K={k} at {label}" if k is not None else f"{status} at {label}" for label, k, status in answers)
