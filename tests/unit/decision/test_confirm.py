@@ -3,7 +3,7 @@ user counts land next to a schedule's boundary, and each verdict the confirmatio
 import json
 
 import pytest
-from synthetic import window
+from unit.synthetic import window
 
 from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.config import DecisionConfig
