@@ -209,7 +209,7 @@ def test_the_circle_check_finds_a_circle_and_reads_function_level_imports():
     graph = _graph()
     assert "lookahead_runner.run.perfmodel_run" in graph["lookahead_runner.run.finalize"]
     assert "lookahead_runner.report.render" in graph["lookahead_runner.run.finalize"]  # imported in a function
-    assert "lookahead_runner.decision.gates.rules" in graph["lookahead_runner.decision.engine"]  # from .gates import rules
+    assert "lookahead_runner.decision.gates.rules" in graph["lookahead_runner.decision.engine"]  # `from .gates import`
 
 
 def test_no_module_at_the_package_top_but_the_commands():

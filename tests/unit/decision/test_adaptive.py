@@ -2,8 +2,8 @@
 standing is built from synthetic windows where the chooser must read it."""
 from unit.synthetic import table, window
 
-from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, run_note, standing_of,
-                                       valid_lives)
+from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, run_note,
+                                                standing_of, valid_lives)
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import evidence
 
