@@ -76,8 +76,8 @@ def decide_grid(data: RunData, variant: str = "") -> Decision:
 
 
 def confirmed(data: RunData, decision: Decision, variant: str | None = None) -> Decision:
-    """The decision with the verdict of its confirmation life (decision/confirmation/confirm.py); of one workload variant's
-    decision, from that variant's confirmation when `variant` is given (unchanged without one)."""
+    """The decision with the verdict of its confirmation life (decision/confirmation/confirm.py); of one workload
+    variant's decision, from that variant's confirmation when `variant` is given (unchanged without one)."""
     plan = data.plan.confirm if variant is None else data.plan.confirmation(variant)
     if plan is None:
         return decision

@@ -154,7 +154,8 @@ def run_preflight(config: SweepConfig, base_url: str, placement: Placement, run_
         if lagging:
             _stop(run_dir, record, f"pre-flight at {peak} users: "
                                    + lag_reason(figures.lag_p50_ms, figures.busiest_cpu_pct, gate,
-                                                advice_for(placement.to_record()), "the typical request's loop lag p99"))
+                                                advice_for(placement.to_record()),
+                                                "the typical request's loop lag p99"))
         if spiky:
             say(f"  pre-flight: some requests lagged (p99 {figures.lag_p99_ms:.0f} ms > {gate:g} ms): windows "
                 f"with such stalls will be invalid; if they are many, "

@@ -94,7 +94,8 @@ async def start_engine(args: ServeArgs, profile: Profile, log: logs.Logger, memo
     log("INFO", *logs.startup(profile, "load", model=args.model), role="Worker")
     if await _ramp(memory, context_mib, context_mib + weights_mib, share["weights"], stop):
         return None
-    log("INFO", *logs.startup(profile, "loaded", gib=weights_mib / 1024, s=share["context"] + share["weights"]), role="Worker")
+    loaded_s = share["context"] + share["weights"]
+    log("INFO", *logs.startup(profile, "loaded", gib=weights_mib / 1024, s=loaded_s), role="Worker")
     if "fail-start" in args.faults:
         raise ValueError("RuntimeError: CUDA error: an illegal memory access was encountered "
                          "(simulated by --sim-fault fail-start)")

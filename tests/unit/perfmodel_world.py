@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from synthetic import window
+from unit.synthetic import window
 
 from lookahead_runner.decision import evidence
 from lookahead_runner.decision.perfmodel.model import PositionCounts, WorkloadShape

@@ -1,5 +1,5 @@
 import pytest
-from synthetic import window
+from unit.synthetic import window
 
 from lookahead_runner.config import ConfigError, DecisionConfig, config_from_dict
 from lookahead_runner.decision import evidence

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from perfmodel_world import SHAPE, World
+from unit.perfmodel_world import SHAPE, World
 
 from lookahead_runner.decision.perfmodel.model import fit_performance_model
 from lookahead_runner.decision.perfmodel.fit import stack, step_ms

@@ -2,7 +2,7 @@
 import math
 
 import pytest
-from synthetic import table, window
+from unit.synthetic import table, window
 
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import Decision, decide, evidence

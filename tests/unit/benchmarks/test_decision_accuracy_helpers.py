@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "decision_accuracy.py"
+_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "decision_accuracy.py"
 _spec = importlib.util.spec_from_file_location("decision_accuracy", _PATH)
 bench = importlib.util.module_from_spec(_spec)
 sys.modules["decision_accuracy"] = bench  # dataclasses look their module up there
@@ -79,7 +79,7 @@ def test_tally_puts_stated_confidence_beside_the_hit_rate_of_decided_verdicts():
 
 
 def test_the_adaptive_replay_reveals_the_recorded_repeats_in_the_drawn_order_and_prices_them():
-    from synthetic import window
+    from unit.synthetic import window
 
     from lookahead_runner.config import config_from_dict
     from lookahead_runner.decision import evidence
@@ -107,7 +107,7 @@ def test_the_adaptive_replay_reveals_the_recorded_repeats_in_the_drawn_order_and
 
 
 def test_lower_stages_are_priced_on_every_grid_life_and_on_an_adaptive_ks_first_and_seen_with_its_k():
-    from synthetic import window
+    from unit.synthetic import window
 
     from lookahead_runner.decision import evidence
 

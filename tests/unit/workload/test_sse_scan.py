@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from lookahead_runner.sim.protocol import ChunkWriter
 from lookahead_runner.workload.sse import parse_sse_line, scan_chunk
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "stream-sample.txt"  # real vLLM 0.32 output
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "stream-sample.txt"  # real vLLM 0.32 output
 
 
 def full(line: bytes) -> tuple:

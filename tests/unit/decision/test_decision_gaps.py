@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from synthetic import table, window
+from unit.synthetic import table, window
 
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import decide, evidence

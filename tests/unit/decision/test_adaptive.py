@@ -1,9 +1,9 @@
 """The adaptive sweep's chooser (decision/adaptive.py): which life next, or why it stops. Pure; the engine's own
 standing is built from synthetic windows where the chooser must read it."""
-from synthetic import table, window
+from unit.synthetic import table, window
 
-from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, run_note, standing_of,
-                                       valid_lives)
+from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, run_note,
+                                                standing_of, valid_lives)
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import evidence
 

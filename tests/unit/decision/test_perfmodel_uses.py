@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from perfmodel_world import SHAPE, World
+from unit.perfmodel_world import SHAPE, World
 
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision.perfmodel.model import fit_performance_model

@@ -2,7 +2,7 @@
 what it writes to plan.json, where it stops, and how --resume carries on."""
 from types import SimpleNamespace
 
-from synthetic import window
+from unit.synthetic import window
 
 from lookahead_runner.run import adaptive_sweep
 from lookahead_runner.runfolder import results

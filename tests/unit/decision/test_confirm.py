@@ -3,15 +3,15 @@ user counts land next to a schedule's boundary, and each verdict the confirmatio
 import json
 
 import pytest
-from synthetic import window
+from unit.synthetic import window
 
 from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import Cell, decide, evidence
 from lookahead_runner.decision.confirmation.confirm import judge, plan, what_to_confirm, with_confirmation
 from lookahead_runner.decision.schema import ConfirmLife, Decision
-from lookahead_runner.decision.confirmation.thresholds import (batch_curve, boundaries, confirmation_stages, lands_in_band,
-                                                  users_for_batch)
+from lookahead_runner.decision.confirmation.thresholds import (batch_curve, boundaries, confirmation_stages,
+                                                               lands_in_band, users_for_batch)
 
 P = DecisionConfig(resamples=300)
 SPEC = {"method": "draft_model", "model": "sim/d", "num_speculative_tokens": 4}

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 
 from lookahead_runner.config import ConfigError, config_from_dict
-from lookahead_runner.config.masking import (MissingSecret, Secrets, StreamMasker, api_key_to_env, encodings, mask_server,
-                                      shell_join)
+from lookahead_runner.config.masking import (MissingSecret, Secrets, StreamMasker, api_key_to_env, encodings,
+                                             mask_server, shell_join)
 from lookahead_runner.report.cells import shell_text
 from lookahead_runner.runfolder.results import redact
 

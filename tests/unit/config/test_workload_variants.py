@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from synthetic import table
+from unit.synthetic import table
 
 from lookahead_runner.runfolder.analysis import block_token_check, summary_frame
 from lookahead_runner.cli import exit_code
@@ -19,7 +19,7 @@ from lookahead_runner.runfolder.results import write_lives
 from lookahead_runner.config.workload_variants import variants_of
 
 P = DecisionConfig(resamples=300)
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def test_one_value_per_axis_is_one_unnamed_variant_as_before():

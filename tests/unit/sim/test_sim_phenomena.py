@@ -123,7 +123,7 @@ def test_the_context_pair_of_the_decision_benchmark_has_the_truths_it_states():
     import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "decision_scenarios.py"
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "decision_scenarios.py"
     spec = importlib.util.spec_from_file_location("decision_scenarios", path)
     bench = importlib.util.module_from_spec(spec)
     sys.modules["decision_scenarios"] = bench
