@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from .perfmodel.summary import ModelSummary
+from .schema_base import Model, Range
+from .traffic.schema import RequestSetSummary
 
 SCHEMA_VERSION = 3
 
@@ -25,15 +27,6 @@ CheckStatus = Literal["pass", "fail", "unknown", "waived"]
 # decided: confident; not_decided: a leader exists but is not sure yet (or a gate lacks data);
 # no_eligible: every K is blocked by a gate; no_measurement: no valid window at the stage.
 DecisionStatus = Literal["decided", "not_decided", "no_eligible", "no_measurement"]
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class Range(Model):
-    low: float | None = None
-    high: float | None = None
 
 
 class Check(Model):
@@ -275,10 +268,6 @@ class PerBatchSchedule(Model):
     left_out_users: list[int] = Field(default_factory=list)      # stages not decided
     boundaries: str = ""                 # "model crossovers": the performance model moved them (perfmodel_uses.py)
     stage_ranges: list[list[int]] | None = None   # the stages' ranges before that
-
-
-# after Model and Range, which it builds on (it imports them from here)
-from .request_set_schema import RequestSetSummary  # noqa: E402
 
 
 class Decision(Model):

@@ -12,8 +12,8 @@ from ..runfolder import results
 from ..decision.adaptive import run_note
 from ..runfolder.cost import life_costs, run_cost
 from ..decision import Cell, Decision, decide
-from ..decision.gpu_spread import LifeOnGpu, gpu_spread_line
-from ..decision.in_effect import findings_from, with_settings_in_effect
+from ..decision.cells.gpu_spread import LifeOnGpu, gpu_spread_line
+from ..decision.gates.in_effect import findings_from, with_settings_in_effect
 from ..decision.ramp import ramp_decision
 from ..decision.confirmation.confirm import judge, unconfirmed_note, with_confirmation
 from ..decision.schema import AxisDecision, ConfirmLife, LifeNote
@@ -102,7 +102,7 @@ def sweep_rows(data: RunData) -> list[dict]:
 
 
 def gpu_spread(data: RunData, users: int) -> str:
-    """decision/gpu_spread.py's line over the sweep's lives that ran on a Ray cluster (their status names GPUs)."""
+    """decision/cells/gpu_spread.py's line over the sweep's lives that ran on a Ray cluster (their status names GPUs)."""
     statuses, summary = data.statuses, data.summary
     if summary.empty or not any(status.slot for status in statuses.values()):
         return ""

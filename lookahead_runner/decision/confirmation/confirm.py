@@ -27,7 +27,7 @@ from ...config import DecisionConfig
 from ...vllm.schedule import Schedule
 from ..cells.evidence import Cell, Evidence
 from ..explanation.reasons import OBJECTIVE_LABEL
-from ..in_effect import NOT_IN_EFFECT, not_applied, not_in_effect_verdict
+from ..gates.in_effect import NOT_IN_EFFECT, not_applied, not_in_effect_verdict
 from ..cells.measure import PreparedCell, ThroughputNoise, throughput_noise
 from ..schema import Boundary, Confirmation, ConfirmLife, ConfirmPlan, ConfirmStage, Decision, Range
 from ..cells.stats import Bounds, interval, proportion_difference

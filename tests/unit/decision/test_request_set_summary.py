@@ -1,4 +1,4 @@
-"""decision.json's request_set from request rows (decision/request_set.py) and its report section: acceptance per
+"""decision.json's request_set from request rows (decision/traffic/request_set.py) and its report section: acceptance per
 category three ways with intervals, the best K per category beside the mix's, natural outputs' agreement across K."""
 import json
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lookahead_runner.decision.request_set import LifeRequests, best_line, summarise
-from lookahead_runner.decision.request_set_schema import MIX, BestByCategory, RequestSetSummary
+from lookahead_runner.decision.traffic.request_set import LifeRequests, best_line, summarise
+from lookahead_runner.decision.traffic.schema import MIX, BestByCategory, RequestSetSummary
 from lookahead_runner.decision.schema import Decision
 from lookahead_runner.report.request_set import request_set_view
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .request_set_schema import (MIX, BestByCategory, CategoryAcceptance, CategoryGain, LengthDistribution,
-                                 OutputAgreement, RequestSetSummary)
-from .schema import Range
-from .cells.stats import interval
+from .schema import (MIX, BestByCategory, CategoryAcceptance, CategoryGain, LengthDistribution, OutputAgreement,
+                     RequestSetSummary)
+from ..schema import Range
+from ..cells.stats import interval
 
 RESAMPLES = 400
 LEVEL = 0.9

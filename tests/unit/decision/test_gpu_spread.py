@@ -1,6 +1,6 @@
-"""The GPU-to-GPU spread line (decision/gpu_spread.py)."""
+"""The GPU-to-GPU spread line (decision/cells/gpu_spread.py)."""
 
-from lookahead_runner.decision.gpu_spread import LifeOnGpu, gpu_spread_line
+from lookahead_runner.decision.cells.gpu_spread import LifeOnGpu, gpu_spread_line
 
 
 def test_a_k_on_several_gpus_gets_its_spread():

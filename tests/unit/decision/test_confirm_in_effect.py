@@ -1,15 +1,15 @@
 """A schedule the server ignored (issue 29): the confirmation reads what each stage drafted per step at its real
 batch and says "not in effect", told apart from a schedule that ran and cost throughput at its boundary; and a K
-whose windows at the target were all not in effect is not recommended (decision/in_effect.py)."""
+whose windows at the target were all not in effect is not recommended (decision/gates/in_effect.py)."""
 import math
 
-from synthetic import window
+from unit.synthetic import window
 from test_confirm import ARGV, P, STAGES, decided  # noqa: F401  (the fixture)
 
 from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.decision import Cell, decide, evidence
 from lookahead_runner.decision.confirmation.confirm import judge, plan, with_confirmation
-from lookahead_runner.decision.in_effect import WindowFinding, findings_from, with_settings_in_effect
+from lookahead_runner.decision.gates.in_effect import WindowFinding, findings_from, with_settings_in_effect
 from lookahead_runner.decision.schema import ConfirmLife, Decision
 from lookahead_runner.report.confirmation import confirmation_view
 
@@ -75,7 +75,7 @@ def test_a_single_k_not_in_effect_in_its_own_life_leaves_the_verdict_not_decided
     assert after.recommended is None and exit_code(after) == EXIT_NOT_DECIDED
 
 
-# --- decision/in_effect.py: a K whose target windows were all not in effect --------------------------------------
+# --- decision/gates/in_effect.py: a K whose target windows were all not in effect --------------------------------------
 def test_a_k_with_every_target_window_not_in_effect_is_named_in_the_verdict_with_the_causes():
     # K=4's windows drafted 2 tokens a step: left out, so only K=0 is left at the target
     ev = evidence([window(0, u, 10.0 * u / 8, r) for u in (8, 32) for r in range(2)], 32)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, computed_field
 
-from .schema import Model, Range
+from ..schema_base import Model, Range
 
 MIX = "the mix"   # the whole set, all categories together
 

@@ -17,7 +17,7 @@ from lookahead_runner.sim.protocol import (CHAT_GENERATION_PROMPT_TOKENS, CHAT_N
 from lookahead_runner.sim.scenarios import get_scenario, with_overrides
 
 REAL = [json.loads(line[6:]) for line in
-        (Path(__file__).resolve().parents[1] / "fixtures" / "chat-stream-sample.txt").read_text().splitlines()
+        (Path(__file__).resolve().parents[2] / "fixtures" / "chat-stream-sample.txt").read_text().splitlines()
         if line.startswith("data: {")]
 USAGE = {"include_usage": True, "continuous_usage_stats": True}
 

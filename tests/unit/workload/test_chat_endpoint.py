@@ -23,7 +23,7 @@ from lookahead_runner.workload.request import chat_payload, completion_payload
 from lookahead_runner.workload.sse import DONE, parse_sse_line, scan_chat_chunk, scan_chunk
 from lookahead_runner.workload.timeline import TokenTimeline, judge
 
-CHAT_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "chat-stream-sample.txt"
+CHAT_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "chat-stream-sample.txt"
 
 
 def data_lines(path: Path) -> list[bytes]:

@@ -13,9 +13,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..telemetry.drafting import CLAMPED, CUT_AT_MAX_MODEL_LEN, DATA_PARALLEL, LIKELY_CAUSES, SCHEDULE_IGNORED
-from ..vllm.schedule import Schedule
-from .schema import Confirmation, ConfirmStage, Decision
+from ...telemetry.drafting import CLAMPED, CUT_AT_MAX_MODEL_LEN, DATA_PARALLEL, LIKELY_CAUSES, SCHEDULE_IGNORED
+from ...vllm.schedule import Schedule
+from ..schema import Confirmation, ConfirmStage, Decision
 
 PREFIX = "not in effect: "
 NOT_IN_EFFECT = "not in effect"  # a confirmation stage's outcome and the confirmation's status

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from synthetic import window
+from unit.synthetic import window
 
 from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.config import ConfigError, DecisionConfig
