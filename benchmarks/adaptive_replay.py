@@ -2,7 +2,7 @@
 
 A replay, not a new measurement: the recording holds every K x N same-server repeats at the target. Each
 trial draws an order of every K's recorded repeats; the grid's verdict is the decision on the first two of
-each (the demo's grid), the adaptive one is what the product's chooser (lookahead_runner/adaptive.py, the
+each (the demo's grid), the adaptive one is what the product's chooser (lookahead_runner/decision/adaptive.py, the
 same code `sweep.strategy = "adaptive"` runs) reaches when each life it asks for is revealed from the
 recording in that order: the next repeat of the K it names, or it stops (decided, budget, nothing left;
 "recording exhausted" when it asks for more repeats of a K than were recorded). Both verdicts are made by
@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from lookahead_runner.adaptive import Budget, Choice, ModelView, Spent, choose, standing_of, valid_lives
+from lookahead_runner.decision.adaptive import Budget, Choice, ModelView, Spent, choose, standing_of, valid_lives
 from lookahead_runner.config import SweepConfig
 from lookahead_runner.decision import Evidence
 from lookahead_runner.runfolder.plan import LifeStatus, PlannedLife

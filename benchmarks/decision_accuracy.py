@@ -68,12 +68,12 @@ from decision_scenarios import SCENARIOS, BenchScenario, config_toml, first_life
 
 from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
 from lookahead_runner.decision import Decision, Evidence, decide  # noqa: E402
-from lookahead_runner.decision.stats import wilson  # noqa: E402
-from lookahead_runner.run.finalize import read_run  # noqa: E402
+from lookahead_runner.decision.cells.stats import wilson  # noqa: E402
+from lookahead_runner.runfolder.read import read_run  # noqa: E402
 from lookahead_runner.runfolder.plan import RunDirError, life_state, read_plan_and_config  # noqa: E402
-from lookahead_runner.adaptive import ModelView  # noqa: E402
+from lookahead_runner.decision.adaptive import ModelView  # noqa: E402
 from lookahead_runner.run.adaptive_sweep import view_of  # noqa: E402
-from lookahead_runner.decision.perfmodel import fit_performance_model  # noqa: E402
+from lookahead_runner.decision.perfmodel.model import fit_performance_model  # noqa: E402
 from lookahead_runner.run.life import is_simulator  # noqa: E402
 from lookahead_runner.run.perfmodel_run import model_inputs  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Held-out accuracy of the performance model (decision/perfmodel.py) on the simulator's scenarios.
+"""Held-out accuracy of the performance model (decision/perfmodel/model.py) on the simulator's scenarios.
 Goal: req/s at an unseen stage predicted within 10 % (median over scenarios; the worst is stated).
 Prints one JSON line.
 
@@ -43,9 +43,9 @@ from decision_accuracy import finished_run  # noqa: E402
 from decision_scenarios import SCENARIOS, BenchScenario, config_toml, scenarios_named  # noqa: E402
 
 from lookahead_runner.config import config_from_dict  # noqa: E402
-from lookahead_runner.decision.perfmodel import fit_performance_model  # noqa: E402
-from lookahead_runner.decision.perfmodel_check import SCHEME_K, SCHEME_STAGE, summarize  # noqa: E402
-from lookahead_runner.run.finalize import read_run  # noqa: E402
+from lookahead_runner.decision.perfmodel.model import fit_performance_model  # noqa: E402
+from lookahead_runner.decision.perfmodel.trust import SCHEME_K, SCHEME_STAGE, summarize  # noqa: E402
+from lookahead_runner.runfolder.read import read_run  # noqa: E402
 from lookahead_runner.run.perfmodel_run import fit_run  # noqa: E402
 
 STAGE_SHARES = (0.125, 0.25, 0.5, 1.0)

@@ -16,7 +16,7 @@ import numpy as np
 from decision_scenarios import BenchScenario, closed_loop
 
 from lookahead_runner.decision import Evidence, Window, evidence
-from lookahead_runner.decision.perfmodel import PositionCounts, WorkloadShape
+from lookahead_runner.decision.perfmodel.model import PositionCounts, WorkloadShape
 
 WARM_SHARE = 0.2
 

@@ -15,7 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lookahead_runner.run.finalize import decide_all, read_run
+from lookahead_runner.run.finalize import decide_all
+from lookahead_runner.runfolder.read import read_run
 
 
 def rotate_repeats(run_dir: Path) -> int:

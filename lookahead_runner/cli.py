@@ -81,7 +81,7 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
 def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep") -> int:
     from .runfolder import results
     from .run.launch import render_argv
-    from .masking import shell_join
+    from .config.masking import shell_join
     from .run.placement import host_cpus, plan_placement
     from .run.runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
@@ -147,7 +147,7 @@ def exit_code(decision: Decision) -> int:
     if decision.mode == "ramp":
         return 1 if decision.status == "no_measurement" else 0
     if decision.status == "decided" and (decision.recommended is not None or decision.by_variant):
-        return 0  # with workload variants: decided = every variant decided (decision/variants.py)
+        return 0  # with workload variants: decided = every variant decided (decision/per_variant.py)
     return EXIT_NOT_DECIDED if decision.status == "not_decided" else 1
 
 

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from ..slo import parse_slo_key, parse_slos
+from .slo import parse_slo_key, parse_slos
 from .strict import Strict
 
 # The restart spread (relative SD of one server life's throughput around the next life's of the same K) taken

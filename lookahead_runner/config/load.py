@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..variants import NATURAL_OUTPUT, Variant, axis_values, variants_of
+from .workload_variants import NATURAL_OUTPUT, Variant, axis_values, variants_of
 from ..workload.request_set import DEFAULT_MAX_TOKENS
 from .strict import CpuList, Strict
 

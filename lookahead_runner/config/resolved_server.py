@@ -11,8 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..auth import LOAD_KEY_ENV, bearer_header
-from ..masking import MissingSecret, Secrets, mask_server
+from ..contracts.auth import LOAD_KEY_ENV, bearer_header
+from .masking import MissingSecret, Secrets, mask_server
 from ..vllm.secrets import SERVER_KEY_ENV
 from .server import ServerConfig
 from .strict import ConfigError

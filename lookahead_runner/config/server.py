@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from ..masking import ENV_NAME_RE
+from .masking import ENV_NAME_RE
 from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, runner_flag
 from ..vllm.probe import SPEC_METRICS_FLAG
 from .strict import CpuList, Strict

@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-from ..cpus import parse_cpus
+from ..contracts.cpus import parse_cpus
 
 
 class ConfigError(ValueError):

@@ -5,8 +5,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ..cpus import format_cpus, parse_cpus
-from ..variants import as_list, model_length_error
+from ..contracts.cpus import format_cpus, parse_cpus
+from .workload_variants import as_list, model_length_error
 from ..vllm.knob import MAX_MODEL_LEN_FLAG, runner_flag
 from .cluster import ClusterConfig
 from .decision import DecisionConfig
@@ -58,7 +58,7 @@ class GridConfig(Strict):
 
 
 class StrategyConfig(Strict):
-    """How the sweep chooses its server lives: the whole grid, or one life at a time (adaptive.py)."""
+    """How the sweep chooses its server lives: the whole grid, or one life at a time (decision/adaptive.py)."""
 
     strategy: Literal["grid", "adaptive"] = Field(
         "grid", description="grid: every K x load.repeats; adaptive: the baseline and one K, then each next life "

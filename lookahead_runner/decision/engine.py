@@ -10,16 +10,17 @@ import numpy as np
 
 from ..config import DecisionConfig
 from ..vllm.knob import Setting
-from . import explain, rules
-from .checks import not_measured
-from .evidence import Evidence
-from .knee import find_knee, scaling_check
-from .measure import QUANTILES, PreparedCell
-from .schedule import schedule_from_picks
+from .explanation import reasons as explain
+from .gates import rules
+from .gates.checks import not_measured
+from .cells.evidence import Evidence
+from .gates.knee import find_knee, scaling_check
+from .cells.measure import QUANTILES, PreparedCell
+from .confirmation.schedule import schedule_from_picks
 from .schema import Candidate, CellSummary, Check, Decision, Percentile, Range, Recommended, StagePick
-from .stage import StageEval, evaluate, gain_bounds
-from .tradeoffs import tradeoffs
-from .stats import interval, quantile_bounds, wilson
+from .gates.stage import StageEval, evaluate, gain_bounds
+from .explanation.tradeoffs import tradeoffs
+from .cells.stats import interval, quantile_bounds, wilson
 
 METRICS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_p99_ms": "itl", "e2e_ms": "e2e"}
 

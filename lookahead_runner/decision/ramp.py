@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ..config import DecisionConfig
 from .engine import cell_summaries, evaluate_stages
-from .evidence import Evidence
-from .knee import find_knee
+from .cells.evidence import Evidence
+from .gates.knee import find_knee
 from .schema import Decision, Recommended, StagePick
 
 

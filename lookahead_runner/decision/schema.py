@@ -7,7 +7,7 @@ resampled.
 
 Version 3 adds: "waived", CellSummary.not_measured and Decision.confidence_range; the workload variant
 (its label; "" in a sweep of one workload) on the decision, each cell, candidate and per-stage pick, and
-`by_variant` (one whole decision per variant, decision/variants.py); what the verdict cost (`cost`); the
+`by_variant` (one whole decision per variant, decision/per_variant.py); what the verdict cost (`cost`); the
 performance model's summary (`performance_model`). Version 2 files read as version 3 with one unnamed
 variant and none of the additions.
 """
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from .perfmodel_schema import ModelSummary
+from .perfmodel.summary import ModelSummary
+from .schema_base import Model, Range
+from .traffic.schema import RequestSetSummary
 
 SCHEMA_VERSION = 3
 
@@ -25,15 +27,6 @@ CheckStatus = Literal["pass", "fail", "unknown", "waived"]
 # decided: confident; not_decided: a leader exists but is not sure yet (or a gate lacks data);
 # no_eligible: every K is blocked by a gate; no_measurement: no valid window at the stage.
 DecisionStatus = Literal["decided", "not_decided", "no_eligible", "no_measurement"]
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class Range(Model):
-    low: float | None = None
-    high: float | None = None
 
 
 class Check(Model):
@@ -277,10 +270,6 @@ class PerBatchSchedule(Model):
     stage_ranges: list[list[int]] | None = None   # the stages' ranges before that
 
 
-# after Model and Range, which it builds on (it imports them from here)
-from .request_set_schema import RequestSetSummary  # noqa: E402
-
-
 class Decision(Model):
     schema_version: int = SCHEMA_VERSION
     mode: Literal["sweep", "ramp"] = "sweep"
@@ -312,6 +301,6 @@ class Decision(Model):
     skipped_lives: list[LifeNote] = Field(default_factory=list)
     confirmation: Confirmation | None = None
     cost: Cost | None = None
-    performance_model: ModelSummary | None = None   # predictions (decision/perfmodel.py), never evidence
+    performance_model: ModelSummary | None = None   # predictions (decision/perfmodel/model.py), never evidence
     by_variant: list["Decision"] = Field(default_factory=list)  # one per workload variant when there are several
     request_set: RequestSetSummary | None = None   # load.requests: per category, natural outputs (issue 28)

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from lookahead_runner.records import CUT_ERROR, REQUEST_COLUMNS
+from lookahead_runner.contracts.records import CUT_ERROR, REQUEST_COLUMNS
 from lookahead_runner.telemetry.signals import CounterSignals, counter_signals
 from lookahead_runner.vllm.metrics import ACCEPTED_PER_POSITION, KV_POOL_INFO, SIGNALS
 from lookahead_runner.workload.stages import Stage

@@ -37,7 +37,7 @@ import gevent
 from flask import Response, abort, make_response, request, send_file
 from locust.env import Environment
 
-from lookahead_runner.auth import bearer_header, key_from_environment
+from lookahead_runner.contracts.auth import bearer_header, key_from_environment
 from lookahead_runner.live.charts import Mark, chart_specs, chart_update, marks_between
 from lookahead_runner.live.tables import (
     HISTORY_COLUMNS,
@@ -61,7 +61,7 @@ from lookahead_runner.live.values import (
     signal_lines,
     stage_now,
 )
-from lookahead_runner.records import SIM_GPU_FILE_ENV
+from lookahead_runner.contracts.records import SIM_GPU_FILE_ENV
 from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
 from lookahead_runner.telemetry.prometheus import parse, scrape
 from lookahead_runner.vllm.endpoints import METRICS_PATH

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from ..masking import shell_join
+from ..config.masking import shell_join
 
 INTEGER_COLUMNS = {"k", "repeat", "stage", "users", "requests", "failures", "timeouts", "length_mismatches",
                    "preemptions", "gpu_mem_peak_mib", "gpu_mem_total_mib", "client_output_tokens",

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..decision.schema import Decision
-from ..decision.text import pct, rate
+from ..decision.explanation.text import pct, rate
 from .charts import PALETTE, _layout, figure_entry, plot_text, users_axis
 
 BAND_ALPHA = "33"   # hex alpha of an interval band

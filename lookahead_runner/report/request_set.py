@@ -4,7 +4,7 @@ Pure: the typed summary in, text out (the template escapes it).
 """
 from __future__ import annotations
 
-from ..decision.request_set_schema import MIX, RequestSetSummary
+from ..decision.traffic.schema import MIX, RequestSetSummary
 from ..decision.schema import Range
 from .cells import MISSING
 

@@ -11,7 +11,7 @@ import json
 import math
 
 from ..decision.schema import Check, Decision, Percentile, Range
-from ..decision.schedule import OPEN_END
+from ..decision.confirmation.schedule import OPEN_END
 from ..runfolder.plan import LifeResult
 from ..vllm.schedule import SCHEDULE_KEY
 from .cells import MISSING, format_cell, is_missing, shell_text

@@ -24,7 +24,7 @@ from ..runfolder.plan import LifeResult, RunRecord
 from ..runfolder.preflight import PlacementRecord, PreflightRecord, placement_used
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from ..vllm.probe import LOOKAHEAD_FLAG
-from .variants import lives_tokens, variant_charts, variant_rows
+from .variant_section import lives_tokens, variant_charts, variant_rows
 from .request_set import request_set_view
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
                       failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,

@@ -1,4 +1,4 @@
-"""The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (adaptive.py) for the next life,
+"""The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (decision/adaptive.py) for the next life,
 write it to plan.json, run it as a real server life (same readiness and memory rules as the grid), repeat
 until the chooser stops; the stop and its reason go to plan.json's "adaptive".
 
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
+from ..decision.adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
 from ..config import ResolvedServer, SweepConfig
 from ..runfolder.cost import grid_lives, life_costs
-from .finalize import read_run, write_tables
+from ..runfolder.read import read_run
+from .finalize import write_tables
 from .launch import Life, append_to_plan
 from .perfmodel_run import fit_run
 from ..runfolder.plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
@@ -47,7 +48,7 @@ def describe(config: SweepConfig, model: ModelView) -> str:
 
 
 def model_view(data, config: SweepConfig) -> ModelView:
-    """The performance model (decision/perfmodel.py) fitted on the run so far, as the chooser sees it."""
+    """The performance model (decision/perfmodel/model.py) fitted on the run so far, as the chooser sees it."""
     if data is None or len(data.evidence().ks) < 2:
         return ModelView(why_not="fewer than two K measured")
     return view_of(fit_run(data.run_dir, data), config)

@@ -1,5 +1,5 @@
 """The confirmation life: after the decision, the recommendation started exactly as the report prints it
-(the schedule's argv, or the single K's) and driven through the stages decision/confirm.py plans.
+(the schedule's argv, or the single K's) and driven through the stages decision/confirmation/confirm.py plans.
 
 It is a life like the others: its plan.json entries (role "confirm", folder confirm/r<repeat>) are written
 before it starts, so --resume runs the same stages again, and a life whose status.json says done is kept.
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import ResolvedServer, StageConfig, SweepConfig
-from ..decision.confirm import describe, plan as plan_confirmation
+from ..decision.confirmation.confirm import describe, plan as plan_confirmation
 from ..decision.schema import ConfirmPlan, Decision
-from .finalize import RunData
+from ..runfolder.read import RunData
 from .launch import Life, planned_lives
 from ..runfolder.plan import Plan, add_confirmation, read_plan, retire_confirmation
 from ..vllm.knob import Setting

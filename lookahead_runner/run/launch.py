@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import ResolvedServer, ServerConfig, SweepConfig
-from ..masking import Secrets, api_key_to_env
+from ..config.masking import Secrets, api_key_to_env
 from ..runfolder import results
 from ..runfolder.plan import PlannedLife, append_lives
 from ..vllm.knob import Setting, server_argv
@@ -26,7 +26,7 @@ class Life:
 
 def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port: int,
                 server: ResolvedServer) -> list[str]:
-    """The server argv as recorded and shown: each secret value as ${NAME} (masking.py)."""
+    """The server argv as recorded and shown: each secret value as ${NAME} (config/masking.py)."""
     s, spec = server.masked, config.speculation
     return server_argv(caps, s.command, s.model, s.host, port, s.extra_args, setting, spec.method, spec.draft_model,
                        s.argv_template or None, spec.flag_style)

@@ -28,7 +28,7 @@ from .server import (RunningServer, ServerError, ServerProcess, free_port, port_
                      wait_for_port_free)
 from ..telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
 from ..telemetry.sampler import Sampler
-from ..variants import Variant
+from ..config.workload_variants import Variant
 from ..vllm.endpoints import COMPLETIONS_PATH, METRICS_PATH
 from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities

@@ -1,5 +1,5 @@
-"""A run folder -> the inputs of its performance model (decision/perfmodel.py), the fit, and the decision
-with the model's summary and uses (decision/perfmodel_uses.py).
+"""A run folder -> the inputs of its performance model (decision/perfmodel/model.py), the fit, and the decision
+with the model's summary and uses (decision/perfmodel/uses.py).
 
 Reads what the pure model cannot: each life's spec_positions.csv (accepted tokens per draft position,
 written by the sampler) and server_metrics.csv (drafts), differenced over the life, summed per K; the
@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..runfolder import results
-from ..decision.perfmodel import PerformanceModel, PositionCounts, WorkloadShape, fit_performance_model
-from ..decision.perfmodel_uses import refined_schedule, summary
+from ..decision.perfmodel.model import PerformanceModel, PositionCounts, WorkloadShape, fit_performance_model
+from ..decision.perfmodel.uses import refined_schedule, summary
 from ..decision.schema import Decision
-from .finalize import RunData, read_run
+from ..runfolder.read import RunData, read_run
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 
 

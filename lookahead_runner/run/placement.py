@@ -29,8 +29,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from ..cpus import format_cpus, parse_cpus
-from ..runfolder.lag_advice import LagAdvice
+from ..contracts.cpus import format_cpus, parse_cpus
 from ..runfolder.preflight import PlacementRecord
 from ..vllm.cpu_binding import OMP_BIND_ENV, omp_bind_cpus, omp_bind_lists, worker_ranks
 
@@ -230,42 +229,3 @@ def pin(cpus: Sequence[int]):
         os.sched_setaffinity(0, mask)
 
     return set_affinity
-
-
-# ------------------------------------------------------------------ why a client lagged, and the fix
-
-def split_suggestion(cpus: Sequence[int]) -> tuple[str, str]:
-    """(server CPUs, load CPUs) that auto placement would pick for one Locust process on `cpus`."""
-    cpus = tuple(sorted(cpus))
-    return format_cpus(cpus[:-1]), format_cpus(cpus[-1:])
-
-
-def advice_for(placement: Placement | None) -> LagAdvice:
-    if placement is None:
-        return LagAdvice()
-    host = placement.host_cpus
-    procs = placement.processes
-    if placement.load_cpus and procs >= len(placement.load_cpus) and len(host) > len(placement.load_cpus) + 1:
-        saturated = (f"give the load more CPUs: load.cpus = \"{format_cpus(placement.load_cpus)}\" holds {procs} "
-                     f"process{'es' if procs != 1 else ''} at one per CPU; add CPUs there and set load.processes "
-                     "to match (or \"auto\")")
-    elif placement.load_cpus and procs >= len(placement.load_cpus):
-        saturated = (f"the load's {len(placement.load_cpus)} CPU{'s' if len(placement.load_cpus) != 1 else ''} cannot "
-                     f"read this many streams: run fewer users per stage, or Locust on a host of its own "
-                     "(its master/worker mode)")
-    else:
-        saturated = (f"raise load.processes above {procs} (\"auto\" sizes it), one per CPU"
-                     + (f" of load.cpus \"{format_cpus(placement.load_cpus)}\"" if placement.load_cpus else ""))
-    if len(host) < 2:
-        starved = "this host has one CPU for Locust and the server: run Locust on another host"
-    elif placement.mode in ("off",) or (placement.mode != "user" and not placement.load_cpus):
-        server, load = split_suggestion(host)
-        starved = (f"set load.placement = \"auto\" (here: server.cpus = \"{server}\", load.cpus = \"{load}\")")
-    elif placement.mode == "user":
-        server, load = split_suggestion(host)
-        starved = (f"keep the server off Locust's CPUs: load.cpus = \"{load}\" and the server on CPU {server} "
-                   f"(docker: --cpuset-cpus \"{server}\" in server.argv_template; else taskset -c {server})")
-    else:
-        starved = (f"other processes run on the load's CPUs {format_cpus(placement.load_cpus)}: stop them, or move "
-                   f"Locust with load.cpus to CPUs nothing else uses")
-    return LagAdvice(saturated, starved)

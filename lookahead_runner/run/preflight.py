@@ -32,11 +32,11 @@ import pandas as pd
 from ..runfolder import results
 from ..config import StageConfig, SweepConfig
 from .load import locust_argv, run_locust
-from ..cpus import format_cpus
-from ..runfolder.lag_advice import LagAdvice, lag_reason
-from ..runfolder.preflight import (IdleLag, PlacementRecord, PreflightRecord, PreflightRun, placement_used,
-                                   write_preflight)
-from .placement import TARGET_CPU_FRAC, Placement, advice_for, pin, processes_for
+from ..contracts.cpus import format_cpus
+from ..runfolder.lag_advice import lag_reason
+from ..runfolder.preflight import IdleLag, PreflightRecord, PreflightRun, write_preflight
+from .placement import TARGET_CPU_FRAC, Placement, pin, processes_for
+from ..runfolder.lag_advice import advice_for
 from .server import ServerError
 
 OUTPUT_TOKENS = 16
@@ -124,7 +124,7 @@ def run_preflight(config: SweepConfig, base_url: str, placement: Placement, run_
     """Measure, decide, write preflight.json; the placement the lives use (see the module docstring).
     Raises PreflightError when the run cannot be valid, ServerError when the server died meanwhile."""
     gate = config.decision.max_client_lag_p99_ms
-    advice = advice_for(placement)
+    advice = advice_for(placement.to_record())
     peak = max(stage.users for stage in config.load.stages)
     idle = idle_lag(placement.load_cpus)
     record = PreflightRecord(placement_before=placement.to_record(), gate_ms=gate, idle=idle)
@@ -153,12 +153,14 @@ def run_preflight(config: SweepConfig, base_url: str, placement: Placement, run_
             continue
         if lagging:
             _stop(run_dir, record, f"pre-flight at {peak} users: "
-                                   + lag_reason(figures.lag_p50_ms, figures.busiest_cpu_pct, gate, advice_for(placement),
+                                   + lag_reason(figures.lag_p50_ms, figures.busiest_cpu_pct, gate,
+                                                advice_for(placement.to_record()),
                                                 "the typical request's loop lag p99"))
         if spiky:
             say(f"  pre-flight: some requests lagged (p99 {figures.lag_p99_ms:.0f} ms > {gate:g} ms): windows "
                 f"with such stalls will be invalid; if they are many, "
-                + lag_reason(figures.lag_p99_ms, figures.busiest_cpu_pct, gate, advice_for(placement)).split("; ", 1)[-1])
+                + lag_reason(figures.lag_p99_ms, figures.busiest_cpu_pct, gate,
+                             advice_for(placement.to_record())).split("; ", 1)[-1])
         if processes != placement.processes:
             placement = placement.with_processes(processes, why)
             say(f"  pre-flight: {why}")
@@ -202,10 +204,3 @@ def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, 
     if result.aborted:
         raise ServerError(result.aborted)
     return loaded_figures(results.read_csv(out / "requests.csv"), results.read_csv(out / "stages.csv"), peak)
-
-
-def lag_advice(planned: PlacementRecord | None, preflight: PreflightRecord | None = None) -> LagAdvice:
-    """The fixes a run's windows name, from the placement its lives ran with (plan.json's, or the one the
-    pre-flight settled on)."""
-    placed = placement_used(preflight, planned)
-    return advice_for(Placement.from_record(placed)) if placed is not None else LagAdvice()

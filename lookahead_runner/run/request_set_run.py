@@ -1,13 +1,13 @@
 """decision.json's `request_set` from a run folder: each sweep life's requests.csv and valid windows read back,
-then summarised by decision/request_set.py (pure). Only for a sweep with load.requests."""
+then summarised by decision/traffic/request_set.py (pure). Only for a sweep with load.requests."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pandas as pd
 
-from ..decision.request_set import LifeRequests, summarise
-from ..decision.request_set_schema import RequestSetSummary
+from ..decision.traffic.request_set import LifeRequests, summarise
+from ..decision.traffic.schema import RequestSetSummary
 from ..decision.schema import Decision
 from ..runfolder import results
 from ..runfolder.analysis import WindowRules, stage_windows

@@ -27,10 +27,11 @@ from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import next_setting, repeats_wanted
 from .confirm_life import run_confirmations, switch_off
-from .finalize import decide_all, finalize, read_run, write_tables
+from .finalize import decide_all, finalize, write_tables
+from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life import LifeEvents, Served, died, is_simulator, not_measured, run_server_life, skip
-from ..masking import MissingSecret
+from ..config.masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
@@ -102,7 +103,7 @@ def lives_of(plan: Plan, config: SweepConfig) -> list[Life]:
 
 def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, placement: Placement,
                server: ResolvedServer) -> Plan:
-    """The run's plan.json: each secret of the config and of the argv as ${NAME} (masking.py)."""
+    """The run's plan.json: each secret of the config and of the argv as ${NAME} (config/masking.py)."""
     masked, secrets = server.masked, server.secrets
     lives = [plan_entry(config, caps, life, server).model_dump(mode="json") for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)

@@ -2,7 +2,7 @@
 
 `vllm serve` spawns engine processes; starting it in a new session puts them all in one
 process group, so stopping signals the group and nothing is left holding the GPU or the port.
-Its output is read through a pipe and written to server.log with every secret masked (masking.py).
+Its output is read through a pipe and written to server.log with every secret masked (config/masking.py).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import reaper
-from ..masking import PLACEHOLDER_RE, MissingSecret, Secrets, StreamMasker
+from ..config.masking import PLACEHOLDER_RE, MissingSecret, Secrets, StreamMasker
 from .placement import pin
 from ..vllm.endpoints import HEALTH_PATH
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .lag_advice import LagAdvice, lag_reason
-from ..records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
+from ..contracts.records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
 from ..telemetry.drafting import drafting_share, expected_drafts, not_in_effect
 from ..telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..masking import PLACEHOLDER_RE, looks_secret
+from ..config.masking import PLACEHOLDER_RE, looks_secret
 
 NAME_FIELDS = {"api_key_env"}  # hold the name of a variable, not its value
 

@@ -34,9 +34,6 @@ def _f(group: str, *names: str, **kwargs: Any) -> FlagSpec:
 
 # --- 0.32.0: the full table, typed where the simulator gives a flag meaning -------------------------
 
-_METAVAR_RE = re.compile(r"^(?P<one>\S+|\[.*\])(?P<rest> \[.*\.\.\.\])?$")
-
-
 def _row_spec(group: str, head: str, default_text: str, help_text: str) -> FlagSpec:
     """One printed invocation (`--x X [X ...], -y X`, `--a, --no-a`, `--c {p,q}`) -> an argument."""
     parts = re.split(r", (?=-)", head)

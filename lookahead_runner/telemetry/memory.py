@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from ..records import SIM_GPU_FILE_ENV
+from ..contracts.records import SIM_GPU_FILE_ENV
 from .visible_gpus import VISIBLE_ENV, NvmlGpu, nvml_gpus, visible_gpus
 
 MIB = 1024 * 1024

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..records import CsvAppender
+from ..contracts.records import CsvAppender
 from ..vllm.metrics import POSITION_SIGNAL, SERVER_SAMPLE_COLUMNS
 from . import prometheus
 from .memory import BASE_COLUMNS, MemoryReading, reading_cells

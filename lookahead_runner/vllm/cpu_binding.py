@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..cpus import format_cpus, parse_cpus
+from ..contracts.cpus import format_cpus, parse_cpus
 
 OMP_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
 NOT_A_CPU_LIST = ("", "auto", "nobind", "all")

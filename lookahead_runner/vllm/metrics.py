@@ -41,5 +41,4 @@ def kv_pool_tokens(labels: dict[str, str]) -> float | None:
 ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 POSITION_SIGNAL = "spec_accepted_pos_"   # + the position: the parsed signal's name
 
-COUNTERS = frozenset(name for name in SIGNALS if name.endswith("_total"))
 SERVER_SAMPLE_COLUMNS = ("t_s", *SIGNALS, "kv_pool_tokens")

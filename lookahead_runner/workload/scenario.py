@@ -6,7 +6,7 @@ Who writes what: a single process writes requests.csv, stages.csv and workload.j
 workers (``--processes N`` or master/worker across hosts) the master writes all three and the
 workers send their rows and prompt description to it (workload/distributed.py).
 
-The API key comes only from the environment variable LOOKAHEAD_API_KEY (auth.py; never an option, so it
+The API key comes only from the environment variable LOOKAHEAD_API_KEY (contracts/auth.py; never an option, so it
 is in no argv, parsed options, web UI form or master->worker message) and is sent as a bearer
 header on every request: /v1/models, /tokenize and /v1/completions.
 """
@@ -29,8 +29,8 @@ from locust import log as locust_log
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from lookahead_runner.auth import bearer_header, key_from_environment
-from lookahead_runner.records import REQUEST_COLUMNS, STAGE_COLUMNS, CsvAppender, StageRecord
+from lookahead_runner.contracts.auth import bearer_header, key_from_environment
+from lookahead_runner.contracts.records import REQUEST_COLUMNS, STAGE_COLUMNS, CsvAppender, StageRecord
 from lookahead_runner.workload import distributed
 from lookahead_runner.workload.lag import LoopLagMonitor
 from lookahead_runner.workload.options import ScenarioSettings

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from locust import LoadTestShape
 from locust.runners import STATE_STOPPED, STATE_STOPPING, MasterRunner
 
-from lookahead_runner.records import StageRecord
+from lookahead_runner.contracts.records import StageRecord
 from lookahead_runner.workload.options import ScenarioSettings
 from lookahead_runner.workload.stages import Stage, parse_stages, stage_at
 

@@ -51,7 +51,6 @@ DONE = Chunk(done=True)
 # The compact chunk vLLM writes (pydantic's model_dump_json: no spaces), read by position:
 # data: {"id":...,"choices":[{"index":0,"text":"...",...}],"usage":{"prompt_tokens":P,...,"completion_tokens":C}}
 FAST_PREFIX = b"data: {"
-DONE_LINE = b"data: [DONE]"
 _CHOICES = b'"choices":['
 _TEXT = b'"text":'
 _COMPLETION = b'"completion_tokens":'

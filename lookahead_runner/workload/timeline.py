@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lookahead_runner.records import (
+from lookahead_runner.contracts.records import (
     DISCONNECT_ERROR,
     MISSING_USAGE_ERROR,
     SHORT_OUTPUT_ERROR,

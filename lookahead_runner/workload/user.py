@@ -35,7 +35,7 @@ from gevent import GreenletExit, monkey
 from geventhttpclient import connectionpool
 from locust import FastHttpUser, constant
 
-from lookahead_runner.records import CONNECTION_ERROR, CUT_ERROR, TIMEOUT_ERROR, RequestRecord
+from lookahead_runner.contracts.records import CONNECTION_ERROR, CUT_ERROR, TIMEOUT_ERROR, RequestRecord
 from lookahead_runner.workload.request import (OutputCapture, StreamFailure, chat_payload, completion_payload,
                                                set_payload, to_record, transport_failure)
 from lookahead_runner.workload.request_set import SetCursor

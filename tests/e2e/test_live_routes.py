@@ -44,7 +44,7 @@ if IN_CHILD:
     from locust.env import Environment
 
     from lookahead_runner.run.load import WEB_HOST, locust_argv
-    from lookahead_runner.records import SIM_GPU_FILE_ENV, RequestRecord
+    from lookahead_runner.contracts.records import SIM_GPU_FILE_ENV, RequestRecord
     from lookahead_runner.live import webui
     from lookahead_runner.workload import scenario
     from lookahead_runner.workload.options import add_scenario_options

@@ -26,7 +26,7 @@ from fault_kit import stop_group as _stop
 
 from lookahead_runner.run.server import free_port as _free_port
 
-from lookahead_runner.records import REQUEST_COLUMNS, STAGE_COLUMNS
+from lookahead_runner.contracts.records import REQUEST_COLUMNS, STAGE_COLUMNS
 
 pytestmark = pytest.mark.e2e
 

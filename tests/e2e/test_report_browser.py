@@ -27,7 +27,7 @@ import pytest
 
 from lookahead_runner.config import SweepConfig
 from lookahead_runner.run.finalize import finalize
-from lookahead_runner.records import REQUEST_COLUMNS
+from lookahead_runner.contracts.records import REQUEST_COLUMNS
 from lookahead_runner.report.charts import PALETTE
 
 pytestmark = pytest.mark.e2e

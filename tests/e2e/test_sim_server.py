@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from lookahead_runner.records import SIM_GPU_FILE_ENV
+from lookahead_runner.contracts.records import SIM_GPU_FILE_ENV
 
 pytestmark = pytest.mark.e2e
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from synthetic import window
+from unit.synthetic import window
 
 from lookahead_runner.decision import evidence
-from lookahead_runner.decision.perfmodel import PositionCounts, WorkloadShape
-from lookahead_runner.decision.perfmodel_acceptance import Acceptance
-from lookahead_runner.decision.perfmodel_fit import Params, predict_draws, stack
+from lookahead_runner.decision.perfmodel.model import PositionCounts, WorkloadShape
+from lookahead_runner.decision.perfmodel.acceptance import Acceptance
+from lookahead_runner.decision.perfmodel.fit import Params, predict_draws, stack
 
 SHAPE = WorkloadShape(prompt_tokens=128, output_tokens=64, max_num_seqs=128)
 TRUE = Params(step_ms=8.0, step_ms_per_k=1.5, step_ms_per_seq=0.1, step_ms_per_token=0.02,

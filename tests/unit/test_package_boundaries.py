@@ -1,6 +1,8 @@
 """Who may import whom (read from the source, nothing imported): the scenario side, the live dashboard
 and the runner side stay apart, so each runs where it belongs (the runner never loads Locust's gevent
-patching; the scenario runs without the runner's telemetry)."""
+patching; the scenario runs without the runner's telemetry). Imports run down the floors and in no circle,
+every file has a home (no module at the package's top but the commands; decision/ in subpackages), and
+tests/unit mirrors the package's folders."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "lookahead_runner"
+UNIT_TESTS = Path(__file__).resolve().parent
 LOCUST_SIDE = {"locust", "gevent", "flask", "geventhttpclient"}
 # The Locust process's entry point: Locust loads it by its path and nothing imports it, so, like cli.py, it may wire
 # the scenario to the live tabs above it; the scenario-side and floor checks leave it out.
@@ -35,8 +38,9 @@ def _modules(*folders: str) -> list[Path]:
     return sorted(path for folder in folders for path in (PACKAGE / folder).rglob("*.py"))
 
 
-# what both sides share: the record schema (with its contract strings) and the API key's variable and header
-SHARED_CONTRACTS = ("lookahead_runner.records", "lookahead_runner.auth")
+# what both sides share (contracts/): the record schema (with its contract strings), the API key's variable and
+# header, CPU lists
+SHARED_CONTRACTS = ("lookahead_runner.contracts",)
 
 
 @pytest.mark.parametrize("path", [p for p in _modules("workload") if p != LOCUSTFILE], ids=lambda p: p.name)
@@ -88,8 +92,8 @@ def test_the_live_dashboards_logic_is_pure(name):
 
 def test_the_import_reader_sees_relative_absolute_and_indirect_imports():
     names = _imports(PACKAGE / "runfolder" / "analysis.py")
-    assert {"lookahead_runner.records", "lookahead_runner.telemetry.signals", "pandas"} <= names
-    assert "lookahead_runner.records" in _imports(PACKAGE / "workload" / "timeline.py")
+    assert {"lookahead_runner.contracts.records", "lookahead_runner.telemetry.signals", "pandas"} <= names
+    assert "lookahead_runner.contracts.records" in _imports(PACKAGE / "workload" / "timeline.py")
     assert _loads_locust("lookahead_runner.workload.user")  # imports locust itself
     assert _loads_locust("lookahead_runner.live.webui")  # and through workload.scenario
     assert not _loads_locust("lookahead_runner.workload.timeline")
@@ -99,11 +103,10 @@ def test_the_import_reader_sees_relative_absolute_and_indirect_imports():
 # The house, lowest floor first (README "Layout"): a module imports its own floor and the ones below, never
 # one above. A new top-level module or package must be given a floor here.
 FLOORS = [
-    {"auth", "records", "slo", "cpus"},               # shared leaves: the load's API key, the record schema
-    {"vllm", "telemetry", "workload", "masking"},     # vLLM's facts, readings of a server, the Locust scenario,
-                                                      # secrets (vLLM's secret flags from vllm/secrets.py)
-    {"config", "variants"},                           # TOML -> a strict SweepConfig; its workload variants
-    {"decision", "adaptive"},                         # windows -> a typed Decision; the adaptive chooser (pure)
+    {"contracts"},                                    # shared leaves: the record schema, the load's API key, CPU lists
+    {"vllm", "telemetry", "workload"},                # vLLM's facts, readings of a server, the Locust scenario
+    {"config"},                                       # TOML -> a strict SweepConfig; workload variants, SLOs, secrets
+    {"decision"},                                     # windows -> a typed Decision; the adaptive chooser (pure)
     {"runfolder"},                                    # the run folder's files: plan.json, status.json, summary rows
     {"report", "live", "sim"},                        # the report page, the live dashboard, the simulated vLLM
     {"run"},                                          # the runner side: sweep loop, server lives, Locust, finalize
@@ -145,3 +148,113 @@ def test_the_floor_check_reads_the_real_arrows():
     arrows = _arrows()
     assert ("run/runner.py", "run", "runfolder") in arrows and ("runfolder/plan.py", "runfolder", "decision") in arrows
     assert FLOOR_OF["runfolder"] > FLOOR_OF["decision"] and FLOOR_OF["run"] > FLOOR_OF["runfolder"]
+
+
+# ------------------------------------------------------------------ no circle, every file at home
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent / Path(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _targets(path: Path) -> set[str]:
+    """The modules of ours a file imports, at any depth of it (a function-level import counts): `from X import a`
+    imports X.a where that is a module, else X (its __init__ where X is a package)."""
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(part for part in (base, node.module or "") if part)
+            for alias in node.names:
+                found.add(f"{module}.{alias.name}" if _is_module(f"{module}.{alias.name}") else module)
+    return {name for name in found if name.startswith("lookahead_runner") and _is_module(name)}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (or a module importing itself), Tarjan's way."""
+    index, low, on_stack, stack, groups = {}, {}, set(), [], []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+                on_stack.discard(group[-1])
+            if len(group) > 1 or node in graph.get(node, ()):
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(path): _targets(path) for path in _modules(".")}
+
+
+def test_no_import_circle_not_even_through_a_function_level_import():
+    assert _circles(_graph()) == []
+
+
+def test_the_circle_check_finds_a_circle_and_reads_function_level_imports():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"a"}}) == [["a"]] and _circles({"a": {"b"}, "b": set()}) == []
+    graph = _graph()
+    assert "lookahead_runner.run.perfmodel_run" in graph["lookahead_runner.run.finalize"]
+    assert "lookahead_runner.report.render" in graph["lookahead_runner.run.finalize"]  # imported in a function
+    assert "lookahead_runner.decision.gates.rules" in graph["lookahead_runner.decision.engine"]  # `from .gates import`
+
+
+def test_no_module_at_the_package_top_but_the_commands():
+    top = {path.stem for path in PACKAGE.glob("*.py")}
+    assert top <= {"__init__", "__main__", "cli"}, "give it a home in a folder of the package"
+
+
+def test_every_folder_of_the_package_is_a_package():
+    folders = {path for path in PACKAGE.rglob("*") if path.is_dir() and path.name != "__pycache__"
+               and any(path.glob("*.py"))}
+    assert [str(f.relative_to(PACKAGE)) for f in sorted(folders) if not (f / "__init__.py").is_file()] == []
+
+
+# decision/ keeps at its top its entries (the engine, the ramp's decision, one per workload variant, the adaptive
+# chooser) and decision.json's schema; everything else lives in a subpackage named for its stage
+DECISION_TOP = {"__init__", "engine", "ramp", "per_variant", "adaptive", "schema", "schema_base"}
+
+
+def test_decision_is_built_of_subpackages():
+    decision = PACKAGE / "decision"
+    top = {path.stem for path in decision.glob("*.py")}
+    assert top <= DECISION_TOP, f"put {sorted(top - DECISION_TOP)} in a subpackage of decision/"
+    subpackages = sorted(p.name for p in decision.iterdir() if (p / "__init__.py").is_file())
+    assert {"cells", "gates", "explanation", "confirmation", "perfmodel"} <= set(subpackages)
+    assert all(len(list((decision / name).glob("*.py"))) >= 3 for name in subpackages)  # a group, not a wrapper
+
+
+def test_unit_tests_mirror_the_package_folders():
+    """A unit test sits in the folder named for the package folder it tests (tests/unit/decision/ for
+    lookahead_runner/decision/; benchmarks/ for the benchmark scripts' helpers); only this file, about the
+    whole package, and test_docs.py, about the repository's pages, sit at the top."""
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()} | {"benchmarks"}
+    strays = sorted(str(path.relative_to(UNIT_TESTS)) for path in UNIT_TESTS.rglob("test_*.py")
+                    if path.parent.name not in folders and path.name not in (Path(__file__).name, "test_docs.py"))
+    assert strays == [], "move each into tests/unit/<the package folder it tests>/"
+    assert all((UNIT_TESTS / name / "__init__.py").is_file() for name in folders if (UNIT_TESTS / name).is_dir())
+

@@ -1,0 +1,272 @@
+"""The adaptive sweep's chooser: which server life to run next, or why to stop (pure; adaptive_sweep.py runs it).
+
+It starts with the baseline and one K, then asks, after every life, where the verdict at the target is least
+sure. Two questions, in this order:
+
+1. Could a K not run yet be the best? With a trusted performance model: a K whose predicted objective
+   (its interval's top) reaches the leader's, both as the model predicts them (its bias at the target cancels;
+   the leader's measured figure sets the scale), and whose KV use is not predicted to fill the
+   pool (the memory gate would block it), the most promising first; before those, the model's best K at
+   decision.production_users when it has not run yet (its curve there then rests on a measured K). Without one (or not
+   trusted), model-free: the objective is taken to rise and then fall with K (unimodal, as the method's stop
+   rule assumes), so the best K lies between the nearest measured K below and above the K still in the
+   running (the leader and every K winning >= 2 % of the resamples); a K not run inside that bracket could
+   be it, the smallest first (grid order). K at or above a stop the resamples agree on are never run.
+2. Otherwise, is the verdict decided? The decision engine says so on the measured windows (`decided`), and
+   the leader and the baseline (both ends of the gain the verdict states) have at least `min_leader_lives`
+   lives each, so restart-to-restart variation is in their figures: one outlier life of either would
+   otherwise pass for a precise figure. The baseline is spared its second life where the leader is more than
+   twice as fast (tie band included): a baseline life reading half its true figure could not turn the K.
+   If not, one more life of the K the verdict hangs on (the engine's `repeats_wanted`), the one with the
+   fewest lives first; a repeat runs the target stage only (a K's first life runs every stage).
+
+It stops when decided, when nothing left could decide it, or before a life would exceed a budget
+(sweep.max_lives, sweep.max_server_minutes), and says which.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+CONTENDER_SHARE = 0.02   # a K winning this share of the resamples is still in the running (as repeats_wanted)
+MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
+BASELINE_OUTLIER_FACTOR = 0.5   # the worst a baseline life could read of its true figure (_baseline_spared)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """The decision engine at the target concurrency, on the windows measured so far."""
+
+    status: str                                   # decided | not_decided | no_eligible | no_measurement
+    leader: int | None = None
+    shares: Mapping[int, float] = field(default_factory=dict)      # win share per K in the resamples
+    objective: Mapping[int, float] = field(default_factory=dict)   # per measured K, as measured
+    blocked: frozenset[int] = frozenset()         # K a gate fails at the target
+    stopped_at: int | None = None                 # where the stop rule fires in >= confidence of the resamples
+    wanted: tuple[int, ...] = ()                  # K whose next repeat could decide it (repeats_wanted)
+
+    @property
+    def measured(self) -> list[int]:
+        return sorted(self.objective)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The performance model's objective at the target for one K, with its interval."""
+
+    objective: float
+    low: float
+    high: float
+    preempting: bool = False    # the KV pool would fill at the target: the memory gate would block it
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """What the performance model says about K not run yet; `trusted` false = it drives nothing."""
+
+    trusted: bool = False
+    predictions: Mapping[int, Prediction] = field(default_factory=dict)
+    why_not: str = "no performance model"
+    production_best: int | None = None     # its best K at decision.production_users (when that is set)
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_lives: int
+    max_server_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Spent:
+    """Lives run so far per K (failed ones too), those with a valid window at the target, server-seconds."""
+
+    lives: Mapping[int, int] = field(default_factory=dict)
+    valid: Mapping[int, int] = field(default_factory=dict)
+    server_s: float = 0.0
+    next_life_s: float = 0.0       # what the next life is expected to cost (the mean of the lives so far)
+
+    @property
+    def total(self) -> int:
+        return sum(self.lives.values())
+
+
+@dataclass(frozen=True)
+class Choice:
+    k: int | None                   # None: stop
+    all_stages: bool = True         # false: the target stage only
+    why: str = ""                   # why this life, or why stop
+    stop: str = ""                  # "decided" | "budget" | "exhausted" (nothing left to run that could decide it)
+
+
+def first_k(ks: list[int], model: ModelView) -> tuple[int, str]:
+    """The K run beside the baseline first: the model's best prediction (its KV pool not filling), else the middle
+    of the grid."""
+    others = ks[1:]
+    predicted = {k: p for k, p in model.predictions.items() if k in others and not p.preempting}
+    if model.trusted and predicted:
+        best = max(predicted, key=lambda k: predicted[k].objective)
+        return best, f"K={best}: the model's best prediction at the target ({predicted[best].objective:.3g})"
+    middle = others[(len(others) - 1) // 2]
+    return middle, f"K={middle}: the middle of the grid ({_untrusted(model)})"
+
+
+def _untrusted(model: ModelView) -> str:
+    return "no trusted model" if not model.why_not else f"model not used: {model.why_not}"
+
+
+def contenders(standing: Standing) -> list[int]:
+    out = {k for k, share in standing.shares.items() if k is not None and share >= CONTENDER_SHARE}
+    if standing.leader is not None:
+        out.add(standing.leader)
+    return sorted(out & set(standing.measured)) or ([standing.leader] if standing.leader is not None else [])
+
+
+def bracket(ks: list[int], standing: Standing) -> tuple[float, float]:
+    """(low, high), exclusive: where the best K lies if the objective is unimodal in K."""
+    running = contenders(standing)
+    if not running:
+        return -math.inf, math.inf
+    below = [k for k in standing.measured if k < min(running)]
+    above = [k for k in standing.measured if k > max(running)]
+    return (max(below) if below else -math.inf), (min(above) if above else math.inf)
+
+
+def could_win(ks: list[int], standing: Standing, spent: Spent, model: ModelView,
+              p_tie: float = 0.03) -> tuple[list[int], str]:
+    """K not run yet that could be the best, most promising first, and on what ground."""
+    untried = [k for k in ks if spent.lives.get(k, 0) == 0 and (standing.stopped_at is None or k < standing.stopped_at)]
+    if model.trusted and standing.leader is not None and standing.leader in standing.objective:
+        bar = standing.objective[standing.leader] / (1 + p_tie) / _bias_at(standing.leader, standing, model)
+        hopeful = [k for k in untried if k in model.predictions and model.predictions[k].high >= bar
+                   and not model.predictions[k].preempting]
+        unknown = [k for k in untried if k not in model.predictions]
+        hopeful.sort(key=lambda k: -model.predictions[k].objective)
+        if model.production_best in untried:
+            return [model.production_best], "the model's best K at decision.production_users is not measured yet"
+        return hopeful + unknown, "the model predicts it could beat the leader without filling the KV pool"
+    low, high = bracket(ks, standing)
+    return [k for k in untried if low < k < high], "it lies between the K measured around the leader"
+
+
+def _bias_at(leader: int, standing: Standing, model: ModelView) -> float:
+    """The model's measured / predicted objective at the leader, where both exist (else 1): a bias shared by every K
+    at the target (e.g. +9 % at stop-mid's 48 users, fitted on 12 and 24 too) would otherwise make a K the model
+    ranks clearly below the leader look able to beat its measured figure."""
+    predicted = model.predictions.get(leader)
+    if predicted is None or not predicted.objective > 0 or not standing.objective.get(leader, 0) > 0:
+        return 1.0
+    return standing.objective[leader] / predicted.objective
+
+
+def choose(ks: list[int], standing: Standing, spent: Spent, model: ModelView, budget: Budget,
+           max_lives_per_k: int, min_leader_lives: int = 2, tie_tolerance: float = 0.03) -> Choice:
+    """The next life, or the reason to stop. `ks` is the planned K, the baseline first."""
+    ks = sorted(ks)
+    pick = _next(ks, standing, spent, model, max_lives_per_k, min_leader_lives, tie_tolerance)
+    if pick.k is None:
+        return pick
+    if spent.total >= budget.max_lives:
+        return Choice(None, why=f"budget: sweep.max_lives = {budget.max_lives} lives run (next would have been "
+                                f"{pick.why})", stop="budget")
+    if budget.max_server_s is not None and spent.server_s + spent.next_life_s > budget.max_server_s:
+        return Choice(None, why=f"budget: another life (~{spent.next_life_s / 60:.1f} min) would pass "
+                                f"sweep.max_server_minutes = {budget.max_server_s / 60:g} "
+                                f"({spent.server_s / 60:.1f} spent; next would have been {pick.why})", stop="budget")
+    return pick
+
+
+def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max_lives_per_k: int,
+          min_leader_lives: int, tie_tolerance: float) -> Choice:
+    base = ks[0]
+    given_up = {k for k in ks if spent.lives.get(k, 0) >= MAX_FAILED_STARTS and not spent.valid.get(k, 0)}
+    if base in given_up:
+        return Choice(None, why=f"the baseline K={base} gave no valid window in {spent.lives[base]} lives",
+                      stop="exhausted")
+    if not spent.lives.get(base, 0) or (not spent.valid.get(base, 0) and base not in standing.objective):
+        return Choice(base, why=f"K={base}: the baseline")
+    if all(spent.lives.get(k, 0) == 0 for k in ks[1:]):
+        k, why = first_k(ks, model)
+        return Choice(k, why=why)
+    retry = [k for k in ks if spent.lives.get(k, 0) and not spent.valid.get(k, 0) and k not in given_up]
+    if retry:
+        return Choice(retry[0], why=f"K={retry[0]} again: its life gave no valid window at the target")
+    hopeful, ground = could_win([k for k in ks if k not in given_up], standing, spent, model, tie_tolerance)
+    if hopeful:
+        return Choice(hopeful[0], why=f"K={hopeful[0]}: not run yet and could be the best ({ground})")
+    leader = standing.leader
+    if standing.status == "no_eligible":
+        return Choice(None, why="no K passes its gates at the target", stop="exhausted")
+    # both ends of the gain a verdict states (the leader, the baseline) need their restart-to-restart spread: one
+    # life of either can be an outlier that the spread pooled from other K does not reveal
+    ends = (leader,) if _baseline_spared(standing, base, tie_tolerance) else (leader, base)
+    short = [k for k in dict.fromkeys(ends) if k is not None and spent.valid.get(k, 0) < min_leader_lives]
+    if standing.status == "decided" and leader is not None:
+        if not short:
+            share = standing.shares.get(leader, 0.0)
+            spared = (f" (the baseline on {spent.valid.get(base, 0)} life: K={leader} is more than twice as fast)"
+                      if spent.valid.get(base, 0) < min_leader_lives else "")
+            return Choice(None, why=f"decided: K={leader} wins in {share:.0%} of the resamples{spared}",
+                          stop="decided")
+        wanted = short
+    else:
+        wanted = list(standing.wanted) + short
+    wanted = sorted({k for k in wanted if spent.lives.get(k, 0) < max_lives_per_k},
+                    key=lambda k: (spent.valid.get(k, 0), k != leader, -standing.shares.get(k, 0.0), k))
+    if not wanted:
+        why = ("every K the verdict hangs on has load.max_repeats lives" if standing.wanted or leader is not None
+               else "nothing left to measure could decide it")
+        return Choice(None, why=f"not decided: {why}", stop="exhausted")
+    k = wanted[0]
+    who = f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
+    why = (f"{who} on {spent.valid.get(k, 0)} life; a second shows its restart-to-restart spread" if k in short
+           else f"the verdict hangs on it ({_share_text(standing, k)})")
+    return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.lives.get(k, 0) + 1}): {why}")
+
+
+def _baseline_spared(standing: Standing, base: int, tie_tolerance: float) -> bool:
+    """A decided leader so far ahead that a baseline life reading half its true figure (an outlier worse than any
+    seen: not-the-lever's K=0 once read 12.2 req/s against 20.1) could not turn the verdict: the baseline's second
+    life could change only the stated gain, never the K."""
+    leader = standing.leader
+    if standing.status != "decided" or leader is None or leader == base:
+        return False
+    ahead, behind = standing.objective.get(leader, math.nan), standing.objective.get(base, math.nan)
+    return behind > 0 and ahead >= behind / BASELINE_OUTLIER_FACTOR * (1 + tie_tolerance)
+
+
+def _share_text(standing: Standing, k: int) -> str:
+    share = standing.shares.get(k)
+    lead = "leads" if k == standing.leader else "wins"
+    return f"{lead} in {share:.0%} of the resamples" if share is not None else "no share yet"
+
+
+def standing_of(evidence, p, early_stop: bool = True) -> Standing:
+    """The engine's target stage (decision/engine.py `target_stage`, as the verdict judges it) as a `Standing`."""
+    from .engine import repeats_wanted, target_stage
+
+    stage = target_stage(evidence, p)
+    if stage is None:
+        return Standing("no_measurement")
+    stopped = stage.stopped_at if early_stop and stage.stopped_at is not None and stage.stop_share >= p.confidence \
+        else None
+    return Standing(stage.status, stage.pick, {k: s for k, s in stage.shares.items() if k is not None},
+                    {k: s.objective(p.objective) for k, s in stage.stats.items()},
+                    frozenset(k for k in stage.ks if stage.blocked_by(k)), stopped,
+                    tuple(repeats_wanted(evidence, p)))
+
+
+def valid_lives(evidence, users: int) -> dict[int, int]:
+    """Per K, the lives (repeats) with a valid window at `users`."""
+    return {k: len({w.repeat for w in cell.windows}) for k, cell in evidence.at(users).items()}
+
+
+def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str, stop: str = "") -> str:
+    """The decision's reason line about an adaptive sweep: what it ran, what it left out, why it stopped."""
+    ran = ", ".join(f"K={k} x{n}" if n > 1 else f"K={k}" for k, n in sorted(lives_by_k.items()))
+    left = [k for k in sorted(ks) if not lives_by_k.get(k)]
+    why_left = ("the budget ran out first" if stop == "budget" else "the sweep has not finished" if not stop else
+                "when it stopped, none could be the best on what was measured (or predicted by a trusted model)")
+    skipped = f"; K {', '.join(map(str, left))} not run: {why_left}" if left else ""
+    return (f"Adaptive sweep: {sum(lives_by_k.values())} lives chosen one at a time ({ran}){skipped}; "
+            f"stopped: {stopped_because or 'not yet (interrupted)'}.")

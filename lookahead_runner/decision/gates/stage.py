@@ -1,0 +1,197 @@
+"""One stage's decision: the K picked by the rules, with intervals, gates and its confidence.
+
+The rules run once on the figures as measured (with the gates refined by their intervals) and
+once per resample (point rules); the share of resamples picking the same K is the confidence.
+The leader is picked by the rule the resamples use (a K whose measured figure already breaks a gate
+does not lead, even where the gate's interval leaves it unknown). The share has a Monte Carlo error
+of its own: near the threshold more resamples are drawn until its interval clears it (up to
+MAX_RESAMPLE_FACTOR times `resamples`); if it never does, the verdict is not decided.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...config import DecisionConfig
+from . import rules
+from .checks import gate_checks
+from ..cells.evidence import LATENCY_COLUMNS
+from ..cells.measure import CellStats, PreparedCell, ThroughputNoise, throughput_noises
+from ..schema import Check
+from ..cells.stats import Bounds, interval, single_life_gains, wilson
+
+MAX_RESAMPLE_FACTOR = 8
+LIFE_STREAM = 32  # the restart term's generators: apart from the stage's own
+
+
+@dataclass
+class StageEval:
+    users: int
+    prepared: Mapping[int, PreparedCell]
+    stats: dict[int, CellStats]                     # as measured
+    draws: dict[int, list[CellStats]]               # resampled, index-aligned across K and stages
+    pooled: dict[int, dict[str, np.ndarray]]
+    base_k: int
+    checks: dict[int, list[Check]]
+    stopped_at: int | None
+    pick: int | None
+    shares: dict[int | None, float]
+    stop_share: float = 0.0                         # resamples in which the stop rule fires where it did
+    noise: ThroughputNoise = ThroughputNoise(math.nan, 0, "none")
+    status: str = "not_decided"
+    why_not_decided: list[str] = field(default_factory=list)
+    noise_by_k: dict[int, ThroughputNoise] = field(default_factory=dict)
+    resamples: int = 0                              # drawn in all (more than asked near the threshold)
+    share_range: Bounds = Bounds(None, None)        # the leader's share with its Monte Carlo error
+    stop_gaps: list[tuple[int, int]] = field(default_factory=list)  # K steps the stop rule could not weigh
+
+    @property
+    def ks(self) -> list[int]:
+        return sorted(self.stats)
+
+    @property
+    def base(self) -> CellStats:
+        return self.stats[self.base_k]
+
+    @property
+    def leading(self) -> int | None:
+        return self.pick
+
+    def objective_draws(self, k: int, objective: str) -> np.ndarray:
+        return np.array([d.objective(objective) for d in self.draws[k]])
+
+    def relative_draws(self, k: int, other: int, objective: str) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return self.objective_draws(k, objective) / self.objective_draws(other, objective) - 1
+
+    def quantile_difference_draws(self, k: int, column: str, q: float, relative: bool = False) -> np.ndarray:
+        mine = np.array([d.quantile(column, q) for d in self.draws[k]])
+        theirs = np.array([d.quantile(column, q) for d in self.draws[self.base_k]])
+        with np.errstate(all="ignore"):
+            return mine / theirs - 1 if relative else mine - theirs
+
+    def gain(self, k: int, objective: str) -> float:
+        return rules.rel(self.stats[k].objective(objective), self.base.objective(objective))
+
+    def blocked_by(self, k: int) -> list[Check]:
+        return [c for c in self.checks[k] if c.status == rules.FAIL]
+
+    def unknown_gates(self, k: int) -> list[Check]:
+        return [c for c in self.checks[k] if c.status == rules.UNKNOWN]
+
+    def waived_gates(self, k: int) -> list[Check]:
+        return [c for c in self.checks[k] if c.status == rules.WAIVED]
+
+
+def draw_stats(prepared: Mapping[int, PreparedCell], resamples: int, rng: np.random.Generator,
+               noise: Mapping[int, ThroughputNoise], lives: Mapping[int, np.random.Generator] | None = None
+               ) -> dict[int, list[CellStats]]:
+    return {k: cell.draws(rng, resamples, noise[k], (lives or {}).get(k)) for k, cell in sorted(prepared.items())}
+
+
+def life_rngs(ks, p: DecisionConfig) -> dict[int, np.random.Generator]:
+    """Each K's restart-term draws, seeded by the run and K alone: alike at every stage of its server life."""
+    return {k: np.random.default_rng([p.seed, k, LIFE_STREAM]) for k in ks}
+
+
+def leader_statuses(stats: Mapping[int, CellStats], checks: Mapping[int, list[Check]], base_k: int,
+                    p: DecisionConfig) -> dict[int, dict[str, str]]:
+    """The gates as the leader is picked: as checked, but a gate the measured figure breaks by the point rule
+    (the rule every resample applies) counts as failed even where its interval leaves it unknown."""
+    out = {}
+    for k, cs in checks.items():
+        point = rules.gate_statuses(stats[k], stats[base_k], p)
+        out[k] = {c.name: rules.FAIL if c.status == rules.UNKNOWN and point.get(c.name) == rules.FAIL else c.status
+                  for c in cs}
+    return out
+
+
+def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig, rng: np.random.Generator) -> StageEval:
+    stats = {k: cell.measure() for k, cell in sorted(prepared.items())}
+    noise, noise_by_k = throughput_noises(prepared, p.restart_prior(), p.one_life_per_k)
+    lives = life_rngs(prepared, p)
+    draws = draw_stats(prepared, p.resamples, rng, noise_by_k, lives)
+    pooled = {k: {c: cell.cell.pooled(c) for c in LATENCY_COLUMNS} for k, cell in prepared.items()}
+    base_k = min(stats)
+    ratio = {k: np.array([rules.latency_ratio(d, b, p) for d, b in zip(draws[k], draws[base_k])]) for k in stats}
+    checks = {k: gate_checks(stats[k], stats[base_k], pooled[k], ratio[k], p) for k in stats}
+    ks = sorted(stats)
+    stopped = rules.stop_at(stats, p)
+    chosen = rules.pick(stats, leader_statuses(stats, checks, base_k, p), stopped, p)
+    if chosen is None:  # every K breaks a gate as measured, none beyond its interval: not decided, not "no K"
+        chosen = rules.pick(stats, {k: {c.name: c.status for c in cs} for k, cs in checks.items()}, stopped, p)
+    picks, stops = Counter(), Counter()
+
+    def judge(batch: dict[int, list[CellStats]]) -> None:
+        for b in range(len(batch[base_k])):
+            drawn = {k: batch[k][b] for k in ks}
+            picks[rules.choose(drawn, p)] += 1
+            stops[rules.stop_at(drawn, p)] += 1
+
+    judge(draws)
+    total = p.resamples
+    # the extra draws count for the share only: every stage keeps `resamples` draws, index-aligned (knee)
+    while _straddles(picks[chosen], total, p) and total < MAX_RESAMPLE_FACTOR * p.resamples:
+        more = min(total, MAX_RESAMPLE_FACTOR * p.resamples - total)
+        judge(draw_stats(prepared, more, rng, noise_by_k, lives))
+        total += more
+    shares = {k: n / total for k, n in picks.items()}
+    stage = StageEval(users, prepared, stats, draws, pooled, base_k, checks, stopped, chosen, shares,
+                      stop_share=stops[stopped] / total, noise=noise, noise_by_k=noise_by_k, resamples=total,
+                      share_range=wilson(picks[chosen], total, p.interval_level), stop_gaps=rules.stop_gaps(stats))
+    stage.status, stage.why_not_decided = _status(stage, p)
+    return stage
+
+
+def _straddles(wins: int, total: int, p: DecisionConfig) -> bool:
+    """Whether the Monte Carlo interval of a share reaches across the confidence threshold."""
+    bounds = wilson(wins, total, p.interval_level)
+    return bounds.low < p.confidence <= bounds.high
+
+
+def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
+    if stage.pick is None:
+        return "no_eligible", []
+    if len(stage.stats) < 2:
+        return "not_decided", [f"only K={stage.pick} has a valid window at {stage.users} users: nothing to compare "
+                               "it with (measure another K there; an invalid window says why it does not count)"]
+    mine = stage.stats[stage.pick].objective(p.objective)
+    better = [k for k, s in stage.stats.items() if k == stage.pick or
+              (s.objective(p.objective) > mine * (1 + p.tie_tolerance_frac) and not stage.blocked_by(k))]
+    # any unknown gate, too little data or not measured alike: what was not measured never passes
+    why = [f"K={k}'s {c.name} is unknown ({c.unknown_because}): {c.evidence}"
+           for k in better for c in stage.unknown_gates(k) if c.unknown_because != "not measured"]
+    unmeasured: dict[tuple[str, str], list[int]] = {}
+    for k in better:
+        for c in stage.unknown_gates(k):
+            if c.unknown_because == "not measured":  # the same missing metric: said once, for every K it hits
+                unmeasured.setdefault((c.name, c.evidence.split(" (read: ")[0]), []).append(k)
+    why[:0] = [f"{' and '.join(f'K={k}' for k in ks)}: {name} is unknown (not measured): {text}"
+               for (name, text), ks in unmeasured.items()]
+    if stage.noise.source == "none":
+        why.append(f"at {stage.users} users the {stage.noise.text()}")
+    share, bounds = stage.shares.get(stage.pick, 0.0), stage.share_range
+    if stage.noise.restart_unknown and share < p.confidence:
+        why.append(restart_unknown_text(stage.noise, stage.base_k, p))
+    if bounds.low is not None and bounds.low < p.confidence <= bounds.high:
+        why.append(f"K={stage.pick} wins in {share:.1%} of {stage.resamples} resamples, within their Monte Carlo "
+                   f"error of the {p.confidence:.0%} threshold ([{bounds.low:.1%}, {bounds.high:.1%}])")
+    elif share < p.confidence:
+        why.append(f"K={stage.pick} wins in {share:.1%} of {stage.resamples} resamples (needs {p.confidence:.0%})")
+    return ("not_decided" if why else "decided"), why
+
+
+def restart_unknown_text(noise: ThroughputNoise, base_k: int, p: DecisionConfig) -> str:
+    """Why one life per K decides only a large gain: the restart spread it assumes, and the gain that clears it."""
+    up, down = single_life_gains(noise.restart_sd, p.confidence, p.tie_tolerance_frac)
+    return (f"one life per K: restart spread unknown (taken as {noise.restart_sd:.0%} per server life: at "
+            f"{p.confidence:.0%} a single-life gain over K={base_k} must be about {up:+.0%} to set a K, or about "
+            f"{down:+.0%} to keep K={base_k})")
+
+
+def gain_bounds(stage: StageEval, k: int, other: int, p: DecisionConfig) -> Bounds:
+    return interval(stage.relative_draws(k, other, p.objective), p.interval_level)

@@ -1,0 +1,1 @@
+"""The user's traffic in the decision: acceptance per request and per category of a request set (issue 28)."""

@@ -1,0 +1,155 @@
+"""The adaptive sweep's chooser (decision/adaptive.py): which life next, or why it stops. Pure; the engine's own
+standing is built from synthetic windows where the chooser must read it."""
+from unit.synthetic import table, window
+
+from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, run_note,
+                                                standing_of, valid_lives)
+from lookahead_runner.config import DecisionConfig
+from lookahead_runner.decision import evidence
+
+KS = [0, 2, 4, 8]
+ROOMY = Budget(max_lives=20)
+
+
+def spent(**lives_by_k) -> Spent:
+    lives = {int(k[1:]): n for k, n in lives_by_k.items()}
+    return Spent(lives, dict(lives), server_s=0.0)
+
+
+def standing(status="not_decided", leader=None, shares=None, objective=None, **rest) -> Standing:
+    return Standing(status, leader, shares or {}, objective or {}, **rest)
+
+
+def test_starts_with_the_baseline_then_the_middle_of_the_grid_without_a_model():
+    first = choose(KS, standing("no_measurement"), Spent(), ModelView(), ROOMY, 5)
+    assert (first.k, first.all_stages) == (0, True) and "baseline" in first.why
+    second = choose(KS, standing("not_decided", 0, {0: 1.0}, {0: 20.0}), spent(k0=1), ModelView(), ROOMY, 5)
+    assert second.k == 4 and "middle of the grid" in second.why and "no performance model" in second.why
+
+
+def test_a_trusted_model_picks_the_first_k_and_an_untrusted_one_does_not():
+    predictions = {2: Prediction(40, 38, 42), 4: Prediction(45, 43, 47), 8: Prediction(60, 50, 70)}
+    now = standing("not_decided", 0, {0: 1.0}, {0: 20.0})
+    assert choose(KS, now, spent(k0=1), ModelView(True, predictions, ""), ROOMY, 5).k == 8
+    untrusted = choose(KS, now, spent(k0=1), ModelView(False, predictions, "held-out error 31 % > 10 %"), ROOMY, 5)
+    assert untrusted.k == 4 and "held-out error 31 %" in untrusted.why
+
+
+def test_model_free_it_runs_only_the_k_between_those_measured_around_the_leader():
+    # K=4 leads K=0: the best lies above 0, so both K=2 and K=8 could be it; grid order first
+    now = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0})
+    assert choose(KS, now, spent(k0=1, k4=1), ModelView(), ROOMY, 5).k == 2
+    # K=0 leads, K=4 is worse: the best lies below 4, so K=8 is never run; K=2 is
+    now = standing("not_decided", 0, {0: 1.0}, {0: 20.0, 4: 15.0})
+    assert choose(KS, now, spent(k0=1, k4=1), ModelView(), ROOMY, 5).k == 2
+    now = standing("decided", 0, {0: 1.0}, {0: 20.0, 2: 19.0, 4: 15.0})
+    repeat = choose(KS, now, spent(k0=1, k2=1, k4=1), ModelView(), ROOMY, 5)
+    assert (repeat.k, repeat.all_stages) == (0, False) and "once more" in repeat.why
+
+
+def test_a_k_still_winning_some_resamples_widens_the_bracket():
+    # K=2 leads but K=4 still wins 30 %: K=8, above 4, could be the best too
+    now = standing("not_decided", 2, {2: 0.7, 4: 0.3}, {0: 20.0, 2: 45.0, 4: 44.0})
+    assert choose(KS, now, spent(k0=1, k2=1, k4=1), ModelView(), ROOMY, 5).k == 8
+    alone = standing("not_decided", 2, {2: 1.0}, {0: 20.0, 2: 45.0, 4: 30.0})
+    assert choose(KS, alone, spent(k0=1, k2=1, k4=1), ModelView(), ROOMY, 5).k == 2  # a repeat, not K=8
+
+
+def test_no_k_at_or_above_an_agreed_stop_is_run():
+    now = standing("not_decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0}, stopped_at=8)
+    assert choose(KS, now, spent(k0=1, k4=1, k2=1), ModelView(), ROOMY, 5).k == 4
+
+
+def test_a_trusted_model_skips_a_k_it_predicts_cannot_reach_the_leader():
+    model = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(30, 25, 35)}, "")
+    now = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0})
+    choice = choose(KS, now, spent(k0=1, k4=1), model, ROOMY, 5)
+    assert choice.k == 4 and not choice.all_stages  # neither 2 nor 8 can win: a repeat of the leader
+    hopeful = ModelView(True, {2: Prediction(40, 38, 49), 8: Prediction(30, 25, 35)}, "")
+    assert choose(KS, now, spent(k0=1, k4=1), hopeful, ROOMY, 5).k == 2  # 49 reaches 50 within the tie band
+    production = ModelView(True, model.predictions, "", production_best=8)
+    assert choose(KS, now, spent(k0=1, k4=1), production, ROOMY, 5).k == 8  # the best at production_users, unrun
+    full = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(70, 60, 80, preempting=True)}, "")
+    assert choose(KS, now, spent(k0=1, k4=1), full, ROOMY, 5).k == 4      # K=8 would fill the KV pool
+
+
+def test_a_k_is_held_against_the_leader_as_the_model_predicts_both_so_its_bias_cancels():
+    now = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0})
+    high = ModelView(True, {2: Prediction(49, 46, 52), 4: Prediction(55, 53, 57), 8: Prediction(30, 25, 35)}, "")
+    assert choose(KS, now, spent(k0=1, k4=1), high, ROOMY, 5).k == 4   # K=2's top 52 is 5 % under the leader's 55
+    low = ModelView(True, {2: Prediction(43, 41, 46), 4: Prediction(45, 43, 47), 8: Prediction(30, 25, 35)}, "")
+    assert choose(KS, now, spent(k0=1, k4=1), low, ROOMY, 5).k == 2    # 46 against 45: K=2 could be ahead
+
+
+def test_it_stops_when_decided_on_a_leader_and_a_baseline_with_two_lives_each():
+    now = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0})
+    done = choose(KS, now, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
+    assert done.k is None and done.stop == "decided" and "K=4 wins in 97%" in done.why
+    leader_once = choose(KS, now, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert (leader_once.k, leader_once.all_stages) == (4, False) and "restart-to-restart spread" in leader_once.why
+    # one life of the baseline may be an outlier that every gain would be measured against
+    base_once = choose(KS, now, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
+    assert base_once.k == 0 and "the baseline every gain is measured against on 1 life" in base_once.why
+
+
+def test_the_baseline_is_spared_its_second_life_only_where_half_its_figure_could_not_turn_the_verdict():
+    far = standing("decided", 4, {4: 1.0}, {0: 20.0, 2: 38.0, 4: 42.0, 8: 30.0})
+    done = choose(KS, far, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
+    assert done.k is None and done.stop == "decided"                    # 42 >= 20 x 2 x 1.03
+    assert done.why.endswith("(the baseline on 1 life: K=4 is more than twice as fast)")
+    near = standing("decided", 4, {4: 1.0}, {0: 21.0, 2: 38.0, 4: 42.0, 8: 30.0})
+    assert choose(KS, near, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5).k == 0  # 42 < 21 x 2 x 1.03
+    leader_short = choose(KS, far, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert leader_short.k == 4                                            # the leader still needs its second
+    undecided = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 10.0, 2: 38.0, 4: 42.0, 8: 30.0}, wanted=(2, 4))
+    assert choose(KS, undecided, spent(k0=1, k2=2, k4=2, k8=1), ModelView(), ROOMY, 5).k == 0
+
+
+def test_not_decided_repeats_the_k_with_fewest_lives_among_those_the_verdict_hangs_on():
+    now = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 20.0, 2: 48.0, 4: 50.0, 8: 38.0}, wanted=(2, 4))
+    assert choose(KS, now, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5).k == 2
+    capped = choose(KS, now, spent(k0=2, k2=5, k4=5, k8=1), ModelView(), ROOMY, 5)
+    assert capped.k is None and capped.stop == "exhausted" and "max_repeats" in capped.why
+
+
+def test_budgets_stop_it_and_say_which():
+    now = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 20.0, 2: 48.0, 4: 50.0, 8: 38.0}, wanted=(2, 4))
+    lives = choose(KS, now, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), Budget(max_lives=5), 5)
+    assert lives.k is None and lives.stop == "budget" and "sweep.max_lives = 5" in lives.why
+    time_spent = Spent({0: 1, 2: 1, 4: 2, 8: 1}, {0: 1, 2: 1, 4: 2, 8: 1}, server_s=560.0, next_life_s=120.0)
+    minutes = choose(KS, now, time_spent, ModelView(), Budget(20, max_server_s=600.0), 5)
+    assert minutes.k is None and "sweep.max_server_minutes = 10" in minutes.why
+    assert choose(KS, now, time_spent, ModelView(), Budget(20, max_server_s=700.0), 5).k == 2
+
+
+def test_a_life_without_a_valid_window_is_retried_once_then_given_up():
+    now = standing("not_decided", 0, {0: 1.0}, {0: 20.0})
+    failed_once = Spent({0: 1, 4: 1}, {0: 1}, 0.0)
+    assert choose(KS, now, failed_once, ModelView(), ROOMY, 5).k == 4
+    failed_twice = Spent({0: 1, 4: 2}, {0: 1}, 0.0)
+    assert choose(KS, now, failed_twice, ModelView(), ROOMY, 5).k == 2  # K=4 given up; 2 is in the bracket
+    base_failed = choose(KS, standing("no_measurement"), Spent({0: 2}, {}, 0.0), ModelView(), ROOMY, 5)
+    assert base_failed.k is None and "baseline K=0 gave no valid window" in base_failed.why
+
+
+def test_standing_reads_the_engines_target_stage():
+    p = DecisionConfig(resamples=200)
+    ev = table({0: {64: 20.0}, 4: {64: 50.0}}, target=64, repeats=2)
+    now = standing_of(ev, p)
+    assert now.status == "decided" and now.leader == 4 and now.shares[4] >= 0.9
+    assert now.measured == [0, 4] and now.objective[4] > now.objective[0] and not now.blocked
+    assert valid_lives(ev, 64) == {0: 2, 4: 2}
+    close = evidence([window(0, 64, 20.0, 0), window(2, 64, 45.0, 0), window(4, 64, 45.5, 0),
+                      window(2, 64, 46.0, 1), window(4, 64, 44.5, 1)], 64)
+    assert standing_of(close, p).leader == 2  # within the tie band: the smaller K
+    assert standing_of(evidence([], 64), p).status == "no_measurement"
+
+
+def test_the_run_note_says_what_ran_what_was_left_out_and_why_it_stopped():
+    note = run_note(KS, {0: 1, 2: 1, 4: 2}, "decided: K=4 wins in 96% of the resamples", "decided")
+    assert note == ("Adaptive sweep: 4 lives chosen one at a time (K=0, K=2, K=4 x2); K 8 not run: when it "
+                    "stopped, none could be the best on what was measured (or predicted by a trusted model); "
+                    "stopped: decided: K=4 wins in 96% of the resamples.")
+    assert "not run" not in run_note([0, 4], {0: 1, 4: 2}, "") and run_note([0, 4], {0: 1}, "").endswith(
+        "K 4 not run: the sweep has not finished; stopped: not yet (interrupted).")
+    assert "K 2, 8 not run: the budget ran out first" in run_note(KS, {0: 1, 4: 1}, "budget: ...", "budget")

@@ -1,0 +1,118 @@
+"""The adaptive sweep's loop (adaptive_sweep.run_adaptive) with each server life stubbed by synthetic windows:
+what it writes to plan.json, where it stops, and how --resume carries on."""
+from types import SimpleNamespace
+
+from unit.synthetic import window
+
+from lookahead_runner.run import adaptive_sweep
+from lookahead_runner.runfolder import results
+from lookahead_runner.decision.adaptive import ModelView, Prediction
+from lookahead_runner.config import config_from_dict
+from lookahead_runner.decision import evidence
+from lookahead_runner.runfolder.plan import Plan, PlannedLife, has_plan, life_state, read_plan, read_status, write_plan, write_status
+from lookahead_runner.config import ResolvedServer
+from lookahead_runner.vllm.probe import Capabilities
+
+REQ_PER_S = {0: 20.0, 2: 45.0, 4: 50.0, 8: 30.0}   # the demo's shape: K=4 best, K=8 past the top
+CONFIG = config_from_dict({
+    "speculation": {"k": [0, 2, 4, 8]}, "sweep": {"strategy": "adaptive"},
+    "load": {"stages": [{"users": 16, "duration_s": 20}, {"users": 64, "duration_s": 20}]},
+    "decision": {"target_users": 64, "resamples": 200}})
+
+
+def caps() -> Capabilities:
+    return Capabilities("0.32.0", frozenset({"--speculative-config"}))
+
+
+class Lives:
+    """Stands in for the server lives: each run writes its status and a window per stage it ran."""
+
+    def __init__(self, run_dir, stop_after: int | None = None):
+        self.run_dir, self.stop_after, self.ran, self.windows = run_dir, stop_after, [], {}
+
+    def run_one(self, config, life):
+        out = results.life_dir(self.run_dir, life.setting.name, life.repeat)
+        if life_state(out) == "done":
+            return
+        if self.stop_after is not None and len(self.ran) >= self.stop_after:
+            raise KeyboardInterrupt("cut")
+        out.mkdir(parents=True, exist_ok=True)
+        self.ran.append((life.key, [stage.users for stage in config.load.stages]))
+        self.windows[life.key] = [window(life.setting.k, stage.users, REQ_PER_S[life.setting.k] * (1 + life.repeat / 100),
+                                         life.repeat) for stage in config.load.stages]
+        write_status(out, "done", start_s=120.0, measure_s=20.0 * len(config.load.stages))
+
+    def read_run(self, run_dir):
+        plan = read_plan(run_dir)
+        statuses = {l.dir: read_status(run_dir / l.dir) for l in plan.lives if life_state(run_dir / l.dir) != "missing"}
+        windows = [w for key, ws in self.windows.items() if key in statuses and statuses[key].state == "done"
+                   for w in ws]
+        return SimpleNamespace(plan=plan, statuses=statuses, evidence=lambda: evidence(windows, 64))
+
+
+def start(tmp_path, monkeypatch, lives: Lives, config=CONFIG, model=ModelView(why_not="no performance model here")):
+    monkeypatch.setattr(adaptive_sweep, "read_run", lives.read_run)
+    monkeypatch.setattr(adaptive_sweep, "model_view", lambda data, config: model)
+    monkeypatch.setattr(adaptive_sweep, "write_tables", lambda run_dir: None)
+    if not has_plan(tmp_path):
+        write_plan(tmp_path, adaptive_sweep.start_plan(Plan(
+            run_id="t", config=config.model_dump(mode="json"), probe={"version": "0.32.0"}, target_users=64,
+            lives=[PlannedLife(setting="k0", k=0, repeat=0, argv=[], dir="x")])))
+    said = []
+    choice = adaptive_sweep.run_adaptive(config, caps(), tmp_path, said.append, lives.run_one,
+                                         ResolvedServer.resolve(config.server))
+    return choice, said
+
+
+def test_it_runs_fewer_lives_than_the_grid_and_stops_decided(tmp_path, monkeypatch):
+    lives = Lives(tmp_path)
+    choice, said = start(tmp_path, monkeypatch, lives)
+    keys = [key for key, _ in lives.ran]
+    assert keys[:2] == ["k0/r0", "k4/r0"] and choice.stop == "decided" and "K=4 wins" in choice.why
+    assert "k4/r1" in keys and len(keys) < 8                     # the grid: 4 K x 2 repeats
+    assert dict(lives.ran)["k4/r1"] == [64] and dict(lives.ran)["k4/r0"] == [16, 64]  # a repeat: the target only
+    plan = read_plan(tmp_path)
+    assert [l.dir for l in plan.lives] == keys and plan.adaptive.stop == "decided"
+    assert plan.lives[-1].stages == [64] and "once more" in plan.lives[-1].chosen
+    assert "--speculative-config" in plan.lives[1].argv and plan.lives[1].k == 4
+    assert results.read_json(tmp_path / "plan.json")["adaptive"]["stop"] == "decided"  # as saved
+    assert any("no performance model" in line for line in said) and said[-1].startswith("adaptive: stopped: decided")
+
+
+def test_a_resumed_sweep_keeps_the_lives_done_and_ends_the_same(tmp_path, monkeypatch):
+    whole = Lives(tmp_path / "whole")
+    (tmp_path / "whole").mkdir()
+    choice, _ = start(tmp_path / "whole", monkeypatch, whole)
+    cut = Lives(tmp_path / "cut", stop_after=2)
+    (tmp_path / "cut").mkdir()
+    try:
+        start(tmp_path / "cut", monkeypatch, cut)
+    except KeyboardInterrupt:
+        pass
+    plan = read_plan(tmp_path / "cut")
+    assert [l.dir for l in plan.lives] == [key for key, _ in whole.ran][:3]  # the third was chosen, then cut
+    cut.stop_after = None
+    resumed, _ = start(tmp_path / "cut", monkeypatch, cut)
+    assert [key for key, _ in cut.ran] == [key for key, _ in whole.ran]          # none ran twice
+    assert (resumed.stop, resumed.why) == (choice.stop, choice.why)
+
+
+def test_the_budget_stops_it_and_says_so(tmp_path, monkeypatch):
+    config = config_from_dict(CONFIG.model_dump() | {"sweep": {"strategy": "adaptive", "max_server_minutes": 6}})
+    lives = Lives(tmp_path)
+    choice, said = start(tmp_path, monkeypatch, lives, config)
+    assert choice.stop == "budget" and "sweep.max_server_minutes = 6" in choice.why
+    assert len(lives.ran) == 2                      # 2 x (120 + 40) s spent; a third would pass 360 s
+    assert read_plan(tmp_path).adaptive.stop == "budget"
+
+
+def test_a_trusted_model_leaves_out_the_k_it_predicts_cannot_win(tmp_path, monkeypatch):
+    # K=2 at most 47 req/s (below K=4's measured 50 and its 3 % tie band); K=8 would fill the KV pool
+    predicted = {0: Prediction(20, 19, 21), 2: Prediction(45, 43, 47), 4: Prediction(50, 48, 52),
+                 8: Prediction(60, 50, 70, preempting=True)}
+    lives = Lives(tmp_path)
+    choice, said = start(tmp_path, monkeypatch, lives, model=ModelView(True, predicted, ""))
+    # K=4 more than twice K=0's 20 req/s: the baseline is spared its second life
+    assert [key for key, _ in lives.ran] == ["k0/r0", "k4/r0", "k4/r1"] and choice.stop == "decided"
+    assert "the performance model is trusted" in said[0] and "the model's best prediction" in said[2]
+    assert {l["model_trust"] for l in results.read_json(tmp_path / "plan.json")["lives"]} == {"trusted"}
