@@ -4,7 +4,7 @@ whose windows at the target were all not in effect is not recommended (decision/
 import math
 
 from unit.synthetic import window
-from test_confirm import ARGV, P, STAGES, decided  # noqa: F401  (the fixture)
+from unit.decision.test_confirm import ARGV, P, STAGES, decided  # noqa: F401  (the fixture)
 
 from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.decision import Cell, decide, evidence

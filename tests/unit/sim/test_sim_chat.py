@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from test_sim_app import MODEL, run_with_server, sse_events
+from unit.sim.test_sim_app import MODEL, run_with_server, sse_events
 
 from lookahead_runner.sim.closed_loop import best_k
 from lookahead_runner.sim.kv_pool import EngineConfig

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_sim_app import completion, run_with_server, sse_events
-from test_sim_model import drain, spec_cfg
+from unit.sim.test_sim_app import completion, run_with_server, sse_events
+from unit.sim.test_sim_model import drain, spec_cfg
 
 from lookahead_runner.sim.cli import ConfigError, parse_serve
 from lookahead_runner.sim.model import EngineModel

@@ -9,7 +9,7 @@ import pytest
 from lookahead_runner.runfolder.analysis import Drafting, WindowRules, stage_rows
 from lookahead_runner.telemetry.drafting import (drafted_per_step, drafting_share, expected_drafts, not_in_effect,
                                                  tolerance)
-from test_analysis import life
+from unit.runfolder.test_analysis import life
 
 DOWN_TO_2 = [[1, 84, 4], [85, 128, 2]]
 OFF_ABOVE_84 = [[1, 84, 4], [85, 128, 0]]
