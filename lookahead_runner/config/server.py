@@ -58,7 +58,7 @@ class ServerConfig(Strict):
 
     @property
     def is_simulator(self) -> bool:
-        """The simulated server (a command naming it), as run/life.py tells it; real vLLM otherwise."""
+        """The simulated server (a command naming it); real vLLM otherwise."""
         return any(marker in part for part in self.command for marker in SIM_MARKERS)
 
     @field_validator("secret_flags")

@@ -33,8 +33,6 @@ from ..vllm.endpoints import COMPLETIONS_PATH, METRICS_PATH
 from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities
 
-SIM_MARKERS = ("lookahead_runner.sim", "lookahead-sim-vllm")
-
 
 @dataclass(frozen=True)
 class Outcome:
@@ -64,10 +62,6 @@ class Served:
     external: bool
     sim_file: Path | None
     load_env: dict[str, str]    # the API key for Locust (ResolvedServer.load_env)
-
-
-def is_simulator(command: list[str]) -> bool:
-    return any(marker in part for part in command for marker in SIM_MARKERS)
 
 
 def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2, key_env: str = "") -> None:
@@ -137,7 +131,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
     external = bool(config.server.url)
     port = 0 if external else config.server.port or free_port(config.server.host)
     base_url = config.server.url.rstrip("/") if external else f"http://{config.server.host}:{port}"
-    simulated = is_simulator(config.server.command) and not external
+    simulated = config.server.is_simulator and not external
     sim_file = host / "sim_gpu.json"
     if external:
         server = RunningServer(base_url, host / "server.log", headers)

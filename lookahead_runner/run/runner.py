@@ -30,7 +30,7 @@ from .confirm_life import run_confirmations, switch_off
 from .finalize import decide_all, finalize, write_tables
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
-from .life import LifeEvents, Served, died, is_simulator, not_measured, run_server_life, skip
+from .life import LifeEvents, Served, died, not_measured, run_server_life, skip
 from ..config.masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
@@ -112,7 +112,7 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, 
         "version": PLAN_VERSION, "mode": mode, "run_id": run_id, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "probe": caps.to_dict() | {"knob": knob}, "config": config.model_copy(update={"server": masked}).model_dump(
             mode="json"),
-        "target_users": config.target_users, "is_simulator": is_simulator(config.server.command), "lives": lives,
+        "target_users": config.target_users, "is_simulator": config.server.is_simulator, "lives": lives,
         "placement": placement.to_record().model_dump(mode="json"),
     }))
 

@@ -66,12 +66,9 @@ def scan_chunk(line: bytes, want_prompt: bool = True) -> tuple[bool, bool, int |
     from the usage-only chunk, and from content chunks only while `want_prompt`.
 
     A key found by position cannot come from inside a string: JSON escapes every quote there."""
-    if not line.startswith(FAST_PREFIX) or not line.endswith(b"}"):
+    at = _choices_at(line)
+    if at is None:
         return None
-    at = line.find(_CHOICES)
-    if at < 0:
-        return None
-    at += len(_CHOICES)
     if line.startswith(b"]", at):
         has_choices = has_text = False
     elif line.startswith(b"{", at):
@@ -100,12 +97,9 @@ _EMPTY_CONTENT_END = b',"content":""}'
 def scan_chat_chunk(line: bytes, want_prompt: bool = True) -> tuple[bool, bool, int | None, int | None] | None:
     """`scan_chunk` for a chat chunk: has text = a delta with non-empty content. The role-only opening chunk has
     choices but no text (its usage says 0 completion tokens), so it neither counts a token nor stops TTFT."""
-    if not line.startswith(FAST_PREFIX) or not line.endswith(b"}"):
+    at = _choices_at(line)
+    if at is None:
         return None
-    at = line.find(_CHOICES)
-    if at < 0:
-        return None
-    at += len(_CHOICES)
     if line.startswith(b"]", at):
         has_choices = has_text = False
     elif line.startswith(b"{", at):
@@ -135,6 +129,15 @@ def scan_chat_chunk(line: bytes, want_prompt: bool = True) -> tuple[bool, bool, 
     else:
         return None
     return _with_usage(line, at, has_choices, has_text, want_prompt)
+
+
+def _choices_at(line: bytes) -> int | None:
+    """Where the choices list's contents start in a compact chunk line, or None for a line the fast path leaves
+    to the JSON parse (another prefix, cut short, no choices)."""
+    if not line.startswith(FAST_PREFIX) or not line.endswith(b"}"):
+        return None
+    at = line.find(_CHOICES)
+    return None if at < 0 else at + len(_CHOICES)
 
 
 def _with_usage(line: bytes, at: int, has_choices: bool, has_text: bool,
