@@ -11,12 +11,13 @@ from ..decision.traffic.schema import RequestSetSummary
 from ..decision.schema import Decision
 from ..runfolder import results
 from ..runfolder.analysis import WindowRules, stage_windows
+from ..runfolder.read import RunData
 from ..vllm.probe import SPEC_METRICS_FLAG
 from ..workload.request_set import RequestSetError, read_request_set
 
 
-def request_set_summary(data, decision: Decision) -> RequestSetSummary | None:
-    """`data`: finalize.RunData. None without a request set."""
+def request_set_summary(data: RunData, decision: Decision) -> RequestSetSummary | None:
+    """None without a request set."""
     config = data.config
     path = config.load.requests
     if not path or data.run_dir is None:
