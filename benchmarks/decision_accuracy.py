@@ -74,7 +74,7 @@ from lookahead_runner.runfolder.plan import RunDirError, life_state, read_plan_a
 from lookahead_runner.decision.adaptive import ModelView  # noqa: E402
 from lookahead_runner.run.adaptive_sweep import view_of  # noqa: E402
 from lookahead_runner.decision.perfmodel.model import fit_performance_model  # noqa: E402
-from lookahead_runner.run.life import is_simulator  # noqa: E402
+from lookahead_runner.config.server import is_simulator_command  # noqa: E402
 from lookahead_runner.run.perfmodel_run import model_inputs  # noqa: E402
 
 RIGHT, NOT_DECIDED, WRONG, UNSCORED = "right", "not decided", "wrong", "unscored"
@@ -192,7 +192,7 @@ HOW_PLACED = {"server": {"cpus"}, "load": {"processes", "cpus", "placement", "pr
 def measured_part(config: SweepConfig) -> dict:
     """What a recording measured; the simulator's interpreter path (another checkout's venv) is not part of it."""
     part = config.model_dump(include=MEASURED, exclude=HOW_PLACED)
-    if is_simulator(part["server"]["command"]):
+    if is_simulator_command(part["server"]["command"]):
         part["server"]["command"] = part["server"]["command"][1:]
     return part
 

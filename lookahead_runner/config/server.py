@@ -15,6 +15,10 @@ SIM_COMMAND = [sys.executable, "-m", "lookahead_runner.sim"]
 SIM_MARKERS = ("lookahead_runner.sim", "lookahead-sim-vllm")  # in a command that starts the simulator
 
 
+def is_simulator_command(command: list[str]) -> bool:
+    return any(marker in part for part in command for marker in SIM_MARKERS)
+
+
 def runner_field_text(flag: str) -> str:
     """The config fields that set a flag the runner writes itself (vllm.knob.runner_flag)."""
     if flag == SPEC_METRICS_FLAG:
@@ -59,7 +63,7 @@ class ServerConfig(Strict):
     @property
     def is_simulator(self) -> bool:
         """The simulated server (a command naming it); real vLLM otherwise."""
-        return any(marker in part for part in self.command for marker in SIM_MARKERS)
+        return is_simulator_command(self.command)
 
     @field_validator("secret_flags")
     @classmethod
