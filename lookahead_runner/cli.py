@@ -79,17 +79,26 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
 
 
 def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep") -> int:
+    from .run.placement import host_cpus, plan_placement
+    from .run.runner import cluster_slots, plan_lives
+
+    placement = plan_placement(config, host_cpus())  # a placement this host cannot give is refused first
+    server = ResolvedServer.resolve(config.server)  # the secrets and the load's key, once for the whole run
+    # on a Ray cluster the slots come first: the probe runs on a worker node, whose vLLM is the one that counts
+    with cluster_slots(config, len(plan_lives(config)), print) as slots:
+        return _probe_and_run(config, args, mode, placement, server, slots)
+
+
+def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, placement, server: ResolvedServer,
+                   slots) -> int:
     from .runfolder import results
     from .run.launch import render_argv
     from .config.masking import shell_join
-    from .run.placement import host_cpus, plan_placement
     from .run.runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
     from .vllm.probe import LOOKAHEAD_FLAG
 
-    placement = plan_placement(config, host_cpus())  # a placement this host cannot give is refused first
-    server = ResolvedServer.resolve(config.server)  # the secrets and the load's key, once for the whole run
-    caps = probe_and_check(config, server, Path(args.resume) if args.resume else None)
+    caps = probe_and_check(config, server, Path(args.resume) if args.resume else None, slots)
     print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
           f"{LOOKAHEAD_FLAG}: {caps.lookahead_flag}; K written as "
           f"{resolve_style(caps, config.speculation.flag_style)}")
@@ -119,7 +128,7 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     print(f"run folder: {run_dir}")
     try:
         report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode, web=args.web,
-                           placement=placement, server=server)
+                           placement=placement, server=server, slots=slots)
     except KeyboardInterrupt:
         _ignore_interrupts()  # everything is stopped: another Ctrl-C must not cut the goodbye short
         raise Interrupted(run_dir) from None

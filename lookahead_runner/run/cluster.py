@@ -25,6 +25,7 @@ from ..decision.engine import next_setting
 from ..runfolder import results
 from ..runfolder.plan import life_state, read_status, record_cluster, write_status
 from .cluster_life import LifeOrder, SlotWorker, Where, unpack
+from .cluster_nodes import first_line
 from .cluster_queue import handout_order, next_for
 from .finalize import write_tables
 from .launch import Life
@@ -121,7 +122,7 @@ class RaySlots:
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as err:
             reason = (f"{NODE_LOST}: {slot.where.node} (Ray node {slot.where.node_id[:8]})"
                       if _node_lost(slot.where.node_id)
-                      else f"the Ray slot on {slot.where.node} died: {_first_line(err)}")
+                      else f"the Ray slot on {slot.where.node} died: {first_line(err)}")
             self.lost.append(reason)
             self.slots.remove(slot)
             for life in group:
@@ -129,7 +130,7 @@ class RaySlots:
                 self._finished(life, Outcome("failed", reason), tag, say, progress)
             return False
         except ray.exceptions.RayTaskError as err:  # the life code raised: a bug, told as the life's failure
-            reason = f"the life failed on {slot.where.node}: {_first_line(err.cause or err)}"
+            reason = f"the life failed on {slot.where.node}: {first_line(err.cause or err)}"
             for life in group:
                 write_status(_folder(run_dir, life), "failed", reason, **slot.where.status_fields())
                 self._finished(life, Outcome("failed", reason), tag, say, progress)
@@ -178,10 +179,6 @@ def _folder(run_dir: Path, life: Life) -> Path:
 
 def _setting(group: list[Life]):
     return group[0].setting
-
-
-def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 def _node_lost(node_id: str, wait_s: float = NODE_DEATH_WAIT_S) -> bool:

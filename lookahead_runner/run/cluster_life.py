@@ -23,6 +23,7 @@ from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_gpus, visible_gpus
 from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities
 from . import reaper
+from .cluster_nodes import NodeFacts, node_facts
 from .life import died, run_server_life
 from .placement import Placement
 from .preflight import PreflightError, run_preflight
@@ -94,6 +95,10 @@ class SlotWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def facts(self, server: ResolvedServer, paths: dict[str, str], full_probe: bool) -> NodeFacts:
+        where = self.where()
+        return node_facts(f"{where.node}/{where.node_id[:8]}", server, paths, full_probe)
 
     def run(self, order: LifeOrder) -> LifeFiles:
         return run_here(order, self.where())

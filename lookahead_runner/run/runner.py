@@ -26,6 +26,7 @@ from ..runfolder import results
 from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, record_cluster, write_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import next_setting, repeats_wanted
+from .cluster_nodes import probe_cluster
 from .confirm_life import run_confirmations, switch_off
 from .finalize import decide_all, finalize, write_tables
 from ..runfolder.read import read_run
@@ -72,12 +73,18 @@ def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
                         SpecAxis(spec.method, tuple(spec.k), tuple(config.server.extra_args)))
 
 
-def probe_and_check(config: SweepConfig, server: ResolvedServer, run_dir: Path | None = None) -> Capabilities:
-    """The probe cached in a resumed run's plan.json, or a fresh one (`--version`, `serve --help=all`)."""
+def probe_and_check(config: SweepConfig, server: ResolvedServer, run_dir: Path | None = None,
+                    slots=None) -> Capabilities:
+    """The probe cached in a resumed run's plan.json, or a fresh one (`--version`, `serve --help=all`); on a Ray
+    cluster (`slots`) it runs on a worker node and every node is compared (cluster_nodes.py)."""
     if run_dir and has_plan(run_dir):
         caps = Capabilities.from_dict(read_plan(run_dir).probe)
+        if slots is not None:  # the cluster may have changed since: its nodes must still run the planned vLLM
+            probe_cluster(slots.slots, config, server, caps.version)
     elif config.server.url:
         caps = probe_running_server(config.server.url)
+    elif slots is not None:
+        caps = dataclasses.replace(probe_cluster(slots.slots, config, server), command=tuple(server.masked.command))
     else:
         caps = _probe_command(server)
     check_capabilities(config, caps)
@@ -169,13 +176,14 @@ class LifeRunner:
 
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server: ResolvedServer, say=None,
               early_stop: bool = True, mode: str = "sweep", web: bool = False,
-              placement: Placement | None = None) -> Path:
-    """`server`: the server config resolved once at the run's start (cli.py)."""
+              placement: Placement | None = None, slots=None) -> Path:
+    """`server`: the server config resolved once at the run's start (cli.py); `slots`: the Ray slots the probe
+    ran on (cli.py), else the sweep starts its own where cluster.engine = "ray"."""
     placement = placement or plan_placement(config, host_cpus())
     if config.cluster.engine == "ray":  # lives share their node's CPUs through Ray's accounting (cluster_life.py)
         placement = dataclasses.replace(placement, mode="off", server_cpus=(), load_cpus=(), server_env={},
                                         host_cpus=())
-    with cluster_slots(config, len(plan_lives(config)), say) as slots:
+    with nullcontext(slots) if slots is not None else cluster_slots(config, len(plan_lives(config)), say) as slots:
         return _run_sweep(config, run_dir, caps, server, say, early_stop, mode, web, placement, slots)
 
 

@@ -221,14 +221,24 @@ def _run(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -
 
 def run_probe(command: list[str], timeout_s: float = 180.0, env: dict[str, str] | None = None) -> Capabilities:
     """Ask the installed vLLM CLI for its version and flags."""
-    version_text = _run([*command, "--version"], timeout_s, env)
-    if not _VERSION_RE.search(version_text) and Path(command[0]).name.startswith("python"):
-        # `python -m vllm.entrypoints...` has no --version: ask the package itself
-        version_text = _run([command[0], "-c", "import vllm; print(vllm.__version__)"], timeout_s, env)
+    version_text = _version_text(command, timeout_s, env)
     help_all = _run([*command, "serve", "--help=all"], timeout_s, env)
     help_plain = None if len(parse_help_flags(help_all)) >= 10 else _run([*command, "serve", "--help"], timeout_s, env)
     caps = capabilities_from(version_text, help_all, help_plain, tuple(command))
     return replace(caps, schedule=probe_schedule(command, caps.version, timeout_s, env))
+
+
+def _version_text(command: list[str], timeout_s: float, env: dict[str, str] | None) -> str:
+    text = _run([*command, "--version"], timeout_s, env)
+    if not _VERSION_RE.search(text) and Path(command[0]).name.startswith("python"):
+        # `python -m vllm.entrypoints...` has no --version: ask the package itself
+        text = _run([command[0], "-c", "import vllm; print(vllm.__version__)"], timeout_s, env)
+    return text
+
+
+def probe_version(command: list[str], timeout_s: float = 180.0, env: dict[str, str] | None = None) -> str:
+    """Only the version (a cluster's nodes are compared on it: run/cluster_nodes.py)."""
+    return version_from_output(_version_text(command, timeout_s, env))
 
 
 def probe_schedule(command: list[str], version: str, timeout_s: float = 180.0,
