@@ -29,7 +29,7 @@ from lookahead_runner.sim.faults import Faults
 from lookahead_runner.sim.metrics import CONTENT_TYPE, RequestDone, SimMetrics
 from lookahead_runner.sim.model import EngineModel, TokenOutput
 from lookahead_runner.sim.profiles import Profile
-from lookahead_runner.sim.protocol import (VOCAB_SIZE, ChunkWriter, RequestError, chat_prompt_tokens,
+from lookahead_runner.sim.protocol import (NO_CHAT_TEMPLATE, VOCAB_SIZE, ChunkWriter, RequestError, chat_prompt_tokens,
                                            completion_response, detokenize, parse_chat, parse_completion,
                                            spec_metrics, token_ids, usage, words)
 from lookahead_runner.sim.stream import StreamSink
@@ -230,6 +230,7 @@ class SimServer:
         try:
             body = await self._json(request)
             if isinstance(body, dict) and "messages" in body:
+                self._check_chat_template()
                 count = chat_prompt_tokens(body["messages"], bool(body.get("add_generation_prompt", True)),
                                            body.get("chat_template_kwargs"))
                 tokens = [zlib.crc32(b"chat-%d" % i) % VOCAB_SIZE for i in range(count)]
@@ -242,6 +243,10 @@ class SimServer:
             return self.error(e.message, e.err_type, e.status)
         return web.json_response({"count": len(tokens), "max_model_len": self.model.cfg.max_model_len,
                                   "tokens": tokens, "token_strs": None})
+
+    def _check_chat_template(self) -> None:
+        if self.faults.get("no-chat-template"):
+            raise RequestError(NO_CHAT_TEMPLATE)
 
     async def detokenize(self, request: web.Request) -> web.Response:
         body = await self._json(request)
@@ -260,6 +265,8 @@ class SimServer:
         t_arrival = asyncio.get_running_loop().time()
         try:
             params = parse(await self._json(request), self.model.cfg.max_model_len)
+            if params.chat:
+                self._check_chat_template()
         except RequestError as e:
             return self.error(e.message, e.err_type, e.status)
         if params.model is not None and params.model != self.model_name:

@@ -23,6 +23,8 @@
                         the drafter of Model Runner V2 ignores the scheduled K (vLLM issue #51510)
   drafts-short[=0.5]    every draft holds VALUE x K tokens (a running fraction: 0.5 x 3 drafts 1, 2, 1, 2...);
                         a step whose share rounds to 0 drafts nothing, as a draft cut short at max_model_len
+  no-chat-template      the served model's tokenizer has no chat template: /tokenize with `messages` and every
+                        chat request answer 400 with vLLM 0.32's message (--chat-template is not emulated)
 The spec-decode counters (vllm:spec_decode_num_drafts / _num_draft_tokens) count what was drafted, so
 both faults show in them, as they do on a real server.
 Failing at start without a fault: a KV pool that would be empty (e.g. --gpu-memory-utilization 0.7
@@ -48,6 +50,7 @@ _DEFAULTS = {
     "slow-metrics": 2.0,
     "ignore-spec-schedule": 1.0,
     "drafts-short": 0.5,
+    "no-chat-template": 1.0,
 }
 
 

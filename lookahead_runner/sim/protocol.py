@@ -25,6 +25,10 @@ VOCAB_SIZE = 32000
 CHAT_TOKENS_PER_MESSAGE = 3
 CHAT_GENERATION_PROMPT_TOKENS = 2
 CHAT_NO_THINKING_TOKENS = 2
+# vLLM 0.32's answer (HTTP 400) to a chat request or a /tokenize with messages when the served model's tokenizer has
+# no chat template and none was given (tests/fixtures/tokenize-no-chat-template-400.json)
+NO_CHAT_TEMPLATE = ("As of transformers v4.44, default chat template is no longer allowed, so you must provide a chat "
+                    "template if the tokenizer does not define one.")
 
 
 class RequestError(ValueError):

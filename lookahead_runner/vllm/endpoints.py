@@ -3,3 +3,4 @@ runner side, names its own: workload/user.py, and /v1/models in workload/scenari
 HEALTH_PATH = "/health"            # 200 once the engine is up
 METRICS_PATH = "/metrics"          # Prometheus text (vllm/metrics.py names the series)
 COMPLETIONS_PATH = "/v1/completions"
+CHAT_PATH = "/v1/chat/completions"     # load.endpoint = "chat"

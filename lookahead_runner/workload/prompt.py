@@ -38,6 +38,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .sse import error_message
+
 METHOD_TOKENIZE = "tokenize"
 METHOD_TOKEN_IDS = "token-ids"
 METHOD_TEXT = "text"
@@ -314,7 +316,8 @@ def tokenize_counter(
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 answer = json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            raise TokenizeUnavailable(f"POST /tokenize answered HTTP {exc.code}") from None
+            said = error_message(exc.read())
+            raise TokenizeUnavailable(f"POST /tokenize answered HTTP {exc.code}{f': {said}' if said else ''}") from None
         except (OSError, ValueError) as exc:
             raise TokenizeUnavailable(f"POST /tokenize failed: {type(exc).__name__}") from None
         if isinstance(answer, dict) and isinstance(answer.get("count"), int):

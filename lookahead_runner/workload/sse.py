@@ -264,14 +264,23 @@ def text_and_finish(line: bytes, key: str = '"text":') -> tuple[str, str | None]
     return text, finish
 
 
-def _error_message(obj: dict) -> str | None:
+def error_message(body: bytes, limit: int = 300) -> str:
+    """The message of an OpenAI-style error body (an HTTP error's), or "" where it has none."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return ""
+    return (_error_message(obj, limit) or "") if isinstance(obj, dict) else ""
+
+
+def _error_message(obj: dict, limit: int = _EXCERPT_CHARS) -> str | None:
     error = obj.get("error")
     if isinstance(error, dict):
-        return excerpt(str(error.get("message") or error))
+        return excerpt(str(error.get("message") or error), limit)
     if isinstance(error, str):
-        return excerpt(error)
+        return excerpt(error, limit)
     if obj.get("object") == "error":
-        return excerpt(str(obj.get("message") or obj))
+        return excerpt(str(obj.get("message") or obj), limit)
     return None
 
 

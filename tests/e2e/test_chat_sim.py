@@ -10,10 +10,11 @@ two more prompt tokens: every window's prompt tokens equal load.prompt_tokens on
 import json
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
-from fault_kit import processes_of
+from fault_kit import processes_of, unique_model
 
 from lookahead_runner.sim.closed_loop import best_k
 
@@ -88,3 +89,32 @@ def test_chat_and_completions_end_in_the_verdicts_of_the_simulators_truth_and_di
         table = pd.read_csv(run_dir / "lives.csv")
         assert (table["difference"] == 0).all(), table.to_string()  # client tokens = the server's counters
         assert not processes_of(str(run_dir)), "a server or Locust process of the sweep survived"
+
+
+def test_a_model_without_a_chat_template_stops_the_sweep_at_its_first_life_with_the_fix(tmp_path):
+    """vLLM answers every chat request 400 when the model's tokenizer has no chat template (the simulator's
+    no-chat-template fault answers as vLLM 0.32 does): the first life stops the sweep, nothing is measured."""
+    root = tmp_path / "no-template"
+    root.mkdir()
+    model = unique_model("no-chat-template")
+    toml = SWEEP.replace("[decision]", ENDPOINTS["chat"].lstrip("\n") + "[decision]").replace(
+        '"startup_s=0.3"', '"startup_s=0.3", "--sim-fault", "no-chat-template"').replace("sim/e2e-model", model)
+    assert "no-chat-template" in toml and model in toml
+    (root / "sweep.toml").write_text(toml)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "lookahead_runner", "sweep", "--config", str(root / "sweep.toml"),
+                           "--out", str(root / "runs")], capture_output=True, text=True, timeout=200)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line == (f'lookahead-runner: load.endpoint = "chat": the server has no chat template for {model} (it '
+                    "answered HTTP 400: As of transformers v4.44, default chat template is no longer allowed, so you "
+                    "must provide a chat template if the tokenizer does not define one.); give vLLM one with "
+                    '--chat-template FILE in server.extra_args, or set load.endpoint = "completions"'), line
+    assert time.monotonic() - started < 60, "the sweep measured before it stopped"
+    (run_dir,) = list((root / "runs").iterdir())
+    assert not (run_dir / "k4").exists(), "a second life started after the first found no chat template"
+    status = json.loads((run_dir / "k0" / "r0" / "status.json").read_text())
+    assert status["state"] != "done" and "no chat template" in status["reason"], status
+    assert not list(run_dir.glob("k0/r0/requests*.csv")), "load was sent"
+    assert not processes_of(model), "a simulator of this test was left running"

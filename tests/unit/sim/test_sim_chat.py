@@ -110,3 +110,21 @@ def test_chat_drafter_accepts_more_on_chat_requests_and_turns_the_closed_loop_an
     args = ["--max-num-seqs", "64", "--sim-scenario", "chat-drafter"]
     assert best_k(args, (0, 4), 64, 24, 0.0, 12, chat=True)[0] == 4
     assert best_k(args, (0, 4), 64, 24, 0.0, 12, chat=False)[0] == 0
+
+
+NO_TEMPLATE = json.loads((Path(__file__).resolve().parents[2] / "fixtures" /
+                          "tokenize-no-chat-template-400.json").read_text())  # vLLM 0.32's answer, captured
+
+
+def test_without_a_chat_template_chat_and_tokenize_messages_answer_as_vllm_does_and_raw_prompts_still_work():
+    async def check(session, sim):
+        for path, body in (("/tokenize", {"model": MODEL, "messages": chat()["messages"]}),
+                           ("/v1/chat/completions", chat()), ("/v1/chat/completions", chat(stream=True))):
+            async with session.post(path, json=body) as r:
+                assert r.status == 400 and await r.json() == NO_TEMPLATE, path
+        async with session.post("/tokenize", json={"model": MODEL, "prompt": "one two"}) as r:
+            assert r.status == 200
+        async with session.post("/v1/completions", json={"model": MODEL, "prompt": "one two", "max_tokens": 2}) as r:
+            assert r.status == 200
+
+    run_with_server(check, faults=["no-chat-template"])

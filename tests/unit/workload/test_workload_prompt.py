@@ -6,6 +6,7 @@ import json
 import math
 import random
 import re
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,37 @@ def test_heads_and_token_ids():
     for count in (1, 3, 4, 5, 128, 4096):
         ids = prompt_token_ids(count, rng)
         assert len(ids) == count and all(100 <= i < 1100 for i in ids)
+
+
+def test_a_refused_tokenize_says_what_the_server_said():
+    """POST /tokenize refused (vLLM 0.32 without a chat template, tests/fixtures): the fallback's note carries the
+    server's own message, not only the status."""
+    import http.server
+    import threading
+
+    from lookahead_runner.workload.prompt import TokenizeUnavailable, tokenize_counter
+
+    body = (Path(__file__).resolve().parents[2] / "fixtures" / "tokenize-no-chat-template-400.json").read_bytes()
+
+    class Refuse(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Refuse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        count = tokenize_counter(f"http://127.0.0.1:{server.server_port}", "m", {}, timeout_s=5, chat=True)
+        with pytest.raises(TokenizeUnavailable) as refused:
+            count("hello")
+    finally:
+        server.shutdown()
+    assert str(refused.value) == ("POST /tokenize answered HTTP 400: As of transformers v4.44, default chat template "
+                                  "is no longer allowed, so you must provide a chat template if the tokenizer does "
+                                  "not define one.")
