@@ -58,7 +58,7 @@ class GridConfig(Strict):
 
 
 class StrategyConfig(Strict):
-    """How the sweep chooses its server lives: the whole grid, or one life at a time (decision/adaptive.py)."""
+    """How the sweep chooses its server lives: the whole grid, or each next life on what is measured (decision/adaptive.py)."""
 
     strategy: Literal["grid", "adaptive"] = Field(
         "grid", description="grid: every K x load.repeats; adaptive: the baseline and one K, then each next life "

@@ -1,33 +1,29 @@
-"""The adaptive sweep's chooser: which server life to run next, or why to stop (pure; adaptive_sweep.py runs it).
+"""The adaptive sweep's chooser: which server lives to run next, or why to stop (pure; adaptive_sweep.py runs it).
 
-It starts with the baseline and one K, then asks, after every life, where the verdict at the target is least
-sure. Two questions, in this order:
-
-1. Could a K not run yet be the best? With a trusted performance model: a K whose predicted objective
-   (its interval's top) reaches the leader's, both as the model predicts them (its bias at the target cancels;
-   the leader's measured figure sets the scale), and whose KV use is not predicted to fill the
-   pool (the memory gate would block it), the most promising first; before those, the model's best K at
-   decision.production_users when it has not run yet (its curve there then rests on a measured K). Without one (or not
-   trusted), model-free: the objective is taken to rise and then fall with K (unimodal, as the method's stop
-   rule assumes), so the best K lies between the nearest measured K below and above the K still in the
-   running (the leader and every K winning >= 2 % of the resamples); a K not run inside that bracket could
-   be it, the smallest first (grid order). K at or above a stop the resamples agree on are never run.
-2. Otherwise, is the verdict decided? The decision engine says so on the measured windows (`decided`), and
-   the leader and the baseline (both ends of the gain the verdict states) have at least `min_leader_lives`
-   lives each, so restart-to-restart variation is in their figures: one outlier life of either would
-   otherwise pass for a precise figure. The baseline is spared its second life where the leader is more than
-   twice as fast (tie band included): a baseline life reading half its true figure could not turn the K.
-   If not, one more life of the K the verdict hangs on (the engine's `repeats_wanted`), the one with the
-   fewest lives first; a repeat runs the target stage only (a K's first life runs every stage).
-
-It stops when decided, when nothing left could decide it, or before a life would exceed a budget
-(sweep.max_lives, sweep.max_server_minutes), and says which.
+It starts with the baseline and one K, then asks, as lives end, where the verdict at the target is least sure:
+1. Could a K not run yet be the best? With a trusted performance model: a K whose predicted objective (its
+   interval's top) reaches the leader's, both as the model predicts them (its bias cancels; the leader's measured
+   figure sets the scale), its KV pool not predicted to fill, the most promising first; before those, the
+   model's best K at decision.production_users. Without one, model-free: the objective is taken to rise then fall
+   with K (unimodal, as the stop rule assumes), so a K not run between the nearest measured K below and above
+   the K still in the running (the leader and every K winning >= 2 % of the resamples) could be it, the smallest
+   first. K at or above a stop the resamples agree on are never run.
+2. Otherwise, is it decided? The engine says so (`decided`), and the leader and the baseline (both ends of the
+   stated gain) have `min_leader_lives` lives each: one outlier life would pass for a precise figure. The
+   baseline is spared its second where the leader is more than twice as fast. If not, one more life (the
+   target stage only) of a K the verdict hangs on (`repeats_wanted`), the fewest lives first.
+With N free slots, `choose_batch` proposes up to N, asking again with each proposal in flight. A life in flight
+counts as run, not measured: a K whose first life runs is not "not run yet", a repeat running is not wanted
+again; it counts toward max_lives_per_k and the budgets (sweep.max_server_minutes at a life's mean cost). What
+a window in flight could change waits for it ("wait"): a K not run beyond one in flight, and every repeat.
+It stops when decided, when nothing left could decide it, or before a life would exceed a budget (sweep.max_lives,
+sweep.max_server_minutes), and says which; with lives in flight a stop is asked again once they end.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 CONTENDER_SHARE = 0.02   # a K winning this share of the resamples is still in the running (as repeats_wanted)
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
@@ -79,16 +75,30 @@ class Budget:
 
 @dataclass(frozen=True)
 class Spent:
-    """Lives run so far per K (failed ones too), those with a valid window at the target, server-seconds."""
+    """Lives ended so far per K (failed ones too), those with a valid window at the target, server-seconds; and the
+    lives in flight per K (`pending`: chosen, not ended)."""
 
     lives: Mapping[int, int] = field(default_factory=dict)
     valid: Mapping[int, int] = field(default_factory=dict)
     server_s: float = 0.0
     next_life_s: float = 0.0       # what the next life is expected to cost (the mean of the lives so far)
+    pending: Mapping[int, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
-        return sum(self.lives.values())
+        """Lives run or in flight."""
+        return sum(self.lives.values()) + self.in_flight
+
+    @property
+    def in_flight(self) -> int:
+        return sum(self.pending.values())
+
+    def chosen(self, k: int) -> int:
+        """K's lives run or in flight."""
+        return self.lives.get(k, 0) + self.pending.get(k, 0)
+
+    def with_pending(self, k: int) -> "Spent":
+        return replace(self, pending={**self.pending, k: self.pending.get(k, 0) + 1})
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,21 @@ class Choice:
     all_stages: bool = True         # false: the target stage only
     why: str = ""                   # why this life, or why stop
     stop: str = ""                  # "decided" | "budget" | "exhausted" (nothing left to run that could decide it)
+    #                                 | "wait" (lives in flight first: only with some)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The lives to start now, the most informative first; `reason`: why no more (None: the free slots are full),
+    final only when no life is in flight (`in_flight`: ask again when one ends, its windows may change it)."""
+
+    lives: tuple[Choice, ...] = ()
+    reason: Choice | None = None
+    in_flight: int = 0
+
+    @property
+    def ends_sweep(self) -> bool:
+        return not self.lives and not self.in_flight
 
 
 def first_k(ks: list[int], model: ModelView) -> tuple[int, str]:
@@ -135,7 +160,7 @@ def bracket(ks: list[int], standing: Standing) -> tuple[float, float]:
 def could_win(ks: list[int], standing: Standing, spent: Spent, model: ModelView,
               p_tie: float = 0.03) -> tuple[list[int], str]:
     """K not run yet that could be the best, most promising first, and on what ground."""
-    untried = [k for k in ks if spent.lives.get(k, 0) == 0 and (standing.stopped_at is None or k < standing.stopped_at)]
+    untried = [k for k in ks if not spent.chosen(k) and (standing.stopped_at is None or k < standing.stopped_at)]
     if model.trusted and standing.leader is not None and standing.leader in standing.objective:
         bar = standing.objective[standing.leader] / (1 + p_tie) / _bias_at(standing.leader, standing, model)
         hopeful = [k for k in untried if k in model.predictions and model.predictions[k].high >= bar
@@ -146,7 +171,19 @@ def could_win(ks: list[int], standing: Standing, spent: Spent, model: ModelView,
             return [model.production_best], "the model's best K at decision.production_users is not measured yet"
         return hopeful + unknown, "the model predicts it could beat the leader without filling the KV pool"
     low, high = bracket(ks, standing)
-    return [k for k in untried if low < k < high], "it lies between the K measured around the leader"
+    running, waiting = contenders(standing), [k for k in spent.pending if k not in standing.objective]
+    return ([k for k in untried if low < k < high and not _past_one_in_flight(k, running, waiting)],
+            "it lies between the K measured around the leader")
+
+
+def _past_one_in_flight(k: int, running: list[int], waiting: list[int]) -> bool:
+    """Is a K whose first window is still in flight between `k` and the K in the running? Its window could close
+    the bracket before `k` (the serial sweep would have had it first)."""
+    if not running:
+        return bool(waiting)
+    if k > max(running):
+        return any(max(running) < w < k for w in waiting)
+    return k < min(running) and any(k < w < min(running) for w in waiting)
 
 
 def _bias_at(leader: int, standing: Standing, model: ModelView) -> float:
@@ -166,14 +203,34 @@ def choose(ks: list[int], standing: Standing, spent: Spent, model: ModelView, bu
     pick = _next(ks, standing, spent, model, max_lives_per_k, min_leader_lives, tie_tolerance)
     if pick.k is None:
         return pick
+    running = f", {spent.in_flight} of them in flight" if spent.in_flight else ""
     if spent.total >= budget.max_lives:
-        return Choice(None, why=f"budget: sweep.max_lives = {budget.max_lives} lives run (next would have been "
-                                f"{pick.why})", stop="budget")
-    if budget.max_server_s is not None and spent.server_s + spent.next_life_s > budget.max_server_s:
+        return Choice(None, why=f"budget: sweep.max_lives = {budget.max_lives} lives run{running} (next would have "
+                                f"been {pick.why})", stop="budget")
+    booked = spent.server_s + spent.next_life_s * (1 + spent.in_flight)  # each life in flight at a life's mean cost
+    if budget.max_server_s is not None and booked > budget.max_server_s:
+        flight = f", ~{spent.next_life_s * spent.in_flight / 60:.1f} in flight" if spent.in_flight else ""
         return Choice(None, why=f"budget: another life (~{spent.next_life_s / 60:.1f} min) would pass "
                                 f"sweep.max_server_minutes = {budget.max_server_s / 60:g} "
-                                f"({spent.server_s / 60:.1f} spent; next would have been {pick.why})", stop="budget")
+                                f"({spent.server_s / 60:.1f} spent{flight}; next would have been {pick.why})",
+                      stop="budget")
     return pick
+
+
+def choose_batch(n: int, ks: list[int], standing: Standing, spent: Spent, model: ModelView, budget: Budget,
+                 max_lives_per_k: int, min_leader_lives: int = 2, tie_tolerance: float = 0.03) -> Batch:
+    """Up to `n` lives (the free slots) to start now: `choose` asked again with each one counted as in flight
+    (`spent.pending` holds the lives in flight already)."""
+    lives: list[Choice] = []
+    reason = None
+    for _ in range(max(n, 0)):
+        choice = choose(ks, standing, spent, model, budget, max_lives_per_k, min_leader_lives, tie_tolerance)
+        if choice.k is None:
+            reason = choice
+            break
+        lives.append(choice)
+        spent = spent.with_pending(choice.k)
+    return Batch(tuple(lives), reason, spent.in_flight)
 
 
 def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max_lives_per_k: int,
@@ -183,24 +240,32 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     if base in given_up:
         return Choice(None, why=f"the baseline K={base} gave no valid window in {spent.lives[base]} lives",
                       stop="exhausted")
-    if not spent.lives.get(base, 0) or (not spent.valid.get(base, 0) and base not in standing.objective):
+    base_measured = spent.valid.get(base, 0) or base in standing.objective
+    if not spent.chosen(base) or (not base_measured and not spent.pending.get(base, 0)):
         return Choice(base, why=f"K={base}: the baseline")
-    if all(spent.lives.get(k, 0) == 0 for k in ks[1:]):
+    if all(spent.chosen(k) == 0 for k in ks[1:]):
         k, why = first_k(ks, model)
         return Choice(k, why=why)
-    retry = [k for k in ks if spent.lives.get(k, 0) and not spent.valid.get(k, 0) and k not in given_up]
+    if not base_measured:  # its life is in flight: everything after rests on it
+        return Choice(None, why=f"the baseline K={base}'s first window is not in yet", stop="wait")
+    retry = [k for k in ks if spent.lives.get(k, 0) and not spent.valid.get(k, 0) and k not in given_up
+             and not spent.pending.get(k, 0)]
     if retry:
         return Choice(retry[0], why=f"K={retry[0]} again: its life gave no valid window at the target")
     hopeful, ground = could_win([k for k in ks if k not in given_up], standing, spent, model, tie_tolerance)
     if hopeful:
         return Choice(hopeful[0], why=f"K={hopeful[0]}: not run yet and could be the best ({ground})")
+    waiting = [k for k in ks if spent.pending.get(k, 0) and k not in standing.objective]
+    if waiting:  # the leader, the verdict and its repeats hang on their windows
+        return Choice(None, why=f"the first window of K {', '.join(map(str, waiting))} is not in yet", stop="wait")
     leader = standing.leader
     if standing.status == "no_eligible":
         return Choice(None, why="no K passes its gates at the target", stop="exhausted")
     # both ends of the gain a verdict states (the leader, the baseline) need their restart-to-restart spread: one
     # life of either can be an outlier that the spread pooled from other K does not reveal
     ends = (leader,) if _baseline_spared(standing, base, tie_tolerance) else (leader, base)
-    short = [k for k in dict.fromkeys(ends) if k is not None and spent.valid.get(k, 0) < min_leader_lives]
+    short = [k for k in dict.fromkeys(ends)
+             if k is not None and spent.valid.get(k, 0) + spent.pending.get(k, 0) < min_leader_lives]
     if standing.status == "decided" and leader is not None:
         if not short:
             share = standing.shares.get(leader, 0.0)
@@ -210,10 +275,12 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
                           stop="decided")
         wanted = short
     else:
-        wanted = list(standing.wanted) + short
-    wanted = sorted({k for k in wanted if spent.lives.get(k, 0) < max_lives_per_k},
+        wanted = [k for k in standing.wanted if not spent.pending.get(k, 0)] + short  # one repeat in flight: asked
+    wanted = sorted({k for k in wanted if spent.chosen(k) < max_lives_per_k},
                     key=lambda k: (spent.valid.get(k, 0), k != leader, -standing.shares.get(k, 0.0), k))
     if not wanted:
+        if spent.in_flight:
+            return Choice(None, why="the repeats the verdict hangs on are in flight", stop="wait")
         why = ("every K the verdict hangs on has load.max_repeats lives" if standing.wanted or leader is not None
                else "nothing left to measure could decide it")
         return Choice(None, why=f"not decided: {why}", stop="exhausted")
@@ -221,7 +288,7 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     who = f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
     why = (f"{who} on {spent.valid.get(k, 0)} life; a second shows its restart-to-restart spread" if k in short
            else f"the verdict hangs on it ({_share_text(standing, k)})")
-    return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.lives.get(k, 0) + 1}): {why}")
+    return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.chosen(k) + 1}): {why}")
 
 
 def _baseline_spared(standing: Standing, base: int, tie_tolerance: float) -> bool:
@@ -261,12 +328,13 @@ def valid_lives(evidence, users: int) -> dict[int, int]:
     return {k: len({w.repeat for w in cell.windows}) for k, cell in evidence.at(users).items()}
 
 
-def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str, stop: str = "") -> str:
+def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str, stop: str = "", slots: int = 1) -> str:
     """The decision's reason line about an adaptive sweep: what it ran, what it left out, why it stopped."""
     ran = ", ".join(f"K={k} x{n}" if n > 1 else f"K={k}" for k, n in sorted(lives_by_k.items()))
     left = [k for k in sorted(ks) if not lives_by_k.get(k)]
     why_left = ("the budget ran out first" if stop == "budget" else "the sweep has not finished" if not stop else
                 "when it stopped, none could be the best on what was measured (or predicted by a trusted model)")
     skipped = f"; K {', '.join(map(str, left))} not run: {why_left}" if left else ""
-    return (f"Adaptive sweep: {sum(lives_by_k.values())} lives chosen one at a time ({ran}){skipped}; "
+    pace = "one at a time" if slots <= 1 else f"up to {slots} at a time (one per slot)"
+    return (f"Adaptive sweep: {sum(lives_by_k.values())} lives chosen {pace} ({ran}){skipped}; "
             f"stopped: {stopped_because or 'not yet (interrupted)'}.")

@@ -9,7 +9,8 @@ Version 3 adds: "waived", CellSummary.not_measured and Decision.confidence_range
 (its label; "" in a sweep of one workload) on the decision, each cell, candidate and per-stage pick, and
 `by_variant` (one whole decision per variant, decision/per_variant.py); what the verdict cost (`cost`); the
 performance model's summary (`performance_model`). Version 2 files read as version 3 with one unnamed
-variant and none of the additions.
+variant and none of the additions. Fields added later with a default keep the version (Cost.gpu_s and wall_s,
+issue 30): an older file reads with None.
 """
 from __future__ import annotations
 
@@ -254,7 +255,9 @@ class Cost(Model):
     grid_lives: int = 0                  # what the full grid (every K x load.repeats) would have run
     grid_server_s: float | None = None   # estimated: its starts at the mean start measured, its loads as measured
     stopped_because: str = ""            # adaptive: why it stopped choosing lives
-    text: str = ""                       # e.g. "4 lives, 11 server-minutes (...); the full grid: 8 lives, ~21 ..."
+    gpu_s: float | None = None           # each life's server-seconds x the GPUs it held (cost.py); None: older file
+    wall_s: float | None = None          # the first life's start to the last life's end; None: a start unrecorded
+    text: str = ""                       # e.g. "4 lives, 11 server-minutes (...), 11 GPU-minutes, 6.2 wall minutes; ..."
 
 
 class PerBatchSchedule(Model):

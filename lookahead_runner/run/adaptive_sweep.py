@@ -1,23 +1,30 @@
-"""The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (decision/adaptive.py) for the next life,
-write it to plan.json, run it as a real server life (same readiness and memory rules as the grid), repeat
-until the chooser stops; the stop and its reason go to plan.json's "adaptive".
+"""The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (decision/adaptive.py) for as many lives
+as the pool (life_pool.py) has free slots, write them to plan.json, start them as real server lives (same
+readiness and memory rules as the grid), and ask again each time one ends, the lives in flight counted, until
+the chooser stops with none in flight; the stop and its reason go to plan.json's "adaptive". Here the pool runs
+one life at a time; on a Ray cluster one per slot, in parallel.
 
 plan.json starts with no lives; each life chosen is appended before it starts (with the stages it runs
-when it runs a subset, and why it was chosen), so --resume reruns a life cut half-way with the same stages,
-keeps every life done, and the chooser carries on from the windows measured: the same evidence gives the
-same next choice. The decision is made at the end by the decision engine on the measured windows, as for
-the grid; the model (when there is a trusted one) only chooses what to measure.
+when it runs a subset, and why it was chosen), so --resume reruns a life cut half-way with the same stages
+(the lives cut on a cluster in parallel again), keeps every life done, and the chooser carries on from the
+windows measured: the same evidence gives the same next choice. The decision is made at the end by the
+decision engine on the measured windows, as for the grid; the model (when there is a trusted one) only chooses
+what to measure.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..decision.adaptive import Budget, Choice, ModelView, Prediction, Spent, choose, first_k, standing_of, valid_lives
+from collections import Counter
+
+from ..decision.adaptive import (Budget, Choice, ModelView, Prediction, Spent, choose_batch, first_k, standing_of,
+                                 valid_lives)
 from ..config import ResolvedServer, SweepConfig
 from ..runfolder.cost import grid_lives, life_costs
 from ..runfolder.read import read_run
 from .finalize import write_tables
 from .launch import Life, append_to_plan
+from .life_pool import LifePool
 from .perfmodel_run import fit_run
 from ..runfolder.plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
 from ..vllm.knob import Setting
@@ -36,13 +43,16 @@ def start_plan(plan: Plan) -> Plan:
     return plan.model_copy(update={"lives": [], "adaptive": AdaptiveState()})
 
 
-def describe(config: SweepConfig, model: ModelView) -> str:
-    """What an adaptive sweep will do, for --dry-run and its first line."""
+def describe(config: SweepConfig, model: ModelView, slots: int | None = 1) -> str:
+    """What an adaptive sweep will do, for --dry-run and its first line (`slots`: lives it can run at once; None: a
+    Ray cluster's, not counted yet)."""
     ks = sorted(config.speculation.k)
     k, why = first_k(ks, model)
     minutes = (f", at most {config.sweep.max_server_minutes:g} server-minutes" if config.sweep.max_server_minutes
                else "")
-    return (f"adaptive sweep: the baseline K={ks[0]} and {why}, then one life at a time where the verdict at "
+    pace = ("as many lives at once as the Ray cluster has slots" if slots is None else "one life at a time"
+            if slots <= 1 else f"up to {slots} lives at once (one per Ray slot)")
+    return (f"adaptive sweep: the baseline K={ks[0]} and {why}, then {pace} where the verdict at "
             f"{config.target_users} users is least sure, until it is decided (at most {default_max_lives(config)} "
             f"lives{minutes}; the full grid: {grid_lives(config)[0]})")
 
@@ -83,13 +93,16 @@ def stages_of(config: SweepConfig, users: list[int] | None) -> SweepConfig:
     return config.model_copy(update={"load": config.load.model_copy(update={"stages": stages})})
 
 
-def spent_so_far(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus], valid: dict[int, int]) -> Spent:
+def spent_so_far(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus], valid: dict[int, int],
+                 in_flight: list[Life] = ()) -> Spent:
+    """The lives ended (from their status.json), and those in flight per K."""
     costs = [c for c in life_costs(plan_lives, statuses) if not c.confirm]
     lives: dict[int, int] = {}
     for c in costs:
         lives[c.k] = lives.get(c.k, 0) + 1
     seconds = [c.start_s + c.measure_s for c in costs]
-    return Spent(lives, valid, sum(seconds), sum(seconds) / len(seconds) if seconds else 0.0)
+    return Spent(lives, valid, sum(seconds), sum(seconds) / len(seconds) if seconds else 0.0,
+                 dict(Counter(life.setting.k for life in in_flight)))
 
 
 def next_life(plan_lives: list[PlannedLife], config: SweepConfig, k: int) -> Life:
@@ -98,21 +111,24 @@ def next_life(plan_lives: list[PlannedLife], config: SweepConfig, k: int) -> Lif
     return Life(Setting(k, config.speculation.raw_lookahead_slots), max(repeats) + 1 if repeats else 0)
 
 
-def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, run_one, server: ResolvedServer,
+def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, pool: LifePool, server: ResolvedServer,
                  early_stop: bool = True, announce=lambda life, stages: None) -> Choice:
-    """Choose and run lives until the chooser stops; returns its last choice (the stop and why).
+    """Choose and run lives until the chooser stops with none in flight; returns its last choice (the stop and why).
 
-    `run_one(config, life)` runs one life with that config's stages (the sweep's own loop: a life done
-    earlier is kept); `announce(life, stages)` tells the progress display a life is coming."""
+    `pool` runs the lives (a life done earlier is kept); `announce(life, stages)` tells the progress display a
+    life is coming."""
     budget = Budget(default_max_lives(config),
                     config.sweep.max_server_minutes * 60 if config.sweep.max_server_minutes else None)
     ks, target = sorted(config.speculation.k), config.target_users
-    for entry in read_plan(run_dir).sweep_lives():
+    for entry in read_plan(run_dir).sweep_lives():  # a resumed run: the lives chosen before, on every free slot
         life = Life(Setting(entry.k, config.speculation.raw_lookahead_slots), entry.repeat)
         announce(life, stages_of(config, entry.stages).load.stages)
-        run_one(stages_of(config, entry.stages), life)  # a resumed run: the lives chosen before
+        while not pool.free():
+            pool.wait()
+        pool.submit(stages_of(config, entry.stages), life)
     said_model = None
-    for _ in range(budget.max_lives + len(ks) * MIN_LEADER_LIVES + 1):  # bounded; the budget stops it first
+    # bounded: each round starts a life or waits for one to end, and the budget stops the lives first
+    for _ in range(2 * (budget.max_lives + len(ks) * MIN_LEADER_LIVES) + 1):
         data = read_run(run_dir)
         evidence = data.evidence()
         model = model_view(data, config)
@@ -121,19 +137,24 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, ru
                 model.trusted else f"adaptive: {model.why_not}: a K not run yet is run when it lies between the K "
                 "measured around the leader (the objective taken to rise, then fall with K), in grid order")
             said_model = model.trusted
-        lives = data.plan.sweep_lives()
-        choice = choose(ks, standing_of(evidence, config.decision, early_stop),
-                        spent_so_far(lives, data.statuses, valid_lives(evidence, target)), model, budget,
-                        config.load.max_repeats, MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
-        if choice.k is None:
+        spent = spent_so_far(data.plan.sweep_lives(), data.statuses, valid_lives(evidence, target), pool.in_flight())
+        batch = choose_batch(pool.free(), ks, standing_of(evidence, config.decision, early_stop), spent, model,
+                             budget, config.load.max_repeats, MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
+        if len(batch.lives) > 1:
+            say(f"adaptive: {len(batch.lives)} lives at once on {pool.slots} slots")
+        for choice in batch.lives:
+            life = next_life(read_plan(run_dir).sweep_lives(), config, choice.k)
+            users = None if choice.all_stages else [target]
+            append_to_plan(config, caps, run_dir, [life], server, stages=users, chosen=choice.why,
+                           model_trust="trusted" if model.trusted else model.why_not)
+            say(f"adaptive: next {life.key}: {choice.why}")
+            announce(life, stages_of(config, users).load.stages)
+            pool.submit(stages_of(config, users), life)
+        if pool.in_flight():
+            pool.wait()  # its windows may change the next choice, or a stop
+        elif batch.ends_sweep:
+            choice = batch.reason
             break
-        life = next_life(lives, config, choice.k)
-        users = None if choice.all_stages else [target]
-        append_to_plan(config, caps, run_dir, [life], server, stages=users, chosen=choice.why,
-                       model_trust="trusted" if model.trusted else model.why_not)
-        say(f"adaptive: next {life.key}: {choice.why}")
-        announce(life, stages_of(config, users).load.stages)
-        run_one(stages_of(config, users), life)
     else:
         choice = Choice(None, why="the loop's own bound was reached", stop="budget")
     record_adaptive_stop(run_dir, choice.why, choice.stop)

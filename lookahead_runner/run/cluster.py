@@ -65,8 +65,6 @@ class RaySlots:
         """Every server life (`groups`, in the plan's order) not done yet, up to one per slot at a time; with
         `early_stop`, lives of a larger K still queued are skipped once the stop rule fires at a K every life
         of which, and of every smaller K, has ended."""
-        import ray
-
         queue = []
         for group in groups:
             todo = [life for life in group if life_state(_folder(run_dir, life)) != "done"]
@@ -78,26 +76,24 @@ class RaySlots:
             if todo:
                 queue.append(todo)
         queue = handout_order(queue, _setting, self.seed)
-        running: dict = {}
-        free = list(self.slots)
+        pool = self.pool(run_dir, run_life, tag, say, progress)
         stopped_at = _stop_rule(config, run_dir, lives, _keys(queue)) if early_stop else None  # a resumed run's
         _skip_beyond(stopped_at, queue, run_dir, tag, say, progress)
-        while queue or running:
-            while free and queue and not (running and run_life.preflight_due):
-                slot = free.pop(0)
-                group = queue.pop(next_for(queue, _setting, slot.ran))
-                running[self._start(slot, group, config, run_dir, run_life, tag, say, progress)] = (slot, group)
-            if not running:
+        while queue or pool.running:
+            if not self.slots:
                 raise ClusterError(f"every Ray slot was lost ({'; '.join(self.lost)}); {len(queue)} server lives "
                                    f"not run: continue with --resume {run_dir} once the cluster is back")
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=WAIT_S)
-            for ref in ready:
-                slot, group = running.pop(ref)
-                if self._collect(ref, slot, group, run_dir, run_life, tag, say, progress):
-                    free.append(slot)
-            if ready and early_stop and stopped_at is None:
-                stopped_at = _stop_rule(config, run_dir, lives, _keys(queue) | _keys(list(running.values()), 1))
+            while pool.free() and queue:
+                slot = pool.idle[0]
+                pool.start(config, queue.pop(next_for(queue, _setting, slot.ran)), slot)
+            ended = pool.wait_some()
+            if ended and early_stop and stopped_at is None:
+                stopped_at = _stop_rule(config, run_dir, lives, _keys(queue) | _keys(list(pool.running.values()), 1))
                 _skip_beyond(stopped_at, queue, run_dir, tag, say, progress)
+
+    def pool(self, run_dir: Path, run_life, tag, say, progress) -> "SlotPool":
+        """The slots as a pool of lives (life_pool.py): run_groups and the adaptive sweep submit to it."""
+        return SlotPool(self, run_dir, run_life, tag, say, progress, list(self.slots))
 
     def _start(self, slot: Slot, group: list[Life], config: SweepConfig, run_dir: Path, run_life, tag, say, progress):
         order = LifeOrder(config, run_life.caps, group[0].setting, [life.repeat for life in group], run_life.server,
@@ -154,6 +150,72 @@ class RaySlots:
     def _finished(life: Life, outcome: Outcome, tag, say, progress) -> None:
         say(f"{tag(life)}: {outcome.state}" + (f" - {outcome.reason.splitlines()[0]}" if outcome.reason else ""))
         progress.life_finished()
+
+
+@dataclass
+class SlotPool:
+    """Server lives on the slots, one each: start a life (or a same-server group) on a free slot, wait for lives to
+    end and write their files into the run folder. The first life runs the pre-flight alone."""
+
+    owner: RaySlots
+    run_dir: Path
+    run_life: object
+    tag: object
+    say: object
+    progress: object
+    idle: list[Slot]
+    running: dict = field(default_factory=dict)   # Ray reference -> (slot, group)
+
+    @property
+    def slots(self) -> int:
+        return len(self.owner.slots)
+
+    def free(self) -> int:
+        if not self.owner.slots:
+            raise ClusterError(f"every Ray slot was lost ({'; '.join(self.owner.lost)}): continue with --resume "
+                               f"{self.run_dir} once the cluster is back")
+        if self.run_life.preflight_due:
+            return 0 if self.running else min(len(self.idle), 1)
+        return len(self.idle)
+
+    def start(self, config: SweepConfig, group: list[Life], slot: Slot) -> None:
+        self.idle.remove(slot)
+        ref = self.owner._start(slot, group, config, self.run_dir, self.run_life, self.tag, self.say, self.progress)
+        self.running[ref] = (slot, group)
+
+    def submit(self, config: SweepConfig, life: Life) -> None:
+        """One life on a free slot that has not run its setting where there is one (cluster_queue.py's rule)."""
+        if life_state(_folder(self.run_dir, life)) == "done":
+            self.say(f"{self.tag(life)}: done earlier, kept")
+            self.progress.life_started(life.key)
+            self.progress.life_finished()
+            return
+        self.start(config, [life], next((s for s in self.idle if life.setting not in s.ran), self.idle[0]))
+
+    def in_flight(self) -> list[Life]:
+        return [life for _, group in self.running.values() for life in group]
+
+    def wait_some(self) -> list[list[Life]]:
+        """The groups that end within WAIT_S (none, often), their files written; a slot lost is not free again."""
+        import ray
+
+        if not self.running:
+            return []
+        ready, _ = ray.wait(list(self.running), num_returns=1, timeout=WAIT_S)
+        ended = []
+        for ref in ready:
+            slot, group = self.running.pop(ref)
+            if self.owner._collect(ref, slot, group, self.run_dir, self.run_life, self.tag, self.say, self.progress):
+                self.idle.append(slot)
+            ended.append(group)
+        return ended
+
+    def wait(self) -> list[Life]:
+        while self.running:
+            ended = self.wait_some()
+            if ended:
+                return [life for group in ended for life in group]
+        return []
 
 
 def _skip_beyond(stopped_at: int | None, queue: list[list[Life]], run_dir: Path, tag, say, progress) -> None:

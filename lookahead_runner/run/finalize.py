@@ -186,7 +186,7 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     if plan.adaptive is not None:
         lives_by_k = Counter(c.k for c in costs if not c.confirm)
         decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
-                                         plan.adaptive.stop))
+                                         plan.adaptive.stop, len(plan.cluster.slots) if plan.cluster else 1))
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:
         return run_dir / "summary.csv"

@@ -141,13 +141,14 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
     names that folder (`server_life`). With `web`, Locust serves its web UI on a free local port.
     `placement` says which CPUs the server and Locust run on; `preflight`, run once the server is
     warm, may change Locust's process count or stop the sweep (preflight.PreflightError). `where`: a life on a
-    Ray cluster (cluster_life.py): its node, GPUs and slot, recorded in each status.json with its start time."""
+    Ray cluster (cluster_life.py): its node, GPUs and slot, recorded in each status.json; every life records its
+    start time (t_start_s: the cost's wall minutes)."""
     events = events or LifeEvents()
     placement = placement or Placement("off", processes=1 if config.load.processes == "auto"
                                        else int(config.load.processes))
     lives = [Life(setting, repeat) for repeat in repeats]
     host = fresh_life_dir(run_dir, lives[0])
-    where = where | {"t_start_s": round(time.time(), 3)} if where else {}
+    where = (where or {}) | {"t_start_s": round(time.time(), 3)}
     write_status(host, "running", **where)
     headers = resolved.headers
     external = bool(config.server.url)

@@ -31,6 +31,7 @@ from .confirm_life import run_confirmations, switch_off
 from .finalize import decide_all, finalize, write_tables
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
+from .life_pool import OneAtATime
 from .life import LifeEvents, Served, died, not_measured, run_server_life, skip
 from ..config.masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
@@ -285,7 +286,8 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
 
 def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
                    number: dict[str, int], tag, early_stop: bool) -> None:
-    """sweep.strategy = "adaptive": one life at a time, each chosen on what is measured (adaptive_sweep.py)."""
+    """sweep.strategy = "adaptive": lives chosen on what is measured (adaptive_sweep.py), one at a time here, as many
+    at once as there are free slots on a Ray cluster."""
     def announce(life: Life, stages) -> None:
         if life.key not in number:
             number[life.key] = len(number) + 1
@@ -294,8 +296,10 @@ def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, 
     def run_one(life_config: SweepConfig, life: Life) -> None:
         run_lives(life_config, run_dir, [life], tag, say, progress, run_life, early_stop=False)
 
-    say(adaptive_sweep.describe(config, adaptive_sweep.model_view(None, config)))
-    adaptive_sweep.run_adaptive(config, caps, run_dir, say, run_one, run_life.server, early_stop, announce)
+    cluster = getattr(run_life, "cluster", None)
+    pool = cluster.pool(run_dir, run_life, tag, say, progress) if cluster is not None else OneAtATime(run_one)
+    say(adaptive_sweep.describe(config, adaptive_sweep.model_view(None, config), pool.slots))
+    adaptive_sweep.run_adaptive(config, caps, run_dir, say, pool, run_life.server, early_stop, announce)
 
 
 def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: list[Life], ks: list[int],

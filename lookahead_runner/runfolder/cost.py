@@ -1,5 +1,11 @@
 """What a verdict cost: server lives and server-seconds (start to ready, and measuring), measured per life
-from each life's status.json, beside what the full grid would have cost.
+from each life's status.json, GPU-seconds and the wall time, beside what the full grid would have cost.
+
+GPU-seconds: each life's server-seconds x the GPUs it held: on a Ray cluster its slot's GPUs as status.json
+names them (a local Ray's "ray-gpu:N" slots count, the simulator's too); here, tensor x pipeline parallel of
+server.extra_args (1 by default), the simulator counted like the server it stands for, so a sweep costs the same
+GPU-seconds here and on slots. The wall time runs from the first life's start to the last life's end (t_start_s,
+t_s), lives in parallel counted once; None when a life did not record its start (a folder from before it did).
 
 Pure: plan.json's lives and the lives' status.json in (typed, plan.py), a `Cost` out. The grid's figure is
 an estimate: its server starts at the mean start measured in this run, its loads at the mean measured load
@@ -26,6 +32,9 @@ class LifeCost:
     measure_s: float
     all_stages: bool       # false for an adaptive life that ran a subset of the stages
     done: bool             # measured to the end (a failed start is cut short: not a start to price the grid at)
+    gpus: int | None = None          # the GPUs its Ray slot held; None: run here (tensor x pipeline parallel)
+    t_start_s: float | None = None   # epoch seconds: its server's start (None: not recorded) ...
+    t_end_s: float | None = None     # ... and its end
 
 
 def life_costs(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus]) -> list[LifeCost]:
@@ -38,7 +47,8 @@ def life_costs(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus]) -
         new_server = (status.server_life or entry.dir) == entry.dir
         out.append(LifeCost(entry.dir, entry.k, entry.confirms, new_server,
                             (status.start_s or 0.0) if new_server else 0.0, status.measure_s or 0.0,
-                            not entry.stages, status.state == "done"))
+                            not entry.stages, status.state == "done", len(status.gpus) if status.slot else None,
+                            status.t_start_s, status.t_s))
     return out
 
 
@@ -62,11 +72,20 @@ def run_cost(costs: list[LifeCost], config: SweepConfig, strategy: str = "grid",
         load_each = sum(stage.duration_s for stage in config.load.stages)
     grid_s = None if start_each is None else (
         starts * start_each + lives * load_each + sum(c.start_s + c.measure_s for c in confirm))
+    here = config.cluster.life_gpus(config.server.extra_args)
+    gpu_s = sum((c.start_s + c.measure_s) * (here if c.gpus is None else c.gpus) for c in costs)
     cost = Cost(strategy=strategy, lives=len(costs), starts=sum(c.new_server for c in costs),
                 start_s=round(sum(c.start_s for c in costs), 1), measure_s=round(sum(c.measure_s for c in costs), 1),
                 grid_lives=lives + len(confirm), grid_server_s=None if grid_s is None else round(grid_s, 1),
-                stopped_because=stopped_because)
+                stopped_because=stopped_because, gpu_s=round(gpu_s, 1), wall_s=wall_seconds(costs))
     return cost.model_copy(update={"text": cost_text(cost)})
+
+
+def wall_seconds(costs: list[LifeCost]) -> float | None:
+    """The first life's start to the last life's end; None without lives or when one did not record its start."""
+    if not costs or any(c.t_start_s is None or c.t_end_s is None for c in costs):
+        return None
+    return round(max(c.t_end_s for c in costs) - min(c.t_start_s for c in costs), 1)
 
 
 def minutes(seconds: float) -> str:
@@ -75,10 +94,15 @@ def minutes(seconds: float) -> str:
 
 
 def cost_text(cost: Cost) -> str:
-    """e.g. "5 lives, 2.3 server-minutes (0.4 starting, 1.9 measuring); the full grid: 8 lives, ~3.6"."""
+    """e.g. "5 lives, 2.3 server-minutes (0.4 starting, 1.9 measuring), 2.3 GPU-minutes, 1.4 wall minutes; the full
+    grid: 8 lives, ~3.6 server-minutes"."""
     spent = cost.start_s + cost.measure_s
     text = (f"{cost.lives} {'life' if cost.lives == 1 else 'lives'}, {minutes(spent)} server-minutes "
             f"({minutes(cost.start_s)} starting, {minutes(cost.measure_s)} measuring)")
+    if cost.gpu_s is not None:
+        text += f", {minutes(cost.gpu_s)} GPU-minutes"
+    if cost.wall_s is not None:
+        text += f", {minutes(cost.wall_s)} wall minutes"
     if cost.grid_lives != cost.lives or cost.strategy != "grid":
         grid = f"~{minutes(cost.grid_server_s)} server-minutes" if cost.grid_server_s is not None else "its starts unmeasured"
         text += f"; the full grid: {cost.grid_lives} lives, {grid}"

@@ -135,7 +135,7 @@ class LifeStatus(Record):
     node: str = ""                   # a life on a Ray cluster: the node it ran on (its IP); "" = here
     gpus: list[str] = Field(default_factory=list)  # ... its GPUs: NVML UUIDs, or Ray's GPU ids where NVML sees none
     slot: str = ""                   # ... the slot (a Ray actor holding those GPUs) that ran it
-    t_start_s: float | None = None   # ... when its server started (epoch s; t_s is when it ended)
+    t_start_s: float | None = None   # when its server started (epoch s; t_s is when it ended); older local: None
 
 
 PLAN_FILE = "plan.json"

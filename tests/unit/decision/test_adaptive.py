@@ -2,8 +2,8 @@
 standing is built from synthetic windows where the chooser must read it."""
 from unit.synthetic import table, window
 
-from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, run_note,
-                                                standing_of, valid_lives)
+from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, choose_batch,
+                                                run_note, standing_of, valid_lives)
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import evidence
 
@@ -153,3 +153,78 @@ def test_the_run_note_says_what_ran_what_was_left_out_and_why_it_stopped():
     assert "not run" not in run_note([0, 4], {0: 1, 4: 2}, "") and run_note([0, 4], {0: 1}, "").endswith(
         "K 4 not run: the sweep has not finished; stopped: not yet (interrupted).")
     assert "K 2, 8 not run: the budget ran out first" in run_note(KS, {0: 1, 4: 1}, "budget: ...", "budget")
+    assert "4 lives chosen up to 2 at a time (one per slot)" in run_note(KS, {0: 1, 2: 1, 4: 2}, "decided", slots=2)
+
+
+def in_flight(done: Spent, **pending) -> Spent:
+    return Spent(done.lives, done.valid, done.server_s, done.next_life_s, {int(k[1:]): n for k, n in pending.items()})
+
+
+SITUATIONS = [  # (standing, spent) met along a serial sweep, and where it stops
+    (standing("no_measurement"), Spent()),
+    (standing("not_decided", 0, {0: 1.0}, {0: 20.0}), spent(k0=1)),
+    (standing("not_decided", 0, {0: 1.0}, {0: 20.0, 4: 15.0}), spent(k0=1, k4=1)),
+    (standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0}), spent(k0=1, k4=1)),
+    (standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0}), spent(k0=1, k2=1, k4=2, k8=1)),
+    (standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0}), spent(k0=2, k2=1, k4=2, k8=1)),
+    (standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 20.0, 2: 48.0, 4: 50.0, 8: 38.0}, wanted=(2, 4)),
+     spent(k0=2, k2=5, k4=5, k8=1)),
+]
+
+
+def test_one_free_slot_chooses_what_the_serial_chooser_does():
+    stops = []
+    for now, done in SITUATIONS:
+        single, batch = choose(KS, now, done, ModelView(), ROOMY, 5), choose_batch(1, KS, now, done, ModelView(), ROOMY, 5)
+        if single.k is None:
+            assert (batch.lives, batch.reason, batch.ends_sweep) == ((), single, True), (now, done)
+        else:
+            assert (batch.lives, batch.reason, batch.in_flight) == ((single,), None, 1), (now, done)
+        stops.append(single.stop)
+    assert stops == ["", "", "", "", "", "decided", "exhausted"]   # lives of each kind, and both stops
+
+
+def test_two_free_slots_start_with_the_baseline_and_the_first_k_and_wait_for_the_baselines_window():
+    start = choose_batch(2, KS, standing("no_measurement"), Spent(), ModelView(), ROOMY, 5)
+    assert [(c.k, c.all_stages) for c in start.lives] == [(0, True), (4, True)] and start.reason is None
+    assert "baseline" in start.lives[0].why and "middle of the grid" in start.lives[1].why
+    more = choose_batch(4, KS, standing("no_measurement"), Spent(), ModelView(), ROOMY, 5)
+    assert [c.k for c in more.lives] == [0, 4] and more.reason.stop == "wait" and "K=0's first window" in more.reason.why
+
+
+def test_a_life_in_flight_is_not_proposed_again_for_the_same_reason():
+    base_only = standing("not_decided", 0, {0: 1.0}, {0: 20.0})
+    # K=4's first life runs: K=2 (between the baseline and it) comes next either way; K=8 waits for K=4's window
+    batch = choose_batch(3, KS, base_only, in_flight(spent(k0=1), k4=1), ModelView(), ROOMY, 5)
+    assert [c.k for c in batch.lives] == [2] and batch.reason.stop == "wait" and "K 2, 4" in batch.reason.why
+    # the leader's second life runs: the baseline's second is the other end of the gain, a different proposal
+    near = standing("decided", 4, {4: 1.0}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0})
+    both = choose_batch(2, KS, near, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert [(c.k, c.all_stages) for c in both.lives] == [(4, False), (0, False)]
+    running = choose_batch(2, KS, near, in_flight(spent(k0=1, k2=1, k4=1, k8=1), k4=1), ModelView(), ROOMY, 5)
+    assert [c.k for c in running.lives] == [0] and "life 2" in running.lives[0].why
+    hanging = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 20.0, 2: 48.0, 4: 50.0, 8: 38.0}, wanted=(2, 4))
+    repeats = choose_batch(3, KS, hanging, in_flight(spent(k0=2, k2=1, k4=2, k8=1), k2=1), ModelView(), ROOMY, 5)
+    assert [c.k for c in repeats.lives] == [4] and repeats.reason.stop == "wait"    # K=2's repeat runs already
+    assert "in flight" in repeats.reason.why
+
+
+def test_budgets_count_the_lives_in_flight():
+    leads = standing("not_decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0})
+    batch = choose_batch(2, KS, leads, spent(k0=1, k4=1), ModelView(), Budget(max_lives=3), 5)
+    assert [c.k for c in batch.lives] == [2] and batch.reason.stop == "budget"       # 2 done + 1 in flight = 3
+    assert "sweep.max_lives = 3 lives run, 1 of them in flight" in batch.reason.why
+    assert len(choose_batch(2, KS, leads, spent(k0=1, k4=1), ModelView(), Budget(max_lives=4), 5).lives) == 2
+    hanging = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 20.0, 2: 48.0, 4: 50.0, 8: 38.0}, wanted=(2, 4))
+    timed = Spent({0: 1, 2: 1, 4: 1, 8: 1}, {0: 1, 2: 1, 4: 1, 8: 1}, server_s=480.0, next_life_s=120.0)
+    minutes = choose_batch(3, KS, hanging, timed, ModelView(), Budget(20, max_server_s=660.0), 5)
+    assert len(minutes.lives) == 1 and minutes.reason.stop == "budget"     # 480 + 120 in flight + 120 > 660
+    assert "(8.0 spent, ~2.0 in flight;" in minutes.reason.why
+
+
+def test_decided_with_lives_in_flight_proposes_nothing_and_is_asked_again():
+    won = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0})
+    waiting = choose_batch(2, KS, won, in_flight(spent(k0=2, k2=1, k4=2, k8=1), k2=1), ModelView(), ROOMY, 5)
+    assert waiting.lives == () and waiting.reason.stop == "decided" and waiting.in_flight == 1
+    assert not waiting.ends_sweep                          # the loop waits for K=2's life and asks again
+    assert choose_batch(2, KS, won, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5).ends_sweep

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 from unit.synthetic import window
 
 from lookahead_runner.run import adaptive_sweep
+from lookahead_runner.run.life_pool import OneAtATime
 from lookahead_runner.runfolder import results
 from lookahead_runner.decision.adaptive import ModelView, Prediction
 from lookahead_runner.config import config_from_dict
@@ -50,7 +51,8 @@ class Lives:
         return SimpleNamespace(plan=plan, statuses=statuses, evidence=lambda: evidence(windows, 64))
 
 
-def start(tmp_path, monkeypatch, lives: Lives, config=CONFIG, model=ModelView(why_not="no performance model here")):
+def start(tmp_path, monkeypatch, lives: Lives, config=CONFIG, model=ModelView(why_not="no performance model here"),
+          pool=None):
     monkeypatch.setattr(adaptive_sweep, "read_run", lives.read_run)
     monkeypatch.setattr(adaptive_sweep, "model_view", lambda data, config: model)
     monkeypatch.setattr(adaptive_sweep, "write_tables", lambda run_dir: None)
@@ -59,7 +61,7 @@ def start(tmp_path, monkeypatch, lives: Lives, config=CONFIG, model=ModelView(wh
             run_id="t", config=config.model_dump(mode="json"), probe={"version": "0.32.0"}, target_users=64,
             lives=[PlannedLife(setting="k0", k=0, repeat=0, argv=[], dir="x")])))
     said = []
-    choice = adaptive_sweep.run_adaptive(config, caps(), tmp_path, said.append, lives.run_one,
+    choice = adaptive_sweep.run_adaptive(config, caps(), tmp_path, said.append, pool or OneAtATime(lives.run_one),
                                          ResolvedServer.resolve(config.server))
     return choice, said
 
@@ -116,3 +118,69 @@ def test_a_trusted_model_leaves_out_the_k_it_predicts_cannot_win(tmp_path, monke
     assert [key for key, _ in lives.ran] == ["k0/r0", "k4/r0", "k4/r1"] and choice.stop == "decided"
     assert "the performance model is trusted" in said[0] and "the model's best prediction" in said[2]
     assert {l["model_trust"] for l in results.read_json(tmp_path / "plan.json")["lives"]} == {"trusted"}
+
+
+class TwoSlots:
+    """Stands in for two Ray slots: a submitted life is in flight until `wait` ends the oldest (then its windows)."""
+
+    slots = 2
+
+    def __init__(self, lives: Lives):
+        self.lives, self.running, self.started = lives, [], []
+
+    def free(self):
+        return self.slots - len(self.running)
+
+    def submit(self, config, life):
+        out = results.life_dir(self.lives.run_dir, life.setting.name, life.repeat)
+        if life_state(out) == "done":
+            return
+        out.mkdir(parents=True, exist_ok=True)
+        write_status(out, "running")
+        self.running.append((config, life))
+        self.started.append((life.key, [l.key for _, l in self.running]))
+
+    def in_flight(self):
+        return [life for _, life in self.running]
+
+    def wait(self):
+        config, life = self.running.pop(0)
+        self.lives.run_one(config, life)
+        return [life]
+
+
+def test_two_slots_run_two_lives_at_once_and_end_in_the_serial_verdict(tmp_path, monkeypatch):
+    serial = Lives(tmp_path / "serial")
+    (tmp_path / "serial").mkdir()
+    alone, _ = start(tmp_path / "serial", monkeypatch, serial)
+    lives = Lives(tmp_path / "two")
+    (tmp_path / "two").mkdir()
+    pool = TwoSlots(lives)
+    choice, said = start(tmp_path / "two", monkeypatch, lives, pool=pool)
+    assert pool.started[:2] == [("k0/r0", ["k0/r0"]), ("k4/r0", ["k0/r0", "k4/r0"])]  # the first two at once
+    assert "adaptive: 2 lives at once on 2 slots" in said
+    assert not pool.running and (choice.stop, choice.why) == (alone.stop, alone.why)  # "decided: K=4 wins in ..."
+    plan = read_plan(tmp_path / "two")
+    assert all(l.chosen for l in plan.lives)
+    assert sorted(l.dir for l in plan.lives) == sorted(key for key, _ in serial.ran)  # here: the serial sweep's lives
+    ran = [key for key, _ in lives.ran]
+    assert sorted(ran) == sorted(l.dir for l in plan.lives) and len(set(ran)) == len(ran)  # none twice
+    # no K chosen twice for one reason: every K's lives are numbered 0, 1, ... in the order chosen
+    for k in {l.k for l in plan.lives}:
+        assert [l.repeat for l in plan.lives if l.k == k] == list(range(sum(l.k == k for l in plan.lives)))
+    assert any(len(at_once) == 2 for _, at_once in pool.started[2:])  # and later lives overlap too
+
+
+def test_a_resumed_sweep_on_two_slots_starts_the_cut_lives_at_once(tmp_path, monkeypatch):
+    lives = Lives(tmp_path, stop_after=1)
+    pool = TwoSlots(lives)
+    try:
+        start(tmp_path, monkeypatch, lives, pool=pool)
+    except KeyboardInterrupt:
+        pass
+    cut = [l.dir for l in read_plan(tmp_path).lives if life_state(tmp_path / l.dir) != "done"]
+    assert len(cut) == 2, cut                         # two lives in flight when it was cut: one ended, two chosen
+    lives.stop_after, pool.running, pool.started = None, [], []
+    choice, _ = start(tmp_path, monkeypatch, lives, pool=pool)
+    assert [at_once for _, at_once in pool.started[:2]] == [cut[:1], cut]   # both cut lives again, at once
+    assert choice.stop == "decided" and not pool.running

@@ -102,3 +102,32 @@ def test_files_that_would_land_outside_the_run_folder_are_refused(tmp_path):
     with pytest.raises(tarfile.TarError):
         unpack(buffer.getvalue(), tmp_path / "run", [])
     assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_a_submitted_life_takes_a_free_slot_that_has_not_run_its_setting(tmp_path):
+    from lookahead_runner.run.cluster import ClusterError, RaySlots, Slot, SlotPool
+    from lookahead_runner.run.launch import Life
+    from lookahead_runner.vllm.knob import Setting
+
+    started = []
+
+    class Owner(RaySlots):
+        def _start(self, slot, group, config, run_dir, run_life, tag, say, progress):
+            slot.ran.add(group[0].setting)
+            started.append((slot.where, [life.key for life in group]))
+            return object()  # stands in for the Ray reference
+
+    owner = Owner([Slot(None, "a"), Slot(None, "b")], seed=0)
+    run_life = SimpleNamespace(preflight_due=True)
+    pool = SlotPool(owner, tmp_path, run_life, str, print, None, list(owner.slots))
+    k0, k4 = Setting(0, False), Setting(4, False)
+    owner.slots[0].ran.add(k4)
+    assert pool.free() == 1                          # the first life runs the pre-flight alone
+    pool.submit(None, Life(k4, 1))
+    assert started == [("b", ["k4/r1"])] and pool.free() == 0 and [l.key for l in pool.in_flight()] == ["k4/r1"]
+    run_life.preflight_due = False
+    pool.submit(None, Life(k0, 0))                   # "a" has run K=4, not K=0: it takes it
+    assert started[-1] == ("a", ["k0/r0"]) and pool.free() == 0
+    owner.slots.clear()
+    with pytest.raises(ClusterError, match="every Ray slot was lost"):
+        pool.free()

@@ -30,7 +30,9 @@ def test_each_life_books_its_start_and_its_load_a_skipped_one_nothing():
     assert (cost.lives, cost.starts, cost.start_s, cost.measure_s) == (4, 4, 360.0, 51.0)
     # the grid: 4 K x 2 repeats, each started at the mean start that got ready (110 s), loaded as a full life (20.5 s)
     assert cost.grid_lives == 8 and cost.grid_server_s == 8 * 110.0 + 8 * 20.5
-    assert cost.text == "4 lives, 6.8 server-minutes (6.0 starting, 0.8 measuring); the full grid: 8 lives, ~17 server-minutes"
+    assert cost.gpu_s == 411.0 and cost.wall_s is None            # one GPU a life here; no start time recorded
+    assert cost.text == ("4 lives, 6.8 server-minutes (6.0 starting, 0.8 measuring), 6.8 GPU-minutes; "
+                         "the full grid: 8 lives, ~17 server-minutes")
 
 
 def test_same_server_repeats_share_one_start():
@@ -49,9 +51,42 @@ def test_a_grid_that_ran_everything_says_only_what_it_cost():
     lives = [entry(0, 0), entry(4, 0)]
     statuses = {life.dir: {"state": "done", "start_s": 3.0, "measure_s": 60.0} for life in lives}
     cost = run_cost(life_costs(lives, statuses), config)
-    assert cost_text(cost) == cost.text == "2 lives, 2.1 server-minutes (0.1 starting, 2.0 measuring)"
+    assert cost_text(cost) == cost.text == "2 lives, 2.1 server-minutes (0.1 starting, 2.0 measuring), 2.1 GPU-minutes"
 
 
 def test_a_run_without_a_measured_start_cannot_price_the_grid():
     cost = run_cost(life_costs([entry(0, 0)], {"k0/r0": {"state": "done", "measure_s": 5.0}}), CONFIG, "adaptive")
     assert cost.grid_server_s is None and cost.text.endswith("the full grid: 8 lives, its starts unmeasured")
+
+
+def test_gpu_minutes_count_the_gpus_each_life_held_and_wall_minutes_the_lives_in_parallel_once():
+    lives = [entry(0, 0), entry(4, 0), entry(4, 1, stages=[64])]
+    slot = {"node": "10.0.0.1", "slot": "10.0.0.1/abcd [GPU-a, GPU-b]"}
+    statuses = {  # two slots of 2 GPUs: k0/r0 and k4/r0 at once (t 1000-1120, 1010-1130), then k4/r1 (1130-1190)
+        "k0/r0": {"state": "done", "start_s": 60.0, "measure_s": 60.0, "gpus": ["GPU-a", "GPU-b"], "t_start_s": 1000.0,
+                  "t_s": 1120.0, **slot},
+        "k4/r0": {"state": "done", "start_s": 60.0, "measure_s": 60.0, "gpus": ["ray-gpu:2", "ray-gpu:3"],
+                  "t_start_s": 1010.0, "t_s": 1130.0, **slot},
+        "k4/r1": {"state": "failed", "start_s": 60.0, "measure_s": 0.0, "gpus": ["GPU-a", "GPU-b"],
+                  "t_start_s": 1130.0, "t_s": 1190.0, **slot}}
+    cost = run_cost(life_costs(lives, statuses), CONFIG, "adaptive")
+    assert (cost.start_s + cost.measure_s, cost.gpu_s, cost.wall_s) == (300.0, 600.0, 190.0)
+    assert "5.0 server-minutes (3.0 starting, 2.0 measuring), 10 GPU-minutes, 3.2 wall minutes; the full grid" in cost.text
+    # here: tensor x pipeline parallel of the server's args; one life without a recorded start leaves the wall out
+    tp2 = config_from_dict(CONFIG.model_dump() | {"server": {"extra_args": ["--tensor-parallel-size", "2"]}})
+    here = {"k0/r0": {"state": "done", "start_s": 30.0, "measure_s": 90.0, "t_start_s": 1000.0, "t_s": 1120.0},
+            "k4/r0": {"state": "done", "start_s": 30.0, "measure_s": 90.0, "t_start_s": 1125.0, "t_s": 1245.0}}
+    serial = run_cost(life_costs(lives[:2], here), tp2)
+    assert (serial.gpu_s, serial.wall_s) == (480.0, 245.0) and ", 8.0 GPU-minutes, 4.1 wall minutes" in serial.text
+    older = run_cost(life_costs(lives[:2], here | {"k4/r0": {"state": "done", "start_s": 30.0, "measure_s": 90.0}}), tp2)
+    assert older.wall_s is None and "wall" not in older.text
+
+
+def test_a_decision_json_cost_from_before_gpu_and_wall_minutes_still_reads():
+    from lookahead_runner.decision.schema import SCHEMA_VERSION, Cost
+
+    old = {"strategy": "grid", "lives": 2, "starts": 2, "start_s": 6.0, "measure_s": 120.0, "grid_lives": 2,
+           "text": "2 lives, 2.1 server-minutes (0.1 starting, 2.0 measuring)"}
+    cost = Cost.model_validate(old)
+    assert (cost.gpu_s, cost.wall_s, cost.text) == (None, None, old["text"]) and SCHEMA_VERSION == 3
+    assert cost_text(cost) == old["text"]
