@@ -110,7 +110,7 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
         if config.sweep.strategy == "adaptive":  # the settings it chooses from, each life chosen as it goes
             from .run.adaptive_sweep import describe, model_view
 
-            print(describe(config, model_view(None, config), None if config.cluster.engine == "ray" else 1))
+            print(describe(config, model_view(None, config), len(slots.slots) if slots is not None else 1))
             lives = [life for life in lives if life.repeat == 0]
         for group in server_lives(lives, config.load.repeat_mode == "same-server"):
             argv = render_argv(config, caps, group[0].setting, config.server.port or 8000, server)

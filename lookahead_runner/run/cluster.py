@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from ..decision.engine import next_setting
 from ..runfolder import results
 from ..runfolder.plan import life_state, read_status, record_cluster, write_status
 from .cluster_life import LifeOrder, SlotWorker, Where, unpack
-from .cluster_nodes import first_line
+from .cluster_nodes import NodeCheck, first_line
 from .cluster_queue import handout_order, next_for
 from .finalize import write_tables
 from .launch import Life
@@ -37,6 +38,8 @@ NODE_LOST = "node lost"
 ENDED = ("done", "failed", "skipped")
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024
 WAIT_S = 1.0  # ray.wait's timeout: the driver stays responsive to Ctrl-C
+PLACE_GRACE_S = 20.0      # after the first slot is placed, the others placed within this start with it
+WAITING_SAY_S = 30.0      # while no slot can be placed, the sweep says so this often
 NODE_DEATH_WAIT_S = 60.0  # Ray declares a silent node dead after its health checks fail (~15-30 s by default)
 
 
@@ -59,6 +62,32 @@ class RaySlots:
     seed: int
     address: str = ""
     lost: list[str] = field(default_factory=list)
+    pending: list[tuple] = field(default_factory=list)  # (actor, its where() reference): slots Ray has not placed
+    #                                                     yet, their GPUs held by another job; they join when placed
+    nodes: NodeCheck | None = None   # what the probe compared (cluster_nodes.py): a slot joining later is held to it
+    say: Callable[[str], None] = print
+
+    def join_placed(self) -> list[Slot]:
+        """The pending slots Ray has placed since: each joins the sweep, one on a node not compared yet once it
+        matches the nodes compared before any life (else it is let go, and the sweep says why)."""
+        import ray
+
+        if not self.pending:
+            return []
+        ready, _ = ray.wait([ref for _, ref in self.pending], num_returns=len(self.pending), timeout=0)
+        joined = []
+        for actor, ref in [(a, r) for a, r in self.pending if r in ready]:
+            self.pending.remove((actor, ref))
+            slot = Slot(actor, ray.get(ref))
+            problem = self.nodes.admit(slot) if self.nodes is not None else ""
+            if problem:
+                ray.kill(actor, no_restart=True)
+                self.say(f"Ray: the slot on {slot.where.slot} is left out: {problem}")
+                continue
+            self.slots.append(slot)
+            joined.append(slot)
+            self.say(f"Ray: a slot joined the sweep (its GPUs were held by another job): {slot.where.slot}")
+        return joined
 
     def run_groups(self, config: SweepConfig, run_dir: Path, lives: list[Life], groups: list[list[Life]], tag, say,
                    progress, run_life, early_stop: bool) -> None:
@@ -171,6 +200,11 @@ class SlotPool:
         return len(self.owner.slots)
 
     def free(self) -> int:
+        joined = self.owner.join_placed()
+        if joined:
+            self.idle += joined
+            record_cluster(self.run_dir, self.owner.address, [slot.where.slot for slot in self.owner.slots],
+                           self.owner.seed)
         if not self.owner.slots:
             raise ClusterError(f"every Ray slot was lost ({'; '.join(self.owner.lost)}): continue with --resume "
                                f"{self.run_dir} once the cluster is back")
@@ -299,7 +333,7 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
     else:
         # None: Ray counts the GPUs NVML sees; the object store carries only the lives' files
         ray.init(num_gpus=cluster.gpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **options)
-    slots: list[Slot] = []
+    actors: list = []
     try:
         resources = ray.cluster_resources()
         count = min(slots_wanted(resources, gpus_per_life, cluster.cpus_per_life), max(lives_planned, 1))
@@ -312,15 +346,33 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
                             max_task_retries=0)(SlotWorker)
         say(f"Ray: starting {count} slot{'s' if count != 1 else ''} (a slot waits while another sweep holds its GPUs)")
         actors = [remote.remote() for _ in range(count)]
-        slots = [Slot(actor, where) for actor, where in zip(actors, ray.get([a.where.remote() for a in actors]))]
+        refs = [actor.where.remote() for actor in actors]
+        placed = _placed(refs, say)
+        slots = [Slot(actor, ray.get(ref)) for actor, ref in zip(actors, refs) if ref in placed]
+        pending = [(actor, ref) for actor, ref in zip(actors, refs) if ref not in placed]
         say(f"Ray: {len(slots)} slot{'s' if len(slots) != 1 else ''} of {gpus_per_life} "
             f"GPU{'s' if gpus_per_life != 1 else ''} and "
-            f"{cluster.cpus_per_life:g} CPU each: {'; '.join(slot.where.slot for slot in slots)}")
-        yield RaySlots(slots, config.decision.seed, cluster.address)
+            f"{cluster.cpus_per_life:g} CPU each: {'; '.join(slot.where.slot for slot in slots)}"
+            + (f"; {len(pending)} more join as another job releases their GPUs" if pending else ""))
+        yield RaySlots(slots, config.decision.seed, cluster.address, pending=pending, say=say)
     finally:
-        for slot in slots:
+        for actor in actors:
             try:
-                ray.kill(slot.actor, no_restart=True)  # its node's watchdog stops a server it was running
+                ray.kill(actor, no_restart=True)  # its node's watchdog stops a server it was running
             except Exception:
                 pass
         ray.shutdown()
+
+
+def _placed(refs: list, say) -> list:
+    """The slots' where() references of those Ray has placed: at least one (waited for, however long another job
+    holds the cluster's GPUs; Ctrl-C stops the wait), and those placed within PLACE_GRACE_S of it."""
+    import ray
+
+    while True:
+        ready, _ = ray.wait(refs, num_returns=1, timeout=WAITING_SAY_S)
+        if ready:
+            break
+        say("Ray: waiting for a slot: the GPUs the cluster has are held by other jobs (Ctrl-C to give up)")
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PLACE_GRACE_S)
+    return ready

@@ -113,12 +113,40 @@ def unreadable(facts: list[NodeFacts]) -> str:
             "node, or give a model name each node can download")
 
 
+@dataclass
+class NodeCheck:
+    """The nodes compared before any life, and what they had: a slot Ray places later (its GPUs were held by
+    another job) on a node not seen yet is held to the same."""
+
+    reference: NodeFacts
+    node_ids: set[str]
+    server: ResolvedServer
+    paths: dict[str, str]
+    probed_version: str = ""
+
+    def admit(self, slot) -> str:
+        """"" when `slot` may join the sweep, else why not (one line)."""
+        import ray
+
+        if slot.where.node_id in self.node_ids:
+            return ""
+        try:
+            facts = ray.get(slot.actor.facts.remote(self.server, self.paths, False))
+        except ray.exceptions.RayError as err:
+            return f"its node could not be probed: {first_line(err)}"
+        problem = differences([self.reference, facts], self.probed_version) or unreadable([facts])
+        if not problem:
+            self.node_ids.add(slot.where.node_id)
+        return problem
+
+
 def probe_cluster(slots, config: SweepConfig, server: ResolvedServer, probed_version: str = "") -> Capabilities | None:
     """The probe on the first slot's node and every other node's facts, in parallel; the cluster refused (a
-    ProbeError: one line) where they differ. Returns the probe (None for a resumed run: plan.json has it)."""
+    ProbeError: one line) where they differ. Returns the probe (None for a resumed run: plan.json has it); `slots`
+    (cluster.RaySlots) keeps what was compared, for slots that join later."""
     import ray
 
-    one_per_node = list({slot.where.node_id: slot for slot in slots}.values())
+    one_per_node = list({slot.where.node_id: slot for slot in slots.slots}.values())
     paths = model_paths(config)
     try:
         facts = ray.get([slot.actor.facts.remote(server, paths, n == 0 and not probed_version)
@@ -128,6 +156,7 @@ def probe_cluster(slots, config: SweepConfig, server: ResolvedServer, probed_ver
     problem = differences(facts, probed_version) or unreadable(facts)
     if problem:
         raise ProbeError(problem)
+    slots.nodes = NodeCheck(facts[0], {slot.where.node_id for slot in one_per_node}, server, paths, probed_version)
     return facts[0].caps
 
 

@@ -81,11 +81,11 @@ def probe_and_check(config: SweepConfig, server: ResolvedServer, run_dir: Path |
     if run_dir and has_plan(run_dir):
         caps = Capabilities.from_dict(read_plan(run_dir).probe)
         if slots is not None:  # the cluster may have changed since: its nodes must still run the planned vLLM
-            probe_cluster(slots.slots, config, server, caps.version)
+            probe_cluster(slots, config, server, caps.version)
     elif config.server.url:
         caps = probe_running_server(config.server.url)
     elif slots is not None:
-        caps = dataclasses.replace(probe_cluster(slots.slots, config, server), command=tuple(server.masked.command))
+        caps = dataclasses.replace(probe_cluster(slots, config, server), command=tuple(server.masked.command))
     else:
         caps = _probe_command(server)
     check_capabilities(config, caps)

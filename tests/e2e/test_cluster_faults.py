@@ -100,3 +100,53 @@ def test_two_sweeps_on_one_cluster_never_hold_a_gpu_at_once(tmp_path):
         for runner in runners:
             kill_group(runner)
         cluster.shutdown()
+
+
+def test_a_sweep_starts_on_the_gpu_free_now_and_a_gpu_released_later_joins(tmp_path):
+    """Two one-GPU nodes, one GPU held by another job (an actor of this test process, a Ray driver of its own): the
+    sweep starts at once on the other GPU, and when the job lets its GPU go a slot there joins and runs lives."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "num_gpus": 0,
+                                                            "object_store_memory": 100 * 1024 * 1024})
+    runner = None
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1, num_gpus=1, object_store_memory=100 * 1024 * 1024)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+
+        @ray.remote(num_gpus=1, num_cpus=0)
+        class OtherJob:
+            def ping(self) -> int:
+                return 1
+
+        other = OtherJob.remote()
+        assert ray.get(other.ping.remote(), timeout=60) == 1
+        model = unique_model("ray-join")
+        toml = (sweep_toml(model, [0, 4], stages=((2, 6),), load={"repeats": 2})
+                + f"[cluster]\nengine = \"ray\"\naddress = \"{cluster.address}\"\n")
+        runner = start("sweep", "--config", str(write_config(tmp_path, toml)), "--out", str(tmp_path / "runs"))
+        wait_for(lambda: loading(model, 1), 240, "a life loading on the free GPU")
+        released = time.time()
+        ray.kill(other)
+        stdout, stderr = runner.communicate(timeout=400)
+        assert runner.returncode in FINISHED, stdout[-3000:] + stderr[-3000:]
+        no_traceback(stderr)
+        assert "1 more join as another job releases their GPUs" in stdout, stdout[-3000:]
+        assert "Ray: a slot joined the sweep" in stdout, stdout[-3000:]
+        run_dir = only_run_dir(tmp_path / "runs")
+        lives = pd.read_csv(run_dir / "lives.csv")
+        assert (lives["status"] == "done").all() and len(lives) == 4, lives[["life", "status", "reason"]]
+        assert lives["t_start_s"].min() < released, "the sweep waited for the held GPU"
+        first_slot = lives.sort_values("t_start_s")["slot"].iloc[0]
+        joined = lives[lives["slot"] != first_slot]
+        assert len(joined) >= 1 and (joined["t_start_s"] > released).all(), lives[["life", "slot", "t_start_s"]]
+        assert len(json.loads((run_dir / "plan.json").read_text())["cluster"]["slots"]) == 2
+        assert survivors(model, settle_s=10) == []
+    finally:
+        if runner is not None:
+            kill_group(runner)
+        ray.shutdown()
+        cluster.shutdown()
