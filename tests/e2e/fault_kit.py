@@ -112,6 +112,19 @@ def survivors(*markers: str, settle_s: float = 10.0) -> list[str]:
     return described
 
 
+def in_session(sid: int) -> list[str]:
+    """Live processes in session `sid`: a runner started with start() leads its own, and the Ray it starts (GCS,
+    raylet, its slots' workers) runs there too, whatever other sweeps run on the machine."""
+    left = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            if os.getsid(proc.pid) == sid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                left.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:120]}")
+        except (psutil.Error, OSError):
+            continue
+    return left
+
+
 def kill_all(*markers: str) -> None:
     """Test cleanup only: whatever a failed test left running."""
     for proc in processes_of(*markers):

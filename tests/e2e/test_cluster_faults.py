@@ -10,10 +10,9 @@ import signal
 import time
 
 import pandas as pd
-import psutil
 import pytest
-from fault_kit import (FINISHED, kill_group, no_traceback, only_run_dir, processes_of, start, survivors, sweep_toml,
-                       unique_model, wait_for, write_config)
+from fault_kit import (FINISHED, in_session, kill_group, no_traceback, only_run_dir, processes_of, start, survivors,
+                       sweep_toml, unique_model, wait_for, write_config)
 
 pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
 pytestmark = [pytest.mark.e2e, pytest.mark.ray]
@@ -26,18 +25,6 @@ def loading(model: str, n: int) -> bool:
     argvs = [" ".join(p.cmdline()) for p in processes_of(model)]
     return (sum(" serve " in f" {a} " for a in argvs) >= n
             and sum("locust" in a for a in argvs) >= n)
-
-
-def in_session(sid: int) -> list[str]:
-    """Processes still alive in the driver's session: the Ray it started (GCS, raylet, workers) would be there."""
-    left = []
-    for p in psutil.process_iter(["pid", "cmdline", "status"]):
-        try:
-            if os.getsid(p.pid) == sid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                left.append(f"{p.pid} {' '.join(p.info['cmdline'] or [])[:120]}")
-        except (ProcessLookupError, psutil.Error, OSError):
-            pass
-    return left
 
 
 def test_a_driver_killed_with_9_leaves_no_server_locust_or_ray_process(tmp_path):

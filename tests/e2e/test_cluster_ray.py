@@ -10,7 +10,7 @@ import signal
 
 import pandas as pd
 import pytest
-from fault_kit import (FINISHED, cli, kill_all, kill_group, no_traceback, only_run_dir, processes_of, start,
+from fault_kit import (FINISHED, cli, in_session, kill_all, kill_group, no_traceback, only_run_dir, processes_of, start,
                        survivors, unique_model, wait_for, write_config)
 
 pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
@@ -102,7 +102,8 @@ def test_ctrl_c_mid_sweep_leaves_no_process_on_any_slot_and_resume_finishes(tmp_
         run_dir = only_run_dir(tmp_path / "runs")
         assert stderr.strip().splitlines()[-1] == (
             f"lookahead-runner: interrupted; finished server lives are kept (continue with --resume {run_dir})")
-        assert survivors(model, "ray::SlotWorker", settle_s=20) == []
+        assert survivors(model, settle_s=20) == []
+        wait_for(lambda: not in_session(runner.pid), 60, "the interrupted sweep's Ray processes to end")
         states = {life: json.loads((run_dir / life / "status.json").read_text())["state"]
                   for life in ("k0/r0", "k4/r0")}
         assert list(states.values()) == ["running", "running"], states  # cut: --resume runs them again
