@@ -49,6 +49,9 @@ DATA_PARALLEL = "data parallelism > 1 switching the schedule off (vLLM PR #32374
 STALE_FLAG = "a speculative config left on a K=0 life (a stale flag)"
 LIKELY_CAUSES = (CLAMPED, CUT_AT_MAX_MODEL_LEN, SCHEDULE_IGNORED, DATA_PARALLEL, STALE_FLAG)
 
+COUNTERS = "counters"    # the figure the check judged came from the server's two counters
+REQUESTS = "requests"    # from the window's requests' own metrics (the counters missing)
+
 
 @dataclass(frozen=True, slots=True)
 class Expected:
@@ -63,6 +66,17 @@ class Expected:
     @property
     def drafts(self) -> bool:
         return self.high > 0
+
+
+@dataclass(frozen=True, slots=True)
+class DraftCheck:
+    """What check_window found: the figure it judged, from which source, why not in effect ("": in effect), and a
+    note where the two sources disagree on a schedule (not a fault there)."""
+
+    measured: float | None
+    source: str                      # COUNTERS, REQUESTS (the counters missing) or "" (neither known)
+    reason: str = ""
+    note: str = ""
 
 
 def expected_drafts(k: int, schedule: Sequence[Sequence[int]] | None = None,
@@ -98,6 +112,32 @@ def drafted_per_step(drafted: float | None, drafts: float | None) -> float | Non
     return drafted / drafts
 
 
+def check_window(k: int, counters: float | None, requests: float | None, expected: Expected, schedule: bool = False,
+                 share: float | None = None) -> DraftCheck:
+    """A window's drafted tokens per step from both sources against what its setting promises: the counters' figure,
+    else the requests' own (the counters missing); a single K whose two figures disagree is not in effect either,
+    a schedule's only gets a note (see the module's docstring)."""
+    measured, source = ((counters, COUNTERS) if counters is not None else (requests, REQUESTS) if requests is not None
+                        else (None, ""))
+    reason = not_in_effect(k, measured, expected, schedule, share, source)
+    split = disagreement(counters, requests)
+    if not split:
+        return DraftCheck(measured, source, reason)
+    if schedule:
+        return DraftCheck(measured, source, reason, note=split)
+    if reason:
+        return DraftCheck(measured, source, f"{reason}; {split}")
+    return DraftCheck(measured, source, f"K={k}: {split}")
+
+
+def disagreement(counters: float | None, requests: float | None) -> str:
+    """"" where the two figures agree within the tolerance of the larger (or one is unknown); else both."""
+    if counters is None or requests is None or abs(counters - requests) <= tolerance(max(counters, requests)):
+        return ""
+    return (f"the counters read {counters:.1f} drafted tokens per step, the requests' own metrics "
+            f"{requests:.1f}")
+
+
 def drafting_share(drafts: float | None, generated: float | None, accepted: float | None) -> float | None:
     """The share of the interval's decode steps (one per request per step) that drafted; None where unknown."""
     values = (drafts, generated, accepted)
@@ -107,9 +147,10 @@ def drafting_share(drafts: float | None, generated: float | None, accepted: floa
 
 
 def not_in_effect(k: int, measured: float | None, expected: Expected, schedule: bool = False,
-                  share: float | None = None) -> str:
+                  share: float | None = None, source: str = COUNTERS) -> str:
     """"" when the window drafted what its setting promises (or the counters cannot tell); else the reason, e.g.
-    "K=4 drafted 2.1 tokens per step (expected 4)". `share`: drafting_share, weighed where no draft is expected."""
+    "K=4 drafted 2.1 tokens per step (expected 4)". `share`: drafting_share, weighed where no draft is expected;
+    `source` REQUESTS: the figure is the requests' own, which the reason says."""
     if measured is None:
         return ""
     if schedule and not expected.drafts and share is not None and share <= MIN_DRAFTING_SHARE:
@@ -126,4 +167,5 @@ def not_in_effect(k: int, measured: float | None, expected: Expected, schedule: 
         target = f"between {expected.low:g} and {expected.high:g}, about {expected.value:.1f}"
     else:
         target = f"{expected.value:g}"
-    return f"{what} drafted {measured:.1f} tokens per step{batch} (expected {target})"
+    read = "; from the requests' own metrics, the counters missing" if source == REQUESTS else ""
+    return f"{what} drafted {measured:.1f} tokens per step{batch} (expected {target}{read})"
