@@ -210,7 +210,7 @@ class ConfirmStage(Model):
     tpot_p50_ms: float | None = None
     expected_tpot_p50_ms: float | None = None
     failure_rate: float | None = None
-    drafted_per_step: float | None = None  # what the server drafted per step there (the counters' ratio)
+    drafted_per_step: float | None = None  # what the server drafted per step there (counters, else requests)
     outcome: Literal["as expected", "better", "cost", "worse than the single K", "collapse", "failures",
                      "not in effect", "no measurement", "no expectation"] = "no measurement"
     text: str = ""

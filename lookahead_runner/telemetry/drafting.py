@@ -29,6 +29,23 @@ measured spread is 0 (tests/vllm_cpu/test_real_vllm.py::test_every_window_of_a_d
 draft is cut short only in a request's last K tokens before max_model_len, which the runner's fixed lengths keep
 rare. 10 % leaves room for that and for the schedule's batch approximation, and still tells 2 of 4 (50 %) or 4 of
 0 apart.
+
+The requests' own figure (check_window): with vLLM 0.32's --per-request-spec-decode-metrics each response carries
+num_draft_tokens and num_spec_steps (vllm/v1/metrics/stats.py RequestSpecDecodeMetrics; the scheduler observes the
+same steps the counters count, those with a scheduled draft). Over a window's successful requests (by completion,
+as its latencies), sum(num_draft_tokens) / sum(num_spec_steps) is the K their steps drafted (there is no histogram
+by draft length: acceptance_histogram is by accepted tokens). Where the counters are missing (a filtering proxy,
+another version's names) the check judges this figure and says so. Where both are known and differ by more than
+the tolerance:
+- a single K: the window is not in effect. K is the same at every step, so a request's steps before the window
+  drafted what the window's did; measured 0 difference on the simulator (12 windows, K 2-4, 4-48 users, and 1.49 /
+  1.50 under drafts-short=0.5 at K=3) and on real vLLM 0.32 (4 windows, perturbed draft, K=2 and 4: 2.0 / 2.0 and
+  4.0 / 4.0). Two figures that part mean the counters are not this server's steps (a metrics URL to another
+  server or a proxy summing several) or the responses are not;
+- a schedule: only a note (the confirmation stage's text). A request's steps reach outside the window, at other
+  batches and so another K, and a window on the K=0 side counts a few drafts from dips that no request finishing
+  there made: measured on the simulator's confirmation life at 34 users, expected K=0: the counters 4.0 (a few
+  drafts), the requests 0.0.
 """
 from __future__ import annotations
 
@@ -51,6 +68,8 @@ LIKELY_CAUSES = (CLAMPED, CUT_AT_MAX_MODEL_LEN, SCHEDULE_IGNORED, DATA_PARALLEL,
 
 COUNTERS = "counters"    # the figure the check judged came from the server's two counters
 REQUESTS = "requests"    # from the window's requests' own metrics (the counters missing)
+SCHEDULE_SPLIT = ("on a schedule the two can differ: a request's steps reach outside the window, where the batch "
+                  "and so the K differ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +143,7 @@ def check_window(k: int, counters: float | None, requests: float | None, expecte
     if not split:
         return DraftCheck(measured, source, reason)
     if schedule:
-        return DraftCheck(measured, source, reason, note=split)
+        return DraftCheck(measured, source, reason, note=f"{split} ({SCHEDULE_SPLIT})")
     if reason:
         return DraftCheck(measured, source, f"{reason}; {split}")
     return DraftCheck(measured, source, f"K={k}: {split}")
