@@ -144,8 +144,8 @@ def check_window(k: int, counters: float | None, requests: float | None, expecte
         return DraftCheck(measured, source, reason)
     if schedule:
         return DraftCheck(measured, source, reason, note=f"{split} ({SCHEDULE_SPLIT})")
-    if reason:
-        return DraftCheck(measured, source, f"{reason}; {split}")
+    if reason:  # no "; " inside a reason: the window's reasons are joined by it (analysis.py)
+        return DraftCheck(measured, source, f"{reason}, the requests' own metrics {requests:.1f}")
     return DraftCheck(measured, source, f"K={k}: {split}")
 
 
@@ -186,5 +186,5 @@ def not_in_effect(k: int, measured: float | None, expected: Expected, schedule: 
         target = f"between {expected.low:g} and {expected.high:g}, about {expected.value:.1f}"
     else:
         target = f"{expected.value:g}"
-    read = "; from the requests' own metrics, the counters missing" if source == REQUESTS else ""
+    read = ", from the requests' own metrics: the counters missing" if source == REQUESTS else ""
     return f"{what} drafted {measured:.1f} tokens per step{batch} (expected {target}{read})"

@@ -11,6 +11,7 @@ import pytest
 from unit.decision.test_confirm import decided  # noqa: F401  (the fixture)
 from unit.decision.test_confirm_in_effect import REQ, cells, confirm
 
+from lookahead_runner.decision.gates.in_effect import findings_from
 from lookahead_runner.runfolder.analysis import SUMMARY_COLUMNS, Drafting, WindowRules, stage_rows, summary_frame
 from lookahead_runner.telemetry.drafting import COUNTERS, REQUESTS, check_window, disagreement, expected_drafts
 from unit.runfolder.test_analysis import life
@@ -60,8 +61,9 @@ def test_where_the_counters_are_missing_the_requests_figure_decides_and_says_so(
     assert first["drafted_source"] == REQUESTS and first["in_effect"] and first["valid"]
     half, _ = rows(per_request=lambda i: (10, 20), drop_counters=True)
     assert half["drafted_source"] == REQUESTS and not half["in_effect"] and not half["valid"]
-    assert half["invalid_reason"] == ("not in effect: K=4 drafted 2.0 tokens per step (expected 4; from the "
-                                      "requests' own metrics, the counters missing)")
+    assert half["invalid_reason"] == ("not in effect: K=4 drafted 2.0 tokens per step (expected 4, from the "
+                                      "requests' own metrics: the counters missing)")
+    assert findings_from([half])[0].reason == half["not_in_effect"]   # whole: the gate quotes it in the verdict
     neither, _ = rows(drop_counters=True)
     assert neither["drafted_source"] == "" and neither["in_effect"] and neither["valid"]
 
@@ -72,6 +74,7 @@ def test_a_single_k_whose_counters_and_requests_disagree_is_not_in_effect_naming
     assert not first["in_effect"] and not first["valid"]
     assert first["invalid_reason"] == ("not in effect: K=4: the counters read 4.0 drafted tokens per step, the "
                                        "requests' own metrics 2.0")
+    assert findings_from([first])[0].reason == first["not_in_effect"]
     agree, _ = rows(per_request=lambda i: (10, 38))       # 3.8: within the tolerance (0.4 at K=4)
     assert agree["in_effect"] and agree["valid"]
 
@@ -79,8 +82,7 @@ def test_a_single_k_whose_counters_and_requests_disagree_is_not_in_effect_naming
 def test_both_off_say_the_counters_reason_and_the_requests_figure():
     four = expected_drafts(4)
     check = check_window(4, 2.0, 4.0, four)
-    assert check.reason == ("K=4 drafted 2.0 tokens per step (expected 4); the counters read 2.0 drafted tokens "
-                            "per step, the requests' own metrics 4.0")
+    assert check.reason == "K=4 drafted 2.0 tokens per step (expected 4), the requests' own metrics 4.0"
     assert check_window(4, 2.0, 2.0, four).reason == "K=4 drafted 2.0 tokens per step (expected 4)"
     assert check_window(4, None, None, four) == check_window(4, None, None, four, schedule=True)
     assert check_window(4, None, None, four).source == "" and not check_window(4, None, None, four).reason
