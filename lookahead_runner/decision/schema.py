@@ -211,6 +211,7 @@ class ConfirmStage(Model):
     expected_tpot_p50_ms: float | None = None
     failure_rate: float | None = None
     drafted_per_step: float | None = None  # what the server drafted per step there (counters, else requests)
+    drafted_note: str = ""       # its counters and its requests' own metrics disagree (telemetry/drafting.py)
     outcome: Literal["as expected", "better", "cost", "worse than the single K", "collapse", "failures",
                      "not in effect", "no measurement", "no expectation"] = "no measurement"
     text: str = ""

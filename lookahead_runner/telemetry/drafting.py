@@ -38,14 +38,14 @@ by draft length: acceptance_histogram is by accepted tokens). Where the counters
 another version's names) the check judges this figure and says so. Where both are known and differ by more than
 the tolerance:
 - a single K: the window is not in effect. K is the same at every step, so a request's steps before the window
-  drafted what the window's did; measured 0 difference on the simulator (12 windows, K 2-4, 4-48 users, and 1.49 /
-  1.50 under drafts-short=0.5 at K=3) and on real vLLM 0.32 (4 windows, perturbed draft, K=2 and 4: 2.0 / 2.0 and
-  4.0 / 4.0). Two figures that part mean the counters are not this server's steps (a metrics URL to another
-  server or a proxy summing several) or the responses are not;
-- a schedule: only a note (the confirmation stage's text). A request's steps reach outside the window, at other
-  batches and so another K, and a window on the K=0 side counts a few drafts from dips that no request finishing
-  there made: measured on the simulator's confirmation life at 34 users, expected K=0: the counters 4.0 (a few
-  drafts), the requests 0.0.
+  drafted what the window's did. Measured on the simulator: equal in 11 windows (K 2, 3, 4 at 4-48 users; K=4 at
+  12 and 34), 1.49 / 1.50 and 1.50 / 1.50 in the 2 windows of drafts-short=0.5 at K=3; on real vLLM 0.32 equal in
+  4 windows (perturbed draft, K=2 and 4: 2.0 and 4.0). Two figures that part mean the counters are not this
+  server's steps (a metrics URL to another server, a proxy summing several) or the responses are not;
+- a schedule: only a note (the confirmation stage's drafted_note, under the report's confirmation table). A
+  request's steps reach outside the window, at other batches and so another K, and a window on the K=0 side counts
+  a few drafts from dips that no request finishing there made: on the simulator's confirmation life at 34 users
+  (expected K=0) the counters read 4.0 (a few drafts), the requests 0.0.
 """
 from __future__ import annotations
 

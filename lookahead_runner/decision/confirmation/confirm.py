@@ -270,16 +270,15 @@ class _Judge:
     def in_effect(self, row: ConfirmStage) -> None:
         """The stage's drafted tokens per step against the schedule's K at the real batch it measured: where the
         analysis found them off (telemetry/drafting.py), the stage is "not in effect", first in its text; where its
-        counters and its requests' own metrics disagree (a schedule's windows can), a note ends the text."""
+        counters and its requests' own metrics disagree (a schedule's windows can), the stage keeps the note."""
         windows = self.windows.get(row.users, ())
         drafted = [w.drafted for w in windows if np.isfinite(w.drafted)]
         row.drafted_per_step = float(np.mean(drafted)) if drafted else None
         off = next((w for w in windows if w.not_in_effect), None)
         if row.outcome == "no measurement":
             return
+        row.drafted_note = next((w.drafted_note for w in windows if w.drafted_note), "")
         if off is None:
-            if note := next((w.drafted_note for w in windows if w.drafted_note), ""):
-                row.text += f"; note: {note}"
             return
         row.outcome = NOT_IN_EFFECT
         said = not_applied(self.schedule, self.plan.k, off.drafted, off.signal("running_mean"))

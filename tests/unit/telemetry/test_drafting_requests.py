@@ -11,7 +11,9 @@ import pytest
 from unit.decision.test_confirm import decided  # noqa: F401  (the fixture)
 from unit.decision.test_confirm_in_effect import REQ, cells, confirm
 
+from lookahead_runner.decision.confirmation.confirm import with_confirmation
 from lookahead_runner.decision.gates.in_effect import findings_from
+from lookahead_runner.report.confirmation import confirmation_view
 from lookahead_runner.runfolder.analysis import SUMMARY_COLUMNS, Drafting, WindowRules, stage_rows, summary_frame
 from lookahead_runner.telemetry.drafting import COUNTERS, REQUESTS, check_window, disagreement, expected_drafts
 from unit.runfolder.test_analysis import life
@@ -99,7 +101,7 @@ def test_on_a_schedule_a_disagreement_is_a_note_not_a_fault():
     assert first["in_effect"] and first["valid"] and "the requests' own metrics 2.0" in first["drafted_note"]
 
 
-def test_the_confirmation_stage_reads_the_requests_figure_where_the_counters_are_missing_and_ends_with_the_note(
+def test_the_confirmation_stage_reads_the_requests_figure_where_the_counters_are_missing_and_keeps_the_note(
         decided):  # noqa: F811
     by_users = cells({u: math.nan for u in REQ})
     noted = {u: dataclasses.replace(cell, windows=tuple(
@@ -109,10 +111,11 @@ def test_the_confirmation_stage_reads_the_requests_figure_where_the_counters_are
         for w in cell.windows)) for u, cell in by_users.items()}
     c = confirm(decided, noted)
     assert [s.drafted_per_step for s in c.stages] == [4.0] * 4 and "not in effect" not in c.verdict
-    last = next(s for s in c.stages if s.users == 32)
-    assert last.text.endswith("; note: the counters read 4.0 drafted tokens per step, the requests' own metrics 0.0 "
-                              "(on a schedule ...)")
-    assert all("note:" not in s.text for s in c.stages if s.users != 32)
+    assert [(s.users, s.drafted_note) for s in c.stages if s.drafted_note] == [
+        (32, "the counters read 4.0 drafted tokens per step, the requests' own metrics 0.0 (on a schedule ...)")]
+    view = confirmation_view(with_confirmation(decided[1], c))
+    assert view["drafted_notes"] == ["32 users: the counters read 4.0 drafted tokens per step, the requests' own "
+                                     "metrics 0.0 (on a schedule ...)"]
 
 
 def test_the_summary_keeps_both_figures_and_the_source_beside_the_counters():
