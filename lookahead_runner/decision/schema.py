@@ -75,7 +75,7 @@ class CellSummary(Model):
     kv_usage_peak: float | None = None
     preemptions: float | None = None
     acceptance_rate: float | None = None
-    drafted_per_step: float | None = None   # mean over its windows: the K the server really drafted (issue 29)
+    drafted_per_step: float | None = None   # mean over its windows: the K really drafted (counters, else requests)
     kv_pool_tokens: float | None = None
     not_measured: dict[str, str] = Field(default_factory=dict)  # column -> why it is empty (metric, source)
 

@@ -61,3 +61,4 @@ def test_without_the_spec_decode_counters_the_requests_own_metrics_prove_the_k_a
     assert decision["verdict"].startswith(f"K=4 cannot be recommended: none of its 1 window at the target (4 users) "
                                           f"had it in effect ({reason})")
     assert sorted(c["k"] for c in decision["candidates"]) == [0, 2]             # K=4's window is not evidence
+    assert [c["drafted_per_step"] for c in decision["cells"] if c["k"] == 2] == [2.0]   # the evidence table's
