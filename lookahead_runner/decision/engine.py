@@ -76,12 +76,13 @@ def cell_summaries(stages: dict[int, StageEval], p: DecisionConfig) -> list[Cell
                 kv_usage_mean=_finite(s.kv_usage_mean), kv_usage_peak=_finite(s.kv_usage_peak),
                 preemptions=_finite(s.preemptions), acceptance_rate=_finite(s.acceptance_rate),
                 kv_pool_tokens=_finite(s.kv_pool_tokens), not_measured=not_measured(s),
-                drafted_per_step=_mean_signal(stage.prepared[k].cell.windows, "drafted_per_step")))
+                drafted_per_step=_mean_drafted(stage.prepared[k].cell.windows)))
     return rows
 
 
-def _mean_signal(windows, name: str) -> float | None:
-    values = [w.signal(name) for w in windows if math.isfinite(w.signal(name))]
+def _mean_drafted(windows) -> float | None:
+    """Drafted tokens per step over the windows: each the counters' figure, else its requests' own."""
+    values = [w.drafted for w in windows if math.isfinite(w.drafted)]
     return sum(values) / len(values) if values else None
 
 

@@ -76,7 +76,7 @@ class CellSummary(Model):
     kv_usage_peak: float | None = None
     preemptions: float | None = None
     acceptance_rate: float | None = None
-    drafted_per_step: float | None = None   # mean over its windows: the K the server really drafted (issue 29)
+    drafted_per_step: float | None = None   # mean over its windows: the K really drafted (counters, else requests)
     kv_pool_tokens: float | None = None
     not_measured: dict[str, str] = Field(default_factory=dict)  # column -> why it is empty (metric, source)
 
@@ -211,7 +211,8 @@ class ConfirmStage(Model):
     tpot_p50_ms: float | None = None
     expected_tpot_p50_ms: float | None = None
     failure_rate: float | None = None
-    drafted_per_step: float | None = None  # what the server drafted per step there (the counters' ratio)
+    drafted_per_step: float | None = None  # what the server drafted per step there (counters, else requests)
+    drafted_note: str = ""       # its counters and its requests' own metrics disagree (telemetry/drafting.py)
     outcome: Literal["as expected", "better", "cost", "worse than the single K", "collapse", "failures",
                      "not in effect", "no measurement", "no expectation"] = "no measurement"
     text: str = ""

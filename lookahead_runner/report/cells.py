@@ -17,7 +17,7 @@ ONE_DECIMAL_COLUMNS = {"duration_s", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms"
                        "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms", "output_tok_per_s", "tok_per_s", "running_mean",
                        "running_peak", "waiting_mean", "waiting_peak", "client_lag_p99_ms"}
 TWO_DECIMAL_COLUMNS = {"req_per_s", "conservative_req_per_s", "mean_acceptance_length", "drafted_per_step",
-                       "drafted_expected"}
+                       "drafted_per_step_requests", "drafted_expected"}
 NUMERIC_COLUMNS = INTEGER_COLUMNS | PERCENT_COLUMNS | ONE_DECIMAL_COLUMNS | TWO_DECIMAL_COLUMNS
 _TRUE_TEXT = {"true", "1", "yes", "y", "t"}
 MISSING = "–"

@@ -72,4 +72,5 @@ def confirmation_view(decision: Decision) -> dict | None:
         "crossings": list(c.crossings), "reasons": list(c.reasons), "costs": list(c.costs),
         "stages": [_row(stage) for stage in c.stages],
         "boundary_notes": [f"batch {b.batch} -> {b.batch + 1}: {b.note}" for b in c.boundaries if b.note],
+        "drafted_notes": [f"{s.users} users: {s.drafted_note}" for s in c.stages if s.drafted_note],
     }

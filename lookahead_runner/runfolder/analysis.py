@@ -23,7 +23,7 @@ import pandas as pd
 
 from .lag_advice import LagAdvice, lag_reason
 from ..contracts.records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
-from ..telemetry.drafting import drafting_share, expected_drafts, not_in_effect
+from ..telemetry.drafting import check_window, drafted_per_step, drafting_share, expected_drafts
 from ..telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 
 SUMMARY_COLUMNS = (
@@ -31,7 +31,7 @@ SUMMARY_COLUMNS = (
     "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
     "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms", "failures", "failure_rate", "timeouts", "timeout_rate",
     "length_mismatches", "acceptance_rate", "mean_acceptance_length", "drafted_per_step",
-    "drafted_expected", "in_effect", "running_mean", "running_peak",
+    "drafted_per_step_requests", "drafted_source", "drafted_expected", "in_effect", "running_mean", "running_peak",
     "waiting_mean", "waiting_peak", "kv_usage_mean", "kv_usage_peak", "preemptions", "kv_pool_tokens", "gpu_mem_peak_mib",
     "gpu_mem_total_mib", "client_lag_p99_ms", "client_cpu_pct", "valid", "invalid_reason",
 )
@@ -104,19 +104,35 @@ class Drafting:
 
 
 def _drafting_columns(row: dict, server: pd.DataFrame, t0: float, t1: float, drafting: Drafting | None) -> dict:
-    """The K expected in the window and whether the counters say it was in effect (the reason when not)."""
+    """The K expected in the window and whether it was in effect (the reason when not): the counters' drafted tokens
+    per step, else the requests' own (drafted_source says which)."""
     if drafting is None:
-        return {"drafted_expected": NAN, "in_effect": True, "not_in_effect": ""}
+        return {"drafted_source": "", "drafted_expected": NAN, "in_effect": True, "not_in_effect": ""}
     inside = server[(server["t_s"] >= t0) & (server["t_s"] <= t1)] if len(server) and "t_s" in server else server
     batches = pd.to_numeric(inside["running"], errors="coerce").dropna().tolist() if "running" in inside else []
     expected = expected_drafts(drafting.k, drafting.schedule, batches)
-    measured = row["drafted_per_step"]
+    counters, requests = (None if math.isnan(row[name]) else row[name]
+                          for name in ("drafted_per_step", "drafted_per_step_requests"))
     share = drafting_share(*(covering_delta(server, name, t0, t1) for name in
                              ("spec_drafts_total", "generation_tokens_total", "spec_accepted_total")))
-    reason = not_in_effect(drafting.k, None if math.isnan(measured) else measured, expected, bool(drafting.schedule),
-                           share)
-    return {"drafted_expected": round(expected.value, 3), "in_effect": not reason, "not_in_effect": reason,
-            "not_in_effect_invalidates": drafting.invalidates}
+    check = check_window(drafting.k, counters, requests, expected, bool(drafting.schedule), share)
+    return {"drafted_source": check.source, "drafted_expected": round(expected.value, 3), "in_effect": not check.reason,
+            "not_in_effect": check.reason, "not_in_effect_invalidates": drafting.invalidates,
+            "drafted_note": check.note}
+
+
+def _requests_drafted(ok: pd.DataFrame) -> float:
+    """Drafted tokens per step from the window's successful requests' own metrics (vLLM 0.32
+    --per-request-spec-decode-metrics): sum(num_draft_tokens) / sum(num_spec_steps) over those that carry them;
+    NaN where none does, 0 where they do and none drafted (as the counters read)."""
+    if not len(ok) or "spec_steps" not in ok or "spec_draft_tokens" not in ok:
+        return NAN
+    steps, drafted = (pd.to_numeric(ok[name], errors="coerce") for name in ("spec_steps", "spec_draft_tokens"))
+    carried = steps.notna() & drafted.notna()
+    if not carried.any():
+        return NAN
+    per_step = drafted_per_step(float(drafted[carried].sum()), float(steps[carried].sum()))
+    return 0.0 if per_step is None else per_step
 
 
 def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
@@ -269,6 +285,7 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
             **_gpu_columns(gpu, t0, t1),
             "client_lag_p99_ms": _pct(ok.get("lag_p99_ms", pd.Series(dtype=float)), 0.99),
             "client_cpu_pct": _client_cpu(ok),
+            "drafted_per_step_requests": _requests_drafted(ok),
         }
         row |= _drafting_columns(row, server, t0, t1, drafting)
         row["valid"], row["invalid_reason"] = _validity(row, rules)

@@ -29,6 +29,23 @@ measured spread is 0 (tests/vllm_cpu/test_real_vllm.py::test_every_window_of_a_d
 draft is cut short only in a request's last K tokens before max_model_len, which the runner's fixed lengths keep
 rare. 10 % leaves room for that and for the schedule's batch approximation, and still tells 2 of 4 (50 %) or 4 of
 0 apart.
+
+The requests' own figure (check_window): with vLLM 0.32's --per-request-spec-decode-metrics each response carries
+num_draft_tokens and num_spec_steps (vllm/v1/metrics/stats.py RequestSpecDecodeMetrics; the scheduler observes the
+same steps the counters count, those with a scheduled draft). Over a window's successful requests (by completion,
+as its latencies), sum(num_draft_tokens) / sum(num_spec_steps) is the K their steps drafted (there is no histogram
+by draft length: acceptance_histogram is by accepted tokens). Where the counters are missing (a filtering proxy,
+another version's names) the check judges this figure and says so. Where both are known and differ by more than
+the tolerance:
+- a single K: the window is not in effect. K is the same at every step, so a request's steps before the window
+  drafted what the window's did. Measured on the simulator: equal in 11 windows (K 2, 3, 4 at 4-48 users; K=4 at
+  12 and 34), 1.49 / 1.50 and 1.50 / 1.50 in the 2 windows of drafts-short=0.5 at K=3; on real vLLM 0.32 equal in
+  4 windows (perturbed draft, K=2 and 4: 2.0 and 4.0). Two figures that part mean the counters are not this
+  server's steps (a metrics URL to another server, a proxy summing several) or the responses are not;
+- a schedule: only a note (the confirmation stage's drafted_note, under the report's confirmation table). A
+  request's steps reach outside the window, at other batches and so another K, and a window on the K=0 side counts
+  a few drafts from dips that no request finishing there made: on the simulator's confirmation life at 34 users
+  (expected K=0) the counters read 4.0 (a few drafts), the requests 0.0.
 """
 from __future__ import annotations
 
@@ -49,6 +66,11 @@ DATA_PARALLEL = "data parallelism > 1 switching the schedule off (vLLM PR #32374
 STALE_FLAG = "a speculative config left on a K=0 life (a stale flag)"
 LIKELY_CAUSES = (CLAMPED, CUT_AT_MAX_MODEL_LEN, SCHEDULE_IGNORED, DATA_PARALLEL, STALE_FLAG)
 
+COUNTERS = "counters"    # the figure the check judged came from the server's two counters
+REQUESTS = "requests"    # from the window's requests' own metrics (the counters missing)
+SCHEDULE_SPLIT = ("on a schedule the two can differ: a request's steps reach outside the window, where the batch "
+                  "and so the K differ")
+
 
 @dataclass(frozen=True, slots=True)
 class Expected:
@@ -63,6 +85,17 @@ class Expected:
     @property
     def drafts(self) -> bool:
         return self.high > 0
+
+
+@dataclass(frozen=True, slots=True)
+class DraftCheck:
+    """What check_window found: the figure it judged, from which source, why not in effect ("": in effect), and a
+    note where the two sources disagree on a schedule (not a fault there)."""
+
+    measured: float | None
+    source: str                      # COUNTERS, REQUESTS (the counters missing) or "" (neither known)
+    reason: str = ""
+    note: str = ""
 
 
 def expected_drafts(k: int, schedule: Sequence[Sequence[int]] | None = None,
@@ -98,6 +131,32 @@ def drafted_per_step(drafted: float | None, drafts: float | None) -> float | Non
     return drafted / drafts
 
 
+def check_window(k: int, counters: float | None, requests: float | None, expected: Expected, schedule: bool = False,
+                 share: float | None = None) -> DraftCheck:
+    """A window's drafted tokens per step from both sources against what its setting promises: the counters' figure,
+    else the requests' own (the counters missing); a single K whose two figures disagree is not in effect either,
+    a schedule's only gets a note (see the module's docstring)."""
+    measured, source = ((counters, COUNTERS) if counters is not None else (requests, REQUESTS) if requests is not None
+                        else (None, ""))
+    reason = not_in_effect(k, measured, expected, schedule, share, source)
+    split = disagreement(counters, requests)
+    if not split:
+        return DraftCheck(measured, source, reason)
+    if schedule:
+        return DraftCheck(measured, source, reason, note=f"{split} ({SCHEDULE_SPLIT})")
+    if reason:  # no "; " inside a reason: the window's reasons are joined by it (analysis.py)
+        return DraftCheck(measured, source, f"{reason}, the requests' own metrics {requests:.1f}")
+    return DraftCheck(measured, source, f"K={k}: {split}")
+
+
+def disagreement(counters: float | None, requests: float | None) -> str:
+    """"" where the two figures agree within the tolerance of the larger (or one is unknown); else both."""
+    if counters is None or requests is None or abs(counters - requests) <= tolerance(max(counters, requests)):
+        return ""
+    return (f"the counters read {counters:.1f} drafted tokens per step, the requests' own metrics "
+            f"{requests:.1f}")
+
+
 def drafting_share(drafts: float | None, generated: float | None, accepted: float | None) -> float | None:
     """The share of the interval's decode steps (one per request per step) that drafted; None where unknown."""
     values = (drafts, generated, accepted)
@@ -107,9 +166,10 @@ def drafting_share(drafts: float | None, generated: float | None, accepted: floa
 
 
 def not_in_effect(k: int, measured: float | None, expected: Expected, schedule: bool = False,
-                  share: float | None = None) -> str:
+                  share: float | None = None, source: str = COUNTERS) -> str:
     """"" when the window drafted what its setting promises (or the counters cannot tell); else the reason, e.g.
-    "K=4 drafted 2.1 tokens per step (expected 4)". `share`: drafting_share, weighed where no draft is expected."""
+    "K=4 drafted 2.1 tokens per step (expected 4)". `share`: drafting_share, weighed where no draft is expected;
+    `source` REQUESTS: the figure is the requests' own, which the reason says."""
     if measured is None:
         return ""
     if schedule and not expected.drafts and share is not None and share <= MIN_DRAFTING_SHARE:
@@ -126,4 +186,5 @@ def not_in_effect(k: int, measured: float | None, expected: Expected, schedule: 
         target = f"between {expected.low:g} and {expected.high:g}, about {expected.value:.1f}"
     else:
         target = f"{expected.value:g}"
-    return f"{what} drafted {measured:.1f} tokens per step{batch} (expected {target})"
+    read = ", from the requests' own metrics: the counters missing" if source == REQUESTS else ""
+    return f"{what} drafted {measured:.1f} tokens per step{batch} (expected {target}{read})"

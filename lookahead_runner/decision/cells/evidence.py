@@ -21,7 +21,7 @@ LATENCY_COLUMNS = ("ttft_ms", "tpot_ms", "itl_p99_ms", "e2e_ms")
 # Server and memory signals of a window, as the summary row names them.
 SERVER_SIGNALS = ("running_mean", "waiting_mean", "kv_usage_mean", "kv_usage_peak", "preemptions",
                   "acceptance_rate", "mean_acceptance_length", "gpu_mem_peak_mib", "gpu_mem_total_mib",
-                  "kv_pool_tokens", "drafted_per_step", "drafted_expected")
+                  "kv_pool_tokens", "drafted_per_step", "drafted_per_step_requests", "drafted_expected")
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +41,7 @@ class Window:
     output_tok_per_s: float = math.nan
     variant: str = ""               # the workload variant's label ("" = the sweep's only one)
     not_in_effect: str = ""         # why its counters say the setting was not what the server ran (drafting.py)
+    drafted_note: str = ""          # its counters and its requests' metrics disagree on a schedule (drafting.py)
 
     @property
     def served_per_s(self) -> float:
@@ -55,6 +56,12 @@ class Window:
     @property
     def completed(self) -> int:
         return len(self.t_done_s)
+
+    @property
+    def drafted(self) -> float:
+        """Drafted tokens per step: the counters', else its requests' own (the order drafting.check_window takes)."""
+        counters = self.signal("drafted_per_step")
+        return counters if math.isfinite(counters) else self.signal("drafted_per_step_requests")
 
     def signal(self, name: str) -> float:
         value = self.server.get(name, math.nan)
@@ -133,6 +140,7 @@ def window(row: Mapping, finished: pd.DataFrame, ok: pd.DataFrame, t0: float) ->
                 for name in SERVER_SIGNALS if name in row},
         req_per_s=float(row.get("req_per_s", math.nan)), output_tok_per_s=float(row.get("output_tok_per_s", math.nan)),
         variant=str(row.get("variant", "") or ""), not_in_effect=str(row.get("not_in_effect", "") or ""),
+        drafted_note=str(row.get("drafted_note", "") or ""),
     )
 
 

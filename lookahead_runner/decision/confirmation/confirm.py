@@ -269,15 +269,19 @@ class _Judge:
 
     def in_effect(self, row: ConfirmStage) -> None:
         """The stage's drafted tokens per step against the schedule's K at the real batch it measured: where the
-        analysis found them off (telemetry/drafting.py), the stage is "not in effect", first in its text."""
+        analysis found them off (telemetry/drafting.py), the stage is "not in effect", first in its text; where its
+        counters and its requests' own metrics disagree (a schedule's windows can), the stage keeps the note."""
         windows = self.windows.get(row.users, ())
-        drafted = [w.signal("drafted_per_step") for w in windows if np.isfinite(w.signal("drafted_per_step"))]
+        drafted = [w.drafted for w in windows if np.isfinite(w.drafted)]
         row.drafted_per_step = float(np.mean(drafted)) if drafted else None
         off = next((w for w in windows if w.not_in_effect), None)
-        if off is None or row.outcome in ("no measurement",):
+        if row.outcome == "no measurement":
+            return
+        row.drafted_note = next((w.drafted_note for w in windows if w.drafted_note), "")
+        if off is None:
             return
         row.outcome = NOT_IN_EFFECT
-        said = not_applied(self.schedule, self.plan.k, off.signal("drafted_per_step"), off.signal("running_mean"))
+        said = not_applied(self.schedule, self.plan.k, off.drafted, off.signal("running_mean"))
         row.text = f"{said}; {row.text}"
 
     def crossing(self, bound: Boundary, below: ConfirmStage | None, above: ConfirmStage | None) -> str:

@@ -10,6 +10,7 @@ from lookahead_runner.sim.cli import ConfigError, parse_serve
 from lookahead_runner.sim.kv_pool import EngineConfig
 from lookahead_runner.sim.model import EngineModel
 from lookahead_runner.sim.profiles import get_profile
+from lookahead_runner.sim.protocol import spec_metrics
 from lookahead_runner.sim.scenarios import get_scenario, with_overrides
 from lookahead_runner.vllm.schedule import Schedule, ScheduleError, render_argv
 
@@ -197,6 +198,21 @@ def test_drafts_short_drafts_that_share_of_k_and_the_counters_show_it(k, fractio
     assert max(d for _, d, _, _ in steps) <= k and c.spec_accepted_tokens <= c.spec_draft_tokens
     decode_tokens = sum(n for _, _, n, _ in steps) - 6 * 64   # each decoding sequence verifies 1 + its draft
     assert decode_tokens >= c.spec_drafts + c.spec_draft_tokens
+
+
+@pytest.mark.parametrize("k, fraction, per_draft", [(4, 0.5, 2.0), (3, 0.5, 1.5)])
+def test_under_drafts_short_each_requests_own_metrics_count_what_was_drafted(k, fraction, per_draft):
+    """--per-request-spec-decode-metrics: num_draft_tokens / num_spec_steps of the responses pool to the counters'
+    ratio (the runner's per-request cross-check, telemetry/drafting.py); num_spec_tokens stays the configured K."""
+    model = EngineModel(ZERO_COST, cfg(k), draft_fraction=fraction)
+    seqs = [model.add_request(f"r{i}", 64, 60, ignore_eos=True) for i in range(6)]
+    run(model, [])
+    bodies = [spec_metrics(model.k, s.spec_steps, s.drafted, s.accepted, s.accept_hist) for s in seqs]
+    c = model.counters
+    assert sum(b["num_draft_tokens"] for b in bodies) == c.spec_draft_tokens
+    assert sum(b["num_spec_steps"] for b in bodies) == c.spec_drafts > 50
+    assert c.spec_draft_tokens / c.spec_drafts == pytest.approx(per_draft, rel=0.05)
+    assert {b["num_spec_tokens"] for b in bodies} == {k}
 
 
 def test_the_fault_options_parse_and_a_bad_share_is_one_line():
