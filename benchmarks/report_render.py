@@ -51,7 +51,7 @@ GOAL_S = 5.0
 SEED_TOML = """name = "report-render-seed"
 [server]
 model = "sim/report-render-seed"
-extra_args = ["--max-num-seqs", "128", "--sim-set", "startup_s=0.3", "--sim-scenario", "tight-kv"]
+extra_args = ["--max-num-seqs", "128", "--sim-set", "startup_s=0.3", "--sim-scenario", "roomy-kv"]
 ready_timeout_s = 60
 memory_stable_window_s = 0.5
 [speculation]
@@ -128,7 +128,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
     requests = sum(len(pd.read_csv(path, usecols=[0])) for path in full.glob("*/r*/requests.csv"))
     return {
         "benchmark": "report_render", "settings": args.settings, "stages": args.stages, "repeats": args.repeats,
-        "lives": len(list(full.glob("*/r*/status.json"))), "summary_rows": len(pd.read_csv(full / "summary.csv")),
+        "lives": len(list(full.glob("*/r*/status.json"))), "lives_measured": len(list(full.glob("*/r*/stages.csv"))), "summary_rows": len(pd.read_csv(full / "summary.csv")),
         "samples_per_life": int(args.life_s), "requests": requests,
         "report_cold_s": round(command_s, 3), "report_warm_s": round(med["full"], 3),
         "report_baseline_warm_s": round(med["baseline"], 3),

@@ -58,12 +58,17 @@ def grow(seed_dir: Path, out_dir: Path, shape: Shape) -> Path:
     grown["decision"]["target_users"] = shape.users[len(shape.users) // 2]
     grown_config = SweepConfig.model_validate(grown)
     rng = np.random.default_rng(0)
+    start_s = plan_start_s(seed_dir, [templates[k].dir for k in shape.ks])
+    base_rate = request_rate(seed_dir / templates[min(templates)].dir)
     lives = []
     for k in shape.ks:
+        # each setting keeps its measured speed over the seed's baseline (its req/s ratio), so K still matters
+        rate = request_rate(seed_dir / templates[k].dir)
+        per_user_s = shape.req_per_user_s * (rate / base_rate if rate and base_rate else 1.0)
         for repeat in range(shape.repeats):
             life = templates[k].model_copy(update={"repeat": repeat, "dir": life_key(templates[k].setting, repeat)})
-            t0_s = plan_start_s(seed_dir, templates[k].dir) + len(lives) * (shape.life_s + GAP_S)
-            grow_life(seed_dir / templates[k].dir, out_dir / life.dir, shape, t0_s, rng)
+            t0_s = start_s + len(lives) * (shape.life_s + GAP_S)
+            grow_life(seed_dir / templates[k].dir, out_dir / life.dir, shape, t0_s, per_user_s, rng)
             lives.append(life)
     if (seed_dir / "preflight.json").is_file():  # the seed's pre-flight, if it ran one
         shutil.copy2(seed_dir / "preflight.json", out_dir / "preflight.json")
@@ -72,17 +77,30 @@ def grow(seed_dir: Path, out_dir: Path, shape: Shape) -> Path:
     return out_dir
 
 
-def plan_start_s(seed_dir: Path, life_dir: str) -> float:
-    """The seed life's first stage start: the grown lives are laid out from there."""
-    return float(pd.read_csv(seed_dir / life_dir / "stages.csv")["t_start_s"].min())
+def plan_start_s(seed_dir: Path, life_dirs: list[str]) -> float:
+    """The seed's first stage start: the grown lives are laid out one after another from there."""
+    return min(float(pd.read_csv(seed_dir / d / "stages.csv")["t_start_s"].min()) for d in life_dirs
+               if (seed_dir / d / "stages.csv").is_file())
 
 
-def grow_life(src: Path, dst: Path, shape: Shape, t0_s: float, rng: np.random.Generator) -> None:
+def request_rate(life_dir: Path) -> float:
+    """A seed life's requests a second over its stages (0 for a life that never ran its load)."""
+    try:
+        stages, requests = pd.read_csv(life_dir / "stages.csv"), pd.read_csv(life_dir / "requests.csv")
+    except (OSError, ValueError):
+        return 0.0
+    return len(requests) / float((stages["t_end_s"] - stages["t_start_s"]).sum())
+
+
+def grow_life(src: Path, dst: Path, shape: Shape, t0_s: float, req_per_user_s: float,
+              rng: np.random.Generator) -> None:
     shutil.copytree(src, dst)
+    if not (src / "stages.csv").is_file() or not (src / "requests.csv").is_file():
+        return  # a life that failed before its load: copied as it is, as a real sweep would hold it
     seed_stages, seed_requests = pd.read_csv(src / "stages.csv"), pd.read_csv(src / "requests.csv")
     stages = lay_stages(seed_stages, shape, t0_s)
     stages.to_csv(dst / "stages.csv", index=False)
-    requests = grow_requests(seed_requests, seed_stages, stages, shape.req_per_user_s, rng)
+    requests = grow_requests(seed_requests, seed_stages, stages, req_per_user_s, rng)
     requests.to_csv(dst / "requests.csv", index=False)
     scale = rate_scale(seed_requests, seed_stages, requests, stages)
     for path in sorted(src.glob("*.csv")):
@@ -128,8 +146,9 @@ def lay_stages(seed_stages: pd.DataFrame, shape: Shape, t0_s: float) -> pd.DataF
 
 def grow_requests(requests: pd.DataFrame, seed_stages: pd.DataFrame, stages: pd.DataFrame, req_per_user_s: float,
                   rng: np.random.Generator) -> pd.DataFrame:
-    """Each grown stage's requests: users x rate x its length of them, drawn with replacement from its seed
-    stage's measured requests and sent evenly over it (every t_*_s stamp of a request moves with its send)."""
+    """Each grown stage's requests: a Poisson count of mean users x rate x its length, drawn with replacement from
+    its seed stage's measured requests and sent evenly over it (every t_*_s stamp of a request moves with its
+    send)."""
     stamps = [c for c in requests.columns if c.startswith("t_") and c.endswith("_s")]
     parts = []
     for stage in stages.itertuples():
@@ -137,7 +156,7 @@ def grow_requests(requests: pd.DataFrame, seed_stages: pd.DataFrame, stages: pd.
         pool = requests[requests["stage"] == seed["stage"]]
         pool = pool if not pool.empty else requests
         length = float(stage.t_end_s - stage.t_start_s)
-        n = max(1, round(int(stage.users) * req_per_user_s * length))
+        n = max(1, int(rng.poisson(int(stage.users) * req_per_user_s * length)))
         drawn = pool.iloc[rng.integers(0, len(pool), n)].reset_index(drop=True)
         shift = stage.t_start_s + (np.arange(n) + rng.uniform(0, 1, n)) * length / n - drawn["t_send_s"]
         for column in stamps:
@@ -172,20 +191,25 @@ def stretch_timeline(frame: pd.DataFrame, seed_stages: pd.DataFrame, stages: pd.
         grown = series.iloc[at].reset_index(drop=True)
         grown[TIME] = t
         for column in counters:
-            grown[column] = _counter(times, series[column].to_numpy(float), seed_t,
+            grown[column] = _counter(times, series[column].to_numpy(float), seed_t, seed_start, seed_len,
                                      np.ones(len(stages))[stage] if scale is None else scale[stage])
         parts.append(grown)
     return pd.concat(parts, ignore_index=True).sort_values(TIME, kind="stable")[list(frame.columns)]
 
 
-def _counter(times: np.ndarray, values: np.ndarray, seed_t: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """A counter read at `seed_t` (seed times, looping) made to rise as the seed's did over each next second,
-    times `scale`."""
+def _counter(times: np.ndarray, values: np.ndarray, seed_t: np.ndarray, seed_start: np.ndarray,
+             seed_len: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """A counter read at `seed_t` (seed times, looping over each seed stage from `seed_start` for `seed_len`)
+    made to rise as the seed's did over each next second, times `scale`; a second that runs past its seed stage's
+    end goes on from the stage's start, as the loop does (seed stages last longer than a sample)."""
     known = ~np.isnan(values)
     if known.sum() < 2:
         return np.full(len(seed_t), values[known][0] if known.any() else np.nan)
+
     def at(when: np.ndarray) -> np.ndarray:
         return np.interp(when, times[known], values[known])
 
-    steps = np.clip(at(seed_t + SAMPLE_S) - at(seed_t), 0, None) * scale
+    end, after = seed_start + seed_len, seed_t + SAMPLE_S
+    wrapped = np.where(after > end, at(seed_start + np.maximum(after - end, 0)) - at(seed_start), 0.0)
+    steps = np.clip(at(np.minimum(after, end)) - at(seed_t) + wrapped, 0, None) * scale
     return at(seed_t[:1]) + np.concatenate([[0.0], np.cumsum(steps[:-1])])
