@@ -6,23 +6,28 @@ step (build the view, render report.html) <= 5 s. Prints one JSON line.
                                        [--req-per-user-s 0.15] [--keep DIR] [--seed RUN_DIR]
 
 The run folder is the product's own: one tiny real sweep on the simulator (`python -m lookahead_runner sweep`,
-one life per setting, 2 stages of a few seconds; about 10 s a life) is grown on disk (benchmarks/run_growth.py):
-its plan.json gets --stages stages of --life-s / --stages seconds and --repeats repeats (through the typed Plan
-and SweepConfig), each setting's life folder is copied to every repeat, and every timeline in it (any CSV with
-a `t_s` column: server metrics, GPU samples, per-position acceptance) is stretched to --life-s seconds of 1 s
-samples, each new stage replaying the seed's stage of its rank (counters keep their measured rates). Requests are
-drawn (with replacement, one random draw per life) from the seed stage's own measured requests, --req-per-user-s
-per user, evenly over each stage: the default 0.15 is a 256-token completion at about 25 ms a token, so the
-default folder holds about 170k requests. Server-side values are the seed's (its 2-4 users), not those of 256
-users; the sizes the report handles are the large sweep's.
+the roomy-kv scenario, one life per setting K = 0, 2, 4 ..., 2 stages of 3 s; about 10 s a life) is grown on
+disk (benchmarks/run_growth.py): its plan.json gets --stages stages (2, 4, 8 ... users) of --life-s / --stages
+seconds and --repeats repeats (through the typed Plan and SweepConfig), each setting's life folder is copied to
+every repeat, and every timeline in it (any CSV with a `t_s` column: server metrics, GPU samples, per-position
+acceptance) is stretched to --life-s seconds of 1 s samples, each grown stage looping over the seed stage of its
+rank. Requests are drawn (with replacement, a Poisson count per stage, one random draw per life) from that seed
+stage's measured requests, --req-per-user-s per user for K=0 and each other setting at its measured speed over
+K=0 in the seed, and sent evenly over the stage; the default 0.15 is a 256-token completion at about 25 ms a
+token, about 310k requests in the default folder. Counters (`*_total`) keep the seed's rate times the grown
+stage's request rate over the seed's. What is not a large sweep's: the server-side values are those of the seed's
+2-4 users, and each life's token check reads a few per cent short (the seed's stage edges), so the page flags
+it; sizes, shapes and code paths are the large sweep's. `--keep DIR` keeps the folders (open DIR/full/report.html);
+`--seed DIR/seed/runs/<run>` grows a kept seed again without sweeping.
 
 Figures: `report_cold_s` is `python -m lookahead_runner report FULL` in a new process (imports, reading every
 file, the decision, decision.json, the page: what a user waits for). Then, in this process, the page step
 (report/render.py write_report over what read_run gives back) is timed cold once (`full_cold_s`: it pays for
-loading plotly.js and the template), then baseline and full alternate warm, for the page step and for the whole
-of `report` (run/finalize.finalize); medians of --runs. The baseline, grown from the same seed in the same run,
-is 1 setting (K=0) x 1 repeat with the same stages and sample rate, so the ratios say how the report scales with
-the sweep, independent of the machine.
+loading plotly.js and the template), then baseline and full alternate warm, for the page step (`full_warm_s`,
+`baseline_warm_s`) and for the whole of `report` (run/finalize.finalize: `report_warm_s`,
+`report_baseline_warm_s`); medians of --runs. The baseline, grown from the same seed in the same run, is 1 setting
+(K=0) x 1 repeat with the same stages and sample rate, so the ratios say how the report scales with the sweep,
+independent of the machine. `meets_goal`: `full_cold_s` <= 5 s.
 """
 from __future__ import annotations
 
@@ -128,7 +133,8 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
     requests = sum(len(pd.read_csv(path, usecols=[0])) for path in full.glob("*/r*/requests.csv"))
     return {
         "benchmark": "report_render", "settings": args.settings, "stages": args.stages, "repeats": args.repeats,
-        "lives": len(list(full.glob("*/r*/status.json"))), "lives_measured": len(list(full.glob("*/r*/stages.csv"))), "summary_rows": len(pd.read_csv(full / "summary.csv")),
+        "lives": len(list(full.glob("*/r*/status.json"))), "lives_measured": len(list(full.glob("*/r*/stages.csv"))),
+        "summary_rows": len(pd.read_csv(full / "summary.csv")),
         "samples_per_life": int(args.life_s), "requests": requests,
         "report_cold_s": round(command_s, 3), "report_warm_s": round(med["full"], 3),
         "report_baseline_warm_s": round(med["baseline"], 3),

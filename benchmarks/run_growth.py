@@ -171,8 +171,9 @@ def stretch_timeline(frame: pd.DataFrame, seed_stages: pd.DataFrame, stages: pd.
                      life_s: float, scale: np.ndarray | None = None) -> pd.DataFrame:
     """A timeline (rows stamped t_s) over the grown life, one sample a second: each grown stage replays its seed
     stage's samples in a loop. A column named *_total is a counter: it keeps rising at its measured rate, times
-    the grown stage's `scale` (rate_scale; 1 without); any other column is a gauge, read at the matching seed sample. A timeline with several rows per stamp (one
-    per spec position) is stretched per its non-counter columns' values."""
+    the grown stage's `scale` (rate_scale; 1 without); any other column is a gauge, read at the matching seed
+    sample. A timeline with several rows per stamp (one per spec position) is stretched per its non-counter
+    columns' values."""
     t = t0_s + np.arange(0.0, life_s, SAMPLE_S)
     stage = np.minimum(((t - t0_s) // (life_s / len(stages))).astype(int), len(stages) - 1)
     seed = np.array([seed_stage_of(i, len(stages), len(seed_stages)) for i in stage])
