@@ -38,7 +38,6 @@ NODE_LOST = "node lost"
 ENDED = ("done", "failed", "skipped")
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024
 WAIT_S = 1.0  # ray.wait's timeout: the driver stays responsive to Ctrl-C
-PLACE_GRACE_S = 20.0      # after the first slot is placed, the others placed within this start with it
 WAITING_SAY_S = 30.0      # while no slot can be placed, the sweep says so this often
 NODE_DEATH_WAIT_S = 60.0  # Ray declares a silent node dead after its health checks fail (~15-30 s by default)
 
@@ -331,8 +330,9 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
     if cluster.address:
         ray.init(address=cluster.address, **options)
     else:
-        # None: Ray counts the GPUs NVML sees; the object store carries only the lives' files
-        ray.init(num_gpus=cluster.gpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **options)
+        # "local": a Ray of the sweep's own, even where another runs on this machine (ray.init() would join that
+        # one, and refuse num_gpus); None: Ray counts the GPUs NVML sees; the object store carries only the files
+        ray.init(address="local", num_gpus=cluster.gpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **options)
     actors: list = []
     try:
         resources = ray.cluster_resources()
@@ -345,9 +345,10 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
         remote = ray.remote(num_gpus=gpus_per_life, num_cpus=cluster.cpus_per_life, max_restarts=0,
                             max_task_retries=0)(SlotWorker)
         say(f"Ray: starting {count} slot{'s' if count != 1 else ''} (a slot waits while another sweep holds its GPUs)")
+        free_now = min(count, slots_wanted(ray.available_resources(), gpus_per_life, cluster.cpus_per_life))
         actors = [remote.remote() for _ in range(count)]
         refs = [actor.where.remote() for actor in actors]
-        placed = _placed(refs, say)
+        placed = _placed(refs, max(free_now, 1), say)
         slots = [Slot(actor, ray.get(ref)) for actor, ref in zip(actors, refs) if ref in placed]
         pending = [(actor, ref) for actor, ref in zip(actors, refs) if ref not in placed]
         say(f"Ray: {len(slots)} slot{'s' if len(slots) != 1 else ''} of {gpus_per_life} "
@@ -364,15 +365,17 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
         ray.shutdown()
 
 
-def _placed(refs: list, say) -> list:
-    """The slots' where() references of those Ray has placed: at least one (waited for, however long another job
-    holds the cluster's GPUs; Ctrl-C stops the wait), and those placed within PLACE_GRACE_S of it."""
+def _placed(refs: list, free_now: int, say) -> list:
+    """The slots' where() references of those Ray has placed: the `free_now` the cluster's free resources held when
+    they were asked for (a slot's worker may take a while to start on a busy node: all of them are waited for,
+    at least one however long another job holds the GPUs; Ctrl-C stops the wait), and any other placed by then."""
     import ray
 
     while True:
-        ready, _ = ray.wait(refs, num_returns=1, timeout=WAITING_SAY_S)
-        if ready:
+        ready, _ = ray.wait(refs, num_returns=free_now, timeout=WAITING_SAY_S)
+        if len(ready) >= free_now:
             break
-        say("Ray: waiting for a slot: the GPUs the cluster has are held by other jobs (Ctrl-C to give up)")
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PLACE_GRACE_S)
+        say(f"Ray: {len(ready)} of {len(refs)} slots placed, waiting for {free_now - len(ready)} more: their workers "
+            "are starting, or another job took their GPUs (Ctrl-C gives up)")
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
     return ready

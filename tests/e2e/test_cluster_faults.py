@@ -11,7 +11,7 @@ import time
 
 import pandas as pd
 import pytest
-from fault_kit import (FINISHED, in_session, kill_group, no_traceback, only_run_dir, processes_of, start, survivors,
+from fault_kit import (FINISHED, cli, in_session, kill_group, no_traceback, only_run_dir, processes_of, start, survivors,
                        sweep_toml, unique_model, wait_for, write_config)
 
 pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
@@ -137,3 +137,24 @@ def test_a_sweep_starts_on_the_gpu_free_now_and_a_gpu_released_later_joins(tmp_p
             kill_group(runner)
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_a_ray_started_here_is_the_sweeps_own_while_another_runs_on_the_machine(tmp_path):
+    """cluster.address = "" starts a Ray for the sweep even where another Ray runs here (ray.init() alone would join
+    that one, the address in /tmp/ray/ray_current_cluster, and refuse cluster.gpus): seen when two tests ran at once."""
+    from ray.cluster_utils import Cluster
+
+    other = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0,
+                                                          "object_store_memory": 100 * 1024 * 1024})
+    try:
+        model = unique_model("ray-own")
+        toml = sweep_toml(model, [0, 4]) + "[cluster]\nengine = \"ray\"\ngpus = 2\n"
+        done = cli("sweep", "--config", str(write_config(tmp_path, toml)), "--out", str(tmp_path / "runs"),
+                   timeout=400)
+        assert done.returncode in FINISHED, done.stdout[-3000:] + done.stderr[-3000:]
+        no_traceback(done.stderr)
+        lives = pd.read_csv(only_run_dir(tmp_path / "runs") / "lives.csv")
+        assert (lives["status"] == "done").all() and lives["gpus"].str.startswith("ray-gpu:").all()
+        assert "2 slots of 1 GPU" in done.stdout, done.stdout[-2000:]   # the GPUs asked for: its own Ray's
+    finally:
+        other.shutdown()

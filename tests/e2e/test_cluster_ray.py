@@ -88,7 +88,8 @@ def test_two_slots_end_in_the_serial_verdict_with_lives_overlapping(tmp_path):
 
 def test_ctrl_c_mid_sweep_leaves_no_process_on_any_slot_and_resume_finishes(tmp_path):
     model = unique_model("ray-ctrlc")
-    config = write_config(tmp_path, sweep(model, TWO_SLOTS, "[{ users = 2, duration_s = 8 }]"))
+    # 20 s stages: on a host crowded by other tests a slot's Locust may start seconds after the other's
+    config = write_config(tmp_path, sweep(model, TWO_SLOTS, "[{ users = 2, duration_s = 20 }]"))
     runner = start("sweep", "--config", str(config), "--out", str(tmp_path / "runs"))
     try:
         # both slots busy: two simulated servers of this sweep, each with its Locust (their argv carry the model)

@@ -128,3 +128,20 @@ def test_a_window_straddling_a_k0_boundary_that_made_no_draft_is_in_effect():
     assert not_in_effect(4, 2.0, straddle, schedule=True) != ""          # drafted, but not the K=4 of that side
     assert not expected_drafts(4, DOWN_TO_2, [80, 90]).skips               # no K=0 side: 0 is not in effect
     assert not_in_effect(4, 0.0, expected_drafts(4, DOWN_TO_2, [80, 90]), schedule=True) != ""
+
+
+def test_a_window_straddling_a_k0_boundary_is_judged_by_the_share_of_steps_that_drafted():
+    """The ratio sees drafting steps only, so a window whose batch dipped under the boundary now and then reads the
+    drafting side's K whether or not the schedule was applied: the share of decode steps that drafted tells."""
+    # a stage at 34 users on a host that starves the client: 2 of 10 readings under the boundary of 20
+    dipping = expected_drafts(4, [[1, 20, 4], [21, 128, 0]], [27, 28, 18, 27, 26, 28, 19, 27, 28, 27])
+    assert dipping.skips and dipping.share == pytest.approx(37 / 255)
+    applied = drafting_share(60, 460, 60)            # 15 % of the decode steps drafted: the dips
+    assert not_in_effect(4, 4.0, dipping, schedule=True, share=applied) == ""
+    ignored = drafting_share(350, 850, 450)          # 88 %: every step but the requests' first tokens
+    reason = not_in_effect(4, 4.0, dipping, schedule=True, share=ignored)
+    assert reason == "the schedule drafted in 88% of its decode steps at batch 26 (expected about 15%: K=0 in the others)"
+    assert not_in_effect(4, 4.0, dipping, schedule=True, share=None) == ""      # unknown share: the ratio alone
+    # mostly on the drafting side: an ignored schedule cannot be told apart there, and nothing is claimed
+    mostly = expected_drafts(4, [[1, 20, 4], [21, 128, 0]], [18, 19, 20, 22])
+    assert mostly.share > 0.6 and not_in_effect(4, 4.0, mostly, schedule=True, share=ignored) == ""
