@@ -25,8 +25,11 @@ def cluster_toml() -> str:
     toml = sweep_toml("e2e-ray", "tiny-target", [0, 2], stage_s=6)
     one_stage = toml.replace("stages = [{ users = 2, duration_s = 6 }, { users = 4, duration_s = 6 }]",
                              "stages = [{ users = 2, duration_s = 6 }]")
-    assert one_stage != toml
-    return one_stage + '[cluster]\nengine = "ray"\ngpus = 1\ncpus_per_life = 2\n'
+    assert one_stage != toml and "[decision]\n" in one_stage
+    # CPU placement is off on a Ray slot, so vLLM's threads share both cores with Locust, whose loop lag then
+    # voids the windows (606 and 1535 ms measured): not under test here, the Ray plumbing is
+    lenient = one_stage.replace("[decision]\n", "[decision]\nmax_client_lag_p99_ms = 5000\n", 1)
+    return lenient + '[cluster]\nengine = "ray"\ngpus = 1\ncpus_per_life = 2\n'
 
 
 def test_real_vllm_lives_on_a_ray_slot_probed_on_the_worker(tmp_path):
