@@ -25,7 +25,7 @@ def test_gpus_per_life_defaults_to_tensor_times_pipeline_parallel(args, gpus):
     assert parallel_gpus(args) == gpus
 
 
-def test_gpus_per_life_overrides_the_parallel_sizes():
+def test_gpus_per_life_overrides_the_parallel_sizes(ray_installed):
     config = config_from_dict({"cluster": {"engine": "ray", "gpus_per_life": 0, "gpus": 2},
                                "server": {"extra_args": ["--tensor-parallel-size", "4"]}})
     assert config.cluster.life_gpus(config.server.extra_args) == 0
@@ -48,7 +48,7 @@ def test_bad_cluster_is_one_line_naming_the_field(cluster, field):
 
 
 @pytest.mark.parametrize("address", ["auto", "ray://head:10001", "10.0.0.1:6379"])
-def test_ray_addresses(address):
+def test_ray_addresses(address, ray_installed):
     assert config_from_dict({"cluster": {"engine": "ray", "address": address}}).cluster.address == address
 
 

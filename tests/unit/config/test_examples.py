@@ -14,13 +14,13 @@ def test_the_examples_are_found():
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.name)
-def test_an_example_config_loads(path, monkeypatch):
+def test_an_example_config_loads(path, monkeypatch, ray_installed):
     monkeypatch.chdir(ROOT)
     config = load_config(path)
     assert config.name and config.speculation.k
 
 
-def test_the_cluster_example_runs_two_lives_at_once_on_a_ray_started_here():
+def test_the_cluster_example_runs_two_lives_at_once_on_a_ray_started_here(ray_installed):
     config = load_config(ROOT / "examples" / "cluster.toml")
     assert config.cluster.engine == "ray" and config.cluster.address == "" and config.cluster.gpus == 2
     assert config.cluster.life_gpus(config.server.extra_args) == 1 and config.load.planned_repeats == 2

@@ -105,6 +105,7 @@ def test_files_that_would_land_outside_the_run_folder_are_refused(tmp_path):
 
 
 def test_a_submitted_life_takes_a_free_slot_that_has_not_run_its_setting(tmp_path):
+    pytest.importorskip("ray", reason="SlotPool waits on Ray: pip install 'lookahead-runner[ray]'")
     from lookahead_runner.run.cluster import ClusterError, RaySlots, Slot, SlotPool
     from lookahead_runner.run.launch import Life
     from lookahead_runner.vllm.knob import Setting
