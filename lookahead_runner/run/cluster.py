@@ -30,7 +30,7 @@ from .cluster_nodes import NodeCheck, first_line
 from .cluster_queue import handout_order, next_for
 from .finalize import write_tables
 from .launch import Life
-from .life import Outcome, not_measured, skip
+from .life import Outcome, kept, not_measured, skip
 from .preflight import PreflightError
 from .server import ServerError
 
@@ -98,9 +98,7 @@ class RaySlots:
             todo = [life for life in group if life_state(_folder(run_dir, life)) != "done"]
             for life in group:
                 if life not in todo:
-                    say(f"{tag(life)}: done earlier, kept")
-                    progress.life_started(life.key)
-                    progress.life_finished()
+                    kept(life, tag, say, progress)
             if todo:
                 queue.append(todo)
         queue = handout_order(queue, _setting, self.seed)
@@ -108,10 +106,7 @@ class RaySlots:
         stopped_at = _stop_rule(config, run_dir, lives, _keys(queue)) if early_stop else None  # a resumed run's
         _skip_beyond(stopped_at, queue, run_dir, tag, say, progress)
         while queue or pool.running:
-            if not self.slots:
-                raise ClusterError(f"every Ray slot was lost ({'; '.join(self.lost)}); {len(queue)} server lives "
-                                   f"not run: continue with --resume {run_dir} once the cluster is back")
-            while pool.free() and queue:
+            while pool.free() and queue:  # free() raises once every slot is lost
                 slot = pool.idle[0]
                 pool.start(config, queue.pop(next_for(queue, _setting, slot.ran)), slot)
             ended = pool.wait_some()
@@ -219,9 +214,7 @@ class SlotPool:
     def submit(self, config: SweepConfig, life: Life) -> None:
         """One life on a free slot that has not run its setting where there is one (cluster_queue.py's rule)."""
         if life_state(_folder(self.run_dir, life)) == "done":
-            self.say(f"{self.tag(life)}: done earlier, kept")
-            self.progress.life_started(life.key)
-            self.progress.life_finished()
+            kept(life, self.tag, self.say, self.progress)
             return
         self.start(config, [life], next((s for s in self.idle if life.setting not in s.ran), self.idle[0]))
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import ResolvedServer, SweepConfig
-from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_gpus, visible_gpus
+from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_visible
 from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities
 from . import reaper
@@ -72,13 +72,7 @@ class Where:
 def gpus_here(cuda_visible: str | None, pynvml=None) -> tuple[str, ...]:
     """This process's GPUs as UUIDs (CUDA_VISIBLE_DEVICES mapped onto NVML), or "ray-gpu:ID" per visible id
     where NVML sees none (a local Ray given GPU slots without GPUs)."""
-    try:
-        if pynvml is None:
-            import pynvml
-        pynvml.nvmlInit()
-        found = visible_gpus(cuda_visible, nvml_gpus(pynvml))
-    except Exception:  # no NVML library or driver: a CPU node
-        found = []
+    _, found = nvml_visible(cuda_visible, pynvml)
     if found:
         return tuple(gpu.uuid or f"nvml:{gpu.index}" for gpu in found)
     return tuple(f"ray-gpu:{part.strip()}" for part in (cuda_visible or "").split(",") if part.strip())

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 
 from ..config import ResolvedServer, SweepConfig
-from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_gpus, visible_gpus
+from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_visible
 from ..vllm.probe import Capabilities, ProbeError, probe_version, run_probe
 
 
@@ -63,14 +63,13 @@ def _readable(path: str) -> bool:
 
 def _gpus(pynvml=None) -> tuple[tuple[str, ...], str]:
     """The models of the GPUs this process may use (CUDA_VISIBLE_DEVICES mapped onto NVML) and the driver."""
+    nvml, gpus = nvml_visible(os.environ.get(VISIBLE_ENV), pynvml)
+    if nvml is None:  # a CPU node
+        return (), ""
     try:
-        if pynvml is None:
-            import pynvml
-        pynvml.nvmlInit()
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        gpus = visible_gpus(os.environ.get(VISIBLE_ENV), nvml_gpus(pynvml))
-        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(gpu.index)) for gpu in gpus]
-    except Exception:  # no NVML library or driver: a CPU node
+        driver = nvml.nvmlSystemGetDriverVersion()
+        names = [nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(gpu.index)) for gpu in gpus]
+    except Exception:  # a driver that cannot say
         return (), ""
     text = [name.decode() if isinstance(name, bytes) else str(name) for name in names]
     return tuple(sorted(text)), driver.decode() if isinstance(driver, bytes) else str(driver)

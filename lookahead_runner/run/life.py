@@ -70,10 +70,8 @@ def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2, 
     """A few short requests before sampling starts, so first-request costs stay out of the results.
 
     A server that refuses the API key (401/403) fails the life here, with the fix in one line."""
-    body = json.dumps({"model": model, "prompt": "warm up", "max_tokens": 4}).encode()
+    request = _post(base_url + COMPLETIONS_PATH, {"model": model, "prompt": "warm up", "max_tokens": 4}, headers)
     for _ in range(count):
-        request = urllib.request.Request(base_url + COMPLETIONS_PATH, data=body,
-                                         headers={"Content-Type": "application/json", **headers})
         try:
             urllib.request.urlopen(request, timeout=60).read()
         except urllib.error.HTTPError as err:
@@ -91,9 +89,8 @@ def check_chat_template(base_url: str, model: str, headers: dict[str, str], temp
     every chat request 400 (vLLM 0.32: "...you must provide a chat template..."), at every K alike: the sweep
     stops here (a PreflightError) with the fix, instead of measuring failures."""
     body = {"model": model, "messages": [{"role": "user", "content": "warm up"}], "max_tokens": 4}
-    request = urllib.request.Request(base_url + CHAT_PATH, data=json.dumps(
-        body | ({"chat_template_kwargs": template_kwargs} if template_kwargs else {})).encode(),
-        headers={"Content-Type": "application/json", **headers})
+    request = _post(base_url + CHAT_PATH, body | ({"chat_template_kwargs": template_kwargs} if template_kwargs else {}),
+                    headers)
     try:
         urllib.request.urlopen(request, timeout=60).read()
     except urllib.error.HTTPError as err:
@@ -108,9 +105,7 @@ def check_chat_template(base_url: str, model: str, headers: dict[str, str], temp
 
 def answers(base_url: str, model: str, headers: dict[str, str], timeout_s: float) -> bool:
     """Does the server still complete a 1-token request? An HTTP error is an answer; silence is not."""
-    body = json.dumps({"model": model, "prompt": "are you there", "max_tokens": 1}).encode()
-    request = urllib.request.Request(base_url + COMPLETIONS_PATH, data=body,
-                                     headers={"Content-Type": "application/json", **headers})
+    request = _post(base_url + COMPLETIONS_PATH, {"model": model, "prompt": "are you there", "max_tokens": 1}, headers)
     try:
         urllib.request.urlopen(request, timeout=timeout_s).read()
     except urllib.error.HTTPError:
@@ -118,6 +113,11 @@ def answers(base_url: str, model: str, headers: dict[str, str], timeout_s: float
     except OSError:
         return False
     return True
+
+
+def _post(url: str, body: dict, headers: dict[str, str]) -> urllib.request.Request:
+    return urllib.request.Request(url, data=json.dumps(body).encode(),
+                                  headers={"Content-Type": "application/json", **headers})
 
 
 def fresh_life_dir(run_dir: Path, life: Life) -> Path:
@@ -230,6 +230,13 @@ def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents
     outcome = Outcome(state, reason)
     events.finished(life, outcome)
     return outcome
+
+
+def kept(life: Life, tag, say, progress) -> None:
+    """A life done in an earlier run of this folder: kept as it is (--resume), counted as ended."""
+    say(f"{tag(life)}: done earlier, kept")
+    progress.life_started(life.key)
+    progress.life_finished()
 
 
 def skip(out: Path, stopped_at: int) -> None:

@@ -32,7 +32,7 @@ from .finalize import decide_all, finalize, write_tables
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life_pool import OneAtATime
-from .life import LifeEvents, Served, died, not_measured, run_server_life, skip
+from .life import LifeEvents, Served, died, kept, not_measured, run_server_life, skip
 from ..config.masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
@@ -329,9 +329,7 @@ def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, p
         for life in group:
             out = results.life_dir(run_dir, life.setting.name, life.repeat)
             if life_state(out) == "done":  # kept even beyond a stop that a resumed run's evidence fires
-                say(f"{tag(life)}: done earlier, kept")
-                progress.life_started(life.key)
-                progress.life_finished()
+                kept(life, tag, say, progress)
             elif stopped_at is not None and life.setting.k > stopped_at:  # a resumed run may stop on finished K
                 skip(out, stopped_at)
                 say(f"{tag(life)}: skipped (early stop at K={stopped_at})")

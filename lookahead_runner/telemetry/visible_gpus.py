@@ -44,6 +44,17 @@ def _named(entry: str, gpus: Sequence[NvmlGpu]) -> NvmlGpu | None:
     return matches[0] if len(matches) == 1 else None
 
 
+def nvml_visible(cuda_visible: str | None, pynvml=None) -> tuple[object, list[NvmlGpu]]:
+    """NVML initialised and the GPUs `cuda_visible` leaves visible; (None, []) without NVML (a CPU node)."""
+    try:
+        if pynvml is None:
+            import pynvml
+        pynvml.nvmlInit()
+        return pynvml, visible_gpus(cuda_visible, nvml_gpus(pynvml))
+    except Exception:  # no NVML library or driver
+        return None, []
+
+
 def nvml_gpus(pynvml) -> list[NvmlGpu]:
     """Every GPU NVML sees on this node, with its UUID ("" where the driver does not say)."""
     found = []
