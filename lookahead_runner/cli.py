@@ -94,6 +94,7 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
     from .runfolder import results
     from .run.launch import render_argv
     from .config.masking import shell_join
+    from .run.request_set_run import request_set_note
     from .run.runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
     from .vllm.probe import LOOKAHEAD_FLAG
@@ -102,6 +103,8 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
     print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
           f"{LOOKAHEAD_FLAG}: {caps.lookahead_flag}; K written as "
           f"{resolve_style(caps, config.speculation.flag_style)}")
+    if note := request_set_note(config):
+        print(note)
     if args.dry_run:
         print(placement.describe())
         if len(config.load.variants) > 1:
