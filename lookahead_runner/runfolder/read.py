@@ -72,7 +72,20 @@ class RunData:
         """The windows of one grid value and one workload variant (its label; "" = the only one)."""
         index = next((i for i, v in enumerate(self.config.load.variants) if v.label == variant), 0)
         return evidence([w for value, w in self.windows if value == axis_value and w.variant == variant],
-                        self.config.target_for(index))
+                        self.config.target_for(index), self.all_failed(axis_value, variant))
+
+    def all_failed(self, axis_value: str = "", variant: str = "") -> dict[tuple[int, int], str]:
+        """The stage windows where every request failed, by (K, users): their most common error (summary.csv's
+        top_error), so the verdict can say why a stage has no measurement."""
+        rows = self.summary
+        if rows.empty or "top_error" not in rows:
+            return {}
+        mine = (rows["requests"] == 0) & (rows["failures"] > 0)
+        if "axis_value" in rows:
+            mine &= rows["axis_value"].fillna("").astype(str) == axis_value
+        if "variant" in rows:
+            mine &= rows["variant"].fillna("").astype(str) == variant
+        return {(int(r.k), int(r.users)): str(r.top_error) for r in rows[mine].itertuples(index=False)}
 
     def argv_by_k(self, axis_value: str = "") -> dict[int, list[str]]:
         return {l.k: l.argv for l in self.plan.sweep_lives(axis_value)}

@@ -4,6 +4,7 @@ interval. Built from a judged stage (stage.py); nothing here changes what is dec
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -57,8 +58,21 @@ def _why_out(stage: StageEval, k: int) -> str:
     return f"beyond the stop rule at K={stage.stopped_at}"
 
 
-def no_measurement(users: int) -> str:
-    return f"No valid measurement at {users} users: nothing can be recommended."
+def no_measurement(users: int, failed: Mapping[tuple[int, int], str] | None = None) -> str:
+    return f"No valid measurement at {users} users: nothing can be recommended." + all_failed(failed, users=users)
+
+
+def all_failed(failed: Mapping[tuple[int, int], str] | None, k: int | None = None, users: int | None = None) -> str:
+    """" Every request failed at K=0, 4 users: HTTP 404: ... (n of n)." for the stages (of K `k`, or at `users`)
+    where every request failed: why a stage has no measurement, in the server's or the client's words."""
+    mine = sorted((key, why) for key, why in (failed or {}).items()
+                  if (k is None or key[0] == k) and (users is None or key[1] == users))
+    if not mine:
+        return ""
+    (first_k, first_users), why = mine[0]
+    where = f"K={first_k}, {first_users} users" + (f" (and {len(mine) - 1} more stage{'s' if len(mine) > 2 else ''})"
+                                                   if len(mine) > 1 else "")
+    return f" Every request failed at {where}, most often {why}."
 
 
 def _waivers(stage: StageEval) -> str:
