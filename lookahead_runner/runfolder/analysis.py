@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .lag_advice import LagAdvice, lag_reason
-from ..contracts.records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
+from ..contracts.records import ALL_FAILED_REASON, CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
 from ..telemetry.drafting import check_window, drafted_per_step, drafting_share, expected_drafts
 from ..telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 
@@ -176,7 +176,7 @@ def _gpu_columns(gpu: pd.DataFrame, t0: float, t1: float) -> dict:
 def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
     reasons = []
     if not row["requests"] and row["failures"]:  # the server refused or failed them all: say with what
-        reasons.append(f"every request failed, most often {row['top_error']}")
+        reasons.append(f"{ALL_FAILED_REASON}, most often {row['top_error']}")
     elif row["requests"] < rules.min_requests:
         reasons.append(f"only {row['requests']} requests completed (< {rules.min_requests})")
     lag, cpu = row["client_lag_p99_ms"], row.get("client_cpu_pct", NAN)

@@ -150,7 +150,7 @@ def test_a_stage_where_every_request_failed_names_the_most_common_error_in_the_v
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]   # no measurement
     run_dir = only_run_dir(tmp_path / "runs")
     verdict = json.loads((run_dir / "decision.json").read_text())["verdict"]
-    assert verdict.startswith("No valid stage at K=0: no knee to find. Every request failed at K=0, 4 users, most "
+    assert verdict.startswith("No valid stage at K=0: no knee to find. At K=0, 4 users: every request failed, most "
                               "often HTTP 500: simulated internal server error (--sim-fault http-500) ("), verdict
     assert verdict in done.stdout
     assert survivors(str(run_dir)) == []

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ...config import DecisionConfig
+from ...contracts.records import ALL_FAILED_REASON
 from ..gates import rules
 from ..schema import Check
 from ..gates.stage import StageEval, gain_bounds
@@ -58,21 +59,23 @@ def _why_out(stage: StageEval, k: int) -> str:
     return f"beyond the stop rule at K={stage.stopped_at}"
 
 
-def no_measurement(users: int, failed: Mapping[tuple[int, int], str] | None = None) -> str:
-    return f"No valid measurement at {users} users: nothing can be recommended." + all_failed(failed, users=users)
+def no_measurement(users: int, invalid: Mapping[tuple[int, int], str] | None = None) -> str:
+    return f"No valid measurement at {users} users: nothing can be recommended." + unmeasured(invalid, users=users)
 
 
-def all_failed(failed: Mapping[tuple[int, int], str] | None, k: int | None = None, users: int | None = None) -> str:
-    """" Every request failed at K=0, 4 users: HTTP 404: ... (n of n)." for the stages (of K `k`, or at `users`)
-    where every request failed: why a stage has no measurement, in the server's or the client's words."""
-    mine = sorted((key, why) for key, why in (failed or {}).items()
-                  if (k is None or key[0] == k) and (users is None or key[1] == users))
+def unmeasured(invalid: Mapping[tuple[int, int], str] | None, k: int | None = None, users: int | None = None,
+               all_failed_only: bool = False) -> str:
+    """" At K=0, 4 users: every request failed, most often HTTP 404: ... (n of n)." for the stages (of K `k`, or at
+    `users`) without a valid window: why they have no measurement ("every request failed" ones alone where
+    `all_failed_only`)."""
+    mine = sorted((key, why) for key, why in (invalid or {}).items()
+                  if (k is None or key[0] == k) and (users is None or key[1] == users)
+                  and (not all_failed_only or why.startswith(ALL_FAILED_REASON)))
     if not mine:
         return ""
     (first_k, first_users), why = mine[0]
-    where = f"K={first_k}, {first_users} users" + (f" (and {len(mine) - 1} more stage{'s' if len(mine) > 2 else ''})"
-                                                   if len(mine) > 1 else "")
-    return f" Every request failed at {where}, most often {why}."
+    more = f" (and {len(mine) - 1} more stage{'s' if len(mine) > 2 else ''})" if len(mine) > 1 else ""
+    return f" At K={first_k}, {first_users} users{more}: {why}."
 
 
 def _waivers(stage: StageEval) -> str:

@@ -1,6 +1,8 @@
 """A stage where every request failed names the most common error (issue 37, item 9): `ramp --url` against a
 running vLLM sent a model it does not serve, all 1,456 requests failed with HTTP 404, and the verdict said only "No
-valid stage at K=0: no knee to find." From the requests to summary.csv's invalid reason, to the verdict."""
+valid stage at K=0: no knee to find." From the requests to summary.csv's invalid reason, to the verdict: a verdict
+without a measurement says why its stages are invalid; a measured one names a K at the target where every request
+failed."""
 import pandas as pd
 from unit.synthetic import window
 
@@ -30,22 +32,27 @@ def test_a_window_where_every_request_failed_is_invalid_with_its_most_common_err
 
 
 def test_the_ramp_verdict_says_why_no_stage_is_valid():
-    failed = {(0, 4): f"{NOT_SERVED} (1456 of 1456)", (0, 8): "timeout (3 of 3)"}
-    decision = ramp_decision(evidence([], 4, failed), 0, "k0", [], DecisionConfig(resamples=50))
+    invalid = {(0, 4): f"every request failed, most often {NOT_SERVED} (1456 of 1456)",
+               (0, 8): "client starved: Locust's loop lag p99 627 ms > 50 ms"}
+    decision = ramp_decision(evidence([], 4, invalid), 0, "k0", [], DecisionConfig(resamples=50))
     assert decision.status == "no_measurement"
-    assert decision.verdict == ("No valid stage at K=0: no knee to find. Every request failed at K=0, 4 users (and 1 "
-                                f"more stage), most often {NOT_SERVED} (1456 of 1456).")
+    assert decision.verdict == ("No valid stage at K=0: no knee to find. At K=0, 4 users (and 1 more stage): every "
+                                f"request failed, most often {NOT_SERVED} (1456 of 1456).")
+    lagging = ramp_decision(evidence([], 8, {(0, 8): invalid[(0, 8)]}), 0, "k0", [], DecisionConfig(resamples=50))
+    assert lagging.verdict == ("No valid stage at K=0: no knee to find. At K=0, 8 users: client starved: Locust's "
+                               "loop lag p99 627 ms > 50 ms.")
 
 
 def test_the_sweep_verdict_names_it_at_the_target_stage_measured_or_not():
     p = DecisionConfig(resamples=50)
-    failed = {(0, 16): f"{NOT_SERVED} (640 of 640)"}
-    nothing = decide(evidence([], 16, failed), p, {})
-    assert nothing.verdict == ("No valid measurement at 16 users: nothing can be recommended. Every request failed "
-                               f"at K=0, 16 users, most often {NOT_SERVED} (640 of 640).")
-    failed = {(4, 16): "HTTP 500: simulated internal server error (--sim-fault http-500) (77 of 77)"}
+    invalid = {(0, 16): f"every request failed, most often {NOT_SERVED} (640 of 640)"}
+    nothing = decide(evidence([], 16, invalid), p, {})
+    assert nothing.verdict == ("No valid measurement at 16 users: nothing can be recommended. At K=0, 16 users: every "
+                               f"request failed, most often {NOT_SERVED} (640 of 640).")
+    invalid = {(4, 16): "every request failed, most often HTTP 500: simulated internal server error (--sim-fault "
+                        "http-500) (77 of 77)", (8, 16): "only 3 requests completed (< 10)"}
     windows = [window(0, 16, 20.0, r) for r in range(2)]
-    some = decide(evidence(windows, 16, failed), p, {0: []})
-    assert some.verdict.endswith(" Every request failed at K=4, 16 users, most often HTTP 500: simulated internal "
-                                 "server error (--sim-fault http-500) (77 of 77).")
-    assert evidence(windows, 16, {(0, 16): "x"}).failed == {}  # a (K, users) with a valid window is measured
+    some = decide(evidence(windows, 16, invalid), p, {0: []})
+    assert some.verdict.endswith(" At K=4, 16 users: every request failed, most often HTTP 500: simulated internal "
+                                 "server error (--sim-fault http-500) (77 of 77).")   # a measured verdict: K=8 not
+    assert evidence(windows, 16, {(0, 16): "x"}).invalid == {}  # a (K, users) with a valid window is measured
