@@ -211,7 +211,9 @@ def cmd_ramp(args: argparse.Namespace) -> int:
         raise UsageError(f"--k {args.k}: K is >= 0 (0 is the no-speculation baseline)")
     if args.stage_s is not None and not 0 < args.stage_s < float("inf"):
         raise UsageError(f"--stage-s {args.stage_s:g}: give the seconds per stage, e.g. --stage-s 30")
-    model_given = bool(args.config) and "model" in config.server.model_fields_set   # the demo's is not the user's
+    # the user's model (their config's, or --set server.model), not the demo's
+    model_given = (bool(args.config) and "model" in config.server.model_fields_set) or "server.model" in (
+        _parse_set(args.set))
     try:
         config = ramp_config(config, args.k, users, args.stage_s)
     except ValidationError as err:

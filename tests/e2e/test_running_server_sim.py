@@ -114,12 +114,14 @@ def test_ramp_url_takes_the_served_model_and_names_the_sets_ignored_keys(servers
     assert html.escape(note, quote=False) in (run_dir / "report.html").read_text()
 
 
-def test_a_model_the_server_does_not_serve_ends_the_run_in_one_line_before_any_stage(servers, tmp_path):
+@pytest.mark.parametrize("given_by", ["config", "--set"])
+def test_a_model_the_server_does_not_serve_ends_the_run_in_one_line_before_any_stage(servers, tmp_path, given_by):
     url, model = servers["served"]
     config = tmp_path / "wrong.toml"
     config.write_text('[server]\nmodel = "sim/not-served"\n')
+    named = ["--config", str(config)] if given_by == "config" else ["--set", "server.model=sim/not-served"]
     started = time.monotonic()
-    done = cli("ramp", "--url", url, "--config", str(config), *RUN, "--out", str(tmp_path / "runs"), timeout=120)
+    done = cli("ramp", "--url", url, *named, *RUN, "--out", str(tmp_path / "runs"), timeout=120)
     no_traceback(done.stdout, done.stderr)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1] == (
