@@ -71,6 +71,8 @@ def check_workload(config: SweepConfig, base_url: str, headers: dict[str, str]) 
     else:
         path = COMPLETIONS_PATH
         body = completion_payload(model, "warm up", CHECK_TOKENS, variant.temperature, load.top_p, load.seed)
+        if not exact:  # natural lengths: the load sends neither (workload/request.set_payload)
+            del body["min_tokens"], body["ignore_eos"]
     request = urllib.request.Request(base_url + path, data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json", **headers})
     try:
