@@ -94,14 +94,19 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
     from .runfolder import results
     from .run.launch import render_argv
     from .config.masking import shell_join
+    from .run.request_set_run import request_set_note
+    from .run.server_check import with_served_model
     from .run.runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
     from .vllm.probe import LOOKAHEAD_FLAG
 
     caps = probe_and_check(config, server, Path(args.resume) if args.resume else None, slots)
+    config, server = with_served_model(config, server)   # server.url without a model: the one it serves
     print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
           f"{LOOKAHEAD_FLAG}: {caps.lookahead_flag}; K written as "
           f"{resolve_style(caps, config.speculation.flag_style)}")
+    if note := request_set_note(config):
+        print(note)
     if args.dry_run:
         print(placement.describe())
         if len(config.load.variants) > 1:
@@ -206,12 +211,16 @@ def cmd_ramp(args: argparse.Namespace) -> int:
         raise UsageError(f"--k {args.k}: K is >= 0 (0 is the no-speculation baseline)")
     if args.stage_s is not None and not 0 < args.stage_s < float("inf"):
         raise UsageError(f"--stage-s {args.stage_s:g}: give the seconds per stage, e.g. --stage-s 30")
+    # the user's model (their config's, or --set server.model), not the demo's
+    model_given = (bool(args.config) and "model" in config.server.model_fields_set) or "server.model" in (
+        _parse_set(args.set))
     try:
         config = ramp_config(config, args.k, users, args.stage_s)
     except ValidationError as err:
         raise ConfigError(error_line(err, "ramp")) from None
-    if args.url:
-        config = config_from_dict(config.model_dump() | {"server": config.server.model_dump() | {"url": args.url}})
+    if args.url:  # a running server: the model it serves (GET /v1/models) unless the user's config names one
+        server = config.server.model_dump() | {"url": args.url} | ({} if model_given else {"model": ""})
+        config = config_from_dict(config.model_dump() | {"server": server})
     return _start_run(config, args, mode="ramp")
 
 

@@ -92,7 +92,10 @@ def check_request_set(config: SweepConfig, source: str = "config") -> None:
         raise ConfigError(f"{source}: load.requests: {err}") from None
     if request_set.has_chat and config.load.endpoint != "chat":
         first = next(r for r in request_set.requests if r.is_chat)
-        raise ConfigError(f"{source}: load.requests: {path}: line {first.line} has \"messages\", which need "
+        what = {"turns": "\"turns\" (a benchmark's: its first turn is a user message)",
+                "conversations": "\"conversations\""}.get(first.source, "\"messages\"")
+        noun = "conversation" if first.source == "conversations" else "line"
+        raise ConfigError(f"{source}: load.requests: {path}: {noun} {first.line} has {what}, which need "
                           "load.endpoint = \"chat\"; set it, or give every request a \"prompt\"")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from .masking import ENV_NAME_RE
 from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, runner_flag
@@ -34,7 +34,8 @@ class ServerConfig(Strict):
         default_factory=lambda: list(SIM_COMMAND),
         description="argv prefix of the vLLM CLI; `serve MODEL --port P ...` is appended",
     )
-    model: str = Field("sim/llama-3-8b", description="model served by `serve MODEL`")
+    model: str = Field("sim/llama-3-8b", description="model served by `serve MODEL`; with server.url, left out or "
+                                                     "\"\" = the first model the server lists (GET /v1/models)")
     argv_template: list[str] = Field(
         default_factory=list,
         description="the whole server argv with {model}, {host}, {port} and an {args} element "
@@ -59,6 +60,22 @@ class ServerConfig(Strict):
     secret_env: list[str] = Field(
         default_factory=list, description="variables whose NAME=VALUE inside an argv element (a launcher's "
                                           "-e HF_TOKEN=...) or server.env value is a secret: written as ${NAME}")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _running_servers_model(cls, data: object) -> object:
+        """A running server (url) without a model named: the one it serves, asked once it is reached
+        (run/server_check.with_served_model), never the default name of a server the runner starts."""
+        if isinstance(data, dict) and data.get("url") and "model" not in data:
+            return {**data, "model": ""}
+        return data
+
+    @model_validator(mode="after")
+    def _a_started_server_needs_its_model(self) -> "ServerConfig":
+        if not self.model.strip() and not self.url:
+            raise ValueError("model: give the model `serve` starts, e.g. model = \"Qwen/Qwen3-8B\" (only with "
+                             "server.url may it be left out: the served model is then asked from GET /v1/models)")
+        return self
 
     @property
     def is_simulator(self) -> bool:

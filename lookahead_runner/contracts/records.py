@@ -70,6 +70,9 @@ MISSING_USAGE_ERROR = "missing usage"
 SHORT_OUTPUT_ERROR = "short output"
 WRONG_PROMPT_LENGTH_ERROR = "wrong prompt length"
 LENGTH_ERRORS = (SHORT_OUTPUT_ERROR, WRONG_PROMPT_LENGTH_ERROR)
+# How a stage window's invalid reason starts when none of its requests succeeded (analysis.py writes it, with the
+# most common error; the verdict names it: decision/explanation/reasons.py)
+ALL_FAILED_REASON = "every request failed"
 
 # The simulated server rewrites its NVML-like memory reading into the file this variable names; the
 # runner sets it for the server and for Locust (whose web UI shows the reading).

@@ -136,7 +136,8 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
     stages = evaluate_stages(evidence, p)
     target = stages.get(evidence.target_users)
     if target is None:
-        return Decision(status="no_measurement", verdict=explain.no_measurement(evidence.target_users),
+        return Decision(status="no_measurement",
+                        verdict=explain.no_measurement(evidence.target_users, evidence.invalid),
                         reasons=["Every window at the target concurrency was invalid or missing; see summary.csv."],
                         resamples=p.resamples, **base)
     focus = target.pick if target.pick is not None else target.base_k
@@ -148,7 +149,9 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
     recommended = Recommended(k=target.pick, setting=setting_name(target.pick, setting_names),
                               argv=list(argv_by_k.get(target.pick, []))) if decided else None
     return Decision(
-        status=target.status, verdict=explain.verdict(target, p), baseline_k=target.base_k,
+        status=target.status, baseline_k=target.base_k,
+        verdict=explain.verdict(target, p) + explain.unmeasured(evidence.invalid, users=evidence.target_users,
+                                                             all_failed_only=True),
         recommended=recommended, leading_k=target.pick,
         confidence=target.shares.get(target.pick) if target.pick is not None else None,
         confidence_range=_range(target.share_range) if target.pick is not None else Range(),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..config import DecisionConfig
 from .engine import cell_summaries, evaluate_stages
 from .cells.evidence import Evidence
+from .explanation.reasons import unmeasured
 from .gates.knee import find_knee
 from .schema import Decision, Recommended, StagePick
 
@@ -18,7 +19,8 @@ def ramp_decision(ev: Evidence, k: int, setting: str, argv: list[str], p: Decisi
     base = {"mode": "ramp", "objective": p.objective, "resamples": p.resamples, "confidence_threshold": p.confidence,
             "thresholds": p.model_dump(mode="json"), "recommended": Recommended(k=k, setting=setting, argv=argv)}
     if not stages:
-        return Decision(status="no_measurement", verdict=f"No valid stage at K={k}: no knee to find.", **base)
+        return Decision(status="no_measurement",
+                        verdict=f"No valid stage at K={k}: no knee to find.{unmeasured(ev.invalid, k=k)}", **base)
     knee = find_knee(k, {u: st.stats[k] for u, st in stages.items()}, {u: st.draws[k] for u, st in stages.items()}, p)
     verdict = (f"The knee at K={k} is {knee.users} users: {knee.reason.split(': ', 1)[1]}." if knee.users is not None
                else f"No knee found at K={k}: {knee.reason}.")

@@ -21,7 +21,7 @@ from ..runfolder.plan import LifeStatus
 from ..runfolder.read import RunData, read_run
 from ..decision.per_variant import by_variant, note_unconfirmed_schedules
 from ..workload.request_set import METHOD_REQUEST_SET
-from .request_set_run import request_set_summary
+from .request_set_run import request_set_note, request_set_summary
 from ..vllm.probe import Capabilities
 from .perfmodel_run import with_performance_model
 
@@ -181,6 +181,8 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision.diagnoses.append(spread)
     if plan.mode != "ramp":
         decision.request_set = request_set_summary(data, decision)
+    if note := request_set_note(config):
+        decision.diagnoses.append(note)
     costs = life_costs(plan.lives, data.statuses)
     decision.cost = run_cost(costs, config, config.sweep.strategy, plan.adaptive.stopped if plan.adaptive else "")
     if plan.adaptive is not None:

@@ -23,17 +23,16 @@ from ..config import ResolvedServer, SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
 from .launch import Life, server_launch
 from .placement import Placement
-from .preflight import PreflightError
+from .server_check import check_workload
 from ..runfolder.plan import write_status
 from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
                      wait_for_port_free)
 from ..telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
 from ..telemetry.sampler import Sampler
 from ..config.workload_variants import Variant
-from ..vllm.endpoints import CHAT_PATH, COMPLETIONS_PATH, METRICS_PATH
+from ..vllm.endpoints import COMPLETIONS_PATH, METRICS_PATH
 from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities
-from ..workload.sse import error_message
 
 
 @dataclass(frozen=True)
@@ -66,41 +65,15 @@ class Served:
     load_env: dict[str, str]    # the API key for Locust (ResolvedServer.load_env)
 
 
-def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2, key_env: str = "") -> None:
-    """A few short requests before sampling starts, so first-request costs stay out of the results.
-
-    A server that refuses the API key (401/403) fails the life here, with the fix in one line."""
+def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2) -> None:
+    """A few short requests before sampling starts, so first-request costs stay out of the results (a refusal was
+    caught before them: server_check.check_workload)."""
     request = _post(base_url + COMPLETIONS_PATH, {"model": model, "prompt": "warm up", "max_tokens": 4}, headers)
     for _ in range(count):
         try:
             urllib.request.urlopen(request, timeout=60).read()
-        except urllib.error.HTTPError as err:
-            if err.code in (401, 403):
-                fix = (f"check the key in the environment variable {key_env} (server.api_key_env)" if key_env
-                       else "set server.api_key_env to the environment variable holding the key")
-                raise ServerError(f"the server refused the request (HTTP {err.code} {err.reason}): {fix}") from None
+        except OSError:  # HTTPError too: what the load meets, its records say
             return
-        except OSError:
-            return
-
-
-def check_chat_template(base_url: str, model: str, headers: dict[str, str], template_kwargs: dict) -> None:
-    """load.endpoint = "chat": one chat request before the load. A served model without a chat template answers
-    every chat request 400 (vLLM 0.32: "...you must provide a chat template..."), at every K alike: the sweep
-    stops here (a PreflightError) with the fix, instead of measuring failures."""
-    body = {"model": model, "messages": [{"role": "user", "content": "warm up"}], "max_tokens": 4}
-    request = _post(base_url + CHAT_PATH, body | ({"chat_template_kwargs": template_kwargs} if template_kwargs else {}),
-                    headers)
-    try:
-        urllib.request.urlopen(request, timeout=60).read()
-    except urllib.error.HTTPError as err:
-        said = error_message(err.read())
-        if err.code == 400 and "chat template" in said.lower():
-            raise PreflightError(f"load.endpoint = \"chat\": the server has no chat template for {model} (it "
-                                 f"answered HTTP 400: {said}); give vLLM one with --chat-template FILE in "
-                                 "server.extra_args, or set load.endpoint = \"completions\"") from None
-    except OSError:  # anything else shows in the load's own records
-        return
 
 
 def answers(base_url: str, model: str, headers: dict[str, str], timeout_s: float) -> bool:
@@ -186,9 +159,8 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                                                   history=startup_memory)
             say(f"  ready in {ready_s:.1f} s; memory ({memory.name}) {'stable' if stable else 'NOT stable'} "
                 f"after {stable_s:.1f} s")
-            warm_up(base_url, config.server.model, headers, key_env=config.server.api_key_env)
-            if config.load.endpoint == "chat":
-                check_chat_template(base_url, config.server.model, headers, config.load.chat_template_kwargs)
+            check_workload(config, base_url, headers)   # a server refusing the load stops the run here
+            warm_up(base_url, config.server.model, headers)
             if preflight is not None:
                 placement = preflight(served, placement)
             status.update(ready_s=round(ready_s, 2), memory_stable=stable, start_s=round(time.monotonic() - started, 2))

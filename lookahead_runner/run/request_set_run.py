@@ -1,5 +1,6 @@
 """decision.json's `request_set` from a run folder: each sweep life's requests.csv and valid windows read back,
-then summarised by decision/traffic/request_set.py (pure). Only for a sweep with load.requests."""
+then summarised by decision/traffic/request_set.py (pure). Only for a sweep with load.requests. And what the run
+says once about how the file was read (`request_set_note`): its format, the keys it did not use."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,6 +9,7 @@ import pandas as pd
 
 from ..decision.traffic.request_set import LifeRequests, summarise
 from ..decision.traffic.schema import RequestSetSummary
+from ..config import SweepConfig
 from ..decision.schema import Decision
 from ..runfolder import results
 from ..runfolder.analysis import WindowRules, stage_windows
@@ -52,3 +54,17 @@ def request_set_summary(data: RunData, decision: Decision) -> RequestSetSummary 
     return summarise(lives, source=path, size=size, fingerprint=fingerprint, categories=categories,
                      natural_output=variant.natural_output, flag_added=flag_added, users=decision.target_users,
                      objective=config.decision.objective, mix_k=mix_k)
+
+
+def request_set_note(config: SweepConfig) -> str:
+    """One line on how load.requests was read: its formats, the keys no format gives a meaning (named, never dropped
+    without a word), conversations skipped, own output lengths a fixed load.output_tokens overrides; "" without a
+    set (or where it cannot be read any more: the config check refused it before anything started)."""
+    if not config.load.requests:
+        return ""
+    try:
+        request_set = read_request_set(config.load.requests)
+    except (OSError, UnicodeDecodeError, RequestSetError):
+        return ""
+    natural = config.load.variants[0].natural_output
+    return "Request set " + "; ".join(request_set.notes(None if natural else config.load.output_tokens)) + "."

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .lag_advice import LagAdvice, lag_reason
-from ..contracts.records import CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
+from ..contracts.records import ALL_FAILED_REASON, CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
 from ..telemetry.drafting import check_window, drafted_per_step, drafting_share, expected_drafts
 from ..telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 
@@ -33,7 +33,7 @@ SUMMARY_COLUMNS = (
     "length_mismatches", "acceptance_rate", "mean_acceptance_length", "drafted_per_step",
     "drafted_per_step_requests", "drafted_source", "drafted_expected", "in_effect", "running_mean", "running_peak",
     "waiting_mean", "waiting_peak", "kv_usage_mean", "kv_usage_peak", "preemptions", "kv_pool_tokens", "gpu_mem_peak_mib",
-    "gpu_mem_total_mib", "client_lag_p99_ms", "client_cpu_pct", "valid", "invalid_reason",
+    "gpu_mem_total_mib", "client_lag_p99_ms", "client_cpu_pct", "valid", "invalid_reason", "top_error",
 )
 NAN = float("nan")
 
@@ -175,7 +175,9 @@ def _gpu_columns(gpu: pd.DataFrame, t0: float, t1: float) -> dict:
 
 def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
     reasons = []
-    if row["requests"] < rules.min_requests:
+    if not row["requests"] and row["failures"]:  # the server refused or failed them all: say with what
+        reasons.append(f"{ALL_FAILED_REASON}, most often {row['top_error']}")
+    elif row["requests"] < rules.min_requests:
         reasons.append(f"only {row['requests']} requests completed (< {rules.min_requests})")
     lag, cpu = row["client_lag_p99_ms"], row.get("client_cpu_pct", NAN)
     if not math.isnan(lag) and lag > rules.max_client_lag_p99_ms:  # saturated or starved: the cause and its fix
@@ -229,9 +231,11 @@ def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_t
     if expected_prompt_tokens and len(ok) and "prompt_tokens" in ok:
         mismatches += int((pd.to_numeric(ok["prompt_tokens"], errors="coerce") != expected_prompt_tokens).sum())
     total = len(finished)
+    counts = failed.value_counts()
+    top = f"{counts.index[0]} ({int(counts.iloc[0])} of {total})" if len(counts) else ""
     return {"failures": int(total - len(ok)), "failure_rate": (1 - len(ok) / total) if total else 0.0,
             "timeouts": timeouts, "timeout_rate": timeouts / total if total else 0.0,
-            "length_mismatches": mismatches}
+            "length_mismatches": mismatches, "top_error": top}
 
 
 def _share_inside(start: pd.Series, end: pd.Series, t0: float, t1: float) -> pd.Series:

@@ -72,7 +72,24 @@ class RunData:
         """The windows of one grid value and one workload variant (its label; "" = the only one)."""
         index = next((i for i, v in enumerate(self.config.load.variants) if v.label == variant), 0)
         return evidence([w for value, w in self.windows if value == axis_value and w.variant == variant],
-                        self.config.target_for(index))
+                        self.config.target_for(index), self.invalid(axis_value, variant))
+
+    def invalid(self, axis_value: str = "", variant: str = "") -> dict[tuple[int, int], str]:
+        """Why each (K, users)'s windows are invalid (the first one's reason; "every request failed, most often
+        ..." where none succeeded), so a verdict with no measurement can say why. Kept by `evidence` only where no
+        window of that (K, users) is valid."""
+        rows = self.summary
+        if rows.empty:
+            return {}
+        mine = ~rows["valid"].astype(bool)
+        if "axis_value" in rows:
+            mine &= rows["axis_value"].fillna("").astype(str) == axis_value
+        if "variant" in rows:
+            mine &= rows["variant"].fillna("").astype(str) == variant
+        out: dict[tuple[int, int], str] = {}
+        for row in rows[mine].itertuples(index=False):
+            out.setdefault((int(row.k), int(row.users)), str(row.invalid_reason))
+        return out
 
     def argv_by_k(self, axis_value: str = "") -> dict[int, list[str]]:
         return {l.k: l.argv for l in self.plan.sweep_lives(axis_value)}

@@ -270,7 +270,9 @@ class SimServer:
         except RequestError as e:
             return self.error(e.message, e.err_type, e.status)
         if params.model is not None and params.model != self.model_name:
-            return self.error(f"The model `{params.model}` does not exist.", "NotFoundError", 404)
+            # vLLM 0.32's words (serve/engine/serving.py): the served names follow
+            return self.error(f"The model `{params.model}` does not exist. Valid aliases: {self.model_name}.",
+                              "NotFoundError", 404)
         if self.faults.draw("http-500"):
             return self.error("simulated internal server error (--sim-fault http-500)", "InternalServerError", 500)
         if self.faults.draw("http-429"):

@@ -121,7 +121,8 @@ _HELP = {
     "chat_template_kwargs": "With --endpoint chat: a JSON object passed to the chat template in every request "
     "and in /tokenize, e.g. {\"enable_thinking\": false} (empty: none).",
     "request_set": "Your own requests: JSONL of {\"prompt\": ...} or {\"messages\": [...]} per line (optional "
-    "max_tokens, category), or ShareGPT JSON; each user sends them in the same order in every run, starting again "
+    "max_tokens, category), vLLM bench's custom JSONL (output_tokens), SpecBench's question.jsonl, SPEED-Bench or "
+    "ShareGPT JSON; each user sends them in the same order in every run, starting again "
     "at the end (empty: synthetic prompts of --prompt-tokens).",
 }
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lookahead_runner.contracts.records import CONNECTION_ERROR, DISCONNECT_ERROR, TIMEOUT_ERROR, RequestRecord
-from lookahead_runner.workload.request_set import Message, SetRequest, text_hash
+from lookahead_runner.workload.request_formats import Message, SetRequest
+from lookahead_runner.workload.request_set import text_hash
 from lookahead_runner.workload.sse import Chunk, excerpt, text_and_finish
 from lookahead_runner.workload.timeline import StreamResult
 

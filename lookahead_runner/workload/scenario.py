@@ -227,7 +227,8 @@ def prepare_requests(environment: Environment, state: ScenarioState) -> None:
         state.model = settings.model or first_model_id(host, state.headers)
         state.request_set, state.prompt = read_request_set(settings.request_set), None
         state._prompt_key = key
-        logger.info("Model %s; %d requests of %s", state.model, len(state.request_set), settings.request_set)
+        logger.info("Model %s; %s", state.model, "; ".join(state.request_set.notes(settings.exact_output_tokens,
+                                                                                                "--output-tokens")))
     elif not settings.request_set and (state.prompt is None or state._prompt_key != key):
         state.model = settings.model or first_model_id(host, state.headers)
         state.prompt, state.request_set = _plan(host, state), None

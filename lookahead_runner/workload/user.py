@@ -41,8 +41,8 @@ from lookahead_runner.workload.request import (OutputCapture, StreamFailure, cha
 from lookahead_runner.workload.request_set import SetCursor
 from lookahead_runner.workload.scenario import ScenarioState, prepare_requests, stage_now, state_of
 from lookahead_runner.workload.reader import ArrivalReader
-from lookahead_runner.workload.sse import (SPEC_KEY, MalformedChunk, excerpt, parse_sse_line, scan_chat_chunk,
-                                           scan_chunk)
+from lookahead_runner.workload.sse import (SPEC_KEY, MalformedChunk, error_message, excerpt, parse_sse_line,
+                                           scan_chat_chunk, scan_chunk)
 from lookahead_runner.workload.timeline import TokenTimeline, judge
 
 # geventhttpclient checks a pooled connection with select(timeout=0) before every request. Under
@@ -60,6 +60,7 @@ _USERS_STRIDE = 64
 # After a request refused outright (server down, HTTP error status), pause before the next one:
 # a closed loop would otherwise spin at thousands of failures per second and flood requests.csv.
 _REFUSED_BACKOFF_S = 0.1
+ERROR_MESSAGE_CHARS = 160   # an HTTP error's message in its failure reason (vLLM's name the model and its aliases)
 Scanner = Callable[[bytes, bool], "tuple[bool, bool, int | None, int | None] | None"]
 SPAWN_SPREAD_S = 1.0
 
@@ -261,7 +262,9 @@ def _close_connection(resp: Any) -> None:
 
 
 def _body_excerpt(resp: Any) -> str:
+    """The server's own message where the body is an OpenAI-style error (vLLM's), else the body's start."""
     try:
-        return excerpt(resp.content or b"") or "(empty body)"
+        body = resp.content or b""
+        return error_message(body, ERROR_MESSAGE_CHARS) or excerpt(body) or "(empty body)"
     except Exception:  # the body may be gone with the released connection
         return "(body unavailable)"

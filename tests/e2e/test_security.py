@@ -64,7 +64,8 @@ def test_shell_metacharacters_reach_the_server_as_one_argument_and_the_report_es
 def test_api_key_from_the_environment_is_sent_and_never_written(tmp_path):
     """server.api_key_env names the variable (here VLLM_API_KEY, which vLLM itself reads): the server
     requires the key, Locust sends it as a bearer header, and no file of the run holds it. K=2's server
-    wants another key: that setting fails with one line saying what to check."""
+    wants another key: the check before its first stage ends the run in one line saying what to check (exit 2;
+    K=2 is left for --resume), and the report rendered from the folder holds no key either."""
     secret = f"sk-{uuid.uuid4().hex}"
     model = f"sim/sec-key-{uuid.uuid4().hex[:8]}"
     toml = sweep_toml(model, [0, 2], stages=((2, 3),), server={"api_key_env": "VLLM_API_KEY"},
@@ -76,13 +77,16 @@ def test_api_key_from_the_environment_is_sent_and_never_written(tmp_path):
         done = cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"), env={"VLLM_API_KEY": secret},
                    timeout=180)
         no_traceback(done.stdout, done.stderr)
+        assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
         run_dir = only_run_dir(tmp_path / "runs")
         requests = pd.read_csv(run_dir / "k0/r0/requests.csv")
         assert requests["ok"].all() and len(requests) > 0, "the key was not sent or not accepted"
-        assert life_line(done.stdout, "k2/r0") == (
-            "[2/2] k2/r0: failed - the server refused the request (HTTP 401 Unauthorized): "
-            "check the key in the environment variable VLLM_API_KEY (server.api_key_env)")
+        assert done.stderr.strip().splitlines()[-1] == (
+            "lookahead-runner: the server refused the load's API key (POST /v1/completions answered HTTP 401: "
+            "Unauthorized); check the key in the environment variable VLLM_API_KEY (server.api_key_env)")
         assert secret not in done.stdout + done.stderr
+        rendered = cli("report", str(run_dir), env={"VLLM_API_KEY": secret}, timeout=120)
+        assert rendered.returncode == 0, rendered.stderr[-2000:]
         files = [p for p in run_dir.rglob("*") if p.is_file()]
         assert {"plan.json", "report.html", "summary.csv", "server.log", "locust.log", "requests.csv"} <= {
             p.name for p in files}

@@ -95,6 +95,8 @@ class Evidence:
 
     cells: Mapping[tuple[int, int], Cell]
     target_users: int
+    # (K, users) measured without a valid window: why its first window is invalid (summary.csv's invalid_reason)
+    invalid: Mapping[tuple[int, int], str] = field(default_factory=dict)
 
     @property
     def ks(self) -> list[int]:
@@ -118,7 +120,7 @@ class Evidence:
             windows = tuple(w for w in cell.windows if w.repeat in keep)
             if windows:
                 cells[(k, users)] = Cell(k, users, windows)
-        return Evidence(cells, self.target_users)
+        return Evidence(cells, self.target_users, self.invalid)
 
 
 def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -144,9 +146,11 @@ def window(row: Mapping, finished: pd.DataFrame, ok: pd.DataFrame, t0: float) ->
     )
 
 
-def evidence(windows: Iterable[Window], target_users: int) -> Evidence:
+def evidence(windows: Iterable[Window], target_users: int,
+             invalid: Mapping[tuple[int, int], str] | None = None) -> Evidence:
+    """`invalid`: why the stage windows of a (K, users) are invalid; kept where none of them is valid."""
     by_cell: dict[tuple[int, int], list[Window]] = {}
     for w in windows:
         by_cell.setdefault((w.k, w.users), []).append(w)
     cells = {key: Cell(key[0], key[1], tuple(sorted(ws, key=lambda w: w.repeat))) for key, ws in by_cell.items()}
-    return Evidence(cells, target_users)
+    return Evidence(cells, target_users, {key: why for key, why in (invalid or {}).items() if key not in cells})

@@ -4,10 +4,12 @@ interval. Built from a judged stage (stage.py); nothing here changes what is dec
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 
 from ...config import DecisionConfig
+from ...contracts.records import ALL_FAILED_REASON
 from ..gates import rules
 from ..schema import Check
 from ..gates.stage import StageEval, gain_bounds
@@ -57,8 +59,23 @@ def _why_out(stage: StageEval, k: int) -> str:
     return f"beyond the stop rule at K={stage.stopped_at}"
 
 
-def no_measurement(users: int) -> str:
-    return f"No valid measurement at {users} users: nothing can be recommended."
+def no_measurement(users: int, invalid: Mapping[tuple[int, int], str] | None = None) -> str:
+    return f"No valid measurement at {users} users: nothing can be recommended." + unmeasured(invalid, users=users)
+
+
+def unmeasured(invalid: Mapping[tuple[int, int], str] | None, k: int | None = None, users: int | None = None,
+               all_failed_only: bool = False) -> str:
+    """" At K=0, 4 users: every request failed, most often HTTP 404: ... (n of n)." for the stages (of K `k`, or at
+    `users`) without a valid window: why they have no measurement ("every request failed" ones alone where
+    `all_failed_only`)."""
+    mine = sorted((key, why) for key, why in (invalid or {}).items()
+                  if (k is None or key[0] == k) and (users is None or key[1] == users)
+                  and (not all_failed_only or why.startswith(ALL_FAILED_REASON)))
+    if not mine:
+        return ""
+    (first_k, first_users), why = mine[0]
+    more = f" (and {len(mine) - 1} more stage{'s' if len(mine) > 2 else ''})" if len(mine) > 1 else ""
+    return f" At K={first_k}, {first_users} users{more}: {why}."
 
 
 def _waivers(stage: StageEval) -> str:

@@ -1,0 +1,52 @@
+"""The one line a server's refusal ends the run with (issue 37, item 9): its own message and the fix, for each kind
+of refusal; a 5xx or a 429 is no refusal of the workload. And a running server without a model named takes the one
+it serves, never the default name of a server the runner starts."""
+import pytest
+
+from lookahead_runner.config import ConfigError, config_from_dict
+from lookahead_runner.run.server_check import refusal
+
+NOT_SERVED = "The model `sim/llama-3-8b` does not exist. Valid aliases: tiny-target."
+
+
+def test_a_model_it_does_not_serve_names_what_it_serves_and_the_fix():
+    running = refusal(404, NOT_SERVED, "POST /v1/completions", "sim/llama-3-8b", "", ["tiny-target"], external=True)
+    assert running == ("the server does not serve the model 'sim/llama-3-8b' (POST /v1/completions answered HTTP 404: "
+                       f"{NOT_SERVED}); set server.model to a model it serves (tiny-target), or leave server.model "
+                       "out: the served model is then taken from GET /v1/models")
+    started = refusal(404, NOT_SERVED, "POST /v1/completions", "sim/llama-3-8b", "", [], external=False)
+    assert started.endswith("; set server.model to the name it serves (its --served-model-name, or the model it was "
+                            "started with)")
+
+
+@pytest.mark.parametrize("code, said, key_env, expected", [
+    (401, "Unauthorized", "", "the server refused the load's API key (POST /v1/completions answered HTTP 401: "
+                              "Unauthorized); set server.api_key_env to the environment variable holding the key the "
+                              "server takes (its --api-key)"),
+    (401, "Unauthorized", "MY_KEY", "the server refused the load's API key (POST /v1/completions answered HTTP 401: "
+                                    "Unauthorized); check the key in the environment variable MY_KEY "
+                                    "(server.api_key_env)"),
+    (400, "you must provide a chat template if the tokenizer does not define one.", "",
+     "load.endpoint = \"chat\": the server has no chat template for m (it answered HTTP 400: you must provide a chat "
+     "template if the tokenizer does not define one.); give vLLM one with --chat-template FILE in server.extra_args, "
+     "or set load.endpoint = \"completions\""),
+    (400, "'min_tokens' is not permitted", "", "the server refused the load's request (POST /v1/completions answered "
+                                               "HTTP 400: 'min_tokens' is not permitted); change the setting it names"),
+    (404, "Not Found", "", "the server has no such endpoint (POST /v1/completions answered HTTP 404: Not Found); "
+                           "check server.url and load.endpoint"),
+    (500, "boom", "", ""),
+    (429, "slow down", "", ""),
+])
+def test_each_refusal_is_one_line_with_the_servers_words(code, said, key_env, expected):
+    line = refusal(code, said, "POST /v1/completions", "m", key_env)
+    assert "\n" not in line and line.startswith(expected) and bool(line) == bool(expected)
+
+
+def test_a_running_server_without_a_model_named_is_asked_for_it():
+    running = config_from_dict({"server": {"url": "http://127.0.0.1:9"}, "speculation": {"k": [0]}})
+    assert running.server.model == ""      # not the demo's "sim/llama-3-8b": it serves what it serves
+    named = config_from_dict({"server": {"url": "http://127.0.0.1:9", "model": "m"}, "speculation": {"k": [0]}})
+    assert named.server.model == "m"
+    assert config_from_dict({}).server.model == "sim/llama-3-8b"   # a server the runner starts: the default
+    with pytest.raises(ConfigError, match="model: give the model `serve` starts"):
+        config_from_dict({"server": {"model": " "}})
