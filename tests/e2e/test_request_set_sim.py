@@ -122,16 +122,17 @@ CHAT_SWEEP = SWEEP.replace('name = "request-set"', 'name = "request-set-chat"').
                                  'chat_template_kwargs = {{ enable_thinking = false }}').replace(
     "users = 8, duration_s = 8", "users = 16, duration_s = 15").replace(
     "target_users = 8", "target_users = 16\ntie_tolerance_frac = 0.15  # the business tolerance: within 15 % of the "
-                        "mix's gain a category is served alike")
+                        "mix's gain a category is served alike\nlatency_tolerance_frac = 0.5  # the e2e gate is not "
+                        "under test: K=3 leads (the verdict's K the categories are judged at)")
 CHAT_ALPHA = {"code": 0.5, "talk": 0.85, "mail": 0.85}   # code: category_alpha; talk, mail: the scenario's alpha_chat
 
 
 def chat_set():
-    """Messages, one line in eight a code request (30 of 240), the others talk and mail in turn; answers up to 48
+    """Messages, one line in six a code request (40 of 240), the others talk (120) and mail (80); answers up to 48
     tokens. The chat-drafter's drafter accepts 0.85 on chat, here 0.5 on code."""
     lines = []
     for i in range(240):
-        if i % 8 == 0:
+        if i % 6 == 0:
             lines.append({"messages": [{"role": "system", "content": "Be brief."},
                                        {"role": "user", "content": f"Write code number {i} that sorts {i} items"}],
                           "max_tokens": 48, "category": "code"})
@@ -159,8 +160,9 @@ def test_a_set_of_messages_goes_to_the_chat_endpoint_with_natural_lengths(chat_r
     summary = json.loads((chat_run / "decision.json").read_text())["request_set"]
     assert summary["agreement"]["matched"] >= 20 and summary["agreement"]["same_text_share"] == 1.0
     table = {(a["category"], a["k"]): a for a in summary["acceptance"]}
-    for category, alpha in CHAT_ALPHA.items():
-        assert table[(category, K)]["acceptance_length"] == pytest.approx(truth(alpha), rel=0.05)
+    for category, alpha in CHAT_ALPHA.items():   # code: ~600-800 draft steps in the K=3 life, a standard error of
+        # ~2.2 % (1.05 accepted tokens per step at 0.5): 8 % is 3.5 of them (one run read +5.0 %)
+        assert table[(category, K)]["acceptance_length"] == pytest.approx(truth(alpha), rel=0.08)
 
 
 def test_the_verdict_per_category_names_the_one_whose_acceptance_differs_and_the_others_are_within_the_tie_band(

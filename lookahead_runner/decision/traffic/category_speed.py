@@ -5,8 +5,8 @@ times its share of the set: its throughput gets the mix's gain in expectation, a
 throughput is the mix's plus window-composition noise. What differs between categories under one K is how fast
 each of their requests is served, and their acceptance: every request shares the batch and its steps, and a step
 advances a request by its own accepted drafts + 1. So a category is judged by its own per-request speed: output
-tokens per second of a request (1 / its e2e per token), the mean over its answers in the valid windows at the
-decision's users. TPOT p50 is shown beside it.
+tokens per second of a request (1 / its e2e per token) in the valid windows at the decision's users, every request
+once (SpeedDraws). TPOT p50 is shown beside it.
 
 - Against the baseline K: requests resampled, the same requests under every K (by_request.py), times each K's
   server-life factor as the decision draws it for a cell's latencies (decision/cells/measure.py: Student's t with
@@ -81,43 +81,54 @@ def _answers(lives: Sequence, users: int) -> pd.DataFrame:
             tokens, e2e_s = column(ok, "output_tokens"), column(ok, "e2e_ms") / 1000.0
             with np.errstate(all="ignore"):
                 speed = np.where((tokens > 0) & (e2e_s > 0), tokens / e2e_s, np.nan)
-            parts.append(pd.DataFrame({"k": life.k, "key": request_keys(ok), "category": categories_of(ok).to_numpy(),
-                                       "speed": speed, "tpot": column(ok, "tpot_ms")}))
-    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["k", "key", "category", "speed",
-                                                                                     "tpot"])
+            parts.append(pd.DataFrame({"k": life.k, "request_index": column(ok, "request_index"),
+                                       "category": categories_of(ok).to_numpy(), "speed": speed,
+                                       "tpot": column(ok, "tpot_ms")}))
+    if not parts:
+        return pd.DataFrame(columns=["k", "key", "category", "speed", "tpot"])
+    frame = pd.concat(parts, ignore_index=True)
+    frame["key"] = request_keys(frame)   # over every window at once: a row without an index stays its own request
     return frame[np.isfinite(frame["speed"].to_numpy(dtype=float))]
 
 
 class SpeedDraws:
-    """Per category (MIX: every category together) and K: the speed as measured, its resampled values (requests
-    drawn within each category, the same draws under every K) and its answers."""
+    """Per category and K: the speed as measured, its resampled values (requests drawn within each category, the
+    same draws under every K) and its answers. A category's speed is the mean over its requests of each request's
+    mean over its answers (every request once: a request answered twice in one window and once in another does not
+    move it). The mix (MIX) is the categories' speeds weighted by their shares of the requests answered: the same
+    weights under every K, so a window that happened to complete more of a fast category does not make the mix
+    faster (a mean over the answers would)."""
 
     def __init__(self, answers: pd.DataFrame, resamples: int, rng: np.random.Generator) -> None:
         self.ks = sorted(int(k) for k in answers["k"].unique())
-        self.categories = [c for c in dict.fromkeys(answers["category"]) if c]
+        strata = list(dict.fromkeys(answers["category"]))      # "" (no category) is a stratum of the mix
+        self.categories = [c for c in strata if c]
         self.point: dict[tuple[str, int], float] = {}
         self.draws: dict[tuple[str, int], np.ndarray] = {}
         self.answers: dict[tuple[str, int], int] = {}
         self.distinct: dict[tuple[str, int], int] = {}
         self.tpot: dict[tuple[str, int], float | None] = {}
-        mix = {k: np.zeros((resamples, 2)) for k in self.ks}
-        for category in dict.fromkeys(answers["category"]):   # "" (no category) is a stratum of the mix
+        for category in strata:
             mine = answers[answers["category"] == category]
             requests = np.unique(mine["key"].to_numpy(dtype=float))
             blocks = []
             for k in self.ks:
                 at = mine[mine["k"] == k]
                 values = np.column_stack([at["speed"].to_numpy(dtype=float), np.ones(len(at))])
-                blocks.append(per_request(at["key"].to_numpy(dtype=float), values, requests))
+                sums = per_request(at["key"].to_numpy(dtype=float), values, requests)
+                answered = sums[:, 1] > 0      # per request: its mean speed here, and 1 where it was answered
+                blocks.append(np.column_stack([ratio(sums[:, 0], sums[:, 1]), answered]).astype(float))
+                blocks[-1][~answered, 0] = 0.0
                 self._count(category, k, at)
             for k, block, sums in zip(self.ks, blocks, resampled_sums(blocks, resamples, rng)):
-                mix[k] += sums
-                if category:
-                    self._keep(category, k, block.sum(axis=0), sums)
+                self._keep(category, k, block.sum(axis=0), sums)
+        weight = {c: float(answers.loc[answers["category"] == c, "key"].nunique()) for c in strata}
         for k in self.ks:
-            at = answers[answers["k"] == k]
-            self._count(MIX, k, at)
-            self._keep(MIX, k, np.array([at["speed"].sum(), len(at)], dtype=float), mix[k])
+            self._count(MIX, k, answers[answers["k"] == k])
+            here = [c for c in strata if self.answers[(c, k)]]
+            self.point[(MIX, k)] = _weighted([self.point[(c, k)] for c in here], [weight[c] for c in here])
+            self.draws[(MIX, k)] = _weighted(np.stack([self.draws[(c, k)] for c in here]),
+                                             [weight[c] for c in here]) if here else np.full(resamples, np.nan)
 
     def _count(self, category: str, k: int, at: pd.DataFrame) -> None:
         self.answers[(category, k)] = len(at)
@@ -286,6 +297,17 @@ def judge_categories(lives: Sequence, users: int | None, p: DecisionConfig, acce
     accepted = {(a.category, a.k): a.acceptance_length for a in acceptance}
     verdicts = [judge.verdict(category, accepted) for category in speeds.categories]
     return CategoryFigures(judge.table(), verdicts, judge.mix_text(), judge.base)
+
+
+def _weighted(values, weights):
+    """The weighted mean over the first axis, NaN values (a draw without such a request) left out."""
+    values, weights = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
+    if not values.size:
+        return math.nan
+    weights = np.where(np.isfinite(values), weights.reshape((-1,) + (1,) * (values.ndim - 1)), 0.0)
+    with np.errstate(all="ignore"):
+        out = np.nansum(values * weights, axis=0) / weights.sum(axis=0)
+    return float(out) if np.ndim(out) == 0 else np.where(weights.sum(axis=0) > 0, out, np.nan)
 
 
 def _finite(value: float) -> float | None:

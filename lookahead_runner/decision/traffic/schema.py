@@ -71,7 +71,9 @@ class CategorySpeed(Model):
     k: int
     requests: int                      # answers (rows)
     distinct_requests: int             # requests of the set among them: the unit resampled
-    speed: float | None = None         # mean over answers of output tokens / e2e seconds (1 / e2e per token)
+    speed: float | None = None         # output tokens / e2e seconds (1 / e2e per token): each request's mean over
+    #                                    its answers, averaged over the requests; MIX: the categories' speeds at
+    #                                    their shares of the requests answered (the same shares under every K)
     speed_range: Range = Field(default_factory=Range)
     tpot_p50_ms: float | None = None
     gain: float | None = None          # speed against the baseline K's, a fraction; None for the baseline

@@ -128,9 +128,11 @@ def test_a_category_is_judged_by_its_own_speed_per_request_beside_the_mix_with_t
 
 def test_window_composition_is_no_gain_a_category_served_alike_is_within_the_tie_band():
     """Closed loop: the K=4 window happened to complete half again as many code requests (and as fast each): its
-    throughput rose 50 %, its requests did not get faster. The category is within the tie band, not "K=4 +50 %"."""
+    throughput rose 50 %, its requests did not get faster. The category is within the tie band, not "K=4 +50 %",
+    and the mix, whose code requests are five times as fast as its chat ones, is no faster either (its categories
+    at the same shares under every K)."""
     rng = np.random.default_rng(2)
-    code, chat = speeds(40, 20.0, rng), speeds(40, 20.0, rng)
+    code, chat = speeds(40, 100.0, rng), speeds(40, 20.0, rng)
     k0 = pd.concat([answers(0, "code", code), answers(0, "chat", chat, start=1000)], ignore_index=True)
     k4 = pd.concat([answers(4, "code", np.concatenate([code, code[:20]])).assign(
         request_index=np.concatenate([np.arange(40), np.arange(20)])), answers(4, "chat", chat, start=1000)],
@@ -140,6 +142,9 @@ def test_window_composition_is_no_gain_a_category_served_alike_is_within_the_tie
     by = verdicts(summary)
     assert by["code"].best_k is None and "within the tie band (±3%) of K=0 at every K" in by["code"].text
     assert "+50" not in summary.best_line
+    mix = {s.k: s for s in summary.speeds if s.category == MIX}
+    assert mix[4].gain == pytest.approx(0.0, abs=1e-9)
+    assert mix[0].speed == pytest.approx((code.mean() + chat.mean()) / 2)   # at their shares of the requests, 40 : 40
 
 
 def test_its_own_best_k_is_named_where_it_beats_the_verdicts_beyond_the_tie_band():
