@@ -47,9 +47,10 @@ def _speed_rows(summary: RequestSetSummary) -> list[dict]:
         vs_mix = ("" if s.category == MIX else _relative(s.vs_mix, s.vs_mix_range) if s.vs_mix is not None
                   else gain if gain in NOTES else MISSING)
         speed = MISSING if s.speed is None else f"{s.speed:.1f}"
+        if s.speed_range.low is not None and s.speed_range.high is not None:
+            speed += f" [{s.speed_range.low:.1f}, {s.speed_range.high:.1f}]"
         rows.append({"category": s.category, "k": s.k, "mix": s.category == MIX,
-                     "requests": _requests(s.requests, s.distinct_requests),
-                     "speed": f"{speed} {_range(s.speed_range)}" if s.speed_range.low is not None else speed,
+                     "requests": _requests(s.requests, s.distinct_requests), "speed": speed,
                      "gain": gain, "vs_mix": vs_mix, "tpot": _number(s.tpot_p50_ms, 1)})
     return rows
 
