@@ -46,7 +46,7 @@ E2E_FILES = {
     "test_secret_args.py": (52, ""), "test_cpu_placement.py": (51, "timed"), "test_sweep_sim.py": (43, "timed"),
     "test_spec_key_grid.py": (36, ""), "test_chat_sim.py": (114, "timed"),
     "test_in_effect_sim.py": (51, "timed"), "test_cluster_ray.py": (260, "timed"),
-    "test_request_set_sim.py": (84, ""), "test_cluster_adaptive.py": (124, "timed"),
+    "test_request_set_sim.py": (98, "timed"), "test_cluster_adaptive.py": (124, "timed"),
     "test_cluster_faults.py": (222, ""), "test_cluster_nodes.py": (56, ""),
     "test_running_server_sim.py": (70, ""),
 }

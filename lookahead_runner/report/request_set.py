@@ -8,6 +8,8 @@ from ..decision.traffic.schema import MIX, RequestSetSummary
 from ..decision.schema import Range
 from .cells import MISSING
 
+NOTES = ("baseline", "no baseline", "too few requests")   # a speeds row without a gain, and why
+
 
 def _number(value: float | None, digits: int = 2) -> str:
     return MISSING if value is None else f"{value:,.{digits}f}"
@@ -23,18 +25,47 @@ def _share(value: float | None) -> str:
     return MISSING if value is None else f"{100 * value:.1f} %"
 
 
+def _relative(value: float | None, r: Range) -> str:
+    if value is None:
+        return MISSING
+    bounds = "[unbounded]" if r.low is None or r.high is None else f"[{100 * r.low:+.1f}, {100 * r.high:+.1f}]"
+    return f"{100 * value:+.1f} % {bounds}"
+
+
+def _requests(answers: int, distinct: int | None) -> str:
+    return f"{answers:,}" if distinct is None else f"{distinct:,} ({answers:,} answers)"
+
+
+def _speed_rows(summary: RequestSetSummary) -> list[dict]:
+    """The speeds table; against the baseline K: "baseline" on its own row, "no baseline" for a category without
+    enough of its requests there (no figure to be against), "too few requests" where the K itself has too few."""
+    based = {s.category for s in summary.speeds if s.k == summary.baseline_k and s.speed_range.low is not None}
+    rows = []
+    for s in summary.speeds:
+        gain = ("baseline" if s.k == summary.baseline_k else "no baseline" if s.category not in based
+                else "too few requests" if s.gain is None else _relative(s.gain, s.gain_range))
+        vs_mix = ("" if s.category == MIX else _relative(s.vs_mix, s.vs_mix_range) if s.vs_mix is not None
+                  else gain if gain in NOTES else MISSING)
+        speed = MISSING if s.speed is None else f"{s.speed:.1f}"
+        if s.speed_range.low is not None and s.speed_range.high is not None:
+            speed += f" [{s.speed_range.low:.1f}, {s.speed_range.high:.1f}]"
+        rows.append({"category": s.category, "k": s.k, "mix": s.category == MIX,
+                     "requests": _requests(s.requests, s.distinct_requests), "speed": speed,
+                     "gain": gain, "vs_mix": vs_mix, "tpot": _number(s.tpot_p50_ms, 1)})
+    return rows
+
+
 def request_set_view(summary: RequestSetSummary | None) -> dict | None:
     if summary is None:
         return None
-    acceptance = [{"category": a.category, "k": a.k, "requests": f"{a.requests:,}", "mix": a.category == MIX,
+    acceptance = [{"category": a.category, "k": a.k, "requests": _requests(a.requests, a.distinct_requests),
+                   "mix": a.category == MIX,
                    "pooled": f"{a.acceptance_length:.2f} {_range(a.acceptance_length_range)}",
                    "token": f"{a.token_weighted:.2f} {_range(a.token_weighted_range)}",
                    "request": f"{a.request_weighted:.2f} {_range(a.request_weighted_range)}",
                    "direction": ("token > request" if a.token_weighted > a.request_weighted
                                  else "request > token" if a.request_weighted > a.token_weighted else "equal")}
                   for a in summary.acceptance]
-    gains = [{"category": g.category, "k": g.k, "requests": f"{g.requests:,}", "objective": _number(g.objective),
-              "gain": "baseline" if g.gain_pct is None else f"{g.gain_pct:+.1f} %"} for g in summary.gains]
     lengths = [{"category": d.category, "requests": f"{d.requests:,}",
                 "prompt": " / ".join(_number(v, 0) for v in (d.prompt_p10, d.prompt_p50, d.prompt_p90, d.prompt_max)),
                 "output": " / ".join(_number(v, 0) for v in (d.output_p10, d.output_p50, d.output_p90, d.output_max))}
@@ -58,6 +89,10 @@ def request_set_view(summary: RequestSetSummary | None) -> dict | None:
         "flag": ("the runner added --per-request-spec-decode-metrics summary to every life with K > 0"
                  if summary.spec_metrics_flag_added else "not added: this vLLM does not list "
                  "--per-request-spec-decode-metrics"),
-        "acceptance": acceptance, "gains": gains, "gain_users": MISSING if summary.gain_users is None
-        else f"{summary.gain_users:,}", "best_line": summary.best_line, "lengths": lengths, "agreement": agreement,
+        "acceptance": acceptance, "level": f"{100 * summary.interval_level:g} %", "speeds": _speed_rows(summary),
+        "baseline_k": MISSING if summary.baseline_k is None else f"K={summary.baseline_k}",
+        "tie_band": MISSING if summary.tie_band is None else f"±{100 * summary.tie_band:g} %",
+        "gain_users": MISSING if summary.gain_users is None else f"{summary.gain_users:,}",
+        "verdicts": [v.text for v in summary.verdicts] + ([summary.mix_verdict] if summary.mix_verdict else []),
+        "lengths": lengths, "agreement": agreement,
     }

@@ -51,9 +51,15 @@ def request_set_summary(data: RunData, decision: Decision) -> RequestSetSummary 
         size, fingerprint, categories = 0, "", {}
     mix_k = decision.recommended.k if decision.recommended else decision.leading_k
     flag_added = any(SPEC_METRICS_FLAG in life.argv for life in data.plan.lives)
+    users = decision.target_users
+    cells = data.evidence(config.grid.values[0] if config.grid.values else "", variant.label).at(users) \
+        if users is not None else {}
+    eligible = {c.k for c in decision.candidates if not c.blocked_by and not c.beyond_stop} \
+        if decision.candidates else None
     return summarise(lives, source=path, size=size, fingerprint=fingerprint, categories=categories,
-                     natural_output=variant.natural_output, flag_added=flag_added, users=decision.target_users,
-                     objective=config.decision.objective, mix_k=mix_k)
+                     natural_output=variant.natural_output, flag_added=flag_added, users=users,
+                     decision=config.decision, mix_k=mix_k, baseline_k=decision.baseline_k, eligible=eligible,
+                     cells=cells)
 
 
 def request_set_note(config: SweepConfig) -> str:

@@ -115,7 +115,7 @@ def _drafting_columns(row: dict, server: pd.DataFrame, t0: float, t1: float, dra
                           for name in ("drafted_per_step", "drafted_per_step_requests"))
     share = drafting_share(*(covering_delta(server, name, t0, t1) for name in
                              ("spec_drafts_total", "generation_tokens_total", "spec_accepted_total")))
-    check = check_window(drafting.k, counters, requests, expected, bool(drafting.schedule), share)
+    check = check_window(drafting.k, counters, requests, expected, drafting.schedule, share)
     return {"drafted_source": check.source, "drafted_expected": round(expected.value, 3), "in_effect": not check.reason,
             "not_in_effect": check.reason, "not_in_effect_invalidates": drafting.invalidates,
             "drafted_note": check.note}

@@ -22,9 +22,19 @@ accepted tokens) (each step of a request emits its accepted tokens + 1; a reques
 too, so an always-drafting server reads 1 less the share of first tokens), is above MIN_DRAFTING_SHARE; unknown
 counters leave it to the ratio alone. Where some readings fall on the K=0 side and some not, the ratio (which sees
 drafting steps only) reads the drafting side's K whether or not the schedule was applied, so the share decides
-again: the expected share is the batch-weighted share of readings on the drafting side, and a window drafting in
-more than MIN_DRAFTING_SHARE above it is not in effect. (Seen on a loaded host: a stage at 34 users whose batch
-dipped under the boundary of 20 now and then hid an ignored schedule from the ratio.)
+again: the expected share s is the batch-weighted share of readings on the drafting side. (Seen on a loaded host: a
+stage at 34 users whose batch dipped under the boundary of 20 now and then hid an ignored schedule from the ratio.)
+
+The share's limit (drafting_share_limit) scales with the steps expected at K=0, q = 1 - s: a window is not in
+effect where the steps that did not draft fall short of q by more than the fraction MIN_DRAFTING_SHARE, i.e. its
+share is above s + MIN_DRAFTING_SHARE x (1 - s). Why: a schedule that is applied leaves at least q of the steps
+undrafted (first tokens only add to them, and a drafting step lasts longer than a K=0 one, so the readings, equally
+spaced in time, understate the K=0 steps); an ignored one leaves only the first tokens, a share f of the steps. So
+an applied schedule is flagged only where the readings overstate its K=0 share by more than 1 / (1 - 0.25) = 4/3
+(their sampling error), and an ignored one is caught wherever f < 0.75 q. An additive margin (s + 0.25) could
+never be passed once s exceeded 0.75 less f, whatever the server did. At s = 0 the limit is MIN_DRAFTING_SHARE, the
+limit where no draft is expected at all; where q is as small as f (a batch almost always on the drafting side)
+the share cannot tell the two apart, and nothing is claimed.
 
 Tolerance (TOLERANCE_FRAC of the expected K, at least MIN_TOLERANCE_TOKENS): on the simulator a life without a
 fault drafts exactly K per step in every window; on real vLLM 0.32 (CPU, draft model = the target, K=2 and K=4,
@@ -39,8 +49,9 @@ num_draft_tokens and num_spec_steps (vllm/v1/metrics/stats.py RequestSpecDecodeM
 same steps the counters count, those with a scheduled draft). Over a window's successful requests (by completion,
 as its latencies), sum(num_draft_tokens) / sum(num_spec_steps) is the K their steps drafted (there is no histogram
 by draft length: acceptance_histogram is by accepted tokens). Where the counters are missing (a filtering proxy,
-another version's names) the check judges this figure and says so. Where both are known and differ by more than
-the tolerance:
+another version's names) the check judges this figure and says so: for a single K against K; for a schedule
+against any K the schedule runs above 0 (0 too where it has a K=0 range), not the K at the window's batch, since a
+request's steps reach outside the window (below). Where both are known and differ by more than the tolerance:
 - a single K: the window is not in effect. K is the same at every step, so a request's steps before the window
   drafted what the window's did. Measured on the simulator: equal in 11 windows (K 2, 3, 4 at 4-48 users; K=4 at
   12 and 34), 1.49 / 1.50 and 1.50 / 1.50 in the 2 windows of drafts-short=0.5 at K=3; on real vLLM 0.32 equal in
@@ -53,6 +64,7 @@ the tolerance:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -126,6 +138,20 @@ def expected_drafts(k: int, schedule: Sequence[Sequence[int]] | None = None,
                     skips=skips, share=share)
 
 
+def anywhere_on(k: int, schedule: Sequence[Sequence[int]]) -> Expected:
+    """What a request's steps may have drafted on a schedule whatever the batch: any of its K above 0; no draft at
+    all (skips) where a range has K=0."""
+    whole = expected_drafts(k, schedule)
+    return dataclasses.replace(whole, skips=any(r.k <= 0 for r in Schedule.from_ranges(schedule).ranges))
+
+
+def drafting_share_limit(expected_share: float | None) -> float:
+    """The share of decode steps that may draft where `expected_share` of them are expected to (None or 0: none):
+    the steps expected at K=0 may fall short by MIN_DRAFTING_SHARE of themselves (see the module's docstring)."""
+    expected_share = expected_share or 0.0
+    return expected_share + MIN_DRAFTING_SHARE * (1.0 - expected_share)
+
+
 def tolerance(expected: float) -> float:
     return max(TOLERANCE_FRAC * expected, MIN_TOLERANCE_TOKENS)
 
@@ -138,14 +164,18 @@ def drafted_per_step(drafted: float | None, drafts: float | None) -> float | Non
     return drafted / drafts
 
 
-def check_window(k: int, counters: float | None, requests: float | None, expected: Expected, schedule: bool = False,
-                 share: float | None = None) -> DraftCheck:
+def check_window(k: int, counters: float | None, requests: float | None, expected: Expected,
+                 schedule: Sequence[Sequence[int]] = (), share: float | None = None) -> DraftCheck:
     """A window's drafted tokens per step from both sources against what its setting promises: the counters' figure,
     else the requests' own (the counters missing); a single K whose two figures disagree is not in effect either,
-    a schedule's only gets a note (see the module's docstring)."""
+    a schedule's only gets a note (see the module's docstring). `schedule`: the life's [[lo, hi, K], ...], if any;
+    the requests' own figure is judged against any of its K, not the K at the window's batch."""
     measured, source = ((counters, COUNTERS) if counters is not None else (requests, REQUESTS) if requests is not None
                         else (None, ""))
-    reason = not_in_effect(k, measured, expected, schedule, share, source)
+    if schedule and source == REQUESTS:
+        reason = not_in_effect(k, measured, anywhere_on(k, schedule), True, None, source)
+    else:
+        reason = not_in_effect(k, measured, expected, bool(schedule), share, source)
     split = disagreement(counters, requests)
     if not split:
         return DraftCheck(measured, source, reason)
@@ -179,14 +209,14 @@ def not_in_effect(k: int, measured: float | None, expected: Expected, schedule: 
     `source` REQUESTS: the figure is the requests' own, which the reason says."""
     if measured is None:
         return ""
-    if schedule and not expected.drafts and share is not None and share <= MIN_DRAFTING_SHARE:
+    if schedule and not expected.drafts and share is not None and share <= drafting_share_limit(0.0):
         return ""  # a few steps under the boundary between two readings of the batch
     if expected.skips and measured == 0:
         return ""  # the batch sat on the schedule's K=0 side whenever it stepped
     what = "the schedule" if schedule else f"K={k}"
     batch = f" at batch {expected.batch:.0f}" if schedule and expected.batch is not None else ""
     if expected.skips and expected.share is not None and share is not None and \
-            share > expected.share + MIN_DRAFTING_SHARE:  # the ratio sees only drafting steps: the share tells
+            share > drafting_share_limit(expected.share):  # the ratio sees only drafting steps: the share tells
         return (f"{what} drafted in {share:.0%} of its decode steps{batch} (expected about {expected.share:.0%}: "
                 "K=0 in the others)")
     if expected.low - tolerance(expected.low) <= measured <= expected.high + tolerance(expected.high):
@@ -194,7 +224,8 @@ def not_in_effect(k: int, measured: float | None, expected: Expected, schedule: 
     if not expected.drafts:
         target = "no drafts: K=0" + (f" at that batch" if schedule else "")
     elif expected.low != expected.high:
-        target = f"between {expected.low:g} and {expected.high:g}, about {expected.value:.1f}"
+        about = f", about {expected.value:.1f}" if expected.batch is not None else ""  # no batch read: any of them
+        target = f"between {expected.low:g} and {expected.high:g}{about}"
     else:
         target = f"{expected.value:g}"
     read = ", from the requests' own metrics: the counters missing" if source == REQUESTS else ""

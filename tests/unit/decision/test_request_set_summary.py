@@ -1,13 +1,15 @@
 """decision.json's request_set from request rows (decision/traffic/request_set.py) and its report section: acceptance per
-category three ways with intervals, the best K per category beside the mix's, natural outputs' agreement across K."""
+category three ways with intervals (requests resampled), each category's per-request speed and verdict beside the
+mix's (issue 36), natural outputs' agreement across K."""
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from lookahead_runner.decision.traffic.request_set import LifeRequests, best_line, summarise
-from lookahead_runner.decision.traffic.schema import MIX, BestByCategory, RequestSetSummary
+from lookahead_runner.config import DecisionConfig
+from lookahead_runner.decision.traffic.request_set import LifeRequests, acceptance_table, summarise
+from lookahead_runner.decision.traffic.schema import MIX, RequestSetSummary
 from lookahead_runner.decision.schema import Decision
 from lookahead_runner.report.request_set import request_set_view
 
@@ -46,6 +48,26 @@ def test_acceptance_pooled_request_and_token_weighted_per_category_and_the_mix()
     assert table["code"].acceptance_length_range.low == pytest.approx(4.0)   # no spread: a degenerate interval
 
 
+def test_acceptance_intervals_do_not_narrow_when_the_same_requests_are_answered_again():
+    """Rows are answers; the same 30 requests answered four times over (a stage four times as long, rounds of the
+    set, near-identical at temperature 0) are still 30 requests: the interval stays as wide."""
+    rng = np.random.default_rng(4)
+    steps = rng.integers(20, 60, 30)
+    accepted = np.round(steps * rng.uniform(0.5, 3.0, 30))
+    once = rows(4, 30, "code", steps, accepted, 100)
+    again = pd.concat([once] * 4, ignore_index=True)
+    nearly = again.assign(spec_accepted_tokens=again["spec_accepted_tokens"] + rng.integers(-1, 2, len(again)))
+    nearly["spec_acceptance_length"] = 1 + nearly["spec_accepted_tokens"] / nearly["spec_steps"]
+    width = {}
+    for name, frame in (("once", once), ("again", again), ("nearly", nearly)):
+        (code, _mix) = acceptance_table([life(4, [frame])])
+        width[name] = [r.high - r.low for r in (code.acceptance_length_range, code.request_weighted_range,
+                                                code.token_weighted_range)]
+        assert code.distinct_requests == 30 and code.requests == len(frame)
+    assert width["again"] == pytest.approx(width["once"])
+    assert all(n >= 0.9 * o for n, o in zip(width["nearly"], width["once"]))
+
+
 def test_without_per_request_metrics_the_source_is_the_counters():
     summary = summarise([life(0, [rows(0, 30, "", 0, 0, 10)]), life(2, [rows(0, 30, "", 0, 0, 10)])],
                         source="s.jsonl", size=30)
@@ -57,24 +79,122 @@ def window(frame, users=16, seconds=10.0):
     return (users, seconds, frame)
 
 
-def test_the_best_k_per_category_beside_the_mix_and_only_with_enough_requests():
-    def at(k, code_n, chat_n, rare_n=0):
-        frames = [rows(k, code_n, "code", 10, 10, 20), rows(k, chat_n, "chat", 10, 10, 20, start=1000)]
-        if rare_n:
-            frames.append(rows(k, rare_n, "rare", 10, 10, 20, start=2000))
-        frame = pd.concat(frames, ignore_index=True)
-        return life(k, [frame], [window(frame), window(frame.iloc[0:0], users=4)])
+def answers(k, category, speeds, start=0, tokens=100, times=1):
+    """Successful answers of one category in a window: request start + i at speeds[i] output tokens/s (e2e =
+    tokens / speed), each answered `times` times."""
+    speeds = np.tile(np.asarray(speeds, dtype=float), times)
+    index = np.tile(np.arange(start, start + len(speeds) // times), times)
+    return pd.DataFrame({"ok": 1, "request_index": index, "category": category, "set_round": 0,
+                         "output_tokens": tokens, "prompt_tokens": 10, "output_hash": [f"h{i}" for i in index],
+                         "e2e_ms": 1000.0 * tokens / speeds, "tpot_ms": 900.0 / speeds})
 
-    lives = [at(0, 40, 40, 5), at(2, 50, 44, 5), at(4, 56, 42, 5)]
-    summary = summarise(lives, source="s", size=100, users=16, mix_k=4)
-    best = {b.category: b for b in summary.best_by_category}
-    assert best["code"].k == 4 and best["code"].gain_pct == pytest.approx(40.0)
-    assert best["chat"].k == 2 and best["chat"].gain_pct == pytest.approx(10.0)
-    assert "rare" not in best                                              # 5 requests a K: too few for its own K
-    assert summary.best_line == "code: K=4 +40 %; chat: K=2 +10 %; the mix: K=4"
-    assert {(g.category, g.k): g.requests for g in summary.gains}[("rare", 4)] == 5
-    assert summarise(lives, source="s", size=100, users=8).best_by_category == []   # no window at 8 users
-    assert best_line([BestByCategory(category="code", k=0)], None) == "code: K=0; the mix: not decided"
+
+def speeds(n, base, rng):
+    return base * (1 + 0.1 * rng.standard_normal(n))   # each request its own speed, ~10 % apart
+
+
+def sped_up(factors, n=40, ks=(0, 4), seed=1):
+    """One life per K: every category's requests at that K `factors[category][K]` times as fast as at K=0."""
+    rng = np.random.default_rng(seed)
+    own = {c: speeds(n, 20.0, rng) for c in factors}
+    lives = []
+    for k in ks:
+        frame = pd.concat([answers(k, c, own[c] * f.get(k, 1.0), start=1000 * i) for i, (c, f) in
+                           enumerate(factors.items())], ignore_index=True)
+        lives.append(life(k, [frame], [window(frame)]))
+    return lives
+
+
+def verdicts(summary):
+    return {v.category: v for v in summary.verdicts}
+
+
+def test_a_category_is_judged_by_its_own_speed_per_request_beside_the_mix_with_the_tie_band():
+    lives = sped_up({"code": {4: 1.6}, "chat": {4: 1.0}, "mail": {4: 1.3}})
+    summary = summarise(lives, source="s", size=120, users=16, mix_k=4, baseline_k=0)
+    table = {(s.category, s.k): s for s in summary.speeds}
+    assert table[("code", 4)].gain == pytest.approx(0.6, abs=0.01)
+    assert table[(MIX, 4)].gain == pytest.approx(0.3, abs=0.02)
+    assert table[("code", 4)].gain_range.low < 0.6 < table[("code", 4)].gain_range.high
+    by = verdicts(summary)
+    assert by["code"].relation == "more than the mix" and by["chat"].relation == "less than the mix"
+    assert by["mail"].relation == "within the tie band"
+    assert by["mail"].text.startswith("mail: +30% [")
+    assert "within the tie band (±3%) of the mix's +30%" in by["mail"].text
+    assert by["code"].text.startswith("code: +60% [") and "more than the mix's +30% by +23% [" in by["code"].text
+    assert summary.mix_verdict.startswith("the mix: K=4, +30% [") and summary.best_line.endswith(summary.mix_verdict)
+    assert summary.summary_version == 2 and summary.gains == [] and summary.best_by_category == []
+
+
+def test_window_composition_is_no_gain_a_category_served_alike_is_within_the_tie_band():
+    """Closed loop: the K=4 window happened to complete half again as many code requests (and as fast each): its
+    throughput rose 50 %, its requests did not get faster. The category is within the tie band, not "K=4 +50 %",
+    and the mix, whose code requests are five times as fast as its chat ones, is no faster either (its categories
+    at the same shares under every K)."""
+    rng = np.random.default_rng(2)
+    code, chat = speeds(40, 100.0, rng), speeds(40, 20.0, rng)
+    k0 = pd.concat([answers(0, "code", code), answers(0, "chat", chat, start=1000)], ignore_index=True)
+    k4 = pd.concat([answers(4, "code", np.concatenate([code, code[:20]])).assign(
+        request_index=np.concatenate([np.arange(40), np.arange(20)])), answers(4, "chat", chat, start=1000)],
+        ignore_index=True)
+    summary = summarise([life(0, [k0], [window(k0)]), life(4, [k4], [window(k4)])], source="s", size=80, users=16,
+                        mix_k=0, baseline_k=0)
+    by = verdicts(summary)
+    assert by["code"].best_k is None and "within the tie band (±3%) of K=0 at every K" in by["code"].text
+    assert "+50" not in summary.best_line
+    mix = {s.k: s for s in summary.speeds if s.category == MIX}
+    assert mix[4].gain == pytest.approx(0.0, abs=1e-9)
+    assert mix[0].speed == pytest.approx((code.mean() + chat.mean()) / 2)   # at their shares of the requests, 40 : 40
+
+
+def test_its_own_best_k_is_named_where_it_beats_the_verdicts_beyond_the_tie_band():
+    lives = sped_up({"code": {2: 1.3, 4: 1.6}, "chat": {2: 1.0, 4: 0.8}}, ks=(0, 2, 4))
+    by = verdicts(summarise(lives, source="s", size=80, users=16, mix_k=4, baseline_k=0))
+    assert by["code"].best_k is None                                      # K=4 is its own best too
+    assert by["chat"].best_k == 0 and "its own best K=0: +25% [" in by["chat"].text   # K=0 and 2 tie: the smaller
+    assert by["chat"].best_gain == pytest.approx(0.25, abs=0.01) and "per request over K=4" in by["chat"].text
+    alone = verdicts(summarise(lives, source="s", size=80, users=16, mix_k=0, baseline_k=0))   # the verdict: K=0
+    assert alone["code"].best_k == 4 and alone["code"].text.startswith("code: its own best K=4: +60% [")
+    assert alone["chat"].best_k is None and alone["chat"].text == (
+        "chat: no K beats K=0 beyond the ±3% tie band and the noise (K=2: +0% [+0%, +0%], K=4: -20% [-20%, -20%])")
+    blocked = verdicts(summarise(lives, source="s", size=80, users=16, mix_k=0, baseline_k=0, eligible={0, 2}))
+    assert blocked["code"].best_k == 2                                    # among the K no gate blocks at the target
+
+
+def test_the_servers_life_noise_widens_a_gain_not_the_difference_from_the_mix():
+    from lookahead_runner.decision.traffic.category_speed import LifeNoise, judge_categories
+    lives = sped_up({"code": {4: 1.6}, "chat": {4: 1.0}})
+    p = DecisionConfig()
+    quiet = judge_categories(lives, 16, p, [], baseline_k=0, verdict_k=4)
+    noisy = judge_categories(lives, 16, p, [], baseline_k=0, verdict_k=4, noise={4: LifeNoise(0.2, 3, 0.05)})
+    width = lambda r: r.high - r.low
+    q, n = ({(s.category, s.k): s for s in f.speeds}[("code", 4)] for f in (quiet, noisy))
+    assert width(n.gain_range) > 2 * width(q.gain_range)
+    assert (n.vs_mix_range.low, n.vs_mix_range.high) == (q.vs_mix_range.low, q.vs_mix_range.high)
+
+
+def test_the_objective_does_not_relabel_the_figures_of_a_category():
+    lives = sped_up({"code": {4: 1.6}, "chat": {4: 1.0}})
+    goodput = DecisionConfig(objective="goodput", slo={"ttft_p99_ms": 500})
+    a, b = (summarise(lives, source="s", size=80, users=16, mix_k=4, baseline_k=0, decision=p)
+            for p in (DecisionConfig(), goodput))
+    assert a.speeds == b.speeds and a.best_line == b.best_line and "per request" in a.best_line
+
+
+def test_a_category_without_its_baseline_says_no_baseline_and_one_with_too_few_requests_says_so():
+    rng = np.random.default_rng(3)
+    code, rare = speeds(40, 20.0, rng), speeds(12, 20.0, rng)
+    k0 = answers(0, "code", code)
+    k2 = pd.concat([answers(2, "code", code * 1.2), answers(2, "rare", rare, start=500)], ignore_index=True)
+    k4 = pd.concat([answers(4, "code", code * 1.4), answers(4, "rare", rare[:4], start=500)], ignore_index=True)
+    lives = [life(k, [f], [window(f)]) for k, f in ((0, k0), (2, k2), (4, k4))]
+    summary = summarise(lives, source="s", size=60, users=16, mix_k=4, baseline_k=0)
+    view = {(r["category"], r["k"]): r for r in request_set_view(summary)["speeds"]}
+    assert view[("code", 0)]["gain"] == "baseline" and view[("code", 4)]["gain"].startswith("+40.0 % [")
+    assert view[("rare", 2)]["gain"] == "no baseline" and view[("rare", 4)]["gain"] == "no baseline"
+    assert view[("rare", 2)]["vs_mix"] == "no baseline" and view[("the mix", 4)]["vs_mix"] == ""
+    assert verdicts(summary)["rare"].text == "rare: too few of its requests at K=0 (0, 10 needed)"
+    assert summarise(lives, source="s", size=60, users=8).speeds == []   # no window at 8 users
 
 
 def test_natural_outputs_agree_across_k_by_request_index_and_differences_are_counted():
@@ -113,6 +233,12 @@ def test_decision_json_reads_back_and_the_report_section_says_it():
     view = request_set_view(again.request_set)
     assert view["size"] == "40" and view["categories"] == "code 40" and view["outputs"].startswith("natural")
     assert view["flag"].startswith("the runner added --per-request-spec-decode-metrics summary")
-    assert view["acceptance"][0]["pooled"] == "4.00 [4.00, 4.00]"
+    assert view["acceptance"][0]["pooled"] == "4.00 [4.00, 4.00]" and view["acceptance"][0]["requests"] == \
+        "40 (40 answers)"
+    old = json.loads(again.model_dump_json())["request_set"]
+    old = {key: value for key, value in old.items() if key not in ("speeds", "verdicts", "summary_version")}
+    old |= {"gains": [{"category": "code", "k": 4, "requests": 40, "objective": 2.0, "gain_pct": 5.0}],
+            "best_by_category": [{"category": "code", "k": 4, "gain_pct": 5.0}]}
+    assert RequestSetSummary.model_validate(old).summary_version == 1            # a version 1 summary still reads
     assert view["agreement"].startswith("100.0 % of 40 requests answered under two K or more")
     assert request_set_view(None) is None

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from lookahead_runner.runfolder.analysis import Drafting, WindowRules, stage_rows
-from lookahead_runner.telemetry.drafting import (drafted_per_step, drafting_share, expected_drafts, not_in_effect,
-                                                 tolerance)
+from lookahead_runner.telemetry.drafting import (drafted_per_step, drafting_share, drafting_share_limit,
+                                                 expected_drafts, not_in_effect, tolerance)
 from unit.runfolder.test_analysis import life
 
 DOWN_TO_2 = [[1, 84, 4], [85, 128, 2]]
@@ -142,6 +142,25 @@ def test_a_window_straddling_a_k0_boundary_is_judged_by_the_share_of_steps_that_
     reason = not_in_effect(4, 4.0, dipping, schedule=True, share=ignored)
     assert reason == "the schedule drafted in 88% of its decode steps at batch 26 (expected about 15%: K=0 in the others)"
     assert not_in_effect(4, 4.0, dipping, schedule=True, share=None) == ""      # unknown share: the ratio alone
-    # mostly on the drafting side: an ignored schedule cannot be told apart there, and nothing is claimed
+    # mostly on the drafting side (72 %): the 28 % of steps expected at K=0 drafted but for 12 % (first tokens)
     mostly = expected_drafts(4, [[1, 20, 4], [21, 128, 0]], [18, 19, 20, 22])
-    assert mostly.share > 0.6 and not_in_effect(4, 4.0, mostly, schedule=True, share=ignored) == ""
+    assert mostly.share == pytest.approx(57 / 79) and not_in_effect(4, 4.0, mostly, schedule=True, share=ignored) != ""
+
+
+@pytest.mark.parametrize("expected_share", [0.15, 0.5, 0.75, 0.8, 0.9])
+def test_an_ignored_schedule_is_flagged_whatever_share_of_its_steps_should_draft(expected_share):
+    """The share's limit scales with the steps expected at K=0 (1 - s): an additive margin (s + 0.25) can never be
+    passed once s is above 0.75, though an ignored schedule still drafts in every step but the first tokens."""
+    first_tokens = 0.02                                   # long outputs: 2 % of the steps are first tokens
+    at_k0 = round((1 - expected_share) * 100)             # readings at batch 21 (K=0 side) of 100, the rest at 20
+    window = expected_drafts(4, [[1, 20, 4], [21, 128, 0]], [20] * (100 - at_k0) + [21] * at_k0)
+    s = window.share
+    assert s == pytest.approx(expected_share, abs=0.02)
+    applied, ignored = s * (1 - first_tokens), 1 - first_tokens
+    assert drafting_share_limit(s) == pytest.approx(s + 0.25 * (1 - s))
+    assert not_in_effect(4, 4.0, window, schedule=True, share=applied) == ""
+    assert not_in_effect(4, 4.0, window, schedule=True, share=ignored).startswith(
+        f"the schedule drafted in {ignored:.0%} of its decode steps")
+    # readings that overstate the K=0 steps by less than 4/3 are let go: the batch approximation's room
+    assert not_in_effect(4, 4.0, window, schedule=True, share=1 - (1 - s) / 1.3) == ""
+    assert drafting_share_limit(None) == drafting_share_limit(0.0) == 0.25   # where no draft is expected at all

@@ -86,19 +86,38 @@ def test_both_off_say_the_counters_reason_and_the_requests_figure():
     check = check_window(4, 2.0, 4.0, four)
     assert check.reason == "K=4 drafted 2.0 tokens per step (expected 4), the requests' own metrics 4.0"
     assert check_window(4, 2.0, 2.0, four).reason == "K=4 drafted 2.0 tokens per step (expected 4)"
-    assert check_window(4, None, None, four) == check_window(4, None, None, four, schedule=True)
+    assert check_window(4, None, None, four) == check_window(4, None, None, four, schedule=SCHEDULE)
     assert check_window(4, None, None, four).source == "" and not check_window(4, None, None, four).reason
     assert disagreement(1.0, 1.25) == "" and disagreement(1.0, 1.3) != "" and disagreement(None, 3.0) == ""
 
 
 def test_on_a_schedule_a_disagreement_is_a_note_not_a_fault():
     off = expected_drafts(4, SCHEDULE, [90, 91, 92])         # the K=0 side
-    check = check_window(4, 4.0, 0.0, off, schedule=True, share=0.02)   # a few drafts from dips
+    check = check_window(4, 4.0, 0.0, off, schedule=SCHEDULE, share=0.02)   # a few drafts from dips
     assert check.reason == "" and check.note.startswith(
         "the counters read 4.0 drafted tokens per step, the requests' own metrics 0.0 (on a schedule the two can "
         "differ: a request's steps reach outside the window")
     first, _ = rows(per_request=lambda i: (10, 20), drafting=Drafting(4, ((1, 128, 4),), invalidates=False))
     assert first["in_effect"] and first["valid"] and "the requests' own metrics 2.0" in first["drafted_note"]
+
+
+def test_on_a_schedule_without_counters_the_requests_figure_is_judged_against_any_of_its_k():
+    """The requests' own figure cannot say what a schedule drafted at the window's batch (their steps reach outside
+    the window, at other batches and so other K, as the module's docstring says): it is judged against every K the
+    schedule runs, never with the single-K tolerance around the K at the window's batch."""
+    down = [[1, 20, 4], [21, 128, 2]]
+    at_30 = expected_drafts(4, down, [30, 31, 30])                   # K=2 at the window's batch
+    mixed = check_window(4, None, 3.0, at_30, schedule=down)         # requests that started below 21 drafted 4
+    assert mixed.source == REQUESTS and mixed.measured == 3.0 and mixed.reason == ""
+    assert check_window(4, None, 3.0, at_30).reason != ""            # a single K: judged as before
+    none = check_window(4, None, 0.0, at_30, schedule=down)          # no K=0 range: drafting nothing is a fault
+    assert none.reason == ("the schedule drafted 0.0 tokens per step (expected between 2 and 4, from the requests' "
+                           "own metrics: the counters missing)")
+    assert check_window(4, None, 6.0, at_30, schedule=down).reason != ""
+    off = expected_drafts(4, SCHEDULE, [90, 91, 92])                  # the K=0 side
+    assert check_window(4, None, 4.0, off, schedule=SCHEDULE).reason == ""   # requests whose steps ran below 85
+    assert check_window(4, None, 0.0, off, schedule=SCHEDULE).reason == ""
+    assert check_window(4, None, 1.0, off, schedule=SCHEDULE).reason != ""   # no K of the schedule drafts 1
 
 
 def test_the_confirmation_stage_reads_the_requests_figure_where_the_counters_are_missing_and_keeps_the_note(
