@@ -242,3 +242,14 @@ def test_decision_json_reads_back_and_the_report_section_says_it():
     assert RequestSetSummary.model_validate(old).summary_version == 1            # a version 1 summary still reads
     assert view["agreement"].startswith("100.0 % of 40 requests answered under two K or more")
     assert request_set_view(None) is None
+
+
+def test_request_weighted_acceptance_counts_every_request_once_however_often_it_was_answered():
+    """Request 0 (acceptance 4.0) answered three times, request 1 (1.5) once: request-weighted is the mean of the two
+    requests, (4 + 1.5) / 2, not of the four answers; pooled and token-weighted count every answer (as the server)."""
+    frame = rows(4, 2, "code", steps=[10, 10], accepted=[30, 5], tokens=100)
+    (code, mix) = acceptance_table([life(4, [pd.concat([frame, frame.iloc[[0]], frame.iloc[[0]]])])])
+    assert code.request_weighted == pytest.approx(2.75) and mix.request_weighted == pytest.approx(2.75)
+    assert code.acceptance_length == pytest.approx(1 + 95 / 40)
+    assert code.token_weighted == pytest.approx((3 * 4.0 + 1.5) / 4)
+    assert code.requests == 4 and code.distinct_requests == 2
