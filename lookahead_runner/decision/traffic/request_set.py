@@ -3,10 +3,10 @@
 - Acceptance per category and K from each response's own metrics (the requests.csv spec_* columns, vLLM 0.32's
   --per-request-spec-decode-metrics): the acceptance length = 1 + sum(accepted) / sum(draft steps) over the
   category's requests (every draft step once, as the server's counters pool them); request-weighted = the mean of
-  each request's own acceptance length (every request once, its answers averaged); token-weighted = that mean weighted by each request's
-  output tokens (every token once: long completions weigh more). Intervals: the set's requests resampled, each with
-  every answer it got (by_request.py), at the decision's interval level: answering the same requests again does
-  not narrow them (issue 36).
+  each request's own acceptance length (every request once, its answers averaged); token-weighted = the answers'
+  own acceptance lengths weighted by their output tokens (every token once: long completions weigh more).
+  Intervals: the set's requests resampled, each with every answer it got (by_request.py), at the decision's
+  interval level: answering the same requests again does not narrow them (issue 36).
 - Per category, its own per-request speed per K and a verdict (category_speed.py): in a closed loop a category's
   throughput only repeats the mix's.
 - Natural outputs across K: request indices answered under two K or more; the same length / text (hashed) in all.
