@@ -22,6 +22,7 @@ from lookahead_runner.workload.request_formats import (DEFAULT_MAX_TOKENS, JSONL
 
 METHOD_REQUEST_SET = "request-set"   # workload.json's prompt_method: the prompts are the set's own
 MIN_REQUESTS_PER_CATEGORY = 20    # fewer cannot give a category's acceptance an interval in a window
+WHOLE_SET = "the mix"             # the report's and decision.json's name for every category together
 _GOLDEN = 0.6180339887498949
 
 
@@ -103,6 +104,10 @@ def _check_categories(name: str, requests: list[SetRequest], least: int) -> None
     counts = Counter(r.category for r in requests)
     if len(counts) < 2 and UNCATEGORISED in counts:
         return  # no categories: the set is measured as one mix
+    if WHOLE_SET in counts:   # its figures would be overwritten by the whole set's
+        first = next(r.line for r in requests if r.category == WHOLE_SET)
+        raise RequestSetError(f"{name}: line {first}: category {WHOLE_SET!r} is the report's name for every category "
+                              "together; rename it")
     for category, count in counts.items():
         if count < least:
             first = next(r.line for r in requests if r.category == category)

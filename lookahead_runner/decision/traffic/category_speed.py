@@ -97,18 +97,20 @@ class SpeedDraws:
     mean over its answers (every request once: a request answered twice in one window and once in another does not
     move it). The mix (MIX) is the categories' speeds weighted by their shares of the requests answered: the same
     weights under every K, so a window that happened to complete more of a fast category does not make the mix
-    faster (a mean over the answers would)."""
+    faster (a mean over the answers would). Two K's mixes are compared over the categories both answered (`pair`):
+    a category one K's windows missed (users walk the set in order) must not change the mix's composition."""
 
     def __init__(self, answers: pd.DataFrame, resamples: int, rng: np.random.Generator) -> None:
         self.ks = sorted(int(k) for k in answers["k"].unique())
-        strata = list(dict.fromkeys(answers["category"]))      # "" (no category) is a stratum of the mix
-        self.categories = [c for c in strata if c]
+        self.strata = list(dict.fromkeys(answers["category"]))      # "" (no category) is a stratum of the mix
+        self.categories = [c for c in self.strata if c]
+        self.resamples = resamples
         self.point: dict[tuple[str, int], float] = {}
         self.draws: dict[tuple[str, int], np.ndarray] = {}
         self.answers: dict[tuple[str, int], int] = {}
         self.distinct: dict[tuple[str, int], int] = {}
         self.tpot: dict[tuple[str, int], float | None] = {}
-        for category in strata:
+        for category in self.strata:
             mine = answers[answers["category"] == category]
             requests = np.unique(mine["key"].to_numpy(dtype=float))
             blocks = []
@@ -122,13 +124,30 @@ class SpeedDraws:
                 self._count(category, k, at)
             for k, block, sums in zip(self.ks, blocks, resampled_sums(blocks, resamples, rng)):
                 self._keep(category, k, block.sum(axis=0), sums)
-        weight = {c: float(answers.loc[answers["category"] == c, "key"].nunique()) for c in strata}
+        self.weight = {c: float(answers.loc[answers["category"] == c, "key"].nunique()) for c in self.strata}
         for k in self.ks:
             self._count(MIX, k, answers[answers["k"] == k])
-            here = [c for c in strata if self.answers[(c, k)]]
-            self.point[(MIX, k)] = _weighted([self.point[(c, k)] for c in here], [weight[c] for c in here])
-            self.draws[(MIX, k)] = _weighted(np.stack([self.draws[(c, k)] for c in here]),
-                                             [weight[c] for c in here]) if here else np.full(resamples, np.nan)
+            self.point[(MIX, k)], self.draws[(MIX, k)] = self._mix(k, self._answered(k))
+
+    def pair(self, category: str, k: int, other: int) -> tuple[float, float, np.ndarray, np.ndarray]:
+        """The speed at `k` and at `other`, as measured and resampled; MIX over the categories both answered."""
+        if category != MIX:
+            return (self.point[(category, k)], self.point[(category, other)], self.draws[(category, k)],
+                    self.draws[(category, other)])
+        both = self._answered(k, other)
+        (point, draws), (other_point, other_draws) = self._mix(k, both), self._mix(other, both)
+        return point, other_point, draws, other_draws
+
+    def _answered(self, *ks: int) -> list[str]:
+        return [c for c in self.strata if all(self.answers[(c, k)] for k in ks)]
+
+    def _mix(self, k: int, strata: Sequence[str]) -> tuple[float, np.ndarray]:
+        """The strata's speeds at `k` at their shares of the requests."""
+        if not strata:
+            return math.nan, np.full(self.resamples, np.nan)
+        weights = [self.weight[c] for c in strata]
+        return (_weighted([self.point[(c, k)] for c in strata], weights),
+                _weighted(np.stack([self.draws[(c, k)] for c in strata]), weights))
 
     def _count(self, category: str, k: int, at: pd.DataFrame) -> None:
         self.answers[(category, k)] = len(at)
@@ -159,18 +178,18 @@ class CategoryJudge:
 
     def _relative(self, category: str, k: int, other: int) -> tuple[float, Bounds]:
         """Speed at `k` over speed at `other`, less 1, as measured and its interval (each life's factor drawn)."""
-        s = self.s
-        point = s.point[(category, k)] / s.point[(category, other)] - 1
+        point, other_point, draws, other_draws = self.s.pair(category, k, other)
         with np.errstate(all="ignore"):
-            draws = (s.draws[(category, k)] * self.factor[k]) / (s.draws[(category, other)] * self.factor[other]) - 1
-        return point, interval(draws, self.p.interval_level)
+            draws = (draws * self.factor[k]) / (other_draws * self.factor[other]) - 1
+        return point / other_point - 1, interval(draws, self.p.interval_level)
 
     def _vs_mix(self, category: str, k: int) -> tuple[float, Bounds]:
         """(1 + the category's gain at k) / (1 + the mix's) - 1: the life factors cancel."""
         s, b = self.s, self.base
-        point = (s.point[(category, k)] / s.point[(MIX, k)]) / (s.point[(category, b)] / s.point[(MIX, b)]) - 1
+        mix, mix_base, mix_draws, mix_base_draws = s.pair(MIX, k, b)
+        point = (s.point[(category, k)] / mix) / (s.point[(category, b)] / mix_base) - 1
         with np.errstate(all="ignore"):
-            draws = (s.draws[(category, k)] / s.draws[(MIX, k)]) / (s.draws[(category, b)] / s.draws[(MIX, b)]) - 1
+            draws = (s.draws[(category, k)] / mix_draws) / (s.draws[(category, b)] / mix_base_draws) - 1
         return point, interval(draws, self.p.interval_level)
 
     def table(self) -> list[CategorySpeed]:
@@ -238,7 +257,7 @@ class CategoryJudge:
         """Its gain at the verdict's K and how it stands beside the mix's (sets out.relation)."""
         tie, b, k = self.tie, self.base, self.k
         gain, bounds = self._relative(category, k, b)
-        mix = pct(self.s.point[(MIX, k)] / self.s.point[(MIX, b)] - 1, True)
+        mix = pct(self._relative(MIX, k, b)[0], True)
         diff, apart = self._vs_mix(category, k)
         text = f"{category}: {pct(gain, True)} {_bracket(bounds)} per request at K={k}"
         if apart.bounded and -tie <= apart.low and apart.high <= tie:

@@ -3,10 +3,10 @@
 - Acceptance per category and K from each response's own metrics (the requests.csv spec_* columns, vLLM 0.32's
   --per-request-spec-decode-metrics): the acceptance length = 1 + sum(accepted) / sum(draft steps) over the
   category's requests (every draft step once, as the server's counters pool them); request-weighted = the mean of
-  each request's own acceptance length (every request once); token-weighted = that mean weighted by each request's
-  output tokens (every token once: long completions weigh more). Intervals: the set's requests resampled, each with
-  every answer it got (by_request.py), at the decision's interval level: answering the same requests again does
-  not narrow them (issue 36).
+  each request's own acceptance length (every request once, its answers averaged); token-weighted = the answers'
+  own acceptance lengths weighted by their output tokens (every token once: long completions weigh more).
+  Intervals: the set's requests resampled, each with every answer it got (by_request.py), at the decision's
+  interval level: answering the same requests again does not narrow them (issue 36).
 - Per category, its own per-request speed per K and a verdict (category_speed.py): in a closed loop a category's
   throughput only repeats the mix's.
 - Natural outputs across K: request indices answered under two K or more; the same length / text (hashed) in all.
@@ -55,7 +55,7 @@ def _range(draws: np.ndarray, level: float) -> Range:
 
 def _acceptance_values(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """The rows that carry per-request metrics, and per row: draft steps, accepted tokens, its own acceptance
-    length, that times its output tokens, its output tokens, 1 (what the three figures sum)."""
+    length, that times its output tokens, its output tokens, 1 (what the three figures sum, by request)."""
     steps, accepted = column(frame, "spec_steps"), column(frame, "spec_accepted_tokens")
     own, tokens = column(frame, "spec_acceptance_length"), column(frame, "output_tokens")
     keep = np.isfinite(steps) & np.isfinite(accepted) & np.isfinite(own) & np.isfinite(tokens) & (steps > 0)
@@ -63,12 +63,20 @@ def _acceptance_values(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     return frame[keep], values
 
 
+def _by_request(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """_acceptance_values' columns summed per request, its own acceptance length there the mean over its answers
+    (request-weighted counts every request once, however often it was answered), then 1 per request."""
+    block = per_request(keys, values, np.unique(keys))
+    block[:, 2] /= block[:, 5]
+    return np.column_stack([block, np.ones(len(block))])
+
+
 def _acceptance(category: str, k: int, total: np.ndarray, draws: np.ndarray, distinct: int,
                 level: float) -> CategoryAcceptance:
     """The three figures from summed columns (as measured: `total`; resampled: `draws`, resamples x columns)."""
     def figures(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         sums = np.atleast_2d(sums)
-        return (1.0 + ratio(sums[:, 1], sums[:, 0]), ratio(sums[:, 2], sums[:, 5]),
+        return (1.0 + ratio(sums[:, 1], sums[:, 0]), ratio(sums[:, 2], sums[:, 6]),
                 ratio(sums[:, 3], np.maximum(sums[:, 4], 1.0)))
 
     point, drawn = figures(total), figures(draws)
@@ -94,16 +102,15 @@ def acceptance_table(lives: Sequence[LifeRequests], p: DecisionConfig | None = N
         if not len(frame):
             continue
         keys, categories = request_keys(frame), categories_of(frame).to_numpy()
-        mix = np.zeros((p.resamples, values.shape[1]))
+        mix, mix_total = np.zeros((p.resamples, values.shape[1] + 1)), np.zeros(values.shape[1] + 1)
         for category in dict.fromkeys(categories):      # "" (no category) is a stratum of the mix
             mine = categories == category
-            requests = np.unique(keys[mine])
-            block = per_request(keys[mine], values[mine], requests)
+            block = _by_request(keys[mine], values[mine])
             draws = resampled_sums([block], p.resamples, rng)[0]
-            mix += draws
+            mix, mix_total = mix + draws, mix_total + block.sum(axis=0)
             if category:
-                out.append(_acceptance(category, k, block.sum(axis=0), draws, len(requests), p.interval_level))
-        mixes.append(_acceptance(MIX, k, values.sum(axis=0), mix, len(np.unique(keys)), p.interval_level))
+                out.append(_acceptance(category, k, block.sum(axis=0), draws, len(block), p.interval_level))
+        mixes.append(_acceptance(MIX, k, mix_total, mix, len(np.unique(keys)), p.interval_level))
     return out + mixes
 
 

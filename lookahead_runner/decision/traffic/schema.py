@@ -18,8 +18,9 @@ from typing import Literal
 from pydantic import Field, computed_field
 
 from ..schema_base import Model, Range
+from ...workload.request_set import WHOLE_SET
 
-MIX = "the mix"   # the whole set, all categories together
+MIX = WHOLE_SET   # "the mix": the whole set, all categories together (no category of the set may take the name)
 SUMMARY_VERSION = 2
 
 AcceptanceSource = Literal["per-request", "counters", "none"]

@@ -242,3 +242,33 @@ def test_decision_json_reads_back_and_the_report_section_says_it():
     assert RequestSetSummary.model_validate(old).summary_version == 1            # a version 1 summary still reads
     assert view["agreement"].startswith("100.0 % of 40 requests answered under two K or more")
     assert request_set_view(None) is None
+
+
+def test_request_weighted_acceptance_counts_every_request_once_however_often_it_was_answered():
+    """Request 0 (acceptance 4.0) answered three times, request 1 (1.5) once: request-weighted is the mean of the two
+    requests, (4 + 1.5) / 2, not of the four answers; pooled and token-weighted count every answer (as the server)."""
+    frame = rows(4, 2, "code", steps=[10, 10], accepted=[30, 5], tokens=100)
+    (code, mix) = acceptance_table([life(4, [pd.concat([frame, frame.iloc[[0]], frame.iloc[[0]]])])])
+    assert code.request_weighted == pytest.approx(2.75) and mix.request_weighted == pytest.approx(2.75)
+    assert code.acceptance_length == pytest.approx(1 + 95 / 40)
+    assert code.token_weighted == pytest.approx((3 * 4.0 + 1.5) / 4)
+    assert code.requests == 4 and code.distinct_requests == 2
+
+
+def test_a_category_one_k_did_not_answer_does_not_move_the_mixs_gain():
+    """A short window at K=4 reached no code request (users walk the set in order; a faster K is elsewhere in it).
+    Every request is as fast as under K=0: the mix's gain is 0, not the -50 % of a mix that lost its fast category,
+    and chat is within the tie band of it (not "more than the mix")."""
+    rng = np.random.default_rng(5)
+    code, chat, mail = speeds(40, 100.0, rng), speeds(40, 20.0, rng), speeds(40, 20.0, rng)
+    k0 = pd.concat([answers(0, "code", code), answers(0, "chat", chat, start=1000),
+                    answers(0, "mail", mail, start=2000)], ignore_index=True)
+    k4 = pd.concat([answers(4, "chat", chat, start=1000), answers(4, "mail", mail, start=2000)], ignore_index=True)
+    summary = summarise([life(0, [k0], [window(k0)]), life(4, [k4], [window(k4)])], source="s", size=120, users=16,
+                        mix_k=4, baseline_k=0)
+    mix = {s.k: s for s in summary.speeds if s.category == MIX}
+    assert mix[4].gain == pytest.approx(0.0, abs=1e-9) and mix[4].gain_range.high == pytest.approx(0.0, abs=1e-9)
+    chat_row = {(s.category, s.k): s for s in summary.speeds}[("chat", 4)]
+    assert chat_row.vs_mix == pytest.approx(0.0, abs=1e-9)
+    assert verdicts(summary)["chat"].relation == "within the tie band"
+    assert summary.mix_verdict.startswith("the mix: K=4, +0% [")

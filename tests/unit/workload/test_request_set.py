@@ -79,6 +79,17 @@ def test_a_category_with_fewer_requests_than_a_window_needs_is_refused_at_its_fi
     assert len(read_request_set(write_lines(tmp_path / "plain.jsonl", [{"prompt": "x"}] * 3))) == 3  # no categories
 
 
+def test_a_category_named_as_the_whole_mix_is_refused_at_config_load(tmp_path):
+    """The report and decision.json call every category together "the mix": a category of that name would have its
+    figures overwritten by the mix's (its verdict "within the tie band of the mix's" gain, whatever it measured)."""
+    items = [{"prompt": f"p {i}", "category": "code" if i < 20 else "the mix"} for i in range(40)]
+    path = write_lines(tmp_path / "set.jsonl", items)
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(config(tmp_path, requests=str(path)), "t.toml")
+    assert str(err.value) == (f"t.toml: load.requests: {path}: line 21: category 'the mix' is the report's name for "
+                              "every category together; rename it")
+
+
 def test_every_user_walks_the_set_from_its_own_offset_the_same_in_every_life(tmp_path):
     request_set = read_request_set(write_lines(tmp_path / "s.jsonl", [{"prompt": f"p{i}"} for i in range(10)]))
     walks = []
