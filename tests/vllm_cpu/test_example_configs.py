@@ -33,12 +33,16 @@ import vllm.engine.arg_utils as arg_utils
 from vllm.engine.arg_utils import EngineArgs
 from vllm.entrypoints.launchers.cli_args import make_arg_parser
 from vllm.utils.argparse_utils import FlexibleArgumentParser
-arg_utils.SpeculativeConfig = lambda **kwargs: kwargs
-out = []
+parser = make_arg_parser(FlexibleArgumentParser())
+engines = []
 for argv in json.loads(sys.stdin.read()):
-    args = make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
+    args = parser.parse_args(argv)
     args.model = args.model_tag
-    spec = EngineArgs.from_cli_args(args).create_speculative_config(None, None)
+    engines.append(EngineArgs.from_cli_args(args))
+arg_utils.SpeculativeConfig = lambda **kwargs: kwargs  # after the parser, which reads the real class's fields
+out = []
+for engine in engines:
+    spec = engine.create_speculative_config(None, None)
     out.append(None if spec is None else {k: v for k, v in spec.items() if not k.startswith("target_")})
 print("RESULT " + json.dumps(out))
 """
