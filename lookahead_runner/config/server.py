@@ -9,8 +9,10 @@ from pydantic import Field, field_validator, model_validator
 from .masking import ENV_NAME_RE
 from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, runner_flag
 from ..vllm.probe import SPEC_METRICS_FLAG
+from ..vllm.spec_keys import runner_key_text
 from .strict import CpuList, Strict
 
+SpecValue = bool | int | float | str | list[bool | int | float | str]  # a speculative config key's TOML value
 SIM_COMMAND = [sys.executable, "-m", "lookahead_runner.sim"]
 SIM_MARKERS = ("lookahead_runner.sim", "lookahead-sim-vllm")  # in a command that starts the simulator
 
@@ -125,8 +127,10 @@ class ServerConfig(Strict):
                 if flag == SPEC_METRICS_FLAG:
                     raise ValueError(f"{flag} is written by the runner: every life with K > 0 gets summary where "
                                      "this vLLM has the flag (each response's own acceptance); remove it")
+                other = ("; its other keys go in speculation.config = {...}"
+                         if SPEC_FLAG_CARRIES.get(flag) == SPEC_FLAG_CARRIES["--speculative-config"] else "")
                 raise ValueError(f"{arg.split('=', 1)[0]} is written by the runner for every server life; "
-                                 f"remove it and set {runner_field_text(flag)} instead")
+                                 f"remove it and set {runner_field_text(flag)} instead{other}")
         return value
 
 
@@ -140,6 +144,23 @@ class SpeculationConfig(Strict):
     flag_style: Literal["auto", "shorthand", "config-json", "legacy-flags"] = Field(
         "auto", description="how K is written: auto = the best this vLLM accepts (--spec-* shorthands, "
                             "else --speculative-config JSON, else --speculative-model/--num-speculative-tokens)")
+    config: dict[str, SpecValue] = Field(
+        default_factory=dict,
+        description="more keys of vLLM's speculative config, the same in every life with K > 0, merged into what "
+                    "the runner writes with K, e.g. {draft_tensor_parallel_size = 1} or {prompt_lookup_min = 2}; "
+                    "not num_speculative_tokens, method or model (speculation.k, method, draft_model)")
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _not_the_runners_keys(cls, value: object) -> object:
+        for key in value if isinstance(value, dict) else ():
+            fix = runner_key_text(key)
+            if fix:
+                raise ValueError(f"{key} is written by the runner in every life; {fix}")
+            if not key.isidentifier():
+                raise ValueError(f"{key!r}: write the key as vLLM's speculative config names it, "
+                                 "e.g. draft_tensor_parallel_size")
+        return value
 
     @field_validator("k")
     @classmethod

@@ -7,7 +7,7 @@ from pydantic import Field, model_validator
 
 from ..contracts.cpus import format_cpus, parse_cpus
 from .workload_variants import as_list, model_length_error
-from ..vllm.knob import MAX_MODEL_LEN_FLAG, runner_flag
+from ..vllm.knob import MAX_MODEL_LEN_FLAG, NGRAM_LOOKUP_MAX, runner_flag
 from .cluster import ClusterConfig
 from .decision import DecisionConfig
 from .load import LoadConfig
@@ -110,6 +110,26 @@ class SweepConfig(Strict):
     def _restart_spread_of_the_server(self) -> "SweepConfig":
         self.decision.for_server("simulator" if self.server.is_simulator else "vllm",
                                  one_life_per_k=self.load.repeat_mode == "same-server")
+        return self
+
+    @model_validator(mode="after")
+    def _constant_spec_keys(self) -> "SweepConfig":
+        """speculation.config beside the rest: one owner per key, and a speculative config to carry them."""
+        spec = self.speculation
+        if not spec.config:
+            return self
+        if self.grid.spec_key in spec.config:
+            raise ValueError(f"grid.spec_key = {self.grid.spec_key!r} is also in speculation.config: a key is "
+                             "constant or swept, not both; remove it from one")
+        if spec.raw_lookahead_slots:
+            raise ValueError("speculation.config: raw_lookahead_slots sweeps --num-lookahead-slots alone, with no "
+                             "speculative config to carry it; remove one of them")
+        low = spec.config.get("prompt_lookup_min")
+        high = spec.config.get("prompt_lookup_max", NGRAM_LOOKUP_MAX)
+        if spec.method == "ngram" and isinstance(low, int) and isinstance(high, int) and low > high:
+            whose = "" if "prompt_lookup_max" in spec.config else " (the runner's default)"
+            raise ValueError(f"speculation.config.prompt_lookup_min = {low} is above prompt_lookup_max = "
+                             f"{high}{whose}: vLLM refuses it; set prompt_lookup_max >= {low} too")
         return self
 
     @model_validator(mode="after")

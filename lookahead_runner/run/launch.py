@@ -29,7 +29,7 @@ def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port:
     """The server argv as recorded and shown: each secret value as ${NAME} (config/masking.py)."""
     s, spec = server.masked, config.speculation
     return server_argv(caps, s.command, s.model, s.host, port, s.extra_args, setting, spec.method, spec.draft_model,
-                       s.argv_template or None, spec.flag_style)
+                       s.argv_template or None, spec.flag_style, spec.config)
 
 
 def plan_entry(config: SweepConfig, caps: Capabilities, life: Life, server: ResolvedServer, **extra) -> PlannedLife:

@@ -130,14 +130,14 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
     simulated = config.server.is_simulator and not external
     sim_file = host / "sim_gpu.json"
     if external:
-        server = RunningServer(base_url, host / "server.log", headers)
+        server, env = RunningServer(base_url, host / "server.log", headers), {}
     else:
         argv, env, secrets = server_launch(config, caps, setting, port, resolved)
         env = env | placement.server_env | (sim_file_env(sim_file) if simulated else {})
         server = ServerProcess(argv, base_url, host / "server.log", env, config.server.stop_grace_s, headers, secrets,
                                placement.server_cpus)
     memory = open_memory_source(config.server.memory_source, simulated, sim_file, lambda: server.pid,
-                                config.server.dcgm_url)
+                                config.server.dcgm_url, env)
     served = Served(base_url, headers, server, memory, external, sim_file if simulated else None, resolved.load_env)
     status: dict = {"memory_source": memory.name, "memory_note": memory.unavailable_reason, **where}
     outcomes: list[Outcome] = []

@@ -37,9 +37,9 @@ from ..config.masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
-from ..vllm.knob import Setting, check_flags, check_raw_mode, knob_flag, resolve_style
+from ..vllm.knob import KnobError, Setting, check_flags, check_raw_mode, knob_flag, resolve_style
 from ..vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
-from ..vllm.spec_keys import SpecAxis, check_spec_axis
+from ..vllm.spec_keys import SpecAxis, check_spec_axis, typed_constants
 
 
 def plan_lives(config: SweepConfig) -> list[Life]:
@@ -68,10 +68,15 @@ def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
     else:
         resolve_style(caps, config.speculation.flag_style)
     check_flags(caps, config.server.extra_args + ([config.grid.flag] if config.grid.flag else []))
+    spec = config.speculation
+    axis = SpecAxis(spec.method, tuple(spec.k), tuple(config.server.extra_args))
     if config.grid.spec_key:
-        spec = config.speculation
-        check_spec_axis(caps.version, caps.version_tuple, config.grid.spec_key, config.grid.values,
-                        SpecAxis(spec.method, tuple(spec.k), tuple(config.server.extra_args)))
+        check_spec_axis(caps.version, caps.version_tuple, config.grid.spec_key, config.grid.values, axis)
+    if spec.config:
+        if resolve_style(caps, spec.flag_style) == "legacy-flags":
+            raise KnobError(f"speculation.config: vLLM {caps.version} has no speculative config to carry "
+                            f"{', '.join(spec.config)} (K is written as --num-speculative-tokens); remove it")
+        typed_constants(caps.version, caps.version_tuple, spec.config, axis)
 
 
 def probe_and_check(config: SweepConfig, server: ResolvedServer, run_dir: Path | None = None,

@@ -257,9 +257,11 @@ class NoMemory:
         return None
 
 
-def open_memory_source(kind: str, is_simulator: bool, sim_file: Path, pid_of_server, dcgm_url: str = ""):
+def open_memory_source(kind: str, is_simulator: bool, sim_file: Path, pid_of_server, dcgm_url: str = "",
+                       server_env: dict[str, str] | None = None):
     """auto: the simulator's file for the simulator, DCGM when a URL is given, NVML when a GPU is
-    visible, else process RSS."""
+    visible, else process RSS. NVML reads the GPUs the server sees: CUDA_VISIBLE_DEVICES of its environment
+    overlay (`server_env`, server.env), else this process's, which the server inherits."""
     if kind == "none":
         return NoMemory()
     if kind == "dcgm" or (kind == "auto" and dcgm_url):
@@ -267,7 +269,7 @@ def open_memory_source(kind: str, is_simulator: bool, sim_file: Path, pid_of_ser
     if kind == "sim" or (kind == "auto" and is_simulator):
         return SimMemory(sim_file)
     if kind in ("nvml", "auto"):
-        nvml = NvmlMemory(pid_of_server)
+        nvml = NvmlMemory(pid_of_server, (server_env or {}).get(VISIBLE_ENV))
         if kind == "nvml" or not nvml.unavailable_reason:
             return nvml
     return ProcessMemory(pid_of_server)

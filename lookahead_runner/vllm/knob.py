@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .probe import LOOKAHEAD_FLAG, SPEC_METRICS_FLAG, SPEC_METRICS_LEVEL, SPEC_STYLE_FLAGS, Capabilities
 from .schedule import Schedule, render_argv
-from .spec_keys import facts_for
+from .spec_keys import facts_for, typed_constants
 
 
 # What each flag the runner writes on every server life carries (the rest of the argv is the config's
@@ -143,33 +143,43 @@ def resolve_style(caps: Capabilities, wanted: str = "auto") -> str:
     return wanted
 
 
+NGRAM_LOOKUP_MAX = 4  # the runner's prompt_lookup_max for ngram (vLLM's own default is 5)
+
+
+def loads_draft_model(method: str) -> bool:
+    """Whether the runner names a draft model for this method. vLLM 0.32's SpeculativeConfig fills `model` itself
+    for ngram, ngram_gpu and suffix (they look tokens up) and for mtp (the target's own MTP layers; the *_mtp
+    names are deprecated spellings of mtp)."""
+    return method not in ("ngram", "ngram_gpu", "suffix", "mtp") and not method.endswith("_mtp")
+
+
 def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str, style: str = "auto",
                      keys: dict[str, object] | None = None) -> list[str]:
     """The flags that turn speculation on with K tokens; [] for K = 0 (the baseline).
 
-    ngram gets prompt_lookup_max = 4 in every style (vLLM's own default is 5); `keys` are more speculative
-    config keys (a spec_key axis), which replace the runner's own of the same name."""
+    ngram gets prompt_lookup_max = NGRAM_LOOKUP_MAX in every style; `keys` are more speculative config keys
+    (speculation.config's, a spec_key axis), which replace the runner's own of the same name."""
     if k == 0:
         return []
     style = resolve_style(caps, style)
-    extra = ({"prompt_lookup_max": 4} if method == "ngram" else {}) | (keys or {})
+    extra = ({"prompt_lookup_max": NGRAM_LOOKUP_MAX} if method == "ngram" else {}) | (keys or {})
     if style == "legacy-flags":
         if keys:
-            raise KnobError(f"grid.spec_key: vLLM {caps.version} has no speculative config to carry "
-                            f"{', '.join(keys)}; remove grid.spec_key")
+            raise KnobError(f"vLLM {caps.version} has no speculative config to carry {', '.join(keys)}; remove "
+                            "grid.spec_key and speculation.config")
         model = "[ngram]" if method == "ngram" else draft_model
         args = ["--speculative-model", model, "--num-speculative-tokens", str(k)]
         if method == "ngram":
-            args += ["--ngram-prompt-lookup-max", "4"]
+            args += ["--ngram-prompt-lookup-max", str(NGRAM_LOOKUP_MAX)]
         return args
     if style == "shorthand":
         args = ["--spec-method", method, "--spec-tokens", str(k)]
-        args += [] if method == "ngram" else ["--spec-model", draft_model]
+        args += ["--spec-model", draft_model] if loads_draft_model(method) else []
         # no shorthand exists for the other keys; dotted keys merge with the shorthands (0.32)
         return args + [part for key, value in extra.items()
                        for part in (f"--speculative-config.{key}", _dotted(value))]
     spec: dict = {"method": method, "num_speculative_tokens": k}
-    if method != "ngram":
+    if loads_draft_model(method):
         spec["model"] = draft_model
     return ["--speculative-config", json.dumps(spec | extra, separators=(",", ":"))]
 
@@ -185,15 +195,17 @@ def _dotted(value: object) -> str:
     return json.dumps(value)
 
 
-def spec_keys_of(caps: Capabilities, setting: Setting) -> dict[str, object]:
-    """The speculative config key a spec_key setting adds, its value typed as this version's config takes it."""
+def spec_keys_of(caps: Capabilities, setting: Setting, constants: dict[str, object] | None = None) -> dict[str, object]:
+    """The speculative config keys beside K: speculation.config's (`constants`), then the key a spec_key setting
+    sweeps, each value typed as this version's config takes it."""
+    keys = typed_constants(caps.version, caps.version_tuple, constants or {})
     if not setting.spec_key:
-        return {}
+        return keys
     fact = facts_for(caps.version_tuple)
     if fact is None or setting.spec_key not in fact.keys:
         raise KnobError(f"grid.spec_key = {setting.spec_key!r}: vLLM {caps.version} has no such speculative config key")
     try:
-        return {setting.spec_key: fact.keys[setting.spec_key].parse(setting.axis_value)}
+        return keys | {setting.spec_key: fact.keys[setting.spec_key].parse(setting.axis_value)}
     except ValueError as err:
         raise KnobError(f"grid.values = {setting.axis_value!r}: {setting.spec_key} {err}") from None
 
@@ -210,15 +222,18 @@ def server_argv(
     draft_model: str,
     template: list[str] | None = None,
     style: str = "auto",
+    spec_config: dict[str, object] | None = None,
 ) -> list[str]:
     """The full argv of one server life. Never a shell string: each value is one argument.
 
     With a template (e.g. `docker run ... -p {port}:8000 IMAGE --model {model} {args}`), `{model}`,
     `{host}` and `{port}` are replaced inside its elements and the element `{args}` becomes the
     production flags plus the speculation flags; without one, `COMMAND serve MODEL --host --port ...`.
+    `spec_config`: speculation.config, the speculative config keys every life with K > 0 carries.
     """
     knob = (raw_knob_args(setting.k) if setting.raw_slots
-            else speculation_args(caps, setting.k, method, draft_model, style, spec_keys_of(caps, setting)))
+            else speculation_args(caps, setting.k, method, draft_model, style,
+                                  spec_keys_of(caps, setting, spec_config)))
     args = [*with_axis(extra_args, setting), *spec_metrics_args(caps, setting), *knob]
     if template:
         values = {"model": model, "host": host, "port": str(port)}

@@ -100,6 +100,12 @@ _KEYS_0_33: dict[str, KeyFact] = _KEYS_0_32 | {
 }
 # Every other field: the runner's (K, method, draft model, the per-batch-size schedule) and vLLM's own.
 RUNNER_KEYS = ("num_speculative_tokens", "method", "model", "num_speculative_tokens_per_batch_size")
+_RUNNER_KEY_FIX = {"num_speculative_tokens": "set speculation.k (K, the swept value)",
+                   "method": "set speculation.method", "model": "set speculation.draft_model",
+                   "num_speculative_tokens_per_batch_size": "the confirmation life writes the per-batch-size "
+                                                            "schedule the report offers (decision.confirm)"}
+# Keys a constant speculation.config may set though no grid sweeps them (a list value).
+_LIST_KEYS = ("synthetic_acceptance_rates",)
 _OTHER_FIELDS = (*RUNNER_KEYS, "tensor_parallel_size", "target_model_config", "target_parallel_config",
                  "draft_model_config", "draft_parallel_config", "draft_load_config", "synthetic_acceptance_rates")
 
@@ -164,8 +170,57 @@ def check_spec_axis(version_text: str, version: tuple[int, int, int], key: str, 
     return parsed
 
 
-def _check_rule(version_text: str, key: str, value: object, axis: SpecAxis) -> None:
-    where = f"grid.spec_key = {key!r} with value {json.dumps(value)}"
+def runner_key_text(key: str) -> str:
+    """How to set a speculative config key the runner writes itself ("remove it and ..."), or "" for any other."""
+    fix = _RUNNER_KEY_FIX.get(key, "")
+    return f"remove it and {fix} instead" if fix.startswith("set ") else f"remove it: {fix}" if fix else ""
+
+
+def typed_constants(version_text: str, version: tuple[int, int, int], keys: dict[str, object],
+                    axis: SpecAxis | None = None) -> dict[str, object]:
+    """speculation.config's keys typed as this vLLM's speculative config takes them (`4` for an int key given as
+    "4"), or SpecKeyError naming the key, the version and the fix; with the sweep's `axis`, the rules that span
+    keys are checked too. A version without facts: the keys as given (its own SpeculativeConfig judges them at
+    startup)."""
+    facts = facts_for(version)
+    if facts is None:
+        return dict(keys)
+    typed: dict[str, object] = {}
+    for key, value in keys.items():
+        if key in _LIST_KEYS:
+            typed[key] = value
+            continue
+        if key not in facts.keys:
+            why = "is filled by vLLM itself" if key in facts.fields else "has no such key"
+            newer = [f.version for f in FACTS.values() if key in f.keys]
+            hint = (" (vLLM {} has it)".format(", ".join(newer)) if newer else
+                    "; the draft's is draft_tensor_parallel_size" if key == "tensor_parallel_size" else "")
+            raise SpecKeyError(f"speculation.config.{key}: vLLM {version_text}'s speculative config {why}{hint}; "
+                               "remove it")
+        try:
+            typed[key] = facts.keys[key].parse(_as_text(value))
+        except ValueError as err:
+            raise SpecKeyError(f"speculation.config.{key} = {json.dumps(value)}: vLLM {version_text}'s {key} "
+                               f"{err}") from None
+    for key, value in typed.items() if axis else ():
+        _check_rule(version_text, key, value, axis, f"speculation.config.{key} = {json.dumps(value)}", typed)
+    return typed
+
+
+def _as_text(value: object) -> str:
+    """A TOML value as a grid value would be written: true/false, a number, the text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        raise ValueError("takes one value, not a list")
+    return str(value)
+
+
+def _check_rule(version_text: str, key: str, value: object, axis: SpecAxis, where: str = "",
+                constants: dict[str, object] | None = None) -> None:
+    """The rules that span keys; `constants`: speculation.config's keys (they may give what a rule needs)."""
+    where = where or f"grid.spec_key = {key!r} with value {json.dumps(value)}"
+    given = set(constants or {})
     if key == "enable_adaptive_verification" and value is True:
         if axis.method != "dspark":
             raise SpecKeyError(f"{where}: vLLM {version_text} documents adaptive verification as supported for "
@@ -174,7 +229,12 @@ def _check_rule(version_text: str, key: str, value: object, axis: SpecAxis) -> N
         if "--enforce-eager" in axis.extra_args:
             raise SpecKeyError(f"{where}: vLLM {version_text} requires full CUDA graphs for adaptive verification "
                                "and --enforce-eager turns them off; remove --enforce-eager from server.extra_args")
-    if key == "rejection_sample_method" and value == "synthetic":
+    if key == "rejection_sample_method" and value == "synthetic" and constants is not None:
+        if len(given & {"synthetic_acceptance_rates", "synthetic_acceptance_length"}) != 1:
+            raise SpecKeyError(f"{where}: vLLM {version_text} then requires exactly one of "
+                               "synthetic_acceptance_rates and synthetic_acceptance_length: add one to "
+                               "speculation.config")
+    elif key == "rejection_sample_method" and value == "synthetic":
         raise SpecKeyError(f"{where}: vLLM {version_text} then requires synthetic_acceptance_rates or "
                            "synthetic_acceptance_length, which a sweep does not set; drop \"synthetic\" from "
                            "grid.values")

@@ -9,16 +9,24 @@ does; then Chromium:
   (the stderr log does not carry the level, and an error is what it would be);
 - takes a screenshot, decoded here with zlib + numpy (no Pillow): not one colour, and the chart palette is painted.
 
+With LOOKAHEAD_SCREENSHOT_DIR set, one more test screenshots the report of a real run folder (LOOKAHEAD_SCREENSHOT_RUN,
+else a fresh `lookahead-runner demo`, about 4 minutes) and saves it there as report.png, the picture
+docs/reading-the-report.md shows:
+
+    LOOKAHEAD_SCREENSHOT_DIR=docs/img python -m pytest -n 0 tests/e2e/test_report_browser.py -k real_run
+
 Skipped when no Chromium binary is installed (Debian: `apt-get install -y chromium`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -223,16 +231,59 @@ def decode_png(data: bytes) -> np.ndarray:
     return pixels.reshape(height, width, bpp)
 
 
-def test_screenshot_shows_the_charts(chromium, report, tmp_path):
-    shot = tmp_path / "report.png"
-    run_chromium(chromium, tmp_path / "profile", report.as_uri(), "--window-size=1280,4000", f"--screenshot={shot}")
+def screenshot(chromium: str, report: Path, shot: Path, width: int, height: int) -> np.ndarray:
+    """The report as Chromium paints it in a width x height window, written to `shot`; its pixels."""
+    run_chromium(chromium, shot.parent / f"{shot.stem}-profile", report.as_uri(), f"--window-size={width},{height}",
+                 f"--screenshot={shot}")
     image = decode_png(shot.read_bytes())
-    assert image.shape[:2] == (4000, 1280)
+    assert image.shape[:2] == (height, width)
+    return image
+
+
+def assert_painted(image: np.ndarray) -> np.ndarray:
+    """The screenshot is a page, not a blank window; its pixels as RGB rows."""
     rgb = image[..., :3].reshape(-1, 3)
     colours, counts = np.unique(rgb, axis=0, return_counts=True)
     assert len(colours) > 200, "the screenshot is nearly one colour"
     assert counts.max() / counts.sum() < 0.9, "the page is mostly blank"
+    return rgb
+
+
+def test_screenshot_shows_the_charts(chromium, report, tmp_path):
+    rgb = assert_painted(screenshot(chromium, report, tmp_path / "report.png", 1280, 4000))
     # The first two series colours are painted by the charts (lines, markers, legend), nowhere else.
     for hex_colour in PALETTE[:2]:
         target = np.array([int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)], dtype=np.uint8)
         assert (rgb == target).all(axis=1).sum() > 200, f"no chart series in {hex_colour} on the screenshot"
+
+
+SCREENSHOT_DIR_ENV = "LOOKAHEAD_SCREENSHOT_DIR"   # where the real run's screenshot goes (docs/img)
+SCREENSHOT_RUN_ENV = "LOOKAHEAD_SCREENSHOT_RUN"   # that run folder; default: a fresh demo
+DOCS_SHOT = ("report.png", 1000, 1300)            # name, width, height: the page's top, verdict to diagnoses
+DOCS_SHOT_MAX_BYTES = 300_000
+
+
+@pytest.mark.skipif(not os.environ.get(SCREENSHOT_DIR_ENV), reason=f"{SCREENSHOT_DIR_ENV} not set: no screenshot "
+                                                                    "for the docs asked for")
+def test_screenshot_of_a_real_run_for_the_docs(chromium, tmp_path):
+    """The report of a real run (the demo's, on the simulated vLLM), re-rendered from its folder as `lookahead-runner
+    report` does, painted by Chromium and saved for docs/reading-the-report.md."""
+    given = os.environ.get(SCREENSHOT_RUN_ENV)
+    if given:
+        run_dir = tmp_path / "run"
+        shutil.copytree(given, run_dir)   # re-rendered in a copy: the given folder stays as it was
+    else:  # the simulator by its console script, so the paste-ready commands name no path of this machine
+        env = os.environ | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        done = subprocess.run([sys.executable, "-m", "lookahead_runner", "demo", "--out", str(tmp_path / "runs"),
+                               "--set", 'server.command=["lookahead-sim-vllm"]'],
+                              capture_output=True, text=True, timeout=900, env=env)
+        assert done.returncode in (0, 3), done.stderr[-2000:]
+        (run_dir,) = (tmp_path / "runs").iterdir()
+    name, width, height = DOCS_SHOT
+    shot = tmp_path / name
+    assert_painted(screenshot(chromium, finalize(run_dir), shot, width, height))
+    size = shot.stat().st_size
+    assert size < DOCS_SHOT_MAX_BYTES, f"{name} is {size} bytes: make DOCS_SHOT smaller"
+    out = Path(os.environ[SCREENSHOT_DIR_ENV])
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, out / name)

@@ -170,6 +170,18 @@ def test_open_memory_source_gives_nvml_the_server_pid(monkeypatch, tmp_path):
     assert isinstance(fallback, ProcessMemory) and fallback.columns == BASE_COLUMNS
 
 
+def test_nvml_reads_the_gpus_server_env_gives_the_server(monkeypatch, tmp_path):
+    """[server] env = {CUDA_VISIBLE_DEVICES = "1"}: the server runs on GPU 1 alone, so NVML sums GPU 1 alone, not
+    every GPU of the node; without it in server.env, this process's variable (which the server inherits) counts."""
+    install(monkeypatch, fake_pynvml([(1.0, 2.0), (3.0, 4.0)]))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    source = open_memory_source("nvml", False, tmp_path / "sim.json", None, server_env={"CUDA_VISIBLE_DEVICES": "1"})
+    assert [gpu.index for gpu in source.gpus] == [1]
+    assert (source.read().used_mib, source.read().total_mib) == (3.0, 4.0)
+    inherited = open_memory_source("nvml", False, tmp_path / "sim.json", None, server_env={"OTHER": "x"})
+    assert [gpu.index for gpu in inherited.gpus] == [0, 1]
+
+
 DCGM_TEXT = """\
 # TYPE DCGM_FI_DEV_FB_USED gauge
 DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",Hostname="h"} 30000
