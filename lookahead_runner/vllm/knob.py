@@ -143,6 +143,11 @@ def resolve_style(caps: Capabilities, wanted: str = "auto") -> str:
     return wanted
 
 
+def loads_draft_model(method: str) -> bool:
+    """Whether speculation with this method names a draft model (ngram looks up the prompt instead)."""
+    return method != "ngram"
+
+
 def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str, style: str = "auto",
                      keys: dict[str, object] | None = None) -> list[str]:
     """The flags that turn speculation on with K tokens; [] for K = 0 (the baseline).
@@ -157,19 +162,19 @@ def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str, 
         if keys:
             raise KnobError(f"grid.spec_key: vLLM {caps.version} has no speculative config to carry "
                             f"{', '.join(keys)}; remove grid.spec_key")
-        model = "[ngram]" if method == "ngram" else draft_model
+        model = draft_model if loads_draft_model(method) else "[ngram]"
         args = ["--speculative-model", model, "--num-speculative-tokens", str(k)]
         if method == "ngram":
             args += ["--ngram-prompt-lookup-max", "4"]
         return args
     if style == "shorthand":
         args = ["--spec-method", method, "--spec-tokens", str(k)]
-        args += [] if method == "ngram" else ["--spec-model", draft_model]
+        args += ["--spec-model", draft_model] if loads_draft_model(method) else []
         # no shorthand exists for the other keys; dotted keys merge with the shorthands (0.32)
         return args + [part for key, value in extra.items()
                        for part in (f"--speculative-config.{key}", _dotted(value))]
     spec: dict = {"method": method, "num_speculative_tokens": k}
-    if method != "ngram":
+    if loads_draft_model(method):
         spec["model"] = draft_model
     return ["--speculative-config", json.dumps(spec | extra, separators=(",", ":"))]
 
