@@ -186,9 +186,9 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                                                   history=startup_memory)
             say(f"  ready in {ready_s:.1f} s; memory ({memory.name}) {'stable' if stable else 'NOT stable'} "
                 f"after {stable_s:.1f} s")
-            warm_up(base_url, config.server.model, headers, key_env=config.server.api_key_env)
+            warm_up(base_url, config.server.served_model, headers, key_env=config.server.api_key_env)
             if config.load.endpoint == "chat":
-                check_chat_template(base_url, config.server.model, headers, config.load.chat_template_kwargs)
+                check_chat_template(base_url, config.server.served_model, headers, config.load.chat_template_kwargs)
             if preflight is not None:
                 placement = preflight(served, placement)
             status.update(ready_s=round(ready_s, 2), memory_stable=stable, start_s=round(time.monotonic() - started, 2))
@@ -287,7 +287,7 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
             web_port = free_port(WEB_HOST) if web else None
             if web_port is not None:
                 say(f"  live view: {web_url(web_port)}")
-            argv = locust_argv(base_url, folder, config.server.model, load_with(config, placement, variant),
+            argv = locust_argv(base_url, folder, config.server.served_model, load_with(config, placement, variant),
                                setting_name=life.key, web_port=web_port, variant_name=variant.label)
             block = {"key": variant.key, "label": variant.label, "t_start_s": time.time()}
             # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
@@ -304,7 +304,7 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
     # after the closing sample, so this request stays out of the life's token accounting
     hung = (f"the server hung: a 1-token completion got no answer within {hang_s:.0f} s after the load"
             if alive_at_end and not load.aborted
-            and not answers(base_url, config.server.model, headers, hang_s) else "")
+            and not answers(base_url, config.server.served_model, headers, hang_s) else "")
     if hung and not served.external and not server.alive():  # not hung: it was dying meanwhile
         hung, alive_at_end = "", False
     died_at_end = "" if alive_at_end or served.external else died(server)
