@@ -25,7 +25,7 @@ from .launch import Life, server_launch
 from .placement import Placement
 from .preflight import PreflightError
 from ..runfolder.plan import write_status
-from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
+from .server import (RunningServer, ServerError, ServerProcess, StartFailed, free_port, port_taken, tail,
                      wait_for_port_free)
 from ..telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
 from ..telemetry.sampler import Sampler
@@ -40,6 +40,7 @@ from ..workload.sse import error_message
 class Outcome:
     state: str  # done | failed
     reason: str = ""
+    start_failed: bool = False  # its server exited before it was ready (server.StartFailed)
 
 
 @dataclass(frozen=True)
@@ -217,17 +218,18 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
         for life in lives[len(outcomes):]:
             folder = out if first else fresh_life_dir(run_dir, life)
             outcomes.append(_finish(folder, life, str(err), status | (spent if first else {}), events,
-                                    detail=str(err) if first else ""))
+                                    detail=str(err) if first else "", start_failed=isinstance(err, StartFailed)))
             first = False
     return outcomes
 
 
-def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents, detail: str = "") -> Outcome:
+def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents, detail: str = "",
+            start_failed: bool = False) -> Outcome:
     """Write the repeat's final status.json (`done` only without a reason) and tell the runner."""
     state = "failed" if reason else "done"
     extra = {"detail": detail} if detail else {}
     write_status(out, state, reason.splitlines()[0] if reason else "", **extra, **status)
-    outcome = Outcome(state, reason)
+    outcome = Outcome(state, reason, start_failed)
     events.finished(life, outcome)
     return outcome
 
@@ -334,7 +336,7 @@ def load_with(config: SweepConfig, placement: Placement, variant: Variant | None
 def died(server: ServerProcess, during: str = "the load") -> str:
     """Why a server process ended: its exit code and the line of its log that says why."""
     code = server.process.poll() if server.process else None
-    return f"the server died during {during} (exit code {code}): {root_cause(server.log_tail(40))}"
+    return f"the server died during {during} (exit code {code}): {server.why_stopped()}"
 
 
 def _remember(memory, readings: list[tuple[float, float]]) -> None:

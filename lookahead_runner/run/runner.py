@@ -37,6 +37,7 @@ from ..config.masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
+from .start_failure import may_stop_at_first_start, stop_if_shared
 from ..vllm.knob import Setting, check_flags, check_raw_mode, knob_flag, resolve_style
 from ..vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
 from ..vllm.spec_keys import SpecAxis, check_spec_axis
@@ -156,15 +157,19 @@ class LifeRunner:
     preflight_due: bool
     server: ResolvedServer
     cluster: object | None = None  # cluster.RaySlots with cluster.engine = "ray": lives run there, in parallel
+    first_start_of: int = 0  # the server starts planned, while the first one decides for all (start_failure.py)
 
     def __call__(self, config: SweepConfig, setting: Setting, repeats: list[int]) -> None:
         try:
-            run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.server, self.events,
-                            web=self.web,
-                            placement=self.placement, preflight=self._preflight if self.preflight_due else None)
+            outcomes = run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.server,
+                                       self.events, web=self.web, placement=self.placement,
+                                       preflight=self._preflight if self.preflight_due else None)
         except PreflightError as err:  # no life was measured: each is run again by --resume
             not_measured(self.run_dir, setting, repeats, str(err))
             raise
+        starts, self.first_start_of = self.first_start_of, 0
+        if starts:
+            stop_if_shared(outcomes, Life(setting, repeats[0]), starts, self.run_dir)
 
     def _preflight(self, served: Served, current: Placement) -> Placement:
         alive = (lambda: "") if served.external else (
@@ -236,6 +241,9 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         events = LifeEvents(started, progress.load_started, finished, progress.variant_started)
         run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0, server,
                               slots)
+        starts = len(server_lives(lives, config.load.repeat_mode == "same-server"))
+        if may_stop_at_first_start(config, run_dir, lives, starts, slots is not None):
+            run_life.first_start_of = starts
         early_stop = early_stop and not config.grid.axis  # each grid value has its own decision
         if config.sweep.strategy == "adaptive":
             run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop)
