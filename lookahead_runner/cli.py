@@ -103,15 +103,20 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
           f"{LOOKAHEAD_FLAG}: {caps.lookahead_flag}; K written as "
           f"{resolve_style(caps, config.speculation.flag_style)}")
     if args.dry_run:
+        from .runfolder.cost import expected_text
+
         print(placement.describe())
         if len(config.load.variants) > 1:
             print(blocks_order(config.load.variants))
         lives = plan_lives(config)
+        adaptive_max_lives = None
         if config.sweep.strategy == "adaptive":  # the settings it chooses from, each life chosen as it goes
-            from .run.adaptive_sweep import describe, model_view
+            from .run.adaptive_sweep import default_max_lives, describe, model_view
 
             print(describe(config, model_view(None, config), len(slots.slots) if slots is not None else 1))
             lives = [life for life in lives if life.repeat == 0]
+            adaptive_max_lives = default_max_lives(config)
+        print(expected_text(config, adaptive_max_lives))
         for group in server_lives(lives, config.load.repeat_mode == "same-server"):
             argv = render_argv(config, caps, group[0].setting, config.server.port or 8000, server)
             print(f"{', '.join(life.key for life in group)}: {shell_join(argv)}")
