@@ -253,8 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
         confirm.add_argument("--no-confirm", dest="confirm", action="store_const", const="off",
                              help="no confirmation life, not even of a schedule (decision.confirm = \"off\")")
         p.add_argument("--web", action="store_true",
-                       help="run Locust with its web UI on a free 127.0.0.1 port for each server life (URL printed): "
-                            "live server tabs; the stages still start and end by themselves")
+                       help="serve the live view (Locust's web UI with the vLLM tabs) on one 127.0.0.1 port for the "
+                            "whole sweep, its URL printed once: a browser tab follows the sweep from life to life; "
+                            "the stages still start and end by themselves")
 
     demo = sub.add_parser("demo", help="sweep K in {0,2,4,8} on the simulated vLLM server and write a report")
     run_options(demo)

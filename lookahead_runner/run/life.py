@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..runfolder import results
 from ..config import ResolvedServer, SweepConfig
-from .load import WEB_HOST, locust_argv, run_locust, web_url
+from .load import locust_argv, run_locust
 from .launch import Life, server_launch
 from .placement import Placement
 from .preflight import PreflightError
@@ -131,7 +131,7 @@ def fresh_life_dir(run_dir: Path, life: Life) -> Path:
 
 
 def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, repeats: list[int], run_dir: Path,
-                    say, resolved: ResolvedServer, events: LifeEvents | None = None, web: bool = False,
+                    say, resolved: ResolvedServer, events: LifeEvents | None = None, web_port: int | None = None,
                     placement: Placement | None = None,
                     preflight: Callable[[Served, Placement], Placement] | None = None,
                     where: dict | None = None) -> list[Outcome]:
@@ -139,7 +139,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
 
     A failed start or a dead server fails every repeat it leaves unmeasured. The server's own files
     (server.log, server.json) live in the first repeat's folder; each later repeat's status.json
-    names that folder (`server_life`). With `web`, Locust serves its web UI on a free local port.
+    names that folder (`server_life`). With `web_port`, Locust serves its web UI there (load.live_view_port).
     `placement` says which CPUs the server and Locust run on; `preflight`, run once the server is
     warm, may change Locust's process count or stop the sweep (preflight.PreflightError). `where`: a life on a
     Ray cluster (cluster_life.py): its node, GPUs and slot, recorded in each status.json; every life records its
@@ -201,7 +201,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                     write_status(out, "running", server_life=lives[0].key)
                     events.started(life, False)
                 measuring = time.monotonic()
-                reason, measured, alive = measure(config, served, life, out, say, events, web, placement)
+                reason, measured, alive = measure(config, served, life, out, say, events, web_port, placement)
                 measured["measure_s"] = round(time.monotonic() - measuring, 2)
                 outcomes.append(_finish(out, life, reason, status | measured, events))
                 if not alive and index + 1 < len(lives):
@@ -257,7 +257,7 @@ def not_measured(run_dir: Path, setting: Setting, repeats: list[int], why: str) 
 
 
 def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, events: LifeEvents,
-            web: bool, placement: Placement) -> tuple[str, dict, bool]:
+            web_port: int | None, placement: Placement) -> tuple[str, dict, bool]:
     """Sample the ready server while Locust runs the stages into `out`, once per workload variant (a block
     each, in order: variants.py says why); with several, each block's files go to out/<variant key>/ and
     variants.json holds each block's times, between samples taken at its edges (its closed window).
@@ -286,9 +286,6 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
                 sampler.sample_once()  # the block's opening sample
             events.variant_started(variant)
             events.load_started(sampler)
-            web_port = free_port(WEB_HOST) if web else None
-            if web_port is not None:
-                say(f"  live view: {web_url(web_port)}")
             argv = locust_argv(base_url, folder, config.server.served_model, load_with(config, placement, variant),
                                setting_name=life.key, web_port=web_port, variant_name=variant.label)
             block = {"key": variant.key, "label": variant.label, "t_start_s": time.time()}

@@ -32,6 +32,7 @@ from .finalize import decide_all, finalize, write_tables
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life_pool import OneAtATime
+from .load import live_view_port, web_url
 from .life import LifeEvents, Served, died, kept, not_measured, run_server_life, skip
 from ..config.masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
@@ -152,7 +153,7 @@ class LifeRunner:
     run_dir: Path
     say: Callable[[str], None]
     events: LifeEvents
-    web: bool
+    web_port: int | None  # sweep --web: every life's Locust web UI on this port (load.live_view_port)
     placement: Placement
     preflight_due: bool
     server: ResolvedServer
@@ -162,7 +163,7 @@ class LifeRunner:
     def __call__(self, config: SweepConfig, setting: Setting, repeats: list[int]) -> None:
         try:
             outcomes = run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.server,
-                                       self.events, web=self.web, placement=self.placement,
+                                       self.events, web_port=self.web_port, placement=self.placement,
                                        preflight=self._preflight if self.preflight_due else None)
         except PreflightError as err:  # no life was measured: each is run again by --resume
             not_measured(self.run_dir, setting, repeats, str(err))
@@ -220,10 +221,12 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
     lives = lives_of(read_plan(run_dir), config)
     number = {life.key: n for n, life in enumerate(lives, 1)}
     variants = config.load.variants
-    with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
+    with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), live_view_port(web) as web_port, \
             SweepProgress(config.load.stages, len(lives), blocks=len(variants)) as progress:
         say = say or progress.say
         say(placement.describe())
+        if web_port is not None:
+            say(f"live view, one address for every server life: {web_url(web_port)}")
         if len(variants) > 1:
             say(blocks_order(variants))
 
@@ -239,8 +242,8 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
             progress.life_finished()
 
         events = LifeEvents(started, progress.load_started, finished, progress.variant_started)
-        run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0, server,
-                              slots)
+        run_life = LifeRunner(config, caps, run_dir, say, events, web_port, placement, config.load.preflight_s > 0,
+                              server, slots)
         starts = len(server_lives(lives, config.load.repeat_mode == "same-server"))
         if may_stop_at_first_start(config, run_dir, lives, starts, slots is not None):
             run_life.first_start_of = starts
