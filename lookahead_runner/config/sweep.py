@@ -152,11 +152,11 @@ class SweepConfig(Strict):
         if self.server.is_simulator or self.server.url:
             return self
         spec = self.speculation
-        drafts = loads_draft_model(spec.method) and any(spec.k) and not spec.raw_lookahead_slots
+        sends_draft = loads_draft_model(spec.method) and any(spec.k) and not spec.raw_lookahead_slots
         missing = [f"{section}.{name}" for section, model in (("server", self.server), ("speculation", spec))
                    for name, field in type(model).model_fields.items()
                    if (field.json_schema_extra or {}).get("simulator_default") and name not in model.model_fields_set
-                   and (name != "draft_model" or drafts)]
+                   and (name != "draft_model" or sends_draft)]
         if missing:
             started_by = "server.argv_template" if self.server.argv_template else "server.command"
             defaults = ", ".join(f"\"{_default_of(key)}\"" for key in missing)

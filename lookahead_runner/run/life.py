@@ -36,6 +36,9 @@ from ..vllm.probe import Capabilities
 from ..workload.sse import error_message
 
 
+DEATH_LOG_LINES = 400  # the end of a log read for why a server died after it was ready
+
+
 @dataclass(frozen=True)
 class Outcome:
     state: str  # done | failed
@@ -333,7 +336,7 @@ def load_with(config: SweepConfig, placement: Placement, variant: Variant | None
 def died(server: ServerProcess, during: str = "the load") -> str:
     """Why a server process ended: its exit code and the line of its log that says why."""
     code = server.process.poll() if server.process else None
-    return f"the server died during {during} (exit code {code}): {server.why_stopped()}"
+    return f"the server died during {during} (exit code {code}): {server.why_stopped(DEATH_LOG_LINES)}"
 
 
 def _remember(memory, readings: list[tuple[float, float]]) -> None:

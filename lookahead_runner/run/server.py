@@ -215,15 +215,18 @@ class ServerProcess:
         if self._copier is not None:
             self._copier.join(timeout_s)
 
-    def why_stopped(self) -> str:
-        """Why the exited server stopped: the exception its log says it raised (vllm/server_log.py)."""
+    def why_stopped(self, last_lines: int | None = None) -> str:
+        """Why the exited server stopped: the exception its log says it raised (vllm/server_log.py), read from the
+        whole log (a failed start), or from its `last_lines` (a server that died later: an exception it logged
+        and survived earlier is not the cause)."""
         self.log_written()
         try:
             with open(self.log_path, "rb") as handle:
                 handle.seek(max(0, handle.seek(0, os.SEEK_END) - LOG_READ_BYTES))
-                return cause(handle.read().decode("utf-8", errors="replace"))
+                text = handle.read().decode("utf-8", errors="replace")
         except OSError:
             return "no log"
+        return cause("\n".join(text.splitlines()[-last_lines:]) if last_lines else text)
 
     def log_tail(self, lines: int = 8) -> str:
         """The end of the log; once the process has exited, with everything it printed."""

@@ -58,3 +58,19 @@ def test_a_first_life_that_cannot_start_stops_a_sweep_of_lives_that_differ_in_k_
         assert survivors(model, str(run_dir)) == []
     finally:
         kill_all(model)
+
+
+def test_a_server_that_dies_later_is_not_blamed_on_an_exception_it_survived(tmp_path):
+    """died() reads the end of the log: a traceback logged and survived long before is not the cause."""
+    from lookahead_runner.run.life import DEATH_LOG_LINES, died
+
+    script = ("import sys; print('Traceback (most recent call last):'); print('  File \"a.py\", line 1'); "
+              "print('ValueError: a request it answered 400'); [print(f'INFO step {i}') for i in range(1000)]; "
+              "print('ERROR engine core died: CUDA error: out of memory'); sys.exit(1)")
+    server = ServerProcess([sys.executable, "-c", script], "http://127.0.0.1:9", tmp_path / "server.log",
+                           stop_grace_s=2)
+    with server:
+        server.process.wait(timeout=30)
+        assert died(server) == ("the server died during the load (exit code 1): ERROR engine core died: CUDA error: "
+                                "out of memory")
+        assert "ValueError" in server.why_stopped() and DEATH_LOG_LINES < 1000  # the whole log would blame it
