@@ -244,7 +244,7 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         events = LifeEvents(started, progress.load_started, finished, progress.variant_started)
         run_life = LifeRunner(config, caps, run_dir, say, events, web_port, placement, config.load.preflight_s > 0,
                               server, slots)
-        starts = len(server_lives(lives, config.load.repeat_mode == "same-server"))
+        starts = len(server_lives(plan_lives(config), config.load.repeat_mode == "same-server"))  # adaptive: its grid
         if may_stop_at_first_start(config, run_dir, lives, starts, slots is not None):
             run_life.first_start_of = starts
         early_stop = early_stop and not config.grid.axis  # each grid value has its own decision

@@ -37,9 +37,12 @@ def test_a_start_failure_is_reported_by_the_exception_vllm_raised(fixtures_dir, 
         assert first.endswith("(the root cause of RuntimeError: Engine core initialization failed)"), first
 
 
-def test_a_first_life_that_cannot_start_stops_a_sweep_of_lives_that_differ_in_k_alone(tmp_path):
+@pytest.mark.parametrize("strategy", ["grid", "adaptive"])
+def test_a_first_life_that_cannot_start_stops_a_sweep_of_lives_that_differ_in_k_alone(tmp_path, strategy):
     model = unique_model("startfail")
-    toml = sweep_toml(model, [0, 2, 4], env=faults_at_k({0: ["--sim-fault", "fail-start"]}))
+    toml = sweep_toml(model, [0, 2, 4], env=faults_at_k({0: ["--sim-fault", "fail-start"]})) + \
+        f'[sweep]\nstrategy = "{strategy}"\n'
+
     try:
         done = cli("sweep", "--config", str(write_config(tmp_path, toml)), "--out", str(tmp_path / "runs"),
                    timeout=120)
@@ -53,8 +56,8 @@ def test_a_first_life_that_cannot_start_stops_a_sweep_of_lives_that_differ_in_k_
         assert line.endswith(f"then continue with --resume {run_dir}"), line
         assert status(run_dir, "k0/r0")["state"] == "failed"
         assert not (run_dir / "k2").exists() and not (run_dir / "k4").exists()  # never started
-        assert [life["dir"] for life in json.loads((run_dir / "plan.json").read_text())["lives"]] == \
-            ["k0/r0", "k2/r0", "k4/r0"]  # --resume runs them all
+        planned = [life["dir"] for life in json.loads((run_dir / "plan.json").read_text())["lives"]]
+        assert planned == (["k0/r0", "k2/r0", "k4/r0"] if strategy == "grid" else ["k0/r0"])  # --resume runs them
         assert survivors(model, str(run_dir)) == []
     finally:
         kill_all(model)
