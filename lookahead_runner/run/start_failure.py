@@ -39,7 +39,7 @@ def stop_if_shared(outcomes: list[Outcome], life: Life, server_starts: int, run_
     """Raise SharedStartFailure when the first server life (hosting `life`) exited before it was ready."""
     if not outcomes or not outcomes[0].start_failed:
         return
-    why = outcomes[0].reason.splitlines()[0]
+    why = outcomes[0].reason.splitlines()[0].rstrip(".")
     others = server_starts - 1
     raise SharedStartFailure(
         f"{life.key}: {why}; the sweep's {others} other server {'lives start' if others > 1 else 'life starts'} "
