@@ -108,15 +108,20 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
     if note := request_set_note(config):
         print(note)
     if args.dry_run:
+        from .runfolder.cost import expected_text
+
         print(placement.describe())
         if len(config.load.variants) > 1:
             print(blocks_order(config.load.variants))
         lives = plan_lives(config)
+        adaptive_max_lives = None
         if config.sweep.strategy == "adaptive":  # the settings it chooses from, each life chosen as it goes
-            from .run.adaptive_sweep import describe, model_view
+            from .run.adaptive_sweep import default_max_lives, describe, model_view
 
             print(describe(config, model_view(None, config), len(slots.slots) if slots is not None else 1))
             lives = [life for life in lives if life.repeat == 0]
+            adaptive_max_lives = default_max_lives(config)
+        print(expected_text(config, adaptive_max_lives))
         for group in server_lives(lives, config.load.repeat_mode == "same-server"):
             argv = render_argv(config, caps, group[0].setting, config.server.port or 8000, server)
             print(f"{', '.join(life.key for life in group)}: {shell_join(argv)}")
@@ -257,8 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
         confirm.add_argument("--no-confirm", dest="confirm", action="store_const", const="off",
                              help="no confirmation life, not even of a schedule (decision.confirm = \"off\")")
         p.add_argument("--web", action="store_true",
-                       help="run Locust with its web UI on a free 127.0.0.1 port for each server life (URL printed): "
-                            "live server tabs; the stages still start and end by themselves")
+                       help="serve the live view (Locust's web UI with the vLLM tabs) on one 127.0.0.1 port for the "
+                            "whole sweep, its URL printed once: a browser tab follows the sweep from life to life; "
+                            "the stages still start and end by themselves")
 
     demo = sub.add_parser("demo", help="sweep K in {0,2,4,8} on the simulated vLLM server and write a report")
     run_options(demo)

@@ -14,7 +14,8 @@ PARALLEL_FLAGS = {"--tensor-parallel-size": "tp", "-tp": "tp", "--pipeline-paral
 
 
 class ClusterConfig(Strict):
-    """engine = "ray": each server life is a Ray actor task holding its GPUs; the load stays on its node."""
+    """Where server lives run: one at a time on this machine (local), or in parallel on a Ray cluster (engine =
+    "ray"), each life a Ray actor task holding its GPUs, its load on its node."""
 
     engine: Literal["local", "ray"] = Field("local", description="local: one life at a time on this machine; "
                                                                   "ray: lives in parallel on a Ray cluster")

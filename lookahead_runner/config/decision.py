@@ -19,7 +19,7 @@ class DecisionConfig(Strict):
     """Every threshold of the decision, in one place; the report shows the run's values."""
 
     target_users: int | list[int] = Field(
-        0, description="concurrency the decision is made at; 0 = the last stage; with workload variants, one for "
+        0, json_schema_extra={"allowed": "0 or a stage's users; a list: one per workload variant"}, description="concurrency the decision is made at; 0 = the last stage; with workload variants, one for "
                        "all or a list with one per variant (in their order)")
 
     @field_validator("target_users", mode="before")
@@ -34,7 +34,8 @@ class DecisionConfig(Strict):
     objective: Literal["req_per_s", "output_tok_per_s", "goodput"] = Field(
         "req_per_s", description="what the best K maximises; goodput = requests/s meeting every SLO")
     slo: dict[str, float] = Field(
-        default_factory=dict, description="per-request SLOs, METRIC_pNN_ms = limit (METRIC: ttft, tpot, itl, "
+        default_factory=dict, json_schema_extra={"allowed": "keys METRIC_pNN_ms, 0 < NN < 100; limits > 0"},
+        description="per-request SLOs, METRIC_pNN_ms = limit (METRIC: ttft, tpot, itl, "
                                           "e2e), e.g. ttft_p99_ms = 500; a K breaking one is blocked")
     memory_rise_frac: float = Field(0.05, ge=0, description="a memory rise this large counts as clear (stop rule)")
     throughput_gain_frac: float = Field(0.02, ge=0, description="the objective must rise this much to pay for it")
@@ -85,7 +86,7 @@ class DecisionConfig(Strict):
                                                                "the stages beside it expect is a collapse: the "
                                                                "schedule is not confirmed")
     restart_spread: float | Literal["auto"] = Field(
-        "auto", description="how far one server life's throughput lands from the next life's of the same K "
+        "auto", json_schema_extra={"allowed": "0 to 1 (below 1), or \"auto\""}, description="how far one server life's throughput lands from the next life's of the same K "
                             "(relative SD per life), for one life per K (one repeat, or same-server repeats): its "
                             "windows cannot show it (restarted repeats measure it instead). \"auto\" = the "
                             "simulator's documented 0.01; on real vLLM unknown, taken as 0.15 and said so in the "

@@ -15,23 +15,28 @@ AUTO_FIRST_REPEATS = 2
 
 
 class StageConfig(Strict):
-    users: int = Field(ge=1, le=100_000)
-    duration_s: float = Field(gt=0)
+    """One stage of the load: this many users for this long (the stages run in order, users rising)."""
+
+    users: int = Field(ge=1, le=100_000, description="concurrent users (each one request in flight at a time)")
+    duration_s: float = Field(gt=0, description="seconds the stage runs, its warm-up (load.warmup_s) included")
 
 
 class LoadConfig(Strict):
+    """The load every server life runs: Locust's stages of rising concurrency and the requests' shape."""
+
     stages: list[StageConfig] = Field(
-        default_factory=lambda: [StageConfig(users=u, duration_s=20) for u in (8, 32, 96)]
-    )
+        default_factory=lambda: [StageConfig(users=u, duration_s=20) for u in (8, 32, 96)],
+        description="the stages, in order, e.g. [{users = 8, duration_s = 20}, {users = 32, duration_s = 20}]")
     prompt_tokens: int | list[int] = Field(
-        128, description="prompt length in tokens; a list is a workload axis measured in each server life, e.g. "
+        128, json_schema_extra={"allowed": ">= 1; a list: unique values"}, description="prompt length in tokens; a list is a workload axis measured in each server life, e.g. "
                          "[512, 4096] (variants.py)")
     output_tokens: int | list[int] | Literal["natural"] = Field(
-        64, description="output length in tokens (>= 2); a list is an axis too; \"natural\": each request of "
+        64, json_schema_extra={"allowed": ">= 2; a list: unique values"}, description="output length in tokens (>= 2); a list is an axis too; \"natural\": each request of "
                         "load.requests ends at its end of sequence, capped by its own max_tokens")
-    temperature: float | list[float] = Field(0.0, description="sampling temperature (>= 0); a list is an axis too")
+    temperature: float | list[float] = Field(0.0, json_schema_extra={"allowed": ">= 0; a list: unique values"},
+                                             description="sampling temperature (>= 0); a list is an axis too")
     repeats: int | Literal["auto"] = Field(
-        1, description="repeats of every setting; \"auto\" = 2, then one more of each K the verdict hangs on "
+        1, json_schema_extra={"allowed": "1 to 100, or \"auto\""}, description="repeats of every setting; \"auto\" = 2, then one more of each K the verdict hangs on "
                        "until it is decided or max_repeats is reached")
     max_repeats: int = Field(5, ge=2, le=100, description="the cap of repeats = \"auto\"")
     repeat_mode: Literal["restart", "same-server"] = Field(
@@ -40,9 +45,11 @@ class LoadConfig(Strict):
     warmup_s: float = Field(
         -1.0, description="seconds excluded at each stage start; -1 = max(2 s, 25% of the stage)"
     )
-    request_timeout_s: float = Field(120.0, gt=0)
+    request_timeout_s: float = Field(120.0, gt=0, description="seconds one request may take end to end "
+                                                              "(also the socket timeout, and how long the last "
+                                                              "requests of a block may finish)")
     processes: int | Literal["auto"] = Field(
-        "auto", description="Locust processes on this host (--processes); auto = enough to keep each under "
+        "auto", json_schema_extra={"allowed": "1 to 64, or \"auto\""}, description="Locust processes on this host (--processes); auto = enough to keep each under "
                             "60% of a core at the highest stage, from the measured per-process capacity")
     cpus: CpuList = Field("", description="CPUs for Locust's processes (a CPU list: \"6-7\"); empty = load.placement decides")
     placement: Literal["auto", "off"] = Field(
@@ -50,10 +57,11 @@ class LoadConfig(Strict):
     preflight_s: float = Field(
         3.0, ge=0, description="seconds of load at the highest stage before the first life, measuring Locust's lag "
                                "and capacity; a run that cannot be valid stops there (0 = no pre-flight)")
-    top_p: float = Field(1.0, gt=0, le=1)
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling top_p sent with every request")
     seed: int | None = Field(None, description="sampling seed sent with every request")
     prompt_file: str = Field("", description="JSONL prompt corpus ({\"text\": ...} per line); empty = built-in")
-    locust_extra_args: list[str] = Field(default_factory=list)
+    locust_extra_args: list[str] = Field(default_factory=list, description="more `locust` arguments for every "
+                                                                           "life's load, appended as given")
     # --- the endpoint (issue 28): raw completions, or chat with the server's chat template applied
     endpoint: Literal["completions", "chat"] = Field(
         "completions", description="completions: POST /v1/completions with a raw prompt; chat: POST "

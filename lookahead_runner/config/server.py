@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from .masking import ENV_NAME_RE
-from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, runner_flag
+from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, flag_value, runner_flag
 from ..vllm.probe import SPEC_METRICS_FLAG
 from ..vllm.spec_keys import runner_key_text
 from .strict import CpuList, Strict
@@ -15,6 +15,9 @@ from .strict import CpuList, Strict
 SpecValue = bool | int | float | str | list[bool | int | float | str]  # a speculative config key's TOML value
 SIM_COMMAND = [sys.executable, "-m", "lookahead_runner.sim"]
 SIM_MARKERS = ("lookahead_runner.sim", "lookahead-sim-vllm")  # in a command that starts the simulator
+# a field whose default names one of the simulator's models: a real server needs it given (SweepConfig checks)
+SIMULATOR_NAME = {"simulator_default": True}
+SERVED_MODEL_NAME_FLAG = "--served-model-name"
 
 
 def is_simulator_command(command: list[str]) -> bool:
@@ -32,12 +35,18 @@ def runner_field_text(flag: str) -> str:
 
 
 class ServerConfig(Strict):
+    """How each server life is started (or which running server is loaded), and what is read from it."""
+
     command: list[str] = Field(
         default_factory=lambda: list(SIM_COMMAND),
-        description="argv prefix of the vLLM CLI; `serve MODEL --port P ...` is appended",
+        description="argv prefix of the vLLM CLI, e.g. [\"vllm\"]; `serve MODEL --host H --port P ...` is appended; "
+                    "the default starts the simulator (this Python, -m lookahead_runner.sim)",
     )
-    model: str = Field("sim/llama-3-8b", description="model served by `serve MODEL`; with server.url, left out or "
-                                                     "\"\" = the first model the server lists (GET /v1/models)")
+    model: str = Field("sim/llama-3-8b", description="model served by `serve MODEL`; the requests carry it (or the "
+                                                     "first --served-model-name of extra_args); with server.url, "
+                                                     "left out or \"\" = the first model the server lists "
+                                                     "(GET /v1/models)",
+                       json_schema_extra=SIMULATOR_NAME)
     argv_template: list[str] = Field(
         default_factory=list,
         description="the whole server argv with {model}, {host}, {port} and an {args} element "
@@ -48,12 +57,19 @@ class ServerConfig(Strict):
     env: dict[str, str] = Field(default_factory=dict, description="environment overlay for the server process")
     ready_timeout_s: float = Field(600.0, gt=0, description="seconds to wait for /health after start")
     stop_grace_s: float = Field(15.0, gt=0, description="seconds between SIGTERM and SIGKILL of the server group")
-    memory_source: Literal["auto", "nvml", "sim", "process", "dcgm", "none"] = "auto"
+    memory_source: Literal["auto", "nvml", "sim", "process", "dcgm", "none"] = Field(
+        "auto", description="where GPU memory is read: auto = the simulator's file for the simulator, DCGM when "
+                            "dcgm_url is set, NVML when a GPU is visible, else the server's process memory (RSS); "
+                            "none = not read (the memory gate cannot be judged)")
     dcgm_url: str = Field("", description="a DCGM exporter's /metrics URL, for GPU memory of a remote server")
     url: str = Field("", description="an already-running server to load (no restarts; one setting)")
-    memory_stable_band_mib: float = Field(64.0, ge=0, description="memory counts as stable within this band")
-    memory_stable_window_s: float = Field(2.0, ge=0, description="for this long")
-    memory_stable_timeout_s: float = Field(120.0, gt=0)
+    memory_stable_band_mib: float = Field(64.0, ge=0, description="memory counts as stable once its readings stay "
+                                                                  "within this many MiB ...")
+    memory_stable_window_s: float = Field(2.0, ge=0, description="... for this many seconds after the server "
+                                                                 "is ready")
+    memory_stable_timeout_s: float = Field(120.0, gt=0, description="seconds to wait for stable memory after "
+                                                                    "ready; past it the life goes on, marked "
+                                                                    "not stable")
     api_key_env: str = Field("", description="name of an environment variable holding the API key the load "
                                              "sends; empty = the server's own (--api-key, else VLLM_API_KEY)")
     secret_flags: list[str] = Field(
@@ -81,8 +97,15 @@ class ServerConfig(Strict):
 
     @property
     def is_simulator(self) -> bool:
-        """The simulated server (a command naming it); real vLLM otherwise."""
-        return is_simulator_command(self.command)
+        """The simulated server (the command, or the argv_template that replaces it, naming it); real vLLM
+        otherwise."""
+        return is_simulator_command(self.argv_template or self.command)
+
+    @property
+    def served_model(self) -> str:
+        """The model name the requests carry: the first --served-model-name of extra_args (vLLM answers 404 to
+        any other name), else server.model."""
+        return flag_value(self.extra_args, SERVED_MODEL_NAME_FLAG) or self.model
 
     @field_validator("secret_flags")
     @classmethod
@@ -120,6 +143,15 @@ class ServerConfig(Strict):
 
     @field_validator("extra_args")
     @classmethod
+    def _served_name_given(cls, value: list[str]) -> list[str]:
+        name = flag_value(value, SERVED_MODEL_NAME_FLAG)
+        if SERVED_MODEL_NAME_FLAG in value and (name is None or name.startswith("-")):
+            raise ValueError(f"{SERVED_MODEL_NAME_FLAG} needs the name after it (the requests carry it), e.g. "
+                             f"\"{SERVED_MODEL_NAME_FLAG}\", \"my-model\"")
+        return value
+
+    @field_validator("extra_args")
+    @classmethod
     def _no_runner_flags(cls, value: list[str]) -> list[str]:
         for arg in value:
             flag = runner_flag(arg)
@@ -135,9 +167,16 @@ class ServerConfig(Strict):
 
 
 class SpeculationConfig(Strict):
-    k: list[int] = Field(default_factory=lambda: [0, 2, 4, 8], description="lookahead values K to sweep")
+    """What the server speculates with; K is the one setting the sweep changes."""
+
+    k: list[int] = Field(default_factory=lambda: [0, 2, 4, 8], description="lookahead values K to sweep "
+                                                                           "(num_speculative_tokens); 0 = the "
+                                                                           "no-speculation baseline",
+                         json_schema_extra={"allowed": "whole numbers >= 0, unique (sorted)"})
     method: str = Field("draft_model", description="speculative method, e.g. draft_model, eagle, ngram")
-    draft_model: str = Field("sim/llama-68m", description="draft model for draft_model/eagle methods")
+    draft_model: str = Field("sim/llama-68m", description="the draft model (a path or Hugging Face name) every "
+                                                          "method but ngram loads",
+                             json_schema_extra=SIMULATOR_NAME)
     raw_lookahead_slots: bool = Field(
         False, description="sweep the literal --num-lookahead-slots instead of K (only where it exists)"
     )

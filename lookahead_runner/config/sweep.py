@@ -7,7 +7,7 @@ from pydantic import Field, model_validator
 
 from ..contracts.cpus import format_cpus, parse_cpus
 from .workload_variants import as_list, model_length_error
-from ..vllm.knob import MAX_MODEL_LEN_FLAG, NGRAM_LOOKUP_MAX, runner_flag
+from ..vllm.knob import MAX_MODEL_LEN_FLAG, NGRAM_LOOKUP_MAX, loads_draft_model, runner_flag
 from .cluster import ClusterConfig
 from .decision import DecisionConfig
 from .load import LoadConfig
@@ -70,8 +70,10 @@ class StrategyConfig(Strict):
 
 
 class SweepConfig(Strict):
-    name: str = "sweep"
-    out: str = "reports"
+    """A whole sweep: the top-level keys, then one table per section."""
+
+    name: str = Field("sweep", description="the run's name: its folder is OUT/DATE-TIME-NAME")
+    out: str = Field("reports", description="the folder run folders are written under (--out overrides it)")
     server: ServerConfig = Field(default_factory=ServerConfig)
     speculation: SpeculationConfig = Field(default_factory=SpeculationConfig)
     load: LoadConfig = Field(default_factory=LoadConfig)
@@ -165,6 +167,26 @@ class SweepConfig(Strict):
         return self
 
     @model_validator(mode="after")
+    def _real_server_names_its_models(self) -> "SweepConfig":
+        """A real vLLM must not get a simulator model name by default (config/server.py SIMULATOR_NAME)."""
+        if self.server.is_simulator or self.server.url:
+            return self
+        spec = self.speculation
+        sends_draft = loads_draft_model(spec.method) and any(spec.k) and not spec.raw_lookahead_slots
+        missing = [f"{section}.{name}" for section, model in (("server", self.server), ("speculation", spec))
+                   for name, field in type(model).model_fields.items()
+                   if (field.json_schema_extra or {}).get("simulator_default") and name not in model.model_fields_set
+                   and (name != "draft_model" or sends_draft)]
+        if missing:
+            started_by = "server.argv_template" if self.server.argv_template else "server.command"
+            defaults = ", ".join(f"\"{_default_of(key)}\"" for key in missing)
+            whose = "are the simulator's models" if len(missing) > 1 else "is the simulator's"
+            raise ValueError(f"{' and '.join(missing)}: {started_by} starts a real vLLM, and {defaults} {whose}: "
+                             f"set {'each' if len(missing) > 1 else 'it'} to what your vLLM loads (a path or "
+                             "Hugging Face name)")
+        return self
+
+    @model_validator(mode="after")
     def _cluster_starts_its_servers(self) -> "SweepConfig":
         if self.cluster.engine == "ray" and self.server.url:
             raise ValueError("cluster.engine = \"ray\" starts each server life on a worker node; server.url is a "
@@ -195,3 +217,8 @@ class SweepConfig(Strict):
         targets = self.decision.target_users
         target = targets[variant] if isinstance(targets, list) else targets
         return target or self.load.stages[-1].users
+
+
+def _default_of(key: str) -> object:
+    section, name = key.split(".")
+    return SweepConfig.model_fields[section].annotation.model_fields[name].default

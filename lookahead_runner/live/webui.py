@@ -11,6 +11,11 @@ charts.json) and two CSV downloads (same values), computed in `values` and shown
   (workload/distributed.py), so the master's tabs show all processes merged;
 - the stage (the --stages shape) and ``--setting-name`` (the runner passes the life's setting).
 
+In a sweep (``--follow-sweep``: the runner serves every life's web UI on one port, run/load.py live_view_port)
+the page also loads static/follow_sweep.js: it asks ``lookahead/life.json`` every two seconds which Locust
+answers, says so while none does (the runner is between server lives), and reloads once the next life's
+Locust does, so a tab left open follows the sweep from life to life.
+
 Headless runs (the runner's default) get none of this: no web UI, no extra scrapes.
 Locust's tab components read ``extended_tabs``/``extended_tables``/``extended_csv_files`` from the
 page's template args and the rows from ``extended_stats`` in each ``/stats/requests`` answer
@@ -80,6 +85,8 @@ NOW_CSV = "lookahead/now.csv"
 HISTORY_CSV = "lookahead/history.csv"
 CHARTS_JSON = "lookahead/charts.json"
 CHARTS_JS = "lookahead/live_charts.js"
+FOLLOW_JS = "lookahead/follow_sweep.js"
+LIFE_JSON = "lookahead/life.json"
 PLOTLY_JS = "lookahead/plotly.min.js"
 CHART_POLL_S = 2.0  # as often as Locust's page asks for its own stats
 STATIC = Path(__file__).resolve().parent / "static"
@@ -91,6 +98,11 @@ def add_options(parser: Any, **_kwargs: Any) -> None:
     parser.add_argument(
         "--setting-name", default="", env_var="LOCUST_SETTING_NAME", include_in_web_ui=False,
         help="Label of the server setting under test, shown in the web UI's live tab (the runner passes e.g. k4/r0).",
+    )
+    parser.add_argument(
+        "--follow-sweep", action="store_true", default=False, env_var="LOCUST_FOLLOW_SWEEP", include_in_web_ui=False,
+        help="This web UI is one server life's of a sweep on one port (the runner passes it): the page follows the "
+             "sweep to the next life's web UI on the same port.",
     )
     parser.add_argument(
         "--variant-name", default="", env_var="LOCUST_VARIANT_NAME", include_in_web_ui=False,
@@ -149,6 +161,7 @@ class LiveView:
         self.history: deque[LiveValues] = deque(maxlen=HISTORY_MAX_ROWS)
         self.marks: deque[Mark] = deque(maxlen=HISTORY_MAX_ROWS)
         self.session = uuid.uuid4().hex[:12]
+        self.life = uuid.uuid4().hex[:12]  # this Locust process: a page of another one reloads (follow_sweep.js)
         self.values: LiveValues | None = None
         self.metrics_error = ""
         self.memory, self.memory_note = _open_memory()
@@ -237,6 +250,9 @@ class LiveView:
         return csv_text([key for key, _ in HISTORY_COLUMNS if key != "variant" or variant],
                         (history_row(v) for v in self.history))
 
+    def life_json(self) -> str:
+        return json.dumps({"life": self.life, "setting": self.setting})
+
     def charts_json(self, after_t_s: float) -> str:
         return json.dumps(chart_update(self.history, self.marks, after_t_s, self.session, self.setting))
 
@@ -274,18 +290,25 @@ def _install(environment: Environment, view: LiveView) -> None:
         lookahead_charts={"tabs": [NOW_TITLE, HISTORY_TITLE], "url": f"./{CHARTS_JSON}", "charts": chart_specs(),
                           "poll_ms": int(CHART_POLL_S * 1000), "max_points": HISTORY_MAX_ROWS},
     )
+    follow = bool(getattr(environment.parsed_options, "follow_sweep", False))
+    if follow:  # read by static/follow_sweep.js
+        web_ui.template_args["lookahead_follow"] = {"life": view.life, "setting": view.setting,
+                                                    "url": f"./{LIFE_JSON}", "poll_ms": int(CHART_POLL_S * 1000)}
     base = (getattr(environment.parsed_options, "web_base_path", "") or "").rstrip("/")
     routes = {
         NOW_CSV: lambda: _csv_response(view.now_csv(), "lookahead_live"),
         HISTORY_CSV: lambda: _csv_response(view.history_csv(), "lookahead_history"),
         CHARTS_JSON: lambda: _json_response(view.charts_json(request.args.get("after", 0.0, type=float))),
         CHARTS_JS: lambda: send_file(STATIC / "live_charts.js", mimetype="text/javascript", max_age=0),
+        FOLLOW_JS: lambda: send_file(STATIC / "follow_sweep.js", mimetype="text/javascript", max_age=0),
+        LIFE_JSON: lambda: _json_response(view.life_json()),
         PLOTLY_JS: lambda: send_file(_plotly_js_path(), mimetype="text/javascript", max_age=3600),
     }
     for path, answer in routes.items():
         endpoint = "lookahead_" + path.replace("/", "_").replace(".", "_")
         web_ui.app.add_url_rule(f"{base}/{path}", endpoint, web_ui.auth_required_if_enabled(answer))
-    scripts = f'<script src="./{PLOTLY_JS}"></script><script src="./{CHARTS_JS}"></script>'
+    scripts = f'<script src="./{PLOTLY_JS}"></script><script src="./{CHARTS_JS}"></script>' + \
+        (f'<script src="./{FOLLOW_JS}"></script>' if follow else "")
 
     @web_ui.app.after_request
     def extend_answers(response: Response) -> Response:

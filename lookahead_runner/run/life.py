@@ -20,12 +20,12 @@ from pathlib import Path
 
 from ..runfolder import results
 from ..config import ResolvedServer, SweepConfig
-from .load import WEB_HOST, locust_argv, run_locust, web_url
+from .load import locust_argv, run_locust
 from .launch import Life, server_launch
 from .placement import Placement
 from .server_check import check_workload
 from ..runfolder.plan import write_status
-from .server import (RunningServer, ServerError, ServerProcess, free_port, port_taken, root_cause, tail,
+from .server import (RunningServer, ServerError, ServerProcess, StartFailed, free_port, port_taken, tail,
                      wait_for_port_free)
 from ..telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
 from ..telemetry.sampler import Sampler
@@ -35,10 +35,14 @@ from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities
 
 
+DEATH_LOG_LINES = 400  # the end of a log read for why a server died after it was ready
+
+
 @dataclass(frozen=True)
 class Outcome:
     state: str  # done | failed
     reason: str = ""
+    start_failed: bool = False  # its server exited before it was ready (server.StartFailed)
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,7 @@ def fresh_life_dir(run_dir: Path, life: Life) -> Path:
 
 
 def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, repeats: list[int], run_dir: Path,
-                    say, resolved: ResolvedServer, events: LifeEvents | None = None, web: bool = False,
+                    say, resolved: ResolvedServer, events: LifeEvents | None = None, web_port: int | None = None,
                     placement: Placement | None = None,
                     preflight: Callable[[Served, Placement], Placement] | None = None,
                     where: dict | None = None) -> list[Outcome]:
@@ -111,7 +115,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
 
     A failed start or a dead server fails every repeat it leaves unmeasured. The server's own files
     (server.log, server.json) live in the first repeat's folder; each later repeat's status.json
-    names that folder (`server_life`). With `web`, Locust serves its web UI on a free local port.
+    names that folder (`server_life`). With `web_port`, Locust serves its web UI there (load.live_view_port).
     `placement` says which CPUs the server and Locust run on; `preflight`, run once the server is
     warm, may change Locust's process count or stop the sweep (preflight.PreflightError). `where`: a life on a
     Ray cluster (cluster_life.py): its node, GPUs and slot, recorded in each status.json; every life records its
@@ -160,7 +164,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
             say(f"  ready in {ready_s:.1f} s; memory ({memory.name}) {'stable' if stable else 'NOT stable'} "
                 f"after {stable_s:.1f} s")
             check_workload(config, base_url, headers)   # a server refusing the load stops the run here
-            warm_up(base_url, config.server.model, headers)
+            warm_up(base_url, config.server.served_model, headers)
             if preflight is not None:
                 placement = preflight(served, placement)
             status.update(ready_s=round(ready_s, 2), memory_stable=stable, start_s=round(time.monotonic() - started, 2))
@@ -172,7 +176,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                     write_status(out, "running", server_life=lives[0].key)
                     events.started(life, False)
                 measuring = time.monotonic()
-                reason, measured, alive = measure(config, served, life, out, say, events, web, placement)
+                reason, measured, alive = measure(config, served, life, out, say, events, web_port, placement)
                 measured["measure_s"] = round(time.monotonic() - measuring, 2)
                 outcomes.append(_finish(out, life, reason, status | measured, events))
                 if not alive and index + 1 < len(lives):
@@ -189,17 +193,18 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
         for life in lives[len(outcomes):]:
             folder = out if first else fresh_life_dir(run_dir, life)
             outcomes.append(_finish(folder, life, str(err), status | (spent if first else {}), events,
-                                    detail=str(err) if first else ""))
+                                    detail=str(err) if first else "", start_failed=isinstance(err, StartFailed)))
             first = False
     return outcomes
 
 
-def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents, detail: str = "") -> Outcome:
+def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents, detail: str = "",
+            start_failed: bool = False) -> Outcome:
     """Write the repeat's final status.json (`done` only without a reason) and tell the runner."""
     state = "failed" if reason else "done"
     extra = {"detail": detail} if detail else {}
     write_status(out, state, reason.splitlines()[0] if reason else "", **extra, **status)
-    outcome = Outcome(state, reason)
+    outcome = Outcome(state, reason, start_failed)
     events.finished(life, outcome)
     return outcome
 
@@ -227,7 +232,7 @@ def not_measured(run_dir: Path, setting: Setting, repeats: list[int], why: str) 
 
 
 def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, events: LifeEvents,
-            web: bool, placement: Placement) -> tuple[str, dict, bool]:
+            web_port: int | None, placement: Placement) -> tuple[str, dict, bool]:
     """Sample the ready server while Locust runs the stages into `out`, once per workload variant (a block
     each, in order: variants.py says why); with several, each block's files go to out/<variant key>/ and
     variants.json holds each block's times, between samples taken at its edges (its closed window).
@@ -256,10 +261,7 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
                 sampler.sample_once()  # the block's opening sample
             events.variant_started(variant)
             events.load_started(sampler)
-            web_port = free_port(WEB_HOST) if web else None
-            if web_port is not None:
-                say(f"  live view: {web_url(web_port)}")
-            argv = locust_argv(base_url, folder, config.server.model, load_with(config, placement, variant),
+            argv = locust_argv(base_url, folder, config.server.served_model, load_with(config, placement, variant),
                                setting_name=life.key, web_port=web_port, variant_name=variant.label)
             block = {"key": variant.key, "label": variant.label, "t_start_s": time.time()}
             # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
@@ -276,7 +278,7 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
     # after the closing sample, so this request stays out of the life's token accounting
     hung = (f"the server hung: a 1-token completion got no answer within {hang_s:.0f} s after the load"
             if alive_at_end and not load.aborted
-            and not answers(base_url, config.server.model, headers, hang_s) else "")
+            and not answers(base_url, config.server.served_model, headers, hang_s) else "")
     if hung and not served.external and not server.alive():  # not hung: it was dying meanwhile
         hung, alive_at_end = "", False
     died_at_end = "" if alive_at_end or served.external else died(server)
@@ -306,7 +308,7 @@ def load_with(config: SweepConfig, placement: Placement, variant: Variant | None
 def died(server: ServerProcess, during: str = "the load") -> str:
     """Why a server process ended: its exit code and the line of its log that says why."""
     code = server.process.poll() if server.process else None
-    return f"the server died during {during} (exit code {code}): {root_cause(server.log_tail(40))}"
+    return f"the server died during {during} (exit code {code}): {server.why_stopped(DEATH_LOG_LINES)}"
 
 
 def _remember(memory, readings: list[tuple[float, float]]) -> None:

@@ -1,5 +1,6 @@
 """One server life's load: headless Locust as a subprocess running the scenario's stages
-(or, with `sweep --web`, Locust with its web UI, still starting and ending the stages by itself).
+(or, with `sweep --web`, Locust with its web UI, still starting and ending the stages by itself, on one port
+for the whole sweep: `live_view_port`).
 
 The runner never imports locust (it monkey-patches the process); it only builds the argv,
 runs it under a deadline and hands back where the files are.
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,12 +106,29 @@ def _endpoint_args(load) -> list[str]:
 def _ui_args(web_port: int | None) -> list[str]:
     if web_port is None:
         return ["--headless"]
-    return ["--autostart", "--autoquit", f"{WEB_LINGER_S:g}", "--web-host", WEB_HOST, "--web-port", str(web_port)]
+    return ["--autostart", "--autoquit", f"{WEB_LINGER_S:g}", "--web-host", WEB_HOST, "--web-port", str(web_port),
+            "--follow-sweep"]
 
 
 def web_url(web_port: int) -> str:
     """The live view of a life's Locust web UI (opens on the "vLLM live" tab)."""
     return f"http://{WEB_HOST}:{web_port}/?tab=lookahead"
+
+
+@contextmanager
+def live_view_port(web: bool):
+    """`sweep --web`: one port for every life's Locust web UI, so the live view has one address for the whole
+    sweep and a browser tab left open follows it from life to life. Between lives the port is held by a socket
+    bound to it but not listening (SO_REUSEADDR): Locust's web server (gevent's, SO_REUSEADDR too) binds it
+    beside that socket, while a free port asked of the kernel (the next server's, Locust's master's) is never
+    this one. Yields the port, or None without --web."""
+    if not web:
+        yield None
+        return
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind((WEB_HOST, 0))
+        yield holder.getsockname()[1]
 
 
 def run_locust(argv: list[str], log_path: Path, deadline_s: float, env: dict[str, str] | None = None,

@@ -17,7 +17,8 @@ NEEDED = {
     "built-in prompt corpus": "workload/corpus/builtin.txt",
     "demo preset": "presets/demo.toml",
 }
-NEEDED_WITH_WEB = {"live charts' script": "live/static/live_charts.js"}
+NEEDED_WITH_WEB = {"live charts' script": "live/static/live_charts.js",
+                   "live view's sweep script": "live/static/follow_sweep.js"}
 
 
 class PackageFileError(RuntimeError):

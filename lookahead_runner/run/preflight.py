@@ -198,7 +198,7 @@ def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, 
         "stages": [StageConfig(users=peak, duration_s=config.load.preflight_s)],
         "prompt_tokens": variant.prompt_tokens, "temperature": variant.temperature,
         "output_tokens": min(OUTPUT_TOKENS, variant.output_tokens), "processes": placement.processes})
-    argv = locust_argv(base_url, out, config.server.model, load, setting_name="preflight")
+    argv = locust_argv(base_url, out, config.server.served_model, load, setting_name="preflight")
     deadline_s = config.load.preflight_s + 2 * config.load.request_timeout_s + 60
     result = run_locust(argv, out / "locust.log", deadline_s, env=env, abort=alive, cpus=placement.load_cpus)
     if result.aborted:

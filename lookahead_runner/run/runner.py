@@ -32,11 +32,13 @@ from .finalize import decide_all, finalize, write_tables
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life_pool import OneAtATime
+from .load import live_view_port, web_url
 from .life import LifeEvents, Served, died, kept, not_measured, run_server_life, skip
 from ..config.masking import MissingSecret
 from .placement import Placement, host_cpus, plan_placement
 from .preflight import PreflightError, run_preflight
 from .progress import SweepProgress
+from .start_failure import may_stop_at_first_start, stop_if_shared
 from ..vllm.knob import KnobError, Setting, check_flags, check_raw_mode, knob_flag, resolve_style
 from ..vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
 from ..vllm.spec_keys import SpecAxis, check_spec_axis, typed_constants
@@ -156,20 +158,24 @@ class LifeRunner:
     run_dir: Path
     say: Callable[[str], None]
     events: LifeEvents
-    web: bool
+    web_port: int | None  # sweep --web: every life's Locust web UI on this port (load.live_view_port)
     placement: Placement
     preflight_due: bool
     server: ResolvedServer
     cluster: object | None = None  # cluster.RaySlots with cluster.engine = "ray": lives run there, in parallel
+    first_start_of: int = 0  # the server starts planned, while the first one decides for all (start_failure.py)
 
     def __call__(self, config: SweepConfig, setting: Setting, repeats: list[int]) -> None:
         try:
-            run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.server, self.events,
-                            web=self.web,
-                            placement=self.placement, preflight=self._preflight if self.preflight_due else None)
+            outcomes = run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.server,
+                                       self.events, web_port=self.web_port, placement=self.placement,
+                                       preflight=self._preflight if self.preflight_due else None)
         except PreflightError as err:  # no life was measured: each is run again by --resume
             not_measured(self.run_dir, setting, repeats, str(err))
             raise
+        starts, self.first_start_of = self.first_start_of, 0
+        if starts:
+            stop_if_shared(outcomes, Life(setting, repeats[0]), starts, self.run_dir)
 
     def _preflight(self, served: Served, current: Placement) -> Placement:
         alive = (lambda: "") if served.external else (
@@ -220,10 +226,12 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
     lives = lives_of(read_plan(run_dir), config)
     number = {life.key: n for n, life in enumerate(lives, 1)}
     variants = config.load.variants
-    with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), \
+    with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), live_view_port(web) as web_port, \
             SweepProgress(config.load.stages, len(lives), blocks=len(variants)) as progress:
         say = say or progress.say
         say(placement.describe())
+        if web_port is not None:
+            say(f"live view, one address for every server life: {web_url(web_port)}")
         if len(variants) > 1:
             say(blocks_order(variants))
 
@@ -239,8 +247,11 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
             progress.life_finished()
 
         events = LifeEvents(started, progress.load_started, finished, progress.variant_started)
-        run_life = LifeRunner(config, caps, run_dir, say, events, web, placement, config.load.preflight_s > 0, server,
-                              slots)
+        run_life = LifeRunner(config, caps, run_dir, say, events, web_port, placement, config.load.preflight_s > 0,
+                              server, slots)
+        starts = len(server_lives(plan_lives(config), config.load.repeat_mode == "same-server"))  # adaptive: its grid
+        if may_stop_at_first_start(config, run_dir, lives, starts, slots is not None):
+            run_life.first_start_of = starts
         early_stop = early_stop and not config.grid.axis  # each grid value has its own decision
         if config.sweep.strategy == "adaptive":
             run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop)

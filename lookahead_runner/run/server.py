@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -25,10 +24,21 @@ from . import reaper
 from ..config.masking import PLACEHOLDER_RE, MissingSecret, Secrets, StreamMasker
 from .placement import pin
 from ..vllm.endpoints import HEALTH_PATH
+from ..vllm.server_log import cause
+
+LOG_READ_BYTES = 8 << 20  # the end of the log read for why a server stopped (a failed start writes a few KiB)
 
 
 class ServerError(RuntimeError):
     """The server failed to start or become ready; the message carries the reason."""
+
+
+class StartFailed(ServerError):
+    """The server process exited before it was ready; `cause` is why, from its log (vllm/server_log.py)."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -46,24 +56,6 @@ def port_is_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-# "(EngineCore pid=12) ERROR 11-29 23:16:55 [core.py:1088] " and the like, before a log message
-_LOG_PREFIX_RE = re.compile(r"^(\(\w+ pid=\d+\) )?(DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d-]+ [\d:]+ \[[^\]]*\] ")
-_ERROR_LINE_RE = re.compile(r"(\b[A-Z]\w*(Error|Exception)\b|\berror\b|\[Errno \d+\])", re.IGNORECASE)
-# wrappers that only point at the root cause printed before them
-_WRAPPER_RE = re.compile(r"root cause|initialization failed|^Traceback|^\s*File \"", re.IGNORECASE)
-
-
-def root_cause(log: str) -> str:
-    """The line of a failed server's log that says why: the last error line that is not a wrapper
-    ("Engine core initialization failed. See root cause above"), without its log prefix."""
-    lines = [_LOG_PREFIX_RE.sub("", line).strip() for line in log.splitlines()]
-    lines = [line for line in lines if line]
-    for line in reversed(lines):
-        if _ERROR_LINE_RE.search(line) and not _WRAPPER_RE.search(line):
-            return line
-    return lines[-1] if lines else "no output"
 
 
 def port_taken(host: str, port: int, wait_s: float = 5.0) -> bool:
@@ -172,8 +164,9 @@ class ServerProcess:
                 on_poll()
             code = self.process.poll()
             if code is not None:
-                log = self.log_tail(40)
-                raise ServerError(f"server exited with code {code} before it was ready: {root_cause(log)}\n{log}")
+                why = self.why_stopped()
+                raise StartFailed(f"server exited with code {code} before it was ready: {why}\n{self.log_tail(40)}",
+                                  why)
             if self._health_ok():
                 waited = time.monotonic() - started
                 self.record.update(ready_s=round(waited, 3), t_ready_s=time.time())
@@ -221,6 +214,19 @@ class ServerProcess:
         hold the pipe a moment longer)."""
         if self._copier is not None:
             self._copier.join(timeout_s)
+
+    def why_stopped(self, last_lines: int | None = None) -> str:
+        """Why the exited server stopped: the exception its log says it raised (vllm/server_log.py), read from the
+        whole log (a failed start), or from its `last_lines` (a server that died later: an exception it logged
+        and survived earlier is not the cause)."""
+        self.log_written()
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(max(0, handle.seek(0, os.SEEK_END) - LOG_READ_BYTES))
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return "no log"
+        return cause("\n".join(text.splitlines()[-last_lines:]) if last_lines else text)
 
     def log_tail(self, lines: int = 8) -> str:
         """The end of the log; once the process has exited, with everything it printed."""

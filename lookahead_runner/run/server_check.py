@@ -61,7 +61,7 @@ def with_served_model(config: SweepConfig, server: ResolvedServer,
 
 def check_workload(config: SweepConfig, base_url: str, headers: dict[str, str]) -> None:
     """One request as the load sends it; a refusal stops the run (PreflightError) with the server's message."""
-    load, model = config.load, config.server.model
+    load, model = config.load, config.server.served_model
     variant = load.variants[0]
     exact = not variant.natural_output
     if load.endpoint == "chat":

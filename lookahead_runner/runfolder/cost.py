@@ -107,3 +107,36 @@ def cost_text(cost: Cost) -> str:
         grid = f"~{minutes(cost.grid_server_s)} server-minutes" if cost.grid_server_s is not None else "its starts unmeasured"
         text += f"; the full grid: {cost.grid_lives} lives, {grid}"
     return text
+
+
+def expected_text(config: SweepConfig, adaptive_max_lives: int | None = None) -> str:
+    """What the sweep will cost, said before it starts (--dry-run): its server lives and starts, the server-minutes
+    of their load (the stages' seconds, each workload variant's), and what the starts may add (their time to ready
+    is known only once measured: at most server.ready_timeout_s each). `adaptive_max_lives`: the adaptive sweep's
+    cap of lives (adaptive_sweep.default_max_lives)."""
+    load_s = sum(stage.duration_s for stage in config.load.stages) * len(config.load.variants)
+    lives, starts = grid_lives(config)
+    most_lives, most_starts = lives, starts
+    settings = len(config.speculation.k) * max(1, len(config.grid.values))
+    grid = f" x {len(config.grid.values)} values of {config.grid.axis}" if config.grid.axis else ""
+    repeats = config.load.planned_repeats
+    shape = f"{len(config.speculation.k)} K{grid} x {repeats} repeat{'s' if repeats > 1 else ''}"
+    if adaptive_max_lives is not None:
+        lives = starts = most_lives = most_starts = adaptive_max_lives
+        head = f"at most {lives} server lives (adaptive: each chosen on what is measured)"
+    elif config.load.repeats == "auto":
+        most_lives = settings * config.load.max_repeats
+        most_starts = most_lives if config.load.repeat_mode == "restart" else settings
+        head = (f"{lives} server lives ({shape}), up to {most_lives} (load.repeats = \"auto\": more repeats of a K "
+                "the verdict hangs on)")
+    else:
+        stop = "; the early stop may skip larger K" if len(config.speculation.k) > 1 and not config.grid.axis else ""
+        head = f"{lives} server lives ({shape}{stop})"
+    up_to = f" (up to {minutes(most_lives * load_s)})" if most_lives != lives else ""
+    text = (f"expected: {head}, {starts} server start{'s' if starts != 1 else ''}: {minutes(lives * load_s)} "
+            f"server-minutes of load{up_to} ({load_s:g} s of stages a life) plus each start's time to ready (at most "
+            f"server.ready_timeout_s = {config.server.ready_timeout_s:g} s: "
+            f"{minutes(most_starts * config.server.ready_timeout_s)} server-minutes at worst)")
+    if config.sweep.max_server_minutes and adaptive_max_lives is not None:
+        text += f"; no life started past sweep.max_server_minutes = {config.sweep.max_server_minutes:g}"
+    return text

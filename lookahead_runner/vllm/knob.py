@@ -165,8 +165,8 @@ def speculation_args(caps: Capabilities, k: int, method: str, draft_model: str, 
     extra = ({"prompt_lookup_max": NGRAM_LOOKUP_MAX} if method == "ngram" else {}) | (keys or {})
     if style == "legacy-flags":
         if keys:
-            raise KnobError(f"vLLM {caps.version} has no speculative config to carry {', '.join(keys)}; remove "
-                            "grid.spec_key and speculation.config")
+            raise KnobError(f"grid.spec_key / speculation.config: vLLM {caps.version} has no speculative config "
+                            f"to carry {', '.join(keys)}; remove grid.spec_key and speculation.config")
         model = "[ngram]" if method == "ngram" else draft_model
         args = ["--speculative-model", model, "--num-speculative-tokens", str(k)]
         if method == "ngram":

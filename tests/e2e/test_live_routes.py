@@ -71,7 +71,8 @@ if IN_CHILD:
         pass
 
     @pytest.fixture
-    def live(tmp_path, monkeypatch):
+    def live(tmp_path, monkeypatch, request):
+        """Parameter (indirect): more Locust arguments."""
         gpu = tmp_path / "sim_gpu.json"
         gpu.write_text(json.dumps({"used_mib": 1000.0, "total_mib": 4000.0}))
         monkeypatch.setenv(SIM_GPU_FILE_ENV, str(gpu))
@@ -86,7 +87,8 @@ if IN_CHILD:
         setup_parser_arguments(parser)
         add_scenario_options(parser)
         webui.add_options(parser)
-        options = parser.parse_args(["-f", "x.py", "--setting-name", "k4/r0", "--stages", "2:10,4:10"])
+        options = parser.parse_args(["-f", "x.py", "--setting-name", "k4/r0", "--stages", "2:10,4:10",
+                                     *getattr(request, "param", [])])
         environment = Environment(user_classes=[_User], shape_class=_Shape(), host="http://sim.invalid",
                                   parsed_options=options)
         environment.create_local_runner()
@@ -179,6 +181,28 @@ if IN_CHILD:
         assert script.status_code == 200 and b"lookahead_charts" in script.get_data()
         script.close()
 
+    def test_alone_the_page_does_not_follow_a_sweep(live):
+        environment, _view = live
+        page = environment.web_ui.app.test_client().get("/").get_data(as_text=True)
+        assert "follow_sweep.js" not in page and "lookahead_follow" not in page
+
+    @pytest.mark.parametrize("live", [["--follow-sweep"]], indirect=True)
+    def test_in_a_sweep_the_page_asks_which_life_answers_and_follows_it(live):
+        environment, view = live
+        client = environment.web_ui.app.test_client()
+        page = client.get("/").get_data(as_text=True)
+        args = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0])
+        assert args["lookahead_follow"] == {"life": view.life, "setting": "k4/r0", "url": "./lookahead/life.json",
+                                            "poll_ms": 2000}
+        assert page.index('src="./lookahead/live_charts.js"') < page.index('src="./lookahead/follow_sweep.js"') \
+            < page.index("</body>")
+        assert client.get("/lookahead/life.json").get_json() == {"life": view.life, "setting": "k4/r0"}
+        environment.events.reset_stats.fire()  # Reset Stats is the same life: the page must not reload for it
+        assert client.get("/lookahead/life.json").get_json()["life"] == view.life
+        script = client.get("/lookahead/follow_sweep.js")
+        assert script.status_code == 200 and b"lookahead_follow" in script.get_data()
+        script.close()
+
     def test_charts_json_gives_the_ticks_newer_than_asked_with_the_setting(live):
         environment, view = live
         client = environment.web_ui.app.test_client()
@@ -245,3 +269,4 @@ if IN_CHILD:
         assert (options.web_host, options.web_port) == (WEB_HOST, 18089)
         assert options.setting_name == "k2/r1"
         assert options.stages == "2:5"
+        assert options.follow_sweep is True

@@ -103,6 +103,8 @@ def test_dry_run_prints_every_argv_and_starts_nothing(tmp_path):
     assert runner.returncode == 0, stderr
     assert "vLLM 0.32.0" in stdout
     assert "k0/r0:" in stdout and "k4/r0:" in stdout and "--spec-tokens 4" in stdout
+    assert "expected: 2 server lives (2 K x 1 repeat; the early stop may skip larger K), 2 server starts: 0.1 " \
+           "server-minutes of load (3 s of stages a life)" in stdout, stdout
     assert not (tmp_path / "runs").exists()
 
 

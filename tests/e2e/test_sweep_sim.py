@@ -94,7 +94,8 @@ def test_sweep_on_the_simulator_writes_summary_decision_report(tmp_path):
     ("[load]\nstages = []\n", "load.stages"),
     ("[server]\ncommand = []\n", "server.command"),
     ("[server]\ncommnd = ['vllm']\n", "server.commnd: unknown key"),
-    ("[server]\ncommand = ['/nonexistent/vllm']\n", "server.command: '/nonexistent/vllm' not found"),
+    ("[server]\ncommand = ['/nonexistent/vllm']\nmodel = 'org/target'\n[speculation]\ndraft_model = 'org/draft'\n",
+     "server.command: '/nonexistent/vllm' not found"),
 ])
 def test_bad_config_is_one_line_exit_2(tmp_path, toml, field):
     config = tmp_path / "bad.toml"
@@ -112,3 +113,38 @@ def test_raw_lookahead_sweep_refused_before_any_server(tmp_path):
     done = run_cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"), timeout=60)
     assert done.returncode == 2 and "removed in 0.12" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_real_server_without_a_draft_model_is_refused_before_anything_starts(tmp_path):
+    """A real `vllm` (here a stand-in that leaves a mark when it runs) and no speculation.draft_model: the
+    simulator's draft would reach vLLM, so the sweep stops on one line naming the key; not even the probe ran."""
+    mark = tmp_path / "started"
+    fake = tmp_path / "vllm"
+    fake.write_text(f"import pathlib\npathlib.Path({str(mark)!r}).write_text('ran')\n")
+    config = tmp_path / "real.toml"
+    config.write_text(f"[server]\ncommand = {json.dumps([sys.executable, str(fake)])}\nmodel = \"org/target\"\n"
+                      "[speculation]\nk = [0, 4]\n")
+    done = run_cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "speculation.draft_model: server.command starts a real vLLM" in done.stderr, done.stderr
+    assert not mark.exists() and not (tmp_path / "runs").exists()
+    given = run_cli("sweep", "--config", str(config), "--set", "speculation.draft_model=org/draft", "--dry-run",
+                    timeout=60)
+    assert mark.exists(), given.stderr  # given, the same config reaches the probe: the stand-in ran
+
+
+def test_a_served_model_name_in_extra_args_is_the_model_every_request_carries(tmp_path):
+    """The simulator, as vLLM, answers 404 to a model it does not serve: with --served-model-name the requests
+    (warm-up and load) must carry that name, not server.model."""
+    config = tmp_path / "served.toml"
+    config.write_text(SWEEP.replace('"--sim-scenario", "tight-kv"]', '"--served-model-name", "prod-name"]')
+                      .replace("k = [0, 4]", "k = [0]").replace("production_users = 12", 'confirm = "off"')
+                      .replace("stages = [{ users = 2, duration_s = 4 }, { users = 8, duration_s = 4 }]",
+                               "stages = [{ users = 2, duration_s = 3 }]"))
+    done = run_cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"), timeout=120)
+    run_dir = next((tmp_path / "runs").iterdir())
+    requests = pd.read_csv(run_dir / "k0" / "r0" / "requests.csv")
+    assert len(requests) >= 3 and requests["ok"].all(), requests["error"].dropna().unique()[:3]
+    assert "prod-name" in (run_dir / "k0" / "r0" / "server.log").read_text()
+    assert json.loads((run_dir / "k0" / "r0" / "status.json").read_text())["state"] == "done", done.stderr

@@ -83,3 +83,17 @@ def test_pages_link_only_to_pages_that_exist():
 
 def test_the_readme_stays_short():
     assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
+
+
+def test_the_config_reference_is_what_the_models_write():
+    """docs/reference/config.md is written from the configuration models (the docs build rewrites it); a model
+    changed without it fails here: run `python -m lookahead_runner.config.reference`."""
+    from lookahead_runner.config.reference import PAGE, reference_text
+
+    assert (DOCS / PAGE).read_text(encoding="utf-8") == reference_text(), \
+        "docs/reference/config.md is stale: run python -m lookahead_runner.config.reference"
+
+
+def test_the_docs_build_writes_the_config_reference():
+    config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "docs/hooks/config_reference.py" in config and (DOCS / "hooks" / "config_reference.py").is_file()

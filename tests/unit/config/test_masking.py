@@ -134,7 +134,8 @@ def test_a_key_moves_to_the_environment_only_where_the_environment_reaches_the_s
     caps = Capabilities("0.32.0", frozenset({"--speculative-config"}))
     for command, moved in ((["vllm"], True), (["taskset", "-c", "1", "vllm"], True),
                            (["docker", "run", "--rm", "vllm/vllm-openai"], False), (["ssh", "gpu1", "vllm"], False)):
-        config = config_from_dict({"server": {"command": command, "extra_args": ["--api-key", K1]}})
+        config = config_from_dict({"server": {"command": command, "model": "org/target", "extra_args": ["--api-key", K1]},
+                                   "speculation": {"k": [0]}})
         argv, env, _ = server_launch(config, caps, Setting(0), 8000, ResolvedServer.resolve(config.server))
         assert ("--api-key" not in argv and env.get("VLLM_API_KEY") == "${VLLM_API_KEY}") == moved, command
         assert K1 not in argv and K1 not in env.values()
@@ -143,7 +144,8 @@ def test_a_key_moves_to_the_environment_only_where_the_environment_reaches_the_s
 def test_mask_server_and_the_plan_config():
     config = config_from_dict({"server": {
         "command": ["docker", "run", "-e", "HF_TOKEN=hf_abcdefgh", "img"], "secret_env": ["HF_TOKEN"],
-        "extra_args": ["--api-key", K1, "--max-num-seqs", "8"], "env": {"HUGGING_FACE_HUB_TOKEN": "hf_zyxwvuts"}}})
+        "extra_args": ["--api-key", K1, "--max-num-seqs", "8"], "env": {"HUGGING_FACE_HUB_TOKEN": "hf_zyxwvuts"},
+        "model": "org/target"}, "speculation": {"draft_model": "org/draft"}})
     masked, secrets = mask_server(config.server, {})
     dumped = json.dumps(redact(masked.model_dump(mode="json")))
     assert K1 not in dumped and "hf_abcdefgh" not in dumped and "hf_zyxwvuts" not in dumped

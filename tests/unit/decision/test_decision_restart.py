@@ -65,12 +65,15 @@ def test_a_prior_spread_from_the_user_decides_a_gain_beyond_it_and_is_not_called
     assert wide.status == "not_decided" and "restart spread unknown" not in wide.verdict
 
 
+REAL_VLLM = {"server": {"command": ["vllm"], "model": "org/target"}, "speculation": {"draft_model": "org/draft"}}
+
+
 def test_the_simulator_has_a_documented_default_and_real_vllm_none():
     sim = config_from_dict({"decision": {}}).decision
-    real = config_from_dict({"server": {"command": ["vllm"]}}).decision
+    real = config_from_dict(REAL_VLLM).decision
     assert sim.restart_prior() == (0.01, "the simulator's default")
     assert real.restart_prior() == (0.15, "unknown")
-    assert config_from_dict({"server": {"command": ["vllm"]}, "decision": {"restart_spread": 0.04}}) \
+    assert config_from_dict(REAL_VLLM | {"decision": {"restart_spread": 0.04}}) \
         .decision.restart_prior() == (0.04, "decision.restart_spread")
 
 
@@ -102,7 +105,7 @@ def test_same_server_repeats_are_one_life_per_k_too():
     same = decide(evidence(ws, USERS), one_life, {})
     assert same.status == "not_decided" and "one life per K: restart spread unknown" in same.verdict
     assert any("load.repeat_mode = \"restart\"" in step for step in same.next_runs)
-    assert config_from_dict({"server": {"command": ["vllm"]}, "load": {"repeat_mode": "same-server"}}) \
+    assert config_from_dict(REAL_VLLM | {"load": {"repeat_mode": "same-server"}}) \
         .decision.one_life_per_k
 
 

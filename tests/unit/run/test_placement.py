@@ -95,13 +95,15 @@ def test_off_leaves_both_to_the_os_and_a_cpu_not_here_is_refused():
 
 
 def test_a_server_the_user_places_keeps_its_placement():
-    template = {"argv_template": ["docker", "run", "--cpuset-cpus", "0", "-p", "{port}:8000", "img", "{args}"]}
-    for server in (template, {"command": ["taskset", "-c", "1", "vllm"]}):
-        placed = plan_placement(config(server=server, load={"cpus": "1"}), [0, 1])
+    template = {"argv_template": ["docker", "run", "--cpuset-cpus", "0", "-p", "{port}:8000", "img", "{args}"],
+                "model": "org/target"}
+    for server in (template, {"command": ["taskset", "-c", "1", "vllm"], "model": "org/target"}):
+        placed = plan_placement(config(server=server, load={"cpus": "1"}, speculation={"draft_model": "org/d"}),
+                                [0, 1])
         assert (placed.mode, placed.server_cpus, placed.load_cpus, placed.server_env) == ("user", (), (1,), {})
         assert "placed by its own command" in placed.describe()
     with pytest.raises(ConfigError, match="server.cpus cannot reach this server; .*--cpuset-cpus"):
-        config(server=template | {"cpus": "0"})
+        config(server=template | {"cpus": "0"}, speculation={"draft_model": "org/d"})
     with pytest.raises(ConfigError, match="server.cpus cannot reach this server; server.url"):
         config(server={"url": "http://127.0.0.1:8000", "cpus": "0"}, speculation={"k": [2]})
 

@@ -40,6 +40,7 @@ def test_web_mode_serves_the_ui_locally_and_still_runs_the_stages_unattended():
     assert (_value(argv, "--web-host"), _value(argv, "--web-port")) == (WEB_HOST, "18089")
     assert _value(argv, "--setting-name") == "k2/r1"
     assert _value(argv, "--stages") == "2:5"
+    assert "--follow-sweep" in argv  # the page follows the sweep to the next life's UI on the same port
     assert web_url(18089) == "http://127.0.0.1:18089/?tab=lookahead"
 
 

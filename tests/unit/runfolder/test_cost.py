@@ -1,6 +1,6 @@
 """What a verdict cost (cost.py): server lives and server-seconds per life, and the full grid beside them."""
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.runfolder.cost import cost_text, grid_lives, life_costs as costs_of, run_cost
+from lookahead_runner.runfolder.cost import cost_text, expected_text, grid_lives, life_costs as costs_of, run_cost
 from lookahead_runner.runfolder.plan import LifeStatus, PlannedLife
 
 CONFIG = config_from_dict({"speculation": {"k": [0, 2, 4, 8]}, "load": {"repeats": 2, "stages": [
@@ -90,3 +90,26 @@ def test_a_decision_json_cost_from_before_gpu_and_wall_minutes_still_reads():
     cost = Cost.model_validate(old)
     assert (cost.gpu_s, cost.wall_s, cost.text) == (None, None, old["text"]) and SCHEMA_VERSION == 3
     assert cost_text(cost) == old["text"]
+
+
+def test_the_dry_run_says_the_lives_and_server_minutes_before_any_start():
+    """CONFIG: 4 K x 2 repeats, 20 s of stages a life: 8 lives, 160 s of load; each start at most 600 s."""
+    assert expected_text(CONFIG) == (
+        "expected: 8 server lives (4 K x 2 repeats; the early stop may skip larger K), 8 server starts: 2.7 "
+        "server-minutes of load (20 s of stages a life) plus each start's time to ready (at most "
+        "server.ready_timeout_s = 600 s: 80 server-minutes at worst)")
+
+
+def test_the_dry_run_counts_variants_same_server_repeats_auto_repeats_and_the_adaptive_cap():
+    variants = config_from_dict({"speculation": {"k": [0, 4]}, "load": {
+        "prompt_tokens": [64, 512], "repeats": 3, "repeat_mode": "same-server", "stages": [
+            {"users": 8, "duration_s": 30}]}, "server": {"ready_timeout_s": 120}})
+    assert expected_text(variants).startswith("expected: 6 server lives (2 K x 3 repeats; the early stop may skip "
+                                              "larger K), 2 server starts: 6.0 server-minutes of load (60 s of stages")
+    auto = config_from_dict({"speculation": {"k": [0, 4]}, "load": {"repeats": "auto", "stages": [
+        {"users": 8, "duration_s": 60}]}})
+    assert expected_text(auto).startswith(
+        "expected: 4 server lives (2 K x 2 repeats), up to 10 (load.repeats = \"auto\": more repeats of a K the verdict "
+        "hangs on), 4 server starts: 4.0 server-minutes of load (up to 10)")
+    assert expected_text(CONFIG, adaptive_max_lives=6).startswith(
+        "expected: at most 6 server lives (adaptive: each chosen on what is measured), 6 server starts: 2.0")

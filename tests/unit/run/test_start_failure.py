@@ -1,0 +1,50 @@
+"""When the first server life's failed start decides for the whole sweep (run/start_failure.py)."""
+from __future__ import annotations
+
+import pytest
+
+from lookahead_runner.config import config_from_dict
+from lookahead_runner.run.launch import Life
+from lookahead_runner.run.life import Outcome
+from lookahead_runner.run.runner import plan_lives
+from lookahead_runner.run.start_failure import SharedStartFailure, may_stop_at_first_start, stop_if_shared
+from lookahead_runner.runfolder import results
+from lookahead_runner.runfolder.plan import write_status
+
+
+def _may_stop(tmp_path, on_cluster=False, **sections) -> bool:
+    config = config_from_dict(sections)
+    lives = plan_lives(config)
+    return may_stop_at_first_start(config, tmp_path, lives, len(lives), on_cluster)
+
+
+def test_lives_that_differ_in_k_alone_stop_at_a_failed_first_start(tmp_path):
+    assert _may_stop(tmp_path)
+    assert _may_stop(tmp_path, load={"prompt_tokens": [64, 128]})  # workload variants: the same server
+
+
+@pytest.mark.parametrize("sections", [{"grid": {"flag": "--max-num-seqs", "values": ["8", "16"]}},
+                                      {"speculation": {"k": [0]}}])
+def test_a_grid_or_a_single_start_goes_on(tmp_path, sections):
+    assert not _may_stop(tmp_path, **sections)
+
+
+def test_on_a_cluster_or_after_a_life_ran_the_sweep_goes_on(tmp_path):
+    assert not _may_stop(tmp_path, on_cluster=True)
+    out = results.life_dir(tmp_path, "k0", 0)
+    out.mkdir(parents=True)
+    write_status(out, "done")
+    assert not _may_stop(tmp_path)  # a --resume of a folder whose server started before
+
+
+def test_only_a_start_failure_stops_and_the_line_says_how_to_go_on(tmp_path):
+    life = Life(plan_lives(config_from_dict({}))[0].setting, 0)
+    stop_if_shared([Outcome("failed", "the server died during the load (exit code 1): x")], life, 4, tmp_path)
+    stop_if_shared([Outcome("done")], life, 4, tmp_path)
+    with pytest.raises(SharedStartFailure) as stopped:
+        stop_if_shared([Outcome("failed", "server exited with code 1 before it was ready: ValueError: v\nlog",
+                                start_failed=True)], life, 2, tmp_path)
+    assert str(stopped.value) == (
+        f"k0/r0: server exited with code 1 before it was ready: ValueError: v; the sweep's 1 other server life starts "
+        f"the same server with another K, so it would fail alike: stopped before starting it. Fix the cause (the "
+        f"log: {tmp_path}/k0/r0/server.log), then continue with --resume {tmp_path}")

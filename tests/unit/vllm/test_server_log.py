@@ -1,0 +1,64 @@
+"""Why a vLLM server stopped, from its log (vllm/server_log.py): two real vLLM 0.32 start failures, whose last
+lines are not the cause, and the shapes around them."""
+from __future__ import annotations
+
+import pytest
+
+from lookahead_runner.vllm.server_log import cause, last_error_line, raised
+
+MEMORY_CAUSE = ("ValueError: Available memory on node 0 (8.78/10.21 GiB) on startup is less than desired CPU memory "
+                "utilization (0.92, 9.4 GiB). On the CPU backend, the `--gpu-memory-utilization` flag controls the "
+                "fraction of CPU memory reserved (despite its name). To resolve: decrease `--gpu-memory-utilization` "
+                "(e.g. `--gpu-memory-utilization 0.5`) or reduce CPU memory used by other processes.")
+
+
+def _log(fixtures_dir, name: str) -> str:
+    return (fixtures_dir / f"server-log-startfail-{name}.txt").read_text(encoding="utf-8")
+
+
+def test_the_root_cause_120_lines_above_the_wrapper_that_ends_the_log(fixtures_dir):
+    log = _log(fixtures_dir, "cpu-memory")
+    assert log.rstrip().splitlines()[-1].startswith("RuntimeError: Engine core initialization failed. See root cause")
+    assert [r.type for r in raised(log)] == ["ValueError", "Exception", "Exception", "RuntimeError"]
+    assert cause(log) == f"{MEMORY_CAUSE} (the root cause of RuntimeError: Engine core initialization failed)"
+
+
+def test_a_message_over_several_lines_under_a_pydantic_help_url(fixtures_dir):
+    log = _log(fixtures_dir, "draft-name")
+    assert log.rstrip().splitlines()[-1].strip().startswith("For further information visit https://errors.pydantic")
+    assert cause(log) == ("ValidationError: 1 validation error for SpeculativeConfig: Value error, Invalid "
+                          "repository ID or local directory specified: 'sim/llama-68m'.")
+
+
+def test_the_exception_raised_last_when_it_points_nowhere_else():
+    log = "\n".join(["INFO 12-03 17:05:54 [api.py:1] starting", "Traceback (most recent call last):",
+                     '  File "x.py", line 1, in <module>', "    main()", "OSError: [Errno 98] Address already in use"])
+    assert cause(log) == "OSError: [Errno 98] Address already in use"
+
+
+def test_lines_of_other_processes_inside_a_traceback_are_read_past():
+    worker = "(VllmWorker-0 pid=7) ERROR 12-03 17:06:06 [multiproc_executor.py:953] "
+    other = "(APIServer pid=6) INFO 12-03 17:06:06 [api_server.py:1] "
+    log = "\n".join([worker + "Traceback (most recent call last):", worker + '  File "w.py", line 3, in init',
+                     other + "waiting for the engine", worker + "    raise ValueError(",
+                     worker + "ValueError: not enough KV cache", other + "shutting down",
+                     "RuntimeError: Engine core initialization failed. See root cause above."])
+    assert cause(log) == "ValueError: not enough KV cache"  # the bare last line is no traceback's end
+
+
+@pytest.mark.parametrize("log, line", [
+    ("usage: vllm serve ...\nvllm serve: error: argument --max-num-seqs: invalid int value: 'abc'\n",
+     "vllm serve: error: argument --max-num-seqs: invalid int value: 'abc'"),
+    ("(EngineCore pid=3) ERROR 11-29 23:16:55 [core.py:1088] EngineCore encountered a fatal error\n"
+     "(APIServer pid=2) ERROR 11-29 23:16:55 [async_llm.py:906] EngineDeadError: EngineCore encountered an issue. "
+     "See stack trace (above) for the root cause.\n", "EngineCore encountered a fatal error"),
+    ("", "no output"),
+])
+def test_a_log_without_a_traceback_gives_its_last_error_line(log, line):
+    assert cause(log) == last_error_line(log) == line
+
+
+def test_a_wrapper_with_nothing_before_it_is_said_as_it_is():
+    log = "Traceback (most recent call last):\n  File \"a.py\", line 1\nRuntimeError: Engine core initialization " \
+          "failed. See root cause above. Failed core proc(s): {}"
+    assert cause(log) == "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
