@@ -117,7 +117,8 @@ def test_cli_refuses_a_fixed_port_on_a_cluster_in_one_line_and_starts_nothing(tm
 
     (tmp_path / "sweep.toml").write_text(f"out = \"{tmp_path / 'reports'}\"\n[server]\nport = 8000\n"
                                          "[cluster]\nengine = \"ray\"\ngpus = 2\n")
-    assert main(["sweep", "--config", str(tmp_path / "sweep.toml")]) == 2
+    # --dry-run: were the check gone, this would start Ray and probe, not run a sweep
+    assert main(["sweep", "--dry-run", "--config", str(tmp_path / "sweep.toml")]) == 2
     captured = capsys.readouterr()
     lines = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
     assert len(lines) == 1 and "server.port = 8000" in lines[0] and lines[0].startswith("lookahead-runner: "), lines
