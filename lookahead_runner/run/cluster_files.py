@@ -1,10 +1,11 @@
 """A life's files on their way from a Ray slot's node into the run folder.
 
 The slot packs the life's scratch run folder into an archive on its node's disk (`pack`); the driver pulls it
-a chunk at a time (`read_chunk` there, `fetch` here), so no more than one chunk is in Ray's object store at
-once however large the life's files are, and unpacks it into the run folder (`unpack`): first beside it, then
-each life folder moved in whole, so a cut unpack never leaves a life half there with a "done" status that
---resume would keep. Only plain files and folders with names inside the run folder are unpacked.
+a chunk at a time (`read_chunk` there, `receive` here), so no more than one chunk is in Ray's object store at
+once however large the life's files are, into a staging folder beside the run folder's lives, unpacks it there,
+then moves each life folder in whole: a cut transfer or unpack never leaves a life half there with a "done"
+status that --resume would keep (a staging folder a killed driver left is removed by the next). Only plain
+files and folders with names inside the run folder are unpacked.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
@@ -33,33 +35,38 @@ def read_chunk(archive: Path, offset: int, size: int = CHUNK_BYTES) -> bytes:
         return file.read(size)
 
 
-def fetch(chunk_at: Callable[[int], bytes], size: int, into: Path) -> None:
-    """The archive of `size` bytes, read by `chunk_at(offset)` one chunk after another, written to `into`."""
+def receive(chunk_at: Callable[[int], bytes], size: int, run_dir: Path, life_dirs: list[str]) -> None:
+    """The archive of `size` bytes, read by `chunk_at(offset)` one chunk after another, into the run folder: the
+    life folders (`life_dirs`, e.g. "k2/r1") replace what it had of them (a "running" status, a cut run's files);
+    the archive's other entries (the pre-flight's files) replace theirs."""
+    for stale in run_dir.glob(f"{STAGING_PREFIX}*"):  # a cut transfer of an earlier run of this folder
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=run_dir))
+    try:
+        archive, files = staging / "files.tar.gz", staging / "files"
+        _fetch(chunk_at, size, archive)
+        try:
+            with tarfile.open(archive, mode="r:gz") as packed:
+                for member in packed:
+                    _extract(packed, member, files)
+        except (EOFError, zlib.error) as err:  # gzip's own words for a damaged archive
+            raise tarfile.ReadError(f"the archive is damaged: {err}") from None
+        settings = {PurePosixPath(life_dir).parts[0] for life_dir in life_dirs}
+        others = [entry.name for entry in files.iterdir() if entry.name not in settings] if files.exists() else []
+        for name in [*life_dirs, *others]:
+            if (files / name).exists():
+                _replace(files / name, run_dir / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _fetch(chunk_at: Callable[[int], bytes], size: int, into: Path) -> None:
     with open(into, "wb") as file:
         while file.tell() < size:
             chunk = chunk_at(file.tell())
             if not chunk:
                 raise tarfile.ReadError(f"the archive was cut at {file.tell()} of {size} bytes")
             file.write(chunk)
-
-
-def unpack(archive: Path, run_dir: Path, life_dirs: list[str]) -> None:
-    """The life folders (`life_dirs`, e.g. "k2/r1") replace what the run folder had of them (a "running" status, a
-    cut run's files); the archive's other entries (the pre-flight's files) replace theirs."""
-    for stale in run_dir.glob(f"{STAGING_PREFIX}*"):  # a cut unpack of an earlier run of this folder
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=run_dir))
-    try:
-        with tarfile.open(archive, mode="r:gz") as files:
-            for member in files:
-                _extract(files, member, staging)
-        settings = {PurePosixPath(life_dir).parts[0] for life_dir in life_dirs}
-        others = [entry.name for entry in staging.iterdir() if entry.name not in settings]
-        for name in [*life_dirs, *others]:
-            if (staging / name).exists():
-                _replace(staging / name, run_dir / name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _extract(files: tarfile.TarFile, member: tarfile.TarInfo, staging: Path) -> None:

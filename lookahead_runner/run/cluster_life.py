@@ -1,5 +1,5 @@
 """A server life on a Ray worker node: the same life code as a local one (life.py), in a scratch run folder
-on that node, its files packed to go back to the driver (cluster.py), which writes them into the run folder.
+on that node, its files packed to go back to the driver (cluster_pool.py), which writes them into the run folder.
 
 The life's server and Locust run on the node Ray placed the slot on: Locust drives 127.0.0.1 there, the
 server's and web ports are chosen free on that node, and the node's own watchdog (reaper.py), one per slot,

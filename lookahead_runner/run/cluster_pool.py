@@ -4,14 +4,13 @@ lives to end, pull their files into the run folder (cluster_files.py) and say ho
 
 A slot whose process dies or stops answering is let go (ray.kill, so that its node's watchdog stops the server and
 Locust it ran, where the node is still there) and its lives fail: "node lost" once Ray declares the node dead,
-"the Ray slot ... died" at once when its process died on a live node, "... stopped answering" when the node is
-still alive NODE_DEATH_WAIT_S later. The driver does not wait for that verdict: the other slots' lives are
+"the Ray slot ... died" at once when Ray says its process died on a live node (ActorDiedError), "... stopped
+answering" when the node is still alive NODE_DEATH_WAIT_S later. The driver does not wait for that verdict: the other slots' lives are
 collected and new ones started meanwhile.
 """
 from __future__ import annotations
 
 import tarfile
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from ..config import ResolvedServer, SweepConfig
 from ..runfolder import results
 from ..runfolder.plan import read_status, record_cluster, write_status
 from ..vllm.probe import Capabilities
-from .cluster_files import fetch, unpack
+from .cluster_files import receive
 from .cluster_life import LifeFiles, LifeOrder, Where
 from .cluster_nodes import cause_line
 from .launch import Life
@@ -180,12 +179,12 @@ class SlotPool:
         try:
             files = ray.get(ref)
             self._pull(slot, files, group)
-        except ray.exceptions.RayActorError as err:  # its process died, or does not answer
-            return self._let_go(started, err)
         except ray.exceptions.RayTaskError as err:  # the slot's code raised outside the life: a bug
             self._fail(group, slot, f"the life failed on {slot.where.node}: {cause_line(err)}")
             self.idle.append(slot)
             return True
+        except ray.exceptions.RayError as err:  # its process died, or it does not answer (Ray 2.11: a system error)
+            return self._let_go(started, err)
         except tarfile.TarError as err:
             self._fail(group, slot, f"the life's files from {slot.where.node} could not be unpacked: {err}")
             self.idle.append(slot)
@@ -209,13 +208,11 @@ class SlotPool:
         return True
 
     def _pull(self, slot: Slot, files: LifeFiles, group: list[Life]) -> None:
-        """The life's archive from the slot's node, a chunk at a time, unpacked into the run folder."""
+        """The life's archive from the slot's node, a chunk at a time, into the run folder."""
         import ray
 
-        with tempfile.TemporaryDirectory(prefix=".incoming-", dir=self.run_dir) as incoming:
-            archive = Path(incoming) / "files.tar.gz"
-            fetch(lambda offset: ray.get(slot.actor.chunk.remote(offset)), files.size, archive)
-            unpack(archive, self.run_dir, [life.key for life in group])
+        receive(lambda offset: ray.get(slot.actor.chunk.remote(offset)), files.size, self.run_dir,
+                [life.key for life in group])
 
     def _let_go(self, started: Started, err) -> bool:
         """The slot leaves the sweep; its lives fail now where Ray says why, else once it has (Unanswered)."""
@@ -223,7 +220,7 @@ class SlotPool:
 
         self.owner.let_go(started.slot)
         cause = cause_line(err)
-        if isinstance(err, ray.exceptions.ActorUnavailableError) and _node_alive(started.slot.where.node_id):
+        if not isinstance(err, ray.exceptions.ActorDiedError) and _node_alive(started.slot.where.node_id):
             self.unanswered.append(Unanswered(started, cause, time.monotonic() + NODE_DEATH_WAIT_S))
             return False
         self._lost(started, f"the Ray slot on {started.slot.where.node} died: {cause}")

@@ -7,7 +7,12 @@ import tarfile
 import pytest
 
 from lookahead_runner.run import cluster_files
-from lookahead_runner.run.cluster_files import CHUNK_BYTES, fetch, pack, read_chunk, unpack
+from lookahead_runner.run.cluster_files import CHUNK_BYTES, pack, read_chunk, receive
+
+
+def unpack(archive, run_dir, life_dirs):
+    """The archive at `archive` into the run folder, as the driver pulls it from a slot."""
+    receive(lambda offset: read_chunk(archive, offset), archive.stat().st_size, run_dir, life_dirs)
 from lookahead_runner.runfolder.plan import life_state
 
 
@@ -46,7 +51,7 @@ def test_an_unpack_cut_half_way_leaves_no_done_life_for_resume_to_keep(tmp_path)
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
     (tmp_path / "cut.tar.gz").write_bytes(buffer.getvalue()[:len(buffer.getvalue()) // 2])
-    with pytest.raises((tarfile.TarError, EOFError)):
+    with pytest.raises(tarfile.ReadError, match="the archive is damaged"):  # the life fails, the sweep goes on
         unpack(tmp_path / "cut.tar.gz", run_dir, ["k4/r0"])
     assert life_state(run_dir / "k4" / "r0") == "running"  # rerun by --resume
     assert sorted(p.name for p in run_dir.iterdir()) == ["k4"]
@@ -83,9 +88,21 @@ def test_an_archive_comes_across_a_chunk_at_a_time(tmp_path, monkeypatch):
         sent.append(read_chunk(tmp_path / "files.tar.gz", offset, cluster_files.CHUNK_BYTES))
         return sent[-1]
 
-    fetch(chunk_at, size, tmp_path / "copy.tar.gz")
-    assert len(sent) > 3 and max(map(len, sent)) <= 1000
-    assert (tmp_path / "copy.tar.gz").read_bytes() == (tmp_path / "files.tar.gz").read_bytes()
+    (tmp_path / "run").mkdir()
+    receive(chunk_at, size, tmp_path / "run", ["k0/r0"])
+    assert len(sent) > 3 and max(map(len, sent)) <= 1000 and sum(map(len, sent)) == size
+    assert (tmp_path / "run" / "k0" / "r0" / "requests.csv").read_bytes() == (worker / "requests.csv").read_bytes()
     assert CHUNK_BYTES <= 64 * 1024 * 1024  # well under a local Ray's 256 MiB object store
     with pytest.raises(tarfile.ReadError, match="cut at"):
-        fetch(lambda offset: b"" if offset else b"abc", 10, tmp_path / "short.tar.gz")
+        receive(lambda offset: b"" if offset else b"abc", 10, tmp_path / "run", ["k0/r0"])
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["k0"]  # the cut transfer's staging is gone
+
+
+def test_a_staging_folder_a_killed_driver_left_is_removed_by_the_next_transfer(tmp_path):
+    worker, run_dir = tmp_path / "worker", tmp_path / "run"
+    (worker / "k0" / "r0").mkdir(parents=True)
+    (worker / "k0" / "r0" / "status.json").write_text('{"state": "done"}')
+    (run_dir / ".unpacking-cut" / "files" / "k4" / "r0").mkdir(parents=True)
+    pack(worker, tmp_path / "files.tar.gz")
+    unpack(tmp_path / "files.tar.gz", run_dir, ["k0/r0"])
+    assert sorted(p.name for p in run_dir.iterdir()) == ["k0"]

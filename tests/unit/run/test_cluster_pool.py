@@ -203,3 +203,23 @@ def test_a_submitted_life_takes_a_free_slot_that_has_not_run_its_setting(tmp_pat
     pool.submit(config, Life(K4, 1))
     assert [life.key for life in pool.in_flight()] == ["k4/r1"] and pool.idle == [a]
     assert K4 in b.ran and status(tmp_path, "k4/r1").slot == b.where.slot
+
+
+def test_a_node_lost_while_its_files_come_back_is_a_lost_slot_not_a_crash(tmp_path, fake_ray, monkeypatch,
+                                                                          ray_installed):
+    """Ray 2.11 says "System error: Broken pipe" (RaySystemError) when the node goes while the driver pulls a chunk:
+    the slot is let go like one that stops answering, and the sweep goes on (it ended in a traceback)."""
+    def server_life(config, caps, setting, repeats, run_dir, say, server, **kwargs):
+        out = results.life_dir(run_dir, setting.name, repeats[0])
+        out.mkdir(parents=True)
+        write_status(out, "done")
+
+    monkeypatch.setattr(cluster_life, "run_server_life", server_life)
+    pool, config, _ = make_pool(tmp_path, fake_ray, "run", Ref(ready=False))
+    a = pool.owner.slots[0]
+    a.actor.chunk = Method(lambda offset: Ref(error=ray.exceptions.RaySystemError("Broken pipe")))
+    pool.start(config, [Life(K0, 0)], a)
+    assert pool.wait_some() == [] and fake_ray.killed == [a.actor] and status(tmp_path, "k0/r0").state == "running"
+    fake_ray.alive[a.where.node_id] = False
+    pool.wait_some()
+    assert status(tmp_path, "k0/r0").reason.startswith("node lost: ")
