@@ -13,6 +13,7 @@ nodes with the vLLM version its plan.json was probed on.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 import re
@@ -53,13 +54,11 @@ PROBES = ("full", "version", "none")  # the whole probe (the sweep's Capabilitie
 def node_facts(node: str, slot: str, server: ResolvedServer, paths: dict[str, str], probe: str,
                pynvml=None) -> NodeFacts:
     """This node's and slot's facts (run there by the slot); vLLM probed as `probe` (PROBES) says."""
-    from .. import __version__
-
     masked, secrets = server.masked, server.secrets
     argv, env = secrets.resolve_argv(masked.command), secrets.resolve_env(masked.env)
     models, driver = _gpus(pynvml)
     missing = tuple(f"{name} = {path}" for name, path in paths.items() if not _readable(path))
-    facts = NodeFacts(node, gpu_models=models, driver=driver, unreadable=missing, runner=__version__,
+    facts = NodeFacts(node, gpu_models=models, driver=driver, unreadable=missing, runner=_runner_version(),
                       python=platform.python_version(), slot=slot)
     try:
         caps = run_probe(argv, env=env) if probe == "full" else None
@@ -67,6 +66,14 @@ def node_facts(node: str, slot: str, server: ResolvedServer, paths: dict[str, st
     except ProbeError as err:
         return replace(facts, error=secrets.mask_text(str(err)))
     return replace(facts, vllm=version, caps=caps)
+
+
+def _runner_version() -> str:
+    """The lookahead-runner installed where this runs (its package metadata)."""
+    try:
+        return importlib.metadata.version("lookahead-runner")
+    except importlib.metadata.PackageNotFoundError:  # run from a source folder, not installed
+        return "not installed"
 
 
 def _readable(path: str) -> bool:
