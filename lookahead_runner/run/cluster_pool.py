@@ -169,6 +169,7 @@ class SlotPool:
             ended_groups = self.wait_some()
             if ended_groups:
                 return [life for group in ended_groups for life in group]
+        self.take_in_joined()  # none in flight: a ClusterError where no slot is left, so no caller waits forever
         return []
 
     def _collect(self, ref, started: Started) -> bool:

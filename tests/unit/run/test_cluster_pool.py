@@ -223,3 +223,13 @@ def test_a_node_lost_while_its_files_come_back_is_a_lost_slot_not_a_crash(tmp_pa
     fake_ray.alive[a.where.node_id] = False
     pool.wait_some()
     assert status(tmp_path, "k0/r0").reason.startswith("node lost: ")
+
+
+def test_waiting_with_no_life_in_flight_and_every_slot_lost_ends_the_sweep(tmp_path, fake_ray, ray_installed):
+    """The adaptive sweep waits for a free slot (`while not pool.free(): pool.wait()`): with every slot lost and none
+    in flight that must end in the one-line ClusterError, not loop."""
+    pool, config, _ = make_pool(tmp_path, fake_ray, Ref(ready=False))
+    pool.owner.let_go(pool.idle.pop())
+    assert pool.free() == 0 and not pool.busy
+    with pytest.raises(ClusterError, match="every Ray slot was lost"):
+        pool.wait()
