@@ -79,10 +79,10 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
 
 
 def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep") -> int:
-    from .run.placement import host_cpus, plan_placement
+    from .run.placement import sweep_placement
     from .run.runner import cluster_slots, plan_lives
 
-    placement = plan_placement(config, host_cpus())  # a placement this host cannot give is refused first
+    placement = sweep_placement(config)  # a placement this host cannot give is refused first
     server = ResolvedServer.resolve(config.server)  # the secrets and the load's key, once for the whole run
     # on a Ray cluster the slots come first: the probe runs on a worker node, whose vLLM is the one that counts
     with cluster_slots(config, len(plan_lives(config)), print) as slots:
@@ -111,6 +111,8 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
         from .runfolder.cost import expected_text
 
         print(placement.describe())
+        if slots is not None and (warning := slots.confound_warning(config)):
+            print(warning)
         if len(config.load.variants) > 1:
             print(blocks_order(config.load.variants))
         lives = plan_lives(config)

@@ -71,6 +71,28 @@ def parallel_gpus(extra_args: list[str]) -> int:
     return sizes["tp"] * sizes["pp"]
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def cluster_problem(server, load) -> str:
+    """What the server and load sections ask that slots sharing a node cannot give (one line with the fix), or ""."""
+    if server.memory_source == "dcgm" or (server.memory_source == "auto" and server.dcgm_url):
+        return ("server.memory_source: DCGM sums every GPU of a host, so the other slots' servers would count in "
+                "each life's memory, its stop rule and its stable wait; with cluster.engine = \"ray\" use \"nvml\" "
+                "(each slot reads its own GPUs) or \"auto\" without server.dcgm_url")
+    if server.port:
+        return (f"server.port = {server.port}: slots on one node would all start their server on it; set "
+                "server.port = 0 (each life picks a free port on its node)")
+    if server.host not in LOOPBACK:
+        return (f"server.host = {server.host!r}: on a Ray slot the server and Locust share their node and the load "
+                "goes only to 127.0.0.1; set server.host = \"127.0.0.1\"")
+    for name, cpus in (("server.cpus", server.cpus), ("load.cpus", load.cpus)):
+        if cpus:
+            return (f"{name} = {cpus!r}: CPU lists are this machine's, and nothing is pinned on a Ray slot (a life "
+                    "holds cluster.cpus_per_life CPUs of its node); remove it")
+    return ""
+
+
 def check_ray_installed(cluster: ClusterConfig, source: str = "config", find=importlib.util.find_spec) -> None:
     """engine = "ray" without Ray: one line with the install, before anything starts."""
     if cluster.engine == "ray" and find("ray") is None:

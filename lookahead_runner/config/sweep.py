@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 from ..contracts.cpus import format_cpus, parse_cpus
 from .workload_variants import as_list, model_length_error
 from ..vllm.knob import MAX_MODEL_LEN_FLAG, NGRAM_LOOKUP_MAX, loads_draft_model, runner_flag
-from .cluster import ClusterConfig
+from .cluster import ClusterConfig, cluster_problem
 from .decision import DecisionConfig
 from .load import LoadConfig
 from .server import ServerConfig, SpeculationConfig, runner_field_text
@@ -191,6 +191,8 @@ class SweepConfig(Strict):
         if self.cluster.engine == "ray" and self.server.url:
             raise ValueError("cluster.engine = \"ray\" starts each server life on a worker node; server.url is a "
                              "server started elsewhere: remove server.url or set cluster.engine = \"local\"")
+        if self.cluster.engine == "ray" and (problem := cluster_problem(self.server, self.load)):
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

@@ -1,19 +1,19 @@
 """A server life on a Ray worker node: the same life code as a local one (life.py), in a scratch run folder
-on that node, its files packed to go back to the driver (cluster.py), which writes them into the run folder.
+on that node, its files packed to go back to the driver (cluster_pool.py), which writes them into the run folder.
 
 The life's server and Locust run on the node Ray placed the slot on: Locust drives 127.0.0.1 there, the
-server's and web ports are chosen free on that node, and the node's own watchdog (reaper.py) stops both
-should the slot's process die (the driver interrupted and the slot killed, or Ray stopping it). CPU
-placement is off on a worker: lives share its CPUs through Ray's accounting (cluster.cpus_per_life), and a
-pinned CPU list of the driver's machine means nothing there. This module imports Ray only to ask where it
-runs.
+server's and web ports are chosen free on that node, and the node's own watchdog (reaper.py), one per slot,
+stops both and removes the slot's scratch folder should the slot's process die (the driver interrupted and
+the slot killed, or Ray stopping it). CPU placement is off on a worker: lives share its CPUs through Ray's
+accounting (placement.slot_placement). The driver sends the pre-flight's turn with the life (preflight_turn.py)
+and gets it back, run or still due. A life that raises still sends back what it wrote (the repeats it
+finished), the error said. The files stay on the node until the driver has pulled them (cluster_files.py).
+This module imports Ray only to ask where it runs.
 """
 from __future__ import annotations
 
-import io
 import os
 import shutil
-import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +23,13 @@ from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_visible
 from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities
 from . import reaper
+from .cluster_files import pack, read_chunk
 from .cluster_nodes import NodeFacts, node_facts
-from .life import died, run_server_life
-from .placement import Placement
-from .preflight import PreflightError, run_preflight
+from .life import run_server_life
+from .preflight import PreflightError
+from .preflight_turn import PreflightTurn
+
+ARCHIVE = "files.tar.gz"
 
 
 @dataclass(frozen=True)
@@ -38,18 +41,20 @@ class LifeOrder:
     setting: Setting
     repeats: list[int]
     server: ResolvedServer
-    processes: int           # Locust processes (the driver's placement, after its pre-flight)
-    preflight: bool = False  # the sweep's first life runs the pre-flight
+    turn: PreflightTurn      # the placement to run on, and whether this life runs the pre-flight
 
 
 @dataclass(frozen=True)
 class LifeFiles:
-    """What comes back: the life folders (and the pre-flight's files) packed relative to the run folder."""
+    """What comes back: where the slot packed the life folders (and the pre-flight's files), relative to the run
+    folder, for the driver to pull (SlotWorker.chunk), and what the life said."""
 
-    archive: bytes
+    archive: str
+    size: int
     said: list[str] = field(default_factory=list)
-    processes: int = 1
+    turn: PreflightTurn | None = None   # the order's turn as the life left it (the pre-flight ran, or is due)
     preflight_error: str = ""
+    error: str = ""          # the life code raised (a bug): lives not finished fail with it
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,9 @@ def gpus_here(cuda_visible: str | None, pynvml=None) -> tuple[str, ...]:
 class SlotWorker:
     """The body of a Ray actor holding one life's GPUs and CPUs (cluster.py makes it remote); one life at a time."""
 
+    def __init__(self) -> None:
+        self._scratch: Path | None = None
+
     def where(self) -> Where:
         import ray
 
@@ -90,52 +98,44 @@ class SlotWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def facts(self, server: ResolvedServer, paths: dict[str, str], full_probe: bool) -> NodeFacts:
+    def facts(self, server: ResolvedServer, paths: dict[str, str], probe: str) -> NodeFacts:
         where = self.where()
-        return node_facts(f"{where.node}/{where.node_id[:8]}", server, paths, full_probe)
+        return node_facts(f"{where.node}/{where.node_id[:8]}", where.slot, server, paths, probe)
 
     def run(self, order: LifeOrder) -> LifeFiles:
-        return run_here(order, self.where())
+        self.release()
+        where = self.where()
+        reaper.start_watchdog(f"watchdog of a Ray slot on {where.node}")  # lives as long as this process
+        self._scratch = Path(tempfile.mkdtemp(prefix="lookahead-life-"))
+        reaper.remove_at_exit(self._scratch)
+        return run_here(order, where, self._scratch)
+
+    def chunk(self, offset: int) -> bytes:
+        """The next part of the last life's archive (the driver pulls it a chunk at a time)."""
+        return read_chunk(self._scratch / ARCHIVE, offset)
+
+    def release(self) -> None:
+        """The last life's files are in the run folder: its scratch folder goes."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
 
-def run_here(order: LifeOrder, where: Where) -> LifeFiles:
-    """Run the life into a scratch folder on this node under its own watchdog; pack what it wrote."""
+def run_here(order: LifeOrder, where: Where, scratch: Path) -> LifeFiles:
+    """Run the life into a run folder under `scratch` on this node; pack what it wrote, whatever happened."""
     said: list[str] = []
-    placement = Placement("off", processes=order.processes)
-    with tempfile.TemporaryDirectory(prefix="lookahead-life-") as scratch:
-        run_dir = Path(scratch)
-        resized = [placement]
-
-        def preflight(served, current: Placement) -> Placement:
-            alive = (lambda: "") if served.external else (
-                lambda: "" if served.server.alive() else died(served.server, "the pre-flight"))
-            resized.append(run_preflight(order.config, served.base_url, current, run_dir, said.append,
-                                         order.server.load_env, alive))
-            return resized[-1]
-
-        error = ""
-        with reaper.watchdog(f"watchdog of a life on {where.node}"):
-            try:
-                run_server_life(order.config, order.caps, order.setting, order.repeats, run_dir, said.append,
-                                order.server, placement=placement, preflight=preflight if order.preflight else None,
-                                where=where.status_fields())
-            except PreflightError as err:
-                error = str(err)
-        return LifeFiles(pack(run_dir), said, resized[-1].processes, error)
-
-
-def pack(run_dir: Path) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for path in sorted(run_dir.iterdir()):
-            archive.add(path, arcname=path.name)
-    return buffer.getvalue()
-
-
-def unpack(archive: bytes, run_dir: Path, life_dirs: list[str]) -> None:
-    """The life folders replace what the run folder had of them (a "running" status, a cut run's files);
-    the pre-flight's files join it. Nothing lands outside the run folder (tarfile's data filter)."""
-    for life_dir in life_dirs:
-        shutil.rmtree(run_dir / life_dir, ignore_errors=True)
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as files:
-        files.extractall(run_dir, filter="data")
+    run_dir = scratch / "run"
+    run_dir.mkdir()
+    turn = PreflightTurn(order.turn.due, order.turn.placement)
+    preflight_error = error = ""
+    try:
+        run_server_life(order.config, order.caps, order.setting, order.repeats, run_dir, said.append, order.server,
+                        placement=turn.placement,
+                        preflight=turn.step(order.config, run_dir, said.append, order.server.load_env),
+                        where=where.status_fields())
+    except PreflightError as err:
+        preflight_error = str(err)
+    except Exception as err:  # a bug in the life code: the repeats it finished come back all the same
+        error = (f"{type(err).__name__}: {err}".strip().splitlines() or [type(err).__name__])[0]
+    archive = scratch / ARCHIVE
+    return LifeFiles(str(archive), pack(run_dir, archive), said, turn, preflight_error, error)

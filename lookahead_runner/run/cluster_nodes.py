@@ -1,19 +1,23 @@
-"""One probe for the cluster: vLLM probed on a worker node, and every node compared before any life.
+"""One probe for the cluster: vLLM probed on a worker node, and every node and slot compared before any life.
 
 The driver may have no vLLM at all (a laptop steering a GPU cluster): the vLLM that counts is the workers'. So
 with cluster.engine = "ray" the probe (`--version`, `serve --help=all`, the schedule question) runs on the
-first slot's node, and one slot on every other node reports what its node has: the vLLM version
-`server.command --version` prints there, the models and driver of the GPUs Ray gave the slot (NVML), and
-whether each model path of the config can be read there. Nodes that differ in any of these would turn a node
-into a hidden factor of every K's figures, so the sweep is refused before any life, naming the nodes. A
-resumed run compares the nodes with the vLLM version its plan.json was probed on.
+first slot's node, one slot on every other node reports the vLLM version `server.command --version` prints
+there, and every slot reports the rest: the lookahead-runner and Python versions its node runs (a life's
+analysis runs there), the models and driver of the GPUs Ray gave that slot (NVML), and whether each model path
+of the config can be read there. Nodes or slots that differ in any of these would turn a GPU into a hidden
+factor of every K's figures, so the sweep is refused before any life, naming them. A resumed run compares the
+nodes with the vLLM version its plan.json was probed on.
 
-`node_facts` runs on a node (I/O); `differences` and `unreadable` are pure.
+`node_facts` runs on a node (I/O); `differences`, `unreadable` and `cause_line` are pure.
 """
 from __future__ import annotations
 
+import importlib.metadata
 import os
-from dataclasses import dataclass
+import platform
+import re
+from dataclasses import dataclass, replace
 
 from ..config import ResolvedServer, SweepConfig
 from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_visible
@@ -26,11 +30,14 @@ class NodeFacts:
 
     node: str                      # "IP/Ray node id" (nodes may share an IP)
     vllm: str = ""                 # the version `server.command --version` printed there; "" with `error`
-    gpu_models: tuple[str, ...] = ()
+    gpu_models: tuple[str, ...] = ()   # of the slot's GPUs
     driver: str = ""               # the NVIDIA driver version; "" on a node without NVML
     unreadable: tuple[str, ...] = ()   # "server.model = PATH" entries this node cannot read
     error: str = ""                # the probe failed there (said with its output's last line)
     caps: Capabilities | None = None   # the full probe, from the first node only
+    runner: str = ""               # lookahead-runner's version there
+    python: str = ""               # its Python's
+    slot: str = ""                 # the slot that found them (its GPUs); "" = the node's first
 
 
 def model_paths(config: SweepConfig) -> dict[str, str]:
@@ -41,19 +48,32 @@ def model_paths(config: SweepConfig) -> dict[str, str]:
     return {name: path for name, path in models.items() if path.startswith(("/", "./", "../", "~"))}
 
 
-def node_facts(node: str, server: ResolvedServer, paths: dict[str, str], full_probe: bool, pynvml=None) -> NodeFacts:
-    """This node's facts (run on the node by a slot); `full_probe`: the whole probe, for the sweep's Capabilities."""
+PROBES = ("full", "version", "none")  # the whole probe (the sweep's Capabilities), vLLM's version, or neither
+
+
+def node_facts(node: str, slot: str, server: ResolvedServer, paths: dict[str, str], probe: str,
+               pynvml=None) -> NodeFacts:
+    """This node's and slot's facts (run there by the slot); vLLM probed as `probe` (PROBES) says."""
     masked, secrets = server.masked, server.secrets
     argv, env = secrets.resolve_argv(masked.command), secrets.resolve_env(masked.env)
     models, driver = _gpus(pynvml)
     missing = tuple(f"{name} = {path}" for name, path in paths.items() if not _readable(path))
+    facts = NodeFacts(node, gpu_models=models, driver=driver, unreadable=missing, runner=_runner_version(),
+                      python=platform.python_version(), slot=slot)
     try:
-        caps = run_probe(argv, env=env) if full_probe else None
-        version = caps.version if caps else probe_version(argv, env=env)
+        caps = run_probe(argv, env=env) if probe == "full" else None
+        version = caps.version if caps else probe_version(argv, env=env) if probe == "version" else ""
     except ProbeError as err:
-        return NodeFacts(node, gpu_models=models, driver=driver, unreadable=missing,
-                         error=secrets.mask_text(str(err)))
-    return NodeFacts(node, version, models, driver, missing, caps=caps)
+        return replace(facts, error=secrets.mask_text(str(err)))
+    return replace(facts, vllm=version, caps=caps)
+
+
+def _runner_version() -> str:
+    """The lookahead-runner installed where this runs (its package metadata)."""
+    try:
+        return importlib.metadata.version("lookahead-runner")
+    except importlib.metadata.PackageNotFoundError:  # run from a source folder, not installed
+        return "not installed"
 
 
 def _readable(path: str) -> bool:
@@ -79,9 +99,17 @@ FIX = ("give every node the same install and GPUs (or start the sweep on a clust
        "docs/cluster.md)")
 
 
+# what is compared, most telling first: (what, its value, whose it is: a node's or a slot's)
+COMPARED = (("vLLM", lambda f: f.vllm, "node"), ("lookahead-runner", lambda f: f.runner, "node"),
+            ("Python", lambda f: f.python, "node"),
+            ("GPU models", lambda f: ", ".join(f.gpu_models) or "no GPU", "slot"),
+            ("NVIDIA driver", lambda f: f.driver or "none", "node"))
+
+
 def differences(facts: list[NodeFacts], probed_version: str = "") -> str:
-    """One line naming the nodes that differ in vLLM version, GPU models or driver ("" when they agree);
-    `probed_version`: a resumed run's vLLM (plan.json), which every node must still run."""
+    """One line naming the nodes (or slots) that differ in vLLM, lookahead-runner or Python version, GPU models or
+    driver ("" when they agree); `probed_version`: a resumed run's vLLM (plan.json), which every node must still
+    run. A slot whose node's vLLM another slot probed carries that slot's version (with_node_versions)."""
     failed = [f for f in facts if f.error]
     if failed:
         return (f"the vLLM probe failed on node {failed[0].node}: {failed[0].error}"
@@ -91,15 +119,26 @@ def differences(facts: list[NodeFacts], probed_version: str = "") -> str:
         if odd:
             return (f"this run was probed on vLLM {probed_version} (plan.json) but node {odd[0].node} runs vLLM "
                     f"{odd[0].vllm}: resume on the install it was planned on, or start a new run")
-    for what, value in (("vLLM", lambda f: f.vllm), ("GPU models", lambda f: ", ".join(f.gpu_models) or "no GPU"),
-                        ("NVIDIA driver", lambda f: f.driver or "none")):
+    for what, value, whose in COMPARED:
         groups: dict[str, list[str]] = {}
         for f in facts:
-            groups.setdefault(value(f), []).append(f.node)
+            where = groups.setdefault(value(f), [])
+            label = (f.slot or f.node) if whose == "slot" else f.node
+            if label not in where:
+                where.append(label)
         if len(groups) > 1:
-            listed = "; ".join(f"{v} on {', '.join(nodes)}" for v, nodes in groups.items())
-            return f"the cluster's nodes differ in {what} ({listed}), refused before any life: {FIX}"
+            listed = "; ".join(f"{v} on {', '.join(labels)}" for v, labels in groups.items())
+            return f"the cluster's {whose}s differ in {what} ({listed}), refused before any life: {FIX}"
     return ""
+
+
+def with_node_versions(facts: list[NodeFacts]) -> list[NodeFacts]:
+    """Each slot's facts with its node's vLLM version, probed by one slot there (the first that has it)."""
+    versions: dict[str, str] = {}
+    for f in facts:
+        if f.vllm:
+            versions.setdefault(f.node, f.vllm)
+    return [f if f.vllm or f.error else replace(f, vllm=versions.get(f.node, "")) for f in facts]
 
 
 def unreadable(facts: list[NodeFacts]) -> str:
@@ -114,8 +153,8 @@ def unreadable(facts: list[NodeFacts]) -> str:
 
 @dataclass
 class NodeCheck:
-    """The nodes compared before any life, and what they had: a slot Ray places later (its GPUs were held by
-    another job) on a node not seen yet is held to the same."""
+    """The nodes and slots compared before any life, and what they had: a slot Ray places later (its GPUs were held
+    by another job) is held to the same, its node's vLLM probed where no slot there was compared yet."""
 
     reference: NodeFacts
     node_ids: set[str]
@@ -127,12 +166,13 @@ class NodeCheck:
         """"" when `slot` may join the sweep, else why not (one line)."""
         import ray
 
-        if slot.where.node_id in self.node_ids:
-            return ""
+        new_node = slot.where.node_id not in self.node_ids
         try:
-            facts = ray.get(slot.actor.facts.remote(self.server, self.paths, False))
+            facts = ray.get(slot.actor.facts.remote(self.server, self.paths, "version" if new_node else "none"))
         except ray.exceptions.RayError as err:
-            return f"its node could not be probed: {first_line(err)}"
+            return f"it could not be probed: {cause_line(err)}"
+        if not new_node:  # its node's vLLM is the one compared already
+            facts = replace(facts, vllm=self.reference.vllm)
         problem = differences([self.reference, facts], self.probed_version) or unreadable([facts])
         if not problem:
             self.node_ids.add(slot.where.node_id)
@@ -140,24 +180,46 @@ class NodeCheck:
 
 
 def probe_cluster(slots, config: SweepConfig, server: ResolvedServer, probed_version: str = "") -> Capabilities | None:
-    """The probe on the first slot's node and every other node's facts, in parallel; the cluster refused (a
-    ProbeError: one line) where they differ. Returns the probe (None for a resumed run: plan.json has it); `slots`
-    (cluster.RaySlots) keeps what was compared, for slots that join later."""
+    """The probe on the first slot's node, vLLM's version on every other node and every slot's facts, in parallel;
+    the cluster refused (a ProbeError: one line) where they differ. Returns the probe (None for a resumed run:
+    plan.json has it); `slots` (cluster.RaySlots) keeps what was compared, for slots that join later."""
     import ray
 
-    one_per_node = list({slot.where.node_id: slot for slot in slots.slots}.values())
+    placed = slots.slots
+    probing: dict[str, object] = {}  # node id -> the slot that probes its vLLM
+    for slot in placed:
+        probing.setdefault(slot.where.node_id, slot)
+
+    def probe(slot) -> str:
+        if probing[slot.where.node_id] is not slot:
+            return "none"
+        return "full" if slot is placed[0] and not probed_version else "version"
+
     paths = model_paths(config)
     try:
-        facts = ray.get([slot.actor.facts.remote(server, paths, n == 0 and not probed_version)
-                         for n, slot in enumerate(one_per_node)])
+        facts = with_node_versions(ray.get([slot.actor.facts.remote(server, paths, probe(slot)) for slot in placed]))
     except ray.exceptions.RayError as err:
-        raise ProbeError(f"the probe on the cluster's nodes failed: {first_line(err)}") from None
+        raise ProbeError(f"the probe on the cluster's nodes failed: {cause_line(err)}") from None
     problem = differences(facts, probed_version) or unreadable(facts)
     if problem:
         raise ProbeError(problem)
-    slots.nodes = NodeCheck(facts[0], {slot.where.node_id for slot in one_per_node}, server, paths, probed_version)
+    slots.nodes = NodeCheck(facts[0], set(probing), server, paths, probed_version)
     return facts[0].caps
 
 
-def first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+RAISED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+CAUSE_CHARS = 300
+
+
+def cause_line(err: BaseException) -> str:
+    """Why a Ray call failed, in one line: what the slot's code raised (a RayTaskError's cause), else the last
+    exception Ray's message quotes (an actor's creation task: a node without the package), else its last line
+    (the banner "The actor died unexpectedly..." comes first, the cause last)."""
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, BaseException) and cause is not err:
+        text = f"{type(cause).__name__}: {cause}"
+        return (text.strip().splitlines() or [type(cause).__name__])[0][:CAUSE_CHARS]
+    lines = [line for line in (ANSI.sub("", raw).strip() for raw in str(err).splitlines()) if line]
+    raised = [line for line in lines if RAISED.match(line)]
+    return ((raised or lines or [type(err).__name__])[-1])[:CAUSE_CHARS]

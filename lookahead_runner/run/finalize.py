@@ -12,7 +12,7 @@ from ..runfolder import results
 from ..decision.adaptive import run_note
 from ..runfolder.cost import life_costs, run_cost
 from ..decision import Cell, Decision, decide
-from ..decision.cells.gpu_spread import LifeOnGpu, gpu_spread_line
+from ..decision.cells.gpu_spread import LifeOnGpu, confound_line, gpu_spread_line
 from ..decision.gates.in_effect import findings_from, with_settings_in_effect
 from ..decision.ramp import ramp_decision
 from ..decision.confirmation.confirm import judge, unconfirmed_note, with_confirmation
@@ -101,18 +101,19 @@ def sweep_rows(data: RunData) -> list[dict]:
     return [row for row in data.summary.to_dict("records") if row["setting"] in settings]
 
 
-def gpu_spread(data: RunData, users: int) -> str:
-    """decision/cells/gpu_spread.py's line over the sweep's lives that ran on a Ray cluster (their status names GPUs)."""
+def gpu_spread(data: RunData, users: int) -> list[str]:
+    """decision/cells/gpu_spread.py's lines over the sweep's lives that ran on a Ray cluster (their status names
+    GPUs): K run on different GPUs, and the spread between GPUs."""
     statuses, summary = data.statuses, data.summary
     if summary.empty or not any(status.slot for status in statuses.values()):
-        return ""
+        return []
     at = summary[(summary["users"] == users) & summary["valid"].astype(bool)]
     lives = []
     for row in at.itertuples():
         status = statuses.get(results.life_key(row.setting, int(row.repeat)))
         if status is not None and status.slot and status.state == "done":
             lives.append(LifeOnGpu(int(row.k), f"{status.node} {','.join(status.gpus)}", float(row.req_per_s)))
-    return gpu_spread_line(lives, users)
+    return [line for line in (confound_line(lives), gpu_spread_line(lives, users)) if line]
 
 
 def telemetry_gaps(statuses: dict[str, LifeStatus]) -> list[str]:
@@ -177,8 +178,7 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision.reasons.append(f"Early stop: K {ks} were not run once the stop rule fired "
                                 f"(rerun with --no-early-stop to measure them).")
     decision.diagnoses += telemetry_gaps(data.statuses)
-    if spread := gpu_spread(data, config.target_users):
-        decision.diagnoses.append(spread)
+    decision.diagnoses += gpu_spread(data, config.target_users)
     if plan.mode != "ramp":
         decision.request_set = request_set_summary(data, decision)
     if note := request_set_note(config):

@@ -24,7 +24,7 @@ from .load import locust_argv, run_locust
 from .launch import Life, server_launch
 from .placement import Placement
 from .server_check import check_workload
-from ..runfolder.plan import write_status
+from ..runfolder.plan import life_state, write_status
 from .server import (RunningServer, ServerError, ServerProcess, StartFailed, free_port, port_taken, tail,
                      wait_for_port_free)
 from ..telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
@@ -209,11 +209,24 @@ def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents
     return outcome
 
 
-def kept(life: Life, tag, say, progress) -> None:
-    """A life done in an earlier run of this folder: kept as it is (--resume), counted as ended."""
-    say(f"{tag(life)}: done earlier, kept")
-    progress.life_started(life.key)
-    progress.life_finished()
+def left_to_run(lives: list[Life], run_dir: Path, tag, say, progress) -> list[Life]:
+    """The lives not done yet; one done in an earlier run of this folder is kept as it is (--resume), counted as
+    ended."""
+    todo = []
+    for life in lives:
+        if life_state(results.life_dir(run_dir, life.setting.name, life.repeat)) != "done":
+            todo.append(life)
+            continue
+        say(f"{tag(life)}: done earlier, kept")
+        progress.life_started(life.key)
+        progress.life_finished(life.key)
+    return todo
+
+
+def ended(life: Life, outcome: Outcome, tag, say, progress) -> None:
+    """A life's outcome, said and credited to the progress display (here or on a Ray slot)."""
+    say(f"{tag(life)}: {outcome.state}" + (f" - {outcome.reason.splitlines()[0]}" if outcome.reason else ""))
+    progress.life_finished(life.key)
 
 
 def skip(out: Path, stopped_at: int) -> None:

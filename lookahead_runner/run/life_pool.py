@@ -3,7 +3,8 @@
 A pool says how many lives may start now (`free`), starts one (`submit`: a life done earlier is kept, not
 rerun), names the lives in flight, and waits until one of them has ended. Here one life runs at a time: `submit`
 returns when the life has ended, so one slot is free and none is ever in flight (the sweep's loop is then the
-serial one). On a Ray cluster (cluster.py's SlotPool) each slot runs one life and `submit` returns at once.
+serial one). On a Ray cluster (cluster_pool.SlotPool) each slot runs one life and `submit` returns at once; slots
+Ray places later join while it waits.
 """
 from __future__ import annotations
 

@@ -17,7 +17,10 @@ Placement gives each side its own CPUs:
   starts with taskset/numactl) keeps its placement; docker's equivalent of server.cpus is
   `--cpuset-cpus`, in the template;
 - vLLM's CPU build binds its OpenMP threads itself (VLLM_CPU_OMP_THREADS_BIND), past the process
-  affinity: placement sets it to the server's CPUs, and refuses a value that overlaps the load's.
+  affinity: placement sets it to the server's CPUs, and refuses a value that overlaps the load's;
+- a life on a Ray slot (cluster.engine = "ray", `slot_placement`) pins nothing: the lives on one node share
+  its CPUs through Ray's accounting, each holding `cluster.cpus_per_life`, and Locust's processes are
+  planned (and re-sized by the pre-flight) on those, not on the driver's CPUs.
 
 Everything here is pure planning, apart from `host_cpus` (this process's own affinity) and `pin`,
 which a child process runs before exec.
@@ -61,7 +64,7 @@ def processes_for(peak_users: int, chunks_per_user_s: float, chunk_cpu_us: float
 class Placement:
     """Where this run puts its processes. Empty CPU tuples mean "not pinned" (the OS schedules it)."""
 
-    mode: str  # auto | manual | off | user (the server is placed by its own command) | single-cpu
+    mode: str  # auto | manual | off | user (the server is placed by its own command) | single-cpu | slot (Ray)
     server_cpus: tuple[int, ...] = ()
     load_cpus: tuple[int, ...] = ()
     processes: int = 1
@@ -69,6 +72,13 @@ class Placement:
     server_env: dict[str, str] = field(default_factory=dict)  # what placement adds to the server's env
     host_cpus: tuple[int, ...] = ()
     processes_why: str = ""
+    slot_cpus: float = 0.0  # mode "slot": the Ray CPUs a life holds on its node (cluster.cpus_per_life)
+
+    def load_room(self) -> int:
+        """The most Locust processes this placement gives a CPU each: its load CPUs, a slot's, or the host's."""
+        if self.load_cpus:
+            return len(self.load_cpus)
+        return max(1, int(self.slot_cpus)) if self.mode == "slot" else max(1, len(self.host_cpus))
 
     def describe(self) -> str:
         """One line for the progress output, plan.json and the report."""
@@ -77,6 +87,9 @@ class Placement:
             if self.load_cpus else f"Locust ({procs}) on any CPU"
         if self.mode == "user":
             server = "the server placed by its own command (server.url, argv_template or a wrapper)"
+        elif self.mode == "slot":
+            server = (f"server and Locust unpinned on a Ray slot's {self.slot_cpus:g} CPU"
+                      f"{'s' if self.slot_cpus != 1 else ''} (cluster.cpus_per_life)")
         elif self.server_cpus:
             bind = self.server_env.get(OMP_BIND_ENV)
             server = (f"server on CPU{'s' if len(self.server_cpus) != 1 else ''} {format_cpus(self.server_cpus)}"
@@ -96,7 +109,7 @@ class Placement:
                                load_cpus=format_cpus(self.load_cpus), processes=self.processes,
                                processes_auto=self.processes_auto, server_env=dict(self.server_env),
                                host_cpus=format_cpus(self.host_cpus), processes_why=self.processes_why,
-                               description=self.describe())
+                               slot_cpus=self.slot_cpus, description=self.describe())
 
     @classmethod
     def from_record(cls, record: PlacementRecord) -> "Placement":
@@ -104,7 +117,8 @@ class Placement:
             return parse_cpus(text) if text else ()
 
         return cls(record.mode, cpus(record.server_cpus), cpus(record.load_cpus), record.processes,
-                   record.processes_auto, dict(record.server_env), cpus(record.host_cpus), record.processes_why)
+                   record.processes_auto, dict(record.server_env), cpus(record.host_cpus), record.processes_why,
+                   record.slot_cpus)
 
 
 def host_cpus() -> tuple[int, ...]:
@@ -131,6 +145,37 @@ def placement_setting(load, environ=os.environ) -> str:
     return override or load.placement
 
 
+def sweep_placement(config) -> Placement:
+    """The placement a sweep's lives start from: on a Ray slot with cluster.engine = "ray", else on this host."""
+    return slot_placement(config) if config.cluster.engine == "ray" else plan_placement(config, host_cpus())
+
+
+def slot_placement(config) -> Placement:
+    """A life on a Ray slot: nothing pinned, Locust's processes planned on the CPUs the slot holds."""
+    placement = Placement("slot", slot_cpus=config.cluster.cpus_per_life)
+    processes, auto, why = _processes(config.load, placement.load_room())
+    return replace(placement, processes=processes, processes_auto=auto, processes_why=why)
+
+
+def _wanted(load) -> int:
+    """Locust processes for the highest stage before the pre-flight measures them (load.processes when given)."""
+    if load.processes != "auto":
+        return int(load.processes)
+    return processes_for(max(stage.users for stage in load.stages), PRIOR_CHUNKS_PER_USER_S, CHUNK_CPU_US)
+
+
+def _processes(load, room: int) -> tuple[int, bool, str]:
+    """Locust's process count before the pre-flight (one CPU each, at most `room`), whether it is "auto", and why."""
+    wanted = _wanted(load)
+    if load.processes != "auto":
+        return wanted, False, ""
+    processes = min(wanted, room)  # two processes sharing a core are no headroom
+    peak = max(stage.users for stage in load.stages)
+    return processes, True, (f"processes auto: {wanted} planned for {peak} users from {CHUNK_CPU_US:g} us per chunk "
+                             f"until the pre-flight measures it" + (f", {room} CPU{'s' if room != 1 else ''} for the "
+                                                                    "load" if processes < wanted else ""))
+
+
 def plan_placement(config, cpus: Sequence[int]) -> Placement:
     """The placement of `config` on a host whose usable CPUs are `cpus` (see the module docstring)."""
     server, load = config.server, config.load
@@ -138,9 +183,6 @@ def plan_placement(config, cpus: Sequence[int]) -> Placement:
     cpus = tuple(sorted(cpus))
     server_cpus = _on_host("server.cpus", server.cpus, cpus)
     load_cpus = _on_host("load.cpus", load.cpus, cpus)
-    peak = max(stage.users for stage in load.stages)
-    auto_processes = load.processes == "auto"
-    wanted = (processes_for(peak, PRIOR_CHUNKS_PER_USER_S, CHUNK_CPU_US) if auto_processes else int(load.processes))
     if user_places_server(server):
         mode = "user"
     elif server_cpus or load_cpus:
@@ -154,17 +196,11 @@ def plan_placement(config, cpus: Sequence[int]) -> Placement:
         mode = "single-cpu"
     else:
         mode = "auto"
-        take = min(wanted, len(cpus) - 1)  # the server keeps at least one core
+        take = min(_wanted(load), len(cpus) - 1)  # the server keeps at least one core
         load_cpus, server_cpus = cpus[-take:], cpus[:-take]
-    processes, why = wanted, ""
-    if auto_processes:
-        room = len(load_cpus) if load_cpus else len(cpus)
-        processes = min(wanted, room)  # two processes sharing a core are no headroom
-        why = (f"processes auto: {wanted} planned for {peak} users from {CHUNK_CPU_US:g} us per chunk "
-               f"until the pre-flight measures it" + (f", {room} CPU{'s' if room != 1 else ''} for the load"
-                                                      if processes < wanted else ""))
+    processes, auto, why = _processes(load, len(load_cpus) if load_cpus else len(cpus))
     env = _omp_env(server.env, server_cpus, load_cpus, worker_ranks(server.extra_args))
-    return Placement(mode, server_cpus, load_cpus, processes, auto_processes, env, cpus, why)
+    return Placement(mode, server_cpus, load_cpus, processes, auto, env, cpus, why)
 
 
 def _on_host(name: str, text: str, cpus: tuple[int, ...]) -> tuple[int, ...]:

@@ -104,7 +104,7 @@ def loaded_figures(requests: pd.DataFrame, stages: pd.DataFrame, users: int) -> 
 
 def resized(figures: LoadedFigures, placement: Placement, peak_users: int) -> tuple[int, str]:
     """The process count "auto" settles on from the measured cost per chunk, and why."""
-    room = len(placement.load_cpus) or len(placement.host_cpus) or 1
+    room = placement.load_room()
     cost = figures.chunk_cpu_us
     if math.isnan(cost):
         return placement.processes, "processes auto: kept (the pre-flight measured no CPU)"

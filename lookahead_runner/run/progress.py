@@ -60,10 +60,14 @@ class SweepProgress:
         task = self._progress.tasks[0]
         self._progress.update(self._task, total=(task.total or 0) + count * sum(s.duration_s for s in stages))
 
-    def life_finished(self) -> None:
-        self._done_s += sum(s.duration_s for s in self._now) * (self.blocks if self._now is self.stages else 1)
-        self._sampler = None
-        self._progress.update(self._task, completed=self._done_s, description=f"{self._life} finished")
+    def life_finished(self, key: str) -> None:
+        """The life `key` ended (done, failed, skipped or kept): its own stages are credited, and it is named
+        (lives end in any order on a Ray cluster, and a skipped one never started)."""
+        stages = self._stages_of.get(key)
+        self._done_s += sum(s.duration_s for s in stages) if stages is not None else self.stage_total_s
+        if key == self._life:
+            self._sampler = None
+        self._progress.update(self._task, completed=self._done_s, description=f"{key} finished")
 
     def _describe(self) -> str:
         elapsed = time.monotonic() - self._load_started

@@ -7,7 +7,9 @@ holding the GPU and the port. Two lines of defence:
 * While a sweep runs, a watchdog (`python -m lookahead_runner.run.reaper`, its own session, asleep on a
   pipe) holds the read end of a pipe; the runner writes "+PGID GRACE_S" / "-PGID" to it as groups
   start and stop. When the runner ends, however it ends, the pipe closes: the watchdog stops the
-  groups still listed (SIGTERM, then SIGKILL after their grace period) and exits.
+  groups still listed (SIGTERM, then SIGKILL after their grace period) and exits. A Ray slot's process
+  (cluster_life.py) also lists its scratch folders ("@PATH"), which the watchdog removes then: a slot
+  killed mid-life leaves no files on its node.
 * `--resume` first stops what an earlier runner of that run folder left behind (for when the
   watchdog was killed too): servers whose server.json has a pid but no exit code, and Locust
   processes writing into the folder.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,6 +84,11 @@ def register(pgid: int, grace_s: float = 5.0) -> None:
 def unregister(pgid: int) -> None:
     """That group has been stopped and reaped by the runner."""
     _send(f"-{pgid}")
+
+
+def remove_at_exit(folder: Path) -> None:
+    """A scratch folder of this process, removed by the watchdog when the process ends (if it is still there)."""
+    _send(f"@{folder}")
 
 
 def _group_alive(pgid: int) -> bool:
@@ -157,7 +165,8 @@ def reap_stale(run_dir: Path, grace_s: float = 5.0) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The watchdog: read "+PGID GRACE_S" / "-PGID" lines until EOF, then stop what is listed."""
+    """The watchdog: read "+PGID GRACE_S" / "-PGID" / "@FOLDER" lines until EOF, then stop what is listed and
+    remove the folders."""
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # a terminal's signals are the runner's to handle
 
@@ -166,8 +175,12 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, terminated)  # stop what is listed now, then exit
     groups: dict[int, float] = {}
+    folders: list[str] = []
     try:
         for line in sys.stdin:
+            if line.startswith("@"):
+                folders.append(line[1:].rstrip("\n"))
+                continue
             head, _, grace = line.strip().partition(" ")
             try:
                 if head.startswith("+"):
@@ -180,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stop_groups(groups)
+    for folder in folders:  # after the groups: a server or Locust may still be writing there until stopped
+        shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 

@@ -22,21 +22,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import adaptive_sweep, reaper
-from ..runfolder import results
-from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, life_state, read_plan, record_cluster, write_plan
+from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, read_plan, write_plan
 from ..config import ResolvedServer, SweepConfig
-from ..decision.engine import next_setting, repeats_wanted
+from ..decision.engine import repeats_wanted
 from .cluster_nodes import probe_cluster
 from .confirm_life import run_confirmations, switch_off
+from .early_stop import skip_beyond, stop_k
 from .finalize import decide_all, finalize, write_tables
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life_pool import OneAtATime
 from .load import live_view_port, web_url
-from .life import LifeEvents, Served, died, kept, not_measured, run_server_life, skip
+from .life import LifeEvents, ended, left_to_run, not_measured, run_server_life
 from ..config.masking import MissingSecret
-from .placement import Placement, host_cpus, plan_placement
-from .preflight import PreflightError, run_preflight
+from .placement import Placement, sweep_placement
+from .preflight import PreflightError
+from .preflight_turn import PreflightTurn
 from .progress import SweepProgress
 from .start_failure import may_stop_at_first_start, stop_if_shared
 from ..vllm.knob import KnobError, Setting, check_flags, check_raw_mode, knob_flag, resolve_style
@@ -150,8 +151,8 @@ def sigterm_as_interrupt():
 
 @dataclass
 class LifeRunner:
-    """Starts each server life of a sweep on its CPU placement; the first one runs the pre-flight (which may
-    re-size Locust; a server that dies in it leaves the pre-flight to the next life)."""
+    """Starts each server life of a sweep on the sweep's placement; the life whose turn it is runs the pre-flight
+    (preflight_turn.py: it may re-size Locust; a server that dies first leaves it to the next life)."""
 
     config: SweepConfig
     caps: Capabilities
@@ -159,8 +160,7 @@ class LifeRunner:
     say: Callable[[str], None]
     events: LifeEvents
     web_port: int | None  # sweep --web: every life's Locust web UI on this port (load.live_view_port)
-    placement: Placement
-    preflight_due: bool
+    preflight: PreflightTurn
     server: ResolvedServer
     cluster: object | None = None  # cluster.RaySlots with cluster.engine = "ray": lives run there, in parallel
     first_start_of: int = 0  # the server starts planned, while the first one decides for all (start_failure.py)
@@ -168,8 +168,9 @@ class LifeRunner:
     def __call__(self, config: SweepConfig, setting: Setting, repeats: list[int]) -> None:
         try:
             outcomes = run_server_life(config, self.caps, setting, repeats, self.run_dir, self.say, self.server,
-                                       self.events, web_port=self.web_port, placement=self.placement,
-                                       preflight=self._preflight if self.preflight_due else None)
+                                       self.events, web_port=self.web_port, placement=self.preflight.placement,
+                                       preflight=self.preflight.step(self.config, self.run_dir, self.say,
+                                                                     self.server.load_env))
         except PreflightError as err:  # no life was measured: each is run again by --resume
             not_measured(self.run_dir, setting, repeats, str(err))
             raise
@@ -177,24 +178,13 @@ class LifeRunner:
         if starts:
             stop_if_shared(outcomes, Life(setting, repeats[0]), starts, self.run_dir)
 
-    def _preflight(self, served: Served, current: Placement) -> Placement:
-        alive = (lambda: "") if served.external else (
-            lambda: "" if served.server.alive() else died(served.server, "the pre-flight"))
-        self.placement = run_preflight(self.config, served.base_url, current, self.run_dir, self.say,
-                                       self.server.load_env, alive)
-        self.preflight_due = False
-        return self.placement
-
 
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server: ResolvedServer, say=None,
               early_stop: bool = True, mode: str = "sweep", web: bool = False,
               placement: Placement | None = None, slots=None) -> Path:
     """`server`: the server config resolved once at the run's start (cli.py); `slots`: the Ray slots the probe
     ran on (cli.py), else the sweep starts its own where cluster.engine = "ray"."""
-    placement = placement or plan_placement(config, host_cpus())
-    if config.cluster.engine == "ray":  # lives share their node's CPUs through Ray's accounting (cluster_life.py)
-        placement = dataclasses.replace(placement, mode="off", server_cpus=(), load_cpus=(), server_env={},
-                                        host_cpus=())
+    placement = placement or sweep_placement(config)  # on a Ray slot: placement.slot_placement
     with nullcontext(slots) if slots is not None else cluster_slots(config, len(plan_lives(config)), say) as slots:
         return _run_sweep(config, run_dir, caps, server, say, early_stop, mode, web, placement, slots)
 
@@ -203,7 +193,7 @@ def cluster_slots(config: SweepConfig, lives_planned: int, say):
     """cluster.engine = "ray": Ray and the sweep's slots (cluster.py); local: none."""
     if config.cluster.engine != "ray":
         return nullcontext(None)
-    from .cluster import ray_slots  # Ray loads only for a sweep that runs on it
+    from .cluster_start import ray_slots  # Ray loads only for a sweep that runs on it
 
     return ray_slots(config, lives_planned, say or print)
 
@@ -219,7 +209,9 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         for stale in reaper.reap_stale(run_dir, config.server.stop_grace_s):
             (say or print)(f"stopped a process the interrupted run left behind: {stale}")
     if slots is not None:
-        record_cluster(run_dir, slots.address, [slot.where.slot for slot in slots.slots], slots.seed)
+        slots.record(run_dir)
+        if warning := slots.confound_warning(config):
+            (say or print)(warning)
         if web:
             (say or print)("the live view is not served for lives on a Ray cluster (each runs on its node)")
             web = False
@@ -243,12 +235,11 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
             progress.life_started(life.key)
 
         def finished(life: Life, outcome) -> None:
-            say(f"{tag(life)}: {outcome.state}" + (f" - {outcome.reason.splitlines()[0]}" if outcome.reason else ""))
-            progress.life_finished()
+            ended(life, outcome, tag, say, progress)
 
         events = LifeEvents(started, progress.load_started, finished, progress.variant_started)
-        run_life = LifeRunner(config, caps, run_dir, say, events, web_port, placement, config.load.preflight_s > 0,
-                              server, slots)
+        run_life = LifeRunner(config, caps, run_dir, say, events, web_port,
+                              PreflightTurn(config.load.preflight_s > 0, placement), server, slots)
         starts = len(server_lives(plan_lives(config), config.load.repeat_mode == "same-server"))  # adaptive: its grid
         if may_stop_at_first_start(config, run_dir, lives, starts, slots is not None):
             run_life.first_start_of = starts
@@ -341,24 +332,14 @@ def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, p
         return
     stopped_at = None
     for group in server_lives(lives, config.load.repeat_mode == "same-server"):
-        todo = []
-        for life in group:
-            out = results.life_dir(run_dir, life.setting.name, life.repeat)
-            if life_state(out) == "done":  # kept even beyond a stop that a resumed run's evidence fires
-                kept(life, tag, say, progress)
-            elif stopped_at is not None and life.setting.k > stopped_at:  # a resumed run may stop on finished K
-                skip(out, stopped_at)
-                say(f"{tag(life)}: skipped (early stop at K={stopped_at})")
-                progress.life_finished()
-            else:
-                todo.append(life)
+        todo = left_to_run(group, run_dir, tag, say, progress)  # kept even beyond a stop a resumed run fires
+        skipped = skip_beyond(stopped_at, todo, run_dir, tag, say, progress)  # a resumed run may stop on finished K
+        todo = [life for life in todo if life not in skipped]
         if todo:
             run_life(config, todo[0].setting, [life.repeat for life in todo])
         after = lives.index(group[-1]) + 1
         if stopped_at is not None or (after < len(lives) and lives[after].setting.k == group[-1].setting.k):
             continue  # decide once every life of this K is measured
         data = write_tables(run_dir)  # the raw files are on disk already; the decision is made at the end
-        if early_stop:  # with workload variants, larger K are skipped only once the stop fires for every one
-            stops = [next_setting(data.evidence(variant=v.label), config.decision, config.speculation.k)[1]
-                     for v in config.load.variants]
-            stopped_at = None if None in stops else max(stops)
+        if early_stop:
+            stopped_at = stop_k(config, data)

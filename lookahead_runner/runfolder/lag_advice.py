@@ -49,6 +49,12 @@ def advice_for(placement: PlacementRecord | None) -> LagAdvice:
     """The fixes for this placement (plan.json's or preflight.json's record of run/placement.py Placement)."""
     if placement is None:
         return LagAdvice()
+    if placement.mode == "slot":  # a Ray slot: nothing pinned, its CPUs held through Ray's accounting
+        return LagAdvice(
+            saturated=(f"raise cluster.cpus_per_life (now {placement.slot_cpus:g}: the CPUs a life holds, server and "
+                       f"Locust, at most one Locust process each) and load.processes (\"auto\" sizes it)"),
+            starved=("raise cluster.cpus_per_life: nothing is pinned on a Ray slot, so the other lives on its node "
+                     "share its CPUs, and more CPUs a life means fewer lives a node"))
     host, load_cpus = _cpus(placement.host_cpus), _cpus(placement.load_cpus)
     procs = placement.processes
     if load_cpus and procs >= len(load_cpus) and len(host) > len(load_cpus) + 1:

@@ -31,7 +31,7 @@ NAN = math.nan
 class PlacementRecord(Record):
     """Where a run put its processes (run/placement.py Placement), CPU lists as `taskset -c` writes them."""
 
-    mode: str = "off"                 # auto | manual | off | user | single-cpu
+    mode: str = "off"                 # auto | manual | off | user | single-cpu | slot (a Ray slot: nothing pinned)
     server_cpus: str = ""             # "" = not pinned
     load_cpus: str = ""
     processes: int = 1                # Locust processes
@@ -39,6 +39,7 @@ class PlacementRecord(Record):
     server_env: dict[str, str] = Field(default_factory=dict)  # what placement adds to the server's env
     host_cpus: str = ""
     processes_why: str = ""
+    slot_cpus: float = 0.0            # mode "slot": the Ray CPUs a life holds (cluster.cpus_per_life)
     description: str = ""             # Placement.describe(): the line the progress output and the report show
 
 

@@ -81,3 +81,45 @@ def test_cli_without_ray_exits_2_with_one_line_and_starts_nothing(tmp_path):
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and "pip install 'lookahead-runner[ray]'" in lines[0], lines
     assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("server, load, field, fix", [
+    ({"memory_source": "dcgm", "dcgm_url": "http://10.0.0.1:9400/metrics"}, {}, "server.memory_source", "\"nvml\""),
+    ({"dcgm_url": "http://10.0.0.1:9400/metrics"}, {}, "server.memory_source", "without server.dcgm_url"),
+    ({"port": 8000}, {}, "server.port = 8000", "server.port = 0"),
+    ({"host": "0.0.0.0"}, {}, "server.host = '0.0.0.0'", "server.host = \"127.0.0.1\""),
+    ({"host": "10.0.0.5"}, {}, "server.host = '10.0.0.5'", "server.host = \"127.0.0.1\""),
+    ({"cpus": "0-1"}, {}, "server.cpus = '0-1'", "remove it"),
+    ({}, {"cpus": "2"}, "load.cpus = '2'", "remove it"),
+])
+def test_what_slots_sharing_a_node_cannot_give_is_one_line_before_anything_starts(server, load, field, fix,
+                                                                                   ray_installed):
+    """DCGM sums a host's GPUs (other slots' servers in each life's memory); a fixed port collides between slots;
+    the load goes to 127.0.0.1 on the slot's node; CPU lists are the driver's and nothing is pinned on a slot."""
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"cluster": {"engine": "ray", "gpus": 2}, "server": server, "load": load})
+    line = str(err.value)
+    assert field in line and fix in line and "\n" not in line, line
+    local = config_from_dict({"server": server, "load": load})  # the same keys are fine one life at a time
+    assert local.cluster.engine == "local"
+
+
+def test_a_loopback_server_on_a_free_port_with_nvml_runs_on_a_cluster(ray_installed):
+    for host in ("127.0.0.1", "localhost", "::1"):
+        config = config_from_dict({"cluster": {"engine": "ray", "gpus": 2},
+                                   "server": {"host": host, "memory_source": "nvml"}})
+        assert config.server.port == 0
+
+
+def test_cli_refuses_a_fixed_port_on_a_cluster_in_one_line_and_starts_nothing(tmp_path, capsys):
+    pytest.importorskip("ray", reason="the config check runs where Ray is installed: pip install '.[ray]'")
+    from lookahead_runner.cli import main
+
+    (tmp_path / "sweep.toml").write_text(f"out = \"{tmp_path / 'reports'}\"\n[server]\nport = 8000\n"
+                                         "[cluster]\nengine = \"ray\"\ngpus = 2\n")
+    # --dry-run: were the check gone, this would start Ray and probe, not run a sweep
+    assert main(["sweep", "--dry-run", "--config", str(tmp_path / "sweep.toml")]) == 2
+    captured = capsys.readouterr()
+    lines = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
+    assert len(lines) == 1 and "server.port = 8000" in lines[0] and lines[0].startswith("lookahead-runner: "), lines
+    assert not (tmp_path / "reports").exists()

@@ -188,7 +188,7 @@ def test_progress_counts_every_variants_block_and_names_the_variant_beside_the_s
     progress._load_started = time.monotonic() - 12  # 12 s into the second block: its second stage
     text, elapsed = progress._describe()
     assert text == "k0/r0 stage 2/2 (32 users · 4,000-token prompts)" and 32 <= elapsed < 33
-    progress.life_finished()
+    progress.life_finished("k0/r0")
     assert progress._done_s == 40
 
 

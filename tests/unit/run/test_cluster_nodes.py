@@ -1,8 +1,11 @@
 """A cluster's nodes compared before any life (run/cluster_nodes.py): the pure parts and the NVML facts."""
 from types import SimpleNamespace
 
+import pytest
+
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.run.cluster_nodes import NodeFacts, _gpus, differences, model_paths, unreadable
+from lookahead_runner.run.cluster_nodes import (NodeFacts, _gpus, cause_line, differences, model_paths, unreadable,
+                                               with_node_versions)
 
 A = NodeFacts("10.0.0.1/aaaaaaaa", "0.32.0", ("NVIDIA H100 80GB HBM3",), "550.54.15")
 
@@ -102,3 +105,47 @@ def test_no_nvml_is_a_cpu_node():
             raise RuntimeError("NVML Shared Library Not Found")
 
     assert _gpus(Broken()) == ((), "")
+
+
+def test_nodes_that_differ_in_lookahead_runner_or_python_are_refused():
+    """The analysis of a life runs on its node: another lookahead-runner or Python there is a hidden factor too."""
+    a, b = node("1", runner="0.1.0", python="3.11.7"), node("2", runner="0.2.0", python="3.11.7")
+    assert "the cluster's nodes differ in lookahead-runner (0.1.0 on 10.0.0.1/11111111; 0.2.0 on " \
+           "10.0.0.2/22222222), refused before any life" in differences([a, b])
+    c = node("3", runner="0.1.0", python="3.10.12")
+    assert "differ in Python (3.11.7 on 10.0.0.1/11111111; 3.10.12 on 10.0.0.3/33333333)" in differences([a, c])
+    assert differences([a, node("4", runner="0.1.0", python="3.11.7")]) == ""
+
+
+def test_every_slot_s_gpus_are_compared_not_one_slot_per_node():
+    """Two slots of one node on GPUs of two models (a mixed box): the slots are named, with their GPUs."""
+    one = node("1", slot="10.0.0.1/11111111 [GPU-a]")
+    other = node("1", slot="10.0.0.1/11111111 [GPU-b]", gpu_models=("NVIDIA A100-SXM4-80GB",))
+    line = differences([one, other])
+    assert line.startswith("the cluster's slots differ in GPU models (NVIDIA H100 80GB HBM3 on 10.0.0.1/11111111 "
+                           "[GPU-a]; NVIDIA A100-SXM4-80GB on 10.0.0.1/11111111 [GPU-b])"), line
+
+
+def test_a_slot_carries_its_nodes_vllm_probed_by_another_slot_there():
+    probed, unprobed = node("1", slot="s1"), node("1", slot="s2", vllm="")
+    assert with_node_versions([probed, unprobed])[1].vllm == A.vllm
+    assert differences(with_node_versions([probed, unprobed, node("2")])) == ""
+
+
+def test_a_ray_error_is_told_by_its_cause_not_rays_banner():
+    ray = pytest.importorskip("ray", reason="Ray's exceptions: pip install 'lookahead-runner[ray]'")
+    died = ray.exceptions.ActorDiedError()
+    died.error_msg = ("The actor died because of an error raised in its creation task, \x1b[36mray::SlotWorker.__init__()"
+                      "\x1b[39m (pid=1, ip=10.0.0.2)\n  File \"x.py\", line 1\nRuntimeError: The actor with name "
+                      "SlotWorker failed to import on the worker.\n\nImportError: No module named 'lookahead_runner'")
+    assert cause_line(died) == "ImportError: No module named 'lookahead_runner'"
+    unavailable = ray.exceptions.ActorUnavailableError("RpcError: Socket closed", None)
+    assert cause_line(unavailable).startswith("The actor None is unavailable: RpcError: Socket closed")
+
+    class Raised(ray.exceptions.RayTaskError):
+        def __init__(self):
+            self.cause = FileNotFoundError(2, "No such file or directory", "/models/x")
+
+        def __str__(self):
+            return "ray::SlotWorker.facts() (pid=1, ip=10.0.0.2)\n  File ...\nFileNotFoundError: ..."
+    assert cause_line(Raised()) == "FileNotFoundError: [Errno 2] No such file or directory: '/models/x'"

@@ -1,13 +1,10 @@
-"""Lives handed to Ray slots so that K and GPU are not confounded (run/cluster_queue.py), and a life's files
-packed on the worker and written into the run folder (run/cluster_life.py)."""
-import io
-import tarfile
+"""Lives handed to Ray slots so that K and GPU are not confounded (run/cluster_queue.py), and the GPUs a slot
+names (run/cluster_life.py)."""
 from types import SimpleNamespace
 
 import pytest
 
-from lookahead_runner.run.cluster import slots_wanted
-from lookahead_runner.run.cluster_life import gpus_here, pack, unpack
+from lookahead_runner.run.cluster_life import gpus_here
 from lookahead_runner.run.cluster_queue import handout_order, next_for
 
 # server lives as (K, repeat), in the plan's order: K ascending, repeats innermost
@@ -57,13 +54,6 @@ def test_next_for_takes_the_first_setting_the_slot_has_not_run():
     assert next_for(queue, k_of, {0, 2, 4}) == 0  # ran them all: the first
 
 
-@pytest.mark.parametrize("resources, gpus, cpus, slots", [
-    ({"CPU": 16, "GPU": 8}, 1, 1, 8), ({"CPU": 16, "GPU": 8}, 4, 1, 2), ({"CPU": 4, "GPU": 8}, 1, 2, 2),
-    ({"CPU": 2}, 1, 1, 0), ({"CPU": 2}, 0, 1, 2), ({"CPU": 2, "GPU": 2}, 3, 1, 0)])
-def test_slots_by_gpus_and_cpus(resources, gpus, cpus, slots):
-    assert slots_wanted(resources, gpus, cpus) == slots
-
-
 def test_gpus_here_are_uuids_by_cuda_visible_devices_or_rays_ids_without_nvml():
     uuids = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2"]
     nvml = SimpleNamespace(NVMLError=RuntimeError, nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 3,
@@ -76,59 +66,3 @@ def test_gpus_here_are_uuids_by_cuda_visible_devices_or_rays_ids_without_nvml():
     assert gpus_here(None, SimpleNamespace(nvmlInit=no_driver)) == ()
 
 
-def test_a_life_comes_back_into_the_run_folder_replacing_what_was_there(tmp_path):
-    worker, run_dir = tmp_path / "worker", tmp_path / "run"
-    (worker / "k2" / "r1").mkdir(parents=True)
-    (worker / "k2" / "r1" / "status.json").write_text('{"state": "done"}')
-    (worker / "preflight.json").write_text("{}")
-    (run_dir / "k2" / "r1").mkdir(parents=True)
-    (run_dir / "k2" / "r1" / "stale.csv").write_text("cut run")
-    (run_dir / "k2" / "r0").mkdir()
-    (run_dir / "k2" / "r0" / "status.json").write_text('{"state": "done"}')
-    unpack(pack(worker), run_dir, ["k2/r1"])
-    assert (run_dir / "k2" / "r1" / "status.json").read_text() == '{"state": "done"}'
-    assert not (run_dir / "k2" / "r1" / "stale.csv").exists()
-    assert (run_dir / "k2" / "r0" / "status.json").exists() and (run_dir / "preflight.json").exists()
-
-
-def test_files_that_would_land_outside_the_run_folder_are_refused(tmp_path):
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        data = b"x"
-        info = tarfile.TarInfo("../escaped.txt")
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-    (tmp_path / "run").mkdir()
-    with pytest.raises(tarfile.TarError):
-        unpack(buffer.getvalue(), tmp_path / "run", [])
-    assert not (tmp_path / "escaped.txt").exists()
-
-
-def test_a_submitted_life_takes_a_free_slot_that_has_not_run_its_setting(tmp_path):
-    pytest.importorskip("ray", reason="SlotPool waits on Ray: pip install 'lookahead-runner[ray]'")
-    from lookahead_runner.run.cluster import ClusterError, RaySlots, Slot, SlotPool
-    from lookahead_runner.run.launch import Life
-    from lookahead_runner.vllm.knob import Setting
-
-    started = []
-
-    class Owner(RaySlots):
-        def _start(self, slot, group, config, run_dir, run_life, tag, say, progress):
-            slot.ran.add(group[0].setting)
-            started.append((slot.where, [life.key for life in group]))
-            return object()  # stands in for the Ray reference
-
-    owner = Owner([Slot(None, "a"), Slot(None, "b")], seed=0)
-    run_life = SimpleNamespace(preflight_due=True)
-    pool = SlotPool(owner, tmp_path, run_life, str, print, None, list(owner.slots))
-    k0, k4 = Setting(0, False), Setting(4, False)
-    owner.slots[0].ran.add(k4)
-    assert pool.free() == 1                          # the first life runs the pre-flight alone
-    pool.submit(None, Life(k4, 1))
-    assert started == [("b", ["k4/r1"])] and pool.free() == 0 and [l.key for l in pool.in_flight()] == ["k4/r1"]
-    run_life.preflight_due = False
-    pool.submit(None, Life(k0, 0))                   # "a" has run K=4, not K=0: it takes it
-    assert started[-1] == ("a", ["k0/r0"]) and pool.free() == 0
-    owner.slots.clear()
-    with pytest.raises(ClusterError, match="every Ray slot was lost"):
-        pool.free()

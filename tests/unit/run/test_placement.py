@@ -8,7 +8,8 @@ import pytest
 from lookahead_runner.config import ConfigError, config_from_dict
 from lookahead_runner.contracts.cpus import format_cpus, parse_cpus
 from lookahead_runner.runfolder.lag_advice import lag_reason
-from lookahead_runner.run.placement import Placement, PlacementError, plan_placement, processes_for
+from lookahead_runner.run.placement import (Placement, PlacementError, plan_placement, processes_for,
+                                           slot_placement)
 from lookahead_runner.runfolder.lag_advice import advice_for
 from lookahead_runner.vllm.cpu_binding import OMP_BIND_ENV, omp_bind_cpus
 from lookahead_runner.run.preflight import LoadedFigures, loaded_figures, resized
@@ -182,3 +183,27 @@ def test_preflight_figures_and_auto_resize_from_the_measured_cost():
     assert processes == 2 and why.startswith("processes auto: 2 from the pre-flight")
     assert resized(busy, Placement("auto", (0,), (1,), 1, True, host_cpus=(0, 1)), 64)[0] == 1  # one CPU: one
     assert loaded_figures(_requests(48.0, [2.0])[0:0], stages, 64) is None
+
+
+def test_a_ray_slot_plans_locust_on_the_cpus_the_slot_holds_and_the_preflight_resizes_within_them(ray_installed):
+    """On a cluster the pre-flight used to get a placement that could not re-size (processes_auto off, no CPUs):
+    the slot's own placement keeps load.processes = "auto" and gives Locust up to a process per CPU the life holds,
+    not the driver's."""
+    cluster = config(cluster={"engine": "ray", "gpus": 2, "cpus_per_life": 3},
+                     load={"stages": [{"users": 400, "duration_s": 10}]})
+    slot = slot_placement(cluster)
+    assert (slot.mode, slot.processes_auto, slot.load_room(), slot.server_cpus, slot.load_cpus) == \
+        ("slot", True, 3, (), ())
+    assert slot.processes == 2 and "processes auto: 2 planned for 400 users" in slot.processes_why
+    assert slot.describe().startswith("placement slot: server and Locust unpinned on a Ray slot's 3 CPUs "
+                                      "(cluster.cpus_per_life), Locust (2 processes) on any CPU")
+    busy = LoadedFigures(400, 20, 300.0, 280.0, 97.0, 194.0, 40_000.0, 2)  # 48.5 us a chunk: 4 processes wanted
+    processes, why = resized(busy, slot, 400)
+    assert processes == 3 and why.endswith("4 wanted, 3 CPUs for the load")  # the slot's CPUs bound it
+    assert Placement.from_record(PlacementRecord.model_validate_json(slot.to_record().model_dump_json())) == slot
+    advice = advice_for(slot.to_record())
+    assert "raise cluster.cpus_per_life (now 3" in advice.saturated and "cluster.cpus_per_life" in advice.starved
+    one = slot_placement(config(cluster={"engine": "ray", "gpus": 2, "cpus_per_life": 0.5}))
+    assert one.load_room() == 1 and one.processes == 1
+    fixed = slot_placement(config(cluster={"engine": "ray", "gpus": 2}, load={"processes": 4}))
+    assert (fixed.processes, fixed.processes_auto) == (4, False)

@@ -2,7 +2,7 @@
 from types import SimpleNamespace
 
 from lookahead_runner.runfolder import results
-from lookahead_runner.run import runner
+from lookahead_runner.run import early_stop, runner
 from lookahead_runner.config import config_from_dict
 from lookahead_runner.run.launch import Life
 from lookahead_runner.runfolder.plan import life_state, write_status
@@ -19,9 +19,9 @@ def test_a_resumed_run_measures_what_is_left_of_the_stop_k_and_skips_only_larger
         out.mkdir(parents=True)
         write_status(out, "done")
     monkeypatch.setattr(runner, "write_tables", lambda run_dir: SimpleNamespace(evidence=lambda **_: None))
-    monkeypatch.setattr(runner, "next_setting", lambda evidence, p, ks: (None, 2))
+    monkeypatch.setattr(early_stop, "next_setting", lambda evidence, p, ks: (None, 2))
     ran = []
-    progress = SimpleNamespace(life_started=lambda key: None, life_finished=lambda: None)
+    progress = SimpleNamespace(life_started=lambda key: None, life_finished=lambda key: None)
     runner.run_lives(config, tmp_path, lives, lambda life: life.key, lambda text: None, progress,
                      lambda cfg, setting, repeats: ran.append((setting.k, repeats)), early_stop=True)
     assert ran == [(2, [1])]

@@ -25,7 +25,8 @@ def test_a_schema_1_folder_reads_as_it_was_written(old_run):
     assert [(l.dir, l.setting, l.k, l.role, l.argv) for l in plan.lives] == [
         (l["dir"], l["setting"], l["k"], "", l["argv"]) for l in raw["lives"]]
     assert plan.mode == "sweep" and plan.probe["version"] == "0.32.0" and config.speculation.k == [0, 2]
-    assert plan.placement.model_dump() == raw["placement"]  # typed (runfolder/preflight.py PlacementRecord)
+    # typed (runfolder/preflight.py PlacementRecord); a field added since (a Ray slot's CPUs) reads as its default
+    assert plan.placement.model_dump() == raw["placement"] | {"slot_cpus": 0.0}
     assert (plan.placement.mode, plan.placement.load_cpus, plan.placement.processes) == ("auto", "1", 1)
     status = read_status(old_run / "k0/r0")
     assert status.version == 1 and status.state == "done" and status.memory_source == "sim" and status.locust_exit == 0

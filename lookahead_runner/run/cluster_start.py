@@ -1,0 +1,130 @@
+"""Ray started (or joined) for a sweep, and the sweep's slots on it (cluster.RaySlots).
+
+A slot holds one life's GPUs and CPUs, all on one node (Ray places an actor on one node): so slots are counted
+node by node, never from the cluster's totals (2 nodes x 3 GPUs hold two lives of 2 GPUs, not three), and a life
+that fits on no node is refused in one line before any life. The sweep starts once the slots the nodes' free
+resources held when asked are placed; the others join as Ray places them (their GPUs held by another job). A slot
+that cannot start (a node without lookahead-runner) is refused in one line naming the cause.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from contextlib import contextmanager
+
+from ..config import ConfigError, SweepConfig
+from ..config.cluster import RAY_INSTALL
+from .cluster import RaySlots
+from .cluster_life import SlotWorker
+from .cluster_nodes import cause_line
+from .cluster_pool import ClusterError, Slot
+
+LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024  # carries a life's files a chunk at a time (cluster_files.py)
+WAITING_SAY_S = 30.0      # while no slot can be placed, the sweep says so this often
+NODE_IP = re.compile(r"\bip=([0-9a-fA-F.:]+)")
+
+
+def lives_on(resources: dict, gpus_per_life: int, cpus_per_life: float) -> int:
+    """The lives one node's resources hold: by GPUs when a life needs some, and by CPUs in any case."""
+    by_cpu = int(resources.get("CPU", 0) // cpus_per_life)
+    return min(by_cpu, int(resources.get("GPU", 0) // gpus_per_life)) if gpus_per_life else by_cpu
+
+
+def slots_on(nodes: Iterable[dict], gpus_per_life: int, cpus_per_life: float) -> int:
+    """The slots a cluster's nodes (each one's resources) hold: node by node."""
+    return sum(lives_on(resources, gpus_per_life, cpus_per_life) for resources in nodes)
+
+
+def no_fit_line(nodes: list[dict], gpus_per_life: int, cpus_per_life: float, address: str) -> str:
+    """Why not one life fits (no node holds its GPUs and CPUs), and the fix."""
+    where = f"the Ray cluster at {address}" if address else "the Ray started here"
+    largest = max(nodes, key=lambda r: (r.get("GPU", 0), r.get("CPU", 0)), default={})
+    fix = ("lower them (a life's GPUs are on one node)" if address
+           else "set cluster.gpus (the GPU slots of a Ray started here) or lower them")
+    return (f"cluster.gpus_per_life = {gpus_per_life}, cluster.cpus_per_life = {cpus_per_life:g}: no node of {where} "
+            f"holds one life ({len(nodes)} node{'s' if len(nodes) != 1 else ''}, the largest with "
+            f"{largest.get('GPU', 0):g} GPUs and {largest.get('CPU', 0):g} CPUs); {fix}")
+
+
+@contextmanager
+def ray_slots(config: SweepConfig, lives_planned: int, say):
+    """Ray started (or joined) for the sweep and one slot per life it can run at once; every slot killed and
+    Ray shut down on the way out, however the sweep ends."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"cluster.engine = \"ray\" needs Ray on this machine: {RAY_INSTALL}") from None
+    cluster = config.cluster
+    gpus_per_life = cluster.life_gpus(config.server.extra_args)
+    options = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    if cluster.address:
+        ray.init(address=cluster.address, **options)
+    else:
+        # "local": a Ray of the sweep's own, even where another runs on this machine (ray.init() would join that
+        # one, and refuse num_gpus); None: Ray counts the GPUs NVML sees; the object store carries only the files
+        ray.init(address="local", num_gpus=cluster.gpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **options)
+    actors: list = []
+    try:
+        nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+        fits = slots_on(nodes, gpus_per_life, cluster.cpus_per_life)
+        if fits < 1:
+            raise ConfigError(no_fit_line(nodes, gpus_per_life, cluster.cpus_per_life, cluster.address))
+        count = min(fits, max(lives_planned, 1))
+        remote = ray.remote(num_gpus=gpus_per_life, num_cpus=cluster.cpus_per_life, max_restarts=0,
+                            max_task_retries=0)(SlotWorker)
+        say(f"Ray: starting {count} slot{'s' if count != 1 else ''} (a slot waits while another sweep holds its GPUs)")
+        free_now = min(count, slots_on(ray._private.state.available_resources_per_node().values(), gpus_per_life,
+                                       cluster.cpus_per_life))
+        actors = [remote.remote() for _ in range(count)]
+        refs = [actor.where.remote() for actor in actors]
+        placed = _placed(refs, max(free_now, 1), say)
+        slots = [Slot(actor, where) for actor, where in _started(actors, refs, placed)]
+        pending = [(actor, ref) for actor, ref in zip(actors, refs) if ref not in placed]
+        say(f"Ray: {len(slots)} slot{'s' if len(slots) != 1 else ''} of {gpus_per_life} "
+            f"GPU{'s' if gpus_per_life != 1 else ''} and "
+            f"{cluster.cpus_per_life:g} CPU each: {'; '.join(slot.where.slot for slot in slots)}"
+            + (f"; {len(pending)} more join as another job releases their GPUs" if pending else ""))
+        yield RaySlots(slots, config.decision.seed, cluster.address, pending=pending, say=say)
+    finally:
+        for actor in actors:
+            try:
+                ray.kill(actor, no_restart=True)  # its node's watchdog stops a server it was running
+            except Exception:
+                pass
+        ray.shutdown()
+
+
+def _started(actors: list, refs: list, placed: list) -> list[tuple]:
+    """(actor, where) of each placed slot; a ClusterError (one line) when one of them could not start."""
+    import ray
+
+    started, failed = [], []
+    for actor, ref in zip(actors, refs):
+        if ref not in placed:
+            continue
+        try:
+            started.append((actor, ray.get(ref)))
+        except ray.exceptions.RayError as err:
+            node = NODE_IP.search(str(err))
+            failed.append(f"{' on ' + node.group(1) if node else ''}: {cause_line(err)}")
+    if failed:
+        raise ClusterError(f"{len(failed)} of {len(placed)} Ray slots could not start, refused before any life (the "
+                           f"first{failed[0]}); every node needs lookahead-runner installed in the Python Ray runs "
+                           "there (docs/cluster.md)")
+    return started
+
+
+def _placed(refs: list, free_now: int, say) -> list:
+    """The slots' where() references of those Ray has placed: the `free_now` the nodes' free resources held when
+    they were asked for (a slot's worker may take a while to start on a busy node: all of them are waited for,
+    at least one however long another job holds the GPUs; Ctrl-C stops the wait), and any other placed by then."""
+    import ray
+
+    while True:
+        ready, _ = ray.wait(refs, num_returns=free_now, timeout=WAITING_SAY_S)
+        if len(ready) >= free_now:
+            break
+        say(f"Ray: {len(ready)} of {len(refs)} slots placed, waiting for {free_now - len(ready)} more: their workers "
+            "are starting, or another job took their GPUs (Ctrl-C gives up)")
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+    return ready

@@ -1,0 +1,235 @@
+"""Lives on Ray slots (run/cluster_pool.py), with Ray's calls answered in this process: each slot's life runs at once
+through cluster_life.run_here (its server life stubbed), or its actor fails as Ray says it does."""
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the pool waits on Ray: pip install 'lookahead-runner[ray]'")
+
+from lookahead_runner.config import config_from_dict  # noqa: E402
+from lookahead_runner.run import cluster_life, cluster_pool, preflight_turn  # noqa: E402
+from lookahead_runner.run.cluster import RaySlots  # noqa: E402
+from lookahead_runner.run.cluster_files import read_chunk  # noqa: E402
+from lookahead_runner.run.cluster_life import Where, run_here  # noqa: E402
+from lookahead_runner.run.cluster_pool import ClusterError, Slot, SlotPool  # noqa: E402
+from lookahead_runner.run.launch import Life  # noqa: E402
+from lookahead_runner.run.placement import slot_placement  # noqa: E402
+from lookahead_runner.run.preflight_turn import PreflightTurn  # noqa: E402
+from lookahead_runner.runfolder import results  # noqa: E402
+from lookahead_runner.runfolder.plan import read_status, write_status  # noqa: E402
+from lookahead_runner.vllm.knob import Setting  # noqa: E402
+
+K0, K4 = Setting(0, False), Setting(4, False)
+
+
+@dataclass(eq=False)  # a reference, hashed by identity as Ray's are
+class Ref:
+    value: object = None
+    error: BaseException | None = None
+    ready: bool = True
+
+
+class Method:
+    def __init__(self, call):
+        self.call = call
+
+    def remote(self, *args):
+        return self.call(*args)
+
+
+class FakeActor:
+    """A slot's actor answered here: `life` = "run" runs each life as the worker does, else each run gives it."""
+
+    def __init__(self, name: str, scratch: Path, life=None):
+        self.where = Where("10.0.0.1", f"{name * 8}node", (f"ray-gpu:{name}",))
+        self.scratch, self.life, self.archive = scratch / name, life, None
+        self.run = Method(self._run)
+        self.chunk = Method(lambda offset: Ref(read_chunk(self.archive, offset)))
+        self.release = Method(lambda: Ref())
+
+    def _run(self, order):
+        if self.life != "run":
+            return self.life
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        files = run_here(order, self.where, Path(tempfile.mkdtemp(dir=self.scratch)))
+        self.archive = Path(files.archive)
+        return Ref(files)
+
+
+@pytest.fixture
+def fake_ray(monkeypatch):
+    state = SimpleNamespace(killed=[], alive={})
+
+    def get(ref, timeout=None):
+        if ref.error is not None:
+            raise ref.error
+        return ref.value
+
+    monkeypatch.setattr(ray, "get", get)
+    monkeypatch.setattr(ray, "wait", lambda refs, num_returns=1, timeout=None: (
+        [r for r in refs if r.ready], [r for r in refs if not r.ready]))
+    monkeypatch.setattr(ray, "kill", lambda actor, no_restart=True: state.killed.append(actor))
+    monkeypatch.setattr(ray, "nodes", lambda: [{"NodeID": node, "Alive": up} for node, up in state.alive.items()])
+    monkeypatch.setattr(cluster_pool, "record_cluster", lambda *args, **kwargs: None)  # plan.json is not under test
+    monkeypatch.setattr(cluster_pool, "WAIT_S", 0.01)
+    return state
+
+
+def make_pool(tmp_path, fake_ray, *lives, due=False):
+    config = config_from_dict({"cluster": {"engine": "ray", "gpus": 2}})
+    actors = [FakeActor(name, tmp_path / "nodes", life) for name, life in zip("ab", lives)]
+    for actor in actors:
+        fake_ray.alive[actor.where.node_id] = True
+    owner = RaySlots([Slot(actor, actor.where) for actor in actors], seed=0, say=lambda text: None)
+    said = []
+    sweep = SimpleNamespace(caps=None, server=SimpleNamespace(load_env={}),
+                            preflight=PreflightTurn(due, slot_placement(config)))
+    progress = SimpleNamespace(life_started=lambda key: None, life_finished=lambda key: said.append(f"credit {key}"))
+    pool = SlotPool(owner, tmp_path / "run", sweep, lambda life: life.key, said.append, progress, list(owner.slots))
+    (tmp_path / "run").mkdir()
+    return pool, config, said
+
+
+def status(tmp_path, key: str):
+    setting, repeat = key.split("/")
+    return read_status(results.life_dir(tmp_path / "run", setting, int(repeat[1:])))
+
+
+def test_a_life_that_raises_on_its_worker_keeps_the_repeats_it_finished(tmp_path, fake_ray, monkeypatch,
+                                                                         ray_installed):
+    """Same-server repeats: r0 done, then the life code raises. r0 comes back done; r1 fails with the error (before,
+    the archive was never packed and the whole group failed, r0 included)."""
+    def server_life(config, caps, setting, repeats, run_dir, say, server, **kwargs):
+        done = results.life_dir(run_dir, setting.name, repeats[0])
+        done.mkdir(parents=True)
+        (done / "requests.csv").write_text("t_done_s\n1.0\n")
+        write_status(done, "done")
+        raise RuntimeError("boom in the sampler")
+
+    monkeypatch.setattr(cluster_life, "run_server_life", server_life)
+    pool, config, said = make_pool(tmp_path, fake_ray, "run")
+    pool.start(config, [Life(K0, 0), Life(K0, 1)], pool.idle[0])
+    assert [[life.key for life in group] for group in pool.wait_some()] == [["k0/r0", "k0/r1"]]
+    assert status(tmp_path, "k0/r0").state == "done"
+    assert (tmp_path / "run" / "k0" / "r0" / "requests.csv").read_text() == "t_done_s\n1.0\n"
+    failed = status(tmp_path, "k0/r1")
+    assert failed.state == "failed" and failed.reason == ("the life failed on 10.0.0.1: RuntimeError: boom in the "
+                                                          "sampler") and failed.slot, failed
+    assert "k0/r0: done" in said and "credit k0/r1" in said and pool.free() == 1  # the slot is free again
+
+
+def test_the_preflight_stays_due_when_the_first_server_died_before_it(tmp_path, fake_ray, monkeypatch, ray_installed):
+    """The first life's server dies before its pre-flight: the next life runs it (before, the driver dropped the
+    pre-flight for the whole sweep), and its re-sized Locust is what every later life gets."""
+    ran = []
+
+    def server_life(config, caps, setting, repeats, run_dir, say, server, placement=None, preflight=None, **kwargs):
+        ran.append((setting.k, preflight is not None, placement.processes))
+        out = results.life_dir(run_dir, setting.name, repeats[0])
+        out.mkdir(parents=True)
+        if setting.k == 0:  # died while starting: the pre-flight never ran
+            write_status(out, "failed", "the server died during startup")
+            return
+        preflight(SimpleNamespace(external=True, base_url="http://127.0.0.1:9"), placement)
+        write_status(out, "done")
+
+    monkeypatch.setattr(cluster_life, "run_server_life", server_life)
+    monkeypatch.setattr(preflight_turn, "run_preflight",
+                        lambda config, url, placement, *args: placement.with_processes(3, "measured: 3"))
+    pool, config, _ = make_pool(tmp_path, fake_ray, "run", "run", due=True)
+    assert pool.free() == 1                      # the pre-flight runs alone
+    pool.start(config, [Life(K0, 0)], pool.idle[0])
+    assert pool.free() == 0
+    pool.wait_some()
+    assert pool.lives.preflight.due and pool.free() == 1  # still due: the next life runs it, alone
+    pool.start(config, [Life(K4, 0)], pool.idle[0])
+    pool.wait_some()
+    assert not pool.lives.preflight.due and pool.lives.preflight.placement.processes == 3 and pool.free() == 2
+    pool.start(config, [Life(K4, 1)], pool.idle[0])
+    pool.wait_some()
+    assert ran == [(0, True, 1), (4, True, 1), (4, False, 3)]
+
+
+def test_a_slot_that_stops_answering_is_killed_and_the_driver_goes_on_meanwhile(tmp_path, fake_ray, ray_installed):
+    """ActorUnavailableError: the slot's server and Locust may still hold its GPU, so it is killed at once; its life
+    fails "node lost" once Ray declares the node dead, and the other slot's life is collected meanwhile (the
+    driver used to block up to 60 s on any actor death)."""
+    unavailable = ray.exceptions.ActorUnavailableError("The actor is temporarily unavailable: RpcError: Socket closed",
+                                                       None)
+    pool, config, said = make_pool(tmp_path, fake_ray, Ref(error=unavailable), Ref(ready=False))
+    a, b = pool.owner.slots
+    pool.start(config, [Life(K0, 0)], a)
+    pool.start(config, [Life(K4, 0)], b)
+    assert pool.wait_some() == []                 # no verdict yet, and no waiting for one
+    assert fake_ray.killed == [a.actor] and pool.owner.slots == [b] and status(tmp_path, "k0/r0").state == "running"
+    assert [life.key for life in pool.in_flight()] == ["k4/r0", "k0/r0"] and pool.busy
+    fake_ray.alive[a.where.node_id] = False       # Ray's health checks declare the node dead
+    assert [[life.key for life in group] for group in pool.wait_some()] == [["k0/r0"]]
+    lost = status(tmp_path, "k0/r0")
+    assert lost.state == "failed" and lost.reason == "node lost: 10.0.0.1 (Ray node aaaaaaaa)", lost
+    assert "k0/r0: failed - node lost: 10.0.0.1 (Ray node aaaaaaaa)" in said and "credit k0/r0" in said
+
+
+def test_a_slot_whose_process_died_on_a_live_node_fails_at_once_with_the_cause(tmp_path, fake_ray, monkeypatch,
+                                                                                ray_installed):
+    died = ray.exceptions.ActorDiedError()
+    died.error_msg = ("The actor died unexpectedly before finishing this task.\n\tclass_name: SlotWorker\n"
+                      "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR")
+    pool, config, _ = make_pool(tmp_path, fake_ray, Ref(error=died))
+    pool.start(config, [Life(K0, 0)], pool.idle[0])
+    with pytest.raises(ClusterError, match="every Ray slot was lost"):  # its only slot: the sweep cannot go on
+        pool.wait_some()
+    assert status(tmp_path, "k0/r0").reason == ("the Ray slot on 10.0.0.1 died: The actor is dead because its worker "
+                                                "process has died. Worker exit type: SYSTEM_ERROR")
+
+
+def test_a_slot_unanswered_on_a_live_node_fails_at_the_deadline(tmp_path, fake_ray, monkeypatch, ray_installed):
+    monkeypatch.setattr(cluster_pool, "NODE_DEATH_WAIT_S", 0.0)
+    unavailable = ray.exceptions.ActorUnavailableError("RpcError: Socket closed", None)
+    pool, config, _ = make_pool(tmp_path, fake_ray, Ref(error=unavailable), Ref(ready=False))
+    pool.start(config, [Life(K0, 0)], pool.idle[0])
+    assert len(pool.wait_some()) == 1
+    assert status(tmp_path, "k0/r0").reason.startswith("the Ray slot on 10.0.0.1 stopped answering: The actor None "
+                                                       "is unavailable: RpcError: Socket closed")
+
+
+def test_a_submitted_life_takes_a_free_slot_that_has_not_run_its_setting(tmp_path, fake_ray, ray_installed):
+    pool, config, _ = make_pool(tmp_path, fake_ray, Ref(ready=False), Ref(ready=False))
+    a, b = pool.owner.slots
+    a.ran.add(K4)
+    pool.submit(config, Life(K4, 1))
+    assert [life.key for life in pool.in_flight()] == ["k4/r1"] and pool.idle == [a]
+    assert K4 in b.ran and status(tmp_path, "k4/r1").slot == b.where.slot
+
+
+def test_a_node_lost_while_its_files_come_back_is_a_lost_slot_not_a_crash(tmp_path, fake_ray, monkeypatch,
+                                                                          ray_installed):
+    """Ray 2.11 says "System error: Broken pipe" (RaySystemError) when the node goes while the driver pulls a chunk:
+    the slot is let go like one that stops answering, and the sweep goes on (it ended in a traceback)."""
+    def server_life(config, caps, setting, repeats, run_dir, say, server, **kwargs):
+        out = results.life_dir(run_dir, setting.name, repeats[0])
+        out.mkdir(parents=True)
+        write_status(out, "done")
+
+    monkeypatch.setattr(cluster_life, "run_server_life", server_life)
+    pool, config, _ = make_pool(tmp_path, fake_ray, "run", Ref(ready=False))
+    a = pool.owner.slots[0]
+    a.actor.chunk = Method(lambda offset: Ref(error=ray.exceptions.RaySystemError("Broken pipe")))
+    pool.start(config, [Life(K0, 0)], a)
+    assert pool.wait_some() == [] and fake_ray.killed == [a.actor] and status(tmp_path, "k0/r0").state == "running"
+    fake_ray.alive[a.where.node_id] = False
+    pool.wait_some()
+    assert status(tmp_path, "k0/r0").reason.startswith("node lost: ")
+
+
+def test_waiting_with_no_life_in_flight_and_every_slot_lost_ends_the_sweep(tmp_path, fake_ray, ray_installed):
+    """The adaptive sweep waits for a free slot (`while not pool.free(): pool.wait()`): with every slot lost and none
+    in flight that must end in the one-line ClusterError, not loop."""
+    pool, config, _ = make_pool(tmp_path, fake_ray, Ref(ready=False))
+    pool.owner.let_go(pool.idle.pop())
+    assert pool.free() == 0 and not pool.busy
+    with pytest.raises(ClusterError, match="every Ray slot was lost"):
+        pool.wait()
