@@ -138,7 +138,7 @@ def plan_placement(config, cpus: Sequence[int]) -> Placement:
     cpus = tuple(sorted(cpus))
     server_cpus = _on_host("server.cpus", server.cpus, cpus)
     load_cpus = _on_host("load.cpus", load.cpus, cpus)
-    peak = max(stage.users for stage in load.stages)
+    peak = load.peak_users
     auto_processes = load.processes == "auto"
     wanted = (processes_for(peak, PRIOR_CHUNKS_PER_USER_S, CHUNK_CPU_US) if auto_processes else int(load.processes))
     if user_places_server(server):
