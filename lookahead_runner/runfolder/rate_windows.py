@@ -73,7 +73,8 @@ def rate_window(row: dict, scheduled: pd.DataFrame, server: pd.DataFrame, stage:
         k=int(row["k"]), repeat=int(row["repeat"]), stage=stage, rate=rate, duration_s=float(row["duration_s"]),
         latency_ms=latency, ok=ok, good=met_every_slo(latency, ok, slos), late_ms=late[sent],
         held=int((held_ms > 0).sum()), not_sent=int((~sent).sum()),
-        achieved_per_s=float(row.get("req_per_s", math.nan)),
+        # completions, not req_per_s' shares of request lives: a request queued through the window is not served
+        achieved_per_s=int(row["requests"]) / float(row["duration_s"]) if float(row["duration_s"]) > 0 else math.nan,
         output_tok_per_s=float(row.get("output_tok_per_s", math.nan)),
         outstanding=(float(counts[0]), float(counts[-1])), growth=growth_through(times, counts),
         waiting=_waiting(server, t0, t1), has_slo=bool(slos), variant=str(row.get("variant", "") or ""))

@@ -4,8 +4,9 @@ Under open loop the population is the arrivals, not the completions: a window ho
 had arrive inside it (workload/arrivals.py), wherever they finished, and each one that did not succeed, was
 cut or was never sent counts against it. Of them:
 
-- offered rate: arrivals / window; achieved: requests served inside the window per second (the summary row's
-  req_per_s); a rate the client held back (load.max_in_flight full) is counted as held, never hidden;
+- offered rate: arrivals / window; achieved: requests that completed successfully inside it per second (not
+  req_per_s' shares of request lives, which count a request queued through the window as partly served); an
+  arrival the client held back (load.max_in_flight full) is counted as held, never hidden;
 - SLO attainment: the share of arrivals that succeeded and met every SLO of decision.slo (config/slo.py), with
   its Wilson interval (stats.wilson); goodput: those requests per second of the window;
 - the queue: requests outstanding (arrived, not finished: at the server or held by the client) and the
@@ -56,7 +57,7 @@ class RateWindow:
     late_ms: np.ndarray             # per sent arrival: the dispatcher's lateness
     held: int = 0                   # arrivals that waited for a load.max_in_flight slot
     not_sent: int = 0               # of them, never sent before the rate stages ended
-    achieved_per_s: float = math.nan     # requests served inside the window per second
+    achieved_per_s: float = math.nan     # requests completed successfully inside the window per second
     output_tok_per_s: float = math.nan
     outstanding: tuple[float, float] = (math.nan, math.nan)   # arrived and not finished, at start and end
     growth: float = math.nan        # outstanding requests gained through the window (least-squares slope x span)
