@@ -8,6 +8,7 @@ requests.csv as held_ms). When the rate stages end, the arrivals still waiting a
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 
 import gevent
@@ -75,6 +76,15 @@ class OpenLoop:
 
     def spawn(self, function, *args) -> gevent.Greenlet:
         return self.requests.spawn(function, *args)
+
+    def spawn_at(self, due_s: float, function, *args) -> gevent.Greenlet:
+        """Start `function(*args)` at unix time `due_s` (at once if it is past), from a timer of its own."""
+        greenlet = gevent.Greenlet(function, *args)
+        self.requests.add(greenlet)
+        loop = gevent.get_hub().loop
+        loop.update_now()  # the loop's clock, which the timer counts from, may be a whole iteration old
+        greenlet.start_later(max(due_s - time.time(), 0.0))
+        return greenlet
 
     @property
     def outstanding(self) -> int:

@@ -117,8 +117,9 @@ class RateWindow:
             "achieved_per_s": self.achieved_per_s, "arrivals": self.arrivals, "held": self.held,
             "not_sent": self.not_sent, "late_p50_ms": self.late_percentile_ms(50),
             "late_p99_ms": self.late_percentile_ms(99), "slo_attainment": self.attainment,
-            "slo_attainment_low": math.nan if bounds.low is None else bounds.low,
-            "slo_attainment_high": math.nan if bounds.high is None else bounds.high,
+            # rounded as the CSV keeps them: Wilson's upper end at 100 % comes out a hair below 1.0 unrounded
+            "slo_attainment_low": math.nan if bounds.low is None else round(bounds.low, 6),
+            "slo_attainment_high": math.nan if bounds.high is None else round(bounds.high, 6),
             "goodput_per_s": self.goodput_per_s,
             "outstanding_start": self.outstanding[0], "outstanding_end": self.outstanding[1],
             "waiting_start": self.waiting[0], "waiting_end": self.waiting[1],

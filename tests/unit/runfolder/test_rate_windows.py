@@ -59,7 +59,7 @@ def test_a_k_that_keeps_up_meets_its_slo_in_the_share_of_arrivals_with_a_wilson_
     assert row["offered_per_s"] == pytest.approx(10.0)
     assert row["slo_attainment"] == pytest.approx(good / 80) == pytest.approx(0.9)
     bounds = wilson(good, 80, 0.95)
-    assert (row["slo_attainment_low"], row["slo_attainment_high"]) == (bounds.low, bounds.high)
+    assert (row["slo_attainment_low"], row["slo_attainment_high"]) == (round(bounds.low, 6), round(bounds.high, 6))
     assert row["goodput_per_s"] == pytest.approx(good / 8.0)
     assert row["achieved_per_s"] == pytest.approx(10.0, rel=0.05) == pytest.approx(row["req_per_s"], rel=0.05)
     assert row["keeps_up"] and row["behind"] == "" and row["valid"], row["invalid_reason"]
