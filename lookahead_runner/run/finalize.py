@@ -105,7 +105,7 @@ def sweep_rows(data: RunData) -> list[dict]:
 def gpu_spread(data: RunData, users: int) -> str:
     """decision/cells/gpu_spread.py's line over the sweep's lives that ran on a Ray cluster (their status names GPUs)."""
     statuses, summary = data.statuses, data.summary
-    if summary.empty or not any(status.slot for status in statuses.values()):
+    if not users or summary.empty or not any(status.slot for status in statuses.values()):  # 0: rate stages only
         return ""
     at = summary[(summary["users"] == users) & summary["valid"].astype(bool)]
     lives = []
