@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..config.slo import Slo
-from ..contracts.records import CUT_ERROR, NOT_SENT_ERROR
+from ..contracts.records import CUT_ERROR, NOT_SENT_ERROR, TIMEOUT_ERROR
 from ..decision.cells.evidence import LATENCY_COLUMNS
 from ..decision.cells.rate_window import RateWindow, growth_through, met_every_slo, outstanding_at
 from .analysis import WindowRules, _validity, error_text
@@ -78,14 +78,28 @@ def rate_window(row: dict, scheduled: pd.DataFrame, server: pd.DataFrame, stage:
         output_tok_per_s=float(row.get("output_tok_per_s", math.nan)),
         outstanding=(float(counts[0]), float(counts[-1])), growth=growth_through(times, counts),
         waiting=_waiting(server, t0, t1), has_slo=bool(slos), variant=str(row.get("variant", "") or ""))
-    valid, reason = _rate_validity(row, window, rules)
+    valid, reason = _rate_validity(row, window, rules, _refused(errors[~ok]))
     return replace(window, valid=valid, invalid_reason=reason)
 
 
-def _rate_validity(row: dict, window: RateWindow, rules: WindowRules) -> tuple[bool, str]:
-    """The closed-loop rules with the arrivals as the window's requests, and the dispatcher's lateness."""
+def _refused(errors: pd.Series) -> str:
+    """The most common error of the window's failed arrivals where none of them was a queue's doing (a timeout,
+    a cut, never sent): a server refusing the requests, not falling behind ("" otherwise)."""
+    queued = errors.str.startswith((TIMEOUT_ERROR, CUT_ERROR, NOT_SENT_ERROR))
+    if not len(errors) or queued.any():
+        return ""
+    counts = errors.value_counts()
+    return f"{counts.index[0]} ({int(counts.iloc[0])} of {len(errors)})"
+
+
+def _rate_validity(row: dict, window: RateWindow, rules: WindowRules, refused: str) -> tuple[bool, str]:
+    """The closed-loop rules with the arrivals as the window's requests (a K that falls behind completes few of
+    them: a finding, not a thin window), none of them succeeding where the server refused them, and the
+    dispatcher's lateness."""
     _valid, reason = _validity(row | {"requests": window.arrivals}, rules)
     reasons = [part for part in reason.split("; ") if part]
+    if window.arrivals and not window.ok.any() and refused:
+        reasons.insert(0, f"no arrival succeeded, most often {refused}")
     late = window.late_percentile_ms(99)
     if not math.isnan(late) and late > rules.max_client_lag_p99_ms:
         reasons.append(f"dispatcher late: requests left p99 {late:.0f} ms after their scheduled time "

@@ -125,3 +125,15 @@ def test_a_user_stage_has_no_rate_window_and_its_rate_columns_stay_empty():
     assert rate_stage_window(row, t0, stages.drop(columns="rate"), requests, pd.DataFrame(), SLOS, WindowRules(),
                              0.95) is None  # a folder from before rate stages
     assert summary_frame([row])["offered_per_s"].isna().all()
+
+
+def test_a_server_refusing_every_arrival_makes_the_window_invalid_but_a_queue_of_timeouts_does_not():
+    refused = _requests(10, 10, lambda i: 0.01, lambda i: math.nan)
+    refused[["ok", "error", "ttft_ms"]] = [0, "HTTP 404: model not found", math.nan]
+    row, _window_ = _window(refused, _stages(10.0, 10))
+    assert not row["valid"] and row["invalid_reason"] == "no arrival succeeded, most often HTTP 404: model not " \
+                                                           "found (80 of 80)"
+    timed_out = _requests(10, 10, lambda i: 5.0, lambda i: math.nan)
+    timed_out[["ok", "error", "ttft_ms"]] = [0, "timeout", math.nan]
+    row, window = _window(timed_out, _stages(10.0, 10))
+    assert row["valid"] and row["slo_attainment"] == 0.0 and window.arrivals == 80
