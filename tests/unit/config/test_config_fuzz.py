@@ -258,7 +258,8 @@ NAMED = [
     ("a negative burstiness", "[load]\nburstiness = -1\n", "load.burstiness: burstiness = -1: give the gamma shape"),
     ("burstiness with constant arrivals", "[load]\narrival = \"constant\"\nburstiness = 2.0\n",
      "load: burstiness shapes poisson arrivals' gaps"),
-    ("a negative max_in_flight", "[load]\nmax_in_flight = -1\n", "load.max_in_flight"),
+    ("a negative max_in_flight", "[load]\nmax_in_flight = -1\n",
+     "load.max_in_flight: Input should be greater than or equal to 0"),
 ]
 
 
