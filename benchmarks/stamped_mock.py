@@ -8,7 +8,9 @@ First token FIRST_TOKEN_MS after the request arrived, then one token every ITL m
 usage on every chunk. A content chunk starts ``data: {"t_sent":...,"t_arrival":...,`` (read back by
 `read_stamps`). The arrival is the kernel's receive stamp of the request (SO_TIMESTAMPNS) and the
 schedule starts from it, so the mock's own lateness in reading a request is not counted against a
-client; GET /stats returns (and resets) that lateness and the chunks' send lateness, p50/p99 in ms.
+client; GET /stats returns (and resets) that lateness and the chunks' send lateness, p50/p99 in ms. GET
+/arrivals returns (and resets) every completion request's arrival stamp: when requests reached the server
+(benchmarks/dispatch_accuracy.py tests their spacing).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class StampedSocket(socket.socket):
 
 # the mock's own lateness since the last /stats: chunk sends behind schedule, request reads behind arrival
 _LATENESS: dict[str, list[float]] = {"send_ms": [], "read_ms": []}
+_ARRIVALS: list[float] = []   # each completion request's kernel arrival stamp since the last /arrivals
 
 
 async def _stream(writer: asyncio.StreamWriter, body: dict, t_arrival: float, itl_s: float, request_id: int) -> None:
@@ -133,6 +136,7 @@ async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.Stream
             path = request_line.split(b" ")[1]
             if path == b"/v1/completions":
                 counter[0] += 1
+                _ARRIVALS.append(t_arrival)
                 await _stream(writer, body, t_arrival, itl_s, counter[0])
             elif path == b"/v1/models":
                 writer.write(_json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]}))
@@ -142,6 +146,9 @@ async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.Stream
                 for values in _LATENESS.values():
                     values.clear()
                 writer.write(_json_response(stats))
+            elif path == b"/arrivals":
+                writer.write(_json_response({"t_arrival": list(_ARRIVALS)}))
+                _ARRIVALS.clear()
             elif path == b"/tokenize":
                 writer.write(_json_response({"count": len(str(body.get("prompt", "")).split())}))
             else:

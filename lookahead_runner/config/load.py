@@ -15,10 +15,44 @@ AUTO_FIRST_REPEATS = 2
 
 
 class StageConfig(Strict):
-    """One stage of the load: this many users for this long (the stages run in order, users rising)."""
+    """A stage: `users` concurrent users (closed loop), or `rate` requests per second (open loop); the stages run
+    in order."""
 
-    users: int = Field(ge=1, le=100_000, description="concurrent users (each one request in flight at a time)")
+    users: int | None = Field(None, ge=1, le=100_000, description="users, each sending its next request when its "
+                                                                  "last one ended (closed loop)")
+    rate: float | None = Field(None, description="requests per second arriving whatever is outstanding (open "
+                                                 "loop; load.arrival paces them)")
     duration_s: float = Field(gt=0, description="seconds the stage runs, its warm-up (load.warmup_s) included")
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_positive(cls, value: float | None) -> float | None:
+        if value is not None and not value > 0:
+            raise ValueError(f"rate = {value:g}: give requests per second above 0, e.g. rate = 4.0")
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "StageConfig":
+        if self.users is not None and self.rate is not None:
+            raise ValueError("a stage has users (closed loop) or rate (requests per second, open loop), not both: "
+                             "write {users = 8, duration_s = 20} or {rate = 4.0, duration_s = 20}")
+        if self.users is None and self.rate is None:
+            raise ValueError("give the stage users (closed loop), e.g. {users = 8, duration_s = 20}, or rate "
+                             "(requests per second, open loop), e.g. {rate = 4.0, duration_s = 20}")
+        return self
+
+    @property
+    def is_rate(self) -> bool:
+        return self.rate is not None
+
+    @property
+    def label(self) -> str:
+        """How a person names it: "16 users" or "4 req/s"."""
+        return f"{self.rate:g} req/s" if self.rate is not None else f"{self.users} users"
+
+    def arg(self) -> str:
+        """Its item of Locust's --stages (workload/stages.py)."""
+        return f"{self.rate!r}/s:{self.duration_s:g}" if self.rate is not None else f"{self.users}:{self.duration_s:g}"
 
 
 class LoadConfig(Strict):
@@ -80,6 +114,49 @@ class LoadConfig(Strict):
         except (TypeError, ValueError):
             raise ValueError("values must be strings, numbers, booleans, lists or tables (no dates)") from None
         return value
+    # --- rate stages (issue 37; workload/arrivals.py paces them, docs/rate-stages.md)
+    arrival: Literal["poisson", "constant"] = Field(
+        "poisson", description="how a rate stage's requests arrive: poisson (gamma gaps of shape burstiness, as "
+                               "vllm bench serve) or constant gaps of 1 / rate")
+    burstiness: float = Field(1.0, description="arrival = \"poisson\": the gamma shape of the gaps (1 = Poisson; "
+                                               "< 1 burstier, > 1 more even), as vllm bench serve --burstiness")
+    arrival_seed: int = Field(0, description="seed of the arrival times and the synthetic prompts: every K gets the "
+                                             "same schedule and the same requests")
+    max_in_flight: int = Field(0, ge=0, description="rate stages: at most this many requests in flight (0 = no "
+                                                    "cap), as vllm bench serve --max-concurrency; an arrival that "
+                                                    "finds them busy waits and is counted as held")
+
+    @field_validator("burstiness")
+    @classmethod
+    def _burstiness_positive(cls, value: float) -> float:
+        if not value > 0:
+            raise ValueError(f"burstiness = {value:g}: give the gamma shape of the gaps between arrivals, above 0 "
+                             "(1 = Poisson, as vllm bench serve --burstiness)")
+        return value
+
+    @model_validator(mode="after")
+    def _arrival_settings(self) -> "LoadConfig":
+        if self.arrival == "constant" and self.burstiness != 1.0:
+            raise ValueError("burstiness shapes poisson arrivals' gaps; with arrival = \"constant\" every gap is "
+                             "1 / rate: remove burstiness or set arrival = \"poisson\"")
+        return self
+
+    @property
+    def user_stages(self) -> list[StageConfig]:
+        return [stage for stage in self.stages if not stage.is_rate]
+
+    @property
+    def rate_stages(self) -> list[StageConfig]:
+        return [stage for stage in self.stages if stage.is_rate]
+
+    @property
+    def peak_users(self) -> int:
+        """The most users of a user stage; with rate stages only, the requests in flight the load plans for: the
+        cap, else the highest rate's requests for one second (a prior: the pre-flight measures them)."""
+        if self.user_stages:
+            return max(stage.users or 0 for stage in self.user_stages)
+        return self.max_in_flight or max(1, round(max(stage.rate or 0.0 for stage in self.stages)))
+
     # --- the user's request set (issue 28; workload/request_set.py reads it, config/loading.check_files at load)
     requests: str = Field("", description="a request set: JSONL of {\"prompt\": ...} or {\"messages\": [...]} per line "
                                           "(optional max_tokens, category), or ShareGPT JSON; every K sends the same "

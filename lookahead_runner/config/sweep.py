@@ -84,7 +84,7 @@ class SweepConfig(Strict):
 
     @model_validator(mode="after")
     def _target_is_a_stage(self) -> "SweepConfig":
-        users = [s.users for s in self.load.stages]
+        users = [s.users for s in self.load.user_stages]
         variants = self.load.variants
         targets = self.decision.target_users
         if isinstance(targets, list) and len(targets) != len(variants):
@@ -218,7 +218,8 @@ class SweepConfig(Strict):
         """The target users of the variant at this index in load.variants."""
         targets = self.decision.target_users
         target = targets[variant] if isinstance(targets, list) else targets
-        return target or self.load.stages[-1].users
+        user_stages = self.load.user_stages   # none: rate stages only (their decision comes with issue 37's item 3)
+        return target or (user_stages[-1].users or 0 if user_stages else 0)
 
 
 def _default_of(key: str) -> object:

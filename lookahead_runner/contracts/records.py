@@ -19,7 +19,7 @@ import csv
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import IO
 
 REQUEST_COLUMNS: tuple[str, ...] = (
@@ -53,12 +53,20 @@ REQUEST_COLUMNS: tuple[str, ...] = (
     "spec_steps",
     "spec_draft_tokens",
     "spec_accepted_tokens",
+    # a rate stage's request (open loop; empty in a user stage): when the schedule had it arrive, how long it
+    # waited for a load.max_in_flight slot before it was sent, and its place in the stage's schedule
+    "t_scheduled_s",
+    "held_ms",
+    "arrival",
 )
 
-STAGE_COLUMNS: tuple[str, ...] = ("stage", "users", "t_start_s", "t_end_s")
+STAGE_COLUMNS: tuple[str, ...] = ("stage", "users", "t_start_s", "t_end_s", "rate")
 
 # The error of a request that the end of the test (or a ramp-down) killed mid-flight.
 CUT_ERROR = "cut"
+# The error of a rate stage's arrival still waiting for a load.max_in_flight slot when its stages ended: never
+# sent (it counts against the window it was scheduled in: an arrival the client could not offer).
+NOT_SENT_ERROR = "not sent"
 
 # How the error text of a failed request starts, per kind of failure: the scenario writes them
 # (workload/request.py, workload/timeline.py, workload/user.py) and analysis.py counts timeouts and
@@ -111,22 +119,36 @@ class RequestRecord:
     spec_steps: int | None = None                 # num_spec_steps
     spec_draft_tokens: int | None = None          # num_draft_tokens
     spec_accepted_tokens: int | None = None       # num_accepted_draft_tokens
+    t_scheduled_s: float | None = None     # a rate stage's arrival time (workload/arrivals.py)
+    held_ms: float | None = None           # its wait for a load.max_in_flight slot (0: sent on arrival)
+    arrival: int | None = None             # its index in the stage's schedule (the same in every life)
+
+    @property
+    def late_ms(self) -> float | None:
+        """How long after its scheduled time the dispatcher sent it, beyond any wait for a slot."""
+        if self.t_scheduled_s is None:
+            return None
+        return (self.t_send_s - self.t_scheduled_s) * 1000.0 - (self.held_ms or 0.0)
 
     def as_row(self) -> list[str]:
-        return [format_cell(value) for value in astuple(self)]
+        # by name, not dataclasses.astuple: that deep-copies every value, 0.3-0.6 ms a request on a busy core
+        # (a rate stage's dispatcher writes 200 a second: measured with cProfile, benchmarks/dispatch_accuracy.py)
+        return [format_cell(getattr(self, name)) for name in REQUEST_COLUMNS]
 
 
 @dataclass(frozen=True)
 class StageRecord:
-    """One stage of the load shape as it ran; field order is STAGE_COLUMNS."""
+    """One stage of the load shape as it ran; field order is STAGE_COLUMNS. A rate stage has users 0 and its
+    requests per second in `rate`, and its times are its schedule's (the dispatcher's, not the shape's tick)."""
 
     stage: int
     users: int
     t_start_s: float
     t_end_s: float
+    rate: float | None = None
 
     def as_row(self) -> list[str]:
-        return [format_cell(value) for value in astuple(self)]
+        return [format_cell(getattr(self, name)) for name in STAGE_COLUMNS]
 
 
 assert tuple(f.name for f in fields(RequestRecord)) == REQUEST_COLUMNS

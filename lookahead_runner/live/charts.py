@@ -84,7 +84,7 @@ def marks_between(previous: LiveValues | None, current: LiveValues) -> list[Mark
     marks = []
     stage = current.stage
     if stage.index is not None and (previous is None or previous.stage.index != stage.index):
-        marks.append(Mark("stage", current.t_s, f"stage {stage.index + 1}: {stage.users} users"
+        marks.append(Mark("stage", current.t_s, f"stage {stage.index + 1}: {stage.load}"
                           + (f", {stage.variant}" if stage.variant else "")))
     before = None if previous is None else previous.preemptions_total
     now = current.preemptions_total

@@ -137,7 +137,7 @@ HISTORY_TAB_COLUMNS = (
 def history_tab_row(values: LiveValues, clock: str) -> dict[str, str]:
     """One tick for the history tab (display strings); `clock` is the tick's local time, e.g. "12:03:04"."""
     v = values
-    stage = "–" if v.stage.index is None else f"{v.stage.index + 1} ({v.stage.users})" + (
+    stage = "–" if v.stage.index is None else f"{v.stage.index + 1} ({v.stage.users if v.stage.rate is None else v.stage.load})" + (
         f" · {v.stage.variant}" if v.stage.variant else "")
     return {
         "time": clock, "stage": stage,

@@ -157,6 +157,11 @@ class StageNow:
     duration_s: float = 0.0
     finished: bool = False
     variant: str = ""  # the workload variant these stages run (--variant-name); "" = the sweep's only one
+    rate: float | None = None  # a rate stage's requests per second (its users are 0)
+
+    @property
+    def load(self) -> str:
+        return f"{self.rate:g} req/s" if self.rate is not None else f"{self.users} users"
 
 
 def stage_now(state: str, stages: Sequence[Stage] | None, current: tuple[int, int] | None,
@@ -168,7 +173,8 @@ def stage_now(state: str, stages: Sequence[Stage] | None, current: tuple[int, in
     start_s = sum(stage.duration_s for stage in stages[:index])
     duration_s = stages[index].duration_s if index < len(stages) else 0.0
     elapsed_s = min(max(run_time_s - start_s, 0.0), duration_s)
-    return StageNow(state, index, users, len(stages), elapsed_s, duration_s, finished, variant)
+    rate = stages[index].rate if index < len(stages) else None
+    return StageNow(state, index, users, len(stages), elapsed_s, duration_s, finished, variant, rate)
 
 
 def stage_text(stage: StageNow) -> str:
@@ -180,7 +186,7 @@ def _stage_words(stage: StageNow) -> str:
         return f"all {stage.count} stages done ({stage.state})"
     if stage.index is None:
         return f"not started ({stage.state})" + (f"; {stage.count} stages planned" if stage.count else "")
-    return (f"{stage.index + 1} of {stage.count}: {stage.users} users, "
+    return (f"{stage.index + 1} of {stage.count}: {stage.load}, "
             f"{stage.elapsed_s:.0f} of {stage.duration_s:g} s")
 
 

@@ -11,13 +11,17 @@ from ..config.masking import shell_join
 
 INTEGER_COLUMNS = {"k", "repeat", "stage", "users", "requests", "failures", "timeouts", "length_mismatches",
                    "preemptions", "gpu_mem_peak_mib", "gpu_mem_total_mib", "client_output_tokens",
-                   "server_generation_tokens", "cut_requests"}
-PERCENT_COLUMNS = {"failure_rate", "timeout_rate", "acceptance_rate", "kv_usage_mean", "kv_usage_peak"}
+                   "server_generation_tokens", "cut_requests", "arrivals", "held", "not_sent",
+                   "outstanding_start", "outstanding_end", "waiting_start", "waiting_end"}
+PERCENT_COLUMNS = {"failure_rate", "timeout_rate", "acceptance_rate", "kv_usage_mean", "kv_usage_peak",
+                   "slo_attainment", "slo_attainment_low", "slo_attainment_high"}
 ONE_DECIMAL_COLUMNS = {"duration_s", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
                        "e2e_p50_ms", "e2e_p90_ms", "e2e_p99_ms", "output_tok_per_s", "tok_per_s", "running_mean",
-                       "running_peak", "waiting_mean", "waiting_peak", "client_lag_p99_ms"}
+                       "running_peak", "waiting_mean", "waiting_peak", "client_lag_p99_ms", "late_p50_ms",
+                       "late_p99_ms"}
 TWO_DECIMAL_COLUMNS = {"req_per_s", "conservative_req_per_s", "mean_acceptance_length", "drafted_per_step",
-                       "drafted_per_step_requests", "drafted_expected"}
+                       "drafted_per_step_requests", "drafted_expected", "rate", "offered_per_s", "achieved_per_s",
+                       "goodput_per_s"}
 NUMERIC_COLUMNS = INTEGER_COLUMNS | PERCENT_COLUMNS | ONE_DECIMAL_COLUMNS | TWO_DECIMAL_COLUMNS
 _TRUE_TEXT = {"true", "1", "yes", "y", "t"}
 MISSING = "–"

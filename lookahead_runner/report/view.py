@@ -25,6 +25,7 @@ from ..runfolder.preflight import PlacementRecord, PreflightRecord, placement_us
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from ..vllm.probe import LOOKAHEAD_FLAG
 from .variant_section import lives_tokens, variant_charts, variant_rows
+from .rate_stages import rate_stage_view, user_rows
 from .request_set import request_set_view
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
                       failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,
@@ -218,11 +219,12 @@ def build_view(summary: pd.DataFrame, decision: Decision, run: RunRecord | None,
         **decision_view(decision),
         "failed_lives": failed_lives(decision, lives),
         "by_variant": variant_rows(decision),
-        "charts": variant_charts(per_k_rows(valid, lives), decision,
+        "charts": variant_charts(per_k_rows(user_rows(valid), lives), decision,
                                  lambda rows: summary_charts(rows, setting_styles(summary), max_num_seqs_from(lives))),
         "timelines": timeline_entries(timelines, lives),
         "window_rule": window_rule(config),
         "summary_table": summary_table(summary),
+        "rate_stages": rate_stage_view(summary),
         "invalid_windows": invalid_windows(summary),
         "row_count": len(summary), "invalid_count": len(summary) - len(valid),
         "probe": probe_rows(probe, lives, run),

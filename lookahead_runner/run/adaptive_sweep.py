@@ -89,7 +89,7 @@ def stages_of(config: SweepConfig, users: list[int] | None) -> SweepConfig:
     """The config a life runs: every stage, or the ones listed in its plan entry."""
     if not users:
         return config
-    stages = [stage for stage in config.load.stages if stage.users in users]
+    stages = [stage for stage in config.load.stages if stage.is_rate or stage.users in users]
     return config.model_copy(update={"load": config.load.model_copy(update={"stages": stages})})
 
 

@@ -61,7 +61,7 @@ def planned(data: RunData, decision: Decision, variant: str = "") -> ConfirmPlan
     if config.server.url or data.plan.mode != "sweep":
         return None  # a running server cannot be restarted with another configuration
     value = axis_value_of(data, decision)
-    stages = [(stage.users, stage.duration_s) for stage in config.load.stages]
+    stages = [(stage.users, stage.duration_s) for stage in config.load.user_stages]
     plan = plan_confirmation(decision, data.evidence(value, variant), stages, config.decision, value)
     return plan.model_copy(update={"variant": variant}) if plan is not None and variant else plan
 

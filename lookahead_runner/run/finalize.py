@@ -13,6 +13,7 @@ from ..decision.adaptive import run_note
 from ..runfolder.cost import life_costs, run_cost
 from ..decision import Cell, Decision, decide
 from ..decision.cells.gpu_spread import LifeOnGpu, confound_line, gpu_spread_line
+from ..decision.cells.rate_window import behind_findings
 from ..decision.gates.in_effect import findings_from, with_settings_in_effect
 from ..decision.ramp import ramp_decision
 from ..decision.confirmation.confirm import judge, unconfirmed_note, with_confirmation
@@ -105,7 +106,7 @@ def gpu_spread(data: RunData, users: int) -> list[str]:
     """decision/cells/gpu_spread.py's lines over the sweep's lives that ran on a Ray cluster (their status names
     GPUs): K run on different GPUs, and the spread between GPUs."""
     statuses, summary = data.statuses, data.summary
-    if summary.empty or not any(status.slot for status in statuses.values()):
+    if not users or summary.empty or not any(status.slot for status in statuses.values()):  # 0: rate stages only
         return []
     at = summary[(summary["users"] == users) & summary["valid"].astype(bool)]
     lives = []
@@ -178,6 +179,9 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision.reasons.append(f"Early stop: K {ks} were not run once the stop rule fired "
                                 f"(rerun with --no-early-stop to measure them).")
     decision.diagnoses += telemetry_gaps(data.statuses)
+    decision.diagnoses += behind_findings([window for _, window in data.rate_windows])
+    if not config.load.user_stages and plan.mode != "ramp":
+        decision = rate_stages_only(decision)
     decision.diagnoses += gpu_spread(data, config.target_users)
     if plan.mode != "ramp":
         decision.request_set = request_set_summary(data, decision)
@@ -195,3 +199,14 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     from ..report.render import write_report  # jinja2 + plotly load only when a page is rendered
 
     return write_report(run_dir, data.summary, decision, data.record(), data.timelines)
+
+
+def rate_stages_only(decision: Decision) -> Decision:
+    """A run of rate stages only has no users stage to decide at: its verdict says so, and where its windows are,
+    instead of "no valid measurement at 0 users" (the decision at a target rate reads those windows)."""
+    return decision.model_copy(update={
+        "status": "not_decided", "recommended": None,
+        "verdict": "Not decided: this run has rate stages only (open loop), and the decision is made at a users "
+                   "stage; each K's rate windows (offered and achieved rate, SLO attainment, goodput, queue) are in "
+                   "the report's rate-stages table and summary.csv.",
+        "reasons": [r for r in decision.reasons if not r.startswith("Every window at the target concurrency")]})

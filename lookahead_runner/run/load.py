@@ -36,7 +36,9 @@ class LoadResult:
 
 
 def stages_arg(stages) -> str:
-    return ",".join(f"{s.users}:{s.duration_s:g}" for s in stages)
+    """Locust's --stages: "USERS:SECONDS" per user stage, "RATE/s:SECONDS" per rate stage."""
+    return ",".join(f"{s.rate!r}/s:{s.duration_s:g}" if getattr(s, "rate", None) is not None
+                    else f"{s.users}:{s.duration_s:g}" for s in stages)
 
 
 def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path = DEFAULT_LOCUSTFILE,
@@ -61,6 +63,7 @@ def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path
         "--temperature", repr(float(load.temperature)),
         *_sampling_args(load),
         *_endpoint_args(load),
+        *_arrival_args(load),
         "--request-timeout-s", f"{load.request_timeout_s:g}",
         "--requests-csv", os.fspath(out_dir / "requests.csv"),
         "--stages-csv", os.fspath(out_dir / "stages.csv"),
@@ -101,6 +104,15 @@ def _endpoint_args(load) -> list[str]:
     """--endpoint, and the chat template's kwargs as one JSON argument (fields a bare namespace may lack)."""
     endpoint, kwargs = getattr(load, "endpoint", "completions"), getattr(load, "chat_template_kwargs", {})
     return ["--endpoint", endpoint, *(["--chat-template-kwargs", json.dumps(kwargs)] if kwargs else [])]
+
+
+def _arrival_args(load) -> list[str]:
+    """How rate stages pace their arrivals (fields a bare namespace may lack): only where a stage has a rate."""
+    if not any(getattr(stage, "rate", None) is not None for stage in load.stages):
+        return []
+    return ["--arrival", getattr(load, "arrival", "poisson"), "--burstiness", repr(float(getattr(load, "burstiness", 1.0))),
+            "--arrival-seed", str(getattr(load, "arrival_seed", 0)),
+            "--max-in-flight", str(getattr(load, "max_in_flight", 0))]
 
 
 def _ui_args(web_port: int | None) -> list[str]:

@@ -161,7 +161,7 @@ def _wanted(load) -> int:
     """Locust processes for the highest stage before the pre-flight measures them (load.processes when given)."""
     if load.processes != "auto":
         return int(load.processes)
-    return processes_for(max(stage.users for stage in load.stages), PRIOR_CHUNKS_PER_USER_S, CHUNK_CPU_US)
+    return processes_for(load.peak_users, PRIOR_CHUNKS_PER_USER_S, CHUNK_CPU_US)
 
 
 def _processes(load, room: int) -> tuple[int, bool, str]:
@@ -170,7 +170,7 @@ def _processes(load, room: int) -> tuple[int, bool, str]:
     if load.processes != "auto":
         return wanted, False, ""
     processes = min(wanted, room)  # two processes sharing a core are no headroom
-    peak = max(stage.users for stage in load.stages)
+    peak = load.peak_users
     return processes, True, (f"processes auto: {wanted} planned for {peak} users from {CHUNK_CPU_US:g} us per chunk "
                              f"until the pre-flight measures it" + (f", {room} CPU{'s' if room != 1 else ''} for the "
                                                                     "load" if processes < wanted else ""))

@@ -125,7 +125,8 @@ def run_preflight(config: SweepConfig, base_url: str, placement: Placement, run_
     Raises PreflightError when the run cannot be valid, ServerError when the server died meanwhile."""
     gate = config.decision.max_client_lag_p99_ms
     advice = advice_for(placement.to_record())
-    peak = max(stage.users for stage in config.load.stages)
+    peak = config.load.peak_users
+    at = preflight_stage(config).label
     idle = idle_lag(placement.load_cpus)
     record = PreflightRecord(placement_before=placement.to_record(), gate_ms=gate, idle=idle)
     say(f"  pre-flight, server idle: Locust's CPUs wake late by p50 {idle.lag_p50_ms:.1f} ms, "
@@ -138,7 +139,7 @@ def run_preflight(config: SweepConfig, base_url: str, placement: Placement, run_
     for attempt in range(2):
         figures = loaded(config, base_url, placement, run_dir / "preflight" / f"run{attempt}", env, alive)
         if figures is None:
-            say(f"  pre-flight: no request finished within {config.load.preflight_s:g} s at {peak} users; not judged")
+            say(f"  pre-flight: no request finished within {config.load.preflight_s:g} s at {at}; not judged")
             record.verdict = "not judged"
             break
         record.runs.append(figures.to_record(placement.processes))
@@ -152,7 +153,7 @@ def run_preflight(config: SweepConfig, base_url: str, placement: Placement, run_
             say(f"  pre-flight: {why}; measuring again")
             continue
         if lagging:
-            _stop(run_dir, record, f"pre-flight at {peak} users: "
+            _stop(run_dir, record, f"pre-flight at {at}: "
                                    + lag_reason(figures.lag_p50_ms, figures.busiest_cpu_pct, gate,
                                                 advice_for(placement.to_record()),
                                                 "the typical request's loop lag p99"))
@@ -191,11 +192,11 @@ def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, 
            alive) -> LoadedFigures | None:
     """One Locust run at the highest stage's users, placed as the lives will be; its figures."""
     out.mkdir(parents=True, exist_ok=True)
-    peak = max(stage.users for stage in config.load.stages)
+    stage = preflight_stage(config)
     # with workload variants, the shortest: its requests turn around fastest, the most chunks a second to read
     variant = min(config.load.variants, key=lambda v: v.context_tokens)
     load = config.load.model_copy(update={
-        "stages": [StageConfig(users=peak, duration_s=config.load.preflight_s)],
+        "stages": [stage],
         "prompt_tokens": variant.prompt_tokens, "temperature": variant.temperature,
         "output_tokens": min(OUTPUT_TOKENS, variant.output_tokens), "processes": placement.processes})
     argv = locust_argv(base_url, out, config.server.served_model, load, setting_name="preflight")
@@ -203,4 +204,23 @@ def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, 
     result = run_locust(argv, out / "locust.log", deadline_s, env=env, abort=alive, cpus=placement.load_cpus)
     if result.aborted:
         raise ServerError(result.aborted)
-    return loaded_figures(results.read_csv(out / "requests.csv"), results.read_csv(out / "stages.csv"), peak)
+    requests = results.read_csv(out / "requests.csv")
+    return loaded_figures(requests, results.read_csv(out / "stages.csv"), stage.users or in_flight(requests))
+
+
+def preflight_stage(config: SweepConfig) -> StageConfig:
+    """The pre-flight's one stage: the highest user stage's users; with rate stages only, the highest rate."""
+    load = config.load
+    if load.user_stages:
+        return StageConfig(users=load.peak_users, duration_s=load.preflight_s)
+    return StageConfig(rate=max(stage.rate or 0.0 for stage in load.stages), duration_s=load.preflight_s)
+
+
+def in_flight(requests: pd.DataFrame) -> int:
+    """A rate stage's mean requests in flight (its "users"): the requests' time in flight over the span they cover."""
+    ok = requests[requests["ok"] == 1] if len(requests) and "ok" in requests else requests.iloc[0:0]
+    if ok.empty:
+        return 1
+    span = float(ok["t_done_s"].max()) - float(ok["t_send_s"].min())
+    busy = float(pd.to_numeric(ok["e2e_ms"], errors="coerce").sum()) / 1000.0
+    return max(1, round(busy / span)) if span > 0 else 1

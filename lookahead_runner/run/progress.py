@@ -72,15 +72,15 @@ class SweepProgress:
     def _describe(self) -> str:
         elapsed = time.monotonic() - self._load_started
         stages = self._now
-        edge, stage_no, users = 0.0, len(stages), stages[-1].users
+        edge, stage_no, load = 0.0, len(stages), _label(stages[-1])
         for number, stage in enumerate(stages, 1):
             edge += stage.duration_s
             if elapsed < edge:
-                stage_no, users = number, stage.users
+                stage_no, load = number, _label(stage)
                 break
         values = self._sampler.last_values if self._sampler else {}
         variant = f" · {self._variant}" if self._variant else ""
-        return (f"{self._life} stage {stage_no}/{len(stages)} ({users} users{variant}{self._rates(values)})",
+        return (f"{self._life} stage {stage_no}/{len(stages)} ({load}{variant}{self._rates(values)})",
                 self._block_s + min(elapsed, sum(s.duration_s for s in stages)))
 
     def _rates(self, values: dict) -> str:
@@ -110,3 +110,9 @@ class SweepProgress:
         self._stop.set()
         self._thread.join(timeout=2)
         self._progress.__exit__(*exc)
+
+
+def _label(stage) -> str:
+    """"16 users" or "4 req/s" (a stage of the config, or a bare one with users alone)."""
+    rate = getattr(stage, "rate", None)
+    return f"{rate:g} req/s" if rate is not None else f"{stage.users} users"

@@ -41,7 +41,8 @@ def request_set_summary(data: RunData, decision: Decision) -> RequestSetSummary 
             no_samples = pd.DataFrame()  # only the windows' requests are wanted; validity comes from summary.csv
             for row, _finished, ok, _t0 in stage_windows(requests, stages, no_samples, no_samples, planned.setting,
                                                           planned.k, planned.repeat, rules):
-                if valid.get((planned.setting, planned.repeat, row["stage"])):
+                # a users stage's (a rate stage's row has 0 users: its own window, runfolder/rate_windows.py)
+                if row["users"] and valid.get((planned.setting, planned.repeat, row["stage"])):
                     windows.append((row["users"], row["duration_s"], ok))
         lives.append(LifeRequests(planned.k, planned.repeat, requests, windows))
     try:

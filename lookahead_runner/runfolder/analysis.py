@@ -23,6 +23,7 @@ import pandas as pd
 
 from .lag_advice import LagAdvice, lag_reason
 from ..contracts.records import ALL_FAILED_REASON, CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
+from ..decision.cells.rate_window import RATE_SUMMARY_COLUMNS
 from ..telemetry.drafting import check_window, drafted_per_step, drafting_share, expected_drafts
 from ..telemetry.signals import ACCEPTANCE_COUNTERS, counter_signals
 
@@ -34,7 +35,7 @@ SUMMARY_COLUMNS = (
     "drafted_per_step_requests", "drafted_source", "drafted_expected", "in_effect", "running_mean", "running_peak",
     "waiting_mean", "waiting_peak", "kv_usage_mean", "kv_usage_peak", "preemptions", "kv_pool_tokens", "gpu_mem_peak_mib",
     "gpu_mem_total_mib", "client_lag_p99_ms", "client_cpu_pct", "valid", "invalid_reason", "top_error",
-)
+) + RATE_SUMMARY_COLUMNS   # a rate stage's (runfolder/rate_windows.py); empty in a user stage's row
 NAN = float("nan")
 
 

@@ -16,6 +16,8 @@ from .analysis import Drafting, WindowRules, block_token_check, life_token_check
 from .lag_advice import lag_advice
 from .plan import LifeResult, LifeStatus, Plan, RunRecord, VariantTokens, read_plan_and_config, read_status
 from .preflight import PreflightRecord, read_preflight
+from .rate_windows import rate_stage_window
+from ..decision.cells.rate_window import RateWindow
 
 
 def load_life(directory: Path, variant: str = "") -> dict[str, pd.DataFrame]:
@@ -53,12 +55,14 @@ class RunData:
     plan: Plan
     config: SweepConfig
     summary: pd.DataFrame
-    windows: list[tuple[str, Window]]           # (grid axis value, window) for every valid window
+    windows: list[tuple[str, Window]]           # (grid axis value, window) for every valid user-stage window
     confirm_windows: list[Window] = field(default_factory=list)  # the confirmation life's (not evidence)
     timelines: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)
     lives: list[LifeResult] = field(default_factory=list)  # in the plan's order
     preflight: PreflightRecord | None = None
     run_dir: Path | None = None                 # where the lives' own files are (the performance model reads them)
+    # (grid axis value, window) for every rate stage's window of the sweep's lives, valid or not (its .valid)
+    rate_windows: list[tuple[str, RateWindow]] = field(default_factory=list)
 
     @property
     def statuses(self) -> dict[str, LifeStatus]:
@@ -137,6 +141,14 @@ def read_run(run_dir: Path) -> RunData:
             for row, finished, ok, t0 in stage_windows(frames["requests"], frames["stages"], server, gpu,
                                                        life.setting, life.k, life.repeat, mine, variant.label,
                                                        _drafting(plan, config, life)):
+                rated = rate_stage_window(row, t0, frames["stages"], frames["requests"], server,
+                                          config.decision.slos, mine, config.decision.interval_level)
+                if rated is not None:  # a rate stage: its own window (open loop), not a users cell's evidence
+                    row, rate = rated
+                    rows.append(row | ({"variant_order": order} if variant.key else {}))
+                    if not life.confirms:
+                        data.rate_windows.append((life.axis_value, rate))
+                    continue
                 rows.append(row | ({"variant_order": order} if variant.key else {}))
                 if row["valid"] and life.confirms:
                     data.confirm_windows.append(window(row, finished, ok, t0))

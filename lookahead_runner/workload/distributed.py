@@ -8,7 +8,9 @@ users run on the workers and only the master writes files. Three custom messages
   from one worker arrive in order, so the master has every row when its test_stop fires);
 - master -> workers ``lookahead_stage``: the stage the master's shape opened, sent before the
   spawn message of that stage, so workers tag each request with the stage it was sent in;
-- worker -> master ``lookahead_workload``: how the worker builds prompts (workload.json).
+- worker -> master ``lookahead_workload``: how the worker builds prompts (workload.json);
+- master -> workers ``lookahead_rate``: a run of rate stages started (its stages, its start in unix seconds,
+  how many dispatchers share it), sent before its spawn message; each worker's dispatcher sends its share.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ logger = logging.getLogger(__name__)
 MSG_ROWS = "lookahead_rows"
 MSG_STAGE = "lookahead_stage"
 MSG_WORKLOAD = "lookahead_workload"
+MSG_RATE = "lookahead_rate"
 
 
 class RowForwarder:

@@ -8,11 +8,13 @@ It ships inside the package, so an installed wheel has it; `lookahead-runner loc
         --stages 4:20,16:20,32:20 --requests-csv requests.csv --stages-csv stages.csv --csv locust
 
     locust -f "$(lookahead-runner locustfile)" --host http://127.0.0.1:8000 --headless --processes 4 ...
+    locust -f "$(lookahead-runner locustfile)" --host http://127.0.0.1:8000 --headless \\
+        --stages 2/s:30,8/s:30 --arrival poisson --max-in-flight 64 --requests-csv requests.csv    # open loop
 
 (In a checkout, `locust -f locustfiles/completions.py` runs the same users: that file imports them from here.)
 Options: --stages, --prompt-tokens, --output-tokens, --model, --temperature, --top-p, --seed,
 --prompt-file, --requests-csv, --stages-csv, --workload-json, --request-timeout-s, --endpoint,
---chat-template-kwargs, --request-set (workload/options.py;
+--chat-template-kwargs, --request-set, --arrival, --burstiness, --arrival-seed, --max-in-flight (workload/options.py;
 docs/traffic.md). An API key is read from the environment variable
 LOOKAHEAD_API_KEY only, and sent as a bearer header.
 Across hosts, start the master with the options and `--master --expect-workers N`, and each worker
@@ -29,12 +31,13 @@ from locust import events, run_single_user, task
 
 from lookahead_runner.live import webui
 from lookahead_runner.workload import scenario
+from lookahead_runner.workload.dispatcher import RateDispatcherBase
 from lookahead_runner.workload.options import add_scenario_options
 from lookahead_runner.workload.shape import StagedShape
 from lookahead_runner.workload.user import StreamingCompletionsBase
 
 # what `from lookahead_runner.workload.locustfile import *` gives a locustfile: the users and the shape Locust runs
-__all__ = ["StreamingCompletionsUser", "RisingConcurrency"]
+__all__ = ["StreamingCompletionsUser", "RateDispatcher", "RisingConcurrency"]
 
 
 class StreamingCompletionsUser(StreamingCompletionsBase):
@@ -51,8 +54,22 @@ class StreamingCompletionsUser(StreamingCompletionsBase):
         self.stream_completion()
 
 
+class RateDispatcher(RateDispatcherBase):
+    """A rate stage's sender (open loop), one per Locust process: each request of this process's share of the
+    schedule (--arrival, --burstiness, --arrival-seed) goes out at its time, whatever is outstanding, capped
+    by --max-in-flight; the same requests and the same rows as the users above."""
+
+    @task
+    def send_on_schedule(self) -> None:
+        self.dispatch_run()
+
+
 class RisingConcurrency(StagedShape):
-    """--stages "USERS:SECONDS,...": hold each USERS for SECONDS (spawned at USERS/s), then stop."""
+    """--stages "USERS:SECONDS,...": hold each USERS for SECONDS (spawned at USERS/s), then stop; a
+    "RATE/s:SECONDS" stage sends RATE requests per second for SECONDS instead (RateDispatcher)."""
+
+    user_class = StreamingCompletionsUser
+    dispatcher_class = RateDispatcher
 
 
 @events.init_command_line_parser.add_listener

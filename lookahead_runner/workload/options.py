@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any
 
+from lookahead_runner.workload.arrivals import ARRIVALS, POISSON, ArrivalProcess
 from lookahead_runner.workload.prompt import read_corpus_file
 from lookahead_runner.workload.request_set import RequestSetError, read_request_set
 from lookahead_runner.workload.stages import STAGES_OPTION, Stage, parse_stages
@@ -39,6 +40,11 @@ class ScenarioSettings:
     chat_template_kwargs: str = ""
     # --- the user's request set (issue 28)
     request_set: str = ""
+    # --- rate stages (issue 37): how arrivals are paced, and the cap on requests in flight (0 = none)
+    arrival: str = POISSON
+    burstiness: float = 1.0
+    arrival_seed: int = 0
+    max_in_flight: int = 0
 
     @classmethod
     def from_options(cls, parsed_options: Any) -> ScenarioSettings:
@@ -68,6 +74,12 @@ class ScenarioSettings:
         kwargs = template_kwargs(self.chat_template_kwargs)
         if kwargs and self.endpoint != ENDPOINT_CHAT:
             raise ValueError("--chat-template-kwargs: only with --endpoint chat")
+        if self.arrival not in ARRIVALS:
+            raise ValueError(f"--arrival: must be one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
+        if not self.burstiness > 0:
+            raise ValueError(f"--burstiness: must be > 0, got {self.burstiness}")
+        if self.max_in_flight < 0:
+            raise ValueError(f"--max-in-flight: must be >= 0 (0 = no cap), got {self.max_in_flight}")
 
     @property
     def chat(self) -> bool:
@@ -80,6 +92,10 @@ class ScenarioSettings:
     @property
     def parsed_stages(self) -> list[Stage]:
         return parse_stages(self.stages)
+
+    @property
+    def arrival_process(self) -> ArrivalProcess:
+        return ArrivalProcess(self.arrival, self.burstiness, self.arrival_seed)  # type: ignore[arg-type]
 
     @property
     def exact_output_tokens(self) -> int | None:
@@ -102,7 +118,9 @@ def template_kwargs(text: str) -> dict[str, Any]:
 
 
 _HELP = {
-    "stages": "Load stages as USERS:SECONDS,... (each stage holds USERS users for SECONDS, spawned at USERS/s).",
+    "stages": "Load stages as USERS:SECONDS,... (each stage holds USERS users for SECONDS, spawned at USERS/s; "
+    "closed loop), or RATE/s:SECONDS (RATE requests per second for SECONDS, whatever is outstanding; open loop); "
+    "both kinds mix, e.g. 8:20,4/s:30.",
     "prompt_tokens": "Prompt length in tokens, exact for the served model: text calibrated through POST "
     "/tokenize, or token ids where the server has no /tokenize.",
     "output_tokens": "Output length in tokens, exact (max_tokens = min_tokens, ignore_eos); \"natural\" with "
@@ -124,6 +142,13 @@ _HELP = {
     "max_tokens, category), vLLM bench's custom JSONL (output_tokens), SpecBench's question.jsonl, SPEED-Bench or "
     "ShareGPT JSON; each user sends them in the same order in every run, starting again "
     "at the end (empty: synthetic prompts of --prompt-tokens).",
+    "arrival": "Rate stages: poisson (gamma gaps of shape --burstiness, as vllm bench serve) or constant gaps.",
+    "burstiness": "Rate stages, --arrival poisson: the gamma shape of the gaps (1 = Poisson; < 1 burstier, "
+    "> 1 more even), as vllm bench serve --burstiness.",
+    "arrival_seed": "Rate stages: the seed of the arrival times and of the synthetic prompts (the same schedule "
+    "and requests in every run with it).",
+    "max_in_flight": "Rate stages: at most this many requests in flight (0 = no cap), as vllm bench serve "
+    "--max-concurrency; an arrival that finds them all busy waits for one and is counted as held.",
 }
 
 
@@ -186,6 +211,16 @@ def _request_set_file(text: str) -> str:
     return text
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
 def _output_tokens(text: str) -> int | str:
     if text == NATURAL_OUTPUT:
         return text
@@ -222,6 +257,10 @@ _TYPES = {
     "endpoint": str,
     "chat_template_kwargs": _template_kwargs_text,
     "request_set": _request_set_file,
+    "arrival": str,
+    "burstiness": _positive(float),
+    "arrival_seed": int,
+    "max_in_flight": _non_negative_int,
 }
 
 
@@ -236,5 +275,6 @@ def add_scenario_options(parser: Any) -> None:
             default=f.default,
             env_var="LOCUST_" + f.name.upper(),
             help=_HELP[f.name] + f" Default: {f.default!r}.",
-            **({"choices": ENDPOINTS} if f.name == "endpoint" else {}),
+            **({"choices": ENDPOINTS} if f.name == "endpoint" else {"choices": ARRIVALS} if f.name == "arrival"
+               else {}),
         )

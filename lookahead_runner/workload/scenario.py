@@ -42,7 +42,9 @@ from lookahead_runner.workload.prompt import (
     tokenize_counter,
 )
 from lookahead_runner.workload.request_set import METHOD_REQUEST_SET, RequestSet, read_request_set
-from lookahead_runner.workload.shape import StagedShape
+from lookahead_runner.workload.in_flight import OpenLoop
+from lookahead_runner.workload.shape import RateRun, StagedShape
+from lookahead_runner.workload.stages import Stage
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +67,8 @@ class ScenarioState:
     request_set: RequestSet | None = None  # --request-set: the user's requests instead of prompt plans
     users_made: int = 0                    # users created in this process: each one's index in it
     remote_stage: tuple[int, int] | None = None
+    rate_run: RateRun | None = None        # on a worker: the run of rate stages its master started
+    open_loop: OpenLoop = field(default_factory=OpenLoop)   # this process's rate-stage requests
     _prompt_key: tuple | None = None
     _flusher: gevent.Greenlet | None = None
     _sigterm_watcher: Any = None
@@ -121,6 +125,7 @@ def on_init(environment: Environment) -> ScenarioState:
     if isinstance(runner, WorkerRunner):
         state.request_log = distributed.RowForwarder(runner.send_message, REQUEST_COLUMNS)
         runner.register_message(distributed.MSG_STAGE, lambda msg, **_kw: _on_stage_message(state, msg))
+        runner.register_message(distributed.MSG_RATE, lambda msg, **_kw: _on_rate_message(state, msg))
     else:
         if settings.requests_csv:
             state.request_log = CsvAppender(settings.requests_csv, REQUEST_COLUMNS, FLUSH_INTERVAL_S)
@@ -174,6 +179,23 @@ def _wire_shape(shape: StagedShape, state: ScenarioState, runner: Any) -> None:
                 runner.send_message(distributed.MSG_STAGE, list(current), client_id=client_id)
 
         runner.environment.events.worker_connect.add_listener(tell_joining_worker)
+        shape.on_rate_run = lambda run: runner.send_message(distributed.MSG_RATE, rate_message(run))
+
+
+def rate_message(run: RateRun) -> dict:
+    """The rate run a master's workers dispatch, with the stages it runs as numbers (exactly the master's)."""
+    return run.as_message() | {"stages": [[stage.users, stage.duration_s, stage.rate] for stage in run.stages]}
+
+
+def _on_rate_message(state: ScenarioState, msg: Any) -> None:
+    data = msg.data
+    try:
+        stages = tuple(Stage(int(users), float(duration_s), None if rate is None else float(rate))
+                       for users, duration_s, rate in data["stages"])
+        state.rate_run = RateRun(int(data["first"]), int(data["last"]), float(data["t_start_s"]),
+                                 int(data["dispatchers"]), stages)
+    except (KeyError, TypeError, ValueError) as exc:
+        logger.error("Dropping a malformed %s message (%s): %r", distributed.MSG_RATE, exc, data)
 
 
 def _on_stage_message(state: ScenarioState, msg: Any) -> None:
@@ -282,6 +304,8 @@ def on_test_stop(environment: Environment) -> None:
         shape.close_open_stage()
     state = state_of(environment)
     state.cancel_sigterm_watcher()  # from here on Locust's own SIGTERM handler applies
+    # a rate stage's requests run apart from the users Locust stopped: they finish as --stop-timeout allows
+    state.open_loop.finish(float(getattr(environment, "stop_timeout", 0.0) or 0.0))
     state.flush()
     if isinstance(environment.runner, WorkerRunner):
         # Its users are stopped (Locust waited up to --stop-timeout for them) and its rows sent. Locust

@@ -5,34 +5,72 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from locust import LoadTestShape
 from locust.runners import STATE_STOPPED, STATE_STOPPING, MasterRunner
 
 from lookahead_runner.contracts.records import StageRecord
 from lookahead_runner.workload.options import ScenarioSettings
-from lookahead_runner.workload.stages import Stage, parse_stages, stage_at
+from lookahead_runner.workload.stages import Stage, parse_stages, rate_run, stage_at, stage_start_s
 
-__all__ = ["Stage", "StagedShape", "parse_stages", "stage_at"]
+__all__ = ["RateRun", "Stage", "StagedShape", "parse_stages", "stage_at"]
 
 logger = logging.getLogger(__name__)
+DRAIN_SPAWN_RATE = 10_000.0   # users stopped per second when a stage of the other kind comes: all at once
+
+
+@dataclass(frozen=True)
+class RateRun:
+    """Consecutive rate stages, run by the dispatchers as one schedule from `t_start_s` (unix seconds; the
+    moment the shape opened the first of them): stage `i` of it starts `offset_s(i)` later."""
+
+    first: int
+    last: int
+    t_start_s: float
+    dispatchers: int
+    stages: tuple[Stage, ...]
+
+    def offset_s(self, index: int) -> float:
+        return stage_start_s(self.stages, index) - stage_start_s(self.stages, self.first)
+
+    def start_s(self, index: int) -> float:
+        return self.t_start_s + self.offset_s(index)
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s(self.last) + self.stages[self.last].duration_s
+
+    def as_message(self) -> dict:
+        return {"first": self.first, "last": self.last, "t_start_s": self.t_start_s, "dispatchers": self.dispatchers}
 
 
 class StagedShape(LoadTestShape):
     """Runs the ``--stages`` schedule and records each stage as it actually ran.
 
-    ``tick()`` returns ``(users, spawn_rate=users)`` for the stage scheduled now and ``None`` after the
-    last one. A stage starts when a tick first returns it (Locust polls about once a second, so the
-    recorded times, not the schedule, are the stage windows) and ends when a tick moves on, or when
-    the test stops (`close_open_stage`). Each ended stage goes to `stage_sink` (stages.csv); each
-    started one to `on_stage_start(stage, users)` (a master tells its workers), before the tick
-    returns it, so before any user of that stage spawns.
+    A user stage: ``tick()`` returns ``(users, spawn_rate=users, [user_class])``. A stage starts when a tick
+    first returns it (Locust polls about once a second, so the recorded times, not the schedule, are the stage
+    windows) and ends when a tick moves on, or when the test stops (`close_open_stage`).
+
+    Rate stages: a tick returns one `dispatcher_class` user per Locust process (`dispatcher_count()`: the
+    workers, or 1), and the run of consecutive rate stages goes by its own clock: it starts when a tick opens
+    its first stage (`rate_run`), every later stage of it starts and ends on schedule from there (the shape's
+    clock is shifted by the tick's delay, so the next user stage waits for the run's end), and its records
+    carry those scheduled times: the times the dispatchers send by.
+
+    Each ended stage goes to `stage_sink` (stages.csv); each started one to `on_stage_start(stage, users)` and
+    a started rate run to `on_rate_run(run)` (a master tells its workers), before the tick returns it, so
+    before any user of that stage spawns.
     """
 
     abstract = True
 
     stage_sink: Callable[[StageRecord], None] | None = None
     on_stage_start: Callable[[int, int], None] | None = None
+    on_rate_run: Callable[[RateRun], None] | None = None
+    # the users a stage spawns: set by the locustfile (None: whatever user classes Locust runs)
+    user_class: type | None = None
+    dispatcher_class: type | None = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -43,6 +81,10 @@ class StagedShape(LoadTestShape):
         self.finished = False
         self._open: StageRecord | None = None
         self._last_stage: tuple[int, int] | None = None
+        self.rate_run: RateRun | None = None
+        self._shift_s = 0.0                      # the clock's shift: stages that waited start late, last whole
+        self._spawned_rate: bool | None = None   # the kind of stage the last tick spawned for (None: no users)
+        self._pending: int | None = None         # the stage to open once the other kind's users have stopped
 
     def reset_time(self) -> None:
         # Locust calls this when a shape run starts, so a second run from the web UI starts afresh.
@@ -61,13 +103,21 @@ class StagedShape(LoadTestShape):
             self.stages = parse_stages(getattr(options, "stages", None) or ScenarioSettings.stages)
         return self.stages
 
-    def tick(self) -> tuple[int, float] | None:
+    def dispatcher_count(self) -> int:
+        """One dispatcher per Locust process that runs users: each worker of a master, else this one."""
+        runner = self.runner
+        if isinstance(runner, MasterRunner):
+            return max(int(runner.worker_count), 1)
+        return 1
+
+    def tick(self) -> tuple | None:
         try:
             stages = self._load_stages()
         except ValueError as exc:  # only from the web UI's form: the command line is checked by argparse
             logger.error("Not starting: %s", exc)
             return None
-        index = stage_at(stages, self.get_run_time())
+        run_s = self.get_run_time() - self._shift_s
+        index = self._pending if self._pending is not None else stage_at(stages, run_s)
         now_s = time.time()
         if index is None:
             self.close_open_stage(now_s)
@@ -75,15 +125,46 @@ class StagedShape(LoadTestShape):
             self._stop_workers()
             return None
         if self._open is None or self._open.stage != index:
-            self.close_open_stage(now_s)
-            users = stages[index].users
-            self._open = StageRecord(stage=index, users=users, t_start_s=now_s, t_end_s=float("nan"))
-            self._last_stage = (index, users)
-            logger.info("Stage %d: %d users for %g s", index, users, stages[index].duration_s)
-            if self.on_stage_start is not None:
-                self.on_stage_start(index, users)
-        users = self._open.users
-        return users, float(users)
+            if self._spawned_rate is not None and self._spawned_rate != stages[index].is_rate:
+                # Locust keeps the users it has when the classes change (it only adds of the new class): the
+                # users of the other kind stop first, and the stage opens at the next tick with its full length
+                self.close_open_stage(now_s)
+                self.rate_run, self._spawned_rate, self._pending = None, None, index
+                return 0, DRAIN_SPAWN_RATE
+            self._open_stage(stages, index, run_s, now_s)
+        self._spawned_rate = stages[index].is_rate
+        return self._users_of(stages[index])
+
+    def _open_stage(self, stages: list[Stage], index: int, run_s: float, now_s: float) -> None:
+        stage = stages[index]
+        run = self.rate_run
+        if run is not None and run.first <= index <= run.last:
+            start_s = run.start_s(index)  # the next stage of a rate run: on the run's schedule
+        else:
+            start_s, run = now_s, None
+            if stage.is_rate or self._pending is not None:  # it starts now, and lasts its whole length from here
+                self._shift_s += run_s - stage_start_s(stages, index)
+            if stage.is_rate:
+                span = rate_run(stages, index)
+                run = RateRun(index, span[-1], now_s, self.dispatcher_count(), tuple(stages))
+        self._pending = None
+        self.close_open_stage(start_s)
+        self.rate_run = run
+        self._open = StageRecord(stage=index, users=stage.users, t_start_s=start_s, t_end_s=float("nan"),
+                                 rate=stage.rate)
+        self._last_stage = (index, stage.users)
+        logger.info("Stage %d: %s for %g s", index, stage.label, stage.duration_s)
+        if run is not None and run.first == index and self.on_rate_run is not None:
+            self.on_rate_run(run)
+        if self.on_stage_start is not None:
+            self.on_stage_start(index, stage.users)
+
+    def _users_of(self, stage: Stage) -> tuple:
+        if stage.is_rate:
+            count = self.rate_run.dispatchers if self.rate_run is not None else 1
+            return (count, float(count), [self.dispatcher_class]) if self.dispatcher_class else (count, float(count))
+        users = stage.users
+        return (users, float(users), [self.user_class]) if self.user_class else (users, float(users))
 
     def _stop_workers(self) -> None:
         """A headless master quits at the shape's end without stopping its workers first, and waits only
@@ -95,18 +176,19 @@ class StagedShape(LoadTestShape):
 
     def current_stage(self) -> tuple[int, int] | None:
         """(stage index, target users) of the stage running now, or of the last one once the shape ended
-        (a request sent between the end and the stop still belongs to it); None before the first tick."""
+        (a request sent between the end and the stop still belongs to it); None before the first tick.
+        A rate stage's users are 0."""
         return self._last_stage
 
     def close_open_stage(self, now_s: float | None = None) -> None:
         if self._open is None:
             return
-        ended = StageRecord(
-            stage=self._open.stage,
-            users=self._open.users,
-            t_start_s=self._open.t_start_s,
-            t_end_s=time.time() if now_s is None else now_s,
-        )
+        end_s = time.time() if now_s is None else now_s
+        run = self.rate_run
+        if run is not None and run.first <= self._open.stage <= run.last:  # its schedule's end, or earlier if cut
+            end_s = min(end_s, run.start_s(self._open.stage) + run.stages[self._open.stage].duration_s)
+        ended = StageRecord(stage=self._open.stage, users=self._open.users, t_start_s=self._open.t_start_s,
+                            t_end_s=end_s, rate=self._open.rate)
         self._open = None
         if self.stage_sink is not None:
             self.stage_sink(ended)

@@ -1,4 +1,9 @@
-"""``--stages`` parsing and the stage schedule: pure, importable without Locust (no gevent patching)."""
+"""``--stages`` parsing and the stage schedule: pure, importable without Locust (no gevent patching).
+
+A stage is closed loop (``USERS:SECONDS``: that many users, each sending its next request when its last one
+ended) or open loop (``RATE/s:SECONDS``: requests arrive at RATE per second whatever is outstanding;
+workload/arrivals.py draws their times, workload/dispatcher.py sends them). Both kinds mix in one list.
+"""
 
 from __future__ import annotations
 
@@ -6,35 +11,62 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 STAGES_OPTION = "--stages"
+RATE_SUFFIX = "/s"
 
 
 @dataclass(frozen=True)
 class Stage:
-    """Hold `users` concurrent users (closed loop) for `duration_s` seconds."""
+    """Hold `users` concurrent users (closed loop) for `duration_s` seconds; or, with `rate`, send `rate`
+    requests per second (open loop; `users` is 0)."""
 
     users: int
     duration_s: float
+    rate: float | None = None
+
+    @property
+    def is_rate(self) -> bool:
+        return self.rate is not None
+
+    @property
+    def label(self) -> str:
+        """How a person names it: "16 users" or "4 req/s"."""
+        return f"{self.rate:g} req/s" if self.rate is not None else f"{self.users} users"
+
+    def arg(self) -> str:
+        """Its ``--stages`` item."""
+        return f"{self.rate:g}{RATE_SUFFIX}:{self.duration_s:g}" if self.rate is not None \
+            else f"{self.users}:{self.duration_s:g}"
 
 
 def parse_stages(text: str) -> list[Stage]:
-    """Parse "USERS:SECONDS,USERS:SECONDS,..." (e.g. "4:20,16:20"); ValueError naming the option otherwise."""
-    expected = "expected USERS:SECONDS[,USERS:SECONDS...] with USERS >= 1 and SECONDS > 0, e.g. 4:20,16:20"
+    """Parse "USERS:SECONDS" and "RATE/s:SECONDS" items (e.g. "4:20,16:20" or "2/s:30,8.5/s:30");
+    ValueError naming the option otherwise."""
+    expected = ("expected USERS:SECONDS or RATE/s:SECONDS items, comma-separated, with USERS >= 1, RATE > 0 "
+                "(requests per second) and SECONDS > 0, e.g. 4:20,16:20 or 2/s:30,8/s:30")
     items = [item.strip() for item in str(text).split(",")]
     if not any(items):
         raise ValueError(f"{STAGES_OPTION}: empty; {expected}")
     stages = []
     for item in items:
-        users_text, sep, seconds_text = item.partition(":")
+        load_text, sep, seconds_text = item.partition(":")
+        rate_text = load_text.strip()[:-len(RATE_SUFFIX)] if load_text.strip().endswith(RATE_SUFFIX) else None
         try:
             if not sep:
                 raise ValueError
-            users = int(users_text)
             duration_s = float(seconds_text)
+            if rate_text is not None:
+                rate, users = float(rate_text), 0
+                if not 0 < rate < float("inf"):
+                    raise ValueError
+            else:
+                rate, users = None, int(load_text)
+                if users < 1:
+                    raise ValueError
         except ValueError:
             raise ValueError(f"{STAGES_OPTION}: bad stage {item!r}; {expected}") from None
-        if users < 1 or not duration_s > 0 or duration_s == float("inf"):
+        if not duration_s > 0 or duration_s == float("inf"):
             raise ValueError(f"{STAGES_OPTION}: bad stage {item!r}; {expected}")
-        stages.append(Stage(users=users, duration_s=duration_s))
+        stages.append(Stage(users=users, duration_s=duration_s, rate=rate))
     return stages
 
 
@@ -46,3 +78,17 @@ def stage_at(stages: Sequence[Stage], elapsed_s: float) -> int | None:
         if elapsed_s < end_s:
             return index
     return None
+
+
+def stage_start_s(stages: Sequence[Stage], index: int) -> float:
+    """Seconds into the run at which stage `index` is scheduled to start."""
+    return float(sum(stage.duration_s for stage in stages[:index]))
+
+
+def rate_run(stages: Sequence[Stage], index: int) -> range:
+    """The consecutive rate stages that start at `index` (empty when it is a user stage): one dispatcher
+    schedule runs through them without a gap."""
+    end = index
+    while end < len(stages) and stages[end].is_rate:
+        end += 1
+    return range(index, end)

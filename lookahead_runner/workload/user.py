@@ -38,6 +38,7 @@ from locust import FastHttpUser, constant
 from lookahead_runner.contracts.records import CONNECTION_ERROR, CUT_ERROR, TIMEOUT_ERROR, RequestRecord
 from lookahead_runner.workload.request import (OutputCapture, StreamFailure, chat_payload, completion_payload,
                                                set_payload, to_record, transport_failure)
+from lookahead_runner.workload.arrivals import Arrival, scheduled
 from lookahead_runner.workload.request_set import SetCursor
 from lookahead_runner.workload.scenario import ScenarioState, prepare_requests, stage_now, state_of
 from lookahead_runner.workload.reader import ArrivalReader
@@ -97,14 +98,15 @@ class StreamingCompletionsBase(FastHttpUser):
         # a second starts them "at USERS per second", as the stages promise, and keeps them apart.
         gevent.sleep(self._rng.uniform(0.0, SPAWN_SPREAD_S))
 
-    def stream_completion(self) -> RequestRecord:
-        """Send one request, read its stream, report it to Locust and append it to requests.csv."""
+    def stream_completion(self, arrival: Arrival | None = None) -> RequestRecord:
+        """Send one request, read its stream, report it to Locust and append it to requests.csv. `arrival`: a
+        rate stage's scheduled request (workload/dispatcher.py), which brings its stage and its request."""
         state = self.scenario
         if not state.prepared:
             prepare_requests(self.environment, state)
         settings = state.settings
-        stage, users = stage_now(self.environment)
-        path, scan, payload, sent, expected_prompt = self._next_request()
+        stage, users = stage_now(self.environment) if arrival is None else (arrival.stage, 0)
+        path, scan, payload, sent, expected_prompt = self._next_request(arrival)
         # every response's spec metrics; a set's text too (a chat chunk's text is its delta's content)
         capture = OutputCapture(keep_text=sent is not None, chat=path == CHAT_PATH)
         timeline = TokenTimeline()
@@ -130,25 +132,29 @@ class StreamingCompletionsBase(FastHttpUser):
         except GreenletExit:
             # Stopped mid-request: no Locust event fired (the with-block saw no verdict), only a "cut" row.
             cut = timeline.result(time.time() - t_send_s)
-            self._write(to_record(stage, users, t_send_s, cut, CUT_ERROR, None, state.client, state.lag.cpu_pct(),
-                                  sent, capture))
+            self._write(scheduled(to_record(stage, users, t_send_s, cut, CUT_ERROR, None, state.client,
+                                            state.lag.cpu_pct(), sent, capture), arrival))
             raise
-        record = to_record(stage, users, t_send_s, result, str(failure or ""), state.lag.p99_since_ms(lag_mark),
-                           state.client, state.lag.cpu_pct(), sent, capture)
+        record = scheduled(to_record(stage, users, t_send_s, result, str(failure or ""),
+                                     state.lag.p99_since_ms(lag_mark), state.client, state.lag.cpu_pct(), sent,
+                                     capture), arrival)
         self._write(record)
-        if failure is not None and failure.reason.startswith((CONNECTION_ERROR, "HTTP ")):
+        # (an arrival keeps its schedule: a rate stage does not slow down for a refusing server)
+        if arrival is None and failure is not None and failure.reason.startswith((CONNECTION_ERROR, "HTTP ")):
             gevent.sleep(_REFUSED_BACKOFF_S)
         return record
 
-    def _next_request(self) -> tuple[str, Scanner, dict[str, Any], tuple[Any, int] | None, int | None]:
+    def _next_request(self, arrival: Arrival | None = None
+                      ) -> tuple[str, Scanner, dict[str, Any], tuple[Any, int] | None, int | None]:
         """(path, its chunk scanner, body, (the set's request, its round) or None, the prompt tokens every
         response must count). A request of the set with messages goes to the chat endpoint, one with a prompt to
-        the endpoint load.endpoint names (config/loading refuses messages with load.endpoint = "completions")."""
+        the endpoint load.endpoint names (config/loading refuses messages with load.endpoint = "completions").
+        An arrival's request follows from its place in the schedule alone (the same in every life)."""
         state, settings = self.scenario, self.scenario.settings
         exact = settings.exact_output_tokens
         if state.request_set is None:
             assert state.prompt is not None and exact is not None
-            prompt = state.prompt.make(self._rng)
+            prompt = state.prompt.make(self._rng if arrival is None else arrival.rng())
             if settings.chat:
                 return (CHAT_PATH, scan_chat_chunk,
                         chat_payload(state.model, str(prompt), exact, settings.temperature, settings.top_p,
@@ -157,9 +163,12 @@ class StreamingCompletionsBase(FastHttpUser):
             return (COMPLETIONS_PATH, scan_chunk,
                     completion_payload(state.model, prompt, exact, settings.temperature, settings.top_p, settings.seed),
                     None, state.prompt.prompt_tokens)
-        if self._cursor is None or self._cursor.request_set is not state.request_set:
-            self._cursor = SetCursor(state.request_set, self.user_index)
-        request, rounds = self._cursor.next()
+        if arrival is not None:
+            request, rounds = arrival.pick(state.request_set)
+        else:
+            if self._cursor is None or self._cursor.request_set is not state.request_set:
+                self._cursor = SetCursor(state.request_set, self.user_index)
+            request, rounds = self._cursor.next()
         if request.is_chat or settings.chat:  # a prompt on the chat endpoint is one user message
             return (CHAT_PATH, scan_chat_chunk,
                     chat_payload(state.model, request.messages or str(request.prompt), exact or request.cap(),

@@ -247,6 +247,19 @@ NAMED = [
     ("grid over the runner's flag", "[grid]\nflag = \"--speculative-config\"\nvalues = [\"{}\"]\n",
      "grid: grid.flag = '--speculative-config' is written by the runner"),
     ("not TOML", "[server\n", "not valid TOML"),
+    # rate stages (issue 37)
+    ("a stage with users and rate", "[load]\nstages = [{ users = 4, rate = 2.0, duration_s = 10 }]\n",
+     "load.stages.0: a stage has users (closed loop) or rate (requests per second, open loop), not both"),
+    ("a negative rate", "[load]\nstages = [{ rate = -2.0, duration_s = 10 }]\n",
+     "load.stages.0.rate: rate = -2: give requests per second above 0"),
+    ("a stage with neither", "[load]\nstages = [{ duration_s = 10 }]\n",
+     "load.stages.0: give the stage users (closed loop)"),
+    ("burstiness 0", "[load]\nburstiness = 0.0\n", "load.burstiness: burstiness = 0: give the gamma shape"),
+    ("a negative burstiness", "[load]\nburstiness = -1\n", "load.burstiness: burstiness = -1: give the gamma shape"),
+    ("burstiness with constant arrivals", "[load]\narrival = \"constant\"\nburstiness = 2.0\n",
+     "load: burstiness shapes poisson arrivals' gaps"),
+    ("a negative max_in_flight", "[load]\nmax_in_flight = -1\n",
+     "load.max_in_flight: Input should be greater than or equal to 0"),
 ]
 
 

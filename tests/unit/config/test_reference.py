@@ -68,7 +68,7 @@ def test_every_key_says_what_it_is():
                                           ("decision.kv_headroom_frac", "`0.05`"),
                                           ("decision.confidence", "`0.9`"),
                                           ("load.repeats", "`1`"), ("load.seed", "(not set)"),
-                                          ("load.stages.users", "(required)")])
+                                          ("load.stages.duration_s", "(required)")])
 def test_the_thresholds_and_defaults_are_shown(key, default):
     assert _rows(reference_text())[key][1] == default
 

@@ -48,8 +48,9 @@ def test_columns_are_the_contract():
         "itl_p99_ms", "tpot_ms", "prompt_tokens", "output_tokens", "chunks", "ok", "error", "lag_p99_ms",
         "client", "client_cpu_pct", "request_index", "category", "set_round", "output_hash", "finish_reason",
         "spec_acceptance_length", "spec_acceptance_rate", "spec_steps", "spec_draft_tokens", "spec_accepted_tokens",
+        "t_scheduled_s", "held_ms", "arrival",
     )
-    assert STAGE_COLUMNS == ("stage", "users", "t_start_s", "t_end_s")
+    assert STAGE_COLUMNS == ("stage", "users", "t_start_s", "t_end_s", "rate")
     assert tuple(f.name for f in fields(RequestRecord)) == REQUEST_COLUMNS
     assert tuple(f.name for f in fields(StageRecord)) == STAGE_COLUMNS
 

@@ -1,0 +1,92 @@
+"""Rate stages in the standalone locustfile (`locust -f ... --stages 20/s:3`), against the stub vLLM: each
+arrival of the seeded schedule is sent once, at its time, whatever is outstanding; user and rate stages mix;
+max_in_flight holds arrivals (counted, and never sent ones recorded); --processes 2 split the schedule."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_locustfile import _free_port, _group_is_empty, _rows, _run_locust, _start_stub, _stop
+
+from lookahead_runner.contracts.records import NOT_SENT_ERROR, STAGE_COLUMNS
+from lookahead_runner.workload.arrivals import ArrivalProcess, stage_offsets
+
+pytestmark = pytest.mark.e2e
+
+RATE = 20.0
+
+
+@pytest.fixture
+def stub(tmp_path):
+    server = _start_stub(tmp_path / "stub.log")  # 50 ms to the first token, then 16 tokens 3 per 10 ms
+    try:
+        yield server
+    finally:
+        _stop(server.process)
+        assert _group_is_empty(server.process.pid)
+
+
+def _schedule(stage: int, rate: float, seconds: float, seed: int = 0) -> np.ndarray:
+    return stage_offsets(rate, seconds, ArrivalProcess("poisson", 1.0, seed), stage)
+
+
+def test_each_scheduled_arrival_goes_out_once_at_its_time_between_user_stages(stub, tmp_path):
+    code, log = _run_locust(stub, tmp_path, "--arrival-seed", "5", "--stop-timeout", "10",
+                            stages=f"2:2,{RATE:g}/s:3,3:2")
+    assert code == 0, log.read_text()[-3000:]
+    header, stages = _rows(tmp_path / "stages.csv")
+    assert header == list(STAGE_COLUMNS)
+    assert [(s["stage"], s["users"], s["rate"]) for s in stages] == [("0", "2", ""), ("1", "0", "20.0"),
+                                                                       ("2", "3", "")]
+    rate_stage = stages[1]
+    assert float(rate_stage["t_end_s"]) - float(rate_stage["t_start_s"]) == pytest.approx(3.0)
+    _, rows = _rows(tmp_path / "requests.csv")
+    sent = [r for r in rows if r["stage"] == "1"]
+    expected = _schedule(1, RATE, 3.0, seed=5)
+    assert sorted(int(r["arrival"]) for r in sent) == list(range(len(expected)))  # each once, none invented
+    assert all(r["ok"] == "1" and r["users"] == "0" for r in sent), [r["error"] for r in sent if r["ok"] != "1"]
+    start = float(rate_stage["t_start_s"])
+    for row in sent:
+        assert float(row["t_scheduled_s"]) == pytest.approx(start + expected[int(row["arrival"])], abs=1e-5)
+    late_ms = [(float(r["t_send_s"]) - float(r["t_scheduled_s"])) * 1000 - float(r["held_ms"]) for r in sent]
+    assert min(late_ms) >= 0 and float(np.percentile(late_ms, 50)) < 50, late_ms
+    # open loop: requests overlap (each takes ~100 ms at 20 req/s), as no closed loop would let them
+    spans = sorted((float(r["t_send_s"]), float(r["t_done_s"])) for r in sent)
+    assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
+    closed = [r for r in rows if r["stage"] in ("0", "2")]
+    assert closed and all(r["t_scheduled_s"] == "" and r["arrival"] == "" for r in closed)
+
+
+def test_max_in_flight_holds_arrivals_and_records_those_never_sent(stub, tmp_path):
+    code, log = _run_locust(stub, tmp_path, "--max-in-flight", "1", "--stop-timeout", "10", stages=f"{RATE:g}/s:2")
+    assert code == 0, log.read_text()[-3000:]
+    _, rows = _rows(tmp_path / "requests.csv")
+    assert len(rows) == len(_schedule(0, RATE, 2.0))                  # every arrival has its row
+    held = [r for r in rows if float(r["held_ms"]) > 0]
+    not_sent = [r for r in rows if r["error"] == NOT_SENT_ERROR]
+    # one request in flight at a time, ~100 ms each: about 10 of the ~40 arrivals go out, the rest wait
+    assert len(held) > len(rows) / 2 and not_sent and all(r["ok"] == "0" and r["t_send_s"] == "nan" for r in not_sent)
+    sent = sorted((float(r["t_send_s"]), float(r["t_done_s"])) for r in rows if r["error"] != NOT_SENT_ERROR)
+    assert all(later[0] >= earlier[1] - 0.002 for earlier, later in zip(sent, sent[1:]))   # never two at once
+    failures = (tmp_path / "locust_failures.csv").read_text()                              # Locust's own count
+    assert f"not sent (max_in_flight full until the stage ended),NotSent('max_in_flight full'),{len(not_sent)}" \
+        in failures, failures
+
+
+def test_two_processes_split_the_schedule_between_them(stub, tmp_path):
+    port = str(_free_port())
+    code, log = _run_locust(stub, tmp_path, "--processes", "2", "--master-port", port, "--master-bind-port", port,
+                            "--stop-timeout", "5", stages=f"{RATE:g}/s:3")
+    assert code == 0, log.read_text()[-3000:]
+    _, rows = _rows(tmp_path / "requests.csv")
+    expected = _schedule(0, RATE, 3.0)
+    assert sorted(int(r["arrival"]) for r in rows) == list(range(len(expected)))
+    by_client: dict[str, list[int]] = {}
+    for row in rows:
+        by_client.setdefault(row["client"], []).append(int(row["arrival"]))
+    assert len(by_client) == 2                                    # both workers sent, the master none
+    # every other arrival each: worker 0 the even ones, worker 1 the odd ones
+    assert sorted(sorted({a % 2 for a in arrivals}) for arrivals in by_client.values()) == [[0], [1]]
+    _, stages = _rows(tmp_path / "stages.csv")
+    start = float(stages[0]["t_start_s"])
+    for row in rows:  # each worker sent on the master's schedule
+        assert float(row["t_scheduled_s"]) == pytest.approx(start + expected[int(row["arrival"])], abs=1e-5)

@@ -1,0 +1,77 @@
+"""The simulator under open loop (sim/open_loop.py): requests arriving at a rate queue up once it exceeds what
+a K serves, the scheduler admits at most --max-num-seqs in arrival order, and each K's capacity within an SLO
+is the engine model's own answer (the truth a measured capacity is held against)."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+
+import numpy as np
+import pytest
+
+from lookahead_runner.config.slo import parse_slos
+from lookahead_runner.sim.open_loop import capacity_within_slo, engine_for, holds, main, run_open_loop
+
+SERVER = ["--max-num-seqs", "16", "--sim-scenario", "roomy-kv"]
+TPOT_SLO = parse_slos((("tpot_p99_ms", 60.0),))
+
+
+def test_the_queue_grows_above_what_a_k_serves_and_stays_empty_below():
+    over = run_open_loop(SERVER, 0, 40.0, 20.0, 32, 16)
+    assert over.max_running == 16 and not over.keeps_up()
+    during = over.queue_t_s < over.duration_s
+    early, late = over.waiting[during][:50].mean(), over.waiting[during][-50:].mean()
+    assert late > early + 50                              # arrivals pile up in the waiting queue
+    assert np.isnan(over.latency_ms[-1]).all() or over.latency_ms[-1, 0] > over.latency_ms[0, 0] * 10
+
+    under = run_open_loop(SERVER, 0, 10.0, 20.0, 32, 16)
+    assert under.keeps_up() and under.waiting.max() <= 16 and np.isfinite(under.done_s).all()
+    assert under.attainment(TPOT_SLO) == 1.0
+    # speculation serves more: K=4 keeps up where K=0 falls behind
+    assert run_open_loop(SERVER, 4, 40.0, 20.0, 32, 16).keeps_up()
+
+
+def test_the_scheduler_admits_max_num_seqs_in_arrival_order():
+    engine = engine_for(SERVER, 0)
+    for i in range(40):
+        engine.add_request(str(i), 32, 16, min_tokens=16, ignore_eos=True)
+    engine.step()
+    assert [s.request_id for s in engine.running] == [str(i) for i in range(16)] and engine.num_waiting == 24
+    admitted: list[str] = []
+    for _ in range(200):
+        engine.step()
+        admitted += engine.admitted_last_step
+        assert engine.num_running <= 16
+        if not engine.has_work():
+            break
+    assert admitted == [str(i) for i in range(16, 40)] and not engine.has_work()
+
+
+def test_capacity_within_the_slo_is_where_the_attainment_stops_holding():
+    capacity = {k: capacity_within_slo(SERVER, k, TPOT_SLO, 0.99, 32, 16, duration_s=20.0, precision=0.05)
+                for k in (0, 4)}
+    assert 5.0 < capacity[0] < capacity[4]
+    for k, rate in capacity.items():
+        assert holds(SERVER, k, rate, TPOT_SLO, 0.99, 32, 16, duration_s=20.0)
+        assert not holds(SERVER, k, rate * 1.1, TPOT_SLO, 0.99, 32, 16, duration_s=20.0)
+
+
+def test_the_command_prints_each_ks_capacity_and_refuses_a_bad_slo_in_one_line():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--k", "0", "--slo", "tpot_p99_ms=60", "--prompt-tokens", "32", "--output-tokens", "16",
+                     "--duration-s", "10", "--", *SERVER]) == 0
+    answer = json.loads(out.getvalue())
+    assert answer["slo"] == {"tpot_p99_ms": 60.0} and answer["capacity_req_per_s"]["0"] > 5.0
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["--slo", "ttft_p999_ms=5", "--", *SERVER]) == 2
+    (line,) = err.getvalue().strip().splitlines()
+    assert "SLO key 'ttft_p999_ms'" in line
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0])
+def test_no_rate_sends_nothing(rate):
+    run = run_open_loop(SERVER, 0, rate, 5.0, 32, 16)
+    assert len(run.arrived_s) == 0 and np.isnan(run.attainment(TPOT_SLO))
