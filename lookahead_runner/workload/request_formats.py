@@ -142,18 +142,21 @@ def line_request(where: str, number: int, index: int, item: dict[str, Any]) -> t
         return SetRequest(index, prompt, None, length, category, number), form
     if speed:  # SPEED-Bench's prepared file: one user message per turn, no answers between them
         first = item["messages"][0] if isinstance(item["messages"], list) and item["messages"] else None
-        turn = first.get("content") if isinstance(first, dict) else None
-        messages = (Message("user", _first_turn(where, [turn], True)),)
+        turn = first.get("content") if isinstance(first, dict) and first.get("role") == "user" else None
+        messages = (Message("user", _first_turn(where, [turn], True, "messages")),)
         return SetRequest(index, None, messages, length, category, number, "messages"), FORMAT_SPEED_BENCH
     form = FORMAT_VLLM_CUSTOM if "output_tokens" in item else FORMAT_JSONL
     return SetRequest(index, None, _messages(where, item["messages"]), length, category, number, "messages"), form
 
 
-def _first_turn(where: str, turns: object, speed: bool) -> str:
-    """The user message of a benchmark row: its first turn (vLLM's SpecBench and SpeedBench loaders read no other)."""
+def _first_turn(where: str, turns: object, speed: bool, key: str = "turns") -> str:
+    """The user message of a benchmark row: its first turn (vLLM's SpecBench and SpeedBench loaders read no other);
+    `key`: the row's key it came from, for the error ("messages": a prepared SPEED-Bench row's first message)."""
     first = turns[0] if isinstance(turns, list) and turns else None
     if not isinstance(first, str) or not first.strip():
-        raise RequestSetError(f"{where}: \"turns\" must be a list whose first turn is a non-empty string")
+        what = ("a list whose first message is {\"role\": \"user\", \"content\": ...} with a non-empty content"
+                if key == "messages" else "a list whose first turn is a non-empty string")
+        raise RequestSetError(f"{where}: \"{key}\" must be {what}")
     if speed and first.startswith(SPEED_BENCH_PLACEHOLDER):
         raise RequestSetError(f"{where}: the turn is SPEED-Bench's placeholder, not a prompt: its data comes from "
                               "the sources it names; prepare the subset first with its preparation script (see "

@@ -102,8 +102,13 @@ def test_formats_mix_and_sharegpt_ids_are_named(tmp_path):
       "turns": ["FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH\n\n{question}"]},
      "line 2: the turn is SPEED-Bench's placeholder, not a prompt: its data comes from the sources it names; "
      "prepare the subset first"),
+    # a prepared SPEED-Bench row: its own key named, and its first message must be the user's (the one sent)
     ({"sub_category": "x", "src_id": "s", "messages": [{"role": "user"}]},
-     "line 2: \"turns\" must be a list whose first turn is a non-empty string"),
+     "line 2: \"messages\" must be a list whose first message is {\"role\": \"user\", \"content\": ...} with a "
+     "non-empty content"),
+    ({"sub_category": "x", "src_id": "s", "messages": [{"role": "system", "content": "Be brief."},
+                                                      {"role": "user", "content": "Hi"}]},
+     "line 2: \"messages\" must be a list whose first message is {\"role\": \"user\""),
 ])
 def test_a_line_in_no_known_format_or_with_a_bad_key_is_one_line_naming_the_file_and_the_line(tmp_path, line,
                                                                                               expected):
