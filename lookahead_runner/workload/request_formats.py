@@ -196,8 +196,19 @@ def _length(where: str, item: dict[str, Any]) -> int | None:
 
 
 def _whole(where: str, key: str, value: object) -> int:
+    if key == "output_tokens":  # vLLM's key, read as vllm bench reads it (int(...)): 10.0 and "10" are 10
+        value = _as_int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise RequestSetError(f"{where}: \"{key}\" must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _as_int(value: object) -> object:
+    """A whole number written as a float or a string (a pandas-written file: 10.0), else the value unchanged."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
     return value
 
 

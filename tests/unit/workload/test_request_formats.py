@@ -69,6 +69,18 @@ def test_vllm_custom_output_tokens_is_the_requests_output_length():
         "are not used; set load.output_tokens = \"natural\" to use them")
 
 
+def test_vllm_custom_output_tokens_is_read_as_vllm_bench_reads_it(tmp_path):
+    """vllm bench takes int(output_tokens): a file pandas wrote (10.0) or one with the count as text ("24") runs there,
+    so it runs here; a count that is no whole number is still refused."""
+    path = write_lines(tmp_path / "custom.jsonl", [{"prompt": "a", "output_tokens": 10.0},
+                                                   {"prompt": "b", "output_tokens": "24"}])
+    assert [r.max_tokens for r in read_request_set(path, min_per_category=1).requests] == [10, 24]
+    for bad in (10.5, "1e3", 0.0):
+        write_lines(path, [{"prompt": "a", "output_tokens": bad}])
+        with pytest.raises(RequestSetError, match="\"output_tokens\" must be a whole number >= 1"):
+            read_request_set(path, min_per_category=1)
+
+
 def test_formats_mix_and_sharegpt_ids_are_named(tmp_path):
     mixed = write_lines(tmp_path / "mixed.jsonl", [{"prompt": "a", "id": 1}, {"prompt": "b", "output_tokens": 5},
                                                    {"turns": ["c"], "category": "qa", "question_id": 3}])
