@@ -39,7 +39,8 @@ def served_models(base_url: str, headers: dict[str, str], key_env: str = "", tim
     except (OSError, ValueError):
         return []
     models = body.get("data") if isinstance(body, dict) else None
-    return [str(m["id"]) for m in models or [] if isinstance(m, dict) and "id" in m]
+    ids = [m.get("id") for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+    return [i for i in ids if isinstance(i, str) and i.strip()]   # a name: never "None" from {"id": null}
 
 
 def with_served_model(config: SweepConfig, server: ResolvedServer,
