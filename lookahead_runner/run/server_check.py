@@ -19,7 +19,7 @@ import urllib.request
 from ..config import ResolvedServer, SweepConfig
 from ..vllm.endpoints import CHAT_PATH, COMPLETIONS_PATH, MODELS_PATH
 from ..workload.request import chat_payload, completion_payload
-from ..workload.sse import error_message
+from ..workload.sse import error_message, model_ids
 from .preflight import PreflightError
 
 CHECK_TOKENS = 4
@@ -32,16 +32,14 @@ def served_models(base_url: str, headers: dict[str, str], key_env: str = "", tim
     url = base_url.rstrip("/") + MODELS_PATH
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as response:
-            body = json.loads(response.read())
+            body = response.read()
     except urllib.error.HTTPError as err:
         said = error_message(_body(err)) or err.reason
         raise PreflightError(refusal(err.code, said, f"GET {MODELS_PATH}", "", key_env) or
                              f"GET {url} answered HTTP {err.code}: {said}; is server.url a vLLM server?") from None
-    except (OSError, ValueError, http.client.HTTPException):  # no answer, or a cut or garbled one
+    except (OSError, http.client.HTTPException):  # no answer, or a cut or garbled one
         return []
-    models = body.get("data") if isinstance(body, dict) else None
-    ids = [m.get("id") for m in models if isinstance(m, dict)] if isinstance(models, list) else []
-    return [i for i in ids if isinstance(i, str) and i.strip()]   # a name: never "None" from {"id": null}
+    return model_ids(body)
 
 
 def with_served_model(config: SweepConfig, server: ResolvedServer,
