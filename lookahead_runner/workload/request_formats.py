@@ -104,7 +104,9 @@ class Reading:
 
 def jsonl_requests(name: str, text: str, reading: Reading) -> list[SetRequest]:
     requests: list[SetRequest] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # a line ends at "\n" only, as vLLM's loaders read JSONL: splitlines() would also cut at U+2028, U+2029 or U+0085,
+    # which a JSON string may hold unescaped
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

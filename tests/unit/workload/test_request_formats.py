@@ -141,3 +141,36 @@ def test_a_benchmark_file_needs_the_chat_endpoint_said_in_its_own_words(tmp_path
                               "a \"prompt\"")
     loaded = config_from_dict({"server": {"model": "m"}, "load": {"requests": str(path), "endpoint": "chat"}}, "t.toml")
     assert loaded.load.requests == str(path)
+
+
+def test_a_line_is_what_ends_in_a_newline_as_vllm_reads_it(tmp_path):
+    """A JSON string may hold U+2028, U+2029 or U+0085 unescaped (json.dumps(..., ensure_ascii=False) writes them so):
+    vLLM's loaders (pandas, lines=True) read such a line, str.splitlines() cut it in two and refused the file. A file
+    saved with a UTF-8 byte-order mark (Windows tools) is read too."""
+    texts = ["first\u2028second", "para\u2029graph", "next\x85line"]
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps({"prompt": t}, ensure_ascii=False) + "\r\n" for t in texts), encoding="utf-8")
+    assert [r.prompt for r in read_request_set(path).requests] == texts
+    path.write_text(json.dumps({"prompt": "a"}) + "\n" + "{oops\n", encoding="utf-8")
+    with pytest.raises(RequestSetError, match=": line 2 is not JSON"):   # lines still counted as an editor does
+        read_request_set(path)
+    path.write_text("".join(json.dumps({"prompt": t}) + "\n" for t in texts), encoding="utf-8-sig")
+    assert [r.prompt for r in read_request_set(path).requests] == texts
+    share = tmp_path / "share.json"
+    share.write_text(json.dumps([{"conversations": [{"from": "human", "value": "q"}]}]), encoding="utf-8-sig")
+    assert read_request_set(share).formats == {FORMAT_SHAREGPT: 1}
+
+
+def test_a_request_set_that_is_not_utf8_says_the_fix(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_bytes('{"prompt": "caf\u00e9"}\n'.encode("latin-1"))
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"server": {"model": "m"}, "load": {"requests": str(path)}}, "t.toml")
+    assert str(err.value) == f"t.toml: load.requests: {str(path)!r} is not UTF-8 text; save it as UTF-8"
+    import argparse
+
+    from lookahead_runner.workload.options import _request_set_file
+
+    with pytest.raises(argparse.ArgumentTypeError) as err:   # standalone Locust's --request-set says the same
+        _request_set_file(str(path))
+    assert str(err.value) == f"{str(path)!r} is not UTF-8 text; save it as UTF-8"
