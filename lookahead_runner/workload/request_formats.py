@@ -209,7 +209,7 @@ def _as_int(value: object) -> object:
     """A whole number written as a float or a string (a pandas-written file: 10.0), else the value unchanged."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isdecimal():   # int() takes these (not "²", which isdigit() does)
         return int(value)
     return value
 

@@ -75,7 +75,7 @@ def test_vllm_custom_output_tokens_is_read_as_vllm_bench_reads_it(tmp_path):
     path = write_lines(tmp_path / "custom.jsonl", [{"prompt": "a", "output_tokens": 10.0},
                                                    {"prompt": "b", "output_tokens": "24"}])
     assert [r.max_tokens for r in read_request_set(path, min_per_category=1).requests] == [10, 24]
-    for bad in (10.5, "1e3", 0.0):
+    for bad in (10.5, "1e3", 0.0, "\u00b2"):
         write_lines(path, [{"prompt": "a", "output_tokens": bad}])
         with pytest.raises(RequestSetError, match="\"output_tokens\" must be a whole number >= 1"):
             read_request_set(path, min_per_category=1)
