@@ -87,7 +87,7 @@ def check_request_set(config: SweepConfig, source: str = "config") -> None:
         raise ConfigError(f"{source}: load.requests: cannot read {path!r} ({err.strerror}); check its permissions") \
             from None
     except UnicodeDecodeError:
-        raise ConfigError(f"{source}: load.requests: {path!r} is not UTF-8 text") from None
+        raise ConfigError(f"{source}: load.requests: {path!r} is not UTF-8 text; save it as UTF-8") from None
     except RequestSetError as err:
         raise ConfigError(f"{source}: load.requests: {err}") from None
     if request_set.has_chat and config.load.endpoint != "chat":

@@ -9,6 +9,7 @@ before any load when the pre-flight stops the sweep (`not_measured`).
 """
 from __future__ import annotations
 
+import http.client
 import json
 import shutil
 import time
@@ -76,7 +77,7 @@ def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2) 
     for _ in range(count):
         try:
             urllib.request.urlopen(request, timeout=60).read()
-        except OSError:  # HTTPError too: what the load meets, its records say
+        except (OSError, http.client.HTTPException):  # HTTPError, a cut answer too: what the load meets, its records say
             return
 
 
@@ -85,7 +86,7 @@ def answers(base_url: str, model: str, headers: dict[str, str], timeout_s: float
     request = _post(base_url + COMPLETIONS_PATH, {"model": model, "prompt": "are you there", "max_tokens": 1}, headers)
     try:
         urllib.request.urlopen(request, timeout=timeout_s).read()
-    except urllib.error.HTTPError:
+    except (urllib.error.HTTPError, http.client.HTTPException):  # a cut answer is an answer too
         return True
     except OSError:
         return False

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -18,7 +19,7 @@ import urllib.request
 from ..config import ResolvedServer, SweepConfig
 from ..vllm.endpoints import CHAT_PATH, COMPLETIONS_PATH, MODELS_PATH
 from ..workload.request import chat_payload, completion_payload
-from ..workload.sse import error_message
+from ..workload.sse import error_message, model_ids
 from .preflight import PreflightError
 
 CHECK_TOKENS = 4
@@ -31,15 +32,14 @@ def served_models(base_url: str, headers: dict[str, str], key_env: str = "", tim
     url = base_url.rstrip("/") + MODELS_PATH
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as response:
-            body = json.loads(response.read())
+            body = response.read()
     except urllib.error.HTTPError as err:
-        said = error_message(err.read()) or err.reason
+        said = error_message(_body(err)) or err.reason
         raise PreflightError(refusal(err.code, said, f"GET {MODELS_PATH}", "", key_env) or
                              f"GET {url} answered HTTP {err.code}: {said}; is server.url a vLLM server?") from None
-    except (OSError, ValueError):
+    except (OSError, http.client.HTTPException):  # no answer, or a cut or garbled one
         return []
-    models = body.get("data") if isinstance(body, dict) else None
-    return [str(m["id"]) for m in models or [] if isinstance(m, dict) and "id" in m]
+    return model_ids(body)
 
 
 def with_served_model(config: SweepConfig, server: ResolvedServer,
@@ -79,12 +79,12 @@ def check_workload(config: SweepConfig, base_url: str, headers: dict[str, str]) 
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             response.read()
     except urllib.error.HTTPError as err:
-        said = error_message(err.read()) or err.reason
+        said = error_message(_body(err)) or err.reason
         served = _served_quietly(base_url, headers) if err.code == 404 else []
         why = refusal(err.code, said, f"POST {path}", model, config.server.api_key_env, served, bool(config.server.url))
         if why:
             raise PreflightError(why) from None
-    except OSError:  # no answer: the load's own records say what happened
+    except (OSError, http.client.HTTPException):  # no answer, or a cut one: the load's own records say what happened
         return
 
 
@@ -119,6 +119,14 @@ def _model_fix(served: list[str], external: bool) -> str:
         return (f"set server.model to a model it serves{names}, or leave server.model out: the served model is "
                 "then taken from GET /v1/models")
     return f"set server.model to the name it serves{names} (its --served-model-name, or the model it was started with)"
+
+
+def _body(err: urllib.error.HTTPError) -> bytes:
+    """An HTTP error's body; b"" where the server cut it short."""
+    try:
+        return err.read()
+    except (OSError, http.client.HTTPException):
+        return b""
 
 
 def _served_quietly(base_url: str, headers: dict[str, str]) -> list[str]:

@@ -232,11 +232,36 @@ def _failure_columns(finished: pd.DataFrame, ok: pd.DataFrame, expected_output_t
     if expected_prompt_tokens and len(ok) and "prompt_tokens" in ok:
         mismatches += int((pd.to_numeric(ok["prompt_tokens"], errors="coerce") != expected_prompt_tokens).sum())
     total = len(finished)
-    counts = failed.value_counts()
-    top = f"{counts.index[0]} ({int(counts.iloc[0])} of {total})" if len(counts) else ""
     return {"failures": int(total - len(ok)), "failure_rate": (1 - len(ok) / total) if total else 0.0,
             "timeouts": timeouts, "timeout_rate": timeouts / total if total else 0.0,
-            "length_mismatches": mismatches, "top_error": top}
+            "length_mismatches": mismatches, "top_error": _top_error(failed, total)}
+
+
+def error_kind(error: str) -> str:
+    """A failed request's error without its own detail: requests.csv holds "reason (detail)" (workload/request.py's
+    StreamFailure), and the detail differs per request (a short output's token counts, a timeout's clock), so only
+    the reason says which errors are alike. An HTTP error is the server's own words: its status ("HTTP 404")."""
+    if error.startswith("HTTP "):
+        return error.split(":", 1)[0]
+    if error.endswith(")"):
+        depth = 0
+        for at in range(len(error) - 1, 0, -1):  # the detail's "(" that closes the text
+            depth += {")": 1, "(": -1}.get(error[at], 0)
+            if depth == 0:
+                return error[:at].rstrip() if error[at - 1] == " " else error
+    return error
+
+
+def _top_error(failed: pd.Series, total: int) -> str:
+    """The most common kind of error with its count ("HTTP 404: The model ... (27 of 30)"); an HTTP error shows the
+    server's message its requests met most often, any other kind its reason alone."""
+    if not len(failed):
+        return ""
+    kinds = failed.map(error_kind)
+    counts = kinds.value_counts()
+    top = str(counts.index[0])
+    shown = str(failed[kinds == top].value_counts().index[0]) if top.startswith("HTTP ") else top
+    return f"{shown} ({int(counts.iloc[0])} of {total})"
 
 
 def _share_inside(start: pd.Series, end: pd.Series, t0: float, t1: float) -> pd.Series:

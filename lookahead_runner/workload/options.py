@@ -206,7 +206,9 @@ def _request_set_file(text: str) -> str:
             read_request_set(text)
         except OSError as exc:
             raise argparse.ArgumentTypeError(f"cannot read {text!r} ({exc.strerror})") from None
-        except (RequestSetError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not UTF-8 text; save it as UTF-8") from None
+        except RequestSetError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 

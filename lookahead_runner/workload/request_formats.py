@@ -104,7 +104,9 @@ class Reading:
 
 def jsonl_requests(name: str, text: str, reading: Reading) -> list[SetRequest]:
     requests: list[SetRequest] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # a line ends at "\n" only, as vLLM's loaders read JSONL: splitlines() would also cut at U+2028, U+2029 or U+0085,
+    # which a JSON string may hold unescaped
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -142,18 +144,21 @@ def line_request(where: str, number: int, index: int, item: dict[str, Any]) -> t
         return SetRequest(index, prompt, None, length, category, number), form
     if speed:  # SPEED-Bench's prepared file: one user message per turn, no answers between them
         first = item["messages"][0] if isinstance(item["messages"], list) and item["messages"] else None
-        turn = first.get("content") if isinstance(first, dict) else None
-        messages = (Message("user", _first_turn(where, [turn], True)),)
+        turn = first.get("content") if isinstance(first, dict) and first.get("role") == "user" else None
+        messages = (Message("user", _first_turn(where, [turn], True, "messages")),)
         return SetRequest(index, None, messages, length, category, number, "messages"), FORMAT_SPEED_BENCH
     form = FORMAT_VLLM_CUSTOM if "output_tokens" in item else FORMAT_JSONL
     return SetRequest(index, None, _messages(where, item["messages"]), length, category, number, "messages"), form
 
 
-def _first_turn(where: str, turns: object, speed: bool) -> str:
-    """The user message of a benchmark row: its first turn (vLLM's SpecBench and SpeedBench loaders read no other)."""
+def _first_turn(where: str, turns: object, speed: bool, key: str = "turns") -> str:
+    """The user message of a benchmark row: its first turn (vLLM's SpecBench and SpeedBench loaders read no other);
+    `key`: the row's key it came from, for the error ("messages": a prepared SPEED-Bench row's first message)."""
     first = turns[0] if isinstance(turns, list) and turns else None
     if not isinstance(first, str) or not first.strip():
-        raise RequestSetError(f"{where}: \"turns\" must be a list whose first turn is a non-empty string")
+        what = ("a list whose first message is {\"role\": \"user\", \"content\": ...} with a non-empty content"
+                if key == "messages" else "a list whose first turn is a non-empty string")
+        raise RequestSetError(f"{where}: \"{key}\" must be {what}")
     if speed and first.startswith(SPEED_BENCH_PLACEHOLDER):
         raise RequestSetError(f"{where}: the turn is SPEED-Bench's placeholder, not a prompt: its data comes from "
                               "the sources it names; prepare the subset first with its preparation script (see "
@@ -193,8 +198,19 @@ def _length(where: str, item: dict[str, Any]) -> int | None:
 
 
 def _whole(where: str, key: str, value: object) -> int:
+    if key == "output_tokens":  # vLLM's key, read as vllm bench reads it (int(...)): 10.0 and "10" are 10
+        value = _as_int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise RequestSetError(f"{where}: \"{key}\" must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _as_int(value: object) -> object:
+    """A whole number written as a float or a string (a pandas-written file: 10.0), else the value unchanged."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdecimal():   # int() takes these (not "²", which isdigit() does)
+        return int(value)
     return value
 
 

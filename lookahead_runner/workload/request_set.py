@@ -84,7 +84,7 @@ class RequestSet:
 def read_request_set(path: str | Path, min_per_category: int = MIN_REQUESTS_PER_CATEGORY) -> RequestSet:
     """The file's requests, or RequestSetError naming the file, the line and what is wrong. OSError and
     UnicodeDecodeError pass through (the caller names the file)."""
-    text = Path(path).read_text(encoding="utf-8")
+    text = Path(path).read_text(encoding="utf-8-sig")   # a byte-order mark (Windows tools write one) is no content
     name = str(path)
     stripped = text.lstrip()
     if not stripped:

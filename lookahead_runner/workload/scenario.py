@@ -14,7 +14,6 @@ header on every request: /v1/models, /tokenize and /v1/completions.
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import random
@@ -44,6 +43,7 @@ from lookahead_runner.workload.prompt import (
 from lookahead_runner.workload.request_set import METHOD_REQUEST_SET, RequestSet, read_request_set
 from lookahead_runner.workload.in_flight import OpenLoop
 from lookahead_runner.workload.shape import RateRun, StagedShape
+from lookahead_runner.workload.sse import model_ids
 from lookahead_runner.workload.stages import Stage
 
 logger = logging.getLogger(__name__)
@@ -356,8 +356,7 @@ def first_model_id(host: str, headers: dict[str, str] | None = None, timeout_s: 
     url = host.rstrip("/") + "/v1/models"
     request = urllib.request.Request(url, headers=headers or {})
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
-        body = json.loads(response.read())
-    models = body.get("data") or []
-    if not models or not isinstance(models[0], dict) or "id" not in models[0]:
+        models = model_ids(response.read())
+    if not models:
         raise RuntimeError(f"GET {url} listed no model; pass --model")
-    return str(models[0]["id"])
+    return models[0]

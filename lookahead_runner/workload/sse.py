@@ -264,6 +264,18 @@ def text_and_finish(line: bytes, key: str = '"text":') -> tuple[str, str | None]
     return text, finish
 
 
+def model_ids(body: bytes) -> list[str]:
+    """The model names a GET /v1/models answer lists, in its order (vLLM's served model first); [] for an answer
+    that is no such list (not JSON, no "data" list, ids that are no name: never "None" from {"id": null})."""
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return []
+    models = obj.get("data") if isinstance(obj, dict) else None
+    ids = [m.get("id") for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+    return [i for i in ids if isinstance(i, str) and i.strip()]
+
+
 def error_message(body: bytes, limit: int = 300) -> str:
     """The message of an OpenAI-style error body (an HTTP error's), or "" where it has none."""
     try:

@@ -56,3 +56,31 @@ def test_the_sweep_verdict_names_it_at_the_target_stage_measured_or_not():
     assert some.verdict.endswith(" At K=4, 16 users: every request failed, most often HTTP 500: simulated internal "
                                  "server error (--sim-fault http-500) (77 of 77).")   # a measured verdict: K=8 not
     assert evidence(windows, 16, {(0, 16): "x"}).invalid == {}  # a (K, users) with a valid window is measured
+
+
+def stage_with_errors(errors):
+    stages = pd.DataFrame({"stage": [0], "users": [4], "t_start_s": [100.0], "t_end_s": [110.0]})
+    requests = pd.DataFrame([dict(stage=0, users=4, t_send_s=102.0 + i * 0.2, t_first_token_s=None,
+                                  t_done_s=102.01 + i * 0.2, ttft_ms=None, e2e_ms=10.0, itl_p50_ms=None,
+                                  itl_p99_ms=None, tpot_ms=None, prompt_tokens=5, output_tokens=0, chunks=0, ok=0,
+                                  error=error, lag_p99_ms=1.0) for i, error in enumerate(errors)])
+    (row,) = stage_rows(requests, stages, pd.DataFrame(), pd.DataFrame(), "k0", 0, 0, WindowRules(warmup_s=1.0))
+    return row
+
+
+def test_the_most_common_error_is_counted_by_its_kind_not_by_each_requests_own_detail():
+    # requests.csv's error is "reason (detail)" (workload/request.StreamFailure): a short output carries its own
+    # token counts, a timeout its clock, so 27 short outputs are 27 different texts; 3 identical HTTP 500s are not
+    # the most common error
+    short = [f"short output (completion_tokens != 64) (5 prompt, {n} output tokens, {n + 1} chunks)" for n in range(27)]
+    row = stage_with_errors(short + ["HTTP 500: boom"] * 3)
+    assert row["top_error"] == "short output (completion_tokens != 64) (27 of 30)"
+    assert row["invalid_reason"].startswith("every request failed, most often short output (completion_tokens != 64) "
+                                            "(27 of 30); ")
+    timeouts = ["timeout (over 120 s)"] * 4 + ["timeout (TimeoutError)"] * 4 + ["disconnect mid-stream (X)"] * 5
+    assert stage_with_errors(timeouts)["top_error"] == "timeout (8 of 13)"
+    # an HTTP error is the server's own words: its status groups them, the most common message is shown
+    context = [f"HTTP 400: This model's maximum context length is 2048 tokens; you asked {2049 + n}" for n in range(6)]
+    row = stage_with_errors(context + ["HTTP 500: boom"] * 4)
+    assert row["top_error"].startswith("HTTP 400: This model's maximum context length is 2048 tokens; you asked ")
+    assert row["top_error"].endswith(" (6 of 10)")

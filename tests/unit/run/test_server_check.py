@@ -50,3 +50,81 @@ def test_a_running_server_without_a_model_named_is_asked_for_it():
     assert config_from_dict({}).server.model == "sim/llama-3-8b"   # a server the runner starts: the default
     with pytest.raises(ConfigError, match="model: give the model `serve` starts"):
         config_from_dict({"server": {"model": " "}})
+
+
+@pytest.mark.parametrize("body", [b"<html>not an API</html>", b'{"object": "list", "data": []}',
+                                  b'{"data": [{"id": null}, {"id": ""}, {"id": 7}, "m"]}',
+                                  b'[{"id": "m"}]', b'{"data": "m"}'])
+def test_a_models_answer_without_a_model_id_is_one_line_with_the_fix(body):
+    """GET /v1/models answered 200 but named no model (a page, an empty list, ids that are no name): never a model
+    called "None" or "7" sent to every request, but one line naming server.url and server.model."""
+    import http.server
+    import threading
+
+    from lookahead_runner.config import ResolvedServer
+    from lookahead_runner.run.preflight import PreflightError
+    from lookahead_runner.run.server_check import served_models, with_served_model
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        assert served_models(url, {}, timeout_s=5) == []
+        config = config_from_dict({"server": {"url": url}, "speculation": {"k": [0]}})
+        with pytest.raises(PreflightError) as err:
+            with_served_model(config, ResolvedServer.resolve(config.server), say=lambda line: None)
+    finally:
+        server.shutdown()
+    assert str(err.value) == (f"server.url: GET {url}/v1/models listed no model; is the server up? Or set server.model "
+                              "to the model it serves")
+
+
+def test_a_server_that_cuts_its_answer_short_leaves_the_run_to_the_loads_own_records():
+    """The check's answer streams (as the load's do): a server that dies mid-answer (its engine crashed on the first
+    request) or answers no HTTP at all raised http.client's IncompleteRead or BadStatusLine, no OSError, out of the
+    life: a traceback and a life left "running". Like no answer, the load's records say what happened."""
+    import socket
+    import threading
+
+    from lookahead_runner.run.life import answers as still_answers, warm_up
+    from lookahead_runner.run.server_check import check_workload, served_models
+
+    answers = [b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"40\r\ndata: {\"choices\": [", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"data\": [",
+               b"SSH-2.0-OpenSSH_9.6\r\n"]
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+
+    def serve():
+        for answer in answers * 4:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    config = config_from_dict({"server": {"url": url, "model": "m"}, "speculation": {"k": [0]}})
+    try:
+        for _ in answers:
+            check_workload(config, url, {})           # returns: no refusal, no exception
+        for _ in answers:
+            assert served_models(url, {}, timeout_s=5) == []
+        for _ in answers:   # the warm-up's (one request each) and the hang probe's after the load: a cut answer is
+            warm_up(url, "m", {}, count=1)    # no hang, and must not lose the life just measured
+            assert still_answers(url, "m", {}, timeout_s=5)
+    finally:
+        listener.close()

@@ -69,6 +69,18 @@ def test_vllm_custom_output_tokens_is_the_requests_output_length():
         "are not used; set load.output_tokens = \"natural\" to use them")
 
 
+def test_vllm_custom_output_tokens_is_read_as_vllm_bench_reads_it(tmp_path):
+    """vllm bench takes int(output_tokens): a file pandas wrote (10.0) or one with the count as text ("24") runs there,
+    so it runs here; a count that is no whole number is still refused."""
+    path = write_lines(tmp_path / "custom.jsonl", [{"prompt": "a", "output_tokens": 10.0},
+                                                   {"prompt": "b", "output_tokens": "24"}])
+    assert [r.max_tokens for r in read_request_set(path, min_per_category=1).requests] == [10, 24]
+    for bad in (10.5, "1e3", 0.0, "\u00b2"):
+        write_lines(path, [{"prompt": "a", "output_tokens": bad}])
+        with pytest.raises(RequestSetError, match="\"output_tokens\" must be a whole number >= 1"):
+            read_request_set(path, min_per_category=1)
+
+
 def test_formats_mix_and_sharegpt_ids_are_named(tmp_path):
     mixed = write_lines(tmp_path / "mixed.jsonl", [{"prompt": "a", "id": 1}, {"prompt": "b", "output_tokens": 5},
                                                    {"turns": ["c"], "category": "qa", "question_id": 3}])
@@ -102,8 +114,13 @@ def test_formats_mix_and_sharegpt_ids_are_named(tmp_path):
       "turns": ["FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH\n\n{question}"]},
      "line 2: the turn is SPEED-Bench's placeholder, not a prompt: its data comes from the sources it names; "
      "prepare the subset first"),
+    # a prepared SPEED-Bench row: its own key named, and its first message must be the user's (the one sent)
     ({"sub_category": "x", "src_id": "s", "messages": [{"role": "user"}]},
-     "line 2: \"turns\" must be a list whose first turn is a non-empty string"),
+     "line 2: \"messages\" must be a list whose first message is {\"role\": \"user\", \"content\": ...} with a "
+     "non-empty content"),
+    ({"sub_category": "x", "src_id": "s", "messages": [{"role": "system", "content": "Be brief."},
+                                                      {"role": "user", "content": "Hi"}]},
+     "line 2: \"messages\" must be a list whose first message is {\"role\": \"user\""),
 ])
 def test_a_line_in_no_known_format_or_with_a_bad_key_is_one_line_naming_the_file_and_the_line(tmp_path, line,
                                                                                               expected):
@@ -124,3 +141,36 @@ def test_a_benchmark_file_needs_the_chat_endpoint_said_in_its_own_words(tmp_path
                               "a \"prompt\"")
     loaded = config_from_dict({"server": {"model": "m"}, "load": {"requests": str(path), "endpoint": "chat"}}, "t.toml")
     assert loaded.load.requests == str(path)
+
+
+def test_a_line_is_what_ends_in_a_newline_as_vllm_reads_it(tmp_path):
+    """A JSON string may hold U+2028, U+2029 or U+0085 unescaped (json.dumps(..., ensure_ascii=False) writes them so):
+    vLLM's loaders (pandas, lines=True) read such a line, str.splitlines() cut it in two and refused the file. A file
+    saved with a UTF-8 byte-order mark (Windows tools) is read too."""
+    texts = ["first\u2028second", "para\u2029graph", "next\x85line"]
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps({"prompt": t}, ensure_ascii=False) + "\r\n" for t in texts), encoding="utf-8")
+    assert [r.prompt for r in read_request_set(path).requests] == texts
+    path.write_text(json.dumps({"prompt": "a"}) + "\n" + "{oops\n", encoding="utf-8")
+    with pytest.raises(RequestSetError, match=": line 2 is not JSON"):   # lines still counted as an editor does
+        read_request_set(path)
+    path.write_text("".join(json.dumps({"prompt": t}) + "\n" for t in texts), encoding="utf-8-sig")
+    assert [r.prompt for r in read_request_set(path).requests] == texts
+    share = tmp_path / "share.json"
+    share.write_text(json.dumps([{"conversations": [{"from": "human", "value": "q"}]}]), encoding="utf-8-sig")
+    assert read_request_set(share).formats == {FORMAT_SHAREGPT: 1}
+
+
+def test_a_request_set_that_is_not_utf8_says_the_fix(tmp_path):
+    path = tmp_path / "set.jsonl"
+    path.write_bytes('{"prompt": "caf\u00e9"}\n'.encode("latin-1"))
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"server": {"model": "m"}, "load": {"requests": str(path)}}, "t.toml")
+    assert str(err.value) == f"t.toml: load.requests: {str(path)!r} is not UTF-8 text; save it as UTF-8"
+    import argparse
+
+    from lookahead_runner.workload.options import _request_set_file
+
+    with pytest.raises(argparse.ArgumentTypeError) as err:   # standalone Locust's --request-set says the same
+        _request_set_file(str(path))
+    assert str(err.value) == f"{str(path)!r} is not UTF-8 text; save it as UTF-8"
