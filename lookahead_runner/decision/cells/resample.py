@@ -2,14 +2,20 @@
 
 One resample draws the cell's windows with replacement (`picks`, measure.py), then inside each drawn window its
 successful requests with replacement: a window drawn c times adds c x its size requests drawn uniformly from its
-own (a multinomial). The latency percentile of a resample is the lowest value whose cumulative count reaches
-q x the requests drawn; SLO attainment counts the drawn requests meeting each SLO.
+own (a multinomial). A latency percentile of a resample is the lowest value whose cumulative count reaches q x
+the drawn requests with a value; SLO attainment counts the drawn requests meeting each SLO.
 
-Vectorized: the cell's requests are laid out once in the order of their e2e latency (the percentile every
-resample reads), so a chunk of resamples is one matrix of request counts (`np.bincount` of the drawn positions),
-its cumulative sum per row, and one binary search per percentile; no Python loop runs over requests or resamples.
-The other latency columns (the report's trade-offs read them at one stage) are computed when first asked for, from
-the same counts drawn again from the generator's saved state: the same requests, the same figures.
+Neither needs the drawn requests one by one, so no array of requests x resamples is built:
+- A percentile is found by halving the column's sorted values: the drawn requests of one window slot that fall in
+  the lower half of an interval, given how many fell in the interval, are binomial (uniform draws split by the
+  share of the window's requests there), so ~log2(requests) binomial draws per slot find the value, for every
+  resample at once. The p50, p90 and p99 of a column are found one after another on the same draws (each search
+  goes on right of the previous value, with the counts it left there), so they are those of one resample.
+- The SLO counts: each request's pattern of SLOs met, and a multinomial of each slot's draws over the patterns.
+Each latency column is drawn when first read (the rules read e2e, or the SLO counts; the report's trade-offs the
+rest), from a generator of its own seeded from the resamples' stage generator: the same folder gives the same
+figures whatever reads them first. The columns of one resample are drawn apart from each other (each exact on its
+own; no rule reads two of them together).
 
 `CellDraws` holds every figure of `count` resamples as arrays (`req_per_s`, `quantile(column, q)`, ...) and is also
 a sequence of `CellStats`, one per resample, for code that reads them one at a time.
@@ -23,9 +29,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-ORDER_COLUMN = "e2e_ms"           # the column resamples are laid out by: the e2e percentile every resample reads
-CHUNK_ELEMENTS = 1 << 21          # request counts per chunk of resamples (int64: 16 MiB), so a chunk stays in cache
-
 
 class RequestResampler:
     """The requests of one cell (windows in order, `sizes` of them), ready to be resampled many times.
@@ -36,102 +39,116 @@ class RequestResampler:
                  quantiles: Sequence[float]) -> None:
         self.columns, self.qs = tuple(columns), tuple(quantiles)
         self.sizes = np.asarray(sizes, dtype=np.int64)
-        self.total = int(self.sizes.sum())
-        at = self.columns.index(ORDER_COLUMN)
-        layout = np.argsort(latency[:, at], kind="stable")              # NaN last
-        self.latency = latency[layout]
-        self.meets = np.asarray(meets, dtype=np.float64)[layout]
-        place = np.empty(self.total, dtype=np.int64)
-        place[layout] = np.arange(self.total)
-        edges = np.concatenate([[0], np.cumsum(self.sizes)])
-        self.members = [place[edges[i]:edges[i + 1]] for i in range(len(self.sizes))]  # each window's positions
-        self._orders: dict[int, np.ndarray] = {}
+        self.latency = np.asarray(latency, dtype=float)
+        self.window_of = np.repeat(np.arange(len(self.sizes)), self.sizes)
+        meets = np.asarray(meets).astype(bool).reshape(len(self.window_of), -1)
+        self.slos = meets.shape[1]
+        pattern = (meets * (1 << np.arange(self.slos))).sum(axis=1) if self.slos else np.zeros(len(meets), int)
+        # windows x SLO patterns: how many of each window's requests meet exactly that set of SLOs
+        self.patterns = np.zeros((len(self.sizes), 1 << self.slos), dtype=np.int64)
+        np.add.at(self.patterns, (self.window_of, pattern), 1)
+        self._columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def order(self, column: int) -> np.ndarray:
-        """Positions of the finite values of a column, in its ascending order (the layout's own for e2e)."""
-        if column not in self._orders:
-            values = self.latency[:, column]
-            finite = int(np.isfinite(values).sum())
-            self._orders[column] = np.arange(finite) if self.columns[column] == ORDER_COLUMN \
-                else np.argsort(values, kind="stable")[:finite]
-        return self._orders[column]
+    def _sorted(self, column: int) -> tuple[np.ndarray, np.ndarray]:
+        """The column's finite values ascending, and windows x (values + 1): each window's requests below each."""
+        if column in self._columns:
+            return self._columns[column]
+        values = self.latency[:, column]
+        order = np.argsort(values, kind="stable")[:int(np.isfinite(values).sum())]
+        below = np.zeros((len(self.sizes), len(order) + 1), dtype=np.int64)
+        if len(order):
+            mine = np.zeros((len(self.sizes), len(order)), dtype=np.int64)
+            mine[self.window_of[order], np.arange(len(order))] = 1
+            np.cumsum(mine, axis=1, out=below[:, 1:])
+        self._columns[column] = values[order], below
+        return self._columns[column]
 
-    def counts(self, rng: np.random.Generator, picks: np.ndarray) -> np.ndarray:
-        """resamples x requests: how often each request (in the layout's order) is in each resample."""
-        rows = len(picks)
-        drawn = []
-        base = np.arange(rows, dtype=np.int64) * self.total
-        for slot in range(picks.shape[1]):
-            for w in np.unique(picks[:, slot]):
-                n = int(self.sizes[w])
-                if not n:
-                    continue
-                mine = np.nonzero(picks[:, slot] == w)[0]
-                chosen = rng.integers(0, n, size=(len(mine), n))
-                drawn.append((self.members[w][chosen] + base[mine, None]).ravel())
-        flat = np.concatenate(drawn) if drawn else np.empty(0, dtype=np.int64)
-        return np.bincount(flat, minlength=rows * self.total).reshape(rows, self.total)
-
-    def quantiles_of(self, counts: np.ndarray, column: int) -> np.ndarray:
-        """resamples x quantiles of one column: the lowest value whose cumulative count reaches q x the drawn
-        requests with a value (NaN where none has one)."""
-        rows, order = len(counts), self.order(column)
+    def quantiles_of(self, rng: np.random.Generator, picks: np.ndarray, column: int) -> np.ndarray:
+        """resamples x quantiles of one column (NaN where no drawn request has a value)."""
+        values, below = self._sorted(column)
+        rows, finite = len(picks), len(values)
         out = np.full((rows, len(self.qs)), np.nan)
-        if not len(order) or not rows:
+        if not finite or not rows:
             return out
-        ordered = counts[:, :len(order)].copy() if self.columns[column] == ORDER_COLUMN else counts[:, order]
-        span = int(counts.sum(axis=1).max()) + 1                          # each row's cumulative counts apart
-        offset = np.arange(rows, dtype=np.int64) * span
-        ordered[:, 0] += offset
-        cumulative = np.cumsum(ordered, axis=1, out=ordered).ravel()     # one sorted array: rows one after another
-        total = ordered[:, -1] - offset
-        values = self.latency[order, column]
+        # the drawn requests with a value in this column, per slot: a binomial share of the window's draws
+        has = below[picks, finite]
+        count = rng.binomial(self.sizes[picks], np.where(self.sizes[picks] > 0, has / np.maximum(self.sizes[picks], 1),
+                                                            0.0))
+        total = count.sum(axis=1)
+        start = np.zeros(rows, dtype=np.int64)             # searches go on right of the previous value
+        upto = np.zeros(rows, dtype=np.int64)              # drawn requests at or below it
         for m, q in enumerate(self.qs):
-            target = np.maximum(np.ceil(q * total), 1).astype(np.int64)
-            at = np.searchsorted(cumulative, offset + target) - np.arange(rows) * len(order)
-            out[:, m] = np.where(total > 0, values[np.minimum(at, len(order) - 1)], np.nan)
+            target = np.maximum(np.ceil(q * total), 1).astype(np.int64) - upto
+            again = target > 0
+            rank, leaf, left, right = _search(rng, below, picks, start, np.full(rows, finite), count, target)
+            found = np.minimum(np.where(again, rank, start - 1), finite - 1)
+            out[:, m] = np.where(total > 0, values[found], np.nan)
+            upto = np.where(again, upto + (target - left) + leaf.sum(axis=1), upto)
+            count = np.where(again[:, None], right, count)
+            start = np.where(again, np.minimum(rank + 1, finite), start)
         return out
 
-    def draw(self, rng: np.random.Generator, picks: np.ndarray) -> "RequestDraws":
-        """The resamples' e2e percentiles and SLO counts now; the other columns when asked for (`RequestDraws`)."""
-        state = (type(rng.bit_generator), rng.bit_generator.state)
-        first = self.columns.index(ORDER_COLUMN)
-        quantiles, met = self._pass(rng, picks, [first])
-        return RequestDraws(self, picks, state, {first: quantiles[first]}, met)
-
-    def _pass(self, rng: np.random.Generator, picks: np.ndarray, columns: list[int]
-              ) -> tuple[dict[int, np.ndarray], np.ndarray]:
+    def slo_met(self, rng: np.random.Generator, picks: np.ndarray) -> np.ndarray:
+        """resamples x SLOs: drawn requests meeting each SLO (a multinomial of each slot's draws over the
+        windows' patterns of SLOs met)."""
         rows = len(picks)
-        chunk = max(1, CHUNK_ELEMENTS // max(self.total, 1))
-        quantiles = {j: np.full((rows, len(self.qs)), np.nan) for j in columns}
-        met = np.zeros((rows, self.meets.shape[1]))
-        for start in range(0, rows, chunk):
-            part = slice(start, min(start + chunk, rows))
-            counts = self.counts(rng, picks[part])
-            for j in columns:
-                quantiles[j][part] = self.quantiles_of(counts, j)
-            if self.meets.shape[1]:
-                met[part] = counts.astype(np.float64) @ self.meets
-        return quantiles, met
+        met = np.zeros((rows, self.slos))
+        if not self.slos or not rows:
+            return met
+        left = self.sizes[picks].copy()                   # draws not yet given a pattern, per slot
+        weight = self.patterns[picks].astype(float)       # rows x slots x patterns
+        remaining = weight.sum(axis=2)
+        for pattern in range(weight.shape[2]):
+            with np.errstate(all="ignore"):
+                share = np.where(remaining > 0, weight[:, :, pattern] / np.where(remaining > 0, remaining, 1), 0.0)
+            drawn = rng.binomial(left, np.minimum(share, 1.0))
+            left, remaining = left - drawn, remaining - weight[:, :, pattern]
+            bits = [(pattern >> i) & 1 for i in range(self.slos)]
+            met += drawn.sum(axis=1)[:, None] * np.array(bits, dtype=float)[None, :]
+        return met
+
+    def draw(self, rng: np.random.Generator, picks: np.ndarray) -> "RequestDraws":
+        """The resamples' SLO counts now; each latency column when first read (`RequestDraws.column`)."""
+        seed = int(rng.integers(2 ** 63))
+        return RequestDraws(self, picks, seed, {}, self.slo_met(rng, picks))
+
+
+def _search(rng: np.random.Generator, below: np.ndarray, picks: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+            count: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The `target`-th smallest drawn value's position in [lo, hi) for every resample, halving the interval:
+    `count` (resamples x slots) drawn requests of each slot are in it. Returns the position, the slots' draws
+    there, the target left at it (1 <= left <= their sum), and the slots' draws right of it."""
+    right = np.zeros_like(count)
+    lo, hi, target = lo.copy(), hi.copy(), target.copy()
+    while True:
+        active = hi - lo > 1
+        if not active.any():
+            return lo, count, target, right
+        mid = (lo + hi) // 2
+        at_lo, at_mid, at_hi = (below[picks, edge[:, None]] for edge in (lo, mid, hi))
+        inside = at_hi - at_lo
+        share = np.where(inside > 0, (at_mid - at_lo) / np.maximum(inside, 1), 0.0)
+        lower = np.where(active[:, None], rng.binomial(count, share), count)
+        go_left = (lower.sum(axis=1) >= target) | ~active
+        right += np.where(go_left[:, None], count - lower, 0)
+        target = np.where(go_left, target, target - lower.sum(axis=1))
+        count = np.where(go_left[:, None], lower, count - lower)
+        lo, hi = np.where(go_left, lo, mid), np.where(go_left, mid, hi)
 
 
 @dataclass(eq=False)
 class RequestDraws:
-    """The request side of `count` resamples; a column not computed yet is drawn again from the saved state."""
+    """The request side of `count` resamples; each latency column drawn when first read."""
 
     resampler: RequestResampler
     picks: np.ndarray
-    state: tuple                         # (bit generator class, its state before these resamples)
+    seed: int                            # each column's generator: [seed, column]
     done: dict[int, np.ndarray]          # column -> resamples x quantiles
     slo_met: np.ndarray                  # resamples x SLOs
 
     def column(self, j: int) -> np.ndarray:
         if j not in self.done:
-            kind, saved = self.state
-            rng = np.random.Generator(kind())
-            rng.bit_generator.state = saved
-            missing = [c for c in range(len(self.resampler.columns)) if c not in self.done]
-            self.done.update(self.resampler._pass(rng, self.picks, missing)[0])
+            self.done[j] = self.resampler.quantiles_of(np.random.default_rng([self.seed, j]), self.picks, j)
         return self.done[j]
 
     def all_columns(self) -> np.ndarray:

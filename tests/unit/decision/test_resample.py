@@ -1,17 +1,21 @@
-"""The vectorized request bootstrap (decision/cells/resample.py): the same statistic as the per-request weights it
-replaced, the same draws for the same seed, and every latency column from the same resampled requests."""
+"""The vectorized request bootstrap (decision/cells/resample.py): the same statistic, drawn from the same
+distribution, as the per-request multinomial weights it replaced; the same draws for the same seed."""
 import math
 
 import numpy as np
+import pytest
+from scipy import stats
 from unit.synthetic import window
 
 from lookahead_runner.decision.cells.evidence import LATENCY_COLUMNS, Cell
 from lookahead_runner.decision.cells.measure import QUANTILES, PreparedCell, ThroughputNoise
 from lookahead_runner.decision.cells.resample import RequestResampler
 
+SIZES = (40, 55, 7, 0)
+
 
 def weighted_quantiles(latency: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """The former per-request computation (measure.py before issue 39): draws x columns x quantiles of the
+    """The former per-request computation (measure.py before issue 39): resamples x columns x quantiles of the
     requests weighted by how often each is drawn, the lowest value whose cumulative share reaches q."""
     out = np.full((len(weights), latency.shape[1], len(QUANTILES)), np.nan)
     for j in range(latency.shape[1]):
@@ -25,46 +29,58 @@ def weighted_quantiles(latency: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return out
 
 
-def resampler(sizes=(40, 55, 7), seed=3):
-    rng = np.random.default_rng(seed)
-    latency = rng.lognormal(3, 1, size=(sum(sizes), len(LATENCY_COLUMNS)))
-    latency[::9, 2] = np.nan                       # a request too short for an ITL: left out of that column
-    latency[5, 3] = latency[6, 3]                  # ties
-    meets = (latency[:, [0, 3]] < 30).astype(float)
-    return RequestResampler(latency, LATENCY_COLUMNS, sizes, meets, QUANTILES), latency, meets
+def multinomial_weights(rng, sizes, picks) -> np.ndarray:
+    """The former draw: a window picked c times adds a multinomial of c x its size over its own requests."""
+    columns = []
+    for i, n in enumerate(sizes):
+        times = (picks == i).sum(axis=1)
+        columns.append(rng.multinomial(n * times, np.full(n, 1 / n)) if n else np.zeros((len(picks), 0)))
+    return np.concatenate(columns, axis=1)
 
 
-def test_percentiles_and_slo_counts_are_those_of_the_drawn_requests():
-    r, latency, meets = resampler()
-    picks = np.random.default_rng(1).integers(3, size=(300, 3))
-    counts = r.counts(np.random.default_rng(2), picks)
-    # each drawn window adds its size in requests, all from its own
-    assert (counts.sum(axis=1) == r.sizes[picks].sum(axis=1)).all()
-    original = np.empty_like(counts)            # the counts back in the requests' own order
-    layout = np.argsort(latency[:, LATENCY_COLUMNS.index("e2e_ms")], kind="stable")
-    original[:, layout] = counts
-    expected = weighted_quantiles(latency, original)
-    got = np.stack([r.quantiles_of(counts, j) for j in range(len(LATENCY_COLUMNS))], axis=1)
-    np.testing.assert_array_equal(got, expected)
-    np.testing.assert_array_equal(counts @ r.meets, original @ meets)
+@pytest.fixture(scope="module")
+def cell_requests():
+    rng = np.random.default_rng(3)
+    latency = rng.lognormal(3, 1, size=(sum(SIZES), len(LATENCY_COLUMNS)))
+    latency[:40] *= 1.5                              # windows differ, as repeats do
+    latency[::9, 2] = np.nan                         # a request too short for an ITL: left out of that column
+    latency[5, 3] = latency[6, 3]                    # ties
+    meets = np.column_stack([latency[:, 0] < 30, latency[:, 3] < 25])
+    return latency, meets
 
 
-def test_a_window_drawn_twice_adds_twice_its_requests_drawn_from_it_alone():
-    r, _, _ = resampler(sizes=(30, 20))
-    counts = r.counts(np.random.default_rng(0), np.array([[0, 0]] * 200))
-    second = r.members[1]
-    assert (counts[:, second] == 0).all() and (counts.sum(axis=1) == 60).all()
-    # uniform within the window: each of its 30 requests drawn 2 times per resample on average
-    assert abs(counts[:, r.members[0]].mean() - 2.0) < 0.1
-
-
-def test_a_column_asked_for_later_comes_from_the_same_resampled_requests():
-    r, _, _ = resampler()
-    picks = np.random.default_rng(1).integers(3, size=(500, 3))
-    later = r.draw(np.random.default_rng(9), picks)
-    at_once = r._pass(np.random.default_rng(9), picks, list(range(len(LATENCY_COLUMNS))))[0]
+def test_percentiles_and_slo_counts_are_drawn_as_the_per_request_weights_drew_them(cell_requests):
+    """20,000 resamples each way: every percentile's distribution the same (two-sample KS), the SLO counts'
+    means and covariance the same; a resample's p50 <= p90 <= p99 (one resample's requests)."""
+    latency, meets = cell_requests
+    count = 20000
+    picks = np.random.default_rng(1).integers(len(SIZES), size=(count, len(SIZES)))
+    weights = multinomial_weights(np.random.default_rng(2), SIZES, picks)
+    before = weighted_quantiles(latency, weights)
+    resampler = RequestResampler(latency, LATENCY_COLUMNS, SIZES, meets, QUANTILES)
+    draws = resampler.draw(np.random.default_rng(4), picks)
+    now = draws.all_columns()
     for j in range(len(LATENCY_COLUMNS)):
-        np.testing.assert_array_equal(later.column(j), at_once[j])
+        for m in range(len(QUANTILES)):
+            old, new = before[:, j, m], now[:, j, m]
+            assert stats.ks_2samp(old[np.isfinite(old)], new[np.isfinite(new)]).pvalue > 1e-3, (j, m)
+            assert abs(np.isnan(old).mean() - np.isnan(new).mean()) < 0.003   # every pick the empty window
+        rows = np.isfinite(now[:, j, 0])
+        assert (np.diff(now[rows, j, :], axis=1) >= 0).all()
+    met_before = weights @ meets.astype(float)
+    np.testing.assert_allclose(draws.slo_met.mean(axis=0), met_before.mean(axis=0), rtol=0.01)
+    np.testing.assert_allclose(np.cov(draws.slo_met.T), np.cov(met_before.T), rtol=0.06)
+
+
+def test_the_resampled_percentile_spreads_as_the_request_bootstrap_does(cell_requests):
+    """One window drawn once: its p90 over resamples has the spread of a plain bootstrap of its requests."""
+    latency, meets = cell_requests
+    resampler = RequestResampler(latency[:40], LATENCY_COLUMNS, [40], meets[:40], QUANTILES)
+    drawn = resampler.draw(np.random.default_rng(0), np.zeros((20000, 1), dtype=int)).column(3)[:, 1]
+    rng = np.random.default_rng(1)
+    plain = np.sort(latency[:40, 3][rng.integers(0, 40, (20000, 40))], axis=1)[:, 35]  # ceil(0.9 x 40) = 36th
+    assert stats.ks_2samp(drawn, plain).pvalue > 1e-3
+    assert set(np.unique(drawn)) <= set(latency[:40, 3])
 
 
 def cell(k=4):
@@ -72,12 +88,14 @@ def cell(k=4):
                                         for r in range(3))), (), 1.0)
 
 
-def test_the_same_seed_gives_the_same_resamples_and_each_reads_as_a_cell_stats():
+def test_the_same_seed_gives_the_same_resamples_whatever_is_read_first():
     noise = ThroughputNoise(0.05, 4, "repeats")
     a, b = (cell().draws(np.random.default_rng([7, 32]), 400, noise) for _ in range(2))
+    e2e_first = b.quantile("e2e_ms", 0.9).copy()
     for name in ("req_per_s", "failures", "timeouts", "requests", "duration_s"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     np.testing.assert_array_equal(a.quantiles, b.quantiles)
+    np.testing.assert_array_equal(e2e_first, a.quantile("e2e_ms", 0.9))
     one = a[17]
     assert one.req_per_s == a.req_per_s[17] and one.failures == a.failures[17]
     assert one.quantile("ttft_ms", 0.9) == a.quantile("ttft_ms", 0.9)[17]
