@@ -16,6 +16,7 @@ point for every bootstrap draw of the parameters at once.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -25,6 +26,7 @@ from scipy.optimize import nnls
 
 from ..cells.evidence import LATENCY_COLUMNS, Evidence
 from .acceptance import Acceptance
+from .loo import loo_errors
 
 MIN_STEP_SHARE = 0.2          # prefill can take at most 80 % of a step in the fixed point
 MIN_STEP_ROWS = 4             # windows a step-time fit needs before it drops the ones that preempted
@@ -136,7 +138,13 @@ def _nnls(columns: list[np.ndarray], y: np.ndarray, weight: np.ndarray) -> tuple
 def _tau(o: Obs, acceptance: Acceptance, shape: WorkloadShape) -> float:
     """Tokens per decode step of the window's requests (TPOT x this = one step)."""
     output = o.output_tokens if math.isfinite(o.output_tokens) else shape.output_tokens
-    return acceptance.tokens_per_decode_step(o.k, output - 1)
+    return _tokens_per_decode_step(acceptance, o.k, output - 1)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _tokens_per_decode_step(acceptance: Acceptance, k: int, decode_tokens: float) -> float:
+    """Acceptance.tokens_per_decode_step, once per window: every refit of the bootstrap reads it again."""
+    return acceptance.tokens_per_decode_step(k, decode_tokens)
 
 
 def _step_rows(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape) -> tuple[np.ndarray, ...] | None:
@@ -176,12 +184,7 @@ def choose_knee(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape
     best, best_knee = math.inf, math.inf
     for knee in candidates:
         design = np.column_stack(_design(k, batch, verified, prefill, knee)) / step[:, None]
-        errors = []
-        for i in range(len(step)):
-            keep = np.arange(len(step)) != i
-            coef, _ = nnls(design[keep], np.ones(keep.sum()))
-            errors.append(design[i] @ coef - 1.0)
-        score = float(np.mean(np.square(errors)))
+        score = float(np.mean(np.square(loo_errors(design, np.ones(len(step))))))
         if score < best - 1e-12:
             best, best_knee = score, knee
     return float(best_knee)
