@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runfolder import results
+from ..runfolder import columns, results
 from ..config import ResolvedServer, SweepConfig
 from .load import WEB_HOST, locust_argv, run_locust, web_url
 from .launch import Life, server_launch
@@ -227,6 +227,7 @@ def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents
     state = "failed" if reason else "done"
     extra = {"detail": detail} if detail else {}
     write_status(out, state, reason.splitlines()[0] if reason else "", **extra, **status)
+    columns.keep(out)  # typed copies of its CSVs: every later read of the folder is a fast one
     outcome = Outcome(state, reason)
     events.finished(life, outcome)
     return outcome

@@ -19,6 +19,7 @@ from ..runfolder import results
 from ..decision.perfmodel.fit import Params
 from ..decision.perfmodel.model import PerformanceModel, PositionCounts, WorkloadShape, fit_performance_model
 from ..decision.perfmodel.trust import HeldOut
+from ..runfolder.columns import read_table
 from ..runfolder.results import CACHE_DIR
 from ..decision.perfmodel.uses import refined_schedule, summary
 from ..decision.schema import Decision
@@ -33,8 +34,11 @@ def _growth(frame: pd.DataFrame, column: str) -> float:
 
 def life_positions(directory: Path) -> PositionCounts | None:
     """One life's drafts and accepted tokens per position over its whole life (None without counters)."""
-    positions = results.read_csv(directory / "spec_positions.csv")
-    server = results.read_csv(directory / "server_metrics.csv")
+    return positions_of(read_table(directory / "server_metrics.csv"), read_table(directory / "spec_positions.csv"))
+
+
+def positions_of(server: pd.DataFrame, positions: pd.DataFrame) -> PositionCounts | None:
+    """`life_positions` from the life's server_metrics.csv and spec_positions.csv as read."""
     drafts = _growth(server, "spec_drafts_total")
     if positions.empty or not math.isfinite(drafts) or drafts <= 0:
         return None
@@ -65,7 +69,9 @@ def model_inputs(run_dir: Path, data: RunData,
     for life in lives:
         k = life.planned.k
         if k > 0 and life.state == "done":
-            counts = life_positions(Path(run_dir) / life.planned.dir)
+            frames = data.timelines.get(life.planned.dir, {})
+            counts = positions_of(frames["server"], frames["positions"]) if "positions" in frames \
+                else life_positions(Path(run_dir) / life.planned.dir)
             if counts is not None:
                 positions[k] = _sum(positions.get(k), counts)
     seqs = {max_num_seqs(l.planned.argv) for l in lives} - {None}

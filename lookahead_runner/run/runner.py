@@ -29,6 +29,7 @@ from ..decision.engine import next_setting, repeats_wanted
 from .cluster_nodes import probe_cluster
 from .confirm_life import run_confirmations, switch_off
 from .finalize import decide_all, finalize, write_tables
+from .steps import Steps
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life_pool import OneAtATime
@@ -177,9 +178,10 @@ class LifeRunner:
 
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server: ResolvedServer, say=None,
               early_stop: bool = True, mode: str = "sweep", web: bool = False,
-              placement: Placement | None = None, slots=None) -> Path:
+              placement: Placement | None = None, slots=None, verbose: bool = False) -> Path:
     """`server`: the server config resolved once at the run's start (cli.py); `slots`: the Ray slots the probe
-    ran on (cli.py), else the sweep starts its own where cluster.engine = "ray"."""
+    ran on (cli.py), else the sweep starts its own where cluster.engine = "ray"; `verbose`: print the time of each
+    step of the decision and report after the last life (run/steps.py)."""
     placement = placement or plan_placement(config, host_cpus())
     if config.cluster.engine == "ray":  # lives share their node's CPUs through Ray's accounting (cluster_life.py)
         placement = dataclasses.replace(placement, mode="off", server_cpus=(), load_cpus=(), server_env={},
@@ -255,7 +257,11 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
             run_lives(config, run_dir, more, tag, say, progress, run_life, False)
         if mode == "sweep":
             confirm_recommendation(config, caps, run_dir, say, progress, run_life, number, tag)
-    return finalize(run_dir, render=True)
+    steps = Steps(verbose=verbose)
+    report = finalize(run_dir, render=True, steps=steps)
+    if verbose:
+        print(f"finalize (last life to report): {steps.total_s():.2f} s", flush=True)
+    return report
 
 
 def blocks_order(variants) -> str:
