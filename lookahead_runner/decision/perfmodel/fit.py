@@ -307,7 +307,7 @@ def kv_batch_limit(p: Params, k: int, pool_tokens: float, max_num_seqs: int | No
     return np.minimum(kv_cap, max_num_seqs) if max_num_seqs else kv_cap
 
 
-def predict_draws(p: Params, k: int, users: int, decode_tokens_per_step: float, shape: WorkloadShape,
+def predict_draws(p: Params, k: int, users: int | np.ndarray, decode_tokens_per_step: float, shape: WorkloadShape,
                   output_tokens: float, pool_tokens: float, bisections: int = 26, inner: int = 5) -> Draws:
     """The closed loop's fixed point for every draw. For a rate X: the prefill share of each step, the real
     batch (Little: kappa x X x the time in service, up to the cap; a few substitutions), the step, and the
@@ -318,18 +318,18 @@ def predict_draws(p: Params, k: int, users: int, decode_tokens_per_step: float, 
 
     def state(rate: np.ndarray) -> tuple[np.ndarray, ...]:
         share = np.minimum(1.0 - MIN_STEP_SHARE, p.step_ms_per_prefill_token * rate * shape.prompt_tokens / 1000.0)
-        batch = np.minimum(limit, float(users))
+        batch = np.minimum(limit, users)
         for _ in range(inner):
             step = step_ms(p, k, batch, 0.0) / (1.0 - share)
             service = np.maximum(p.ttft_ms + p.ttft_steps * step + decode_tokens * step / decode_tokens_per_step, 1e-3)
-            batch = np.minimum(np.minimum(limit, float(users)), p.running_share * rate * service / 1000.0)
+            batch = np.minimum(np.minimum(limit, users), p.running_share * rate * service / 1000.0)
         step = step_ms(p, k, batch, 0.0) / (1.0 - share)
         service = np.maximum(p.ttft_ms + p.ttft_steps * step + decode_tokens * step / decode_tokens_per_step, 1e-3)
         driven = np.minimum(1000.0 * users / (service + p.client_ms),
                             1000.0 * limit / np.maximum(p.running_share * service, 1e-3))
         return driven, batch, step, service
 
-    low = np.zeros_like(limit)
+    low = np.zeros(np.broadcast(limit, users).shape)   # users: one count, or a column of them (users x draws)
     high = state(low)[0]
     for _ in range(bisections):
         mid = (low + high) / 2

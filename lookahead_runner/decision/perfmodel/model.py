@@ -164,7 +164,22 @@ class PerformanceModel:
         return notes
 
     def predict(self, k: int, users: int) -> Prediction:
-        d = self.draws(k, users)
+        return self._prediction(k, users, self.draws(k, users))
+
+    def predict_many(self, k: int, users: Sequence[int]) -> list[Prediction]:
+        """`predict` at each of `users`, the closed loop solved for all of them at once."""
+        if not users:
+            return []
+        if k < 0 or min(users) < 1:
+            raise ValueError(f"predict(k={k}, users={list(users)}): K must be >= 0 and users >= 1")
+        d = predict_draws(self.params, k, np.asarray(users, dtype=float)[:, None],
+                          self.acceptance.tokens_per_decode_step(k, self.output_tokens - 1), self.shape,
+                          self.output_tokens, self.pool_tokens(k))
+        return [self._prediction(k, u, Draws(*(np.broadcast_to(getattr(d, f.name), d.req_per_s.shape)[i]
+                                                 for f in dataclasses.fields(Draws))))
+                for i, u in enumerate(users)]
+
+    def _prediction(self, k: int, users: int, d: Draws) -> Prediction:
         p = self.params
         req, tok = self._bound(d.req_per_s), self._bound(d.req_per_s * self.output_tokens)
         ttft50, ttft90 = self._bound(d.ttft_ms * p.ttft_p50_ratio), self._bound(d.ttft_ms * p.ttft_p90_ratio)
