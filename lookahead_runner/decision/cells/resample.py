@@ -63,30 +63,15 @@ class RequestResampler:
         self._columns[column] = values[order], below
         return self._columns[column]
 
-    def quantiles_of(self, rng: np.random.Generator, picks: np.ndarray, column: int) -> np.ndarray:
-        """resamples x quantiles of one column (NaN where no drawn request has a value)."""
+    def column_draws(self, seed: int, picks: np.ndarray, column: int) -> "ColumnDraws":
+        """One column's percentiles of the resamples, each found when first asked for (`ColumnDraws.at`)."""
         values, below = self._sorted(column)
-        rows, finite = len(picks), len(values)
-        out = np.full((rows, len(self.qs)), np.nan)
-        if not finite or not rows:
-            return out
         # the drawn requests with a value in this column, per slot: a binomial share of the window's draws
-        has = below[picks, finite]
-        count = rng.binomial(self.sizes[picks], np.where(self.sizes[picks] > 0, has / np.maximum(self.sizes[picks], 1),
-                                                            0.0))
-        total = count.sum(axis=1)
-        start = np.zeros(rows, dtype=np.int64)             # searches go on right of the previous value
-        upto = np.zeros(rows, dtype=np.int64)              # drawn requests at or below it
-        for m, q in enumerate(self.qs):
-            target = np.maximum(np.ceil(q * total), 1).astype(np.int64) - upto
-            again = target > 0
-            rank, leaf, left, right = _search(rng, below, picks, start, np.full(rows, finite), count, target)
-            found = np.minimum(np.where(again, rank, start - 1), finite - 1)
-            out[:, m] = np.where(total > 0, values[found], np.nan)
-            upto = np.where(again, upto + (target - left) + leaf.sum(axis=1), upto)
-            count = np.where(again[:, None], right, count)
-            start = np.where(again, np.minimum(rank + 1, finite), start)
-        return out
+        sizes = self.sizes[picks]
+        has = below[picks, len(values)]
+        count = np.random.default_rng([seed, column]).binomial(sizes, np.where(sizes > 0, has / np.maximum(sizes, 1),
+                                                                                 0.0))
+        return ColumnDraws([seed, column], values, below, picks, count, self.qs[len(self.qs) // 2])
 
     def slo_met(self, rng: np.random.Generator, picks: np.ndarray) -> np.ndarray:
         """resamples x SLOs: drawn requests meeting each SLO (a multinomial of each slot's draws over the
@@ -136,6 +121,54 @@ def _search(rng: np.random.Generator, below: np.ndarray, picks: np.ndarray, lo: 
         lo, hi = np.where(go_left, lo, mid), np.where(go_left, mid, hi)
 
 
+class ColumnDraws:
+    """One latency column's percentiles over the resamples, each found when first asked for, all on the same drawn
+    requests: `lead` (the middle of QUANTILES, what the latency gate reads) first, then any other between the
+    values already found (how many drawn requests of each slot lie on each side of them is known), each with a
+    generator of its own: the p50, p90 and p99 of a resample are those of one resample, the same whichever is
+    asked first."""
+
+    def __init__(self, seed: list[int], values: np.ndarray, below: np.ndarray, picks: np.ndarray,
+                 count: np.ndarray, lead: float) -> None:
+        self.seed, self.values, self.below, self.picks, self.count, self.lead = seed, values, below, picks, count, lead
+        self.total = count.sum(axis=1)
+        self.found: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # q -> rank, under, at (per slot)
+
+    def at(self, q: float) -> np.ndarray:
+        """The q-percentile of every resample (NaN where no drawn request has a value)."""
+        if self.lead not in self.found:
+            self.found[self.lead] = self._find(self.lead)
+        if q not in self.found:
+            self.found[q] = self._find(q)
+        rank = self.found[q][0]
+        if not len(self.values):
+            return np.full(len(self.picks), np.nan)
+        return np.where(self.total > 0, self.values[np.minimum(rank, len(self.values) - 1)], np.nan)
+
+    def _find(self, q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows, finite = len(self.picks), len(self.values)
+        zero = np.zeros_like(self.count)
+        lower = [p for p in self.found if p < q]
+        upper = [p for p in self.found if p > q]
+        lo_rank, lo_under, lo_at = self.found[max(lower)] if lower else (np.full(rows, -1), zero, zero)
+        hi_rank, hi_under, _ = self.found[min(upper)] if upper else (np.full(rows, finite), self.count, zero)
+        target = np.maximum(np.ceil(q * self.total), 1).astype(np.int64)
+        passed = lo_under + lo_at                               # per slot: drawn at or below the value below
+        inside = hi_under - passed                              # per slot: drawn strictly between the two
+        at_lo = target <= passed.sum(axis=1)
+        at_hi = ~at_lo & (target > hi_under.sum(axis=1))
+        rng = np.random.default_rng(self.seed + [round(q * 1e6)])
+        rank, leaf, _, right = _search(rng, self.below, self.picks, np.minimum(lo_rank + 1, finite),
+                                       np.maximum(hi_rank, np.minimum(lo_rank + 1, finite)), inside,
+                                       target - passed.sum(axis=1))
+        under = passed + (inside - leaf - right)
+        rank = np.where(at_lo, lo_rank, np.where(at_hi, hi_rank, rank))
+        under = np.where(at_lo[:, None], lo_under, np.where(at_hi[:, None], hi_under, under))
+        leaf = np.where(at_lo[:, None], lo_at, np.where(at_hi[:, None], self.found[min(upper)][2] if upper else zero,
+                                                        leaf))
+        return rank, under, leaf
+
+
 @dataclass(eq=False)
 class RequestDraws:
     """The request side of `count` resamples; each latency column drawn when first read."""
@@ -143,13 +176,18 @@ class RequestDraws:
     resampler: RequestResampler
     picks: np.ndarray
     seed: int                            # each column's generator: [seed, column]
-    done: dict[int, np.ndarray]          # column -> resamples x quantiles
+    done: dict[int, ColumnDraws]
     slo_met: np.ndarray                  # resamples x SLOs
 
-    def column(self, j: int) -> np.ndarray:
+    def at(self, j: int, q: float) -> np.ndarray:
+        """Column j's q-percentile of every resample."""
         if j not in self.done:
-            self.done[j] = self.resampler.quantiles_of(np.random.default_rng([self.seed, j]), self.picks, j)
-        return self.done[j]
+            self.done[j] = self.resampler.column_draws(self.seed, self.picks, j)
+        return self.done[j].at(q)
+
+    def column(self, j: int) -> np.ndarray:
+        """resamples x quantiles of column j."""
+        return np.column_stack([self.at(j, q) for q in self.resampler.qs])
 
     def all_columns(self) -> np.ndarray:
         """resamples x columns x quantiles."""
@@ -214,8 +252,7 @@ class CellDraws(Sequence):
         return self.goodput if name == "goodput" else getattr(self, name)
 
     def quantile(self, column: str, q: float) -> np.ndarray:
-        r = self.request_draws.resampler
-        return self.request_draws.column(r.columns.index(column))[:, r.qs.index(q)] / self.factor
+        return self.request_draws.at(self.request_draws.resampler.columns.index(column), q) / self.factor
 
     @functools.cached_property
     def quantiles(self) -> np.ndarray:

@@ -1,16 +1,33 @@
 """decision/gates/batch_rules.py: the point rule over every resample at once picks, resample by resample, what
 rules.choose and rules.stop_at pick on each resample alone (NaN readings, failures, SLOs and ties included)."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision.cells.evidence import LATENCY_COLUMNS
 from lookahead_runner.decision.cells.measure import QUANTILES, CellStats
-from lookahead_runner.decision.cells.resample import CellDraws, RequestDraws, RequestResampler
+from lookahead_runner.decision.cells.resample import CellDraws
 from lookahead_runner.decision.gates import batch_rules, rules
 
 SIGNALS = ("running_mean", "waiting_mean", "kv_usage_mean", "kv_usage_peak", "preemptions", "acceptance_rate",
            "gpu_mem_peak_mib", "gpu_mem_total_mib", "kv_pool_tokens")
+
+
+class FixedRequests:
+    """The request side of CellDraws with given percentiles (resamples x columns x quantiles) and SLO counts."""
+
+    resampler = SimpleNamespace(columns=LATENCY_COLUMNS, qs=QUANTILES)
+
+    def __init__(self, quantiles, slo_met):
+        self.quantiles, self.slo_met = quantiles, slo_met
+
+    def at(self, j, q):
+        return self.quantiles[:, j, QUANTILES.index(q)]
+
+    def all_columns(self):
+        return self.quantiles
 
 
 def nan_some(rng, values, share=0.15):
@@ -23,11 +40,7 @@ def synthetic(k: int, count: int, rng: np.random.Generator, slos: int) -> CellDr
     failures = rng.binomial(np.maximum(requests, 1), rng.choice([0.0, 0.01, 0.2], count))
     quantiles = np.sort(rng.lognormal(6, 0.3, (count, len(LATENCY_COLUMNS), len(QUANTILES))), axis=2)
     quantiles[rng.random(count) < 0.1] = np.nan
-    resampler = RequestResampler(np.ones((1, len(LATENCY_COLUMNS))), LATENCY_COLUMNS, [1], np.ones((1, slos)),
-                                 QUANTILES)
-    request_draws = RequestDraws(resampler, np.zeros((count, 1), dtype=int), (None, None),
-                                 dict(enumerate(np.moveaxis(quantiles, 1, 0))),
-                                 rng.binomial(requests + failures, 0.9, (slos, count)).T.astype(float))
+    request_draws = FixedRequests(quantiles, rng.binomial(requests + failures, 0.9, (slos, count)).T.astype(float))
     rate = nan_some(rng, np.round(rng.normal(10 + k / 4, 1.0, count), 1), 0.03)   # rounded: ties in the band
     signals = {
         "running_mean": nan_some(rng, rng.uniform(20, 60, count)), "waiting_mean": rng.choice([0.0, 0.5, 3.0], count),
