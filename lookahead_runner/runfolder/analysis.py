@@ -220,8 +220,8 @@ def error_text(requests: pd.DataFrame) -> pd.Series:
     if "error" not in requests.columns:
         return pd.Series("", index=requests.index, dtype="object")
     column = requests["error"]
-    if column.dtype == object and column.map(type).eq(str).all():  # already text (stage_windows makes it so)
-        return column
+    if column.dtype == object and pd.api.types.infer_dtype(column, skipna=False) == "string":
+        return column  # already text (stage_windows makes it so)
     return column.astype("string").fillna("").astype("object")
 
 
@@ -290,18 +290,22 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
     out = []
     if len(requests) and "error" in requests:
         requests = requests.assign(error=error_text(requests))  # as text once, not once per stage
+    t_done = _numbers(requests["t_done_s"]) if len(requests) else np.empty(0)
+    kept = (error_text(requests) != CUT_ERROR).to_numpy(dtype=bool) if len(requests) else np.empty(0, dtype=bool)
+    succeeded = kept & (requests["ok"] == 1).to_numpy(dtype=bool) if len(requests) else kept
+    served = requests[succeeded] if len(requests) else requests      # what throughput counts, every stage
     for stage in stages.itertuples(index=False):
         t0 = stage.t_start_s + rules.warmup_for(stage.t_end_s - stage.t_start_s)
         t1 = stage.t_end_s
         duration = max(t1 - t0, 1e-9)
-        done = requests[(requests["t_done_s"] >= t0) & (requests["t_done_s"] <= t1)] if len(requests) else requests
-        finished = done[error_text(done) != CUT_ERROR] if len(done) else done
-        ok = finished[finished["ok"] == 1] if len(finished) else finished
+        inside = (t_done >= t0) & (t_done <= t1)
+        finished = requests[inside & kept] if len(requests) else requests
+        ok = requests[inside & succeeded] if len(requests) else requests
         row = {
             "setting": setting, "k": k, "repeat": repeat, **({"variant": variant} if variant else {}),
             "stage": int(stage.stage), "users": int(stage.users),
             "duration_s": round(duration, 3), "requests": int(len(ok)),
-            **_throughput_columns(requests, t0, t1, duration),
+            **_throughput_columns(served, t0, t1, duration),
             **_latency_columns(ok),
             **_failure_columns(finished, ok, rules.expected_output_tokens, rules.expected_prompt_tokens),
             **_server_columns(server, t0, t1),
