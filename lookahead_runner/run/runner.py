@@ -187,7 +187,7 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server:
         placement = dataclasses.replace(placement, mode="off", server_cpus=(), load_cpus=(), server_env={},
                                         host_cpus=())
     with nullcontext(slots) if slots is not None else cluster_slots(config, len(plan_lives(config)), say) as slots:
-        return _run_sweep(config, run_dir, caps, server, say, early_stop, mode, web, placement, slots)
+        return _run_sweep(config, run_dir, caps, server, say, early_stop, mode, web, placement, slots, verbose)
 
 
 def cluster_slots(config: SweepConfig, lives_planned: int, say):
@@ -200,7 +200,7 @@ def cluster_slots(config: SweepConfig, lives_planned: int, say):
 
 
 def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: ResolvedServer, say, early_stop: bool,
-               mode: str, web: bool, placement: Placement, slots) -> Path:
+               mode: str, web: bool, placement: Placement, slots, verbose: bool = False) -> Path:
     if not has_plan(run_dir):
         plan = build_plan(config, caps, run_dir.name, mode, placement, server)
         if config.sweep.strategy == "adaptive":
