@@ -220,8 +220,12 @@ def error_text(requests: pd.DataFrame) -> pd.Series:
     if "error" not in requests.columns:
         return pd.Series("", index=requests.index, dtype="object")
     column = requests["error"]
+    if isinstance(column.dtype, pd.StringDtype):  # text as pandas reads it: "" for a gap, kept in its own storage
+        return column.fillna("")
     if column.dtype == object and pd.api.types.infer_dtype(column, skipna=False) == "string":
-        return column  # already text (stage_windows makes it so)
+        return column
+    if column.dtype.kind == "f" and column.isna().all():  # no request failed: "" for each, as text
+        return pd.Series(np.full(len(column), "", dtype="<U1"), index=column.index, dtype=pd.StringDtype(na_value=np.nan))
     return column.astype("string").fillna("").astype("object")
 
 
