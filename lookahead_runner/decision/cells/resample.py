@@ -93,7 +93,7 @@ class RequestResampler:
         return met
 
     def draw(self, rng: np.random.Generator, picks: np.ndarray) -> "RequestDraws":
-        """The resamples' SLO counts now; each latency column when first read (`RequestDraws.column`)."""
+        """The resamples' SLO counts now; each latency column when first read (`RequestDraws.at`)."""
         seed = int(rng.integers(2 ** 63))
         return RequestDraws(self, picks, seed, {}, self.slo_met(rng, picks))
 
@@ -105,20 +105,24 @@ def _search(rng: np.random.Generator, below: np.ndarray, picks: np.ndarray, lo: 
     there, the target left at it (1 <= left <= their sum), and the slots' draws right of it."""
     right = np.zeros_like(count)
     lo, hi, target = lo.copy(), hi.copy(), target.copy()
+    at_lo, at_hi = below[picks, lo[:, None]], below[picks, hi[:, None]]   # each slot's window's values below
     while True:
         active = hi - lo > 1
         if not active.any():
             return lo, count, target, right
         mid = (lo + hi) // 2
-        at_lo, at_mid, at_hi = (below[picks, edge[:, None]] for edge in (lo, mid, hi))
+        at_mid = below[picks, mid[:, None]]
         inside = at_hi - at_lo
         share = np.where(inside > 0, (at_mid - at_lo) / np.maximum(inside, 1), 0.0)
         lower = np.where(active[:, None], rng.binomial(count, share), count)
-        go_left = (lower.sum(axis=1) >= target) | ~active
-        right += np.where(go_left[:, None], count - lower, 0)
-        target = np.where(go_left, target, target - lower.sum(axis=1))
-        count = np.where(go_left[:, None], lower, count - lower)
+        in_lower = lower.sum(axis=1)
+        go_left = (in_lower >= target) | ~active
+        left = go_left[:, None]
+        right += np.where(left, count - lower, 0)
+        target = np.where(go_left, target, target - in_lower)
+        count = np.where(left, lower, count - lower)
         lo, hi = np.where(go_left, lo, mid), np.where(go_left, mid, hi)
+        at_lo, at_hi = np.where(left, at_lo, at_mid), np.where(left, at_mid, at_hi)
 
 
 class ColumnDraws:
