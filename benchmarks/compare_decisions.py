@@ -11,6 +11,10 @@ errors of their difference):
 - an interval's end (the 2.5 % or 97.5 % percentile of R draws): its standard error is sqrt(q (1 - q) / R) / phi(z)
   standard deviations of the draws, 0.085 sigma at R = 1000, 2.2 % of a 95 % interval's 3.92 sigma; so
   |a - b| <= 4 x sqrt(2) x 2.2 % = 12 % of the interval's width (scaled by sqrt(1000 / R)), plus 1e-9.
+- a latency percentile's difference (the trade-offs): 3 x that. Its draws are lumpy: the p99 of a few hundred
+  requests is one of a handful of order statistics, so an interval end moves in steps. Measured: the e2e p99
+  trade-off of an e2e folder (3 K x 2 repeats, 32 users) decided under 8 seeds by the code before issue 39 put its
+  high end between -0.275 and -0.243 (an interval 0.12 wide: 27 % of it), where the smooth formula allows 12 %.
 Point figures (req/s, gains as measured, percentiles of the pooled requests) are not resampled: equal to 1e-9.
 """
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from scipy import stats
 
 LEVEL_DEFAULT = 0.95
+LUMPY = 3.0                   # a percentile's draws take few values: its interval ends move in steps
 
 
 def _share_tolerance(p: float, resamples: int) -> float:
@@ -59,7 +64,7 @@ class Comparison:
         if abs(a - b) > tolerance:
             self.differences.append(f"{where}: {a:.4f} vs {b:.4f} (tolerance {tolerance:.4f})")
 
-    def interval(self, where: str, a: dict | None, b: dict | None) -> None:
+    def interval(self, where: str, a: dict | None, b: dict | None, lumpy: bool = False) -> None:
         a, b = a or {}, b or {}
         ends = [(a.get(side), b.get(side)) for side in ("low", "high")]
         if any((x is None) != (y is None) for x, y in ends):
@@ -68,7 +73,7 @@ class Comparison:
         if any(x is None for x, _ in ends):
             return
         width = max(a["high"] - a["low"], b["high"] - b["low"])
-        tolerance = _end_tolerance(width, self.resamples, self.level)
+        tolerance = _end_tolerance(width, self.resamples, self.level) * (LUMPY if lumpy else 1)
         self.checked["interval"] += 1
         for side, (x, y) in zip(("low", "high"), ends):
             if width > 0:
@@ -107,7 +112,7 @@ def compare(before: dict, after: dict) -> Comparison:
         c.interval(f"{where}.objective_range", x.get("objective_range"), y.get("objective_range"))
         for t, u in zip(x.get("tradeoffs", []), y.get("tradeoffs", [])):
             c.exact(f"{where}.tradeoff {t['metric']}", t["difference"], u["difference"])
-            c.interval(f"{where}.tradeoff {t['metric']}.range", t.get("range"), u.get("range"))
+            c.interval(f"{where}.tradeoff {t['metric']}.range", t.get("range"), u.get("range"), lumpy=True)
     stages = {s["users"]: s for s in after.get("per_stage", [])}
     for x in before.get("per_stage", []):
         y = stages.get(x["users"], {})
