@@ -3,7 +3,8 @@ same run (issue 39): wall time and peak RSS of each in a new process, each step'
 decisions agree within the resampling's Monte Carlo error (benchmarks/compare_decisions.py). Prints one JSON line.
 
     python benchmarks/report_speed.py [--settings 10 --stages 8 --repeats 3 --life-s 600 --req-per-user-s 0.15]
-                                      [--scale 1] [--runs 2] [--old-ref bc194dd] [--keep DIR] [--seed RUN_DIR]
+                                      [--scale 1] [--runs 2] [--old-ref bc194dd | --old-dir DIR] [--old-runs N]
+                                      [--keep DIR] [--seed RUN_DIR]
 
 The folder is benchmarks/report_render.py's (a tiny simulator sweep grown on disk by benchmarks/run_growth.py; the
 defaults: 10 settings x 8 stages x 3 repeats, 313k requests); `--scale N` sends N x the requests (N = 10: about 3M).
@@ -100,8 +101,8 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
     rss: dict[str, list[float]] = {"old": [], "cold": [], "cached": []}
     steps: dict[str, dict[str, float]] = {}
     decisions = {}
-    for _ in range(args.runs):
-        if old is not None:
+    for run in range(args.runs):
+        if old is not None and run < (args.old_runs if args.old_runs is not None else args.runs):
             clear_caches(full)
             env = dict(os.environ, PYTHONPATH=str(old))
             seconds, peak, _ = peak_of(["lookahead_runner", "report", str(full)], cwd=old, env=env)
@@ -143,6 +144,7 @@ def main() -> None:
     parser.add_argument("--req-per-user-s", type=float, default=0.15, help="requests a second per user")
     parser.add_argument("--scale", type=float, default=1.0, help="times the requests (10: about 3M)")
     parser.add_argument("--runs", type=int, default=2, help="samples of each measurement")
+    parser.add_argument("--old-runs", type=int, help="samples of the earlier code (default: --runs)")
     parser.add_argument("--old-ref", default="bc194dd", help='the earlier commit to measure beside ("": none)')
     parser.add_argument("--old-dir", help="the earlier code already checked out here (instead of --old-ref)")
     parser.add_argument("--keep", help="write the seed and the grown run folder here and keep them")
