@@ -60,7 +60,10 @@ def _read_copy(copy: Path, source: os.stat_result) -> pd.DataFrame | None:
     meta = table.schema.metadata or {}
     if meta.get(VERSION) != CACHE_VERSION or meta.get(SOURCE_SIZE) != str(source.st_size).encode():
         return None
-    frame = table.to_pandas()
+    try:
+        frame = table.to_pandas()
+    except (pa.ArrowException, ValueError, TypeError, KeyError):  # a copy pandas cannot take back: the CSV then
+        return None
     for column in frame.columns[frame.dtypes == object]:   # text with gaps: NaN as read_csv gives, not None
         values = frame[column]
         if values.isna().any():
