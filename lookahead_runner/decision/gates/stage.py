@@ -119,7 +119,6 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
     base_k = min(stats)
     ratio = {k: batch_rules.latency_ratios(draws[k], draws[base_k], p) for k in stats}
     checks = {k: gate_checks(stats[k], stats[base_k], pooled[k], ratio[k], p) for k in stats}
-    ks = sorted(stats)
     stopped = rules.stop_at(stats, p)
     chosen = rules.pick(stats, leader_statuses(stats, checks, base_k, p), stopped, p)
     if chosen is None:  # every K breaks a gate as measured, none beyond its interval: not decided, not "no K"

@@ -6,7 +6,6 @@ import os
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from lookahead_runner.runfolder import columns
 from lookahead_runner.runfolder.columns import cache_path, keep, read_table
