@@ -140,7 +140,7 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
     print(f"run folder: {run_dir}")
     try:
         report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode, web=args.web,
-                           placement=placement, server=server, slots=slots)
+                           placement=placement, server=server, slots=slots, verbose=args.verbose)
     except KeyboardInterrupt:
         _ignore_interrupts()  # everything is stopped: another Ctrl-C must not cut the goodbye short
         raise Interrupted(run_dir) from None
@@ -233,8 +233,12 @@ def cmd_ramp(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .run.finalize import finalize
+    from .run.steps import Steps
 
-    print(f"report: {finalize(Path(args.run_dir))}")
+    steps = Steps(verbose=args.verbose)
+    print(f"report: {finalize(Path(args.run_dir), steps=steps)}")
+    if args.verbose:
+        print(f"total: {steps.total_s():.2f} s")
     return 0
 
 
@@ -263,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "(decision.confirm = \"always\"; a per-batch-size schedule is confirmed by default)")
         confirm.add_argument("--no-confirm", dest="confirm", action="store_const", const="off",
                              help="no confirmation life, not even of a schedule (decision.confirm = \"off\")")
+        p.add_argument("--verbose", action="store_true",
+                       help="print the time of each step of the decision and report after the last life")
         p.add_argument("--web", action="store_true",
                        help="serve the live view (Locust's web UI with the vLLM tabs) on one 127.0.0.1 port for the "
                             "whole sweep, its URL printed once: a browser tab follows the sweep from life to life; "
@@ -285,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     ramp.set_defaults(func=cmd_ramp)
     report = sub.add_parser("report", help="re-analyse a run folder's files and re-render its report")
     report.add_argument("run_dir", help="a run folder (holds plan.json)")
+    report.add_argument("--verbose", action="store_true", help="print the time of each step (reading the folder, "
+                                                               "the decision, the performance model, the page)")
     report.set_defaults(func=cmd_report)
     locustfile = sub.add_parser("locustfile", help="print the path of the package's locustfile, for "
                                                     "locust -f \"$(lookahead-runner locustfile)\"")

@@ -63,12 +63,12 @@ def cell_summaries(stages: dict[int, StageEval], p: DecisionConfig) -> list[Cell
                           for i, slo in enumerate(p.slos)}
             rows.append(CellSummary(
                 k=k, users=users, repeats=s.repeats, requests=s.requests, failures=s.failures, timeouts=s.timeouts,
-                req_per_s=s.req_per_s, req_per_s_range=_range(interval([d.req_per_s for d in draws], p.interval_level)),
+                req_per_s=s.req_per_s, req_per_s_range=_range(interval(draws.req_per_s, p.interval_level)),
                 req_per_s_by_repeat=[w.served_per_s for w in stage.prepared[k].cell.windows],
                 output_tok_per_s=s.output_tok_per_s,
-                output_tok_per_s_range=_range(interval([d.output_tok_per_s for d in draws], p.interval_level)),
+                output_tok_per_s_range=_range(interval(draws.output_tok_per_s, p.interval_level)),
                 goodput=s.goodput if p.slos else None,
-                goodput_range=_range(interval([d.goodput for d in draws], p.interval_level)) if p.slos else Range(),
+                goodput_range=_range(interval(draws.goodput, p.interval_level)) if p.slos else Range(),
                 throughput_units=s.throughput_units, percentiles=percentiles, slo_attainment=attainment,
                 failure_rate=_finite(s.failure_rate), failure_rate_range=_range(wilson(s.failures, s.finished,
                                                                                         p.interval_level)),

@@ -25,6 +25,7 @@ from ..workload.request_set import METHOD_REQUEST_SET
 from .request_set_run import request_set_note, request_set_summary
 from ..vllm.probe import Capabilities
 from .perfmodel_run import with_performance_model
+from .steps import Steps
 
 
 SAME_SERVER_NOTE = "; all repeats on one server life (load.repeat_mode), so restart-to-restart variation is not in it"
@@ -42,25 +43,28 @@ def note_repeat_mode(decision: Decision, repeat_mode: str) -> Decision:
     return decision
 
 
-def decide_all(data: RunData) -> Decision:
+def decide_all(data: RunData, steps: Steps | None = None) -> Decision:
     """The decision over K; one per workload variant (decision/per_variant.py) when there are several."""
     variants = data.config.load.variants
     if len(variants) == 1:
-        return decide_grid(data)
-    return by_variant([(v.label, decide_grid(data, v.label)) for v in variants])
+        return decide_grid(data, steps=steps)
+    return by_variant([(v.label, decide_grid(data, v.label, steps)) for v in variants])
 
 
-def decide_grid(data: RunData, variant: str = "") -> Decision:
+def decide_grid(data: RunData, variant: str = "", steps: Steps | None = None) -> Decision:
     """The decision over K for one workload variant; with a grid, one per flag value and the best decided one."""
+    steps = steps or Steps(enabled=False)
     config = data.config
     capability = Capabilities.from_dict(data.plan.probe).schedule_capability
     schedule_form = capability.form if capability.supported else None
     values = config.grid.values or [""]
-    decisions = [(value, decide(data.evidence(value, variant), config.decision, data.argv_by_k(value), schedule_form,
-                                data.setting_names(value))) for value in values]
+    with steps.step("decide (resampling every stage)"):
+        decisions = [(value, decide(data.evidence(value, variant), config.decision, data.argv_by_k(value),
+                                    schedule_form, data.setting_names(value))) for value in values]
     decisions = [(value, note_repeat_mode(d, config.load.repeat_mode)) for value, d in decisions]
     if not config.grid.axis:
-        return with_performance_model(data, decisions[0][1])
+        with steps.step("performance model"):
+            return with_performance_model(data, decisions[0][1])
 
     def score(decision: Decision) -> float:
         chosen = [c for c in decision.candidates if decision.recommended and c.k == decision.recommended.k]
@@ -148,15 +152,19 @@ def write_tables(run_dir: Path) -> RunData:
     return data
 
 
-def finalize(run_dir: Path, render: bool = True) -> Path:
+def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None) -> Path:
+    """`steps` times each step (run/steps.py: a progress line for a long one; their times with --verbose)."""
     run_dir = Path(run_dir)
-    data = write_tables(run_dir)
+    steps = steps or Steps(enabled=False)
+    with steps.step("read the run folder"):
+        data = write_tables(run_dir)
     plan, config = data.plan, data.config
     if plan.mode == "ramp":
         life = plan.lives[0]
-        decision = ramp_decision(data.evidence(), life.k, life.setting, life.argv, config.decision)
+        with steps.step("decide (resampling every stage)"):
+            decision = ramp_decision(data.evidence(), life.k, life.setting, life.argv, config.decision)
     else:
-        decision = with_settings_in_effect(decide_all(data), findings_from(sweep_rows(data)))
+        decision = with_settings_in_effect(decide_all(data, steps), findings_from(sweep_rows(data)))
         if plan.confirm is not None:
             decision = confirmed(data, decision)
         elif plan.confirm_variants and decision.by_variant:
@@ -183,8 +191,9 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     if not config.load.user_stages and plan.mode != "ramp":
         decision = rate_stages_only(decision)
     decision.diagnoses += gpu_spread(data, config.target_users)
-    if plan.mode != "ramp":
-        decision.request_set = request_set_summary(data, decision)
+    if plan.mode != "ramp" and config.load.requests:
+        with steps.step("request set"):
+            decision.request_set = request_set_summary(data, decision)
     if note := request_set_note(config):
         decision.diagnoses.append(note)
     costs = life_costs(plan.lives, data.statuses)
@@ -196,9 +205,10 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:
         return run_dir / "summary.csv"
-    from ..report.render import write_report  # jinja2 + plotly load only when a page is rendered
+    with steps.step("report page"):
+        from ..report.render import write_report  # jinja2 + plotly load only when a page is rendered
 
-    return write_report(run_dir, data.summary, decision, data.record(), data.timelines)
+        return write_report(run_dir, data.summary, decision, data.record(), data.timelines)
 
 
 def rate_stages_only(decision: Decision) -> Decision:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runfolder import results
+from ..runfolder import columns, results
 from ..config import ResolvedServer, SweepConfig
 from .load import locust_argv, run_locust
 from .launch import Life, server_launch
@@ -205,6 +205,7 @@ def _finish(out: Path, life: Life, reason: str, status: dict, events: LifeEvents
     state = "failed" if reason else "done"
     extra = {"detail": detail} if detail else {}
     write_status(out, state, reason.splitlines()[0] if reason else "", **extra, **status)
+    columns.keep(out)  # typed copies of its CSVs: every later read of the folder is a fast one
     outcome = Outcome(state, reason, start_failed)
     events.finished(life, outcome)
     return outcome

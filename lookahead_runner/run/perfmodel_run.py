@@ -7,13 +7,20 @@ workload's lengths from the config and --max-num-seqs from the argv each life ra
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..runfolder import results
+from ..decision.perfmodel.fit import Params
 from ..decision.perfmodel.model import PerformanceModel, PositionCounts, WorkloadShape, fit_performance_model
+from ..decision.perfmodel.trust import HeldOut
+from ..runfolder.columns import read_table
+from ..runfolder.results import CACHE_DIR
 from ..decision.perfmodel.uses import refined_schedule, summary
 from ..decision.schema import Decision
 from ..runfolder.read import RunData, read_run
@@ -27,8 +34,11 @@ def _growth(frame: pd.DataFrame, column: str) -> float:
 
 def life_positions(directory: Path) -> PositionCounts | None:
     """One life's drafts and accepted tokens per position over its whole life (None without counters)."""
-    positions = results.read_csv(directory / "spec_positions.csv")
-    server = results.read_csv(directory / "server_metrics.csv")
+    return positions_of(read_table(directory / "server_metrics.csv"), read_table(directory / "spec_positions.csv"))
+
+
+def positions_of(server: pd.DataFrame, positions: pd.DataFrame) -> PositionCounts | None:
+    """`life_positions` from the life's server_metrics.csv and spec_positions.csv as read."""
     drafts = _growth(server, "spec_drafts_total")
     if positions.empty or not math.isfinite(drafts) or drafts <= 0:
         return None
@@ -59,12 +69,43 @@ def model_inputs(run_dir: Path, data: RunData,
     for life in lives:
         k = life.planned.k
         if k > 0 and life.state == "done":
-            counts = life_positions(Path(run_dir) / life.planned.dir)
+            frames = data.timelines.get(life.planned.dir, {})
+            counts = positions_of(frames["server"], frames["positions"]) if "positions" in frames \
+                else life_positions(Path(run_dir) / life.planned.dir)
             if counts is not None:
                 positions[k] = _sum(positions.get(k), counts)
     seqs = {max_num_seqs(l.planned.argv) for l in lives} - {None}
     variant = data.config.load.variants[0]  # natural outputs: their cap here; the fit uses the measured mean
     return WorkloadShape(variant.prompt_tokens, variant.output_tokens, min(seqs) if seqs else None), positions
+
+
+class FolderFitStore:
+    """The performance model's bootstrap and held-out fits, kept in the run folder (FIT_FILE) under the hash of
+    their inputs: a `report` that changed only thresholds reads them back instead of fitting again. A file that
+    cannot be read or written is no error: the model is fitted."""
+
+    def __init__(self, run_dir: Path, axis_value: str = "") -> None:
+        self.path = Path(run_dir) / CACHE_DIR / (f"perfmodel-{axis_value}.json" if axis_value else "perfmodel.json")
+
+    def get(self, key: str) -> tuple[Params, list[HeldOut]] | None:
+        try:
+            data = results.read_json(self.path)
+            if data.get("key") != key:
+                return None
+            params = Params(**{f.name: np.asarray(data["params"][f.name], dtype=float) for f in fields(Params)})
+            return params, [HeldOut(**row) for row in data["held_out"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, key: str, params: Params, held: list[HeldOut]) -> None:
+        data = {"key": key, "params": {f.name: np.asarray(getattr(params, f.name), dtype=float).tolist()
+                                       for f in fields(Params)},
+                "held_out": [dataclasses.asdict(row) for row in held]}
+        try:
+            self.path.parent.mkdir(exist_ok=True)
+            results.write_json(self.path, data)
+        except OSError:
+            pass  # a read-only run folder: fitted again next time
 
 
 def fit_run(run_dir: Path, data: RunData | None = None, axis_value: str = "", **options) -> PerformanceModel:
@@ -73,6 +114,7 @@ def fit_run(run_dir: Path, data: RunData | None = None, axis_value: str = "", **
     options.setdefault("error_bound", data.config.decision.model_error_bound)
     shape, positions = model_inputs(run_dir, data, axis_value)
     options.setdefault("seed", data.config.decision.seed)
+    options.setdefault("store", FolderFitStore(Path(run_dir), axis_value))
     return fit_performance_model(data.evidence(axis_value), shape, positions, **options)
 
 

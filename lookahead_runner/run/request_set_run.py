@@ -1,9 +1,8 @@
-"""decision.json's `request_set` from a run folder: each sweep life's requests.csv and valid windows read back,
-then summarised by decision/traffic/request_set.py (pure). Only for a sweep with load.requests. And what the run
-says once about how the file was read (`request_set_note`): its format, the keys it did not use."""
+"""decision.json's `request_set` from a run folder: each sweep life's requests and valid windows as read_run read
+them (RunData.requests: requests.csv is read once), summarised by decision/traffic/request_set.py (pure). Only for
+a sweep with load.requests. And what the run says once about how the file was read (`request_set_note`): its
+format, the keys it did not use."""
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 
@@ -11,9 +10,7 @@ from ..decision.traffic.request_set import LifeRequests, summarise
 from ..decision.traffic.schema import RequestSetSummary
 from ..config import SweepConfig
 from ..decision.schema import Decision
-from ..runfolder import results
-from ..runfolder.analysis import WindowRules, stage_windows
-from ..runfolder.read import RunData
+from ..runfolder.read import BlockRequests, RunData
 from ..vllm.probe import SPEC_METRICS_FLAG
 from ..workload.request_set import RequestSetError, read_request_set
 
@@ -25,26 +22,14 @@ def request_set_summary(data: RunData, decision: Decision) -> RequestSetSummary 
     if not path or data.run_dir is None:
         return None
     variant = config.load.variants[0]
-    valid = {(row.setting, int(row.repeat), int(row.stage)): bool(row.valid)
-             for row in data.summary.itertuples(index=False)} if len(data.summary) else {}
-    rules = WindowRules(warmup_s=config.load.warmup_s)
     lives = []
     for life in data.lives:
         planned = life.planned
         if planned.confirms or planned.axis_value != (config.grid.values[0] if config.grid.values else "") \
                 or life.state != "done":
             continue
-        block = Path(data.run_dir) / planned.dir / (variant.key if variant.key else "")
-        requests, stages = results.read_csv(block / "requests.csv"), results.read_csv(block / "stages.csv")
-        windows = []
-        if not requests.empty and not stages.empty:
-            no_samples = pd.DataFrame()  # only the windows' requests are wanted; validity comes from summary.csv
-            for row, _finished, ok, _t0 in stage_windows(requests, stages, no_samples, no_samples, planned.setting,
-                                                          planned.k, planned.repeat, rules):
-                # a users stage's (a rate stage's row has 0 users: its own window, runfolder/rate_windows.py)
-                if row["users"] and valid.get((planned.setting, planned.repeat, row["stage"])):
-                    windows.append((row["users"], row["duration_s"], ok))
-        lives.append(LifeRequests(planned.k, planned.repeat, requests, windows))
+        block = data.requests.get((planned.dir, variant.key)) or BlockRequests(pd.DataFrame())
+        lives.append(LifeRequests(planned.k, planned.repeat, block.requests, block.windows))
     try:
         request_set = read_request_set(path)
         size, fingerprint, categories = len(request_set), request_set.fingerprint, request_set.categories

@@ -29,6 +29,7 @@ from .cluster_nodes import probe_cluster
 from .confirm_life import run_confirmations, switch_off
 from .early_stop import skip_beyond, stop_k
 from .finalize import decide_all, finalize, write_tables
+from .steps import Steps
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life_pool import OneAtATime
@@ -181,12 +182,13 @@ class LifeRunner:
 
 def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server: ResolvedServer, say=None,
               early_stop: bool = True, mode: str = "sweep", web: bool = False,
-              placement: Placement | None = None, slots=None) -> Path:
+              placement: Placement | None = None, slots=None, verbose: bool = False) -> Path:
     """`server`: the server config resolved once at the run's start (cli.py); `slots`: the Ray slots the probe
-    ran on (cli.py), else the sweep starts its own where cluster.engine = "ray"."""
+    ran on (cli.py), else the sweep starts its own where cluster.engine = "ray"; `verbose`: print the time of each
+    step of the decision and report after the last life (run/steps.py)."""
     placement = placement or sweep_placement(config)  # on a Ray slot: placement.slot_placement
     with nullcontext(slots) if slots is not None else cluster_slots(config, len(plan_lives(config)), say) as slots:
-        return _run_sweep(config, run_dir, caps, server, say, early_stop, mode, web, placement, slots)
+        return _run_sweep(config, run_dir, caps, server, say, early_stop, mode, web, placement, slots, verbose)
 
 
 def cluster_slots(config: SweepConfig, lives_planned: int, say):
@@ -199,7 +201,7 @@ def cluster_slots(config: SweepConfig, lives_planned: int, say):
 
 
 def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: ResolvedServer, say, early_stop: bool,
-               mode: str, web: bool, placement: Placement, slots) -> Path:
+               mode: str, web: bool, placement: Placement, slots, verbose: bool = False) -> Path:
     if not has_plan(run_dir):
         plan = build_plan(config, caps, run_dir.name, mode, placement, server)
         if config.sweep.strategy == "adaptive":
@@ -262,7 +264,11 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
             run_lives(config, run_dir, more, tag, say, progress, run_life, False)
         if mode == "sweep":
             confirm_recommendation(config, caps, run_dir, say, progress, run_life, number, tag)
-    return finalize(run_dir, render=True)
+    steps = Steps(verbose=verbose)
+    report = finalize(run_dir, render=True, steps=steps)
+    if verbose:
+        print(f"finalize (last life to report): {steps.total_s():.2f} s", flush=True)
+    return report
 
 
 def blocks_order(variants) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from .lag_advice import LagAdvice, lag_reason
@@ -55,21 +56,36 @@ class WindowRules:
         return min(max(2.0, 0.25 * stage_s), stage_s * 0.5)
 
 
+def _numbers(values) -> np.ndarray:
+    """A column as floats (anything not a number: NaN)."""
+    try:
+        return np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(dtype=float)
+
+
 def _pct(series: pd.Series, q: float) -> float:
-    series = pd.to_numeric(series, errors="coerce").dropna()
-    return float(series.quantile(q)) if len(series) else NAN
+    values = _numbers(series)
+    values = values[~np.isnan(values)]
+    return float(np.quantile(values, q)) if len(values) else NAN
+
+
+def _readings(samples: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """(t_s, value) of the samples that have both, in file order."""
+    t, values = _numbers(samples["t_s"]), _numbers(samples[column])
+    keep = ~np.isnan(t) & ~np.isnan(values)
+    return t[keep], values[keep]
 
 
 def _at_or_before(samples: pd.DataFrame, column: str, t: float) -> float:
     """Counter value at time t: the last sample at or before t (the first one if none)."""
     if samples.empty or column not in samples:
         return NAN
-    frame = samples[["t_s", column]].dropna()
-    if frame.empty:
+    times, values = _readings(samples, column)
+    if not len(times):
         return NAN
-    before = frame[frame["t_s"] <= t]
-    row = before.iloc[-1] if len(before) else frame.iloc[0]
-    return float(row[column])
+    before = np.nonzero(times <= t)[0]
+    return float(values[before[-1] if len(before) else 0])
 
 
 def counter_delta(samples: pd.DataFrame, column: str, t0: float, t1: float) -> float:
@@ -84,9 +100,9 @@ def covering_delta(samples: pd.DataFrame, column: str, t0: float, t1: float) -> 
     """
     if samples.empty or column not in samples:
         return NAN
-    frame = samples[["t_s", column]].dropna()
-    after = frame[frame["t_s"] >= t1]
-    end = float(after.iloc[0][column]) if len(after) else _at_or_before(samples, column, t1)
+    times, values = _readings(samples, column)
+    after = np.nonzero(times >= t1)[0]
+    end = float(values[after[0]]) if len(after) else _at_or_before(samples, column, t1)
     return end - _at_or_before(samples, column, t0)
 
 
@@ -142,8 +158,9 @@ def _server_columns(server: pd.DataFrame, t0: float, t1: float) -> dict:
     def stat(column: str, how: str) -> float:
         if inside.empty or column not in inside:
             return NAN
-        values = pd.to_numeric(inside[column], errors="coerce").dropna()
-        return float(getattr(values, how)()) if len(values) else NAN
+        values = _numbers(inside[column])
+        values = values[~np.isnan(values)]
+        return float(getattr(np, how)(values)) if len(values) else NAN
 
     deltas = {name: covering_delta(server, name, t0, t1) for name in ACCEPTANCE_COUNTERS}
     spec = counter_signals(deltas)
@@ -205,7 +222,14 @@ def error_text(requests: pd.DataFrame) -> pd.Series:
     """The error column as text, "" for none: a file where no request failed reads back as all-NaN floats."""
     if "error" not in requests.columns:
         return pd.Series("", index=requests.index, dtype="object")
-    return requests["error"].astype("string").fillna("").astype("object")
+    column = requests["error"]
+    if isinstance(column.dtype, pd.StringDtype):  # text as pandas reads it: "" for a gap, kept in its own storage
+        return column.fillna("")
+    if column.dtype == object and pd.api.types.infer_dtype(column, skipna=False) == "string":
+        return column
+    if column.dtype.kind == "f" and column.isna().all():  # no request failed: "" for each, as text
+        return pd.Series(np.full(len(column), "", dtype="<U1"), index=column.index, dtype=pd.StringDtype(na_value=np.nan))
+    return column.astype("string").fillna("").astype("object")
 
 
 def _latency_columns(ok: pd.DataFrame) -> dict:
@@ -264,10 +288,10 @@ def _top_error(failed: pd.Series, total: int) -> str:
     return f"{shown} ({int(counts.iloc[0])} of {total})"
 
 
-def _share_inside(start: pd.Series, end: pd.Series, t0: float, t1: float) -> pd.Series:
+def _share_inside(start: np.ndarray, end: np.ndarray, t0: float, t1: float) -> np.ndarray:
     """The share of each [start, end] interval that lies inside [t0, t1]."""
-    inside = (end.clip(upper=t1) - start.clip(lower=t0)).clip(lower=0)
-    return inside / (end - start).clip(lower=1e-9)
+    inside = np.maximum(np.minimum(end, t1) - np.maximum(start, t0), 0)
+    return inside / np.maximum(end - start, 1e-9)
 
 
 def _throughput_columns(requests: pd.DataFrame, t0: float, t1: float, duration: float) -> dict:
@@ -281,9 +305,10 @@ def _throughput_columns(requests: pd.DataFrame, t0: float, t1: float, duration: 
     ok = ok[(ok["t_send_s"] < t1) & (ok["t_done_s"] > t0)]
     if not len(ok):
         return {"req_per_s": 0.0, "output_tok_per_s": 0.0}
-    sent, done = pd.to_numeric(ok["t_send_s"]), pd.to_numeric(ok["t_done_s"])
-    first = pd.to_numeric(ok.get("t_first_token_s", sent), errors="coerce").fillna(sent)
-    tokens = pd.to_numeric(ok["output_tokens"], errors="coerce").fillna(0)
+    sent, done = _numbers(ok["t_send_s"]), _numbers(ok["t_done_s"])
+    first = _numbers(ok["t_first_token_s"]) if "t_first_token_s" in ok else sent
+    first = np.where(np.isnan(first), sent, first)
+    tokens = np.nan_to_num(_numbers(ok["output_tokens"]), nan=0.0)
     return {"req_per_s": float(_share_inside(sent, done, t0, t1).sum()) / duration,
             "output_tok_per_s": float((tokens * _share_inside(first, done, t0, t1)).sum()) / duration}
 
@@ -297,18 +322,24 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
     window's start (unix seconds). `drafting`: what the life should draft per step; a window whose counters say
     otherwise is not in effect, and invalid for it (None: not checked)."""
     out = []
+    if len(requests) and "error" in requests:
+        requests = requests.assign(error=error_text(requests))  # as text once, not once per stage
+    t_done = _numbers(requests["t_done_s"]) if len(requests) else np.empty(0)
+    kept = (error_text(requests) != CUT_ERROR).to_numpy(dtype=bool) if len(requests) else np.empty(0, dtype=bool)
+    succeeded = kept & (requests["ok"] == 1).to_numpy(dtype=bool) if len(requests) else kept
+    served = requests[succeeded] if len(requests) else requests      # what throughput counts, every stage
     for stage in stages.itertuples(index=False):
         t0 = stage.t_start_s + rules.warmup_for(stage.t_end_s - stage.t_start_s)
         t1 = stage.t_end_s
         duration = max(t1 - t0, 1e-9)
-        done = requests[(requests["t_done_s"] >= t0) & (requests["t_done_s"] <= t1)] if len(requests) else requests
-        finished = done[error_text(done) != CUT_ERROR] if len(done) else done
-        ok = finished[finished["ok"] == 1] if len(finished) else finished
+        inside = (t_done >= t0) & (t_done <= t1)
+        finished = requests[inside & kept] if len(requests) else requests
+        ok = requests[inside & succeeded] if len(requests) else requests
         row = {
             "setting": setting, "k": k, "repeat": repeat, **({"variant": variant} if variant else {}),
             "stage": int(stage.stage), "users": int(stage.users),
             "duration_s": round(duration, 3), "requests": int(len(ok)),
-            **_throughput_columns(requests, t0, t1, duration),
+            **_throughput_columns(served, t0, t1, duration),
             **_latency_columns(ok),
             **_failure_columns(finished, ok, rules.expected_output_tokens, rules.expected_prompt_tokens),
             **_server_columns(server, t0, t1),

@@ -12,6 +12,7 @@ from ..config import SweepConfig
 from ..config.workload_variants import Variant
 from ..decision import Window, evidence, window
 from . import results
+from .columns import read_table
 from .analysis import Drafting, WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
 from .lag_advice import lag_advice
 from .plan import LifeResult, LifeStatus, Plan, RunRecord, VariantTokens, read_plan_and_config, read_status
@@ -21,14 +22,24 @@ from ..decision.cells.rate_window import RateWindow
 
 
 def load_life(directory: Path, variant: str = "") -> dict[str, pd.DataFrame]:
-    """A life's frames; the requests and stages of one workload variant's block (its folder, `variant`)."""
+    """A life's frames (typed columns, runfolder/columns.py); the requests and stages of one workload variant's
+    block (its folder, `variant`)."""
     block = directory / variant if variant else directory
     return {
-        "requests": results.read_csv(block / "requests.csv"),
-        "stages": results.read_csv(block / "stages.csv"),
-        "server": results.read_csv(directory / "server_metrics.csv"),
-        "gpu": results.read_csv(directory / "gpu.csv"),
+        "requests": read_table(block / "requests.csv"),
+        "stages": read_table(block / "stages.csv"),
+        "server": read_table(directory / "server_metrics.csv"),
+        "gpu": read_table(directory / "gpu.csv"),
     }
+
+
+@dataclass
+class BlockRequests:
+    """One life's (one workload variant's block's) requests as read, and, in a run with a request set (the only
+    reader), its valid windows: (users, seconds, the successful requests that finished in it)."""
+
+    requests: pd.DataFrame
+    windows: list[tuple[int, float, pd.DataFrame]] = field(default_factory=list)
 
 
 def _blocks_of(directory: Path) -> dict[str, dict]:
@@ -63,6 +74,8 @@ class RunData:
     run_dir: Path | None = None                 # where the lives' own files are (the performance model reads them)
     # (grid axis value, window) for every rate stage's window of the sweep's lives, valid or not (its .valid)
     rate_windows: list[tuple[str, RateWindow]] = field(default_factory=list)
+    # each life's requests, read once, by (life folder, workload variant key): nothing reads requests.csv again
+    requests: dict[tuple[str, str], BlockRequests] = field(default_factory=dict)
 
     @property
     def statuses(self) -> dict[str, LifeStatus]:
@@ -126,7 +139,10 @@ def read_run(run_dir: Path) -> RunData:
         server, gpu = blocks[0][1]["server"], blocks[0][1]["gpu"]
         stages = [frames["stages"].assign(variant=v.label) if v.label and not frames["stages"].empty
                   else frames["stages"] for v, frames in blocks]
-        data.timelines[life.dir] = {"server": server, "gpu": gpu, "stages": pd.concat(stages, ignore_index=True)}
+        data.timelines[life.dir] = {"server": server, "gpu": gpu, "stages": pd.concat(stages, ignore_index=True),
+                                    "positions": read_table(directory / "spec_positions.csv")}
+        for variant, frames in blocks:
+            data.requests[(life.dir, "" if alone else variant.key)] = BlockRequests(frames["requests"])
         result.tokens = life_token_check(pd.concat([f["requests"] for _, f in blocks], ignore_index=True),
                                          server) | _workload_of(directory / ("" if alone else variants[0].key))
         if variants[0].key and not alone:
@@ -150,6 +166,9 @@ def read_run(run_dir: Path) -> RunData:
                         data.rate_windows.append((life.axis_value, rate))
                     continue
                 rows.append(row | ({"variant_order": order} if variant.key else {}))
+                if row["valid"] and config.load.requests:  # the request set's figures read them (run/request_set_run)
+                    data.requests[(life.dir, "" if alone else variant.key)].windows.append(
+                        (row["users"], row["duration_s"], ok))
                 if row["valid"] and life.confirms:
                     data.confirm_windows.append(window(row, finished, ok, t0))
                 elif row["valid"]:

@@ -3,7 +3,8 @@ status.json, typed: plan.py).
 
     <out>/<run-id>/plan.json, <setting>/r<repeat>/{server.log, server.json, locust*, requests.csv,
     stages.csv, gpu.csv, server_metrics.csv, status.json}, confirm/r<repeat>/ (the confirmation life),
-    summary.csv, lives.csv, decision.json, report.html
+    summary.csv, lives.csv, decision.json, report.html; .cache/ (in the run folder and in each life's: typed
+    copies of the CSVs and the performance model's fit, rebuilt from the CSVs whenever missing or older)
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import pandas as pd
 
 from ..config.masking import PLACEHOLDER_RE, looks_secret
 
-NAME_FIELDS = {"api_key_env"}  # hold the name of a variable, not its value
+NAME_FIELDS = {"api_key_env"}
+CACHE_DIR = ".cache"         # what `report` keeps to read a run folder faster; the CSVs are the record  # hold the name of a variable, not its value
 
 
 def new_run_dir(out_root: Path, name: str) -> Path:

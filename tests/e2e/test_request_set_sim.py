@@ -182,3 +182,23 @@ def test_the_verdict_per_category_names_the_one_whose_acceptance_differs_and_the
     listed = page[page.index('id="best-by-category"'):page.index("</ul>", page.index('id="best-by-category"'))]
     assert "code: " in listed and "less than the mix's" in listed and listed.count("within the tie band") == 2
     assert 'id="speed-by-category"' in page and "no baseline" not in page
+
+
+def test_the_report_reads_each_requests_csv_once_and_gives_the_same_request_set_figures(run_dir, monkeypatch):
+    """Issue 39: the request set's figures come from the rows read_run read (RunData.requests), so a report reads
+    each life's requests once (through its typed copy: not the CSV at all) and says what the sweep said."""
+    from lookahead_runner.run.finalize import finalize
+    from lookahead_runner.runfolder import columns, results
+
+    before = json.loads((run_dir / "decision.json").read_text())["request_set"]
+    reads = []
+    real_table, real_csv = columns.read_table, results.read_csv
+    monkeypatch.setattr(columns, "read_table", lambda path: reads.append(("table", path.name)) or real_table(path))
+    monkeypatch.setattr(results, "read_csv", lambda path: reads.append(("csv", path.name)) or real_csv(path))
+    import lookahead_runner.runfolder.read as read_module
+    monkeypatch.setattr(read_module, "read_table", columns.read_table)
+    finalize(run_dir, render=False)
+    lives = len(list(run_dir.glob("k*/r*/status.json")))
+    assert reads.count(("table", "requests.csv")) == lives
+    assert ("csv", "requests.csv") not in reads                      # each life's typed copy, written as it ended
+    assert json.loads((run_dir / "decision.json").read_text())["request_set"] == before

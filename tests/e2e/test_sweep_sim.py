@@ -41,7 +41,7 @@ def run_cli(*args, timeout=240, cwd=None):
 def test_sweep_on_the_simulator_writes_summary_decision_report(tmp_path):
     config = tmp_path / "sweep.toml"
     config.write_text(SWEEP)
-    done = run_cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"))
+    done = run_cli("sweep", "--config", str(config), "--out", str(tmp_path / "runs"), "--verbose")
     # ~9 requests per 3 s window cannot bound an e2e p90 (>= 36 needed): K=4 leads but is not decided (exit 3)
     assert done.returncode == 3, done.stdout[-2000:] + done.stderr[-2000:]
     assert "Traceback" not in done.stderr
@@ -85,8 +85,16 @@ def test_sweep_on_the_simulator_writes_summary_decision_report(tmp_path):
     assert sorted(positions["position"].unique()) == [0, 1, 2, 3] and not (run_dir / "k0/r0/spec_positions.csv").exists()
     assert 'id="perf-model"' in (run_dir / "report.html").read_text()
 
-    rerender = run_cli("report", str(run_dir))
+    # issue 39: each life left typed copies of its CSVs, the finalize its model's fit and its steps' times
+    assert (run_dir / "k4/r0/.cache/requests.feather").is_file() and (run_dir / ".cache/perfmodel.json").is_file()
+    assert "finalize (last life to report): " in done.stdout and "decide (resampling every stage): " in done.stdout
+
+    rerender = run_cli("report", str(run_dir), "--verbose")
     assert rerender.returncode == 0 and "report.html" in rerender.stdout
+    steps = [line.split(":")[0] for line in rerender.stdout.splitlines() if line.endswith(" s")]
+    assert steps == ["read the run folder", "decide (resampling every stage)", "performance model", "report page",
+                     "total"], rerender.stdout
+    assert json.loads((run_dir / "decision.json").read_text()) == decision  # the same folder, the same decision
 
 
 @pytest.mark.parametrize("toml, field", [

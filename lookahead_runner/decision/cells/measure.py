@@ -19,6 +19,7 @@ reordering repeats gives the same draws.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Mapping
@@ -29,6 +30,7 @@ from scipy import stats as scipy_stats
 
 from .evidence import LATENCY_COLUMNS, Cell, Window
 from ...config.slo import Slo
+from .resample import CellDraws, RequestResampler, per_second
 from .stats import bin_counts
 
 QUANTILES = (0.5, 0.9, 0.99)
@@ -205,6 +207,7 @@ class PreparedCell:
         self.meets = np.concatenate([p.meets for p in self.windows]).astype(float) if self.windows \
             else np.empty((0, len(slos)))
         self.durations = np.array([w.duration_s for w in ordered])
+        self.sizes = np.array([w.completed for w in ordered], dtype=np.int64)
         self.signals = np.array([[w.signal(name) for name in _SIGNALS] for w in ordered], dtype=float) \
             .reshape(len(ordered), len(_SIGNALS))
 
@@ -243,7 +246,7 @@ class PreparedCell:
         return noise.restart_sd if noise.one_life else 0.0
 
     def draws(self, rng: np.random.Generator, count: int, noise: ThroughputNoise,
-              life_rng: np.random.Generator | None = None) -> list[CellStats]:
+              life_rng: np.random.Generator | None = None) -> CellDraws:
         """`count` resamples of the cell (see the module's docstring for what is drawn). `life_rng` draws the
         restart term: one generator per K, seeded alike at every stage, so the stages of one server life share
         it draw for draw (the knee compares them, and one life's luck is in all of its stages)."""
@@ -268,41 +271,29 @@ class PreparedCell:
         completed, tokens, good = (factor * duration * rate for rate in
                                    (point.req_per_s, point.output_tok_per_s, point.goodput))
         signals = _signal_summaries(self.signals[picks])
-        weights = self._request_weights(rng, picks)
-        # a slower server start stretches every request as well: at a fixed concurrency latency ~ 1 / throughput
-        quantiles = self._weighted_quantiles(weights) / factor[:, None, None]
-        slo_met = weights @ self.meets if self.slos else np.zeros((count, 0))
-        requests = weights.sum(axis=1)
-        return [self._stats(picks[b], quantiles[b], requests[b], slo_met[b], completed=completed[b], tokens=tokens[b],
-                            good=good[b], failures=failures[b], timeouts=timeouts[b], signals=signals[b])
-                for b in range(count)]
+        # the requests inside the drawn windows, and the same factor dividing their latencies: a slower server
+        # start stretches every request as well (at a fixed concurrency latency ~ 1 / throughput)
+        return CellDraws(
+            k=self.cell.k, users=self.cell.users, picks=picks, requests=self.sizes[picks].sum(axis=1),
+            failures=failures, timeouts=timeouts, duration_s=duration, req_per_s=per_second(completed, duration),
+            output_tok_per_s=per_second(tokens, duration), goodput=per_second(good, duration), factor=factor,
+            request_draws=self.resampler.draw(rng, picks), signals=dict(zip(_SIGNALS, signals.T)),
+            throughput_units=self.throughput_units, stats_of=self._drawn)
 
-    def _request_weights(self, rng: np.random.Generator, picks: np.ndarray) -> np.ndarray:
-        """draws x pooled requests: how often each request is in each resample. A window drawn c times
-        contributes c x its size requests, drawn uniformly from its own."""
-        columns = []
-        for i, p in enumerate(self.windows):
-            n = p.window.completed
-            times = (picks == i).sum(axis=1)
-            columns.append(rng.multinomial(n * times, np.full(n, 1 / n)) if n else np.zeros((len(picks), 0)))
-        return np.concatenate(columns, axis=1) if columns else np.zeros((len(picks), 0))
+    @functools.cached_property
+    def resampler(self) -> RequestResampler:
+        return RequestResampler(self.pooled_latency, LATENCY_COLUMNS, self.sizes, self.meets, QUANTILES)
 
-    def _weighted_quantiles(self, weights: np.ndarray) -> np.ndarray:
-        """draws x LATENCY_COLUMNS x QUANTILES of the resampled requests (the lowest value whose cumulative
-        share reaches q), from one sort per column of the pooled requests."""
-        count = len(weights)
-        out = np.full((count, len(LATENCY_COLUMNS), len(QUANTILES)), np.nan)
-        for j in range(len(LATENCY_COLUMNS)):
-            values = self.pooled_latency[:, j]
-            order = np.argsort(values)[:np.isfinite(values).sum()]  # NaN sorts last: dropped
-            if not len(order):
-                continue
-            cumulative = np.cumsum(weights[:, order], axis=1)
-            total = cumulative[:, -1]
-            for m, q in enumerate(QUANTILES):
-                at = (cumulative < np.maximum(np.ceil(q * total), 1)[:, None]).sum(axis=1)
-                out[:, j, m] = np.where(total > 0, values[order][np.minimum(at, len(order) - 1)], np.nan)
-        return out
+    def _drawn(self, draws: CellDraws, b: int) -> CellStats:
+        """Resample `b` of `draws` as a CellStats."""
+        return CellStats(
+            k=self.cell.k, users=self.cell.users, repeats=int(draws.repeats[b]), requests=int(draws.requests[b]),
+            finished=int(draws.requests[b] + draws.failures[b]), failures=int(draws.failures[b]),
+            timeouts=int(draws.timeouts[b]), duration_s=float(draws.duration_s[b]),
+            req_per_s=float(draws.req_per_s[b]), output_tok_per_s=float(draws.output_tok_per_s[b]),
+            goodput=float(draws.goodput[b]), quantiles=draws.quantiles[b],
+            slo_met=tuple(int(v) for v in draws.slo_met[b]), throughput_units=self.throughput_units,
+            **{name: float(draws.signals[name][b]) for name in _SIGNALS})
 
     def _stats(self, picked: np.ndarray, quantiles: np.ndarray, requests: int, slo_met: np.ndarray, *,
                completed: float, tokens: float, good: float, failures: int, timeouts: int,

@@ -100,8 +100,7 @@ class Figures:
             return None
         prepared = PreparedCell(cell, p.slos, p.bin_min_s)
         stats = prepared.measure()
-        return cls(stats.objective(p.objective), np.array([d.objective(p.objective)
-                                                           for d in prepared.draws(rng, p.resamples, noise)]),
+        return cls(stats.objective(p.objective), prepared.draws(rng, p.resamples, noise).objective(p.objective),
                    stats.failures, stats.finished, _finite(stats.running_mean), _finite(stats.quantile("tpot_ms", 0.5)))
 
     @classmethod

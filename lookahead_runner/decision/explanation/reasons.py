@@ -147,7 +147,7 @@ def reasons(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -
     if stage.base_k != 0:
         out.append(f"No valid K=0 window at {stage.users} users: the smallest measured K={stage.base_k} stands in "
                    "as the baseline, so gains are relative to it, not to no speculation.")
-    b = interval([d.objective(p.objective) for d in stage.draws[stage.base_k]], p.interval_level)
+    b = interval(stage.objective_draws(stage.base_k, p.objective), p.interval_level)
     out.append(f"Baseline K={base.k} at {stage.users} users: {rate(base.objective(p.objective))} {_label(p)} "
                f"[{rate(b.low)}, {rate(b.high)}], {base.output_tok_per_s:.0f} output tok/s, "
                + ("" if math.isnan(base.running_mean) else f"{base.running_mean:.1f} running, ")

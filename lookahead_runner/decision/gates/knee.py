@@ -13,6 +13,7 @@ import numpy as np
 from ...config import DecisionConfig
 from . import rules
 from ..cells.measure import CellStats
+from ..cells.resample import CellDraws
 from ..schema import Check, Knee, KneeStep, Range
 from ..cells.stats import interval
 from ..explanation.text import pct
@@ -39,7 +40,7 @@ def _cost(s1: CellStats, s2: CellStats, p: DecisionConfig) -> tuple[str, bool]:
     return "; ".join(parts), costly
 
 
-def find_knee(k: int, stats: Mapping[int, CellStats], draws: Mapping[int, list[CellStats]],
+def find_knee(k: int, stats: Mapping[int, CellStats], draws: Mapping[int, CellDraws],
               p: DecisionConfig) -> Knee:
     """stats/draws keyed by users, for one K."""
     users = sorted(stats)
@@ -49,8 +50,7 @@ def find_knee(k: int, stats: Mapping[int, CellStats], draws: Mapping[int, list[C
         point = _per_doubling(s2.objective(p.objective) / s1.objective(p.objective), u1, u2) \
             if s1.objective(p.objective) else math.nan
         with np.errstate(all="ignore"):
-            ratio = np.array([b.objective(p.objective) for b in draws[u2]]) / \
-                np.array([a.objective(p.objective) for a in draws[u1]])
+            ratio = np.asarray(draws[u2].objective(p.objective)) / np.asarray(draws[u1].objective(p.objective))
         bounds = interval(_per_doubling(ratio, u1, u2), p.interval_level)
         cost, costly = _cost(s1, s2, p)
         steps.append(KneeStep(users_from=u1, users_to=u2, gain_per_doubling=None if math.isnan(point) else point,

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...config import DecisionConfig
-from . import rules
+from . import batch_rules, rules
 from .checks import gate_checks
 from ..cells.evidence import LATENCY_COLUMNS
 from ..cells.measure import CellStats, PreparedCell, ThroughputNoise, throughput_noises
+from ..cells.resample import CellDraws
 from ..schema import Check
 from ..cells.stats import Bounds, interval, single_life_gains, wilson
 
@@ -33,7 +34,7 @@ class StageEval:
     users: int
     prepared: Mapping[int, PreparedCell]
     stats: dict[int, CellStats]                     # as measured
-    draws: dict[int, list[CellStats]]               # resampled, index-aligned across K and stages
+    draws: dict[int, CellDraws]                     # resampled, index-aligned across K and stages
     pooled: dict[int, dict[str, np.ndarray]]
     base_k: int
     checks: dict[int, list[Check]]
@@ -62,15 +63,14 @@ class StageEval:
         return self.pick
 
     def objective_draws(self, k: int, objective: str) -> np.ndarray:
-        return np.array([d.objective(objective) for d in self.draws[k]])
+        return np.asarray(self.draws[k].objective(objective), dtype=float)
 
     def relative_draws(self, k: int, other: int, objective: str) -> np.ndarray:
         with np.errstate(all="ignore"):
             return self.objective_draws(k, objective) / self.objective_draws(other, objective) - 1
 
     def quantile_difference_draws(self, k: int, column: str, q: float, relative: bool = False) -> np.ndarray:
-        mine = np.array([d.quantile(column, q) for d in self.draws[k]])
-        theirs = np.array([d.quantile(column, q) for d in self.draws[self.base_k]])
+        mine, theirs = self.draws[k].quantile(column, q), self.draws[self.base_k].quantile(column, q)
         with np.errstate(all="ignore"):
             return mine / theirs - 1 if relative else mine - theirs
 
@@ -89,7 +89,7 @@ class StageEval:
 
 def draw_stats(prepared: Mapping[int, PreparedCell], resamples: int, rng: np.random.Generator,
                noise: Mapping[int, ThroughputNoise], lives: Mapping[int, np.random.Generator] | None = None
-               ) -> dict[int, list[CellStats]]:
+               ) -> dict[int, CellDraws]:
     return {k: cell.draws(rng, resamples, noise[k], (lives or {}).get(k)) for k, cell in sorted(prepared.items())}
 
 
@@ -117,20 +117,18 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
     draws = draw_stats(prepared, p.resamples, rng, noise_by_k, lives)
     pooled = {k: {c: cell.cell.pooled(c) for c in LATENCY_COLUMNS} for k, cell in prepared.items()}
     base_k = min(stats)
-    ratio = {k: np.array([rules.latency_ratio(d, b, p) for d, b in zip(draws[k], draws[base_k])]) for k in stats}
+    ratio = {k: batch_rules.latency_ratios(draws[k], draws[base_k], p) for k in stats}
     checks = {k: gate_checks(stats[k], stats[base_k], pooled[k], ratio[k], p) for k in stats}
-    ks = sorted(stats)
     stopped = rules.stop_at(stats, p)
     chosen = rules.pick(stats, leader_statuses(stats, checks, base_k, p), stopped, p)
     if chosen is None:  # every K breaks a gate as measured, none beyond its interval: not decided, not "no K"
         chosen = rules.pick(stats, {k: {c.name: c.status for c in cs} for k, cs in checks.items()}, stopped, p)
     picks, stops = Counter(), Counter()
 
-    def judge(batch: dict[int, list[CellStats]]) -> None:
-        for b in range(len(batch[base_k])):
-            drawn = {k: batch[k][b] for k in ks}
-            picks[rules.choose(drawn, p)] += 1
-            stops[rules.stop_at(drawn, p)] += 1
+    def judge(batch: dict[int, CellDraws]) -> None:
+        for counter, found in zip((picks, stops), batch_rules.choose(batch, p)):
+            values, counts = np.unique(found, return_counts=True)
+            counter.update({None if v == batch_rules.NONE else int(v): int(n) for v, n in zip(values, counts)})
 
     judge(draws)
     total = p.resamples

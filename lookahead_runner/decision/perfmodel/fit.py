@@ -16,6 +16,7 @@ point for every bootstrap draw of the parameters at once.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -25,6 +26,7 @@ from scipy.optimize import nnls
 
 from ..cells.evidence import LATENCY_COLUMNS, Evidence
 from .acceptance import Acceptance
+from .loo import loo_errors
 
 MIN_STEP_SHARE = 0.2          # prefill can take at most 80 % of a step in the fixed point
 MIN_STEP_ROWS = 4             # windows a step-time fit needs before it drops the ones that preempted
@@ -136,7 +138,13 @@ def _nnls(columns: list[np.ndarray], y: np.ndarray, weight: np.ndarray) -> tuple
 def _tau(o: Obs, acceptance: Acceptance, shape: WorkloadShape) -> float:
     """Tokens per decode step of the window's requests (TPOT x this = one step)."""
     output = o.output_tokens if math.isfinite(o.output_tokens) else shape.output_tokens
-    return acceptance.tokens_per_decode_step(o.k, output - 1)
+    return _tokens_per_decode_step(acceptance, o.k, output - 1)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _tokens_per_decode_step(acceptance: Acceptance, k: int, decode_tokens: float) -> float:
+    """Acceptance.tokens_per_decode_step, once per window: every refit of the bootstrap reads it again."""
+    return acceptance.tokens_per_decode_step(k, decode_tokens)
 
 
 def _step_rows(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape) -> tuple[np.ndarray, ...] | None:
@@ -176,12 +184,7 @@ def choose_knee(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape
     best, best_knee = math.inf, math.inf
     for knee in candidates:
         design = np.column_stack(_design(k, batch, verified, prefill, knee)) / step[:, None]
-        errors = []
-        for i in range(len(step)):
-            keep = np.arange(len(step)) != i
-            coef, _ = nnls(design[keep], np.ones(keep.sum()))
-            errors.append(design[i] @ coef - 1.0)
-        score = float(np.mean(np.square(errors)))
+        score = float(np.mean(np.square(loo_errors(design, np.ones(len(step))))))
         if score < best - 1e-12:
             best, best_knee = score, knee
     return float(best_knee)
@@ -304,7 +307,7 @@ def kv_batch_limit(p: Params, k: int, pool_tokens: float, max_num_seqs: int | No
     return np.minimum(kv_cap, max_num_seqs) if max_num_seqs else kv_cap
 
 
-def predict_draws(p: Params, k: int, users: int, decode_tokens_per_step: float, shape: WorkloadShape,
+def predict_draws(p: Params, k: int, users: int | np.ndarray, decode_tokens_per_step: float, shape: WorkloadShape,
                   output_tokens: float, pool_tokens: float, bisections: int = 26, inner: int = 5) -> Draws:
     """The closed loop's fixed point for every draw. For a rate X: the prefill share of each step, the real
     batch (Little: kappa x X x the time in service, up to the cap; a few substitutions), the step, and the
@@ -315,18 +318,18 @@ def predict_draws(p: Params, k: int, users: int, decode_tokens_per_step: float, 
 
     def state(rate: np.ndarray) -> tuple[np.ndarray, ...]:
         share = np.minimum(1.0 - MIN_STEP_SHARE, p.step_ms_per_prefill_token * rate * shape.prompt_tokens / 1000.0)
-        batch = np.minimum(limit, float(users))
+        batch = np.minimum(limit, users)
         for _ in range(inner):
             step = step_ms(p, k, batch, 0.0) / (1.0 - share)
             service = np.maximum(p.ttft_ms + p.ttft_steps * step + decode_tokens * step / decode_tokens_per_step, 1e-3)
-            batch = np.minimum(np.minimum(limit, float(users)), p.running_share * rate * service / 1000.0)
+            batch = np.minimum(np.minimum(limit, users), p.running_share * rate * service / 1000.0)
         step = step_ms(p, k, batch, 0.0) / (1.0 - share)
         service = np.maximum(p.ttft_ms + p.ttft_steps * step + decode_tokens * step / decode_tokens_per_step, 1e-3)
         driven = np.minimum(1000.0 * users / (service + p.client_ms),
                             1000.0 * limit / np.maximum(p.running_share * service, 1e-3))
         return driven, batch, step, service
 
-    low = np.zeros_like(limit)
+    low = np.zeros(np.broadcast(limit, users).shape)   # users: one count, or a column of them (users x draws)
     high = state(low)[0]
     for _ in range(bisections):
         mid = (low + high) / 2

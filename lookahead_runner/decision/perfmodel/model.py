@@ -11,9 +11,13 @@ a prediction; the decision engine decides on measured windows, and an untrusted 
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -22,8 +26,10 @@ from .trust import HeldOut, Trust, held_out, mean_output_tokens, trust
 from .acceptance import Acceptance, PositionCounts, fit_acceptance
 from .fit import Draws, Obs, Params, WorkloadShape, bootstrap, observations, pool_at, predict_draws
 
-__all__ = ["Bound", "PerformanceModel", "PositionCounts", "Prediction", "WorkloadShape", "fit_performance_model"]
+__all__ = ["Bound", "FitStore", "PerformanceModel", "PositionCounts", "Prediction", "WorkloadShape",
+           "fit_performance_model"]
 
+FIT_VERSION = 1             # raise when the fit's parts change: a kept fit of another version is not used
 DEFAULT_ERROR_BOUND = 0.10
 TIE_FRAC = 0.03          # objectives within this are a tie: the smaller K (the decision's tie band)
 LEVEL = 0.95
@@ -158,7 +164,22 @@ class PerformanceModel:
         return notes
 
     def predict(self, k: int, users: int) -> Prediction:
-        d = self.draws(k, users)
+        return self._prediction(k, users, self.draws(k, users))
+
+    def predict_many(self, k: int, users: Sequence[int]) -> list[Prediction]:
+        """`predict` at each of `users`, the closed loop solved for all of them at once."""
+        if not users:
+            return []
+        if k < 0 or min(users) < 1:
+            raise ValueError(f"predict(k={k}, users={list(users)}): K must be >= 0 and users >= 1")
+        d = predict_draws(self.params, k, np.asarray(users, dtype=float)[:, None],
+                          self.acceptance.tokens_per_decode_step(k, self.output_tokens - 1), self.shape,
+                          self.output_tokens, self.pool_tokens(k))
+        return [self._prediction(k, u, Draws(*(np.broadcast_to(getattr(d, f.name), d.req_per_s.shape)[i]
+                                                 for f in dataclasses.fields(Draws))))
+                for i, u in enumerate(users)]
+
+    def _prediction(self, k: int, users: int, d: Draws) -> Prediction:
         p = self.params
         req, tok = self._bound(d.req_per_s), self._bound(d.req_per_s * self.output_tokens)
         ttft50, ttft90 = self._bound(d.ttft_ms * p.ttft_p50_ratio), self._bound(d.ttft_ms * p.ttft_p90_ratio)
@@ -200,15 +221,41 @@ class PerformanceModel:
         return k, float(np.mean(picks == k))
 
 
+class FitStore(Protocol):
+    """Where fitted parts are kept between reports (run/perfmodel_run.py: a file in the run folder)."""
+
+    def get(self, key: str) -> tuple[Params, list[HeldOut]] | None: ...
+
+    def put(self, key: str, params: Params, results: list[HeldOut]) -> None: ...
+
+
+def fit_key(obs: Sequence[Obs], positions: Mapping[int, PositionCounts] | None, shape: WorkloadShape, seed: int,
+            resamples: int) -> str:
+    """A hash of everything the bootstrap and the held-out fits read: the same key, the same fit (the error bound
+    and the decision's thresholds are not in it: they judge the fit, they do not change it)."""
+    inputs = [FIT_VERSION, [dataclasses.astuple(o) for o in obs],
+              sorted((k, c.drafts, list(c.accepted)) for k, c in (positions or {}).items()),
+              dataclasses.astuple(shape), seed, resamples]
+    return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
+
+
 def fit_performance_model(evidence: Evidence, shape: WorkloadShape,
                           positions: Mapping[int, PositionCounts] | None = None, *,
                           error_bound: float = DEFAULT_ERROR_BOUND, seed: int = 0,
-                          resamples: int = 200) -> PerformanceModel:
-    """Fit every part on every valid window, bootstrap it, and validate it held-out (pure)."""
+                          resamples: int = 200, store: FitStore | None = None) -> PerformanceModel:
+    """Fit every part on every valid window, bootstrap it, and validate it held-out (pure; `store` keeps the
+    bootstrap and the held-out fits under their inputs' hash, so the same inputs are not fitted twice)."""
     obs = [o for o in observations(evidence) if o.req_per_s > 0]
     acceptance = fit_acceptance(obs, positions)
-    params = bootstrap(obs, acceptance, shape, resamples, seed)
-    results = held_out(obs, positions, shape)
+    key = fit_key(obs, positions, shape, seed, resamples) if store is not None else ""
+    kept = store.get(key) if store is not None else None
+    if kept is not None:
+        params, results = kept
+    else:
+        params = bootstrap(obs, acceptance, shape, resamples, seed)
+        results = held_out(obs, positions, shape)
+        if store is not None:
+            store.put(key, params, results)
     return PerformanceModel(shape=shape, acceptance=acceptance, params=params, obs=obs,
                             output_tokens=mean_output_tokens(obs, shape), held_out=results,
                             verdict=trust(results, error_bound), error_bound=error_bound)

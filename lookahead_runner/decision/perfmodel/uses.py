@@ -137,8 +137,8 @@ def _curves(model: PerformanceModel) -> tuple[list[Curve], dict[str, int | None]
     curves, preempts = [], {}
     for k in model.candidate_ks():
         points = []
-        for users in curve_users(model):
-            pr = model.predict(k, users)
+        grid = curve_users(model)
+        for users, pr in zip(grid, model.predict_many(k, grid)):
             points.append(CurvePoint(users=users, requests_per_s=pr.requests_per_s,
                                      requests_per_s_low=pr.requests_per_s_low,
                                      requests_per_s_high=pr.requests_per_s_high, real_batch=pr.real_batch,

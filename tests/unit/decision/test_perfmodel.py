@@ -111,3 +111,16 @@ def test_without_position_counters_acceptance_is_a_geometric_fit():
     assert model.acceptance.source == "geometric fit to mean acceptance length"
     assert model.acceptance.tokens_per_step(8) == pytest.approx(WORLD.acceptance(8).tokens_per_step(8), rel=0.01)
     assert any("extrapolated" in note for note in model.predict(10, 16).extrapolated)
+
+
+def test_predictions_at_many_concurrencies_at_once_are_those_made_one_by_one(model):
+    """predict_many solves the closed loop for every users count at once (the report's curves): the same figures."""
+    import dataclasses
+
+    users = [1, 3, 16, 64, 200]
+    for k in (0, 3, 8):
+        for u, many in zip(users, model.predict_many(k, users)):
+            one = model.predict(k, u)
+            for f in dataclasses.fields(one):
+                a, b = getattr(one, f.name), getattr(many, f.name)
+                assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), (k, u, f.name)
