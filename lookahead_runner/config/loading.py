@@ -35,9 +35,19 @@ def config_from_dict(data: dict, source: str = "config") -> SweepConfig:
     except ValidationError as err:
         raise ConfigError(error_line(err, source)) from None
     check_ray_installed(config.cluster, source)
-    check_files(config, source)
+    request_set = check_files(config, source)
+    if _own_lengths_by_default(config, request_set):
+        config = config_from_dict(data | {"load": data.get("load", {}) | {"output_tokens": "natural"}}, source)
     check_environment(config, source)
     return config
+
+
+def _own_lengths_by_default(config: SweepConfig, request_set) -> bool:
+    """A request set whose every request carries its own output length (max_tokens, or vLLM bench's output_tokens)
+    and no load.output_tokens given: each request is sent with its own length, as `vllm bench serve` sends it
+    (max_tokens, ending at its end of sequence), not the default fixed length."""
+    return (request_set is not None and "output_tokens" not in config.load.model_fields_set
+            and 0 < request_set.own_lengths == len(request_set))
 
 
 def check_environment(config: SweepConfig, source: str = "config", environ=os.environ) -> None:
@@ -46,12 +56,12 @@ def check_environment(config: SweepConfig, source: str = "config", environ=os.en
     ResolvedServer.resolve(config.server, environ, source)
 
 
-def check_files(config: SweepConfig, source: str = "config") -> None:
-    """Files the config names must be readable now, not hours into the sweep."""
-    check_request_set(config, source)
+def check_files(config: SweepConfig, source: str = "config"):
+    """Files the config names must be readable now, not hours into the sweep; the request set read (or None)."""
+    request_set = check_request_set(config, source)
     path = config.load.prompt_file
     if not path:
-        return
+        return request_set
     if not os.path.isfile(path):
         why = "is not a file" if os.path.exists(path) else "does not exist"
         raise ConfigError(f"{source}: load.prompt_file: {path!r} {why}; give a JSONL file "
@@ -68,13 +78,15 @@ def check_files(config: SweepConfig, source: str = "config") -> None:
                           "write one {\"text\": ...} per line") from None
     except ValueError as err:
         raise ConfigError(f"{source}: load.prompt_file: {err}") from None
+    return request_set
 
 
-def check_request_set(config: SweepConfig, source: str = "config") -> None:
-    """load.requests read whole now: a bad line is one error naming the file and the line, before anything starts."""
+def check_request_set(config: SweepConfig, source: str = "config"):
+    """load.requests read whole now: a bad line is one error naming the file and the line, before anything starts.
+    The RequestSet read, or None without one."""
     path = config.load.requests
     if not path:
-        return
+        return None
     from ..workload.request_set import RequestSetError, read_request_set  # pure: the reader the load uses
 
     if not os.path.isfile(path):
@@ -97,6 +109,7 @@ def check_request_set(config: SweepConfig, source: str = "config") -> None:
         noun = "conversation" if first.source == "conversations" else "line"
         raise ConfigError(f"{source}: load.requests: {path}: {noun} {first.line} has {what}, which need "
                           "load.endpoint = \"chat\"; set it, or give every request a \"prompt\"")
+    return request_set
 
 
 def load_config(path: Path | None, overrides: dict | None = None) -> SweepConfig:
