@@ -1,6 +1,7 @@
 """The server section: how a vLLM server life is started, and what it speculates with."""
 from __future__ import annotations
 
+import datetime
 import sys
 from typing import Literal
 
@@ -166,6 +167,21 @@ class ServerConfig(Strict):
         return value
 
 
+def _not_a_spec_value(value: object) -> str:
+    """What a TOML value is when SpecValue cannot hold it (a table, a date, a list in a list), else "": pydantic's
+    own error would name the first type of the union ("Input should be a valid boolean")."""
+    scalar = (bool, int, float, str)
+    if isinstance(value, list):
+        inner = next((item for item in value if not isinstance(item, scalar)), None)
+        return "" if inner is None else f"a list holding {_toml_kind(inner)}"
+    return "" if isinstance(value, scalar) else _toml_kind(value)
+
+
+def _toml_kind(value: object) -> str:
+    return ("a table" if isinstance(value, dict) else "a list" if isinstance(value, list)
+            else "a date" if isinstance(value, (datetime.date, datetime.time)) else f"a {type(value).__name__}")
+
+
 class SpeculationConfig(Strict):
     """What the server speculates with; K is the one setting the sweep changes."""
 
@@ -199,6 +215,9 @@ class SpeculationConfig(Strict):
             if not key.isidentifier():
                 raise ValueError(f"{key!r}: write the key as vLLM's speculative config names it, "
                                  "e.g. draft_tensor_parallel_size")
+            if kind := _not_a_spec_value(value[key]):
+                raise ValueError(f"{key}: {kind} is no speculative config value; give a number, a string, true or "
+                                 f"false, or a list of them, e.g. {key} = 1")
         return value
 
     @field_validator("k")
