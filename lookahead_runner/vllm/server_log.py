@@ -81,12 +81,14 @@ def raised(log: str) -> list[Raised]:
         index += 1
         if text.strip() != TRACEBACK:
             continue
+        header = index
         # the frames: the writer's indented lines, up to its first one at the margin
         index = _next_of(lines, index, writer)
         while index < len(lines) and lines[index][1][:1] in (" ", "\t", ""):
             index = _next_of(lines, index + 1, writer)
         match = _RAISED_RE.match(lines[index][1].strip()) if index < len(lines) else None
-        if not match:
+        if not match:  # cut short (its process killed as it printed): the lines after its header are read on
+            index = header if index >= len(lines) else index
             continue
         index += 1
         # a message that runs over several lines goes on indented (pydantic's error under its count)

@@ -62,3 +62,19 @@ def test_a_wrapper_with_nothing_before_it_is_said_as_it_is():
     log = "Traceback (most recent call last):\n  File \"a.py\", line 1\nRuntimeError: Engine core initialization " \
           "failed. See root cause above. Failed core proc(s): {}"
     assert cause(log) == "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+
+
+def test_a_traceback_cut_short_does_not_hide_the_ones_after_it():
+    """A worker killed while it printed its traceback (its writer never goes on): the scan resumes after it."""
+    tp0 = "(Worker_TP0 pid=7) ERROR 12-03 17:06:06 [multiproc_executor.py:953] "
+    tp1 = "(Worker_TP1 pid=8) ERROR 12-03 17:06:06 [multiproc_executor.py:953] "
+    api = "(APIServer pid=6) INFO 12-03 17:06:06 [api_server.py:1] "
+    log = "\n".join([tp0 + "Traceback (most recent call last):", tp0 + '  File "w.py", line 3, in init',
+                     *(api + f"waiting for the engine ({i})" for i in range(450)),
+                     tp1 + "Traceback (most recent call last):", tp1 + '  File "w.py", line 3, in init',
+                     tp1 + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+                     "Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
+                     "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"])
+    assert [r.type for r in raised(log)] == ["OutOfMemoryError", "RuntimeError"]
+    assert cause(log) == ("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (the root cause of "
+                          "RuntimeError: Engine core initialization failed)")
