@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..runfolder import results
 from ..config import ResolvedServer, SweepConfig
-from .load import locust_argv, run_locust
+from .load import live_port_now, locust_argv, run_locust
 from .launch import Life, server_launch
 from .placement import Placement
 from .server_check import check_workload
@@ -274,8 +274,11 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
                 sampler.sample_once()  # the block's opening sample
             events.variant_started(variant)
             events.load_started(sampler)
+            port, note = live_port_now(web_port)
+            if note:
+                say(f"  {note}")
             argv = locust_argv(base_url, folder, config.server.served_model, load_with(config, placement, variant),
-                               setting_name=life.key, web_port=web_port, variant_name=variant.label)
+                               setting_name=life.key, web_port=port, variant_name=variant.label)
             block = {"key": variant.key, "label": variant.label, "t_start_s": time.time()}
             # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
             load = run_locust(argv, folder / "locust.log", deadline_s, env=served.load_env | sim_env, abort=abort,
