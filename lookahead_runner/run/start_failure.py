@@ -5,7 +5,8 @@ Where the lives differ in K alone (no grid axis: the same argv but the speculati
 start with the first life's (the smallest K, usually the baseline without any) cannot start with a larger K
 either: a model path, a flag, the memory the model needs, vLLM itself are the same, and speculation only adds a
 draft to load. On a GPU each such start costs minutes of loading before it fails, so the sweep says why once and
-stops; `--resume` runs every life once the cause is fixed. A later life failing at start (after a life did
+stops. Nothing was measured, so the fix is a fresh sweep: `--resume` reruns the config plan.json recorded, which
+helps only for a cause outside it (memory another process held), and runs every life then. A later life failing at start (after a life did
 start) is that setting's own failure: the sweep goes on, and the report lists it; so is a first start that met
 a port another process took, or was stopped from outside (NOT_SHARED_RE). On a Ray cluster lives start side by
 side, so there is no first life to stop at.
@@ -57,6 +58,7 @@ def stop_if_shared(outcomes: list[Outcome], life: Life, server_starts: int, run_
     raise SharedStartFailure(
         f"{life.key}: {why}; the sweep's {others} other server {'lives start' if others > 1 else 'life starts'} "
         f"the same server with another K, so {'each' if others > 1 else 'it'} would fail alike: stopped before "
-        f"starting {'them' if others > 1 else 'it'}. Fix the cause (the log: "
-        f"{results.life_dir(run_dir, life.setting.name, life.repeat) / 'server.log'}), then continue with "
-        f"--resume {run_dir}")
+        f"starting {'them' if others > 1 else 'it'}. Nothing was measured: fix the cause (the log: "
+        f"{results.life_dir(run_dir, life.setting.name, life.repeat) / 'server.log'}) and start the sweep again; "
+        f"--resume {run_dir} would rerun the config this folder recorded (for a cause outside it, e.g. GPU memory "
+        "another process held)")

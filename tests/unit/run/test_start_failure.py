@@ -38,6 +38,8 @@ def test_on_a_cluster_or_after_a_life_ran_the_sweep_goes_on(tmp_path):
 
 
 def test_only_a_start_failure_stops_and_the_line_says_how_to_go_on(tmp_path):
+    """--resume RUN reruns plan.json's config: after a cause in the config (a flag, a path, a memory fraction) it
+    fails alike, so the line sends the user to a fresh sweep (nothing was measured) and --resume to the rest."""
     life = Life(plan_lives(config_from_dict({}))[0].setting, 0)
     stop_if_shared([Outcome("failed", "the server died during the load (exit code 1): x")], life, 4, tmp_path)
     stop_if_shared([Outcome("done")], life, 4, tmp_path)
@@ -46,8 +48,10 @@ def test_only_a_start_failure_stops_and_the_line_says_how_to_go_on(tmp_path):
                                 start_failed=True)], life, 2, tmp_path)
     assert str(stopped.value) == (
         f"k0/r0: server exited with code 1 before it was ready: ValueError: v; the sweep's 1 other server life starts "
-        f"the same server with another K, so it would fail alike: stopped before starting it. Fix the cause (the "
-        f"log: {tmp_path}/k0/r0/server.log), then continue with --resume {tmp_path}")
+        f"the same server with another K, so it would fail alike: stopped before starting it. Nothing was measured: "
+        f"fix the cause (the log: {tmp_path}/k0/r0/server.log) and start the sweep again; --resume {tmp_path} "
+        f"would rerun the config this folder recorded (for a cause outside it, e.g. GPU memory another process "
+        f"held)")
 
 
 @pytest.mark.parametrize("reason", [
