@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from .masking import ENV_NAME_RE
-from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, flag_value, runner_flag
+from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, flag_name, flag_value, runner_flag
 from ..vllm.probe import SPEC_METRICS_FLAG
 from ..vllm.spec_keys import runner_key_text
 from .strict import CpuList, Strict
@@ -146,7 +146,7 @@ class ServerConfig(Strict):
     @classmethod
     def _served_name_given(cls, value: list[str]) -> list[str]:
         name = flag_value(value, SERVED_MODEL_NAME_FLAG)
-        if SERVED_MODEL_NAME_FLAG in value and (name is None or name.startswith("-")):
+        if any(flag_name(arg) == SERVED_MODEL_NAME_FLAG for arg in value) and (name is None or name.startswith("-")):
             raise ValueError(f"{SERVED_MODEL_NAME_FLAG} needs the name after it (the requests carry it), e.g. "
                              f"\"{SERVED_MODEL_NAME_FLAG}\", \"my-model\"")
         return value
