@@ -2,6 +2,8 @@
 lines are not the cause, and the shapes around them."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lookahead_runner.vllm.server_log import cause, last_error_line, raised
@@ -78,3 +80,23 @@ def test_a_traceback_cut_short_does_not_hide_the_ones_after_it():
     assert [r.type for r in raised(log)] == ["OutOfMemoryError", "RuntimeError"]
     assert cause(log) == ("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (the root cause of "
                           "RuntimeError: Engine core initialization failed)")
+
+
+def _colored(line: str) -> str:
+    """A log line as vLLM 0.32's ColoredFormatter writes it (vllm/logging_utils/formatter.py): with
+    VLLM_LOGGING_COLOR=1 or FORCE_COLOR set, even into a file."""
+    match = re.match(r"^(\(\w[\w-]* pid=\d+\)) (ERROR|INFO|WARNING|DEBUG) ([\d-]+ [\d:]+) (\[[^\]]*\]) ", line)
+    if not match:
+        return line
+    level = {"ERROR": "\x1b[31m", "INFO": "\x1b[32m", "WARNING": "\x1b[33m", "DEBUG": "\x1b[37m"}[match.group(2)]
+    return (f"\x1b[0;36m{match.group(1)}\x1b[0;0m {level}{match.group(2)}\x1b[0m \x1b[90m{match.group(3)}\x1b[0m "
+            f"\x1b[90m{match.group(4)}\x1b[0m {line[match.end():]}")
+
+
+def test_a_log_in_color_gives_the_same_cause(fixtures_dir):
+    log = "\n".join(_colored(line) for line in _log(fixtures_dir, "cpu-memory").splitlines())
+    assert "\x1b[0;36m(VllmWorker-0 pid=19641)\x1b[0;0m \x1b[31mERROR\x1b[0m" in log
+    assert cause(log) == f"{MEMORY_CAUSE} (the root cause of RuntimeError: Engine core initialization failed)"
+    assert last_error_line("\x1b[0;36m(APIServer pid=2)\x1b[0;0m \x1b[31mERROR\x1b[0m \x1b[90m11-29 23:16:55\x1b[0m "
+                           "\x1b[90m[core.py:1088]\x1b[0m EngineCore encountered a fatal error") == \
+        "EngineCore encountered a fatal error"
