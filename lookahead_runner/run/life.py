@@ -27,7 +27,7 @@ from .server_check import check_workload
 from ..runfolder.plan import life_state, write_status
 from .server import (RunningServer, ServerError, ServerProcess, StartFailed, free_port, port_taken, tail,
                      wait_for_port_free)
-from ..telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
+from ..telemetry.memory import open_memory_source, server_gpus_env, sim_file_env, wait_memory_stable
 from ..telemetry.sampler import Sampler
 from ..config.workload_variants import Variant
 from ..vllm.endpoints import COMPLETIONS_PATH, METRICS_PATH
@@ -66,7 +66,7 @@ class Served:
     memory: object
     external: bool
     sim_file: Path | None
-    load_env: dict[str, str]    # the API key for Locust (ResolvedServer.load_env)
+    load_env: dict[str, str]    # Locust's: the API key (ResolvedServer.load_env), the server's CUDA_VISIBLE_DEVICES
 
 
 def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2) -> None:
@@ -142,7 +142,8 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                                placement.server_cpus)
     memory = open_memory_source(config.server.memory_source, simulated, sim_file, lambda: server.pid,
                                 config.server.dcgm_url, env)
-    served = Served(base_url, headers, server, memory, external, sim_file if simulated else None, resolved.load_env)
+    served = Served(base_url, headers, server, memory, external, sim_file if simulated else None,
+                    resolved.load_env | server_gpus_env(env))  # the live view's GPU row: the server's GPUs
     status: dict = {"memory_source": memory.name, "memory_note": memory.unavailable_reason, **where}
     outcomes: list[Outcome] = []
     out = host
