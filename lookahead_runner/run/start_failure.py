@@ -6,10 +6,10 @@ start with the first life's (the smallest K, usually the baseline without any) c
 either: a model path, a flag, the memory the model needs, vLLM itself are the same, and speculation only adds a
 draft to load. On a GPU each such start costs minutes of loading before it fails, so the sweep says why once and
 stops. Nothing was measured, so the fix is a fresh sweep: `--resume` reruns the config plan.json recorded, which
-helps only for a cause outside it (memory another process held), and runs every life then. A later life failing at start (after a life did
-start) is that setting's own failure: the sweep goes on, and the report lists it; so is a first start that met
-a port another process took, or was stopped from outside (NOT_SHARED_RE). On a Ray cluster lives start side by
-side, so there is no first life to stop at.
+helps only for a cause outside it (memory another process held), and runs every life then. A later life failing
+at start (after a life did start) is that setting's own failure: the sweep goes on, and the report lists it; so
+is a first start that met a port another process took, or was stopped from outside (NOT_SHARED_RE). On a Ray
+cluster lives start side by side, so there is no first life to stop at.
 """
 from __future__ import annotations
 
