@@ -1,13 +1,14 @@
 """The server section: how a vLLM server life is started, and what it speculates with."""
 from __future__ import annotations
 
+import datetime
 import sys
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .masking import ENV_NAME_RE
-from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, flag_value, runner_flag
+from ..vllm.knob import ADDRESS_FLAGS, SPEC_FLAG_CARRIES, flag_name, flag_value, runner_flag
 from ..vllm.probe import SPEC_METRICS_FLAG
 from ..vllm.spec_keys import runner_key_text
 from .strict import CpuList, Strict
@@ -145,7 +146,7 @@ class ServerConfig(Strict):
     @classmethod
     def _served_name_given(cls, value: list[str]) -> list[str]:
         name = flag_value(value, SERVED_MODEL_NAME_FLAG)
-        if SERVED_MODEL_NAME_FLAG in value and (name is None or name.startswith("-")):
+        if any(flag_name(arg) == SERVED_MODEL_NAME_FLAG for arg in value) and (name is None or name.startswith("-")):
             raise ValueError(f"{SERVED_MODEL_NAME_FLAG} needs the name after it (the requests carry it), e.g. "
                              f"\"{SERVED_MODEL_NAME_FLAG}\", \"my-model\"")
         return value
@@ -164,6 +165,21 @@ class ServerConfig(Strict):
                 raise ValueError(f"{arg.split('=', 1)[0]} is written by the runner for every server life; "
                                  f"remove it and set {runner_field_text(flag)} instead{other}")
         return value
+
+
+def _not_a_spec_value(value: object) -> str:
+    """What a TOML value is when SpecValue cannot hold it (a table, a date, a list in a list), else "": pydantic's
+    own error would name the first type of the union ("Input should be a valid boolean")."""
+    scalar = (bool, int, float, str)
+    if isinstance(value, list):
+        inner = next((item for item in value if not isinstance(item, scalar)), None)
+        return "" if inner is None else f"a list holding {_toml_kind(inner)}"
+    return "" if isinstance(value, scalar) else _toml_kind(value)
+
+
+def _toml_kind(value: object) -> str:
+    return ("a table" if isinstance(value, dict) else "a list" if isinstance(value, list)
+            else "a date" if isinstance(value, (datetime.date, datetime.time)) else f"a {type(value).__name__}")
 
 
 class SpeculationConfig(Strict):
@@ -199,6 +215,9 @@ class SpeculationConfig(Strict):
             if not key.isidentifier():
                 raise ValueError(f"{key!r}: write the key as vLLM's speculative config names it, "
                                  "e.g. draft_tensor_parallel_size")
+            if kind := _not_a_spec_value(value[key]):
+                raise ValueError(f"{key}: {kind} is no speculative config value; give a number, a string, true or "
+                                 f"false, or a list of them, e.g. {key} = 1")
         return value
 
     @field_validator("k")

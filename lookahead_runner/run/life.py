@@ -21,14 +21,14 @@ from pathlib import Path
 
 from ..runfolder import columns, results
 from ..config import ResolvedServer, SweepConfig
-from .load import locust_argv, run_locust
+from .load import live_port_now, locust_argv, run_locust
 from .launch import Life, server_launch
 from .placement import Placement
 from .server_check import check_workload
 from ..runfolder.plan import life_state, write_status
 from .server import (RunningServer, ServerError, ServerProcess, StartFailed, free_port, port_taken, tail,
                      wait_for_port_free)
-from ..telemetry.memory import open_memory_source, sim_file_env, wait_memory_stable
+from ..telemetry.memory import open_memory_source, server_gpus_env, sim_file_env, wait_memory_stable
 from ..telemetry.sampler import Sampler
 from ..config.workload_variants import Variant
 from ..vllm.endpoints import COMPLETIONS_PATH, METRICS_PATH
@@ -67,7 +67,7 @@ class Served:
     memory: object
     external: bool
     sim_file: Path | None
-    load_env: dict[str, str]    # the API key for Locust (ResolvedServer.load_env)
+    load_env: dict[str, str]    # Locust's: the API key (ResolvedServer.load_env), the server's CUDA_VISIBLE_DEVICES
 
 
 def warm_up(base_url: str, model: str, headers: dict[str, str], count: int = 2) -> None:
@@ -143,7 +143,8 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                                placement.server_cpus)
     memory = open_memory_source(config.server.memory_source, simulated, sim_file, lambda: server.pid,
                                 config.server.dcgm_url, env)
-    served = Served(base_url, headers, server, memory, external, sim_file if simulated else None, resolved.load_env)
+    served = Served(base_url, headers, server, memory, external, sim_file if simulated else None,
+                    resolved.load_env | server_gpus_env(env))  # the live view's GPU row: the server's GPUs
     status: dict = {"memory_source": memory.name, "memory_note": memory.unavailable_reason, **where}
     outcomes: list[Outcome] = []
     out = host
@@ -276,8 +277,11 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
                 sampler.sample_once()  # the block's opening sample
             events.variant_started(variant)
             events.load_started(sampler)
+            port, note = live_port_now(web_port)
+            if note:
+                say(f"  {note}")
             argv = locust_argv(base_url, folder, config.server.served_model, load_with(config, placement, variant),
-                               setting_name=life.key, web_port=web_port, variant_name=variant.label)
+                               setting_name=life.key, web_port=port, variant_name=variant.label)
             block = {"key": variant.key, "label": variant.label, "t_start_s": time.time()}
             # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
             load = run_locust(argv, folder / "locust.log", deadline_s, env=served.load_env | sim_env, abort=abort,

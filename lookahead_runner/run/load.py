@@ -20,6 +20,7 @@ from pathlib import Path
 from . import reaper
 from .package_files import NEEDED, package_file
 from .placement import pin
+from .server import free_port, port_is_free
 
 # inside the package (an installed wheel has it too); `lookahead-runner locustfile` prints it
 DEFAULT_LOCUSTFILE = package_file(NEEDED["locustfile"])
@@ -141,6 +142,16 @@ def live_view_port(web: bool):
         holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         holder.bind((WEB_HOST, 0))
         yield holder.getsockname()[1]
+
+
+def live_port_now(web_port: int | None) -> tuple[int | None, str]:
+    """The port this life's Locust serves its web UI on, and a note when it is not the sweep's: where another
+    process took the held port between lives (a web server binds beside the holder as Locust does), Locust would
+    exit at once without running a stage, so this life gets a free port instead."""
+    if web_port is None or port_is_free(WEB_HOST, web_port):
+        return web_port, ""
+    port = free_port(WEB_HOST)
+    return port, f"live view: port {web_port} is taken by another process; this life's live view is at {web_url(port)}"
 
 
 def run_locust(argv: list[str], log_path: Path, deadline_s: float, env: dict[str, str] | None = None,

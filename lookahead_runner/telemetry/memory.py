@@ -275,6 +275,12 @@ def open_memory_source(kind: str, is_simulator: bool, sim_file: Path, pid_of_ser
     return ProcessMemory(pid_of_server)
 
 
+def server_gpus_env(server_env: dict[str, str]) -> dict[str, str]:
+    """CUDA_VISIBLE_DEVICES of the server's environment overlay, for Locust's environment: its live view reads GPU
+    memory through NVML (NvmlMemory() there), which must sum the server's GPUs, as open_memory_source does."""
+    return {VISIBLE_ENV: server_env[VISIBLE_ENV]} if VISIBLE_ENV in server_env else {}
+
+
 def sim_file_env(sim_file: Path) -> dict[str, str]:
     return {SIM_GPU_FILE_ENV: os.fspath(sim_file)}
 

@@ -66,13 +66,16 @@ MAX_MODEL_LEN_FLAG = "--max-model-len"  # caps prompt + output tokens of a reque
 
 
 def flag_value(argv: list[str], flag: str) -> str | None:
-    """The value argv gives `flag` (`--flag V` or `--flag=V`; the last one wins, as in argparse), or None."""
+    """The value argv gives `flag` (`--flag V` or `--flag=V`, `--the_flag` too as vLLM reads it; the last one wins,
+    as in argparse), or None."""
     value = None
     for index, part in enumerate(argv):
-        if part == flag and index + 1 < len(argv):
-            value = argv[index + 1]
-        elif part.startswith(flag + "="):
+        if flag_name(part) != flag:
+            continue
+        if "=" in part:
             value = part.split("=", 1)[1]
+        elif index + 1 < len(argv):
+            value = argv[index + 1]
     return value
 
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# the colors vLLM's ColoredFormatter puts around the prefix's parts (VLLM_LOGGING_COLOR=1, FORCE_COLOR), even
+# into a file; the lines are read without them
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 # "(EngineCore pid=12) ERROR 11-29 23:16:55 [core.py:1088] " and the like, before a log message
 LOG_PREFIX_RE = re.compile(r"^(\(\w[\w-]* pid=\d+\) )?(DEBUG|INFO|WARNING|ERROR|CRITICAL) [\d-]+ [\d:]+ \[[^\]]*\] ")
 _ERROR_LINE_RE = re.compile(r"(\b[A-Z]\w*(Error|Exception)\b|\berror\b|\[Errno \d+\])", re.IGNORECASE)
@@ -55,7 +58,7 @@ def _records(log: str) -> list[tuple[str, str]]:
     """(writer, text) of every line: who wrote it, as its log prefix says (process and level, not the time; ""
     for a bare line), and what follows the prefix."""
     out = []
-    for line in log.splitlines()[-MAX_LINES:]:
+    for line in ANSI_RE.sub("", log).splitlines()[-MAX_LINES:]:
         match = LOG_PREFIX_RE.match(line)
         writer = f"{match.group(1) or ''}{match.group(2)}" if match else ""
         out.append((writer, line[match.end():].rstrip() if match else line.rstrip()))
@@ -81,12 +84,14 @@ def raised(log: str) -> list[Raised]:
         index += 1
         if text.strip() != TRACEBACK:
             continue
+        header = index
         # the frames: the writer's indented lines, up to its first one at the margin
         index = _next_of(lines, index, writer)
         while index < len(lines) and lines[index][1][:1] in (" ", "\t", ""):
             index = _next_of(lines, index + 1, writer)
         match = _RAISED_RE.match(lines[index][1].strip()) if index < len(lines) else None
-        if not match:
+        if not match:  # cut short (its process killed as it printed): the lines after its header are read on
+            index = header if index >= len(lines) else index
             continue
         index += 1
         # a message that runs over several lines goes on indented (pydantic's error under its count)
@@ -116,7 +121,7 @@ def cause(log: str) -> str:
 def last_error_line(log: str) -> str:
     """The last line of the log that names an error and is not a wrapper pointing elsewhere, without its log
     prefix; else the last line."""
-    lines = [LOG_PREFIX_RE.sub("", line).strip() for line in log.splitlines()]
+    lines = [LOG_PREFIX_RE.sub("", line).strip() for line in ANSI_RE.sub("", log).splitlines()]
     lines = [line for line in lines if line]
     for line in reversed(lines):
         if _ERROR_LINE_RE.search(line) and not _WRAPPER_RE.search(line):

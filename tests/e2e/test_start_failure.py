@@ -53,7 +53,8 @@ def test_a_first_life_that_cannot_start_stops_a_sweep_of_lives_that_differ_in_k_
         assert line.startswith("lookahead-runner: k0/r0: server exited with code 1 before it was ready: "
                                "RuntimeError: CUDA error: an illegal memory access was encountered"), line
         assert "the sweep's 2 other server lives start the same server with another K" in line
-        assert line.endswith(f"then continue with --resume {run_dir}"), line
+        assert f"Nothing was measured: fix the cause (the log: {run_dir / 'k0/r0/server.log'}) and start the sweep " \
+               f"again; --resume {run_dir} would rerun the config this folder recorded" in line, line
         assert status(run_dir, "k0/r0")["state"] == "failed"
         assert not (run_dir / "k2").exists() and not (run_dir / "k4").exists()  # never started
         planned = [life["dir"] for life in json.loads((run_dir / "plan.json").read_text())["lives"]]

@@ -54,11 +54,13 @@ def test_the_simulator_and_a_running_server_are_not_refused(server):
 def test_the_requests_carry_the_served_model_name():
     plain = config_from_dict({})
     assert plain.server.served_model == "sim/llama-3-8b"
-    for extra_args in (["--served-model-name", "prod", "alias"], ["--max-num-seqs", "8", "--served-model-name=prod"]):
+    for extra_args in (["--served-model-name", "prod", "alias"], ["--max-num-seqs", "8", "--served-model-name=prod"],
+                       ["--served_model_name", "prod"], ["--served_model_name=prod"]):  # vLLM reads _ as -
         assert config_from_dict({"server": {"extra_args": extra_args}}).server.served_model == "prod"
 
 
-@pytest.mark.parametrize("extra_args", [["--served-model-name"], ["--served-model-name", "--max-num-seqs", "8"]])
+@pytest.mark.parametrize("extra_args", [["--served-model-name"], ["--served-model-name", "--max-num-seqs", "8"],
+                                        ["--served_model_name"]])
 def test_a_served_model_name_without_its_name_is_refused_with_the_fix(extra_args):
     message = refused({"server": {"extra_args": extra_args}})
     assert message == ('sweep.toml: server.extra_args: --served-model-name needs the name after it (the requests '

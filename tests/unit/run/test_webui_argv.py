@@ -3,11 +3,12 @@ tests/e2e/test_webui_routes.py parses the same argv with Locust's own parser).""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from types import SimpleNamespace
 
 from lookahead_runner.cli import build_parser
-from lookahead_runner.run.load import WEB_HOST, locust_argv, web_url
+from lookahead_runner.run.load import WEB_HOST, live_port_now, live_view_port, locust_argv, web_url
 
 LOAD = SimpleNamespace(stages=[SimpleNamespace(users=2, duration_s=5.0)], prompt_tokens=32, output_tokens=16,
                        temperature=0.0, request_timeout_s=30.0, processes=1, locust_extra_args=[])
@@ -46,3 +47,29 @@ def test_web_mode_serves_the_ui_locally_and_still_runs_the_stages_unattended():
 
 def test_without_a_setting_name_no_option_is_passed():
     assert "--setting-name" not in locust_argv("http://h", Path("/tmp/life"), "m", LOAD)
+
+
+def _listen(port: int) -> socket.socket:
+    """A web server's socket on `port`, as Locust's (gevent's) is: SO_REUSEADDR, bound, listening."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((WEB_HOST, port))
+    sock.listen()
+    return sock
+
+
+def test_a_life_whose_live_port_another_process_took_gets_a_free_one_and_says_so():
+    """Locust exits (code 2, no stage run) when its --web-port is taken: the life would fail for the live view."""
+    with live_view_port(True) as held:
+        assert live_port_now(held) == (held, "")  # between lives only the holder has it: free for the life
+        _listen(held).close()  # and a web server can take it beside the holder
+        squatter = _listen(held)  # another process took it between two lives
+        try:
+            port, note = live_port_now(held)
+            assert port != held and note == (f"live view: port {held} is taken by another process; this life's "
+                                              f"live view is at {web_url(port)}")
+            _listen(port).close()
+        finally:
+            squatter.close()
+        assert live_port_now(held) == (held, "")  # back once it is given up
+    assert live_port_now(None) == (None, "")

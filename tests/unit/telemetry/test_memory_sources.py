@@ -15,7 +15,8 @@ import pytest
 from lookahead_runner.telemetry import memory as memory_module
 from lookahead_runner.telemetry import prometheus
 from lookahead_runner.telemetry.memory import (BASE_COLUMNS, DcgmMemory, GpuMemory, MemoryReading, NvmlMemory,
-                                               ProcessMemory, open_memory_source, parse_dcgm, reading_cells)
+                                               ProcessMemory, open_memory_source, parse_dcgm, reading_cells,
+                                               server_gpus_env)
 
 MIB = 1024 * 1024
 NVML_COLUMNS = ("t_s", "used_mib", "total_mib", "gpu0_used_mib", "gpu0_total_mib", "gpu1_used_mib",
@@ -181,6 +182,21 @@ def test_nvml_reads_the_gpus_server_env_gives_the_server(monkeypatch, tmp_path):
     inherited = open_memory_source("nvml", False, tmp_path / "sim.json", None, server_env={"OTHER": "x"})
     assert [gpu.index for gpu in inherited.gpus] == [0, 1]
 
+
+
+def test_the_live_view_reads_the_gpus_the_server_env_gives_the_server(monkeypatch, tmp_path):
+    """Locust's live view (live/webui.py) opens NvmlMemory() from its own environment: the runner hands it the
+    server's CUDA_VISIBLE_DEVICES (server_gpus_env), so its GPU memory row sums the GPUs gpu.csv does."""
+    install(monkeypatch, fake_pynvml([(1.0, 2.0), (3.0, 4.0)]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the runner sees both GPUs
+    server_env = {"CUDA_VISIBLE_DEVICES": "1", "OTHER": "x"}
+    assert server_gpus_env(server_env) == {"CUDA_VISIBLE_DEVICES": "1"} and server_gpus_env({"OTHER": "x"}) == {}
+    for key, value in server_gpus_env(server_env).items():  # as Locust's environment holds it
+        monkeypatch.setenv(key, value)
+    live = NvmlMemory()
+    assert [gpu.index for gpu in live.gpus] == [1]
+    assert [gpu.index for gpu in live.gpus] == \
+        [gpu.index for gpu in open_memory_source("nvml", False, tmp_path / "s.json", None, server_env=server_env).gpus]
 
 DCGM_TEXT = """\
 # TYPE DCGM_FI_DEV_FB_USED gauge

@@ -2,6 +2,8 @@
 lines are not the cause, and the shapes around them."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from lookahead_runner.vllm.server_log import cause, last_error_line, raised
@@ -62,3 +64,39 @@ def test_a_wrapper_with_nothing_before_it_is_said_as_it_is():
     log = "Traceback (most recent call last):\n  File \"a.py\", line 1\nRuntimeError: Engine core initialization " \
           "failed. See root cause above. Failed core proc(s): {}"
     assert cause(log) == "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+
+
+def test_a_traceback_cut_short_does_not_hide_the_ones_after_it():
+    """A worker killed while it printed its traceback (its writer never goes on): the scan resumes after it."""
+    tp0 = "(Worker_TP0 pid=7) ERROR 12-03 17:06:06 [multiproc_executor.py:953] "
+    tp1 = "(Worker_TP1 pid=8) ERROR 12-03 17:06:06 [multiproc_executor.py:953] "
+    api = "(APIServer pid=6) INFO 12-03 17:06:06 [api_server.py:1] "
+    log = "\n".join([tp0 + "Traceback (most recent call last):", tp0 + '  File "w.py", line 3, in init',
+                     *(api + f"waiting for the engine ({i})" for i in range(450)),
+                     tp1 + "Traceback (most recent call last):", tp1 + '  File "w.py", line 3, in init',
+                     tp1 + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+                     "Traceback (most recent call last):", '  File "x.py", line 1, in <module>',
+                     "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"])
+    assert [r.type for r in raised(log)] == ["OutOfMemoryError", "RuntimeError"]
+    assert cause(log) == ("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (the root cause of "
+                          "RuntimeError: Engine core initialization failed)")
+
+
+def _colored(line: str) -> str:
+    """A log line as vLLM 0.32's ColoredFormatter writes it (vllm/logging_utils/formatter.py): with
+    VLLM_LOGGING_COLOR=1 or FORCE_COLOR set, even into a file."""
+    match = re.match(r"^(\(\w[\w-]* pid=\d+\)) (ERROR|INFO|WARNING|DEBUG) ([\d-]+ [\d:]+) (\[[^\]]*\]) ", line)
+    if not match:
+        return line
+    level = {"ERROR": "\x1b[31m", "INFO": "\x1b[32m", "WARNING": "\x1b[33m", "DEBUG": "\x1b[37m"}[match.group(2)]
+    return (f"\x1b[0;36m{match.group(1)}\x1b[0;0m {level}{match.group(2)}\x1b[0m \x1b[90m{match.group(3)}\x1b[0m "
+            f"\x1b[90m{match.group(4)}\x1b[0m {line[match.end():]}")
+
+
+def test_a_log_in_color_gives_the_same_cause(fixtures_dir):
+    log = "\n".join(_colored(line) for line in _log(fixtures_dir, "cpu-memory").splitlines())
+    assert "\x1b[0;36m(VllmWorker-0 pid=19641)\x1b[0;0m \x1b[31mERROR\x1b[0m" in log
+    assert cause(log) == f"{MEMORY_CAUSE} (the root cause of RuntimeError: Engine core initialization failed)"
+    assert last_error_line("\x1b[0;36m(APIServer pid=2)\x1b[0;0m \x1b[31mERROR\x1b[0m \x1b[90m11-29 23:16:55\x1b[0m "
+                           "\x1b[90m[core.py:1088]\x1b[0m EngineCore encountered a fatal error") == \
+        "EngineCore encountered a fatal error"

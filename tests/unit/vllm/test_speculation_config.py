@@ -86,6 +86,23 @@ def test_a_key_the_runner_writes_is_refused_in_one_line_naming_it(key, fix):
     assert fix in line
 
 
+@pytest.mark.parametrize("toml_value, kind", [("{ size = 1 }", "a table"), ("1979-05-27", "a date"),
+                                              ("[{ a = 1 }]", "a list holding a table"),
+                                              ("[[1, 2], [3]]", "a list holding a list")])
+def test_a_value_of_a_toml_type_no_speculative_config_takes_is_refused_naming_the_key(tmp_path, toml_value, kind):
+    """TOML has tables and dates; the speculative config's values are numbers, text, true/false or a flat list."""
+    from lookahead_runner.config import load_config
+
+    path = tmp_path / "sweep.toml"
+    path.write_text("[speculation]\nk = [0, 2]\nconfig = { draft_tensor_parallel_size = " + toml_value + " }\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    line = str(err.value)
+    assert "\n" not in line and "valid boolean" not in line, line
+    assert line == (f"{path}: speculation.config: draft_tensor_parallel_size: {kind} is no speculative "
+                    "config value; give a number, a string, true or false, or a list of them, e.g. "
+                    "draft_tensor_parallel_size = 1"), line
+
 def test_the_table_beside_the_rest_of_the_config():
     with pytest.raises(ConfigError, match="grid.spec_key = 'draft_sample_method' is also in speculation.config"):
         config_from_dict(sweep(config={"draft_sample_method": "greedy"})
