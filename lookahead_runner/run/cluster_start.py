@@ -50,6 +50,19 @@ def no_fit_line(nodes: list[dict], gpus_per_life: int, cpus_per_life: float, add
             f"{largest.get('GPU', 0):g} GPUs and {largest.get('CPU', 0):g} CPUs); {fix}")
 
 
+def no_gpu_problem(nodes: list[dict], gpus_per_life: int, simulated: bool, address: str) -> str:
+    """Lives of no GPU on nodes that have some: Ray keeps a slot of num_gpus = 0 off none of them (it leaves
+    CUDA_VISIBLE_DEVICES as it was, or empties it), so a real server would use its node's GPUs beside the other
+    slots' servers, their memory in its own. The simulator needs none."""
+    gpus = sum(node.get("GPU", 0) for node in nodes)
+    if gpus_per_life or simulated or not gpus:
+        return ""
+    where = f"the Ray cluster at {address}" if address else "the Ray started here"
+    return (f"cluster.gpus_per_life = 0: {where} has {gpus:g} GPUs, and a life that holds none is kept off none of "
+            "them (its server would use them beside the other slots'); set it to the GPUs a server uses, or run on "
+            "nodes without GPUs")
+
+
 @contextmanager
 def ray_slots(config: SweepConfig, lives_planned: int, say):
     """Ray started (or joined) for the sweep and one slot per life it can run at once; every slot killed and
@@ -73,6 +86,8 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
         fits = slots_on(nodes, gpus_per_life, cluster.cpus_per_life)
         if fits < 1:
             raise ConfigError(no_fit_line(nodes, gpus_per_life, cluster.cpus_per_life, cluster.address))
+        if problem := no_gpu_problem(nodes, gpus_per_life, config.server.is_simulator, cluster.address):
+            raise ConfigError(problem)
         count = min(fits, max(lives_planned, 1))
         remote = ray.remote(num_gpus=gpus_per_life, num_cpus=cluster.cpus_per_life, max_restarts=0,
                             max_task_retries=0)(SlotWorker)

@@ -155,3 +155,17 @@ def test_a_ray_client_address_without_ray_client_names_the_install(tmp_path):
     line = ours(done.stderr)
     assert line.startswith(f"lookahead-runner: cluster.address = '{address}': ") and "pip install 'ray[client]'" \
         in line, line
+
+
+def test_lives_of_no_gpu_on_nodes_with_gpus_are_one_line_and_exit_2_before_any_slot(tmp_path):
+    """Ray does not keep a slot of num_gpus = 0 off its node's GPUs (it leaves CUDA_VISIBLE_DEVICES as it was, or
+    empties it): every real server would use the node's GPUs beside the other slots', its memory sampled there."""
+    toml = ("name = \"zero\"\n[server]\ncommand = [\"vllm-not-here\"]\nmodel = \"facebook/opt-125m\"\n"
+            "[speculation]\nk = [0, 2]\nmethod = \"ngram\"\n[load]\nstages = [{ users = 2, duration_s = 2 }]\n"
+            "preflight_s = 0\n[cluster]\nengine = \"ray\"\ngpus = 2\ngpus_per_life = 0\n")
+    done = cli("sweep", "--dry-run", "--config", str(write_config(tmp_path, toml)), timeout=120)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    no_traceback(done.stderr)
+    assert ours(done.stderr).startswith("lookahead-runner: cluster.gpus_per_life = 0: the Ray started here has "
+                                        "2 GPUs"), done.stderr
+    assert "Ray: starting" not in done.stdout, done.stdout
