@@ -30,6 +30,7 @@ class Ref:
     value: object = None
     error: BaseException | None = None
     ready: bool = True
+    hangs: bool = False   # its task never ends (a slot stuck, its node not declared dead)
 
 
 class Method:
@@ -64,6 +65,10 @@ def fake_ray(monkeypatch):
     state = SimpleNamespace(killed=[], alive={})
 
     def get(ref, timeout=None):
+        if ref.hangs:
+            if timeout is None:
+                raise AssertionError("ray.get without a timeout waits forever on a task that never ends")
+            raise ray.exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
         if ref.error is not None:
             raise ref.error
         return ref.value
@@ -233,3 +238,25 @@ def test_waiting_with_no_life_in_flight_and_every_slot_lost_ends_the_sweep(tmp_p
     assert pool.free() == 0 and not pool.busy
     with pytest.raises(ClusterError, match="every Ray slot was lost"):
         pool.wait()
+
+
+def test_a_chunk_that_never_comes_lets_the_slot_go_and_the_sweep_goes_on(tmp_path, fake_ray, monkeypatch,
+                                                                         ray_installed):
+    """A slot that returned its life but never answers the pull (stuck, its node still counted alive): the driver
+    waited on that chunk forever, every other slot idle behind it. It is let go like a slot that stops answering."""
+    monkeypatch.setattr(cluster_pool, "NODE_DEATH_WAIT_S", 0.0)
+
+    def server_life(config, caps, setting, repeats, run_dir, say, server, **kwargs):
+        out = results.life_dir(run_dir, setting.name, repeats[0])
+        out.mkdir(parents=True)
+        write_status(out, "done")
+
+    monkeypatch.setattr(cluster_life, "run_server_life", server_life)
+    pool, config, _ = make_pool(tmp_path, fake_ray, "run", Ref(ready=False))
+    a = pool.owner.slots[0]
+    a.actor.chunk = Method(lambda offset: Ref(hangs=True))
+    pool.start(config, [Life(K0, 0)], a)
+    pool.wait_some()
+    assert fake_ray.killed == [a.actor] and pool.owner.slots == [pool.owner.slots[0]] and a not in pool.owner.slots
+    assert status(tmp_path, "k0/r0").reason.startswith("the Ray slot on 10.0.0.1 stopped answering: Get timed out")
+    assert not list((tmp_path / "run").glob(".unpacking-*"))
