@@ -49,7 +49,7 @@ E2E_FILES = {
     "test_request_set_sim.py": (98, "timed"), "test_cluster_adaptive.py": (124, "timed"),
     "test_cluster_faults.py": (222, ""), "test_cluster_nodes.py": (56, ""),
     "test_running_server_sim.py": (70, ""),
-    "test_cluster_life_faults.py": (95, ""), "test_cluster_slots.py": (60, ""),
+    "test_cluster_life_faults.py": (95, ""), "test_cluster_slots.py": (90, ""),
     "test_rate_stages_sim.py": (57, "timed"), "test_rate_locust.py": (31, "timed"),
 }
 UNLISTED_E2E_S = 30

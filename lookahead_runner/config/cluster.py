@@ -72,6 +72,7 @@ def parallel_gpus(extra_args: list[str]) -> int:
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+GPUS_ENV = "CUDA_VISIBLE_DEVICES"  # how Ray hands a slot its GPUs (telemetry/visible_gpus.py reads it)
 
 
 def cluster_problem(server, load) -> str:
@@ -86,6 +87,10 @@ def cluster_problem(server, load) -> str:
     if server.host not in LOOPBACK:
         return (f"server.host = {server.host!r}: on a Ray slot the server and Locust share their node and the load "
                 "goes only to 127.0.0.1; set server.host = \"127.0.0.1\"")
+    if GPUS_ENV in server.env:
+        return (f"server.env.{GPUS_ENV} = {server.env[GPUS_ENV]!r}: Ray gives each slot its GPUs through it, and this "
+                "value would put every slot's server on the same GPUs (and sample their memory there); remove it "
+                "(cluster.gpus_per_life sets how many a life holds)")
     for name, cpus in (("server.cpus", server.cpus), ("load.cpus", load.cpus)):
         if cpus:
             return (f"{name} = {cpus!r}: CPU lists are this machine's, and nothing is pinned on a Ray slot (a life "

@@ -42,11 +42,6 @@ class RaySlots:
     nodes: NodeCheck | None = None   # what the probe compared (cluster_nodes.py): a slot joining later is held to it
     say: Callable[[str], None] = print
 
-    @property
-    def count(self) -> int:
-        """The slots started, placed or waiting for their GPUs."""
-        return len(self.slots) + len(self.pending)
-
     def join_placed(self) -> list[Slot]:
         """The pending slots Ray has placed since: each joins the sweep once it started and matches the nodes and
         slots compared before any life (else it is let go, and the sweep says why)."""
@@ -90,11 +85,13 @@ class RaySlots:
         record_cluster(run_dir, self.address, [slot.where.slot for slot in self.slots], self.seed)
 
     def confound_warning(self, config: SweepConfig) -> str:
-        """For the plan (--dry-run, the sweep's start): "" unless some K cannot run on every slot."""
+        """For the plan (--dry-run, the sweep's start): "" unless some K cannot run on every GPU set. Slots that hold
+        the same (no GPU, on one node) are one set; a slot still waiting for its GPUs counts as one more."""
         if config.sweep.strategy == "adaptive":  # it chooses its lives as it goes: the report says where they ran
             return ""
         restart = config.load.repeat_mode == "restart"
-        return confound_plan_line(config.load.planned_repeats if restart else 1, self.count, restart)
+        sets = len({slot.where.slot for slot in self.slots}) + len(self.pending)
+        return confound_plan_line(config.load.planned_repeats if restart else 1, sets, restart)
 
     def pool(self, run_dir: Path, lives: SweepLives, tag, say, progress) -> SlotPool:
         """The slots as a pool of lives (life_pool.py): run_groups and the adaptive sweep submit to it."""

@@ -34,6 +34,8 @@ NODE_LOST = "node lost"
 ENDED = ("done", "failed", "skipped")
 WAIT_S = 1.0              # ray.wait's timeout: the driver stays responsive to Ctrl-C
 NODE_DEATH_WAIT_S = 60.0  # Ray declares a silent node dead after its health checks fail (~15-30 s by default)
+CHUNK_WAIT_S = 120.0      # one chunk of a life's files (8 MiB); a slot silent longer is let go, as one that stops
+#                           answering (a stuck slot on a node Ray still counts alive would hold the driver forever)
 
 
 class ClusterError(ServerError):
@@ -212,8 +214,10 @@ class SlotPool:
         """The life's archive from the slot's node, a chunk at a time, into the run folder."""
         import ray
 
-        receive(lambda offset: ray.get(slot.actor.chunk.remote(offset)), files.size, self.run_dir,
-                [life.key for life in group])
+        def chunk_at(offset: int) -> bytes:
+            return ray.get(slot.actor.chunk.remote(offset), timeout=CHUNK_WAIT_S)
+
+        receive(chunk_at, files.size, self.run_dir, [life.key for life in group])
 
     def _let_go(self, started: Started, err) -> bool:
         """The slot leaves the sweep; its lives fail now where Ray says why, else once it has (Unanswered)."""

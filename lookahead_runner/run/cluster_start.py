@@ -4,11 +4,14 @@ A slot holds one life's GPUs and CPUs, all on one node (Ray places an actor on o
 node by node, never from the cluster's totals (2 nodes x 3 GPUs hold two lives of 2 GPUs, not three), and a life
 that fits on no node is refused in one line before any life. The sweep starts once the slots the nodes' free
 resources held when asked are placed; the others join as Ray places them (their GPUs held by another job). A slot
-that cannot start (a node without lookahead-runner) is refused in one line naming the cause.
+that cannot start (a node without lookahead-runner) is refused in one line naming the cause, and so is a
+cluster.address that cannot be joined (Ray itself retries an address nothing answers at for minutes).
 """
 from __future__ import annotations
 
+import importlib.util
 import re
+import socket
 from collections.abc import Iterable
 from contextlib import contextmanager
 
@@ -22,6 +25,7 @@ from .cluster_pool import ClusterError, Slot
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024 * 1024  # carries a life's files a chunk at a time (cluster_files.py)
 WAITING_SAY_S = 30.0      # while no slot can be placed, the sweep says so this often
 NODE_IP = re.compile(r"\bip=([0-9a-fA-F.:]+)")
+CONNECT_S = 10.0          # how long the cluster's address may take to answer
 
 
 def lives_on(resources: dict, gpus_per_life: int, cpus_per_life: float) -> int:
@@ -46,6 +50,19 @@ def no_fit_line(nodes: list[dict], gpus_per_life: int, cpus_per_life: float, add
             f"{largest.get('GPU', 0):g} GPUs and {largest.get('CPU', 0):g} CPUs); {fix}")
 
 
+def no_gpu_problem(nodes: list[dict], gpus_per_life: int, simulated: bool, address: str) -> str:
+    """Lives of no GPU on nodes that have some: Ray keeps a slot of num_gpus = 0 off none of them (it leaves
+    CUDA_VISIBLE_DEVICES as it was, or empties it), so a real server would use its node's GPUs beside the other
+    slots' servers, their memory in its own. The simulator needs none."""
+    gpus = sum(node.get("GPU", 0) for node in nodes)
+    if gpus_per_life or simulated or not gpus:
+        return ""
+    where = f"the Ray cluster at {address}" if address else "the Ray started here"
+    return (f"cluster.gpus_per_life = 0: {where} has {gpus:g} GPUs, and a life that holds none is kept off none of "
+            "them (its server would use them beside the other slots'); set it to the GPUs a server uses, or run on "
+            "nodes without GPUs")
+
+
 @contextmanager
 def ray_slots(config: SweepConfig, lives_planned: int, say):
     """Ray started (or joined) for the sweep and one slot per life it can run at once; every slot killed and
@@ -58,7 +75,7 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
     gpus_per_life = cluster.life_gpus(config.server.extra_args)
     options = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
     if cluster.address:
-        ray.init(address=cluster.address, **options)
+        join(ray, cluster.address, options)
     else:
         # "local": a Ray of the sweep's own, even where another runs on this machine (ray.init() would join that
         # one, and refuse num_gpus); None: Ray counts the GPUs NVML sees; the object store carries only the files
@@ -69,12 +86,13 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
         fits = slots_on(nodes, gpus_per_life, cluster.cpus_per_life)
         if fits < 1:
             raise ConfigError(no_fit_line(nodes, gpus_per_life, cluster.cpus_per_life, cluster.address))
+        if problem := no_gpu_problem(nodes, gpus_per_life, config.server.is_simulator, cluster.address):
+            raise ConfigError(problem)
         count = min(fits, max(lives_planned, 1))
         remote = ray.remote(num_gpus=gpus_per_life, num_cpus=cluster.cpus_per_life, max_restarts=0,
                             max_task_retries=0)(SlotWorker)
         say(f"Ray: starting {count} slot{'s' if count != 1 else ''} (a slot waits while another sweep holds its GPUs)")
-        free_now = min(count, slots_on(ray._private.state.available_resources_per_node().values(), gpus_per_life,
-                                       cluster.cpus_per_life))
+        free_now = min(count, slots_on(_free_per_node(ray), gpus_per_life, cluster.cpus_per_life))
         actors = [remote.remote() for _ in range(count)]
         refs = [actor.where.remote() for actor in actors]
         placed = _placed(refs, max(free_now, 1), say)
@@ -92,6 +110,35 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
             except Exception:
                 pass
         ray.shutdown()
+
+
+def join(ray, address: str, options: dict) -> None:
+    """ray.init on the cluster at `address`; a ConfigError (one line) where it cannot be joined: a ray:// address
+    without Ray Client's package, an address nothing answers at within CONNECT_S, or one Ray refuses."""
+    if address.startswith("ray://") and importlib.util.find_spec("grpc") is None:
+        raise ConfigError(f"cluster.address = {address!r}: a ray:// address needs Ray Client: pip install "
+                          "'ray[client]' (or give the head's HOST:6379, or \"auto\" on a node of the cluster)")
+    if address != "auto":
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_S).close()
+        except OSError as err:
+            raise ConfigError(f"cluster.address = {address!r}: nothing answers at {host}:{port} "
+                              f"({err.strerror or err}); start the cluster there (ray start --head) or fix the "
+                              "address") from None
+    try:
+        ray.init(address=address, **options)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        raise ConfigError(f"cluster.address = {address!r}: Ray could not join it: {cause_line(err)}") from None
+
+
+def _free_per_node(ray) -> list[dict]:
+    """Each node's free resources now; [] where Ray does not say (Ray Client: the sweep then starts on the first slot
+    placed, and the others join as they are)."""
+    try:
+        return list(ray._private.state.available_resources_per_node().values())
+    except Exception:  # a private API, not served through ray://
+        return []
 
 
 def _started(actors: list, refs: list, placed: list) -> list[tuple]:

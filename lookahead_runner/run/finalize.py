@@ -117,7 +117,9 @@ def gpu_spread(data: RunData, users: int) -> list[str]:
     for row in at.itertuples():
         status = statuses.get(results.life_key(row.setting, int(row.repeat)))
         if status is not None and status.slot and status.state == "done":
-            lives.append(LifeOnGpu(int(row.k), f"{status.node} {','.join(status.gpus)}", float(row.req_per_s)))
+            # the slot's name: its node's IP *and* Ray id (nodes may share an IP, and Ray numbers each one's GPUs
+            # from 0), and its GPUs
+            lives.append(LifeOnGpu(int(row.k), status.slot, float(row.req_per_s)))
     return [line for line in (confound_line(lives), gpu_spread_line(lives, users)) if line]
 
 

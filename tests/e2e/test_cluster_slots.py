@@ -5,8 +5,10 @@ this machine whose processes find a package of that name that fails to import fi
 set while the node starts); the CLI runs from a folder of its own, since Ray puts the driver's working folder
 first on its workers' path.
 """
+import importlib.util
 import json
 import os
+import socket
 import time
 
 import pandas as pd
@@ -111,3 +113,59 @@ def test_two_nodes_of_3_gpus_hold_2_slots_of_2_and_a_node_without_the_package_is
         kill_all(model)
         ray.shutdown()
         cluster.shutdown()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_a_cluster_address_nothing_answers_at_is_one_line_and_exit_2_within_60_s(tmp_path, scheme):
+    """Ray's own ray.init retries an address nothing answers at for minutes (HOST:PORT), or raises a traceback
+    (ray://: Ray Client's missing package, or no server)."""
+    model = unique_model("ray-nobody")
+    address = f"{scheme}127.0.0.1:{_free_port()}"
+    toml = sweep_toml(model, [0, 4]) + f"[cluster]\nengine = \"ray\"\naddress = \"{address}\"\n"
+    began = time.monotonic()
+    done = cli("sweep", "--config", str(write_config(tmp_path, toml)), "--out", str(tmp_path / "runs"), timeout=240)
+    assert time.monotonic() - began < 60
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    no_traceback(done.stderr)
+    line = ours(done.stderr)
+    assert line.startswith(f"lookahead-runner: cluster.address = '{address}': "), line
+    assert "ray start --head" in line or "ray[client]" in line, line
+    assert not (tmp_path / "runs").exists() and not processes_of(model)
+
+
+def test_a_ray_client_address_without_ray_client_names_the_install(tmp_path):
+    """ray:// needs Ray Client's package (grpcio), which lookahead-runner[ray] does not install: one line naming it,
+    though the address answers."""
+    if importlib.util.find_spec("grpc") is not None:
+        pytest.skip("Ray Client's package is installed here")
+    with socket.socket() as head:
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        address = f"ray://127.0.0.1:{head.getsockname()[1]}"
+        toml = sweep_toml(unique_model("ray-client"), [0]) + f"[cluster]\nengine = \"ray\"\naddress = \"{address}\"\n"
+        done = cli("sweep", "--dry-run", "--config", str(write_config(tmp_path, toml)), timeout=120)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    no_traceback(done.stderr)
+    line = ours(done.stderr)
+    assert line.startswith(f"lookahead-runner: cluster.address = '{address}': ") and "pip install 'ray[client]'" \
+        in line, line
+
+
+def test_lives_of_no_gpu_on_nodes_with_gpus_are_one_line_and_exit_2_before_any_slot(tmp_path):
+    """Ray does not keep a slot of num_gpus = 0 off its node's GPUs (it leaves CUDA_VISIBLE_DEVICES as it was, or
+    empties it): every real server would use the node's GPUs beside the other slots', its memory sampled there."""
+    toml = ("name = \"zero\"\n[server]\ncommand = [\"vllm-not-here\"]\nmodel = \"facebook/opt-125m\"\n"
+            "[speculation]\nk = [0, 2]\nmethod = \"ngram\"\n[load]\nstages = [{ users = 2, duration_s = 2 }]\n"
+            "preflight_s = 0\n[cluster]\nengine = \"ray\"\ngpus = 2\ngpus_per_life = 0\n")
+    done = cli("sweep", "--dry-run", "--config", str(write_config(tmp_path, toml)), timeout=120)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    no_traceback(done.stderr)
+    assert ours(done.stderr).startswith("lookahead-runner: cluster.gpus_per_life = 0: the Ray started here has "
+                                        "2 GPUs"), done.stderr
+    assert "Ray: starting" not in done.stdout, done.stdout

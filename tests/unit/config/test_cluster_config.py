@@ -91,11 +91,13 @@ def test_cli_without_ray_exits_2_with_one_line_and_starts_nothing(tmp_path):
     ({"host": "10.0.0.5"}, {}, "server.host = '10.0.0.5'", "server.host = \"127.0.0.1\""),
     ({"cpus": "0-1"}, {}, "server.cpus = '0-1'", "remove it"),
     ({}, {"cpus": "2"}, "load.cpus = '2'", "remove it"),
+    ({"env": {"CUDA_VISIBLE_DEVICES": "0"}}, {}, "server.env.CUDA_VISIBLE_DEVICES = '0'", "remove it"),
 ])
 def test_what_slots_sharing_a_node_cannot_give_is_one_line_before_anything_starts(server, load, field, fix,
                                                                                    ray_installed):
     """DCGM sums a host's GPUs (other slots' servers in each life's memory); a fixed port collides between slots;
-    the load goes to 127.0.0.1 on the slot's node; CPU lists are the driver's and nothing is pinned on a slot."""
+    the load goes to 127.0.0.1 on the slot's node; CPU lists are the driver's and nothing is pinned on a slot;
+    CUDA_VISIBLE_DEVICES in server.env would replace the GPUs Ray gave each slot (every server on those)."""
     with pytest.raises(ConfigError) as err:
         config_from_dict({"cluster": {"engine": "ray", "gpus": 2}, "server": server, "load": load})
     line = str(err.value)

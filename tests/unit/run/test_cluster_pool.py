@@ -30,6 +30,7 @@ class Ref:
     value: object = None
     error: BaseException | None = None
     ready: bool = True
+    hangs: bool = False   # its task never ends (a slot stuck, its node not declared dead)
 
 
 class Method:
@@ -64,6 +65,10 @@ def fake_ray(monkeypatch):
     state = SimpleNamespace(killed=[], alive={})
 
     def get(ref, timeout=None):
+        if ref.hangs:
+            if timeout is None:
+                raise AssertionError("ray.get without a timeout waits forever on a task that never ends")
+            raise ray.exceptions.GetTimeoutError(f"Get timed out: some object(s) not ready after {timeout} s.")
         if ref.error is not None:
             raise ref.error
         return ref.value
@@ -205,16 +210,18 @@ def test_a_submitted_life_takes_a_free_slot_that_has_not_run_its_setting(tmp_pat
     assert K4 in b.ran and status(tmp_path, "k4/r1").slot == b.where.slot
 
 
+def done_at_once(config, caps, setting, repeats, run_dir, say, server, **kwargs):
+    """A server life that ends done at once (cluster_life.run_server_life's place)."""
+    out = results.life_dir(run_dir, setting.name, repeats[0])
+    out.mkdir(parents=True)
+    write_status(out, "done")
+
+
 def test_a_node_lost_while_its_files_come_back_is_a_lost_slot_not_a_crash(tmp_path, fake_ray, monkeypatch,
                                                                           ray_installed):
     """Ray 2.11 says "System error: Broken pipe" (RaySystemError) when the node goes while the driver pulls a chunk:
     the slot is let go like one that stops answering, and the sweep goes on (it ended in a traceback)."""
-    def server_life(config, caps, setting, repeats, run_dir, say, server, **kwargs):
-        out = results.life_dir(run_dir, setting.name, repeats[0])
-        out.mkdir(parents=True)
-        write_status(out, "done")
-
-    monkeypatch.setattr(cluster_life, "run_server_life", server_life)
+    monkeypatch.setattr(cluster_life, "run_server_life", done_at_once)
     pool, config, _ = make_pool(tmp_path, fake_ray, "run", Ref(ready=False))
     a = pool.owner.slots[0]
     a.actor.chunk = Method(lambda offset: Ref(error=ray.exceptions.RaySystemError("Broken pipe")))
@@ -233,3 +240,20 @@ def test_waiting_with_no_life_in_flight_and_every_slot_lost_ends_the_sweep(tmp_p
     assert pool.free() == 0 and not pool.busy
     with pytest.raises(ClusterError, match="every Ray slot was lost"):
         pool.wait()
+
+
+def test_a_chunk_that_never_comes_lets_the_slot_go_and_the_sweep_goes_on(tmp_path, fake_ray, monkeypatch,
+                                                                         ray_installed):
+    """A slot that returned its life but never answers the pull (stuck, its node still counted alive): the driver
+    waited on that chunk forever, every other slot idle behind it. It is let go like a slot that stops answering."""
+    monkeypatch.setattr(cluster_pool, "NODE_DEATH_WAIT_S", 0.0)
+
+    monkeypatch.setattr(cluster_life, "run_server_life", done_at_once)
+    pool, config, _ = make_pool(tmp_path, fake_ray, "run", Ref(ready=False))
+    a = pool.owner.slots[0]
+    a.actor.chunk = Method(lambda offset: Ref(hangs=True))
+    pool.start(config, [Life(K0, 0)], a)
+    pool.wait_some()
+    assert fake_ray.killed == [a.actor] and len(pool.owner.slots) == 1 and a not in pool.owner.slots
+    assert status(tmp_path, "k0/r0").reason.startswith("the Ray slot on 10.0.0.1 stopped answering: Get timed out")
+    assert not list((tmp_path / "run").glob(".unpacking-*"))

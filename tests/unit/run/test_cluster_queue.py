@@ -4,7 +4,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from lookahead_runner.run.cluster_life import gpus_here
+from lookahead_runner.config import config_from_dict
+from lookahead_runner.run.cluster import RaySlots
+from lookahead_runner.run.cluster_life import Where, gpus_here
+from lookahead_runner.run.cluster_pool import Slot
 from lookahead_runner.run.cluster_queue import handout_order, next_for
 
 # server lives as (K, repeat), in the plan's order: K ascending, repeats innermost
@@ -66,3 +69,18 @@ def test_gpus_here_are_uuids_by_cuda_visible_devices_or_rays_ids_without_nvml():
     assert gpus_here(None, SimpleNamespace(nvmlInit=no_driver)) == ()
 
 
+
+
+def test_the_plan_warns_of_k_and_gpu_confounded_only_where_the_slots_differ_in_what_they_hold(ray_installed):
+    """Slots of no GPU (gpus_per_life = 0, a CPU build) on one node hold the same thing: one repeat a K confounds
+    nothing; slots of different GPUs, or on different nodes, do."""
+    config = config_from_dict({"cluster": {"engine": "ray", "gpus_per_life": 0, "gpus": 0},
+                               "speculation": {"k": [0, 4]}, "load": {"repeats": 1}})
+
+    def slots(*wheres):
+        return RaySlots([Slot(None, Where(*where)) for where in wheres], seed=0)
+
+    assert slots(("10.0.0.1", "aaaaaaaa-node", ()), ("10.0.0.1", "aaaaaaaa-node", ())).confound_warning(config) == ""
+    for apart in (slots(("10.0.0.1", "aaaaaaaa-node", ("ray-gpu:0",)), ("10.0.0.1", "aaaaaaaa-node", ("ray-gpu:1",))),
+                  slots(("10.0.0.1", "aaaaaaaa-node", ()), ("10.0.0.2", "bbbbbbbb-node", ()))):
+        assert apart.confound_warning(config).startswith("K and GPU confounded: 2 slots, but each K has 1 server life")
