@@ -12,6 +12,16 @@ from dataclasses import dataclass
 
 STAGES_OPTION = "--stages"
 RATE_SUFFIX = "/s"
+# A rate stage's schedule is drawn whole in every Locust process (workload/arrivals.py): 80 MB of float64 at this
+MAX_STAGE_ARRIVALS = 10_000_000
+
+
+def too_many_arrivals(rate: float, duration_s: float) -> str:
+    """Why a rate stage's schedule is too large to draw ("" where it is not)."""
+    if rate * duration_s <= MAX_STAGE_ARRIVALS:
+        return ""
+    return (f"rate x duration_s = {rate * duration_s:.3g} arrivals in one stage; at most {MAX_STAGE_ARRIVALS} "
+            "arrivals (the schedule is drawn whole): lower the rate or split the stage")
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,8 @@ def parse_stages(text: str) -> list[Stage]:
             raise ValueError(f"{STAGES_OPTION}: bad stage {item!r}; {expected}") from None
         if not duration_s > 0 or duration_s == float("inf"):
             raise ValueError(f"{STAGES_OPTION}: bad stage {item!r}; {expected}")
+        if rate is not None and (why := too_many_arrivals(rate, duration_s)):
+            raise ValueError(f"{STAGES_OPTION}: bad stage {item!r}; {why}")
         stages.append(Stage(users=users, duration_s=duration_s, rate=rate))
     return stages
 
