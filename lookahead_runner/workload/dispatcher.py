@@ -103,20 +103,22 @@ class RateDispatcherBase(StreamingCompletionsBase):
         # each arrival's number across every rate stage so far picks its request of a request set
         number = sum(len(stage_offsets(s.rate, s.duration_s, process, i))
                      for i, s in enumerate(run.stages[:run.first]) if s.rate is not None)
-        for stage_index in range(run.first, run.last + 1):
-            stage = run.stages[stage_index]
-            offsets = stage_offsets(stage.rate or 0.0, stage.duration_s, process, stage_index)
-            start_s = run.start_s(stage_index)
-            for arrival_index in mine(len(offsets), run.dispatchers, index):
-                due_s = start_s + float(offsets[arrival_index])
-                if not self._sleep_until(due_s - LEAD_S):
-                    cap.drop_waiting()
-                    return
-                arrival = Arrival(stage_index, arrival_index, due_s, number + arrival_index, settings.arrival_seed)
-                self.scenario.open_loop.spawn_at(due_s, self._arrive, arrival, cap)
-            number += len(offsets)
-        self._sleep_until(run.end_s)   # an arrival held by max_in_flight may still go out until the run ends
-        dropped = cap.drop_waiting()
+        try:
+            for stage_index in range(run.first, run.last + 1):
+                stage = run.stages[stage_index]
+                offsets = stage_offsets(stage.rate or 0.0, stage.duration_s, process, stage_index)
+                start_s = run.start_s(stage_index)
+                for arrival_index in mine(len(offsets), run.dispatchers, index):
+                    due_s = start_s + float(offsets[arrival_index])
+                    if not self._sleep_until(due_s - LEAD_S):
+                        return
+                    arrival = Arrival(stage_index, arrival_index, due_s, number + arrival_index,
+                                      settings.arrival_seed)
+                    self.scenario.open_loop.spawn_at(due_s, self._arrive, arrival, cap)
+                number += len(offsets)
+            self._sleep_until(run.end_s)   # an arrival held by max_in_flight may still go out until the run ends
+        finally:  # also when Locust kills this user (no --stop-timeout): none held goes out in a later stage
+            dropped = cap.drop_waiting()
         if cap.held:
             logger.warning("%d arrivals found max_in_flight (%d here) full and waited; %d of them were never sent",
                            cap.held, cap.limit, dropped)

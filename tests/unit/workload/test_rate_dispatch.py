@@ -121,6 +121,25 @@ def test_the_in_flight_cap_holds_arrivals_in_order_and_drops_those_left_at_the_e
         leftover.get()
 
 
+def test_an_arrival_that_comes_to_a_full_cap_after_the_stages_ended_is_not_sent():
+    # its timer fired a loop tick after the dispatcher's end of run: it must not wait for a slot and go out
+    # in the next stage, with its rate stage's tag
+    import gevent
+
+    from lookahead_runner.workload.in_flight import InFlightCap, NotSent
+
+    cap = InFlightCap(1)
+    assert cap.take()
+    assert cap.drop_waiting() == 0
+    late = gevent.spawn(cap.wait)
+    gevent.sleep(0)
+    cap.give()                 # the request in flight ends: a waiting arrival would get its slot here
+    gevent.sleep(0)
+    with pytest.raises(NotSent):
+        late.get(timeout=1)
+    assert cap.in_flight == 0
+
+
 def test_no_cap_never_holds():
     from lookahead_runner.workload.in_flight import InFlightCap
 
