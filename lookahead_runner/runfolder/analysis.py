@@ -10,6 +10,9 @@ requests: itl_p50_ms is the median of the requests' medians, itl_p99_ms the 99th
 requests' 99th percentiles (there is no honest ITL p90 to report). TTFT and e2e are per request,
 so their p50 / p90 / p99 are plain percentiles over the window's successful requests.
 
+A users stage's window counts the users' requests only, a rate stage's its arrivals only (requests.csv's
+t_scheduled_s): a rate stage's backlog finishing in the users stage after it is not those users' work.
+
 Failures are counted over requests that finished in the window ("cut" rows, killed by the end of
 a stage or of the test, are neither completions nor failures). Timeouts and length-check failures
 are recognised by how the error text starts (records.TIMEOUT_ERROR, records.LENGTH_ERRORS).
@@ -263,6 +266,19 @@ def _throughput_columns(requests: pd.DataFrame, t0: float, t1: float, duration: 
             "output_tok_per_s": float((tokens * _share_inside(first, done, t0, t1)).sum()) / duration}
 
 
+def is_rate_stage(stage) -> bool:
+    """A stages.csv row of a rate stage (its rate column set; files before issue 37 have none)."""
+    rate = getattr(stage, "rate", None)
+    return rate is not None and not (isinstance(rate, float) and math.isnan(rate)) and str(rate) != ""
+
+
+def is_arrival(requests: pd.DataFrame) -> pd.Series:
+    """Per row: a rate stage's arrival (it has a scheduled time), not a user's request."""
+    if "t_scheduled_s" not in requests:
+        return pd.Series(False, index=requests.index)
+    return pd.to_numeric(requests["t_scheduled_s"], errors="coerce").notna()
+
+
 def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
                   setting: str, k: int, repeat: int, rules: WindowRules,
                   variant: str = "", drafting: Drafting | None = None
@@ -272,18 +288,20 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
     window's start (unix seconds). `drafting`: what the life should draft per step; a window whose counters say
     otherwise is not in effect, and invalid for it (None: not checked)."""
     out = []
+    arrivals = is_arrival(requests)
     for stage in stages.itertuples(index=False):
         t0 = stage.t_start_s + rules.warmup_for(stage.t_end_s - stage.t_start_s)
         t1 = stage.t_end_s
         duration = max(t1 - t0, 1e-9)
-        done = requests[(requests["t_done_s"] >= t0) & (requests["t_done_s"] <= t1)] if len(requests) else requests
+        kind = requests[arrivals == is_rate_stage(stage)]
+        done = kind[(kind["t_done_s"] >= t0) & (kind["t_done_s"] <= t1)] if len(kind) else kind
         finished = done[error_text(done) != CUT_ERROR] if len(done) else done
         ok = finished[finished["ok"] == 1] if len(finished) else finished
         row = {
             "setting": setting, "k": k, "repeat": repeat, **({"variant": variant} if variant else {}),
             "stage": int(stage.stage), "users": int(stage.users),
             "duration_s": round(duration, 3), "requests": int(len(ok)),
-            **_throughput_columns(requests, t0, t1, duration),
+            **_throughput_columns(kind, t0, t1, duration),
             **_latency_columns(ok),
             **_failure_columns(finished, ok, rules.expected_output_tokens, rules.expected_prompt_tokens),
             **_server_columns(server, t0, t1),
