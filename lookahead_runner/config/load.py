@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .workload_variants import NATURAL_OUTPUT, Variant, axis_values, variants_of
 from ..workload.request_set import DEFAULT_MAX_TOKENS
-from ..workload.stages import too_many_arrivals
+from ..workload.stages import load_label, too_many_arrivals
 from .strict import CpuList, Strict
 
 AUTO_FIRST_REPEATS = 2
@@ -50,12 +50,7 @@ class StageConfig(Strict):
 
     @property
     def label(self) -> str:
-        """How a person names it: "16 users" or "4 req/s"."""
-        return f"{self.rate:g} req/s" if self.rate is not None else f"{self.users} users"
-
-    def arg(self) -> str:
-        """Its item of Locust's --stages (workload/stages.py)."""
-        return f"{self.rate!r}/s:{self.duration_s:g}" if self.rate is not None else f"{self.users}:{self.duration_s:g}"
+        return load_label(self.users, self.rate)
 
 
 class LoadConfig(Strict):

@@ -39,13 +39,17 @@ class Stage:
 
     @property
     def label(self) -> str:
-        """How a person names it: "16 users" or "4 req/s"."""
-        return f"{self.rate:g} req/s" if self.rate is not None else f"{self.users} users"
+        return load_label(self.users, self.rate)
 
     def arg(self) -> str:
         """Its ``--stages`` item."""
         return f"{self.rate:g}{RATE_SUFFIX}:{self.duration_s:g}" if self.rate is not None \
             else f"{self.users}:{self.duration_s:g}"
+
+
+def load_label(users: int | None, rate: float | None) -> str:
+    """How a person names a stage's load: "16 users" or "4 req/s"."""
+    return f"{rate:g} req/s" if rate is not None else f"{users} users"
 
 
 def parse_stages(text: str) -> list[Stage]:
