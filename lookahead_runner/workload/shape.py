@@ -12,13 +12,13 @@ from locust.runners import STATE_STOPPED, STATE_STOPPING, MasterRunner
 
 from lookahead_runner.contracts.records import StageRecord
 from lookahead_runner.workload.options import ScenarioSettings
-from lookahead_runner.workload.stages import Stage, parse_stages, rate_run, stage_at, stage_start_s
+from lookahead_runner.workload.stages import (DRAIN_GRACE_S, Stage, parse_stages, rate_run, stage_at,
+                                             stage_start_s)
 
 __all__ = ["RateRun", "Stage", "StagedShape", "parse_stages", "stage_at"]
 
 logger = logging.getLogger(__name__)
 DRAIN_SPAWN_RATE = 10_000.0   # users stopped per second when a stage of the other kind comes: all at once
-DRAIN_GRACE_S = 5.0           # beyond --stop-timeout, how long a drain waits for Locust's count of users to reach 0
 
 
 @dataclass(frozen=True)

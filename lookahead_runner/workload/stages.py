@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 STAGES_OPTION = "--stages"
 RATE_SUFFIX = "/s"
+# Beyond --stop-timeout, how long the shape waits for the last kind's users to stop when the kind of stage changes
+DRAIN_GRACE_S = 5.0
 # A rate stage's schedule is drawn whole in every Locust process (workload/arrivals.py): 80 MB of float64 at this
 MAX_STAGE_ARRIVALS = 10_000_000
 
@@ -99,6 +101,12 @@ def stage_at(stages: Sequence[Stage], elapsed_s: float) -> int | None:
 def stage_start_s(stages: Sequence[Stage], index: int) -> float:
     """Seconds into the run at which stage `index` is scheduled to start."""
     return float(sum(stage.duration_s for stage in stages[:index]))
+
+
+def kind_changes(stages: Sequence) -> int:
+    """How often the stages change between users and rate: each change waits for a drain (workload/shape.py)."""
+    kinds = [getattr(stage, "rate", None) is not None for stage in stages]
+    return sum(a != b for a, b in zip(kinds, kinds[1:]))
 
 
 def rate_run(stages: Sequence[Stage], index: int) -> range:
