@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .workload_variants import NATURAL_OUTPUT, Variant, axis_values, variants_of
 from ..workload.request_set import DEFAULT_MAX_TOKENS
+from ..workload.stages import load_label, too_many_arrivals
 from .strict import CpuList, Strict
 
 AUTO_FIRST_REPEATS = 2
@@ -39,6 +40,8 @@ class StageConfig(Strict):
         if self.users is None and self.rate is None:
             raise ValueError("give the stage users (closed loop), e.g. {users = 8, duration_s = 20}, or rate "
                              "(requests per second, open loop), e.g. {rate = 4.0, duration_s = 20}")
+        if self.rate is not None and (why := too_many_arrivals(self.rate, self.duration_s)):
+            raise ValueError(why)
         return self
 
     @property
@@ -47,12 +50,7 @@ class StageConfig(Strict):
 
     @property
     def label(self) -> str:
-        """How a person names it: "16 users" or "4 req/s"."""
-        return f"{self.rate:g} req/s" if self.rate is not None else f"{self.users} users"
-
-    def arg(self) -> str:
-        """Its item of Locust's --stages (workload/stages.py)."""
-        return f"{self.rate!r}/s:{self.duration_s:g}" if self.rate is not None else f"{self.users}:{self.duration_s:g}"
+        return load_label(self.users, self.rate)
 
 
 class LoadConfig(Strict):
@@ -120,7 +118,7 @@ class LoadConfig(Strict):
                                "vllm bench serve) or constant gaps of 1 / rate")
     burstiness: float = Field(1.0, description="arrival = \"poisson\": the gamma shape of the gaps (1 = Poisson; "
                                                "< 1 burstier, > 1 more even), as vllm bench serve --burstiness")
-    arrival_seed: int = Field(0, description="seed of the arrival times and the synthetic prompts: every K gets the "
+    arrival_seed: int = Field(0, ge=0, description="seed of the arrival times and the synthetic prompts: every K gets the "
                                              "same schedule and the same requests")
     max_in_flight: int = Field(0, ge=0, description="rate stages: at most this many requests in flight (0 = no "
                                                     "cap), as vllm bench serve --max-concurrency; an arrival that "

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from lookahead_runner.contracts.records import CUT_ERROR, REQUEST_COLUMNS
 from lookahead_runner.telemetry.signals import CounterSignals, counter_signals
 from lookahead_runner.vllm.metrics import ACCEPTED_PER_POSITION, KV_POOL_INFO, SIGNALS
-from lookahead_runner.workload.stages import Stage
+from lookahead_runner.workload.stages import Stage, load_label
 from lookahead_runner.workload.timeline import percentile
 
 LIVE_WINDOW_S = 10.0
@@ -161,7 +161,7 @@ class StageNow:
 
     @property
     def load(self) -> str:
-        return f"{self.rate:g} req/s" if self.rate is not None else f"{self.users} users"
+        return load_label(self.users, self.rate)
 
 
 def stage_now(state: str, stages: Sequence[Stage] | None, current: tuple[int, int] | None,

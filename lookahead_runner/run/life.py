@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..runfolder import columns, results
 from ..config import ResolvedServer, SweepConfig
-from .load import live_port_now, locust_argv, run_locust
+from .load import live_port_now, locust_argv, locust_deadline_s, run_locust
 from .launch import Life, server_launch
 from .placement import Placement
 from .server_check import check_workload
@@ -255,7 +255,7 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
 
     Returns (why the repeat failed or "", status fields, whether the server is alive at the end)."""
     server, base_url, headers = served.server, served.base_url, served.headers
-    deadline_s = sum(s.duration_s for s in config.load.stages) + 2 * config.load.request_timeout_s + 60
+    deadline_s = locust_deadline_s(config.load, sum(s.duration_s for s in config.load.stages))
     sim_env = sim_file_env(served.sim_file) if served.sim_file else {}
     variants = config.load.variants
     blocks: list[dict] = []

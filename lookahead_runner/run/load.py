@@ -21,6 +21,7 @@ from . import reaper
 from .package_files import NEEDED, package_file
 from .placement import pin
 from .server import free_port, port_is_free
+from ..workload.stages import DRAIN_GRACE_S, kind_changes
 
 # inside the package (an installed wheel has it too); `lookahead-runner locustfile` prints it
 DEFAULT_LOCUSTFILE = package_file(NEEDED["locustfile"])
@@ -40,6 +41,13 @@ def stages_arg(stages) -> str:
     """Locust's --stages: "USERS:SECONDS" per user stage, "RATE/s:SECONDS" per rate stage."""
     return ",".join(f"{s.rate!r}/s:{s.duration_s:g}" if getattr(s, "rate", None) is not None
                     else f"{s.users}:{s.duration_s:g}" for s in stages)
+
+
+def locust_deadline_s(load, stage_s: float) -> float:
+    """How long a Locust run of `stage_s` seconds of stages may take before it is killed: its stop (--stop-timeout
+    = request_timeout_s, twice) and a minute, plus a drain where the kind of stage changes (workload/shape.py)."""
+    drains = kind_changes(load.stages) * (load.request_timeout_s + DRAIN_GRACE_S)
+    return stage_s + 2 * load.request_timeout_s + 60 + drains
 
 
 def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path = DEFAULT_LOCUSTFILE,

@@ -31,7 +31,7 @@ import pandas as pd
 
 from ..runfolder import results
 from ..config import StageConfig, SweepConfig
-from .load import locust_argv, run_locust
+from .load import locust_argv, locust_deadline_s, run_locust
 from ..contracts.cpus import format_cpus
 from ..runfolder.lag_advice import lag_reason
 from ..runfolder.preflight import IdleLag, PreflightRecord, PreflightRun, write_preflight
@@ -200,7 +200,7 @@ def loaded(config: SweepConfig, base_url: str, placement: Placement, out: Path, 
         "prompt_tokens": variant.prompt_tokens, "temperature": variant.temperature,
         "output_tokens": min(OUTPUT_TOKENS, variant.output_tokens), "processes": placement.processes})
     argv = locust_argv(base_url, out, config.server.served_model, load, setting_name="preflight")
-    deadline_s = config.load.preflight_s + 2 * config.load.request_timeout_s + 60
+    deadline_s = locust_deadline_s(load, config.load.preflight_s)
     result = run_locust(argv, out / "locust.log", deadline_s, env=env, abort=alive, cpus=placement.load_cpus)
     if result.aborted:
         raise ServerError(result.aborted)

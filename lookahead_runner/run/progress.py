@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..telemetry.signals import counter_signals
+from ..workload.stages import load_label
 
 
 class SweepProgress:
@@ -113,6 +114,5 @@ class SweepProgress:
 
 
 def _label(stage) -> str:
-    """"16 users" or "4 req/s" (a stage of the config, or a bare one with users alone)."""
-    rate = getattr(stage, "rate", None)
-    return f"{rate:g} req/s" if rate is not None else f"{stage.users} users"
+    """A stage of the config, or a bare one with users alone."""
+    return load_label(stage.users, getattr(stage, "rate", None))

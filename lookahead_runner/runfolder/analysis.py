@@ -10,6 +10,9 @@ requests: itl_p50_ms is the median of the requests' medians, itl_p99_ms the 99th
 requests' 99th percentiles (there is no honest ITL p90 to report). TTFT and e2e are per request,
 so their p50 / p90 / p99 are plain percentiles over the window's successful requests.
 
+A users stage's window counts the users' requests only, a rate stage's its arrivals only (requests.csv's
+t_scheduled_s): a rate stage's backlog finishing in the users stage after it is not those users' work.
+
 Failures are counted over requests that finished in the window ("cut" rows, killed by the end of
 a stage or of the test, are neither completions nor failures). Timeouts and length-check failures
 are recognised by how the error text starts (records.TIMEOUT_ERROR, records.LENGTH_ERRORS).
@@ -313,6 +316,19 @@ def _throughput_columns(requests: pd.DataFrame, t0: float, t1: float, duration: 
             "output_tok_per_s": float((tokens * _share_inside(first, done, t0, t1)).sum()) / duration}
 
 
+def is_rate_stage(stage) -> bool:
+    """A stages.csv row of a rate stage (its rate column set; files before issue 37 have none)."""
+    rate = getattr(stage, "rate", None)
+    return rate is not None and not (isinstance(rate, float) and math.isnan(rate)) and str(rate) != ""
+
+
+def is_arrival(requests: pd.DataFrame) -> pd.Series:
+    """Per row: a rate stage's arrival (it has a scheduled time), not a user's request."""
+    if "t_scheduled_s" not in requests:
+        return pd.Series(False, index=requests.index)
+    return pd.to_numeric(requests["t_scheduled_s"], errors="coerce").notna()
+
+
 def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,
                   setting: str, k: int, repeat: int, rules: WindowRules,
                   variant: str = "", drafting: Drafting | None = None
@@ -324,17 +340,19 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
     out = []
     if len(requests) and "error" in requests:
         requests = requests.assign(error=error_text(requests))  # as text once, not once per stage
+    arrivals = is_arrival(requests).to_numpy(dtype=bool)   # a rate stage's window counts its arrivals only
     t_done = _numbers(requests["t_done_s"]) if len(requests) else np.empty(0)
     kept = (error_text(requests) != CUT_ERROR).to_numpy(dtype=bool) if len(requests) else np.empty(0, dtype=bool)
     succeeded = kept & (requests["ok"] == 1).to_numpy(dtype=bool) if len(requests) else kept
-    served = requests[succeeded] if len(requests) else requests      # what throughput counts, every stage
     for stage in stages.itertuples(index=False):
         t0 = stage.t_start_s + rules.warmup_for(stage.t_end_s - stage.t_start_s)
         t1 = stage.t_end_s
         duration = max(t1 - t0, 1e-9)
+        mine = arrivals == is_rate_stage(stage)   # and a users stage its users' requests only
         inside = (t_done >= t0) & (t_done <= t1)
-        finished = requests[inside & kept] if len(requests) else requests
-        ok = requests[inside & succeeded] if len(requests) else requests
+        finished = requests[inside & kept & mine] if len(requests) else requests
+        ok = requests[inside & succeeded & mine] if len(requests) else requests
+        served = requests[succeeded & mine] if len(requests) else requests   # what throughput counts
         row = {
             "setting": setting, "k": k, "repeat": repeat, **({"variant": variant} if variant else {}),
             "stage": int(stage.stage), "users": int(stage.users),

@@ -19,15 +19,9 @@ from ..config.slo import Slo
 from ..contracts.records import CUT_ERROR, NOT_SENT_ERROR, TIMEOUT_ERROR
 from ..decision.cells.evidence import LATENCY_COLUMNS
 from ..decision.cells.rate_window import RateWindow, growth_through, met_every_slo, outstanding_at
-from .analysis import WindowRules, _validity, error_text
+from .analysis import WindowRules, _latency_columns, _validity, error_text, is_arrival, is_rate_stage
 
 QUEUE_POINTS = 21   # times across the window at which the outstanding requests are counted
-
-
-def is_rate_stage(stage) -> bool:
-    """A stages.csv row of a rate stage (its rate column set; files before issue 37 have none)."""
-    rate = getattr(stage, "rate", None)
-    return rate is not None and not (isinstance(rate, float) and math.isnan(rate)) and str(rate) != ""
 
 
 def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -38,9 +32,7 @@ def _floats(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 def scheduled_requests(requests: pd.DataFrame) -> pd.DataFrame:
     """The rows of rate-stage arrivals (with a scheduled time)."""
-    if requests.empty or "t_scheduled_s" not in requests:
-        return requests.iloc[0:0]
-    return requests[pd.to_numeric(requests["t_scheduled_s"], errors="coerce").notna()]
+    return requests[is_arrival(requests)] if len(requests) else requests.iloc[0:0]
 
 
 def _waiting(server: pd.DataFrame, t0: float, t1: float) -> tuple[float, float]:
@@ -53,13 +45,18 @@ def _waiting(server: pd.DataFrame, t0: float, t1: float) -> tuple[float, float]:
     return float(inside["waiting"].iloc[0]), float(inside["waiting"].iloc[-1])
 
 
+def window_arrivals(scheduled: pd.DataFrame, stage: int, t0: float, t1: float) -> pd.DataFrame:
+    """The arrivals of rate stage `stage` scheduled inside its window [t0, t1)."""
+    sched_s = _floats(scheduled, "t_scheduled_s")
+    return scheduled[(_floats(scheduled, "stage") == stage) & (sched_s >= t0) & (sched_s < t1)]
+
+
 def rate_window(row: dict, scheduled: pd.DataFrame, server: pd.DataFrame, stage: int, rate: float, t0: float,
                 t1: float, slos: tuple[Slo, ...], rules: WindowRules) -> RateWindow:
     """The window of rate stage `stage` of one life: `row` is its summary row (analysis.stage_windows),
     `scheduled` every arrival of the life (`scheduled_requests`)."""
     sched_s = _floats(scheduled, "t_scheduled_s")
-    stage_of = _floats(scheduled, "stage")
-    mine = scheduled[(stage_of == stage) & (sched_s >= t0) & (sched_s < t1)]
+    mine = window_arrivals(scheduled, stage, t0, t1)
     errors = error_text(mine)
     ok = (_floats(mine, "ok") == 1) & (errors != CUT_ERROR).to_numpy()
     latency = np.column_stack([_floats(mine, c) for c in LATENCY_COLUMNS]) if len(mine) else np.empty((0, 4))
@@ -107,9 +104,12 @@ def _rate_validity(row: dict, window: RateWindow, rules: WindowRules, refused: s
     return (not reasons), "; ".join(reasons)
 
 
-def rate_row(row: dict, window: RateWindow, level: float) -> dict:
-    """The summary row of a rate stage: its rate columns, and its validity as a rate window."""
-    return row | window.columns(level) | {"valid": window.valid, "invalid_reason": window.invalid_reason}
+def rate_row(row: dict, window: RateWindow, level: float, arrived: pd.DataFrame) -> dict:
+    """The summary row of a rate stage: its latency percentiles over its arrivals that succeeded, wherever they
+    finished (not over the requests that happened to finish inside it: a K falling behind finishes its fastest
+    there), its rate columns, and its validity as a rate window."""
+    return (row | _latency_columns(arrived[window.ok]) | window.columns(level)
+            | {"valid": window.valid, "invalid_reason": window.invalid_reason})
 
 
 def rate_stage_window(row: dict, t0: float, stages: pd.DataFrame, requests: pd.DataFrame, server: pd.DataFrame,
@@ -122,6 +122,6 @@ def rate_stage_window(row: dict, t0: float, stages: pd.DataFrame, requests: pd.D
     if match.empty or not is_rate_stage(next(match.itertuples(index=False))):
         return None
     stage = match.iloc[0]
-    window = rate_window(row, scheduled_requests(requests), server, int(row["stage"]), float(stage["rate"]), t0,
-                         float(stage["t_end_s"]), slos, rules)
-    return rate_row(row, window, level), window
+    scheduled, t1 = scheduled_requests(requests), float(stage["t_end_s"])
+    window = rate_window(row, scheduled, server, int(row["stage"]), float(stage["rate"]), t0, t1, slos, rules)
+    return rate_row(row, window, level, window_arrivals(scheduled, int(row["stage"]), t0, t1)), window

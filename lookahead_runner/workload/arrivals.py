@@ -42,6 +42,8 @@ class ArrivalProcess:
         if not self.burstiness > 0:
             raise ValueError(f"burstiness: must be > 0 (the gamma shape of the gaps; 1 = Poisson), "
                              f"got {self.burstiness!r}")
+        if self.seed < 0:   # numpy's seed sequence takes none
+            raise ValueError(f"arrival_seed: must be >= 0, got {self.seed!r}")
 
     def describe(self) -> str:
         if self.kind == CONSTANT:

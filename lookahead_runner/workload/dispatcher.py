@@ -103,6 +103,22 @@ class RateDispatcherBase(StreamingCompletionsBase):
         # each arrival's number across every rate stage so far picks its request of a request set
         number = sum(len(stage_offsets(s.rate, s.duration_s, process, i))
                      for i, s in enumerate(run.stages[:run.first]) if s.rate is not None)
+        try:
+            self._send_run(run, index, number, cap)
+            self._sleep_until(run.end_s)   # an arrival held by max_in_flight may still go out until the run ends
+        finally:  # also when Locust kills this user (no --stop-timeout): none held goes out in a later stage
+            dropped = cap.drop_waiting()
+        if cap.held:
+            logger.warning("%d arrivals found max_in_flight (%d here) full and waited; %d of them were never sent",
+                           cap.held, cap.limit, dropped)
+        # This user stops once the run's requests have ended (Locust waits --stop-timeout for it), and the shape
+        # opens a users stage after the run only then (shape._draining): on a server that has served its backlog.
+        self.scenario.open_loop.requests.join()
+
+    def _send_run(self, run: RateRun, index: int, number: int, cap: InFlightCap) -> None:
+        """Arm this dispatcher's share of the run's arrivals, each on a timer of its own; stops early when Locust
+        stops this user. `number`: the arrivals of the rate stages before the run."""
+        process, seed = self.scenario.settings.arrival_process, self.scenario.settings.arrival_seed
         for stage_index in range(run.first, run.last + 1):
             stage = run.stages[stage_index]
             offsets = stage_offsets(stage.rate or 0.0, stage.duration_s, process, stage_index)
@@ -110,16 +126,10 @@ class RateDispatcherBase(StreamingCompletionsBase):
             for arrival_index in mine(len(offsets), run.dispatchers, index):
                 due_s = start_s + float(offsets[arrival_index])
                 if not self._sleep_until(due_s - LEAD_S):
-                    cap.drop_waiting()
                     return
-                arrival = Arrival(stage_index, arrival_index, due_s, number + arrival_index, settings.arrival_seed)
+                arrival = Arrival(stage_index, arrival_index, due_s, number + arrival_index, seed)
                 self.scenario.open_loop.spawn_at(due_s, self._arrive, arrival, cap)
             number += len(offsets)
-        self._sleep_until(run.end_s)   # an arrival held by max_in_flight may still go out until the run ends
-        dropped = cap.drop_waiting()
-        if cap.held:
-            logger.warning("%d arrivals found max_in_flight (%d here) full and waited; %d of them were never sent",
-                           cap.held, cap.limit, dropped)
 
     def _arrive(self, arrival: Arrival, cap: InFlightCap) -> None:
         """One arrival: a slot (waiting for one if max_in_flight is full), then its request."""

@@ -29,6 +29,7 @@ class InFlightCap:
         self.limit = limit
         self.in_flight = 0
         self.held = 0                       # arrivals that had to wait
+        self.closed = False                 # the rate stages ended: an arrival that finds no slot is not sent
         self._waiting: deque[AsyncResult] = deque()
 
     def take(self) -> bool:
@@ -39,8 +40,10 @@ class InFlightCap:
         return True
 
     def wait(self) -> None:
-        """Wait for a slot that `give` hands over; NotSent when `drop_waiting` comes first."""
+        """Wait for a slot that `give` hands over; NotSent when `drop_waiting` comes first (or came already)."""
         self.held += 1
+        if self.closed:
+            raise NotSent()
         turn = AsyncResult()
         self._waiting.append(turn)
         try:
@@ -60,7 +63,9 @@ class InFlightCap:
             self.in_flight = max(self.in_flight - 1, 0)
 
     def drop_waiting(self) -> int:
-        """The rate stages ended: every arrival still waiting is not sent. Returns how many."""
+        """The rate stages ended: every arrival still waiting, or coming to a full cap from now on, is not sent.
+        Returns how many were waiting."""
+        self.closed = True
         dropped = len(self._waiting)
         while self._waiting:
             self._waiting.popleft().set_exception(NotSent())

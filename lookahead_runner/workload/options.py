@@ -80,6 +80,8 @@ class ScenarioSettings:
             raise ValueError(f"--burstiness: must be > 0, got {self.burstiness}")
         if self.max_in_flight < 0:
             raise ValueError(f"--max-in-flight: must be >= 0 (0 = no cap), got {self.max_in_flight}")
+        if self.arrival_seed < 0:
+            raise ValueError(f"--arrival-seed: must be >= 0, got {self.arrival_seed}")
 
     @property
     def chat(self) -> bool:
@@ -261,7 +263,7 @@ _TYPES = {
     "request_set": _request_set_file,
     "arrival": str,
     "burstiness": _positive(float),
-    "arrival_seed": int,
+    "arrival_seed": _non_negative_int,
     "max_in_flight": _non_negative_int,
 }
 

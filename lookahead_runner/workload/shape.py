@@ -12,7 +12,8 @@ from locust.runners import STATE_STOPPED, STATE_STOPPING, MasterRunner
 
 from lookahead_runner.contracts.records import StageRecord
 from lookahead_runner.workload.options import ScenarioSettings
-from lookahead_runner.workload.stages import Stage, parse_stages, rate_run, stage_at, stage_start_s
+from lookahead_runner.workload.stages import (DRAIN_GRACE_S, Stage, parse_stages, rate_run, stage_at,
+                                             stage_start_s)
 
 __all__ = ["RateRun", "Stage", "StagedShape", "parse_stages", "stage_at"]
 
@@ -85,6 +86,7 @@ class StagedShape(LoadTestShape):
         self._shift_s = 0.0                      # the clock's shift: stages that waited start late, last whole
         self._spawned_rate: bool | None = None   # the kind of stage the last tick spawned for (None: no users)
         self._pending: int | None = None         # the stage to open once the other kind's users have stopped
+        self._drain_until: float | None = None   # when a drain gives up waiting for them (unix seconds)
 
     def reset_time(self) -> None:
         # Locust calls this when a shape run starts, so a second run from the web UI starts afresh.
@@ -127,13 +129,24 @@ class StagedShape(LoadTestShape):
         if self._open is None or self._open.stage != index:
             if self._spawned_rate is not None and self._spawned_rate != stages[index].is_rate:
                 # Locust keeps the users it has when the classes change (it only adds of the new class): the
-                # users of the other kind stop first, and the stage opens at the next tick with its full length
+                # users of the other kind stop first, and the stage opens once they have (`_draining`), with its
+                # full length
                 self.close_open_stage(now_s)
                 self.rate_run, self._spawned_rate, self._pending = None, None, index
+                stop_timeout = float(getattr(self.runner.environment, "stop_timeout", 0.0) or 0.0)
+                self._drain_until = now_s + stop_timeout + DRAIN_GRACE_S
+                return 0, DRAIN_SPAWN_RATE
+            if self._pending is not None and self._draining(now_s):
                 return 0, DRAIN_SPAWN_RATE
             self._open_stage(stages, index, run_s, now_s)
         self._spawned_rate = stages[index].is_rate
         return self._users_of(stages[index])
+
+    def _draining(self, now_s: float) -> bool:
+        """Users of the last kind are still stopping: closed-loop users finishing their requests, a dispatcher
+        its arrivals in flight (Locust waits --stop-timeout for them; a worker's count comes with its report).
+        The next stage opens on a drained server, or once that wait is over."""
+        return bool(getattr(self.runner, "user_count", 0)) and now_s < (self._drain_until or now_s)
 
     def _open_stage(self, stages: list[Stage], index: int, run_s: float, now_s: float) -> None:
         stage = stages[index]
@@ -147,7 +160,7 @@ class StagedShape(LoadTestShape):
             if stage.is_rate:
                 span = rate_run(stages, index)
                 run = RateRun(index, span[-1], now_s, self.dispatcher_count(), tuple(stages))
-        self._pending = None
+        self._pending, self._drain_until = None, None
         self.close_open_stage(start_s)
         self.rate_run = run
         self._open = StageRecord(stage=index, users=stage.users, t_start_s=start_s, t_end_s=float("nan"),

@@ -12,6 +12,18 @@ from dataclasses import dataclass
 
 STAGES_OPTION = "--stages"
 RATE_SUFFIX = "/s"
+# Beyond --stop-timeout, how long the shape waits for the last kind's users to stop when the kind of stage changes
+DRAIN_GRACE_S = 5.0
+# A rate stage's schedule is drawn whole in every Locust process (workload/arrivals.py): 80 MB of float64 at this
+MAX_STAGE_ARRIVALS = 10_000_000
+
+
+def too_many_arrivals(rate: float, duration_s: float) -> str:
+    """Why a rate stage's schedule is too large to draw ("" where it is not)."""
+    if rate * duration_s <= MAX_STAGE_ARRIVALS:
+        return ""
+    return (f"rate x duration_s = {rate * duration_s:.3g} arrivals in one stage; at most {MAX_STAGE_ARRIVALS} "
+            "arrivals (the schedule is drawn whole): lower the rate or split the stage")
 
 
 @dataclass(frozen=True)
@@ -29,13 +41,17 @@ class Stage:
 
     @property
     def label(self) -> str:
-        """How a person names it: "16 users" or "4 req/s"."""
-        return f"{self.rate:g} req/s" if self.rate is not None else f"{self.users} users"
+        return load_label(self.users, self.rate)
 
     def arg(self) -> str:
         """Its ``--stages`` item."""
         return f"{self.rate:g}{RATE_SUFFIX}:{self.duration_s:g}" if self.rate is not None \
             else f"{self.users}:{self.duration_s:g}"
+
+
+def load_label(users: int | None, rate: float | None) -> str:
+    """How a person names a stage's load: "16 users" or "4 req/s"."""
+    return f"{rate:g} req/s" if rate is not None else f"{users} users"
 
 
 def parse_stages(text: str) -> list[Stage]:
@@ -66,6 +82,8 @@ def parse_stages(text: str) -> list[Stage]:
             raise ValueError(f"{STAGES_OPTION}: bad stage {item!r}; {expected}") from None
         if not duration_s > 0 or duration_s == float("inf"):
             raise ValueError(f"{STAGES_OPTION}: bad stage {item!r}; {expected}")
+        if rate is not None and (why := too_many_arrivals(rate, duration_s)):
+            raise ValueError(f"{STAGES_OPTION}: bad stage {item!r}; {why}")
         stages.append(Stage(users=users, duration_s=duration_s, rate=rate))
     return stages
 
@@ -83,6 +101,12 @@ def stage_at(stages: Sequence[Stage], elapsed_s: float) -> int | None:
 def stage_start_s(stages: Sequence[Stage], index: int) -> float:
     """Seconds into the run at which stage `index` is scheduled to start."""
     return float(sum(stage.duration_s for stage in stages[:index]))
+
+
+def kind_changes(stages: Sequence) -> int:
+    """How often the stages change between users and rate: each change waits for a drain (workload/shape.py)."""
+    kinds = [getattr(stage, "rate", None) is not None for stage in stages]
+    return sum(a != b for a, b in zip(kinds, kinds[1:]))
 
 
 def rate_run(stages: Sequence[Stage], index: int) -> range:

@@ -54,6 +54,10 @@ def test_each_scheduled_arrival_goes_out_once_at_its_time_between_user_stages(st
     assert any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:]))
     closed = [r for r in rows if r["stage"] in ("0", "2")]
     assert closed and all(r["t_scheduled_s"] == "" and r["arrival"] == "" for r in closed)
+    # each kind's stage opens on a drained server: the rate stage after the users' last request, the users
+    # stage after the last arrival's request
+    assert float(rate_stage["t_start_s"]) >= max(float(r["t_done_s"]) for r in rows if r["stage"] == "0")
+    assert float(stages[2]["t_start_s"]) >= max(float(r["t_done_s"]) for r in sent)
 
 
 def test_max_in_flight_holds_arrivals_and_records_those_never_sent(stub, tmp_path):
@@ -90,3 +94,22 @@ def test_two_processes_split_the_schedule_between_them(stub, tmp_path):
     start = float(stages[0]["t_start_s"])
     for row in rows:  # each worker sent on the master's schedule
         assert float(row["t_scheduled_s"]) == pytest.approx(start + expected[int(row["arrival"])], abs=1e-5)
+
+
+def test_a_users_stage_after_a_rate_stage_opens_once_the_arrivals_requests_have_ended(tmp_path):
+    # 2.5 s to each first token: the rate stage's requests outlast it, the users stage waits for them
+    slow = _start_stub(tmp_path / "stub.log", "--first-token-ms", "2500")
+    try:
+        code, log = _run_locust(slow, tmp_path, "--stop-timeout", "10", stages="8/s:1,1:1")
+    finally:
+        _stop(slow.process)
+    assert code == 0, log.read_text()[-3000:]
+    _, stages = _rows(tmp_path / "stages.csv")
+    _, rows = _rows(tmp_path / "requests.csv")
+    arrivals = [r for r in rows if r["stage"] == "0"]
+    assert arrivals and all(r["ok"] == "1" for r in arrivals), [r["error"] for r in arrivals]
+    last_done = max(float(r["t_done_s"]) for r in arrivals)
+    assert last_done > float(stages[0]["t_end_s"]) + 2.0                 # they did outlast their stage
+    assert float(stages[1]["t_start_s"]) >= last_done                   # and the users came after them
+    users = [r for r in rows if r["stage"] == "1"]
+    assert users and min(float(r["t_send_s"]) for r in users) >= last_done

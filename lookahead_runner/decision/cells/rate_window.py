@@ -36,9 +36,9 @@ RATE_SUMMARY_COLUMNS = (
     "slo_attainment", "slo_attainment_low", "slo_attainment_high", "goodput_per_s", "outstanding_start",
     "outstanding_end", "waiting_start", "waiting_end", "keeps_up", "behind",
 )
-# Outstanding requests growing through the window by more than this share of its arrivals (the achieved rate
-# below 90 % of the offered one), and beyond the count's own noise, is falling behind.
-BEHIND_SHARE = 0.10
+# Outstanding requests growing through the window beyond the count's own noise is falling behind. No share of
+# the arrivals is tolerated on top: a floor of x % would pass a K overloaded by up to x % in a window of any
+# length (its backlog growing without bound), where the noise floor shrinks against a longer window's growth.
 BEHIND_NOISE_SDS = 3.0
 
 
@@ -128,12 +128,12 @@ class RateWindow:
 
 
 def falls_behind(growth: float, arrivals: int, outstanding: tuple[float, float]) -> bool:
-    """Outstanding requests grew through the window by more than BEHIND_SHARE of its arrivals, and by more than
-    BEHIND_NOISE_SDS standard deviations of a steady queue of that size (Poisson: sqrt of its length)."""
+    """Outstanding requests grew through the window by more than BEHIND_NOISE_SDS standard deviations of a steady
+    queue of that size (Poisson: sqrt of its length)."""
     if math.isnan(growth) or not arrivals:
         return False
     level = max(v for v in (*outstanding, 1.0) if not math.isnan(v))
-    return growth > max(BEHIND_SHARE * arrivals, BEHIND_NOISE_SDS * math.sqrt(level))
+    return growth > BEHIND_NOISE_SDS * math.sqrt(level)
 
 
 def met_every_slo(latency_ms: np.ndarray, ok: np.ndarray, slos: Sequence[Slo]) -> np.ndarray:

@@ -260,6 +260,10 @@ NAMED = [
      "load: burstiness shapes poisson arrivals' gaps"),
     ("a negative max_in_flight", "[load]\nmax_in_flight = -1\n",
      "load.max_in_flight: Input should be greater than or equal to 0"),
+    ("a negative arrival_seed", "[load]\narrival_seed = -1\n",
+     "load.arrival_seed: Input should be greater than or equal to 0"),
+    ("a stage of more arrivals than a schedule holds", "[load]\nstages = [{ rate = 1e6, duration_s = 1000 }]\n",
+     "load.stages.0: rate x duration_s = 1e+09 arrivals in one stage; at most 10000000"),
 ]
 
 

@@ -46,3 +46,15 @@ def test_rate_stages_only_preflight_at_the_highest_rate():
     requests = pd.DataFrame({"ok": [1, 1, 1, 1], "t_send_s": [0.0, 0.25, 0.5, 0.5], "t_done_s": [0.5, 0.75, 1.0, 1.0],
                              "e2e_ms": [500.0] * 4})
     assert in_flight(requests) == 2
+
+
+def test_each_change_of_kind_gives_locust_time_to_drain_before_the_life_kills_it():
+    from lookahead_runner.run.load import locust_deadline_s
+    from lookahead_runner.workload.stages import DRAIN_GRACE_S
+
+    users_only = _config([{"users": 2, "duration_s": 10}, {"users": 4, "duration_s": 10}], request_timeout_s=30)
+    mixed = _config([{"users": 2, "duration_s": 10}, {"rate": 4.0, "duration_s": 10}, {"users": 4, "duration_s": 10}],
+                    request_timeout_s=30)
+    assert locust_deadline_s(users_only.load, 20.0) == 20.0 + 2 * 30 + 60
+    # a rate stage's backlog may take up to a request's timeout to end, and the users' last requests as long
+    assert locust_deadline_s(mixed.load, 30.0) == 30.0 + 2 * 30 + 60 + 2 * (30 + DRAIN_GRACE_S)

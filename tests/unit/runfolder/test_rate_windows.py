@@ -137,3 +137,44 @@ def test_a_server_refusing_every_arrival_makes_the_window_invalid_but_a_queue_of
     timed_out[["ok", "error", "ttft_ms"]] = [0, "timeout", math.nan]
     row, window = _window(timed_out, _stages(10.0, 10))
     assert row["valid"] and row["slo_attainment"] == 0.0 and window.arrivals == 80
+
+
+def _closed_loop(users: int, start: float, seconds: float, ttft_ms: float, stage: int) -> pd.DataFrame:
+    """`users` users each sending a 0.5 s request after the last, from `start` for `seconds`."""
+    rows = []
+    for user in range(users):
+        for n in range(int(seconds / 0.5)):
+            send = start + n * 0.5 + user * 0.01
+            rows.append({"stage": stage, "users": users, "t_send_s": send, "t_first_token_s": send + ttft_ms / 1000,
+                         "t_done_s": send + 0.5, "ttft_ms": ttft_ms, "e2e_ms": 500.0, "tpot_ms": 20.0,
+                         "itl_p50_ms": 20.0, "itl_p99_ms": 25.0, "prompt_tokens": 32, "output_tokens": 16,
+                         "chunks": 16, "ok": 1, "error": "", "lag_p99_ms": 1.0, "client": "h:1"})
+    return pd.DataFrame(rows, columns=list(REQUEST_COLUMNS))
+
+
+def test_a_user_stage_after_a_rate_stage_counts_its_users_requests_not_the_backlog_of_arrivals():
+    # 10 req/s offered for 10 s, 4 s each: the arrivals of the rate stage finish well into the users stage
+    arrivals = _requests(10, 10, lambda i: 4.0, lambda i: 3000.0)
+    users = _closed_loop(2, T0 + 10.0, 10.0, 100.0, stage=1)
+    requests = pd.concat([arrivals, users], ignore_index=True)
+    stages = pd.DataFrame([{"stage": 0, "users": 0, "t_start_s": T0, "t_end_s": T0 + 10.0, "rate": 10.0},
+                           {"stage": 1, "users": 2, "t_start_s": T0 + 10.0, "t_end_s": T0 + 20.0, "rate": math.nan}])
+    rules = WindowRules(warmup_s=2.0, min_requests=5)
+    rows = {row["stage"]: row for row, *_ in stage_windows(requests, stages, pd.DataFrame(), pd.DataFrame(), "k0",
+                                                            0, 0, rules)}
+    users_window = users[(users["t_done_s"] >= T0 + 12.0) & (users["t_done_s"] <= T0 + 20.0)]
+    assert rows[1]["requests"] == len(users_window)          # the 2 users' requests, none of the arrivals'
+    assert rows[1]["ttft_p99_ms"] == pytest.approx(100.0)     # not the arrivals' 3 s
+    # and the rate stage's achieved rate is its arrivals' completions alone (none of the users' here)
+    assert rows[0]["requests"] == int(((arrivals["t_done_s"] >= T0 + 2.0) & (arrivals["t_done_s"] <= T0 + 10.0)).sum())
+
+
+def test_a_rate_windows_latency_columns_are_its_arrivals_followed_to_their_end():
+    # falling behind: each arrival waits longer than the one before, most finish after the window
+    requests = _requests(10, 10, lambda i: 0.2 + 0.1 * i, lambda i: 100.0 + 100.0 * i)
+    row, _window_ = _window(requests, _stages(10.0, 10))
+    inside = requests[requests["t_scheduled_s"] >= T0 + 2.0]
+    assert (inside["t_done_s"] > T0 + 10.0).sum() > len(inside) / 2
+    # the survivors that finished inside the window would read low: the arrivals' own percentiles
+    assert row["ttft_p99_ms"] == pytest.approx(float(inside["ttft_ms"].quantile(0.99)))
+    assert row["e2e_p50_ms"] == pytest.approx(float(inside["e2e_ms"].quantile(0.5)))

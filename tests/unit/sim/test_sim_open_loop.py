@@ -32,6 +32,17 @@ def test_the_queue_grows_above_what_a_k_serves_and_stays_empty_below():
     assert run_open_loop(SERVER, 4, 40.0, 20.0, 32, 16).keeps_up()
 
 
+def test_a_rate_above_what_the_engine_serves_never_keeps_up_nor_holds_an_slo_queueing_does_not_touch():
+    # far over its capacity, the engine serves what it can: its throughput, the most any rate can be served at
+    saturated = run_open_loop(SERVER, 0, 60.0, 20.0, 32, 16)
+    served_per_s = float(((saturated.done_s >= 5.0) & (saturated.done_s < 20.0)).sum()) / 15.0
+    over = 1.08 * served_per_s   # 8 % more than it can ever serve: the backlog grows ~2 req/s, without bound
+    run = run_open_loop(SERVER, 0, over, 60.0, 32, 16)
+    assert int(run.window().sum()) > 1000 and not run.keeps_up()
+    # a TPOT SLO is blind to the queue: only keeping up keeps the capacity below the throughput
+    assert not holds(SERVER, 0, over, TPOT_SLO, 0.99, 32, 16, duration_s=60.0)
+
+
 def test_the_scheduler_admits_max_num_seqs_in_arrival_order():
     engine = engine_for(SERVER, 0)
     for i in range(40):

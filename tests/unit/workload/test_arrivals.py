@@ -71,6 +71,17 @@ def test_burstiness_must_be_positive():
         ArrivalProcess("poisson", 0.0)
 
 
+def test_the_seed_must_not_be_negative():   # numpy's seed sequence refuses one when the schedule is drawn
+    with pytest.raises(ValueError, match="arrival_seed: must be >= 0"):
+        ArrivalProcess("poisson", 1.0, seed=-1)
+
+
+def test_a_stage_of_more_arrivals_than_a_schedule_holds_is_refused():
+    assert len(parse_stages("1000/s:10")) == 1
+    with pytest.raises(ValueError, match=r"--stages: bad stage '1e\+06/s:1000'.*at most 10000000 arrivals"):
+        parse_stages("1e+06/s:1000")
+
+
 def test_an_arrival_picks_the_same_request_in_every_life():
     arrival = Arrival(stage=2, index=5, t_scheduled_s=100.0, number=12, seed=3)
     assert arrival.rng().random() == Arrival(2, 5, 999.0, 12, 3).rng().random()

@@ -71,6 +71,41 @@ def test_a_run_of_rate_stages_keeps_its_own_schedule_and_kinds_change_through_ze
     assert ended[3].t_start_s == 1009.9 and ended[3].t_end_s == 1012.0
 
 
+def test_a_stage_of_the_other_kind_waits_until_the_last_kinds_users_have_stopped(monkeypatch):
+    # a rate stage's dispatcher stops once its arrivals in flight are done (Locust waits up to --stop-timeout),
+    # closed-loop users once their requests are: the next stage opens on a drained server, with its whole length
+    from lookahead_runner.workload.shape import DRAIN_SPAWN_RATE
+
+    clock = [0.0]
+    shape, ended, _runs = _shape("4/s:2,3:2", monkeypatch, clock)
+    shape.runner.user_count = 1
+    shape.runner.environment.stop_timeout = 60.0
+    shape.reset_time()
+    assert _at(shape, clock, 0.0) == (1, 1.0, [_Dispatcher])
+    assert _at(shape, clock, 2.4) == (0, DRAIN_SPAWN_RATE)
+    assert _at(shape, clock, 3.4) == (0, DRAIN_SPAWN_RATE)      # its arrivals' requests are still in flight
+    assert _at(shape, clock, 9.4) == (0, DRAIN_SPAWN_RATE) and shape.current_stage() == (0, 0)
+    shape.runner.user_count = 0
+    assert _at(shape, clock, 10.4) == (3, 3.0, [_Users])
+    assert _at(shape, clock, 12.3) == (3, 3.0, [_Users])       # its 2 s count from 1010.4
+    assert _at(shape, clock, 12.5) is None
+    assert [(r.stage, r.t_start_s) for r in ended] == [(0, 1000.0), (1, 1010.4)]
+
+
+def test_a_drain_that_never_ends_is_given_up_after_the_stop_timeout(monkeypatch):
+    from lookahead_runner.workload.shape import DRAIN_GRACE_S, DRAIN_SPAWN_RATE
+
+    clock = [0.0]
+    shape, _ended, _runs = _shape("3:2,4/s:2", monkeypatch, clock)
+    shape.runner.user_count = 3
+    shape.runner.environment.stop_timeout = 5.0
+    shape.reset_time()
+    assert _at(shape, clock, 0.0) == (3, 3.0, [_Users])
+    assert _at(shape, clock, 2.0) == (0, DRAIN_SPAWN_RATE)
+    assert _at(shape, clock, 2.0 + 5.0 + DRAIN_GRACE_S - 0.1) == (0, DRAIN_SPAWN_RATE)
+    assert _at(shape, clock, 2.0 + 5.0 + DRAIN_GRACE_S + 0.1) == (1, 1.0, [_Dispatcher])
+
+
 def test_a_rate_stage_cut_short_ends_where_it_was_cut(monkeypatch):
     clock = [0.0]
     shape, ended, _runs = _shape("5/s:10", monkeypatch, clock)
@@ -119,6 +154,25 @@ def test_the_in_flight_cap_holds_arrivals_in_order_and_drops_those_left_at_the_e
     assert late.drop_waiting() == 1
     with pytest.raises(NotSent):
         leftover.get()
+
+
+def test_an_arrival_that_comes_to_a_full_cap_after_the_stages_ended_is_not_sent():
+    # its timer fired a loop tick after the dispatcher's end of run: it must not wait for a slot and go out
+    # in the next stage, with its rate stage's tag
+    import gevent
+
+    from lookahead_runner.workload.in_flight import InFlightCap, NotSent
+
+    cap = InFlightCap(1)
+    assert cap.take()
+    assert cap.drop_waiting() == 0
+    late = gevent.spawn(cap.wait)
+    gevent.sleep(0)
+    cap.give()                 # the request in flight ends: a waiting arrival would get its slot here
+    gevent.sleep(0)
+    with pytest.raises(NotSent):
+        late.get(timeout=1)
+    assert cap.in_flight == 0
 
 
 def test_no_cap_never_holds():

@@ -80,6 +80,10 @@ def test_options_parse_to_their_types():
         (["--output-tokens", "0"], "argument --output-tokens: must be > 0"),
         (["--prompt-tokens", "x"], "argument --prompt-tokens: not an integer"),
         (["--request-timeout-s", "-1"], "argument --request-timeout-s: must be > 0"),
+        # numpy refuses a negative seed: every dispatcher would fail and the rate stages send nothing
+        (["--arrival-seed", "-1"], "argument --arrival-seed: must be >= 0"),
+        # a schedule drawn whole: 10^9 arrivals would be 8 GB in every Locust process
+        (["--stages", "1e6/s:1000"], "argument --stages: bad stage '1e6/s:1000'"),
     ],
 )
 def test_bad_options_are_argparse_errors(argv, fragment, capsys):
