@@ -132,7 +132,7 @@ def frontier_figure(points: Sequence[FrontierPoint], styles: Mapping[str, Settin
                       annotation_text=plot_text(label), annotation_position="top right",
                       annotation_font={"color": SLO_COLOUR, "size": 11})
     fig.update_layout(template=TEMPLATE, height=440)
-    fig.update_xaxes(title_text=X_TITLE, rangemode="tozero")
+    fig.update_xaxes(title_text=X_TITLE)
     fig.update_yaxes(title_text=Y_TITLE, rangemode="tozero")
     return fig
 
