@@ -211,6 +211,10 @@ def cmd_ramp(args: argparse.Namespace) -> int:
             raise UsageError(f"--users {args.users!r}: write rising user counts, e.g. --users 1,2,4,8,16") from None
         if min(users) < 1:
             raise UsageError(f"--users {args.users!r}: user counts are >= 1, e.g. --users 1,2,4,8,16")
+    rates = _rates(args.rates) if args.rates else None
+    if users and rates:
+        raise UsageError("ramp: give --users (closed loop: concurrent users) or --rates (open loop: requests per "
+                         "second), not both")
     if len(config.load.variants) > 1:
         raise UsageError("ramp: one workload at a time; give load.prompt_tokens, load.output_tokens and "
                          "load.temperature one value each, e.g. --set load.prompt_tokens=4000")
@@ -222,13 +226,24 @@ def cmd_ramp(args: argparse.Namespace) -> int:
     model_given = (bool(args.config) and "model" in config.server.model_fields_set) or "server.model" in (
         _parse_set(args.set))
     try:
-        config = ramp_config(config, args.k, users, args.stage_s)
+        config = ramp_config(config, args.k, users, args.stage_s, rates)
     except ValidationError as err:
         raise ConfigError(error_line(err, "ramp")) from None
     if args.url:  # a running server: the model it serves (GET /v1/models) unless the user's config names one
         server = config.server.model_dump() | {"url": args.url} | ({} if model_given else {"model": ""})
         config = config_from_dict(config.model_dump() | {"server": server})
     return _start_run(config, args, mode="ramp")
+
+
+def _rates(text: str) -> list[float]:
+    """`--rates 1,2,4,8` -> [1.0, 2.0, 4.0, 8.0]: requests per second, each above 0."""
+    try:
+        rates = [float(r) for r in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--rates {text!r}: write rising rates in requests per second, e.g. --rates 1,2,4,8") from None
+    if not all(0 < r < float("inf") for r in rates):
+        raise UsageError(f"--rates {text!r}: rates are requests per second above 0, e.g. --rates 1,2,4,8")
+    return rates
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -281,10 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--config", metavar="FILE.toml", help="sweep configuration (see examples/sweep.toml)")
     run_options(sweep)
     sweep.set_defaults(func=cmd_sweep)
-    ramp = sub.add_parser("ramp", help="the concurrency-scaling check alone: one K, rising stages, the knee")
+    ramp = sub.add_parser("ramp", help="the scaling check alone: one K, rising stages (users, or --rates), the knee")
     ramp.add_argument("--config", metavar="FILE.toml", help="server and load settings (default: the demo's)")
     ramp.add_argument("--k", type=int, help="the lookahead K to ramp (default: the config's first K)")
     ramp.add_argument("--users", help="rising user counts, e.g. 1,2,4,8,16,32,64 (default: the config's stages)")
+    ramp.add_argument("--rates", help="rising arrival rates in requests per second, e.g. 1,2,4,8: rate stages (open "
+                                      "loop), the knee in rate terms (where the achieved rate stops following, the "
+                                      "queue grows or the SLO attainment falls)")
     ramp.add_argument("--stage-s", type=float, help="seconds per stage")
     ramp.add_argument("--url", help="ramp an already-running server instead of starting one")
     run_options(ramp)

@@ -37,6 +37,9 @@ class DecisionConfig(Strict):
         default_factory=dict, json_schema_extra={"allowed": "keys METRIC_pNN_ms, 0 < NN < 100; limits > 0"},
         description="per-request SLOs, METRIC_pNN_ms = limit (METRIC: ttft, tpot, itl, "
                                           "e2e), e.g. ttft_p99_ms = 500; a K breaking one is blocked")
+    slo_attainment: float = Field(0.99, gt=0, lt=1, description="the share of a rate window's arrivals that must "
+                                                                "meet every SLO of decision.slo for the rate to "
+                                                                "hold (a rate ramp's knee)")
     memory_rise_frac: float = Field(0.05, ge=0, description="a memory rise this large counts as clear (stop rule)")
     throughput_gain_frac: float = Field(0.02, ge=0, description="the objective must rise this much to pay for it")
     tie_tolerance_frac: float = Field(0.03, ge=0, description="objectives within this are a tie: smaller K wins")

@@ -1,23 +1,51 @@
 """The concurrency-scaling check alone (`lookahead-runner ramp`): evidence of one setting over rising
-stages in, a `Decision` out (the knee where more users buy little throughput at a latency or KV cost),
-so the same report machinery renders it.
+stages in, a `Decision` out, so the same report machinery renders it:
+
+- over users stages (closed loop): the knee where more users buy little throughput at a latency or KV cost
+  (gates/knee.py);
+- over rate stages (`ramp --rates`, open loop): the knee in rate terms, the highest rate the K still holds
+  before the first it does not (`rate_knee`). A rate holds while the achieved rate follows the offered one,
+  the queue does not grow through the window (RateWindow.keeps_up) and, with decision.slo set, the SLO
+  attainment's interval still reaches decision.slo_attainment. "Follows": the requests short of the offered
+  ones (offered - achieved, times the window: the queue's growth plus the failures) stay within the margin
+  RateWindow's queue has (falls_behind: a tenth of the arrivals, or the queue's own noise). A ramp with both
+  kinds of stage gets both knees.
 """
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
 
 from ..config import DecisionConfig
 from .engine import cell_summaries, evaluate_stages
 from .cells.evidence import Evidence
+from .cells.rate_window import RateWindow, falls_behind
+from .cells.stats import wilson
 from .explanation.reasons import unmeasured
+from .explanation.text import pct
 from .gates.knee import find_knee
-from .schema import Decision, Recommended, StagePick
+from .schema import Decision, RateKnee, RateKneeStep, Range, Recommended, StagePick
 
 
-def ramp_decision(ev: Evidence, k: int, setting: str, argv: list[str], p: DecisionConfig) -> Decision:
-    """The knee of one K (its setting's name: `setting`) over the ramp's stages, as a decision."""
+def ramp_decision(ev: Evidence, k: int, setting: str, argv: list[str], p: DecisionConfig,
+                  rate_windows: Sequence[RateWindow] = (), user_stages: bool = True) -> Decision:
+    """The knee of one K (its setting's name: `setting`) over the ramp's users stages, as a decision; over its
+    rate stages' windows (`rate_windows`) too, in rate terms; over those alone without users stages."""
+    if not user_stages:
+        return rate_ramp_decision(rate_windows, k, setting, argv, p)
+    decision = users_ramp_decision(ev, k, setting, argv, p)
+    if rate_windows:
+        knee = rate_knee(k, rate_windows, p)
+        decision.rate_knee = knee
+        decision.reasons.append(f"In rate terms: {rate_verdict(knee)}")
+    return decision
+
+
+def users_ramp_decision(ev: Evidence, k: int, setting: str, argv: list[str], p: DecisionConfig) -> Decision:
+    """The knee over the users stages."""
     stages = evaluate_stages(ev, p)
     stages = {u: st for u, st in stages.items() if k in st.stats}
-    base = {"mode": "ramp", "objective": p.objective, "resamples": p.resamples, "confidence_threshold": p.confidence,
-            "thresholds": p.model_dump(mode="json"), "recommended": Recommended(k=k, setting=setting, argv=argv)}
+    base = _base(k, setting, argv, p)
     if not stages:
         return Decision(status="no_measurement",
                         verdict=f"No valid stage at K={k}: no knee to find.{unmeasured(ev.invalid, k=k)}", **base)
@@ -36,3 +64,110 @@ def step_text(step) -> str:
     low = "?" if step.gain_range.low is None else f"{step.gain_range.low:+.1%}"
     high = "?" if step.gain_range.high is None else f"{step.gain_range.high:+.1%}"
     return f"{step.users_from} -> {step.users_to} users: {gain} [{low}, {high}] per doubling; {step.cost or 'no cost measured'}."
+
+
+def _base(k: int, setting: str, argv: list[str], p: DecisionConfig) -> dict:
+    return {"mode": "ramp", "objective": p.objective, "resamples": p.resamples, "confidence_threshold": p.confidence,
+            "thresholds": p.model_dump(mode="json"), "recommended": Recommended(k=k, setting=setting, argv=argv)}
+
+
+def rate_ramp_decision(windows: Sequence[RateWindow], k: int, setting: str, argv: list[str],
+                       p: DecisionConfig) -> Decision:
+    """The knee in rate terms of one K over the ramp's rate stages, as a decision."""
+    knee = rate_knee(k, windows, p)
+    invalid = [f"{w.rate:g} req/s: {w.invalid_reason}" for w in windows if w.k == k and not w.valid]
+    if not knee.steps:
+        why = f" Invalid windows: {'; '.join(invalid)}." if invalid else ""
+        return Decision(status="no_measurement", verdict=f"No valid rate window at K={k}: no knee to find.{why}",
+                        **_base(k, setting, argv, p))
+    reasons = [rate_step_text(s) for s in knee.steps] + [f"Left out (invalid): {line}." for line in invalid]
+    return Decision(status="decided" if knee.rate is not None else "not_decided", verdict=rate_verdict(knee),
+                    leading_k=k, rate_knee=knee, reasons=reasons, **_base(k, setting, argv, p))
+
+
+def rate_step(rate: float, windows: Sequence[RateWindow], p: DecisionConfig) -> RateKneeStep:
+    """One rate's valid windows (the repeats pooled) judged: does the K follow it, keep up, meet the SLO?"""
+    arrivals = sum(w.arrivals for w in windows)
+    duration = sum(w.duration_s for w in windows)
+    served = sum(w.achieved_per_s * w.duration_s for w in windows if math.isfinite(w.achieved_per_s))
+    offered, achieved = arrivals / duration, served / duration
+    outstanding = (max(w.outstanding[0] for w in windows), max(w.outstanding[1] for w in windows))
+    follows = not falls_behind(arrivals - served, arrivals, outstanding)
+    keeps_up = all(w.keeps_up for w in windows)
+    has_slo = any(w.has_slo for w in windows)
+    good = sum(int(w.good.sum()) for w in windows)
+    attainment = good / arrivals if has_slo and arrivals else None
+    bounds = wilson(good, arrivals, p.interval_level) if attainment is not None else None
+    meets = bounds is None or bounds.high is None or bounds.high >= p.slo_attainment
+    first, last = windows[0], windows[-1]
+    queue = _queue(first, last)
+    broken = []
+    if not follows:
+        broken.append(f"{achieved:.1f} of {offered:.1f} req/s served")
+    if not keeps_up:
+        broken.append(f"the queue grows ({queue})")
+    if not meets:
+        broken.append(f"SLO met by {pct(attainment, digits=1)} [{pct(bounds.low, digits=1)}, "
+                      f"{pct(bounds.high, digits=1)}] < {pct(p.slo_attainment, digits=1)}")
+    return RateKneeStep(
+        rate=rate, offered_per_s=offered, achieved_per_s=achieved, arrivals=arrivals, follows=follows,
+        keeps_up=keeps_up, attainment=attainment,
+        attainment_range=Range() if bounds is None else Range(low=bounds.low, high=bounds.high), meets_slo=meets,
+        queue=queue, holds=not broken, reason="; ".join(broken))
+
+
+def _queue(first: RateWindow, last: RateWindow) -> str:
+    """The server's waiting queue from the first window's start to the last one's end (outstanding requests,
+    the client's count, where the server's is not sampled)."""
+    start, end = first.waiting[0], last.waiting[1]
+    if math.isnan(start) or math.isnan(end):
+        start, end = first.outstanding[0], last.outstanding[1]
+        return "" if math.isnan(start) or math.isnan(end) else f"outstanding {start:.0f} -> {end:.0f}"
+    return f"waiting {start:.0f} -> {end:.0f}"
+
+
+def rate_knee(k: int, windows: Sequence[RateWindow], p: DecisionConfig) -> RateKnee:
+    """The knee of K's rate ramp: the highest rate it holds before the first rate it does not (the rates in
+    rising order, each one's valid windows pooled over repeats)."""
+    by_rate: dict[float, list[RateWindow]] = {}
+    for window in sorted(windows, key=lambda w: (w.rate, w.repeat)):
+        if window.k == k and window.valid and window.arrivals:
+            by_rate.setdefault(window.rate, []).append(window)
+    steps = [rate_step(rate, mine, p) for rate, mine in sorted(by_rate.items())]
+    broken = next((i for i, step in enumerate(steps) if not step.holds), None)
+    if not steps:
+        return RateKnee(k=k, reason=f"no valid rate window at K={k}")
+    if broken is None:
+        last = steps[-1]
+        return RateKnee(k=k, steps=steps, reason=(
+            f"no knee up to {last.rate:g} req/s at K={k}: it held every rate ({last.achieved_per_s:.1f} of "
+            f"{last.offered_per_s:.1f} req/s served at {last.rate:g}{_slo_text(last)}); add higher rates to find "
+            f"it, e.g. --rates {last.rate * 2:g},{last.rate * 4:g}"))
+    step = steps[broken]
+    if broken == 0:
+        return RateKnee(k=k, next_rate=step.rate, steps=steps, reason=(
+            f"K={k} does not hold even the lowest rate, {step.rate:g} req/s: {step.reason}; add lower rates to "
+            f"find its knee, e.g. --rates {step.rate / 4:g},{step.rate / 2:g}"))
+    held = steps[broken - 1]
+    return RateKnee(k=k, rate=held.rate, next_rate=step.rate, steps=steps, reason=(
+        f"the knee at K={k} lies between {held.rate:g} and {step.rate:g} req/s: it holds {held.rate:g} "
+        f"({held.achieved_per_s:.1f} of {held.offered_per_s:.1f} req/s served{_slo_text(held)}); at "
+        f"{step.rate:g} req/s {step.reason}"))
+
+
+def _slo_text(step: RateKneeStep) -> str:
+    if step.attainment is None:
+        return ""
+    return (f", SLO met by {pct(step.attainment, digits=1)} [{pct(step.attainment_range.low, digits=1)}, "
+            f"{pct(step.attainment_range.high, digits=1)}]")
+
+
+def rate_verdict(knee: RateKnee) -> str:
+    text = knee.reason[:1].upper() + knee.reason[1:]
+    return text if text.endswith(".") else text + "."
+
+
+def rate_step_text(step: RateKneeStep) -> str:
+    state = "holds" if step.holds else f"does not hold: {step.reason}"
+    return (f"{step.rate:g} req/s: {step.achieved_per_s:.1f} of {step.offered_per_s:.1f} served"
+            f"{_slo_text(step)}{f', {step.queue}' if step.queue else ''}; {state}.")

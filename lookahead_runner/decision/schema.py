@@ -10,7 +10,7 @@ Version 3 adds: "waived", CellSummary.not_measured and Decision.confidence_range
 `by_variant` (one whole decision per variant, decision/per_variant.py); what the verdict cost (`cost`); the
 performance model's summary (`performance_model`). Version 2 files read as version 3 with one unnamed
 variant and none of the additions. Fields added later with a default keep the version (Cost.gpu_s and wall_s,
-issue 30): an older file reads with None.
+issue 30; Decision.rate_knee, issue 37): an older file reads with None.
 """
 from __future__ import annotations
 
@@ -140,6 +140,33 @@ class Knee(Model):
     users: int | None = None     # the last stage worth its users; None = not found in the stages run
     next_users: int | None = None
     steps: list[KneeStep] = Field(default_factory=list)
+    reason: str = ""
+
+
+class RateKneeStep(Model):
+    """One rate of a rate ramp (its windows pooled over repeats): does the K still follow it?"""
+
+    rate: float                          # requests per second offered (configured)
+    offered_per_s: float | None = None   # arrivals scheduled in the window per second
+    achieved_per_s: float | None = None  # requests completed successfully inside it per second
+    arrivals: int = 0
+    follows: bool = True                 # the achieved rate follows the offered one (within its noise)
+    keeps_up: bool = True                # the outstanding requests do not grow through the window
+    attainment: float | None = None      # SLO attainment; None without decision.slo
+    attainment_range: Range = Field(default_factory=Range)
+    meets_slo: bool = True               # the attainment's interval reaches decision.slo_attainment
+    queue: str = ""                      # "waiting 3 -> 41" (or outstanding, where the server's is not sampled)
+    holds: bool = True                   # all three
+    reason: str = ""                     # what broke, with its figures ("" where it holds)
+
+
+class RateKnee(Model):
+    """The knee of a rate ramp at one K: the highest rate it holds before the first it does not."""
+
+    k: int
+    rate: float | None = None            # the last rate that held before the first that did not; None: not found
+    next_rate: float | None = None       # the first rate that did not hold
+    steps: list[RateKneeStep] = Field(default_factory=list)
     reason: str = ""
 
 
@@ -295,6 +322,7 @@ class Decision(Model):
     per_stage: list[StagePick] = Field(default_factory=list)
     per_batch_size: PerBatchSchedule | None = None
     knee: Knee | None = None
+    rate_knee: RateKnee | None = None    # a ramp over rates (`ramp --rates`): the knee in rate terms
     stopped_at_k: int | None = None
     reasons: list[str] = Field(default_factory=list)
     diagnoses: list[str] = Field(default_factory=list)

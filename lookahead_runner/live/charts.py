@@ -4,7 +4,9 @@ The page's script (static/live_charts.js) draws them with plotly.js, the library
 served from the installed plotly package (no network). It asks `/lookahead/charts.json?after=T` every
 two seconds and gets only what is newer than T (`chart_update`): a long session holds hours of ticks,
 and the process answering also times the streams. Stage boundaries and preemptions are `Mark`s,
-found as the ticks arrive (`marks_between`), and drawn on every chart (stages) or on the KV chart.
+found as the ticks arrive (`marks_between`), and drawn on every chart (stages) or on the KV chart. A run
+with rate stages gets one chart more: the offered against the achieved rate, with the server's waiting queue
+and the requests outstanding (values.RateProgress).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Chart:
     y2_title: str = ""
     y_max: float | None = None  # a fixed top (percentages); None: the data's
     preemptions: bool = False  # mark preemptions on this chart, at its first series' value
+    rate_stages: bool = False  # drawn only for a run with rate stages (open loop)
 
 
 CHARTS: tuple[Chart, ...] = (
@@ -50,10 +53,16 @@ CHARTS: tuple[Chart, ...] = (
           (Series("generation_tokens_per_s", "generation tok/s"),)),
     Chart("gpu", "GPU memory", "MiB",
           (Series("gpu_used_mib", "used"), Series("gpu_total_mib", "total", dash="dash"))),
+    Chart("rate", "Rate stage: offered vs achieved (last 10 s), and the queue", "requests/s",
+          (Series("offered_per_s", "offered req/s", dash="dash"), Series("achieved_per_s", "achieved req/s"),
+           Series("waiting", "server waiting", axis="y2", dash="dot"),
+           Series("outstanding", "outstanding (client)", axis="y2", dash="dashdot")),
+          y2_title="requests queued", rate_stages=True),
 )
 
 CHART_COLUMNS = ("t_s", "acceptance_pct", "mean_acceptance_length", "running", "waiting", "locust_users",
-                 "kv_usage_pct", "generation_tokens_per_s", "gpu_used_mib", "gpu_total_mib")
+                 "kv_usage_pct", "generation_tokens_per_s", "gpu_used_mib", "gpu_total_mib", "offered_per_s",
+                 "achieved_per_s", "outstanding")
 
 
 def _known(value: float | None, scale: float = 1.0) -> float | None:
@@ -68,7 +77,8 @@ def chart_point(values: LiveValues) -> tuple[float | None, ...]:
     v = values
     return (v.t_s, _known(v.acceptance_rate, 100.0), _known(v.mean_acceptance_length), _known(v.running),
             _known(v.waiting), _known(v.locust_users), _known(v.kv_usage, 100.0), _known(v.generation_tokens_per_s),
-            _known(v.gpu_used_mib), _known(v.gpu_total_mib))
+            _known(v.gpu_used_mib), _known(v.gpu_total_mib), _known(v.offered_per_s), _known(v.achieved_per_s),
+            _known(v.outstanding))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +105,9 @@ def marks_between(previous: LiveValues | None, current: LiveValues) -> list[Mark
     return marks
 
 
-def chart_specs() -> list[dict]:
-    return [asdict(chart) for chart in CHARTS]
+def chart_specs(rate_stages: bool = False) -> list[dict]:
+    """The charts the page draws: the rate stage's only where the stages have one."""
+    return [asdict(chart) for chart in CHARTS if rate_stages or not chart.rate_stages]
 
 
 def chart_update(history: Sequence[LiveValues], marks: Sequence[Mark], after_t_s: float, session: str,

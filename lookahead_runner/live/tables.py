@@ -1,7 +1,8 @@
 """The live tabs' tables and CSV downloads, from `LiveValues` (pure; display strings and unit-bearing columns).
 
-"vLLM live" shows `now_rows(values)` of the last tick, "vLLM history" one `history_tab_row` per second
-(newest first, the last minute); the CSV downloads carry the same values as numbers (`history_row`).
+"vLLM live" shows `now_rows(values)` of the last tick (in a rate stage, its rates and outstanding requests too),
+"vLLM history" one `history_tab_row` per second (newest first, the last minute); the CSV downloads carry the
+same values as numbers (`history_row`).
 """
 
 from __future__ import annotations
@@ -80,6 +81,13 @@ def now_rows(values: LiveValues) -> list[dict[str, str]]:
          f"finished in the {_window()}, all Locust processes"),
         ("Server /metrics", scrape, "scraped once a second by this Locust process (the master when distributed)"),
     ]
+    if v.stage.rate is not None:  # open loop: does the server follow the rate, and where the queue is
+        rows[2:2] = [
+            ("Rate (offered / achieved)", _pair(v.offered_per_s, v.achieved_per_s, 1, " req/s"),
+             f"arrivals due by the schedule / arrivals that succeeded, per second, {_window()}"),
+            ("Outstanding requests", _num(v.outstanding),
+             "arrived by the schedule and not finished (client side; the server's own queue: Real batch's waiting)"),
+        ]
     return [{"signal": s, "value": value, "meaning": meaning} for s, value, meaning in rows]
 
 
@@ -96,6 +104,7 @@ HISTORY_COLUMNS = (
     ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p99_ms", "TTFT p99 ms"),
     ("itl_p50_ms", "ITL p50 ms"), ("itl_p99_ms", "ITL p99 ms"),
     ("requests_ok", "Requests ok"), ("requests_failed", "Requests failed"),
+    ("offered_per_s", "Offered req/s"), ("achieved_per_s", "Achieved req/s"), ("outstanding", "Outstanding"),
 )
 
 _ROUNDING = {"acceptance_rate": 4, "mean_acceptance_length": 3, "drafted_per_step": 3, "kv_usage": 4, "t_s": 1}
@@ -131,6 +140,7 @@ HISTORY_TAB_COLUMNS = (
     ("time", "Time"), ("stage", "Stage (users)"), ("acceptance", "Acceptance"), ("length", "Mean acc. length"),
     ("drafted", "Drafted / step"), ("batch", "Running / waiting"), ("kv", "KV usage"), ("preemptions", "Preemptions"),
     ("throughput", "Gen tok/s"), ("gpu", "GPU MiB"), ("ttft", "TTFT p50 / p99 ms"), ("itl", "ITL p50 / p99 ms"),
+    ("rate", "Offered / achieved req/s"),
 )
 
 
@@ -147,4 +157,5 @@ def history_tab_row(values: LiveValues, clock: str) -> dict[str, str]:
         "kv": _num(None if v.kv_usage is None else 100 * v.kv_usage, 1, " %"), "preemptions": _num(v.preemptions_total),
         "throughput": _num(v.generation_tokens_per_s), "gpu": _num(v.gpu_used_mib),
         "ttft": _pair(v.ttft_p50_ms, v.ttft_p99_ms, 0, ""), "itl": _pair(v.itl_p50_ms, v.itl_p99_ms, 1, ""),
+        "rate": _pair(v.offered_per_s, v.achieved_per_s, 1, ""),
     }

@@ -10,7 +10,11 @@ Definitions (the report's, applied to the last `LIVE_WINDOW_S` seconds instead o
   counter deltas;
 - real batch = vllm:num_requests_running / vllm:num_requests_waiting at the last scrape;
 - TTFT p50/p99 over the requests that finished in the window; ITL p50 = median of their per-request
-  median ITLs, ITL p99 = 99th percentile of their per-request p99 ITLs.
+  median ITLs, ITL p99 = 99th percentile of their per-request p99 ITLs;
+- in a rate stage (`RateProgress`): the offered rate, the arrivals the dispatchers' schedule has due in the
+  window (workload/arrivals.py: the times they send by, so known before any answer); the achieved rate, the
+  arrivals that succeeded in it (their rows, by their t_scheduled_s); the requests outstanding, arrived by
+  the schedule and not finished (client side, beside the server's own waiting queue).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from lookahead_runner.contracts.records import CUT_ERROR, REQUEST_COLUMNS
 from lookahead_runner.telemetry.signals import CounterSignals, counter_signals
@@ -75,6 +81,51 @@ def sample_of_row(row: Sequence[str]) -> LatencySample | None:
             return None
 
     return LatencySample(row[_COLUMN["ok"]] == "1", number("ttft_ms"), number("itl_p50_ms"), number("itl_p99_ms"))
+
+
+def arrival_of_row(row: Sequence[str]) -> tuple[float, bool] | None:
+    """A requests.csv row of a rate stage's arrival -> (its scheduled time, it succeeded); None for any other
+    row. Every end counts (a cut or never-sent arrival too): the arrival is no longer outstanding."""
+    if len(row) != len(REQUEST_COLUMNS) or not row[_COLUMN["t_scheduled_s"]]:
+        return None
+    try:
+        scheduled = float(row[_COLUMN["t_scheduled_s"]])
+    except ValueError:
+        return None
+    return scheduled, row[_COLUMN["ok"]] == "1" and row[_COLUMN["error"]] != CUT_ERROR
+
+
+class RateProgress:
+    """A run of rate stages as the live view follows it: its schedule (every arrival's time, unix seconds, from
+    `t_start_s`) and the arrivals that finished, as their rows reach this process."""
+
+    def __init__(self, t_start_s: float, arrivals_s: Sequence[float], window_s: float = LIVE_WINDOW_S) -> None:
+        self.t_start_s = t_start_s
+        self.window_s = window_s
+        self.arrivals_s = np.sort(np.asarray(arrivals_s, dtype=float))
+        self.finished = 0
+        self._succeeded: deque[float] = deque()   # when each successful arrival's row arrived
+
+    def observe(self, t_s: float, scheduled_s: float, ok: bool) -> None:
+        if scheduled_s < self.t_start_s - 1e-3:   # an earlier run's straggler
+            return
+        self.finished += 1
+        if ok:
+            self._succeeded.append(t_s)
+
+    def values(self, now_s: float) -> tuple[float | None, float | None, float]:
+        """(offered req/s, achieved req/s) over the last `window_s` seconds of the run (None in its first
+        instant), and the requests outstanding now."""
+        due = int(np.searchsorted(self.arrivals_s, now_s, side="right"))
+        outstanding = float(max(due - self.finished, 0))
+        start_s = max(now_s - self.window_s, self.t_start_s)
+        while self._succeeded and self._succeeded[0] < start_s:
+            self._succeeded.popleft()
+        span_s = now_s - start_s
+        if span_s <= 0:
+            return None, None, outstanding
+        offered = (due - int(np.searchsorted(self.arrivals_s, start_s, side="right"))) / span_s
+        return offered, len(self._succeeded) / span_s, outstanding
 
 
 class LatencyWindow:
@@ -219,11 +270,18 @@ class LiveValues:
     metrics_age_s: float | None = None
     metrics_error: str = ""
     locust_users: int | None = None  # users Locust runs now (all workers), against the stage's target
+    offered_per_s: float | None = None   # a rate stage: arrivals due per second, last LIVE_WINDOW_S seconds
+    achieved_per_s: float | None = None  # ... arrivals that succeeded per second
+    outstanding: float | None = None     # ... arrived and not finished now (client side)
 
 
 def live_values(t_s: float, setting: str, stage: StageNow, counters: CounterWindow, latency: LatencyWindow,
                 gpu: tuple[float, float] | None, gpu_note: str, metrics_error: str,
-                locust_users: int | None = None) -> LiveValues:
+                locust_users: int | None = None, rate: RateProgress | None = None) -> LiveValues:
+    """One tick; `rate`: the rate run going on, read only while the stage is a rate stage."""
+    offered = achieved = outstanding = None
+    if rate is not None and stage.rate is not None and not stage.finished:
+        offered, achieved, outstanding = rate.values(t_s)
     latest = counters.latest()
     scraped_t_s = counters.latest_t_s()
     signals = counters.signals()
@@ -237,5 +295,6 @@ def live_values(t_s: float, setting: str, stage: StageNow, counters: CounterWind
         gpu_used_mib=None if gpu is None else gpu[0], gpu_total_mib=None if gpu is None else gpu[1],
         gpu_note=gpu_note, metrics_age_s=None if scraped_t_s is None else max(t_s - scraped_t_s, 0.0),
         metrics_error=metrics_error, locust_users=locust_users,
+        offered_per_s=offered, achieved_per_s=achieved, outstanding=outstanding,
         **latency.summary(t_s),
     )

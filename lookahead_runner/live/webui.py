@@ -9,7 +9,10 @@ charts.json) and two CSV downloads (same values), computed in `values` and shown
 - the requests.csv rows of the requests that finish: the scenario's request log on this process is
   tapped, and in distributed mode every worker's rows already reach the master's log
   (workload/distributed.py), so the master's tabs show all processes merged;
-- the stage (the --stages shape) and ``--setting-name`` (the runner passes the life's setting).
+- the stage (the --stages shape) and ``--setting-name`` (the runner passes the life's setting);
+- in a rate stage, the run's own schedule (the shape's `RateRun`: the arrival times its dispatchers send by)
+  and the rows of its arrivals that finished: the offered and achieved rate and the requests outstanding,
+  charted beside the server's waiting queue (a chart the page has only when the stages have a rate stage).
 
 In a sweep (``--follow-sweep``: the runner serves every life's web UI on one port, run/load.py live_view_port)
 the page also loads static/follow_sweep.js: it asks ``lookahead/life.json`` every two seconds which Locust
@@ -61,6 +64,8 @@ from lookahead_runner.live.values import (
     LatencySample,
     LatencyWindow,
     LiveValues,
+    RateProgress,
+    arrival_of_row,
     live_values,
     sample_of_row,
     signal_lines,
@@ -71,8 +76,9 @@ from lookahead_runner.telemetry.memory import NvmlMemory, SimMemory
 from lookahead_runner.telemetry.prometheus import parse, scrape
 from lookahead_runner.vllm.endpoints import METRICS_PATH
 from lookahead_runner.workload import scenario
+from lookahead_runner.workload.arrivals import ArrivalProcess
 from lookahead_runner.workload.shape import StagedShape
-from lookahead_runner.workload.stages import parse_stages
+from lookahead_runner.workload.stages import Stage, parse_stages
 
 logger = logging.getLogger(__name__)
 
@@ -141,6 +147,9 @@ class RowTap:
         sample = sample_of_row(row)
         if sample is not None:
             self.view.observe(sample)
+        arrival = arrival_of_row(row)
+        if arrival is not None:
+            self.view.observe_arrival(*arrival)
 
     def flush(self) -> None:
         if self.log is not None:
@@ -166,9 +175,29 @@ class LiveView:
         self.metrics_error = ""
         self.memory, self.memory_note = _open_memory()
         self._greenlet: gevent.Greenlet | None = None
+        self._rate: RateProgress | None = None
 
     def observe(self, sample: LatencySample) -> None:
         self.latency.add(time.time(), [sample])
+
+    def observe_arrival(self, scheduled_s: float, ok: bool) -> None:
+        """A rate stage's arrival finished (its row reached this process)."""
+        progress = self.rate_progress()
+        if progress is not None:
+            progress.observe(time.time(), scheduled_s, ok)
+
+    def rate_progress(self) -> RateProgress | None:
+        """The run of rate stages the shape has going (on a master: the one its workers dispatch), followed
+        from its own schedule; None outside one."""
+        shape = self.environment.shape_class
+        run = shape.rate_run if isinstance(shape, StagedShape) else None
+        if run is None:
+            return None
+        if self._rate is None or self._rate.t_start_s != run.t_start_s:
+            state = getattr(self.environment, scenario.STATE_ATTRIBUTE, None)
+            process = state.settings.arrival_process if state is not None else ArrivalProcess()
+            self._rate = RateProgress(run.t_start_s, run.arrival_times(process))
+        return self._rate
 
     def reset(self, **_kwargs: Any) -> None:
         self.latency.clear()
@@ -207,7 +236,7 @@ class LiveView:
             now_s, self.setting, self._stage(), self.counters, self.latency,
             None if reading is None else (reading.used_mib, reading.total_mib),
             self.memory_note if reading is None else "", self.metrics_error,
-            getattr(self.environment.runner, "user_count", None),
+            getattr(self.environment.runner, "user_count", None), self.rate_progress(),
         )
         self.history.append(self.values)
         self.marks.extend(marks_between(previous, self.values))
@@ -216,6 +245,18 @@ class LiveView:
     def setting(self) -> str:
         return getattr(self.environment.parsed_options, "setting_name", "") or ""
 
+    def stages(self) -> list[Stage] | None:
+        """The --stages schedule: the shape's, or parsed from the options before its first tick."""
+        shape = self.environment.shape_class
+        if not isinstance(shape, StagedShape):
+            return None
+        if shape.stages is not None:
+            return shape.stages
+        try:
+            return parse_stages(getattr(self.environment.parsed_options, "stages", "") or "")
+        except ValueError:
+            return None
+
     def _stage(self):
         runner = self.environment.runner
         state = str(getattr(runner, "state", "") or "")
@@ -223,12 +264,7 @@ class LiveView:
         variant = getattr(self.environment.parsed_options, "variant_name", "") or ""
         if not isinstance(shape, StagedShape):
             return stage_now(state, None, None, 0.0, False, variant)
-        stages = shape.stages
-        if stages is None:
-            try:
-                stages = parse_stages(getattr(self.environment.parsed_options, "stages", "") or "")
-            except ValueError:
-                stages = None
+        stages = self.stages()
         run_time_s = shape.get_run_time() if shape.current_stage() is not None else 0.0
         return stage_now(state, stages, shape.current_stage(), run_time_s, shape.finished, variant)
 
@@ -287,7 +323,8 @@ def _install(environment: Environment, view: LiveView) -> None:
             {"href": f"./{HISTORY_CSV}", "title": "Download vLLM live history CSV (one row a second)"},
         ],
         # read by static/live_charts.js from the page's window.templateArgs
-        lookahead_charts={"tabs": [NOW_TITLE, HISTORY_TITLE], "url": f"./{CHARTS_JSON}", "charts": chart_specs(),
+        lookahead_charts={"tabs": [NOW_TITLE, HISTORY_TITLE], "url": f"./{CHARTS_JSON}",
+                          "charts": chart_specs(rate_stages=any(stage.is_rate for stage in view.stages() or ())),
                           "poll_ms": int(CHART_POLL_S * 1000), "max_points": HISTORY_MAX_ROWS},
     )
     follow = bool(getattr(environment.parsed_options, "follow_sweep", False))

@@ -1,9 +1,11 @@
 """The report's table of rate stages (open loop): one row per K, repeat and rate window, from summary.csv's rate
-columns (runfolder/rate_windows.py). Pure: the summary in, display text out (the template escapes it)."""
+columns (runfolder/rate_windows.py); and a rate ramp's knee (decision.rate_knee, decision/ramp.py). Pure: the
+summary or the decision in, display text out (the template escapes it)."""
 from __future__ import annotations
 
 import pandas as pd
 
+from ..decision.schema import Decision
 from .cells import MISSING, as_bool, format_cell, is_missing
 
 
@@ -65,3 +67,21 @@ def rate_stage_view(summary: pd.DataFrame) -> list[dict]:
             "invalid_reason": "" if is_missing(record.get("invalid_reason")) else str(record.get("invalid_reason")),
         })
     return rows
+
+
+def rate_knee_view(decision: Decision) -> dict | None:
+    """A rate ramp's knee (decision.rate_knee): its reason and one row per rate."""
+    knee = decision.rate_knee
+    if knee is None:
+        return None
+    rows = []
+    for step in knee.steps:
+        attainment = MISSING if step.attainment is None else (
+            f"{step.attainment:.1%}" + ("" if step.attainment_range.low is None or step.attainment_range.high is None
+                                        else f" [{step.attainment_range.low:.1%}, {step.attainment_range.high:.1%}]"))
+        rows.append({"rate": f"{step.rate:g}", "offered": format_cell("offered_per_s", step.offered_per_s),
+                     "achieved": format_cell("achieved_per_s", step.achieved_per_s), "attainment": attainment,
+                     "queue": step.queue or MISSING, "holds": step.holds,
+                     "status": "yes" if step.holds else f"no: {step.reason}"})
+    return {"k": str(knee.k), "rate": MISSING if knee.rate is None else f"{knee.rate:g}", "reason": knee.reason,
+            "steps": rows}

@@ -9,6 +9,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from ..decision.schema import Decision
+from ..runfolder.frontier import FrontierPoint
 from ..runfolder.plan import RunRecord
 from .view import build_view
 
@@ -42,9 +43,9 @@ def render_html(view: dict, path: Path) -> None:
 
 
 def write_report(run_dir: Path, summary: pd.DataFrame, decision: Decision, run: RunRecord,
-                 timelines: dict[str, dict[str, pd.DataFrame]]) -> Path:
+                 timelines: dict[str, dict[str, pd.DataFrame]], frontier: list[FrontierPoint] | None = None) -> Path:
     run_dir = Path(run_dir)
-    view = build_view(summary, decision, run, timelines)
+    view = build_view(summary, decision, run, timelines, frontier)
     # Link only what is there: a life that never started has no folder, an early failure few files.
     for life in view["lives"]:
         folder = run_dir / life["dir"] if life["dir"] else None

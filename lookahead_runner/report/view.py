@@ -17,15 +17,18 @@ from ..runfolder.analysis import SUMMARY_COLUMNS, WindowRules
 from .cells import MISSING, NUMERIC_COLUMNS, as_bool, format_cell, relative_href, shell_text
 from .charts import column, setting_styles, summary_charts
 from .confirmation import confirmation_view
+from .frontier import frontier_charts, frontier_rows
 from .model import model_view
 from .timelines import timeline_entries
+from ..config.slo import parse_slos
 from ..decision.schema import Decision
+from ..runfolder.frontier import FrontierPoint
 from ..runfolder.plan import LifeResult, RunRecord
 from ..runfolder.preflight import PlacementRecord, PreflightRecord, placement_used
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from ..vllm.probe import LOOKAHEAD_FLAG
 from .variant_section import lives_tokens, variant_charts, variant_rows
-from .rate_stages import rate_stage_view, user_rows
+from .rate_stages import rate_knee_view, rate_stage_view, user_rows
 from .request_set import request_set_view
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
                       failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,
@@ -204,14 +207,26 @@ def model_name(config: Mapping) -> str:
     return ""
 
 
+def slos_of(config: Mapping) -> tuple:
+    """decision.slo of the run's config (a dict), parsed; () where it has none or an unreadable one."""
+    decision = config.get("decision") if isinstance(config.get("decision"), Mapping) else {}
+    slo = decision.get("slo") if isinstance(decision.get("slo"), Mapping) else {}
+    try:
+        return parse_slos(tuple(sorted((str(key), float(value)) for key, value in slo.items())))
+    except (TypeError, ValueError):
+        return ()
+
+
 def build_view(summary: pd.DataFrame, decision: Decision, run: RunRecord | None,
-               timelines: dict[str, dict[str, pd.DataFrame]]) -> dict:
-    """The page's values from the typed run folder (`run` None: a page with no run behind it)."""
+               timelines: dict[str, dict[str, pd.DataFrame]], frontier: list[FrontierPoint] | None = None) -> dict:
+    """The page's values from the typed run folder (`run` None: a page with no run behind it); `frontier`: the
+    frontier's points (runfolder/frontier.py), None for a page without them."""
     summary = summary if isinstance(summary, pd.DataFrame) else pd.DataFrame()
     config, probe = (run.plan.config, run.plan.probe) if run else ({}, {})
     lives = run.lives if run else []
     run_id, created = (run.plan.run_id, run.plan.created) if run else ("", "")
     valid = valid_rows(summary)
+    styles = setting_styles(summary)
     view = {
         "title": f"lookahead-runner report: {run_id or 'run'}",
         "run_id": run_id, "created": created,
@@ -220,7 +235,10 @@ def build_view(summary: pd.DataFrame, decision: Decision, run: RunRecord | None,
         "failed_lives": failed_lives(decision, lives),
         "by_variant": variant_rows(decision),
         "charts": variant_charts(per_k_rows(user_rows(valid), lives), decision,
-                                 lambda rows: summary_charts(rows, setting_styles(summary), max_num_seqs_from(lives))),
+                                 lambda rows: summary_charts(rows, styles, max_num_seqs_from(lives))),
+        "frontier": None if frontier is None else {
+            "charts": frontier_charts(frontier, styles, decision, slos_of(config)),
+            "rows": frontier_rows(frontier, styles)},
         "timelines": timeline_entries(timelines, lives),
         "window_rule": window_rule(config),
         "summary_table": summary_table(summary),
@@ -265,6 +283,7 @@ def decision_view(decision: Decision, id_suffix: str = "") -> dict:
         "per_stage": per_stage_rows(decision),
         "per_batch_size": per_batch_size(decision),
         "knee": knee_view(decision),
+        "rate_knee": rate_knee_view(decision),
         "perf_model": model_view(decision),
         "request_set": request_set_view(decision.request_set),
         "thresholds": threshold_rows(decision),

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..runfolder import results
 from ..decision.adaptive import run_note
 from ..runfolder.cost import life_costs, run_cost
+from ..runfolder.frontier import frontier_points
 from ..decision import Cell, Decision, decide
 from ..decision.cells.gpu_spread import LifeOnGpu, confound_line, gpu_spread_line
 from ..decision.cells.rate_window import behind_findings
@@ -164,7 +165,8 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None) -> 
     if plan.mode == "ramp":
         life = plan.lives[0]
         with steps.step("decide (resampling every stage)"):
-            decision = ramp_decision(data.evidence(), life.k, life.setting, life.argv, config.decision)
+            decision = ramp_decision(data.evidence(), life.k, life.setting, life.argv, config.decision,
+                                     [window for _, window in data.rate_windows], bool(config.load.user_stages))
     else:
         decision = with_settings_in_effect(decide_all(data, steps), findings_from(sweep_rows(data)))
         if plan.confirm is not None:
@@ -210,7 +212,7 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None) -> 
     with steps.step("report page"):
         from ..report.render import write_report  # jinja2 + plotly load only when a page is rendered
 
-        return write_report(run_dir, data.summary, decision, data.record(), data.timelines)
+        return write_report(run_dir, data.summary, decision, data.record(), data.timelines, frontier_points(data))
 
 
 def rate_stages_only(decision: Decision) -> Decision:

@@ -7,10 +7,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 from locust import LoadTestShape
 from locust.runners import STATE_STOPPED, STATE_STOPPING, MasterRunner
 
 from lookahead_runner.contracts.records import StageRecord
+from lookahead_runner.workload.arrivals import ArrivalProcess, stage_offsets
 from lookahead_runner.workload.options import ScenarioSettings
 from lookahead_runner.workload.stages import (DRAIN_GRACE_S, Stage, parse_stages, rate_run, stage_at,
                                              stage_start_s)
@@ -41,6 +43,12 @@ class RateRun:
     @property
     def end_s(self) -> float:
         return self.start_s(self.last) + self.stages[self.last].duration_s
+
+    def arrival_times(self, process: ArrivalProcess) -> np.ndarray:
+        """Every arrival of the run (unix seconds, ascending): the schedule its dispatchers send by, together."""
+        return np.concatenate([np.empty(0)] + [
+            self.start_s(i) + stage_offsets(self.stages[i].rate or 0.0, self.stages[i].duration_s, process, i)
+            for i in range(self.first, self.last + 1)])
 
     def as_message(self) -> dict:
         return {"first": self.first, "last": self.last, "t_start_s": self.t_start_s, "dispatchers": self.dispatchers}

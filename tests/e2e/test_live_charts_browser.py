@@ -4,7 +4,8 @@ A simulator with a tiny KV cache (so the second stage preempts), Locust with its
 locustfile, and the "vLLM live" tab opened: the five charts are drawn beside the table with the
 setting in their titles, grow as the load runs, mark both stages and the preemptions, come with the
 "vLLM history" tab and leave with it; the page logs no error or warning and asks nothing of any
-host but the web UI (plotly.js comes from it). Skipped without Chromium.
+host but the web UI (plotly.js comes from it). A rate stage adds its chart: offered against achieved rate and
+the queues, filled from the run's schedule and its requests as they finish. Skipped without Chromium.
 Set LOOKAHEAD_WEBUI_CHARTS_SCREENSHOT=/some/file.png to keep a screenshot of the charts.
 """
 
@@ -122,5 +123,43 @@ def test_the_live_charts_draw_beside_the_table_follow_the_load_and_log_no_errors
         requested = {event["params"]["request"]["url"] for event in browser.events
                      if event.get("method") == "Network.requestWillBeSent"}
         assert requested and all(url.startswith((web, "data:", "blob:")) for url in requested), requested
+    finally:
+        browser.close()
+
+
+READ_RATE_JS = """(() => {
+  const div = document.querySelector('.lookahead-chart[data-chart="rate"]');
+  if (!div || !div.data) return null;
+  return Object.fromEntries(div.data.map(t => [t.name, (t.y || []).filter(v => v !== null)]));
+})()"""
+
+
+@pytest.mark.parametrize("sim_and_locust", [{"stages": "2:2,8/s:40"}], indirect=True)
+def test_a_rate_stage_draws_its_offered_and_achieved_rate_and_the_queue(chromium, sim_and_locust, tmp_path):
+    """A real Locust run of a rate stage (8 req/s, Poisson): the page has the rate chart, whose offered line
+    follows the schedule and whose achieved line and queues fill from the requests as they finish."""
+    web = sim_and_locust.web_url
+    browser = DevTools(chromium, tmp_path / "chromium-profile", tmp_path / "chromium.log")
+    try:
+        target = browser.call("Target.createTarget", url="about:blank")["targetId"]
+        session = browser.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Runtime.enable", "Log.enable"):
+            browser.call(domain, session)
+        browser.call("Emulation.setDeviceMetricsOverride", session, width=1400, height=1600,
+                     deviceScaleFactor=1, mobile=False)
+        browser.call("Page.navigate", session, url=web + "/?tab=lookahead")
+        page = _wait_for(lambda: browser.evaluate(session, READ_CHARTS_JS) or {},
+                         lambda page: "rate" in _charts(page) and _charts(page)["rate"]["drawn"], PAGE_TIMEOUT_S,
+                         "no rate chart")
+        assert len(_charts(page)) == 6
+        lines = _wait_for(lambda: browser.evaluate(session, READ_RATE_JS) or {},
+                          lambda lines: len(lines.get("offered req/s", [])) >= 8
+                          and sum(lines.get("achieved req/s", [])) > 0, PAGE_TIMEOUT_S,
+                          "the rate chart did not fill")
+        assert 3.0 < lines["offered req/s"][-1] < 16.0, lines     # 8 req/s over the last (up to) 10 s
+        assert lines["outstanding (client)"] and min(lines["outstanding (client)"]) >= 0, lines
+        assert lines["server waiting"], lines
+        complaints = _complaints(browser.events)
+        assert not complaints, json.dumps(complaints, indent=1)[:3000]
     finally:
         browser.close()

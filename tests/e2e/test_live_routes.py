@@ -37,6 +37,7 @@ if IN_CHILD:
     import io
     import json
     import textwrap
+    import time
     from types import SimpleNamespace
 
     from locust import FastHttpUser, task
@@ -48,7 +49,7 @@ if IN_CHILD:
     from lookahead_runner.live import webui
     from lookahead_runner.workload import scenario
     from lookahead_runner.workload.options import add_scenario_options
-    from lookahead_runner.workload.shape import StagedShape
+    from lookahead_runner.workload.shape import RateRun, StagedShape
 
     METRICS = textwrap.dedent("""\
     # TYPE vllm:num_requests_running gauge
@@ -220,6 +221,41 @@ if IN_CHILD:
         session = update["session"]
         environment.events.reset_stats.fire()  # Locust's Reset Stats: the history starts again
         assert client.get("/lookahead/charts.json").get_json()["session"] != session
+
+    @pytest.mark.parametrize("live", [["--stages", "2:5,4/s:10", "--arrival", "constant"]], indirect=True)
+    def test_a_rate_stage_charts_its_offered_and_achieved_rate_and_the_queue(live):
+        environment, view = live
+        client = environment.web_ui.app.test_client()
+        page = client.get("/").get_data(as_text=True)
+        args = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0])
+        (rate_chart,) = [chart for chart in args["lookahead_charts"]["charts"] if chart["key"] == "rate"]
+        assert [s["column"] for s in rate_chart["series"]] == ["offered_per_s", "achieved_per_s", "waiting",
+                                                                "outstanding"]
+        # the shape opened the rate stage 5 s ago: 4 req/s, constant gaps, so 20 arrivals are due by now
+        shape = environment.shape_class
+        start = time.time() - 5.0
+        shape.rate_run = RateRun(first=1, last=1, t_start_s=start, dispatchers=1, stages=tuple(view.stages()))
+        shape._last_stage = (1, 0)
+        log = getattr(environment, scenario.STATE_ATTRIBUTE).request_log
+        for i in range(12):   # 12 of them finished: 10 well, one failed, one cut at the end
+            error = "" if i < 10 else ("HTTP 500" if i == 10 else "cut")
+            log.append(_row(stage=1, users=0, t_scheduled_s=start + 0.25 * (i + 1), ok=not error, error=error))
+        view.tick()
+        update = client.get("/lookahead/charts.json").get_json()["columns"]
+        assert update["offered_per_s"][-1] == pytest.approx(4.0, rel=0.05)
+        assert update["achieved_per_s"][-1] == pytest.approx(2.0, rel=0.05)
+        assert (update["outstanding"][-1], update["waiting"][-1]) == (8.0, 3.0)
+        rows = {row["signal"]: row["value"] for row in _rows(client)[webui.NOW_TAB]}
+        assert rows["Outstanding requests"] == "8" and rows["Rate (offered / achieved)"].endswith(" req/s")
+
+    def test_user_stages_alone_get_no_rate_chart_and_no_rate_values(live):
+        environment, view = live
+        client = environment.web_ui.app.test_client()
+        page = client.get("/").get_data(as_text=True)
+        args = json.loads(page.split("window.templateArgs = ", 1)[1].split("\n", 1)[0])
+        assert "rate" not in [chart["key"] for chart in args["lookahead_charts"]["charts"]]
+        view.tick()
+        assert client.get("/lookahead/charts.json").get_json()["columns"]["offered_per_s"] == [None]
 
     def test_a_failing_scrape_is_shown_not_raised(live, monkeypatch):
         environment, view = live

@@ -175,7 +175,8 @@ def test_page_loads_offline_renders_every_chart_and_escapes_hostile_strings(chro
     assert page_requests(net_log) == []
 
     ids = chart_ids(report.read_text(encoding="utf-8"))
-    assert len(ids) >= 6 + 5  # six summary charts, five lives with samples
+    assert len(ids) >= 1 + 6 + 5  # the frontier, six summary charts, five lives with samples
+    assert ids[0] == "frontier"   # the frontier first: every stage of every K, per GPU against per user
     starts = [(match.start(), match[1]) for match in re.finditer(r'<div class="chart[^"]*" id="([\w-]+)"', dom)]
     assert [chart for _, chart in starts] == ids
     for (start, chart), (end, _) in zip(starts, starts[1:] + [(len(dom), "")]):

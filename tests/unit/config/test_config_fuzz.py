@@ -195,7 +195,7 @@ def test_any_set_override_is_valid_or_one_line(tmp_path_factory, overrides):
 
 
 FLAGS = ["sweep", "demo", "ramp", "report", "--config", "--out", "--set", "--dry-run", "--resume", "--no-early-stop",
-         "--k", "--users", "--stage-s", "--url", "--web", "--confirm", "--no-confirm", "-x", "--bogus"]
+         "--k", "--users", "--rates", "--stage-s", "--url", "--web", "--confirm", "--no-confirm", "-x", "--bogus"]
 argv_items = st.one_of(st.sampled_from(FLAGS), st.sampled_from(["-1", "0", "1,2", "0,1", "x", "nan", "inf", "1e9",
                                                                   "sweep.toml", "missing.toml", "k=1", "."]), text)
 
@@ -203,6 +203,9 @@ argv_items = st.one_of(st.sampled_from(FLAGS), st.sampled_from(["-1", "0", "1,2"
 @FUZZ
 @given(argv=st.lists(argv_items, max_size=6))
 @example(argv=["ramp", "--users", "0,2"])
+@example(argv=["ramp", "--rates", "0,2"])
+@example(argv=["ramp", "--rates", "1,nan"])
+@example(argv=["ramp", "--rates", "1,2", "--users", "1,2"])
 @example(argv=["ramp", "--stage-s", "-1"])
 @example(argv=["ramp", "--stage-s", "nan"])
 @example(argv=["ramp", "--k", "-2"])
@@ -274,6 +277,18 @@ def test_named_bad_input(tmp_path, case, text_, expected):
     assert code == 2, (code, stderr)
     (line,) = stderr.strip().splitlines()
     assert line.startswith("lookahead-runner: sweep.toml: ") and expected in line, line
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--rates", "1,x"], "--rates '1,x': write rising rates in requests per second, e.g. --rates 1,2,4,8"),
+    (["--rates", "2,-1"], "--rates '2,-1': rates are requests per second above 0, e.g. --rates 1,2,4,8"),
+    (["--rates", "inf"], "--rates 'inf': rates are requests per second above 0, e.g. --rates 1,2,4,8"),
+    (["--rates", "1,2", "--users", "1,2"], "ramp: give --users (closed loop: concurrent users) or --rates (open "
+                                           "loop: requests per second), not both"),
+])
+def test_ramp_rates_bad_input_is_one_line(tmp_path, argv, expected):
+    code, stdout, stderr = run_main(["ramp", *argv, "--out", "runs"], tmp_path)
+    assert (code, stdout, stderr) == (2, "", f"lookahead-runner: {expected}\n")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file: an unreadable file cannot be made here")

@@ -26,8 +26,11 @@ def test_every_series_of_every_chart_is_a_column_of_the_ticks():
     columns = set(CHART_COLUMNS)
     for chart in CHARTS:
         assert {series.column for series in chart.series} <= columns, chart.key
-    assert {chart.key for chart in CHARTS} == {"acceptance", "batch", "kv", "throughput", "gpu"}
-    assert [chart["key"] for chart in json.loads(json.dumps(chart_specs()))] == [chart.key for chart in CHARTS]
+    assert {chart.key for chart in CHARTS} == {"acceptance", "batch", "kv", "throughput", "gpu", "rate"}
+    # the rate stage's chart only for stages with a rate stage
+    assert [chart["key"] for chart in json.loads(json.dumps(chart_specs()))] == [
+        chart.key for chart in CHARTS if chart.key != "rate"]
+    assert [chart["key"] for chart in chart_specs(rate_stages=True)] == [chart.key for chart in CHARTS]
 
 
 def test_a_tick_becomes_percentages_counts_and_gaps_for_what_is_unknown():
@@ -36,7 +39,8 @@ def test_a_tick_becomes_percentages_counts_and_gaps_for_what_is_unknown():
         kv_usage=0.875, generation_tokens_per_s=812.5, gpu_used_mib=61_000.0, gpu_total_mib=None))))
     assert point == {"t_s": 100.25, "acceptance_pct": 62.5, "mean_acceptance_length": 3.5, "running": 12.0,
                      "waiting": 3.0, "locust_users": 16, "kv_usage_pct": 87.5, "generation_tokens_per_s": 812.5,
-                     "gpu_used_mib": 61_000.0, "gpu_total_mib": None}
+                     "gpu_used_mib": 61_000.0, "gpu_total_mib": None, "offered_per_s": None, "achieved_per_s": None,
+                     "outstanding": None}
     nan = chart_point(_tick(1.0, kv_usage=float("nan")))
     assert nan[CHART_COLUMNS.index("kv_usage_pct")] is None  # NaN would not be JSON
 

@@ -24,7 +24,9 @@ from lookahead_runner.live.values import (
     LatencySample,
     LatencyWindow,
     LiveValues,
+    RateProgress,
     StageNow,
+    arrival_of_row,
     live_values,
     sample_of_row,
     signal_lines,
@@ -209,6 +211,44 @@ def test_the_history_tab_row_has_a_cell_for_every_column():
     assert row["time"] == "12:03:04"
     assert row["stage"] == "2 (16)"
     assert row["acceptance"] == "75.0 %"
+
+
+def test_a_rate_arrivals_row_says_when_it_was_scheduled_and_whether_it_succeeded_whatever_its_end():
+    assert arrival_of_row(_record().as_row()) is None   # a users stage's request
+    assert arrival_of_row(_record(t_scheduled_s=1000.25).as_row()) == (1000.25, True)
+    assert arrival_of_row(_record(t_scheduled_s=1000.5, ok=False, error=CUT_ERROR).as_row()) == (1000.5, False)
+    assert arrival_of_row(["1", "2"]) is None
+
+
+def test_a_rate_run_offers_its_schedule_and_counts_what_succeeded_and_what_is_outstanding():
+    # 10 req/s from t=1000: one arrival every 0.1 s
+    progress = RateProgress(1000.0, [1000.0 + 0.1 * (1 + i) for i in range(200)])
+    assert progress.values(1000.0) == (None, None, 0.0)   # its first instant: no span to rate over
+    for i in range(30):                                     # 30 of the first 40 arrivals finished, 25 well
+        progress.observe(1003.0 + 0.01 * i, 1000.1 + 0.1 * i, ok=i < 25)
+    progress.observe(1003.5, 990.0, ok=True)                # an earlier run's straggler: not this run's
+    offered, achieved, outstanding = progress.values(1004.0)
+    assert offered == pytest.approx(10.0) and achieved == pytest.approx(25 / 4.0) and outstanding == 10.0
+    # later, over the last 10 s only: nothing more succeeded, 120 arrived since
+    offered, achieved, outstanding = progress.values(1014.0)
+    assert offered == pytest.approx(10.0) and achieved == 0.0 and outstanding == 140 - 30
+
+
+def test_the_rate_values_are_read_in_a_rate_stage_only_and_shown_there():
+    progress = RateProgress(100.0, [100.5 + 0.25 * i for i in range(40)])
+    progress.observe(109.0, 100.5, ok=True)
+    rate_stage = StageNow("running", 1, 0, 2, 10.0, 20.0, rate=4.0)
+    values = live_values(110.5, "k0/r0", rate_stage, CounterWindow(), LatencyWindow(), None, "", "", rate=progress)
+    # the last 10 s hold 39 of the 40 arrivals (the first, at 100.5, is just older); all 40 arrived, one finished
+    assert (values.offered_per_s, values.achieved_per_s, values.outstanding) == (3.9, 0.1, 39.0)
+    rows = {row["signal"]: row["value"] for row in now_rows(values)}
+    assert rows["Rate (offered / achieved)"] == "3.9 / 0.1 req/s" and rows["Outstanding requests"] == "39"
+    assert history_tab_row(values, "12:00:00")["rate"] == "3.9 / 0.1"
+    assert history_row(values)["offered_per_s"] == "3.90"
+    users_stage = live_values(110.5, "k0/r0", StageNow("running", 0, 8, 2, 1.0, 20.0), CounterWindow(),
+                              LatencyWindow(), None, "", "", rate=progress)
+    assert users_stage.offered_per_s is None and "Rate (offered / achieved)" not in {
+        row["signal"] for row in now_rows(users_stage)}
 
 
 @pytest.mark.parametrize("name", ["metrics-specdecode.txt", "metrics-nospec.txt"])

@@ -1,0 +1,121 @@
+"""The throughput-interactivity frontier's points: one per setting (K) and stage, user stages and rate stages
+alike, in the two terms the field plots (vLLM's `vllm bench sweep plot_pareto`, InferenceMAX's throughput per
+GPU against interactivity):
+
+- output tokens/s per GPU: the window's output tokens per second (analysis.py's, as the report's charts) over the
+  GPUs its server life held: its Ray slot's GPUs as status.json names them, else tensor x pipeline parallel of
+  server.extra_args (`cluster.life_gpus`, as cost.py counts GPU-minutes);
+- tokens/s per user: 1000 / the median TPOT (ms) of the window's successful requests (InferenceMAX's
+  `median_intvty`), the speed one user watches tokens arrive at.
+
+Repeats of one (setting, stage) are one point: the median of their per-GPU throughputs, the TPOT median over
+their requests pooled. Only valid windows count (a user stage's invalid window is not in RunData.windows; a rate
+window carries its own `valid`). Pure: `frontier_points` reads a `RunData` already read, nothing else.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..decision import Window
+from ..decision.cells.evidence import LATENCY_COLUMNS
+from ..decision.cells.rate_window import RateWindow
+from .plan import LifeStatus
+from .read import RunData
+
+USERS, RATE = "users", "rate"
+_TPOT = LATENCY_COLUMNS.index("tpot_ms")
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    """One setting at one stage: where it sits between throughput per GPU and speed per user."""
+
+    setting: str
+    k: int
+    kind: str                   # USERS (closed loop) or RATE (open loop)
+    load: float                 # the stage's users, or its requests per second
+    tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float
+    tpot_p50_ms: float
+    gpus: int
+    repeats: int
+    variant: str = ""
+    keeps_up: bool = True       # a rate stage: every repeat kept up with the offered rate
+
+    @property
+    def stage_text(self) -> str:
+        return f"{self.load:g} req/s" if self.kind == RATE else f"{self.load:g} users"
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """One window's share of a point."""
+
+    tokens_per_s: float
+    tpot_ms: np.ndarray
+    gpus: int
+    keeps_up: bool = True
+
+
+def life_gpus(status: LifeStatus | None, here: int) -> int:
+    """The GPUs a life held: its Ray slot's (status.json), else `here` (tensor x pipeline parallel)."""
+    return len(status.gpus) if status is not None and status.slot and status.gpus else here
+
+
+def frontier_points(data: RunData) -> list[FrontierPoint]:
+    """Every (setting, workload variant, stage) of the sweep's lives with a valid window, as a frontier point."""
+    config = data.config
+    here = config.cluster.life_gpus(config.server.extra_args)
+    statuses = data.statuses
+    lives = {(life.axis_value, life.k, life.repeat): life for life in data.plan.sweep_lives()}
+
+    def owner(axis_value: str, k: int, repeat: int) -> tuple[str, int] | None:
+        life = lives.get((axis_value, k, repeat))
+        return None if life is None else (life.setting, life_gpus(statuses.get(life.dir), here))
+
+    groups: dict[tuple, list[_Measured]] = {}
+    for axis_value, window in data.windows:
+        add_window(groups, owner(axis_value, window.k, window.repeat), window)
+    for axis_value, rate in data.rate_windows:
+        add_window(groups, owner(axis_value, rate.k, rate.repeat), rate)
+    return points_of(groups)
+
+
+def add_window(groups: dict[tuple, list[_Measured]], owner: tuple[str, int] | None,
+               window: Window | RateWindow) -> None:
+    """File one window under its (setting, k, variant, kind, load); `owner`: its life's (setting, GPUs)."""
+    if owner is None or not getattr(window, "valid", True):
+        return
+    setting, gpus = owner
+    if isinstance(window, RateWindow):
+        key = (setting, window.k, window.variant, RATE, float(window.rate))
+        measured = _Measured(window.output_tok_per_s, window.latency_ms[:, _TPOT] if len(window.latency_ms)
+                             else np.empty(0), gpus, window.keeps_up)
+    else:
+        key = (setting, window.k, window.variant, USERS, float(window.users))
+        measured = _Measured(window.tokens_per_s, window.latency_ms[:, _TPOT] if len(window.latency_ms)
+                             else np.empty(0), gpus)
+    groups.setdefault(key, []).append(measured)
+
+
+def points_of(groups: Mapping[tuple, Iterable[_Measured]]) -> list[FrontierPoint]:
+    """One point per group: the median per-GPU throughput over its windows, 1000 / the pooled TPOT median."""
+    points = []
+    for (setting, k, variant, kind, load), measured in sorted(groups.items(), key=lambda item: item[0]):
+        measured = list(measured)
+        per_gpu = [m.tokens_per_s / m.gpus for m in measured if m.gpus > 0 and math.isfinite(m.tokens_per_s)]
+        tpot = np.concatenate([m.tpot_ms for m in measured])
+        tpot = tpot[np.isfinite(tpot) & (tpot > 0)]
+        if not per_gpu or not len(tpot):
+            continue
+        tpot_p50 = float(np.median(tpot))
+        points.append(FrontierPoint(
+            setting=setting, k=k, kind=kind, load=load, tokens_per_s_per_gpu=float(np.median(per_gpu)),
+            tokens_per_s_per_user=1000.0 / tpot_p50, tpot_p50_ms=tpot_p50,
+            gpus=int(np.median([m.gpus for m in measured])), repeats=len(measured), variant=variant,
+            keeps_up=all(m.keeps_up for m in measured)))
+    return points
