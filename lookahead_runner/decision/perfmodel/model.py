@@ -30,7 +30,7 @@ from .fit import Draws, Obs, Params, WorkloadShape, bootstrap, observations, poo
 __all__ = ["Bound", "FitStore", "PerformanceModel", "PositionCounts", "Prediction", "WorkloadShape",
            "fit_performance_model"]
 
-FIT_VERSION = 1             # raise when the fit's parts change: a kept fit of another version (or release) is not used
+FIT_VERSION = 2             # raise when the fit's parts change: a kept fit of another version (or release) is not used
 DEFAULT_ERROR_BOUND = 0.10
 TIE_FRAC = 0.03          # objectives within this are a tie: the smaller K (the decision's tie band)
 LEVEL = 0.95
