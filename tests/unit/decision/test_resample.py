@@ -109,3 +109,27 @@ def test_latencies_are_divided_by_the_throughput_factor():
     raw = draws.request_draws.column(LATENCY_COLUMNS.index("e2e_ms"))[:, QUANTILES.index(0.5)]
     np.testing.assert_allclose(draws.quantile("e2e_ms", 0.5), raw / draws.factor)
     assert not math.isclose(float(draws.factor.std()), 0.0)
+
+
+def test_many_slos_cost_the_patterns_met_not_two_to_their_number():
+    """Twelve SLOs (four metrics at three percentiles each are allowed): the SLO counts are drawn over the
+    patterns of SLOs the requests meet (13 here: nested thresholds), not all 4,096 possible ones."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    sizes = [300, 250, 200, 280]
+    e2e = rng.lognormal(6, 0.3, sum(sizes))
+    limits = np.quantile(e2e, np.linspace(0.3, 0.95, 12))
+    meets = e2e[:, None] <= limits[None, :]                           # nested: meeting one meets every later
+    latency = np.column_stack([e2e] * len(LATENCY_COLUMNS))
+    resampler = RequestResampler(latency, LATENCY_COLUMNS, sizes, meets, QUANTILES)
+    picks = rng.integers(len(sizes), size=(500, len(sizes)))
+    tracemalloc.start()
+    met = resampler.slo_met(np.random.default_rng(1), picks)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2 * 2**20, peak                                       # 4,096 patterns: ~66 MB
+    assert (np.diff(met, axis=1) >= 0).all()                           # a request meeting one meets the later
+    drawn = np.asarray(sizes)[picks].sum(axis=1)
+    share = np.array([meets[:, j].mean() for j in range(12)])
+    np.testing.assert_allclose((met / drawn[:, None]).mean(axis=0), share, atol=0.02)
