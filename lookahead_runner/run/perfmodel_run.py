@@ -8,7 +8,9 @@ workload's lengths from the config and --max-num-seqs from the argv each life ra
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
+import re
 from dataclasses import fields
 from pathlib import Path
 
@@ -79,13 +81,20 @@ def model_inputs(run_dir: Path, data: RunData,
     return WorkloadShape(variant.prompt_tokens, variant.output_tokens, min(seqs) if seqs else None), positions
 
 
+def _file_part(value: str) -> str:
+    """A grid value as part of one file's name (a draft model's path has slashes): its safe characters and a
+    hash of it, so two values never share a file."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", value)[:40] + "-" + hashlib.sha256(value.encode()).hexdigest()[:8]
+
+
 class FolderFitStore:
     """The performance model's bootstrap and held-out fits, kept in the run folder (FIT_FILE) under the hash of
     their inputs: a `report` that changed only thresholds reads them back instead of fitting again. A file that
     cannot be read or written is no error: the model is fitted."""
 
     def __init__(self, run_dir: Path, axis_value: str = "") -> None:
-        self.path = Path(run_dir) / CACHE_DIR / (f"perfmodel-{axis_value}.json" if axis_value else "perfmodel.json")
+        self.path = Path(run_dir) / CACHE_DIR / (f"perfmodel-{_file_part(axis_value)}.json" if axis_value
+                                                 else "perfmodel.json")
 
     def get(self, key: str) -> tuple[Params, list[HeldOut]] | None:
         try:

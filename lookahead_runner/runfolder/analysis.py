@@ -231,7 +231,7 @@ def error_text(requests: pd.DataFrame) -> pd.Series:
     if column.dtype == object and pd.api.types.infer_dtype(column, skipna=False) == "string":
         return column
     if column.dtype.kind == "f" and column.isna().all():  # no request failed: "" for each, as text
-        return pd.Series(np.full(len(column), "", dtype="<U1"), index=column.index, dtype=pd.StringDtype(na_value=np.nan))
+        return pd.Series("", index=column.index, dtype=object)
     return column.astype("string").fillna("").astype("object")
 
 

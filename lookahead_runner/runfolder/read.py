@@ -74,7 +74,8 @@ class RunData:
     run_dir: Path | None = None                 # where the lives' own files are (the performance model reads them)
     # (grid axis value, window) for every rate stage's window of the sweep's lives, valid or not (its .valid)
     rate_windows: list[tuple[str, RateWindow]] = field(default_factory=list)
-    # each life's requests, read once, by (life folder, workload variant key): nothing reads requests.csv again
+    # with a request set (load.requests), each life's requests, read once, by (life folder, workload variant key):
+    # nothing reads requests.csv again
     requests: dict[tuple[str, str], BlockRequests] = field(default_factory=dict)
 
     @property
@@ -141,8 +142,9 @@ def read_run(run_dir: Path) -> RunData:
                   else frames["stages"] for v, frames in blocks]
         data.timelines[life.dir] = {"server": server, "gpu": gpu, "stages": pd.concat(stages, ignore_index=True),
                                     "positions": read_table(directory / "spec_positions.csv")}
-        for variant, frames in blocks:
-            data.requests[(life.dir, "" if alone else variant.key)] = BlockRequests(frames["requests"])
+        if config.load.requests:  # the request set's figures read them (run/request_set_run.py); else not kept
+            for variant, frames in blocks:
+                data.requests[(life.dir, "" if alone else variant.key)] = BlockRequests(frames["requests"])
         result.tokens = life_token_check(pd.concat([f["requests"] for _, f in blocks], ignore_index=True),
                                          server) | _workload_of(directory / ("" if alone else variants[0].key))
         if variants[0].key and not alone:

@@ -18,8 +18,8 @@ import pandas as pd
 
 from ..config.masking import PLACEHOLDER_RE, looks_secret
 
-NAME_FIELDS = {"api_key_env"}
-CACHE_DIR = ".cache"         # what `report` keeps to read a run folder faster; the CSVs are the record  # hold the name of a variable, not its value
+NAME_FIELDS = {"api_key_env"}  # hold the name of a variable, not its value
+CACHE_DIR = ".cache"           # what `report` keeps to read a run folder faster; the CSVs are the record
 
 
 def new_run_dir(out_root: Path, name: str) -> Path:

@@ -43,10 +43,13 @@ class RequestResampler:
         self.window_of = np.repeat(np.arange(len(self.sizes)), self.sizes)
         meets = np.asarray(meets).astype(bool).reshape(len(self.window_of), -1)
         self.slos = meets.shape[1]
-        pattern = (meets * (1 << np.arange(self.slos))).sum(axis=1) if self.slos else np.zeros(len(meets), int)
-        # windows x SLO patterns: how many of each window's requests meet exactly that set of SLOs
-        self.patterns = np.zeros((len(self.sizes), 1 << self.slos), dtype=np.int64)
-        np.add.at(self.patterns, (self.window_of, pattern), 1)
+        # the patterns of SLOs met that occur (not all 2 ** SLOs), in the order of their bits (SLO 0 the lowest)
+        present, pattern = np.unique(meets[:, ::-1], axis=0, return_inverse=True) if self.slos and len(meets) \
+            else (np.zeros((1, self.slos), dtype=bool), np.zeros(len(meets), dtype=np.int64))
+        self.pattern_bits = present[:, ::-1].astype(float)             # patterns x SLOs
+        # windows x patterns: how many of each window's requests meet exactly that set of SLOs
+        self.patterns = np.zeros((len(self.sizes), len(present)), dtype=np.int64)
+        np.add.at(self.patterns, (self.window_of, pattern.reshape(-1)), 1)
         self._columns: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def _sorted(self, column: int) -> tuple[np.ndarray, np.ndarray]:
@@ -88,8 +91,7 @@ class RequestResampler:
                 share = np.where(remaining > 0, weight[:, :, pattern] / np.where(remaining > 0, remaining, 1), 0.0)
             drawn = rng.binomial(left, np.minimum(share, 1.0))
             left, remaining = left - drawn, remaining - weight[:, :, pattern]
-            bits = [(pattern >> i) & 1 for i in range(self.slos)]
-            met += drawn.sum(axis=1)[:, None] * np.array(bits, dtype=float)[None, :]
+            met += drawn.sum(axis=1)[:, None] * self.pattern_bits[pattern][None, :]
         return met
 
     def draw(self, rng: np.random.Generator, picks: np.ndarray) -> "RequestDraws":

@@ -40,7 +40,8 @@ def loo_errors(design: np.ndarray, target: np.ndarray) -> np.ndarray:
             residuals = target[:, None] - fitted
             residuals[np.arange(n), np.arange(n)] = 0.0                                  # row i left out
             gradient = design[:, ~active].T @ residuals                                  # p_zero x n
-            bound = TOLERANCE * (np.abs(design).sum() + 1.0)
+            # on each column's own scale: a column far smaller than the others has as small a gradient
+            bound = TOLERANCE * np.linalg.norm(design[:, ~active], axis=0)[:, None] * np.linalg.norm(target)
             feasible = (gradient <= bound).all(axis=0) if (~active).any() else np.ones(n, dtype=bool)
             exact = ok & positive & feasible
             errors[exact] = -residual[exact] / room[exact]                               # the left-out row's

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.metadata
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -29,7 +30,7 @@ from .fit import Draws, Obs, Params, WorkloadShape, bootstrap, observations, poo
 __all__ = ["Bound", "FitStore", "PerformanceModel", "PositionCounts", "Prediction", "WorkloadShape",
            "fit_performance_model"]
 
-FIT_VERSION = 1             # raise when the fit's parts change: a kept fit of another version is not used
+FIT_VERSION = 2             # raise when the fit's parts change: a kept fit of another version (or release) is not used
 DEFAULT_ERROR_BOUND = 0.10
 TIE_FRAC = 0.03          # objectives within this are a tie: the smaller K (the decision's tie band)
 LEVEL = 0.95
@@ -229,11 +230,19 @@ class FitStore(Protocol):
     def put(self, key: str, params: Params, results: list[HeldOut]) -> None: ...
 
 
+def _release() -> str:
+    """The installed release of the package: another one's fit code may differ without FIT_VERSION raised."""
+    try:
+        return importlib.metadata.version("lookahead-runner")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
 def fit_key(obs: Sequence[Obs], positions: Mapping[int, PositionCounts] | None, shape: WorkloadShape, seed: int,
             resamples: int) -> str:
     """A hash of everything the bootstrap and the held-out fits read: the same key, the same fit (the error bound
     and the decision's thresholds are not in it: they judge the fit, they do not change it)."""
-    inputs = [FIT_VERSION, [dataclasses.astuple(o) for o in obs],
+    inputs = [FIT_VERSION, _release(), [dataclasses.astuple(o) for o in obs],
               sorted((k, c.drafts, list(c.accepted)) for k, c in (positions or {}).items()),
               dataclasses.astuple(shape), seed, resamples]
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()

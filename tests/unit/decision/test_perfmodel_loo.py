@@ -32,3 +32,13 @@ def test_a_row_that_changes_the_zero_coefficients_is_refitted():
     design = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0, 5.0]])
     target = np.array([1.0, 1.1, 0.9, 6.0])
     np.testing.assert_allclose(loo_errors(design, target), one_by_one(design, target), atol=1e-12)
+
+
+
+def test_a_zero_coefficient_of_a_tiny_column_is_judged_on_that_columns_scale():
+    """A column a million times smaller than the other (tokens beside a constant, both over the step) has a
+    gradient as small in absolute terms: left without the last row, its coefficient rises from zero, which a
+    bound on the whole design's scale missed (the fourth error was half the one nnls gives)."""
+    design = np.array([[762.76, 3.9e-4], [930.36, 8.0e-5], [924.04, 3.2e-5], [905.93, 6.5e-4]])
+    target = np.array([455.515, 555.628, 551.793, 540.995])
+    np.testing.assert_allclose(loo_errors(design, target), one_by_one(design, target), rtol=1e-9)

@@ -109,3 +109,60 @@ def test_latencies_are_divided_by_the_throughput_factor():
     raw = draws.request_draws.column(LATENCY_COLUMNS.index("e2e_ms"))[:, QUANTILES.index(0.5)]
     np.testing.assert_allclose(draws.quantile("e2e_ms", 0.5), raw / draws.factor)
     assert not math.isclose(float(draws.factor.std()), 0.0)
+
+
+def test_many_slos_cost_the_patterns_met_not_two_to_their_number():
+    """Twelve SLOs (four metrics at three percentiles each are allowed): the SLO counts are drawn over the
+    patterns of SLOs the requests meet (13 here: nested thresholds), not all 4,096 possible ones."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    sizes = [300, 250, 200, 280]
+    e2e = rng.lognormal(6, 0.3, sum(sizes))
+    limits = np.quantile(e2e, np.linspace(0.3, 0.95, 12))
+    meets = e2e[:, None] <= limits[None, :]                           # nested: meeting one meets every later
+    latency = np.column_stack([e2e] * len(LATENCY_COLUMNS))
+    resampler = RequestResampler(latency, LATENCY_COLUMNS, sizes, meets, QUANTILES)
+    picks = rng.integers(len(sizes), size=(500, len(sizes)))
+    tracemalloc.start()
+    met = resampler.slo_met(np.random.default_rng(1), picks)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2 * 2**20, peak                                       # 4,096 patterns: ~66 MB
+    assert (np.diff(met, axis=1) >= 0).all()                           # a request meeting one meets the later
+    drawn = np.asarray(sizes)[picks].sum(axis=1)
+    share = np.array([meets[:, j].mean() for j in range(12)])
+    np.testing.assert_allclose((met / drawn[:, None]).mean(axis=0), share, atol=0.02)
+
+
+@pytest.mark.parametrize("windows, picked", [
+    ([[1.0, 2.0, 3.0], [2.0, 5.0]], [0, 1]),                       # a tie across windows
+    ([[1.0, math.nan, 3.0], [math.nan, 5.0]], [1, 1]),             # gaps, one window drawn twice
+    ([[2.0, 2.0, 2.0], [2.0, 7.0]], [1, 0]),                       # all but one tied
+    ([[1.0, 2.0, 3.0, 4.0], [], [9.0, 1.0]], [0, 1, 2]),           # an empty window
+], ids=["tie", "gaps", "ties", "empty"])
+def test_one_resamples_p50_p90_p99_are_jointly_those_of_every_equally_likely_draw(windows, picked):
+    """At a few requests every draw of the multinomial bootstrap can be listed: the (p50, p90, p99) of the
+    halving search has the exact joint distribution of the lowest value whose count reaches q x the drawn
+    values (a chi-square over every outcome)."""
+    import collections
+    import itertools
+
+    def percentiles(drawn):
+        values = np.sort([v for v in drawn if not math.isnan(v)])
+        return tuple(float(values[max(math.ceil(q * len(values)), 1) - 1]) if len(values) else "none"
+                     for q in QUANTILES)
+
+    pools = [windows[w] for w in picked for _ in windows[w]]
+    exact = collections.Counter(percentiles(drawn) for drawn in itertools.product(*pools))
+    count = 20000
+    latency = np.array([v for w in windows for v in w])[:, None].repeat(len(LATENCY_COLUMNS), axis=1)
+    resampler = RequestResampler(latency, LATENCY_COLUMNS, [len(w) for w in windows],
+                                 np.zeros((len(latency), 0)), QUANTILES)
+    drawn = resampler.draw(np.random.default_rng(0), np.tile(picked, (count, 1))).column(0)
+    seen = collections.Counter(tuple("none" if math.isnan(v) else float(v) for v in row) for row in drawn)
+    assert set(seen) <= set(exact)
+    outcomes = sorted(exact, key=str)
+    expected = np.array([exact[o] for o in outcomes]) / sum(exact.values()) * count
+    if len(outcomes) > 1:
+        assert stats.chisquare([seen[o] for o in outcomes], expected).pvalue > 1e-3

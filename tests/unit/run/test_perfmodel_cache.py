@@ -61,3 +61,27 @@ def test_a_read_only_folder_still_fits(tmp_path, fits):
     blocked.write_text("", encoding="utf-8")            # .cache cannot be made under a file
     model = fit(FolderFitStore(blocked))
     assert model.params.step_ms.shape == (20,) and len(fits) == 1
+
+
+def test_a_grid_value_that_is_a_path_is_kept_too(tmp_path, fits):
+    """A grid value names a file of its own: a draft model's path ("org/draft") or any text is kept as well."""
+    for value in ("org/draft-1b", "../up", "a b:c"):
+        store = FolderFitStore(tmp_path, value)
+        fit(store)
+        fit(FolderFitStore(tmp_path, value))
+        assert store.path.is_file() and store.path.parent == tmp_path / ".cache"
+    assert len(fits) == 3
+    assert len({FolderFitStore(tmp_path, v).path for v in ("a/b", "a_b", "a b", "")}) == 4
+
+
+def test_a_fit_kept_by_another_release_is_fitted_again(tmp_path, fits, monkeypatch):
+    """The fit's code can change from one release to the next (FIT_VERSION is raised by hand): a fit another
+    release kept is not read back."""
+    import importlib.metadata
+
+    fit(FolderFitStore(tmp_path))
+    installed = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda name: "99.0.0" if name == "lookahead-runner" else installed(name))
+    fit(FolderFitStore(tmp_path))
+    assert len(fits) == 2

@@ -142,3 +142,14 @@ def test_acceptance_survives_a_window_with_no_sample_inside():
     server = pd.DataFrame({"t_s": [0.0, 1.0, 6.0], "a": [0.0, 2.0, 42.0], "d": [0.0, 4.0, 84.0]})
     assert counter_delta(server, "a", 2.0, 5.0) == 0.0
     assert covering_delta(server, "a", 2.0, 5.0) / covering_delta(server, "d", 2.0, 5.0) == 0.5
+
+
+def test_the_error_text_of_a_life_where_no_request_failed_is_empty_text_on_every_pandas_allowed():
+    """A requests.csv where no request failed reads its error column back as all-NaN floats: "" for each, as
+    text, on pandas 2.0 onwards (pyproject's floor; pandas 2.2 has no StringDtype(na_value=...))."""
+    from lookahead_runner.runfolder.analysis import error_text
+
+    requests = pd.DataFrame({"error": [float("nan")] * 3, "ok": [1, 1, 1]})
+    text = error_text(requests)
+    assert text.tolist() == ["", "", ""] and (text != "cut").all()
+    assert error_text(pd.DataFrame({"error": [float("nan"), "cut"]})).tolist() == ["", "cut"]

@@ -150,3 +150,23 @@ def test_each_variants_confirmation_is_planned_and_retired_alone_and_the_adaptiv
         assert field in PlannedLife.model_fields
     assert {"confirm_variants", "adaptive"} <= set(Plan.model_fields)
     assert {"start_s", "measure_s"} <= set(LifeStatus.model_fields)
+
+
+def test_requests_are_kept_in_memory_only_for_a_request_set(old_run, monkeypatch):
+    """RunData.requests holds every life's requests for the request set's figures (run/request_set_run.py), its
+    only reader: without load.requests nothing is kept (the peak memory of a 3M-request report)."""
+    from lookahead_runner.runfolder import read as read_module
+
+    data = read_module.read_run(old_run)
+    assert not data.config.load.requests and len(data.windows) and data.requests == {}
+    real = read_module.read_plan_and_config
+
+    def with_request_set(run_dir):
+        plan, config = real(run_dir)
+        return plan, config.model_copy(update={"load": config.load.model_copy(update={"requests": "set.jsonl"})})
+
+    monkeypatch.setattr(read_module, "read_plan_and_config", with_request_set)
+    data = read_module.read_run(old_run)
+    assert sorted(data.requests) == [("k0/r0", ""), ("k2/r0", "")]
+    assert all(len(block.requests) for block in data.requests.values())
+    assert sum(len(block.windows) for block in data.requests.values()) == len(data.windows) == 1
