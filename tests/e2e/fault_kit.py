@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psutil
 
+from lookahead_runner.runfolder.results import CACHE_DIR
+
 HERE = Path(__file__).resolve().parent
 # the simulator with per-setting faults and vLLM's VLLM_API_KEY (see the file's docstring)
 FAULT_SIM = [sys.executable, str(HERE / "lookahead-sim-vllm-faults.py")]
@@ -153,9 +155,11 @@ def status(run_dir: Path, life: str) -> dict:
 
 
 def snapshot(directory: Path) -> dict[str, str]:
-    """sha256 of every file under a folder: a finished life must not change by one byte."""
+    """sha256 of every file under a folder: a finished life's record must not change by one byte. Its .cache/
+    holds typed copies the report may rewrite (a copy made within a second of its CSV is checked once, then marked
+    so), never the record."""
     return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+            for p in sorted(directory.rglob("*")) if p.is_file() and CACHE_DIR not in p.relative_to(directory).parts}
 
 
 def life_line(stdout: str, life: str) -> str:
