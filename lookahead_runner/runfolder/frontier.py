@@ -3,8 +3,8 @@ alike, in the two terms the field plots (vLLM's `vllm bench sweep plot_pareto`, 
 GPU against interactivity):
 
 - output tokens/s per GPU: the window's output tokens per second (analysis.py's, as the report's charts) over the
-  GPUs its server life held: its Ray slot's GPUs as status.json names them, else tensor x pipeline parallel of
-  server.extra_args (`cluster.life_gpus`, as cost.py counts GPU-minutes);
+  GPUs its server life held: its Ray slot's GPUs as status.json names them, else tensor x pipeline x data
+  parallel of server.extra_args (`cluster.life_gpus`, as cost.py counts GPU-minutes);
 - tokens/s per user: 1000 / the median TPOT (ms) of the window's successful requests (InferenceMAX's
   `median_intvty`), the speed one user watches tokens arrive at.
 
@@ -62,7 +62,7 @@ class _Measured:
 
 
 def life_gpus(status: LifeStatus | None, here: int) -> int:
-    """The GPUs a life held: its Ray slot's (status.json), else `here` (tensor x pipeline parallel)."""
+    """The GPUs a life held: its Ray slot's (status.json), else `here` (tensor x pipeline x data parallel)."""
     return len(status.gpus) if status is not None and status.slot and status.gpus else here
 
 

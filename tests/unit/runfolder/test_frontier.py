@@ -74,6 +74,10 @@ def test_throughput_is_divided_by_the_gpus_each_life_held():
     points = {(p.k, p.kind): p for p in frontier_points(tp)}
     assert points[(0, USERS)].tokens_per_s_per_gpu == 200.0 and points[(0, USERS)].gpus == 4
     assert points[(0, RATE)].tokens_per_s_per_gpu == 75.0
+    # data parallel replicas hold GPUs of their own: -tp 2 -dp 2 is 4 GPUs (vLLM's plot_pareto: TP x PP x DP)
+    dp = run_data(windows, rates, extra_args=["-tp", "2", "--data-parallel-size", "2"])
+    points = {(p.k, p.kind): p for p in frontier_points(dp)}
+    assert (points[(0, USERS)].tokens_per_s_per_gpu, points[(0, USERS)].gpus) == (200.0, 4)
     # on a Ray cluster: the GPUs its slot held, as its status.json names them
     slot = {"state": "done", "slot": "10.0.0.1/ab [GPU-a, GPU-b]", "gpus": ["GPU-a", "GPU-b"], "node": "10.0.0.1"}
     on_slots = run_data(windows, rates, statuses={"k4/r0": slot}, extra_args=["--tensor-parallel-size", "4"])
