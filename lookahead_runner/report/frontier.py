@@ -1,8 +1,9 @@
 """The report's frontier: output tokens/s per GPU against tokens/s per user, one line per K over every stage of
 either kind (the points: runfolder/frontier.py), the recommended point marked and the SLO drawn.
 
-The chart the field reads (vLLM's `vllm bench sweep plot_pareto`: Tokens/s/user against Tokens/s/GPU;
-InferenceMAX's throughput per GPU against interactivity): up and to the right is better, and speculation moves
+The chart the field reads (InferenceMAX's throughput per GPU against interactivity, 1000 / median TPOT; vLLM's
+`vllm bench sweep plot_pareto` draws the same frontier with output throughput / concurrency as tokens/s per
+user): up and to the right is better, and speculation moves
 a K's line right (each user sees tokens sooner) at a cost up (fewer tokens per GPU) or not. The recommended point
 comes from the verdict as inputs (`FrontierMark`: its K and the target it was decided at, a users count or a
 rate), so a verdict at a users stage, at a target rate or a ramp's knee marks it alike. A TPOT SLO is a vertical

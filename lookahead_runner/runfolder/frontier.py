@@ -1,6 +1,8 @@
 """The throughput-interactivity frontier's points: one per setting (K) and stage, user stages and rate stages
-alike, in the two terms the field plots (vLLM's `vllm bench sweep plot_pareto`, InferenceMAX's throughput per
-GPU against interactivity):
+alike, in InferenceMAX's terms (output throughput per GPU against interactivity, its `median_intvty` = 1000 /
+median TPOT). vLLM's `vllm bench sweep plot_pareto` divides by the same GPUs (TP x PP x DP) but takes tokens/s
+per user as output throughput / max_concurrency (or / request_rate), a figure that also counts time to first
+token and, in a closed loop, the time between a user's requests; the decode speed one user watches is 1/TPOT:
 
 - output tokens/s per GPU: the window's output tokens per second (analysis.py's, as the report's charts) over the
   GPUs its server life held: its Ray slot's GPUs as status.json names them, else tensor x pipeline x data
