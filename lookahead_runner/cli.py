@@ -211,7 +211,7 @@ def cmd_ramp(args: argparse.Namespace) -> int:
             raise UsageError(f"--users {args.users!r}: write rising user counts, e.g. --users 1,2,4,8,16") from None
         if min(users) < 1:
             raise UsageError(f"--users {args.users!r}: user counts are >= 1, e.g. --users 1,2,4,8,16")
-    rates = _rates(args.rates) if args.rates else None
+    rates = _rates(args.rates) if args.rates is not None else None   # --rates= (an empty $RATES): not a users ramp
     if users and rates:
         raise UsageError("ramp: give --users (closed loop: concurrent users) or --rates (open loop: requests per "
                          "second), not both")
@@ -243,6 +243,8 @@ def _rates(text: str) -> list[float]:
         raise UsageError(f"--rates {text!r}: write rising rates in requests per second, e.g. --rates 1,2,4,8") from None
     if not all(0 < r < float("inf") for r in rates):
         raise UsageError(f"--rates {text!r}: rates are requests per second above 0, e.g. --rates 1,2,4,8")
+    if any(b <= a for a, b in zip(rates, rates[1:])):   # the knee reads each rate from the lower one's steady state
+        raise UsageError(f"--rates {text!r}: give each rate once, rising, e.g. --rates 1,2,4,8")
     return rates
 
 

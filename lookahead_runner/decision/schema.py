@@ -154,7 +154,7 @@ class RateKneeStep(Model):
     keeps_up: bool = True                # the outstanding requests do not grow through the window
     attainment: float | None = None      # SLO attainment; None without decision.slo
     attainment_range: Range = Field(default_factory=Range)
-    meets_slo: bool = True               # the attainment's interval reaches decision.slo_attainment
+    meets_slo: bool = True               # the attainment measured reaches decision.slo_attainment
     queue: str = ""                      # "waiting 3 -> 41" (or outstanding, where the server's is not sampled)
     holds: bool = True                   # all three
     reason: str = ""                     # what broke, with its figures ("" where it holds)

@@ -2,8 +2,8 @@
 from each life's status.json, GPU-seconds and the wall time, beside what the full grid would have cost.
 
 GPU-seconds: each life's server-seconds x the GPUs it held: on a Ray cluster its slot's GPUs as status.json
-names them (a local Ray's "ray-gpu:N" slots count, the simulator's too); here, tensor x pipeline parallel of
-server.extra_args (1 by default), the simulator counted like the server it stands for, so a sweep costs the same
+names them (a local Ray's "ray-gpu:N" slots count, the simulator's too); here, tensor x pipeline x data parallel
+of server.extra_args (1 by default), the simulator counted like the server it stands for, so a sweep costs the same
 GPU-seconds here and on slots. The wall time runs from the first life's start to the last life's end (t_start_s,
 t_s), lives in parallel counted once; None when a life did not record its start (a folder from before it did).
 
@@ -32,7 +32,7 @@ class LifeCost:
     measure_s: float
     all_stages: bool       # false for an adaptive life that ran a subset of the stages
     done: bool             # measured to the end (a failed start is cut short: not a start to price the grid at)
-    gpus: int | None = None          # the GPUs its Ray slot held; None: run here (tensor x pipeline parallel)
+    gpus: int | None = None          # the GPUs its Ray slot held; None: run here (parallel_gpus of extra_args)
     t_start_s: float | None = None   # epoch seconds: its server's start (None: not recorded) ...
     t_end_s: float | None = None     # ... and its end
 

@@ -283,6 +283,11 @@ def test_named_bad_input(tmp_path, case, text_, expected):
     (["--rates", "1,x"], "--rates '1,x': write rising rates in requests per second, e.g. --rates 1,2,4,8"),
     (["--rates", "2,-1"], "--rates '2,-1': rates are requests per second above 0, e.g. --rates 1,2,4,8"),
     (["--rates", "inf"], "--rates 'inf': rates are requests per second above 0, e.g. --rates 1,2,4,8"),
+    # an empty value (--rates=$RATES unset) is not a users ramp of 8 stages; a falling or repeated rate would start
+    # its stage from a higher rate's backlog, and the knee reads each rate from the lower one's steady state
+    (["--rates", ""], "--rates '': write rising rates in requests per second, e.g. --rates 1,2,4,8"),
+    (["--rates", "8,4,2"], "--rates '8,4,2': give each rate once, rising, e.g. --rates 1,2,4,8"),
+    (["--rates", "1,2,2"], "--rates '1,2,2': give each rate once, rising, e.g. --rates 1,2,4,8"),
     (["--rates", "1,2", "--users", "1,2"], "ramp: give --users (closed loop: concurrent users) or --rates (open "
                                            "loop: requests per second), not both"),
 ])
