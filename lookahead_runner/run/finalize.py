@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..runfolder import results
 from ..decision.adaptive import run_note
@@ -22,7 +23,9 @@ from ..runfolder.plan import LifeStatus
 from ..runfolder.read import RunData, read_run
 from ..decision.per_variant import by_variant, note_unconfirmed_schedules
 from ..workload.request_set import METHOD_REQUEST_SET
+from .rate_verdict import capacity_note, with_rate_verdict
 from .request_set_run import request_set_note, request_set_summary
+from ..runfolder.rate_windows import is_rate_stage
 from ..vllm.probe import Capabilities
 from .perfmodel_run import with_performance_model
 
@@ -102,6 +105,12 @@ def sweep_rows(data: RunData) -> list[dict]:
     return [row for row in data.summary.to_dict("records") if row["setting"] in settings]
 
 
+def user_stage_rows(rows: list[dict]) -> list[dict]:
+    """The summary rows of user stages (a rate stage's row has its rate: its in-effect finding is the rate
+    verdict's, rate_verdict.py)."""
+    return [row for row in rows if not is_rate_stage(SimpleNamespace(rate=row.get("rate")))]
+
+
 def gpu_spread(data: RunData, users: int) -> list[str]:
     """decision/cells/gpu_spread.py's lines over the sweep's lives that ran on a Ray cluster (their status names
     GPUs): K run on different GPUs, and the spread between GPUs."""
@@ -156,7 +165,7 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         life = plan.lives[0]
         decision = ramp_decision(data.evidence(), life.k, life.setting, life.argv, config.decision)
     else:
-        decision = with_settings_in_effect(decide_all(data), findings_from(sweep_rows(data)))
+        decision = with_settings_in_effect(decide_all(data), findings_from(user_stage_rows(sweep_rows(data))))
         if plan.confirm is not None:
             decision = confirmed(data, decision)
         elif plan.confirm_variants and decision.by_variant:
@@ -180,8 +189,8 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
                                 f"(rerun with --no-early-stop to measure them).")
     decision.diagnoses += telemetry_gaps(data.statuses)
     decision.diagnoses += behind_findings([window for _, window in data.rate_windows])
-    if not config.load.user_stages and plan.mode != "ramp":
-        decision = rate_stages_only(decision)
+    if plan.mode != "ramp":  # the verdict at the target rate, beside or instead of the users one; capacities
+        decision = with_rate_verdict(decision, data)
     decision.diagnoses += gpu_spread(data, config.target_users)
     if plan.mode != "ramp":
         decision.request_set = request_set_summary(data, decision)
@@ -189,7 +198,9 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
         decision.diagnoses.append(note)
     costs = life_costs(plan.lives, data.statuses)
     decision.cost = run_cost(costs, config, config.sweep.strategy, plan.adaptive.stopped if plan.adaptive else "")
-    if plan.adaptive is not None:
+    if plan.adaptive is not None and config.sweep.strategy == "capacity":
+        decision.reasons.append(capacity_note(data))
+    elif plan.adaptive is not None:
         lives_by_k = Counter(c.k for c in costs if not c.confirm)
         decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
                                          plan.adaptive.stop, len(plan.cluster.slots) if plan.cluster else 1))
@@ -200,13 +211,3 @@ def finalize(run_dir: Path, render: bool = True) -> Path:
 
     return write_report(run_dir, data.summary, decision, data.record(), data.timelines)
 
-
-def rate_stages_only(decision: Decision) -> Decision:
-    """A run of rate stages only has no users stage to decide at: its verdict says so, and where its windows are,
-    instead of "no valid measurement at 0 users" (the decision at a target rate reads those windows)."""
-    return decision.model_copy(update={
-        "status": "not_decided", "recommended": None,
-        "verdict": "Not decided: this run has rate stages only (open loop), and the decision is made at a users "
-                   "stage; each K's rate windows (offered and achieved rate, SLO attainment, goodput, queue) are in "
-                   "the report's rate-stages table and summary.csv.",
-        "reasons": [r for r in decision.reasons if not r.startswith("Every window at the target concurrency")]})

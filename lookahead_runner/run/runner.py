@@ -21,7 +21,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import adaptive_sweep, reaper
+from . import adaptive_sweep, capacity_sweep, reaper
 from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, read_plan, write_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import repeats_wanted
@@ -202,7 +202,7 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
                mode: str, web: bool, placement: Placement, slots) -> Path:
     if not has_plan(run_dir):
         plan = build_plan(config, caps, run_dir.name, mode, placement, server)
-        if config.sweep.strategy == "adaptive":
+        if config.sweep.strategy in ("adaptive", "capacity"):  # lives chosen as it goes
             plan = adaptive_sweep.start_plan(plan)
         write_plan(run_dir, plan)
     else:  # a resumed run: what a killed runner of this folder left running goes first
@@ -246,6 +246,8 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         early_stop = early_stop and not config.grid.axis  # each grid value has its own decision
         if config.sweep.strategy == "adaptive":
             run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop)
+        elif config.sweep.strategy == "capacity":
+            run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop, capacity=True)
         else:
             run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
         while config.load.repeats == "auto" and config.sweep.strategy == "grid":  # never with a grid axis (config/sweep.py)
@@ -292,9 +294,10 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
 
 
 def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
-                   number: dict[str, int], tag, early_stop: bool) -> None:
+                   number: dict[str, int], tag, early_stop: bool, capacity: bool = False) -> None:
     """sweep.strategy = "adaptive": lives chosen on what is measured (adaptive_sweep.py), one at a time here, as many
-    at once as there are free slots on a Ray cluster."""
+    at once as there are free slots on a Ray cluster; "capacity" (`capacity`): the capacity search's probes
+    (capacity_sweep.py)."""
     def announce(life: Life, stages) -> None:
         if life.key not in number:
             number[life.key] = len(number) + 1
@@ -305,6 +308,10 @@ def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, 
 
     cluster = getattr(run_life, "cluster", None)
     pool = cluster.pool(run_dir, run_life, tag, say, progress) if cluster is not None else OneAtATime(run_one)
+    if capacity:
+        say(capacity_sweep.describe(config))
+        capacity_sweep.run_capacity(config, caps, run_dir, say, pool, run_life.server, announce)
+        return
     say(adaptive_sweep.describe(config, adaptive_sweep.model_view(None, config), pool.slots))
     adaptive_sweep.run_adaptive(config, caps, run_dir, say, pool, run_life.server, early_stop, announce)
 
