@@ -18,6 +18,7 @@ from ..decision.cells.rate_window import behind_findings
 from ..decision.gates.in_effect import findings_from, with_settings_in_effect
 from ..decision.ramp import ramp_decision
 from ..decision.confirmation.confirm import judge, unconfirmed_note, with_confirmation
+from ..decision.confirmation.rate_confirm import is_rate_plan
 from ..decision.schema import AxisDecision, ConfirmLife, LifeNote
 from ..runfolder.plan import LifeStatus
 from ..runfolder.read import RunData, read_run
@@ -83,7 +84,7 @@ def confirmed(data: RunData, decision: Decision, variant: str | None = None) -> 
     """The decision with the verdict of its confirmation life (decision/confirmation/confirm.py); of one workload
     variant's decision, from that variant's confirmation when `variant` is given (unchanged without one)."""
     plan = data.plan.confirm if variant is None else data.plan.confirmation(variant)
-    if plan is None:
+    if plan is None or is_rate_plan(plan):  # a verdict at a rate: rate_verdict.py judges its confirmation
         return decision
     lives = [life for life in data.lives if life.planned.confirms and life.planned.variant == plan.variant]
     cells = {}

@@ -24,7 +24,8 @@ from ..decision.gates import rules
 from ..decision.gates.rate_gates import GATE_ATTAINMENT, GATE_KEEPS_UP
 from ..decision.per_variant import UNSETTLED, by_variant
 from ..decision.rate_decision import decide_at_rate
-from ..decision.schema import Candidate, Capacity, Decision
+from ..decision.confirmation.rate_confirm import is_rate_plan, judge_at_rate, with_rate_confirmation
+from ..decision.schema import Candidate, Capacity, ConfirmLife, Decision
 from ..runfolder.read import RunData
 
 NO_MEASUREMENT_AT_USERS = "Every window at the target concurrency"
@@ -147,6 +148,8 @@ def with_rate_verdict(decision: Decision, data: RunData) -> Decision:
     at_rate = parts[0][1] if len(parts) == 1 else by_variant(parts).model_copy(update={"target_rate": rate})
     if config.load.user_stages:
         out = combined(decision, at_rate)
+    elif is_rate_plan(data.plan.confirm):
+        out = confirmed_at_rate(data, at_rate)
     else:
         out = at_rate.model_copy(deep=True)
         out.reasons += [r for r in decision.reasons if not r.startswith(NO_MEASUREMENT_AT_USERS)]
@@ -154,6 +157,20 @@ def with_rate_verdict(decision: Decision, data: RunData) -> Decision:
         out.failed_lives, out.skipped_lives = decision.failed_lives, decision.skipped_lives
     out.capacity, out.capacity_target = rows, config.decision.slo_attainment if rows else None
     return out
+
+
+def confirmed_at_rate(data: RunData, at_rate: Decision) -> Decision:
+    """The verdict at the rate with the verdict of its confirmation life (decision/confirmation/rate_confirm.py)."""
+    plan = data.plan.confirm
+    lives = [life for life in data.lives if life.planned.confirms]
+    states = [ConfirmLife(l.planned.dir, l.state, l.reason) for l in lives]
+    verdict = judge_at_rate(plan, at_rate, windows_of_confirmation(data), states,
+                            lives[0].planned.argv if lives else [], data.config.decision)
+    return with_rate_confirmation(at_rate, verdict)
+
+
+def windows_of_confirmation(data: RunData) -> list[RateWindow]:
+    return [w for _, w in data.confirm_rate_windows]
 
 
 def capacity_note(data: RunData) -> str:

@@ -29,6 +29,7 @@ from .cluster_nodes import probe_cluster
 from .confirm_life import run_confirmations, switch_off
 from .early_stop import skip_beyond, stop_k
 from .finalize import decide_all, finalize, write_tables
+from .rate_verdict import with_rate_verdict
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life_pool import OneAtATime
@@ -282,6 +283,8 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
         return
     data = read_run(run_dir)
     decision = decide_all(data)  # over the per-K lives (read_run keeps the confirmation's windows apart)
+    if not config.load.user_stages:  # rate stages only: what is confirmed is the verdict at the target rate
+        decision = with_rate_verdict(decision, data)
 
     def announce(lives: list[Life], stages) -> None:
         number.update({life.key: len(number) + n for n, life in enumerate(lives, 1) if life.key not in number})

@@ -63,6 +63,7 @@ class RunData:
     run_dir: Path | None = None                 # where the lives' own files are (the performance model reads them)
     # (grid axis value, window) for every rate stage's window of the sweep's lives, valid or not (its .valid)
     rate_windows: list[tuple[str, RateWindow]] = field(default_factory=list)
+    confirm_rate_windows: list[tuple[str, RateWindow]] = field(default_factory=list)  # a rate confirmation's
 
     @property
     def statuses(self) -> dict[str, LifeStatus]:
@@ -146,8 +147,7 @@ def read_run(run_dir: Path) -> RunData:
                 if rated is not None:  # a rate stage: its own window (open loop), not a users cell's evidence
                     row, rate = rated
                     rows.append(row | ({"variant_order": order} if variant.key else {}))
-                    if not life.confirms:
-                        data.rate_windows.append((life.axis_value, rate))
+                    (data.confirm_rate_windows if life.confirms else data.rate_windows).append((life.axis_value, rate))
                     continue
                 rows.append(row | ({"variant_order": order} if variant.key else {}))
                 if row["valid"] and life.confirms:

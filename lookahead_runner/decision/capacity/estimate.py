@@ -220,7 +220,7 @@ def capacities(windows: Sequence[RateWindow], evidence: Evidence | None, p: Deci
             users_from="user stages" if users is not None else "Little's law" if little is not None else "",
             rate_text="" if rate is None else rate.text("req/s"),
             users_text=("" if users is None and little is None else users.text("users", 0) if users is not None
-                        else f"~{little:.0f} users (Little's law)")))
+                        else f"~{little:.0f} users")))
     base = rows[0] if rows else None
     for row in rows:
         if base is not None and row is not base and row.rate is not None and base.rate:
@@ -231,7 +231,8 @@ def capacities(windows: Sequence[RateWindow], evidence: Evidence | None, p: Deci
 
 def capacity_text(row: Capacity) -> str:
     """"K=4 19.0 req/s [18.1, 19.8] / 64 users [58, 70] (+34 %)"."""
-    parts = [part for part in (row.rate_text, row.users_text) if part]
+    little = " (Little's law)" if row.users_from == "Little's law" else ""
+    parts = [part for part in (row.rate_text, row.users_text + little if row.users_text else "") if part]
     gain = f" ({row.gain:+.0%})" if row.gain is not None else ""
     return f"K={row.k} " + (" / ".join(parts) or "not measured") + gain
 
