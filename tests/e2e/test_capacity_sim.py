@@ -96,6 +96,8 @@ def test_each_ks_measured_capacity_is_within_10_percent_of_the_simulators_own(ru
     truth = {k: capacity_within_slo(SERVER_ARGS, k, SLO, ATTAINMENT, PROMPT, OUTPUT, duration_s=STAGE_S,
                                     process=CONSTANT, precision=0.01) for k in KS}
     assert truth[4] > 2 * truth[0]   # speculation serves more within the SLO here
+    print("capacity within the SLO, measured / the simulator's model:",
+          ", ".join(f"K={k} {measured[k]:.2f} / {truth[k]:.2f}" for k in KS))
     for k in KS:
         assert measured[k] == pytest.approx(truth[k], rel=0.10), (k, measured, truth)
     assert decision["capacity_target"] == ATTAINMENT
