@@ -123,6 +123,12 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
             print(describe(config, model_view(None, config), len(slots.slots) if slots is not None else 1))
             lives = [life for life in lives if life.repeat == 0]
             adaptive_max_lives = default_max_lives(config)
+        elif config.sweep.strategy == "capacity":  # every K once, then probes chosen as it goes
+            from .run import capacity_sweep
+
+            print(capacity_sweep.describe(config))
+            lives = [life for life in lives if life.repeat == 0]
+            adaptive_max_lives = capacity_sweep.default_max_lives(config)
         print(expected_text(config, adaptive_max_lives))
         for group in server_lives(lives, config.load.repeat_mode == "same-server"):
             argv = render_argv(config, caps, group[0].setting, config.server.port or 8000, server)

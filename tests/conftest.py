@@ -52,6 +52,7 @@ E2E_FILES = {
     "test_cluster_life_faults.py": (95, ""), "test_cluster_slots.py": (90, ""),
     "test_rate_stages_sim.py": (57, "timed"), "test_rate_locust.py": (31, "timed"),
     "test_ramp_rates_sim.py": (36, "timed"),
+    "test_capacity_sim.py": (185, "alone"),
 }
 UNLISTED_E2E_S = 30
 MAX_TIMED_FILES_AT_ONCE = 2

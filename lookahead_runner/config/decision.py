@@ -31,6 +31,14 @@ class DecisionConfig(Strict):
         if isinstance(value, list) and not value:
             raise ValueError("list one users count per workload variant, or give one for all")
         return value
+    target_rate: float = Field(
+        0.0, ge=0, json_schema_extra={"allowed": "0 or a rate stage's rate (req/s)"},
+        description="the arrival rate (req/s) a verdict is made at too, open loop (docs/rate-stages.md); it must be a "
+                    "rate stage's rate; 0 = the last rate stage in a run of rate stages only, none beside user stages")
+    slo_attainment: float = Field(
+        0.99, gt=0, le=1, description="the share of arrivals that must meet every SLO of decision.slo: the gate at "
+                                      "a target rate and what capacity within the SLO reads (AIPerf's "
+                                      "--slo-attainment-fraction)")
     objective: Literal["req_per_s", "output_tok_per_s", "goodput"] = Field(
         "req_per_s", description="what the best K maximises; goodput = requests/s meeting every SLO")
     slo: dict[str, float] = Field(

@@ -1,6 +1,7 @@
 """The whole sweep: its sections, the second axis (grid), the strategy, and the checks across sections."""
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -60,13 +61,20 @@ class GridConfig(Strict):
 class StrategyConfig(Strict):
     """How the sweep chooses its server lives: the whole grid, or each next life on what is measured (decision/adaptive.py)."""
 
-    strategy: Literal["grid", "adaptive"] = Field(
+    strategy: Literal["grid", "adaptive", "capacity"] = Field(
         "grid", description="grid: every K x load.repeats; adaptive: the baseline and one K, then each next life "
-                            "where the verdict is least sure, until it is decided or a budget runs out")
-    max_lives: int | None = Field(None, ge=2, le=1000, description="adaptive: at most this many server lives "
-                                                                   "(default: the grid's, with 2 repeats per K)")
-    max_server_minutes: float | None = Field(None, gt=0, description="adaptive: no life started that would take "
-                                                                     "the server-minutes spent past this")
+                            "where the verdict is least sure, until it is decided or a budget runs out; capacity: "
+                            "every K once over the stages, then probes (one rate stage each) bracketing and "
+                            "bisecting each K's capacity within the SLO (docs/rate-stages.md)")
+    capacity_precision: float = Field(0.10, gt=0, le=1, description="capacity: a K's search ends once its "
+                                                                    "bracket (the highest rate that holds, the "
+                                                                    "lowest that does not) is this narrow, "
+                                                                    "relative")
+    max_lives: int | None = Field(None, ge=2, le=1000, description="adaptive, capacity: at most this many server "
+                                                                   "lives (default: adaptive the grid's with 2 "
+                                                                   "repeats per K; capacity 8 per K)")
+    max_server_minutes: float | None = Field(None, gt=0, description="adaptive, capacity: no life started that "
+                                                                     "would take the server-minutes spent past this")
 
 
 class SweepConfig(Strict):
@@ -94,6 +102,14 @@ class SweepConfig(Strict):
         for target in as_list(targets):
             if target and target not in users:
                 raise ValueError(f"decision.target_users = {target} is not a stage's users {users}")
+        rate = self.decision.target_rate
+        rates = [s.rate for s in self.load.rate_stages]
+        if rate and not rates:
+            raise ValueError(f"decision.target_rate = {rate:g} needs a rate stage at that rate: add "
+                             f"{{ rate = {rate:g}, duration_s = 60 }} to load.stages, or remove decision.target_rate")
+        if rate and not any(math.isclose(rate, r, rel_tol=1e-9) for r in rates):
+            raise ValueError(f"decision.target_rate = {rate:g} is not a rate stage's rate "
+                             f"[{', '.join(f'{r:g}' for r in rates)}]: give one of them, or add a stage at it")
         return self
 
     @model_validator(mode="after")
@@ -160,6 +176,24 @@ class SweepConfig(Strict):
         return self
 
     @model_validator(mode="after")
+    def _capacity_search(self) -> "SweepConfig":
+        if self.sweep.strategy != "capacity":
+            return self
+        if not self.load.rate_stages:
+            raise ValueError("sweep.strategy = \"capacity\" probes rate stages: add at least one to load.stages, "
+                             "e.g. { rate = 4.0, duration_s = 30 } (each probe runs that long)")
+        if not self.decision.slo:
+            raise ValueError("sweep.strategy = \"capacity\" finds the highest rate within the SLO: set at least one "
+                             "in decision.slo, e.g. ttft_p99_ms = 500")
+        if self.grid.axis or len(self.load.variants) > 1:
+            raise ValueError("sweep.strategy = \"capacity\" searches one workload on one axis: remove the grid and "
+                             "give load.prompt_tokens, output_tokens and temperature one value each")
+        if self.load.repeat_mode != "restart":
+            raise ValueError("sweep.strategy = \"capacity\" starts a server per probe: set "
+                             "load.repeat_mode = \"restart\"")
+        return self
+
+    @model_validator(mode="after")
     def _running_server_has_one_setting(self) -> "SweepConfig":
         if self.server.url and (len(self.speculation.k) != 1 or self.grid.axis):
             raise ValueError("server.url: an already-running server is one setting; "
@@ -213,6 +247,15 @@ class SweepConfig(Strict):
     def target_users(self) -> int:
         """The first (with one workload variant the only) variant's target; see target_for."""
         return self.target_for(0)
+
+    @property
+    def target_rate(self) -> float | None:
+        """The rate (req/s) a verdict is made at: decision.target_rate, else the last rate stage's in a run of rate
+        stages only; None when there is none (no rate stage, or rate stages beside user stages and no target)."""
+        if self.decision.target_rate:
+            return self.decision.target_rate
+        rates = self.load.rate_stages
+        return rates[-1].rate if rates and not self.load.user_stages else None
 
     def target_for(self, variant: int) -> int:
         """The target users of the variant at this index in load.variants."""

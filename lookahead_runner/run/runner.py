@@ -21,7 +21,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import adaptive_sweep, reaper
+from . import adaptive_sweep, capacity_sweep, reaper
 from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, read_plan, write_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import repeats_wanted
@@ -30,6 +30,7 @@ from .confirm_life import run_confirmations, switch_off
 from .early_stop import skip_beyond, stop_k
 from .finalize import decide_all, finalize, write_tables
 from .steps import Steps
+from .rate_verdict import with_rate_verdict
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life_pool import OneAtATime
@@ -204,7 +205,7 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
                mode: str, web: bool, placement: Placement, slots, verbose: bool = False) -> Path:
     if not has_plan(run_dir):
         plan = build_plan(config, caps, run_dir.name, mode, placement, server)
-        if config.sweep.strategy == "adaptive":
+        if config.sweep.strategy in ("adaptive", "capacity"):  # lives chosen as it goes
             plan = adaptive_sweep.start_plan(plan)
         write_plan(run_dir, plan)
     else:  # a resumed run: what a killed runner of this folder left running goes first
@@ -248,6 +249,8 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         early_stop = early_stop and not config.grid.axis  # each grid value has its own decision
         if config.sweep.strategy == "adaptive":
             run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop)
+        elif config.sweep.strategy == "capacity":
+            run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop, capacity=True)
         else:
             run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
         while config.load.repeats == "auto" and config.sweep.strategy == "grid":  # never with a grid axis (config/sweep.py)
@@ -286,6 +289,8 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
         return
     data = read_run(run_dir)
     decision = decide_all(data)  # over the per-K lives (read_run keeps the confirmation's windows apart)
+    if not config.load.user_stages:  # rate stages only: what is confirmed is the verdict at the target rate
+        decision = with_rate_verdict(decision, data)
 
     def announce(lives: list[Life], stages) -> None:
         number.update({life.key: len(number) + n for n, life in enumerate(lives, 1) if life.key not in number})
@@ -298,9 +303,10 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
 
 
 def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
-                   number: dict[str, int], tag, early_stop: bool) -> None:
+                   number: dict[str, int], tag, early_stop: bool, capacity: bool = False) -> None:
     """sweep.strategy = "adaptive": lives chosen on what is measured (adaptive_sweep.py), one at a time here, as many
-    at once as there are free slots on a Ray cluster."""
+    at once as there are free slots on a Ray cluster; "capacity" (`capacity`): the capacity search's probes
+    (capacity_sweep.py)."""
     def announce(life: Life, stages) -> None:
         if life.key not in number:
             number[life.key] = len(number) + 1
@@ -311,6 +317,10 @@ def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, 
 
     cluster = getattr(run_life, "cluster", None)
     pool = cluster.pool(run_dir, run_life, tag, say, progress) if cluster is not None else OneAtATime(run_one)
+    if capacity:
+        say(capacity_sweep.describe(config))
+        capacity_sweep.run_capacity(config, caps, run_dir, say, pool, run_life.server, announce)
+        return
     say(adaptive_sweep.describe(config, adaptive_sweep.model_view(None, config), pool.slots))
     adaptive_sweep.run_adaptive(config, caps, run_dir, say, pool, run_life.server, early_stop, announce)
 

@@ -103,7 +103,9 @@ def cost_text(cost: Cost) -> str:
         text += f", {minutes(cost.gpu_s)} GPU-minutes"
     if cost.wall_s is not None:
         text += f", {minutes(cost.wall_s)} wall minutes"
-    if cost.grid_lives != cost.lives or cost.strategy != "grid":
+    if cost.strategy == "capacity":  # its probes measure what no grid does: no grid to set it against
+        text += "; the capacity search's probes included"
+    elif cost.grid_lives != cost.lives or cost.strategy != "grid":
         grid = f"~{minutes(cost.grid_server_s)} server-minutes" if cost.grid_server_s is not None else "its starts unmeasured"
         text += f"; the full grid: {cost.grid_lives} lives, {grid}"
     return text

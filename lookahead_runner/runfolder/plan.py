@@ -51,6 +51,7 @@ class PlannedLife(Record):
     spec_key: str = ""               # grid.spec_key: the --speculative-config key axis_value sets
     variant: str = ""                # a confirmation life of one workload variant (its label), running it alone
     stages: list[int] | None = None  # adaptive: the users of the stages it runs, when a subset (None: all)
+    rates: list[float] | None = None  # capacity: the rate stage(s) a probe runs instead of the config's stages
     chosen: str = ""                 # adaptive: why the chooser picked this life
     model_trust: str = ""            # adaptive: "trusted", or why the performance model was not, when it was chosen
 
@@ -91,7 +92,7 @@ class Plan(Record):
     placement: PlacementRecord | None = None  # run/placement.py Placement.to_record
     confirm: ConfirmPlan | None = None
     confirm_variants: list[ConfirmPlan] = Field(default_factory=list)  # each workload variant's, with several
-    adaptive: AdaptiveState | None = None  # sweep.strategy = "adaptive" (adaptive_sweep.py); None for the grid
+    adaptive: AdaptiveState | None = None  # sweep.strategy "adaptive" or "capacity" (their loops); None for the grid
     cluster: ClusterRecord | None = None   # cluster.engine = "ray"; None for lives run here one at a time
 
     def sweep_config(self) -> SweepConfig:
@@ -136,6 +137,7 @@ class LifeStatus(Record):
     gpus: list[str] = Field(default_factory=list)  # ... its GPUs: NVML UUIDs, or Ray's GPU ids where NVML sees none
     slot: str = ""                   # ... the slot (a Ray actor holding those GPUs) that ran it
     t_start_s: float | None = None   # when its server started (epoch s; t_s is when it ended); older local: None
+    ended_early: str = ""            # a capacity probe stopped once clearly over capacity: why (not a failure)
 
 
 PLAN_FILE = "plan.json"

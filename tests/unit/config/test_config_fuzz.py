@@ -267,6 +267,12 @@ NAMED = [
      "load.arrival_seed: Input should be greater than or equal to 0"),
     ("a stage of more arrivals than a schedule holds", "[load]\nstages = [{ rate = 1e6, duration_s = 1000 }]\n",
      "load.stages.0: rate x duration_s = 1e+09 arrivals in one stage; at most 10000000"),
+    ("target_rate with no rate stage", "[decision]\ntarget_rate = 20\n",
+     "decision.target_rate = 20 needs a rate stage at that rate: add { rate = 20, duration_s = 60 } to load.stages"),
+    ("target_rate at no stage's rate", "[load]\nstages = [{ rate = 4.0, duration_s = 10 }]\n[decision]\ntarget_rate = 5\n",
+     "decision.target_rate = 5 is not a rate stage's rate [4]"),
+    ("a capacity search without rate stages", "[sweep]\nstrategy = \"capacity\"\n[decision]\nslo = { e2e_p99_ms = 9 }\n",
+     "sweep.strategy = \"capacity\" probes rate stages"),
 ]
 
 
@@ -277,6 +283,7 @@ def test_named_bad_input(tmp_path, case, text_, expected):
     assert code == 2, (code, stderr)
     (line,) = stderr.strip().splitlines()
     assert line.startswith("lookahead-runner: sweep.toml: ") and expected in line, line
+    assert not (tmp_path / "runs").exists()  # nothing started
 
 
 @pytest.mark.parametrize("argv, expected", [
