@@ -75,6 +75,8 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
         overrides["out"] = args.out
     if getattr(args, "confirm", None) is not None:
         overrides["decision.confirm"] = args.confirm
+    if getattr(args, "no_ledger", False):
+        overrides["decision.ledger"] = False
     return load_config(path, overrides)
 
 
@@ -104,6 +106,10 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
           f"{resolve_style(caps, config.speculation.flag_style)}")
     if args.dry_run:
         print(placement.describe())
+        from .runfolder.spread_ledger import use_for_run
+
+        if said := use_for_run(config, caps.version, config.decision.ledger)[1]:
+            print(said)
         if len(config.load.variants) > 1:
             print(blocks_order(config.load.variants))
         lives = plan_lives(config)
@@ -247,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "(decision.confirm = \"always\"; a per-batch-size schedule is confirmed by default)")
         confirm.add_argument("--no-confirm", dest="confirm", action="store_const", const="off",
                              help="no confirmation life, not even of a schedule (decision.confirm = \"off\")")
+        p.add_argument("--no-ledger", action="store_true",
+                       help="neither use nor remember the restart spread measured on this server (decision.ledger)")
         p.add_argument("--web", action="store_true",
                        help="run Locust with its web UI on a free 127.0.0.1 port for each server life (URL printed): "
                             "live server tabs; the stages still start and end by themselves")

@@ -8,10 +8,12 @@ It starts with the baseline and one K, then asks, as lives end, where the verdic
    with K (unimodal, as the stop rule assumes), so a K not run between the nearest measured K below and above
    the K still in the running (the leader and every K winning >= 2 % of the resamples) could be it, the smallest
    first. K at or above a stop the resamples agree on are never run.
-2. Otherwise, is it decided? The engine says so (`decided`), and the leader and the baseline (both ends of the
-   stated gain) have `min_leader_lives` lives each: one outlier life would pass for a precise figure. The
-   baseline is spared its second where the leader is more than twice as fast. If not, one more life (the
-   target stage only) of a K the verdict hangs on (`repeats_wanted`), the fewest lives first.
+2. Otherwise, is it decided? The engine says so (`decided`), and the restart spread is measured (issue 38: one
+   repeated life of any K measures it for every K, or earlier runs on this server did; a K measured once then
+   borrows it). Until it is, the leader and the baseline (both ends of the stated gain) want `min_leader_lives`
+   lives each, the leader first, so the first repeat measures the spread (`purpose` "spread"); the baseline is
+   spared where the leader is more than twice as fast. If not decided, one more life (the target stage only) of a
+   K the verdict hangs on (`repeats_wanted`), the fewest lives first.
 With N free slots, `choose_batch` proposes up to N, asking again with each proposal in flight. A life in flight
 counts as run, not measured: a K whose first life runs is not "not run yet", a repeat running is not wanted
 again; it counts toward max_lives_per_k and the budgets (sweep.max_server_minutes at a life's mean cost). What
@@ -24,6 +26,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+
+from .cells.restart_spread import measured
 
 CONTENDER_SHARE = 0.02   # a K winning this share of the resamples is still in the running (as repeats_wanted)
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
@@ -41,6 +45,7 @@ class Standing:
     blocked: frozenset[int] = frozenset()         # K a gate fails at the target
     stopped_at: int | None = None                 # where the stop rule fires in >= confidence of the resamples
     wanted: tuple[int, ...] = ()                  # K whose next repeat could decide it (repeats_wanted)
+    spread_measured: bool = False                 # the restart spread is measured (cells/restart_spread.py)
 
     @property
     def measured(self) -> list[int]:
@@ -108,6 +113,7 @@ class Choice:
     why: str = ""                   # why this life, or why stop
     stop: str = ""                  # "decided" | "budget" | "exhausted" (nothing left to run that could decide it)
     #                                 | "wait" (lives in flight first: only with some)
+    purpose: str = ""               # "spread": a repeat that measures the restart spread for every K
 
 
 @dataclass(frozen=True)
@@ -261,11 +267,13 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     leader = standing.leader
     if standing.status == "no_eligible":
         return Choice(None, why="no K passes its gates at the target", stop="exhausted")
-    # both ends of the gain a verdict states (the leader, the baseline) need their restart-to-restart spread: one
-    # life of either can be an outlier that the spread pooled from other K does not reveal
+    # both ends of the gain a verdict states (the leader, the baseline) stand on one life each until the restart
+    # spread is measured: one repeated life (of the leader first) measures it for every K, and from then on a K
+    # measured once borrows it (never bought twice: earlier runs on this server may have measured it already)
     ends = (leader,) if _baseline_spared(standing, base, tie_tolerance) else (leader, base)
-    short = [k for k in dict.fromkeys(ends)
-             if k is not None and spent.valid.get(k, 0) + spent.pending.get(k, 0) < min_leader_lives]
+    measuring = standing.spread_measured or any(spent.pending.get(k, 0) and spent.chosen(k) >= 2 for k in ks)
+    short = [] if measuring else [k for k in dict.fromkeys(ends)
+                                  if k is not None and spent.valid.get(k, 0) + spent.pending.get(k, 0) < min_leader_lives]
     if standing.status == "decided" and leader is not None:
         if not short:
             share = standing.shares.get(leader, 0.0)
@@ -286,9 +294,11 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
         return Choice(None, why=f"not decided: {why}", stop="exhausted")
     k = wanted[0]
     who = f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
-    why = (f"{who} on {spent.valid.get(k, 0)} life; a second shows its restart-to-restart spread" if k in short
-           else f"the verdict hangs on it ({_share_text(standing, k)})")
-    return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.chosen(k) + 1}): {why}")
+    borrowed = "the restart spread, which every K measured once borrows"
+    why = (f"{who} on {spent.valid.get(k, 0)} life; a second measures {borrowed}" if k in short else
+           f"the verdict hangs on it ({_share_text(standing, k)})" + ("" if measuring else f"; it measures {borrowed}"))
+    return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.chosen(k) + 1}): {why}",
+                  purpose="" if measuring else "spread")
 
 
 def _baseline_spared(standing: Standing, base: int, tie_tolerance: float) -> bool:
@@ -320,7 +330,7 @@ def standing_of(evidence, p, early_stop: bool = True) -> Standing:
     return Standing(stage.status, stage.pick, {k: s for k, s in stage.shares.items() if k is not None},
                     {k: s.objective(p.objective) for k, s in stage.stats.items()},
                     frozenset(k for k in stage.ks if stage.blocked_by(k)), stopped,
-                    tuple(repeats_wanted(evidence, p)))
+                    tuple(repeats_wanted(evidence, p)), measured(stage.noise))
 
 
 def valid_lives(evidence, users: int) -> dict[int, int]:

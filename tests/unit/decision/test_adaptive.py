@@ -85,11 +85,26 @@ def test_it_stops_when_decided_on_a_leader_and_a_baseline_with_two_lives_each():
     now = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0})
     done = choose(KS, now, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
     assert done.k is None and done.stop == "decided" and "K=4 wins in 97%" in done.why
-    leader_once = choose(KS, now, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
-    assert (leader_once.k, leader_once.all_stages) == (4, False) and "restart-to-restart spread" in leader_once.why
+    leader_once = choose(KS, now, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert (leader_once.k, leader_once.all_stages) == (4, False) and "measures the restart spread" in leader_once.why
+    assert leader_once.purpose == "spread"
     # one life of the baseline may be an outlier that every gain would be measured against
     base_once = choose(KS, now, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
     assert base_once.k == 0 and "the baseline every gain is measured against on 1 life" in base_once.why
+
+
+def test_a_measured_restart_spread_is_borrowed_by_every_k_measured_once():
+    """Issue 38: once one repeated life (or an earlier run on this server) measured the spread, a decided verdict
+    stops: neither end of the gain needs a second life of its own."""
+    measured = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0},
+                        spread_measured=True)
+    for lives in (spent(k0=2, k2=1, k4=1, k8=1), spent(k0=1, k2=1, k4=1, k8=1)):
+        done = choose(KS, measured, lives, ModelView(), ROOMY, 5)
+        assert done.k is None and done.stop == "decided"
+    hanging = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 30.0, 2: 48.0, 4: 50.0}, wanted=(2, 4),
+                       spread_measured=True)
+    more = choose(KS, hanging, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert more.k in (2, 4) and more.purpose == "" and "restart spread" not in more.why
 
 
 def test_the_baseline_is_spared_its_second_life_only_where_half_its_figure_could_not_turn_the_verdict():
@@ -197,12 +212,13 @@ def test_a_life_in_flight_is_not_proposed_again_for_the_same_reason():
     # K=4's first life runs: K=2 (between the baseline and it) comes next either way; K=8 waits for K=4's window
     batch = choose_batch(3, KS, base_only, in_flight(spent(k0=1), k4=1), ModelView(), ROOMY, 5)
     assert [c.k for c in batch.lives] == [2] and batch.reason.stop == "wait" and "K 2, 4" in batch.reason.why
-    # the leader's second life runs: the baseline's second is the other end of the gain, a different proposal
+    # the leader's second life runs: it measures the restart spread for every K, so the baseline's is not bought
     near = standing("decided", 4, {4: 1.0}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0})
     both = choose_batch(2, KS, near, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
-    assert [(c.k, c.all_stages) for c in both.lives] == [(4, False), (0, False)]
+    assert [(c.k, c.all_stages, c.purpose) for c in both.lives] == [(4, False, "spread")]
+    assert both.in_flight == 1 and not both.ends_sweep                 # asked again once it ends
     running = choose_batch(2, KS, near, in_flight(spent(k0=1, k2=1, k4=1, k8=1), k4=1), ModelView(), ROOMY, 5)
-    assert [c.k for c in running.lives] == [0] and "life 2" in running.lives[0].why
+    assert running.lives == () and not running.ends_sweep
     hanging = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 20.0, 2: 48.0, 4: 50.0, 8: 38.0}, wanted=(2, 4))
     repeats = choose_batch(3, KS, hanging, in_flight(spent(k0=2, k2=1, k4=2, k8=1), k2=1), ModelView(), ROOMY, 5)
     assert [c.k for c in repeats.lives] == [4] and repeats.reason.stop == "wait"    # K=2's repeat runs already
