@@ -64,7 +64,7 @@ E2E_FILES = {
     "test_spec_key_grid.py": (36, ""), "test_chat_sim.py": (114, "timed"),
     "test_in_effect_sim.py": (51, "timed"), "test_cluster_ray.py": (260, "timed"),
     "test_request_set_sim.py": (84, ""), "test_cluster_adaptive.py": (124, "timed"),
-    "test_cluster_faults.py": (222, ""), "test_cluster_nodes.py": (56, ""),
+    "test_cluster_faults.py": (222, ""), "test_cluster_nodes.py": (56, ""), "test_spread_ledger_sim.py": (75, "timed"),
 }
 UNLISTED_E2E_S = 30
 MAX_TIMED_FILES_AT_ONCE = 2

@@ -278,7 +278,7 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
         if not short:
             share = standing.shares.get(leader, 0.0)
             spared = (f" (the baseline on {spent.valid.get(base, 0)} life: K={leader} is more than twice as fast)"
-                      if spent.valid.get(base, 0) < min_leader_lives else "")
+                      if spent.valid.get(base, 0) < min_leader_lives and not measuring else "")
             return Choice(None, why=f"decided: K={leader} wins in {share:.0%} of the resamples{spared}",
                           stop="decided")
         wanted = short

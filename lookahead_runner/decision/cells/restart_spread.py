@@ -76,23 +76,29 @@ def measured_now(cells: Mapping[int, PreparedCell], pooled: ThroughputNoise,
     return sum(sq for sq, _ in parts), sum(df for _, df in parts), sum(len(cells[k].windows) for k in ks), ks
 
 
-def _own_bins_se(cell: PreparedCell) -> float:
-    """A single-life K's relative standard error from inside its windows (batch means); 0 when not measurable."""
+def _noisier_inside(cell: PreparedCell, spread: ThroughputNoise) -> float:
+    """A single-life K's relative standard error from inside its window (batch means) where it is wider than the
+    restart spread beyond the F test the pool uses (a few bins are a rough estimate); 0 otherwise."""
     squares, df = _spread(cell, "bins")
-    return math.sqrt(squares / df) / math.sqrt(cell.throughput_units) if df and cell.throughput_units else 0.0
+    if not df or not cell.throughput_units:
+        return 0.0
+    per_life = squares / cell.throughput_units   # the variance of the window's mean, x its degrees of freedom
+    if _noisier((per_life, df), (spread.rel_sd ** 2 * spread.df, spread.df)) <= 1:
+        return 0.0
+    return math.sqrt(per_life / df)
 
 
 def _with_origin(cells: Mapping[int, PreparedCell], pooled: ThroughputNoise, by_k: dict[int, ThroughputNoise],
                  new: ThroughputNoise) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
-    """`new` replaces the pool for every K on it; a single-life K whose windows are noisier inside keeps that."""
+    """`new` replaces the pool for every K on it; a single-life K whose window is noisier inside keeps that."""
     out = {}
     for k, noise in by_k.items():
         if noise is not pooled:
             out[k] = noise
             continue
-        own = _own_bins_se(cells[k]) if len(cells[k].windows) == 1 else 0.0
-        out[k] = new if own <= new.rel_sd else dataclasses.replace(
-            new, rel_sd=own, scope=f"K={k}'s own windows, noisier inside than the restart spread")
+        own = _noisier_inside(cells[k], new) if len(cells[k].windows) == 1 else 0.0
+        out[k] = new if not own else dataclasses.replace(
+            new, rel_sd=own, scope=f"K={k}'s own window, noisier inside than the restart spread", origin=None)
     return new, out
 
 
@@ -134,12 +140,14 @@ def measured(noise: ThroughputNoise) -> bool:
     return noise.origin is not None and not noise.one_life
 
 
-def borrowed(noise: ThroughputNoise, cells: Mapping[int, PreparedCell]) -> str:
-    """The verdict's words for a decision in which a K measured once borrowed the measured spread ("" where none
-    did)."""
+def borrowed(noise: ThroughputNoise, cells: Mapping[int, PreparedCell], always: bool = False) -> str:
+    """The verdict's words on the measured spread: which K measured once borrowed it ("" where none did, unless
+    `always`: a server whose spread was unknown before it was measured)."""
     single = [k for k, cell in sorted(cells.items()) if len(cell.windows) == 1]
-    if not measured(noise) or not single:
+    if not measured(noise) or not (single or always):
         return ""
+    if not single:
+        return f" {noise.origin.text()[0].upper()}{noise.origin.text()[1:]}."
     who = ", ".join(f"K={k}" for k in single)
     return f" {who} on one life{' each' if len(single) > 1 else ''}, with the {noise.origin.text()}."
 

@@ -76,7 +76,7 @@ def _cause(check: Check) -> str:
 
 def verdict(stage: StageEval, p: DecisionConfig) -> str:
     text = _verdict(stage, p)
-    return (text + _waivers(stage) + _restart_note(stage) + borrowed(stage.noise, stage.prepared)
+    return (text + _waivers(stage) + _restart_note(stage) + borrowed(stage.noise, stage.prepared, p.spread_unknown)
             if stage.status == "decided" else text)
 
 

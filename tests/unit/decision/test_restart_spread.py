@@ -84,10 +84,13 @@ def test_a_single_life_k_whose_windows_are_noisier_inside_keeps_its_own():
     quiet = [window(0, USERS, 10.0, r, duration_s=30.0) for r in range(2)]
     noisy = window(4, USERS, 12.5, 0, duration_s=30.0)
     noisy.t_done_s[: len(noisy.t_done_s) // 2] *= 0.1       # half its completions in the first 3 s: bursty bins
+    noisy.t_done_s[len(noisy.t_done_s) // 2:: 2] = 29.5
     stage = stage_of(evidence(quiet + [noisy], USERS), vllm())
     own = stage.noise_by_k[4]
     assert own is not stage.noise and own.rel_sd > stage.noise.rel_sd
-    assert own.scope == "K=4's own windows, noisier inside than the restart spread"
+    assert own.scope == "K=4's own window, noisier inside than the restart spread" and own.origin is None
+    calm = stage_of(lives({0: (10.0, 10.3), 4: (12.5,)}), vllm())     # an even window: borrows the spread
+    assert calm.noise_by_k[4] is calm.noise
 
 
 def test_advice_prices_more_lives_from_the_measured_spread():
