@@ -90,3 +90,13 @@ def test_a_decision_json_cost_from_before_gpu_and_wall_minutes_still_reads():
     cost = Cost.model_validate(old)
     assert (cost.gpu_s, cost.wall_s, cost.text) == (None, None, old["text"]) and SCHEMA_VERSION == 3
     assert cost_text(cost) == old["text"]
+
+
+def test_the_lives_that_measured_the_restart_spread_are_counted_apart():
+    """Issue 38: the one fact a server start buys once is priced on its own."""
+    lives = [entry(0, 0), entry(4, 0), entry(4, 1, stages=[64], purpose="spread"), entry(0, 1, stages=[64])]
+    statuses = {life.dir: {"state": "done", "start_s": 60.0, "measure_s": 20.0} for life in lives}
+    cost = run_cost(life_costs(lives, statuses), CONFIG, "adaptive", "decided")
+    assert cost.spread_lives == 1
+    assert cost.text.startswith("4 lives, 5.3 server-minutes (4.0 starting, 1.3 measuring), 5.3 GPU-minutes; 1 life "
+                                "measured the restart spread; the full grid: 8 lives")
