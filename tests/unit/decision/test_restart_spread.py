@@ -106,3 +106,14 @@ def test_advice_prices_more_lives_from_the_measured_spread():
 def test_half_width_shrinks_with_lives_and_degrees_of_freedom():
     assert half_width(0.05, 1, 1, 2, 0.95) > half_width(0.05, 2, 2, 2, 0.95) > half_width(0.05, 8, 4, 4, 0.95)
     assert math.isinf(half_width(0.05, 0, 1, 1, 0.95))
+
+
+def test_same_server_repeats_take_the_earlier_spread_as_the_prior_at_its_upper_end():
+    """Repeats on one server life show the noise inside it; the spread from one life to the next is the prior term:
+    the earlier runs' (its chi-square upper end, being an estimate), not the 15 % assumed."""
+    ev = lives({0: (10.0, 10.05), 4: (12.5, 12.55)})
+    p = DecisionConfig(resamples=400).for_server("vllm", one_life_per_k=True).with_earlier(EARLIER)
+    noise = stage_of(ev, p).noise
+    assert noise.one_life and not noise.restart_unknown
+    assert noise.restart_sd == pytest.approx(chi2_bounds(0.03, 4, 0.95)[1])
+    assert "from 2 earlier runs on this server (last 2026-12-02), its upper end" in noise.restart_source
