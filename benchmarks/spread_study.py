@@ -56,7 +56,8 @@ def study(s, run_dir, args) -> dict:
     data = read_run(run_dir)
     config = data.config
     if args.resamples is not None:
-        config = config.model_copy(update={"decision": config.decision.model_copy(update={"resamples": args.resamples})})
+        decision = config.decision.model_copy(update={"resamples": args.resamples})
+        config = config.model_copy(update={"decision": decision})
         config.decision.for_server("simulator drawing a restart spread")
     p, argv, evidence = config.decision, data.argv_by_k(), data.evidence()
     recorded = {k: [w.repeat for w in cell.windows] for k, cell in evidence.at(s.users).items()}

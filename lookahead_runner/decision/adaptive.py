@@ -272,8 +272,8 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     # measured once borrows it (never bought twice: earlier runs on this server may have measured it already)
     ends = (leader,) if _baseline_spared(standing, base, tie_tolerance) else (leader, base)
     measuring = standing.spread_measured or any(spent.pending.get(k, 0) and spent.chosen(k) >= 2 for k in ks)
-    short = [] if measuring else [k for k in dict.fromkeys(ends)
-                                  if k is not None and spent.valid.get(k, 0) + spent.pending.get(k, 0) < min_leader_lives]
+    short = [] if measuring else [k for k in dict.fromkeys(ends) if k is not None
+                                  and spent.valid.get(k, 0) + spent.pending.get(k, 0) < min_leader_lives]
     if standing.status == "decided" and leader is not None:
         if not short:
             share = standing.shares.get(leader, 0.0)

@@ -180,8 +180,9 @@ def earlier_of(ledger: Ledger, key: str, users: int, run_id: str = "") -> Earlie
 def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Path | None = None,
                 gear: str | None = None) -> tuple[LedgerUse | None, str]:
     """What a new run takes from the ledger (for plan.json), and the line to say about it; None where the server's
-    restart spread is not unknown (the simulator's documented one, or decision.restart_spread)."""
-    if not config.decision.spread_unknown:
+    restart spread is not unknown (the simulator's documented one, or decision.restart_spread), and for one K (a
+    ramp, a running server: nothing to compare)."""
+    if not config.decision.spread_unknown or len(config.speculation.k) < 2:
         return None, ""
     print_ = fingerprint(config, vllm_version, hardware(config) if gear is None else gear)
     key = key_of(print_)

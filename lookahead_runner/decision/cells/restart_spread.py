@@ -171,5 +171,6 @@ def lives_advice(noise: ThroughputNoise, cells: Mapping[int, PreparedCell], a: i
     n = min(cap, max(math.ceil(each), max(mine, theirs) + 1))
     return (f"from the measured restart spread ({noise.rel_sd * 100:.1f} % per life, {noise.df} degrees of freedom): "
             f"one more life of K={a} would narrow the interval from about ±{now * 100:.0f} % to about "
-            f"±{one_more * 100:.0f} %; about {n} repeats of both (load.repeats = {n}) to about ±{wanted * 100:.1f} %.")
+            f"±{one_more * 100:.0f} %; about {n} repeats of both (load.repeats = {n}) to about "
+            f"±{wanted * 100:.1f} %.")
 

@@ -268,7 +268,7 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
                    "from the assumed spread.")
     contenders = sorted(k for k, v in stage.shares.items() if k is not None and k != stage.pick and v >= 0.02)
     repeats = min(s.repeats for s in stage.stats.values())
-    for other in contenders if not assumed else []:
+    for other in [] if assumed else contenders:  # no repeat count from an assumed spread
         b = gain_bounds(stage, stage.pick, other, p)
         g = rules.rel(stage.stats[stage.pick].objective(p.objective), stage.stats[other].objective(p.objective))
         if not b.bounded or math.isnan(g):
@@ -276,7 +276,8 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
         half = (b.high - b.low) / 2
         distance = abs(abs(g) - p.tie_tolerance_frac)
         wanted = max(distance, 0.005)
-        head = f"K={stage.pick} vs K={other}: {_label(p)} {_gain(stage, stage.pick, other, p)}, {pct(p.tie_tolerance_frac)} tie band"
+        head = (f"K={stage.pick} vs K={other}: {_label(p)} {_gain(stage, stage.pick, other, p)}, "
+                f"{pct(p.tie_tolerance_frac)} tie band")
         if measured(stage.noise):
             out.append(head + "; " + lives_advice(stage.noise, stage.prepared, stage.pick, other, wanted, p))
             continue
