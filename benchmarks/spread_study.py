@@ -9,7 +9,10 @@ such a server with no strategy given, the adaptive sweep (the chooser of decisio
 of two lives per K), each decided by the decision engine on the lives it revealed, with no earlier run remembered.
 Per scenario and strategy: right / not decided / wrong, and the lives spent (median, max; of the decided ones too).
 Goal (issue 38): 0 confident wrong; where |gain| >= 3 x the spread, the adaptive sweep decided in at most (number
-of K + 2) lives in at least half of the trials (its median).
+of K + 2) lives in at least half of the trials (its median). Confident wrong verdicts are also counted apart where
+the true gain is more than one restart spread from the tie band's edge (+3 %): nearer, a verdict at 90 % is a
+near coin flip whatever the method (benchmarks/README.md shows the upper end of the spread's chi-square interval
+in place of its Student's t: fewer lives decided, the same near-tie wrong verdicts).
 
 Orders of one recording share its lives, so the trials are not independent (see decision_accuracy.py).
 """
@@ -27,6 +30,7 @@ from lookahead_runner.run.adaptive_sweep import MIN_LEADER_LIVES
 from lookahead_runner.runfolder.read import read_run
 
 STRATEGIES = ("adaptive", "grid_repeats_1", "grid_repeats_2")
+TIE = 0.03   # decision.tie_tolerance_frac
 
 
 def _outcome(decision, truth: int) -> str:
@@ -44,8 +48,10 @@ def _summary(trials: list[dict]) -> dict:
     counts = Counter(t["outcome"] for t in trials)
     decided = [t["lives"] for t in trials if t["outcome"] != "not decided"]
     to_decided = [t["lives"] if t["outcome"] != "not decided" else math.inf for t in trials]
+    stated = [t["confidence"] for t in trials if t["outcome"] != "not decided"]
     return {"trials": len(trials), "right": counts["right"], "not_decided": counts["not decided"],
-            "wrong": counts["wrong"], "lives": _median_max([t["lives"] for t in trials]),
+            "wrong": counts["wrong"], "decided_stated_mean": round(float(np.mean(stated)), 3) if stated else None,
+            "lives": _median_max([t["lives"] for t in trials]),
             "lives_when_decided": _median_max(decided),
             "lives_to_decided_median": (None if not to_decided or not math.isfinite(np.median(to_decided))
                                         else float(np.median(to_decided)))}
@@ -81,6 +87,10 @@ def study(s, run_dir, args) -> dict:
                                  for k, cell in evidence.at(s.users).items()},
            "adaptive_stops": dict(stops.most_common()),
            **{name: _summary(rows) for name, rows in trials.items()}}
+    # a true gain within one restart spread of the tie band's edge (+3 %: above it K=4 is the truth, below it K=0): a
+    # 90 % verdict there is wrong up to 10 % of the time however it is reached (one spread: the SD of a gain of two
+    # lives each); counted, and apart
+    out["clear_of_tie"] = abs(s.gain - TIE) > s.restart_spread
     out["goal_applies"] = abs(s.gain) >= 3 * s.restart_spread
     if out["goal_applies"]:
         within = sum(t["outcome"] != "not decided" and t["lives"] <= len(s.ks) + 2 for t in trials["adaptive"])
@@ -92,11 +102,16 @@ def study(s, run_dir, args) -> dict:
 def totals(per_scenario: dict[str, dict]) -> dict:
     """Over every scenario: confident wrong verdicts per strategy, and the goal."""
     wrong = {name: sum(v[name]["wrong"] for v in per_scenario.values()) for name in STRATEGIES}
+    clear = {name: sum(v[name]["wrong"] for v in per_scenario.values() if v.get("clear_of_tie", True))
+             for name in STRATEGIES}
     right = {name: sum(v[name]["right"] for v in per_scenario.values()) for name in STRATEGIES}
     undecided = {name: sum(v[name]["not_decided"] for v in per_scenario.values()) for name in STRATEGIES}
     goal = [name for name, v in per_scenario.items() if v["goal_applies"]]
-    return {"confident_wrong": wrong, "right": right, "not_decided": undecided,
+    return {"confident_wrong": wrong, "confident_wrong_where_clear_of_the_tie_band": clear, "right": right,
+            "not_decided": undecided,
             "goal": {"confident_wrong_max": 0,
                      "where_gain_at_least_3x_spread": "adaptive decided in <= number of K + 2 lives, median",
                      "scenarios": goal, "met_in": [name for name in goal if per_scenario[name]["goal_met"]]},
-            "goal_met": all(w == 0 for w in wrong.values()) and all(per_scenario[n]["goal_met"] for n in goal)}
+            "goal_met": all(w == 0 for w in wrong.values()) and all(per_scenario[n]["goal_met"] for n in goal),
+            "goal_met_where_clear_of_the_tie_band": all(w == 0 for w in clear.values())
+            and all(per_scenario[n]["goal_met"] for n in goal)}

@@ -11,9 +11,11 @@ It starts with the baseline and one K, then asks, as lives end, where the verdic
 2. Otherwise, is it decided? The engine says so (`decided`), and the restart spread is measured (issue 38: one
    repeated life of any K measures it for every K, or earlier runs on this server did; a K measured once then
    borrows it). Until it is, the leader and the baseline (both ends of the stated gain) want `min_leader_lives`
-   lives each, the leader first, so the first repeat measures the spread (`purpose` "spread"); the baseline is
-   spared where the leader is more than twice as fast. If not decided, one more life (the target stage only) of a
-   K the verdict hangs on (`repeats_wanted`), the fewest lives first.
+   lives each, the leader first, so the first repeat measures the spread (`purpose` "spread"); then the
+   baseline keeps its second (one outlier life of it would move every gain), spared where the leader is more
+   than twice as fast, or where earlier runs on this server measured the spread (one life per K). If not
+   decided, one more life (the target stage only) of a K the verdict hangs on (`repeats_wanted`), the fewest
+   lives first.
 With N free slots, `choose_batch` proposes up to N, asking again with each proposal in flight. A life in flight
 counts as run, not measured: a K whose first life runs is not "not run yet", a repeat running is not wanted
 again; it counts toward max_lives_per_k and the budgets (sweep.max_server_minutes at a life's mean cost). What
@@ -46,6 +48,7 @@ class Standing:
     stopped_at: int | None = None                 # where the stop rule fires in >= confidence of the resamples
     wanted: tuple[int, ...] = ()                  # K whose next repeat could decide it (repeats_wanted)
     spread_measured: bool = False                 # the restart spread is measured (cells/restart_spread.py)
+    spread_from_earlier: bool = False             # ... with earlier runs on this server (the ledger) in it
 
     @property
     def measured(self) -> list[int]:
@@ -269,16 +272,22 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
         return Choice(None, why="no K passes its gates at the target", stop="exhausted")
     # both ends of the gain a verdict states (the leader, the baseline) stand on one life each until the restart
     # spread is measured: one repeated life (of the leader first) measures it for every K, and from then on a K
-    # measured once borrows it (never bought twice: earlier runs on this server may have measured it already)
+    # measured once borrows it. The baseline, which every gain is measured against, keeps its second life (unless
+    # spared): one outlier life of it, which no spread measured on other K reveals, once made a confident wrong
+    # verdict; where earlier runs on this server measured the spread, none is bought (one life per K)
     ends = (leader,) if _baseline_spared(standing, base, tie_tolerance) else (leader, base)
     measuring = standing.spread_measured or any(spent.pending.get(k, 0) and spent.chosen(k) >= 2 for k in ks)
-    short = [] if measuring else [k for k in dict.fromkeys(ends) if k is not None
-                                  and spent.valid.get(k, 0) + spent.pending.get(k, 0) < min_leader_lives]
+    if standing.spread_from_earlier:
+        ends = ()
+    elif measuring:
+        ends = tuple(k for k in ends if k == base)
+    short = [k for k in dict.fromkeys(ends) if k is not None
+             and spent.valid.get(k, 0) + spent.pending.get(k, 0) < min_leader_lives]
     if standing.status == "decided" and leader is not None:
         if not short:
             share = standing.shares.get(leader, 0.0)
             spared = (f" (the baseline on {spent.valid.get(base, 0)} life: K={leader} is more than twice as fast)"
-                      if spent.valid.get(base, 0) < min_leader_lives and not measuring else "")
+                      if spent.valid.get(base, 0) < min_leader_lives and not standing.spread_from_earlier else "")
             return Choice(None, why=f"decided: K={leader} wins in {share:.0%} of the resamples{spared}",
                           stop="decided")
         wanted = short
@@ -294,9 +303,13 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
         return Choice(None, why=f"not decided: {why}", stop="exhausted")
     k = wanted[0]
     who = f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
-    borrowed = "the restart spread, which every K measured once borrows"
-    why = (f"{who} on {spent.valid.get(k, 0)} life; a second measures {borrowed}" if k in short else
-           f"the verdict hangs on it ({_share_text(standing, k)})" + ("" if measuring else f"; it measures {borrowed}"))
+    spread = "the restart spread, which every K measured once borrows"
+    if measuring:
+        why = (f"{who} on {spent.valid.get(k, 0)} life; a second guards against one outlier life (the restart "
+               "spread is measured)" if k in short else f"the verdict hangs on it ({_share_text(standing, k)})")
+    else:
+        why = (f"{who} on {spent.valid.get(k, 0)} life; a second measures {spread}" if k in short
+               else f"the verdict hangs on it ({_share_text(standing, k)}); it measures {spread}")
     return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.chosen(k) + 1}): {why}",
                   purpose="" if measuring else "spread")
 
@@ -330,7 +343,8 @@ def standing_of(evidence, p, early_stop: bool = True) -> Standing:
     return Standing(stage.status, stage.pick, {k: s for k, s in stage.shares.items() if k is not None},
                     {k: s.objective(p.objective) for k, s in stage.stats.items()},
                     frozenset(k for k in stage.ks if stage.blocked_by(k)), stopped,
-                    tuple(repeats_wanted(evidence, p)), measured(stage.noise))
+                    tuple(repeats_wanted(evidence, p)), measured(stage.noise),
+                    measured(stage.noise) and stage.noise.origin.earlier is not None)
 
 
 def valid_lives(evidence, users: int) -> dict[int, int]:

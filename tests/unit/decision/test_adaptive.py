@@ -94,13 +94,19 @@ def test_it_stops_when_decided_on_a_leader_and_a_baseline_with_two_lives_each():
 
 
 def test_a_measured_restart_spread_is_borrowed_by_every_k_measured_once():
-    """Issue 38: once one repeated life (or an earlier run on this server) measured the spread, a decided verdict
-    stops: neither end of the gain needs a second life of its own."""
+    """Issue 38: once one repeated life measured the spread, a K measured once borrows it: the leader needs no
+    second life; the baseline keeps its second (an outlier life of it moves every gain) unless earlier runs on this
+    server measured the spread, then one life per K is the whole sweep."""
     measured = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0},
                         spread_measured=True)
-    for lives in (spent(k0=2, k2=1, k4=1, k8=1), spent(k0=1, k2=1, k4=1, k8=1)):
-        done = choose(KS, measured, lives, ModelView(), ROOMY, 5)
-        assert done.k is None and done.stop == "decided"
+    done = choose(KS, measured, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert done.k is None and done.stop == "decided"                     # the leader borrows
+    base = choose(KS, measured, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
+    assert base.k == 0 and base.purpose == "" and "guards against one outlier life" in base.why
+    remembered = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0},
+                          spread_measured=True, spread_from_earlier=True)
+    once = choose(KS, remembered, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert once.k is None and once.stop == "decided" and "the baseline on 1 life" not in once.why
     hanging = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 30.0, 2: 48.0, 4: 50.0}, wanted=(2, 4),
                        spread_measured=True)
     more = choose(KS, hanging, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
@@ -212,13 +218,13 @@ def test_a_life_in_flight_is_not_proposed_again_for_the_same_reason():
     # K=4's first life runs: K=2 (between the baseline and it) comes next either way; K=8 waits for K=4's window
     batch = choose_batch(3, KS, base_only, in_flight(spent(k0=1), k4=1), ModelView(), ROOMY, 5)
     assert [c.k for c in batch.lives] == [2] and batch.reason.stop == "wait" and "K 2, 4" in batch.reason.why
-    # the leader's second life runs: it measures the restart spread for every K, so the baseline's is not bought
+    # the leader's second life runs, measuring the restart spread; the baseline's second is the other end of the
+    # gain, a different proposal
     near = standing("decided", 4, {4: 1.0}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0})
     both = choose_batch(2, KS, near, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
-    assert [(c.k, c.all_stages, c.purpose) for c in both.lives] == [(4, False, "spread")]
-    assert both.in_flight == 1 and not both.ends_sweep                 # asked again once it ends
+    assert [(c.k, c.all_stages, c.purpose) for c in both.lives] == [(4, False, "spread"), (0, False, "")]
     running = choose_batch(2, KS, near, in_flight(spent(k0=1, k2=1, k4=1, k8=1), k4=1), ModelView(), ROOMY, 5)
-    assert running.lives == () and not running.ends_sweep
+    assert [c.k for c in running.lives] == [0] and "life 2" in running.lives[0].why
     hanging = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 20.0, 2: 48.0, 4: 50.0, 8: 38.0}, wanted=(2, 4))
     repeats = choose_batch(3, KS, hanging, in_flight(spent(k0=2, k2=1, k4=2, k8=1), k2=1), ModelView(), ROOMY, 5)
     assert [c.k for c in repeats.lives] == [4] and repeats.reason.stop == "wait"    # K=2's repeat runs already
