@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
@@ -28,6 +28,9 @@ class EarlierSpread:
     runs: int
     lives: int
     last: str       # the newest run's date (YYYY-MM-DD)
+    # each K's objective at the target in those runs (their mean; str(K) -> value), where they ran this workload:
+    # a life now far from it is an outlier to measure again (decision/cells/restart_spread.py `off_earlier`)
+    levels: dict[str, float] = field(default_factory=dict)
 
     @property
     def rel_sd(self) -> float:

@@ -5,6 +5,7 @@ or interrupted. The sweep writes the tables (`write_tables`) after every K and f
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from ..decision.ramp import ramp_decision
 from ..decision.confirmation.confirm import judge, unconfirmed_note, with_confirmation
 from ..decision.schema import AxisDecision, ConfirmLife, LifeNote
 from ..runfolder.plan import LifeStatus
-from ..runfolder.spread_ledger import remember
+from ..runfolder.spread_ledger import remember, workload_key
 from ..runfolder.read import RunData, read_run
 from ..decision.per_variant import by_variant, note_unconfirmed_schedules
 from ..workload.request_set import METHOD_REQUEST_SET
@@ -146,8 +147,10 @@ def remember_spread(data: RunData, decision: Decision) -> str:
     use, spread, config = data.plan.restart_spread, decision.restart_spread, data.config
     if use is None or spread is None or not spread.this_df or config.grid.axis or len(config.load.variants) > 1:
         return ""
+    levels = {str(c.k): c.objective for c in decision.candidates if math.isfinite(c.objective)}
     try:
-        remember(use, data.plan.run_id, config.target_users, spread.squares, spread.this_df, spread.lives)
+        remember(use, data.plan.run_id, config.target_users, spread.squares, spread.this_df, spread.lives,
+                 workload=workload_key(config), levels=levels)
     except OSError as err:
         return f"The restart spread this run measured could not be remembered for this server: {err}."
     return ""

@@ -18,6 +18,7 @@ that cannot be read is one warning line and ignored (the next run that measures 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import fcntl
 import hashlib
@@ -53,6 +54,8 @@ class LedgerRun(Record):
     df: int
     lives: int
     rel_sd: float
+    workload: str = ""        # workload_key: what the levels were measured with
+    levels: dict[str, float] = Field(default_factory=dict)   # str(K) -> the objective at the target
 
 
 class LedgerServer(Record):
@@ -76,6 +79,9 @@ class LedgerUse(Record):
 
     def earlier_spread(self) -> EarlierSpread | None:
         return EarlierSpread(**self.earlier) if self.enabled and self.earlier else None
+
+    def with_earlier(self, earlier: EarlierSpread | None) -> "LedgerUse":
+        return self.model_copy(update={"earlier": dataclasses.asdict(earlier) if earlier else None})
 
 
 def ledger_path(environ: dict[str, str] | None = None) -> Path:
@@ -152,6 +158,14 @@ def key_of(print_: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(print_, sort_keys=True).encode()).hexdigest()[:20]
 
 
+def workload_key(config: SweepConfig) -> str:
+    """What a K's level (its objective at the target) depends on besides the server: the requests and the
+    objective (a spread is pooled across workloads at the same users; a level only within one)."""
+    load = config.load
+    return key_of({"prompt": load.prompt_tokens, "output": load.output_tokens, "temperature": load.temperature,
+                   "endpoint": load.endpoint, "requests": load.requests, "objective": config.decision.objective})
+
+
 # --- reading and writing ---------------------------------------------------------------------------------------
 def read_ledger(path: Path) -> tuple[Ledger, str]:
     """The ledger, and a one-line warning when the file is there but unreadable (then an empty one)."""
@@ -165,16 +179,21 @@ def read_ledger(path: Path) -> tuple[Ledger, str]:
                           "next run that measures a spread writes a fresh one")
 
 
-def earlier_of(ledger: Ledger, key: str, users: int, run_id: str = "") -> EarlierSpread | None:
+def earlier_of(ledger: Ledger, key: str, users: int, run_id: str = "", workload: str = "") -> EarlierSpread | None:
     """The spread earlier runs on this server measured at these users: their squares and degrees of freedom pooled
-    (the newest MAX_RUNS; this run's own entry left out)."""
+    (the newest MAX_RUNS; this run's own entry left out), and each K's level in those of this workload."""
     server = ledger.servers.get(key)
     runs = [r for r in (server.runs if server else []) if r.users == users and r.run_id != run_id and r.df > 0]
     runs = sorted(runs, key=lambda r: r.date)[-MAX_RUNS:]
     if not runs:
         return None
+    by_k: dict[str, list[float]] = {}
+    for run in runs:
+        if workload and run.workload == workload:
+            for k, value in run.levels.items():
+                by_k.setdefault(k, []).append(value)
     return EarlierSpread(sum(r.squares for r in runs), sum(r.df for r in runs), len(runs), sum(r.lives for r in runs),
-                         max(r.date for r in runs))
+                         max(r.date for r in runs), {k: sum(v) / len(v) for k, v in sorted(by_k.items())})
 
 
 def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Path | None = None,
@@ -191,7 +210,7 @@ def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Pat
             "restart spread ledger: not used (--no-ledger)"
     path = ledger_path() if path is None else path
     ledger, warning = read_ledger(path)
-    earlier = earlier_of(ledger, key, config.target_users)
+    earlier = earlier_of(ledger, key, config.target_users, workload=workload_key(config))
     if earlier is None:
         note = f"no earlier run on this server at {config.target_users} users"
         said = f"restart spread ledger: {note}; this run measures it"
@@ -199,7 +218,7 @@ def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Pat
         note = (f"restart spread {earlier.rel_sd:.1%} from {earlier.runs} earlier run{'s' if earlier.runs != 1 else ''} "
                 f"on this server (last {earlier.last}, {earlier.df} degrees of freedom)")
         said = f"restart spread ledger: {note}"
-    use = LedgerUse(key=key, fingerprint=print_, earlier=earlier.__dict__ if earlier else None, note=note)
+    use = LedgerUse(key=key, fingerprint=print_, note=note).with_earlier(earlier)
     return use, "\n".join(line for line in (warning, said) if line)
 
 
@@ -215,7 +234,8 @@ def _locked(path: Path):
 
 
 def remember(use: LedgerUse, run_id: str, users: int, squares: float, df: int, lives: int,
-             path: Path | None = None, today: str | None = None) -> str:
+             path: Path | None = None, today: str | None = None, workload: str = "",
+             levels: dict[str, float] | None = None) -> str:
     """This run's measured part into the ledger (its entry replaced if it was there: a report re-rendered or a run
     resumed writes it once); the warning line when the old file was unreadable, else ""."""
     if not use.enabled or df <= 0:
@@ -226,7 +246,7 @@ def remember(use: LedgerUse, run_id: str, users: int, squares: float, df: int, l
         server = ledger.servers.setdefault(use.key, LedgerServer(fingerprint=use.fingerprint))
         server.runs = [r for r in server.runs if r.run_id != run_id] + [LedgerRun(
             run_id=run_id, date=today or datetime.date.today().isoformat(), users=users, squares=squares, df=df,
-            lives=lives, rel_sd=(squares / df) ** 0.5)]
+            lives=lives, rel_sd=(squares / df) ** 0.5, workload=workload, levels=levels or {})]
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(ledger.model_dump(mode="json"), indent=1), encoding="utf-8")
         os.replace(tmp, path)

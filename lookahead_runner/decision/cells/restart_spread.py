@@ -167,10 +167,40 @@ def lives_advice(noise: ThroughputNoise, cells: Mapping[int, PreparedCell], a: i
     mine, theirs = len(cells[a].windows), len(cells[b].windows)
     now = half_width(noise.rel_sd, noise.df, mine, theirs, level)
     one_more = half_width(noise.rel_sd, noise.df + 1, mine + 1, theirs, level)
-    each = 2 * (float(stats.norm.ppf((1 + level) / 2)) * noise.rel_sd / wanted) ** 2
+    each = 2 * (float(stats.norm.ppf((1 + level) / 2)) * noise.rel_sd / wanted) ** 2  # noise: the wider K's
     n = min(cap, max(math.ceil(each), max(mine, theirs) + 1))
-    return (f"from the measured restart spread ({noise.rel_sd * 100:.1f} % per life, {noise.df} degrees of freedom): "
+    what = "restart spread" if noise.origin is not None else f"spread of {noise.scope}"
+    return (f"from the measured {what} ({noise.rel_sd * 100:.1f} % per life, {noise.df} degrees of freedom): "
             f"one more life of K={a} would narrow the interval from about ±{now * 100:.0f} % to about "
             f"±{one_more * 100:.0f} %; about {n} repeats of both (load.repeats = {n}) to about "
             f"±{wanted * 100:.1f} %.")
 
+
+
+# a single life this far from what earlier runs on this server measured for its K (the larger of these many restart
+# spreads and this share) is taken for an outlier until a second life says otherwise: a life on a host whose other
+# work took the server's CPUs read 40 % of its K's level (benchmarks/README.md, issue 38's real-vLLM runs)
+SUSPECT_SPREADS = 4.0
+SUSPECT_FLOOR = 0.25
+
+
+def off_earlier(objective: Mapping[int, float], lives: Mapping[int, int], noise: ThroughputNoise,
+                earlier: EarlierSpread | None) -> dict[int, float]:
+    """K measured once whose objective is off the level earlier runs on this server measured for it (beyond
+    SUSPECT_SPREADS x the spread, and SUSPECT_FLOOR): K -> its relative deviation."""
+    if earlier is None or not earlier.levels:
+        return {}
+    limit = max(SUSPECT_SPREADS * (noise.rel_sd if math.isfinite(noise.rel_sd) else 0.0), SUSPECT_FLOOR)
+    out = {}
+    for k, value in objective.items():
+        level = earlier.levels.get(str(k))
+        if lives.get(k) == 1 and level and math.isfinite(value) and abs(value / level - 1) > limit:
+            out[k] = value / level - 1
+    return out
+
+
+def off_earlier_text(deviations: Mapping[int, float], earlier: EarlierSpread) -> list[str]:
+    """The diagnoses naming each such K."""
+    return [f"K={k}'s one life reads {deviation:+.0%} off the {earlier.levels[str(k)]:.3g} earlier runs on this "
+            f"server measured for it (last {earlier.last}): an outlier life? one more life of it would tell."
+            for k, deviation in sorted(deviations.items())]

@@ -11,7 +11,7 @@ from ...config import DecisionConfig
 from ..gates import rules
 from ..schema import Check
 from ..gates.stage import StageEval, gain_bounds
-from ..cells.restart_spread import borrowed, lives_advice, measured
+from ..cells.restart_spread import borrowed, lives_advice, measured, off_earlier, off_earlier_text
 from ..cells.stats import interval, repeats_needed
 from .text import pct, rate, share
 from .tradeoffs import tradeoffs
@@ -245,6 +245,11 @@ def diagnoses(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig)
             notes.append(f"Concurrency-bound at K={k}, {stage.users} users: only {s.running_mean:.1f} running "
                          f"({s.waiting_mean:.1f} waiting, KV peak {pct(s.kv_usage_peak)}, {s.preemptions:.0f} "
                          f"preemptions); the limit is {limit}.")
+    if p.earlier_spread is not None:
+        lives = {k: len(cell.windows) for k, cell in stage.prepared.items()}
+        off = off_earlier({k: s.objective(p.objective) for k, s in stage.stats.items()}, lives, stage.noise,
+                          p.earlier_spread)
+        notes += off_earlier_text(off, p.earlier_spread)
     if stage.blocked_by(stage.base_k):
         notes.append(f"The baseline K={stage.base_k} itself fails {_blockers(stage, stage.base_k)}: the target "
                      "concurrency is past what this server holds; lower it or --max-num-seqs before tuning K.")
@@ -278,8 +283,10 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
         wanted = max(distance, 0.005)
         head = (f"K={stage.pick} vs K={other}: {_label(p)} {_gain(stage, stage.pick, other, p)}, "
                 f"{pct(p.tie_tolerance_frac)} tie band")
-        if measured(stage.noise):
-            out.append(head + "; " + lives_advice(stage.noise, stage.prepared, stage.pick, other, wanted, p))
+        if measured(stage.noise):  # from the wider of the two K's noises (a K apart keeps its own)
+            noise = max(stage.noise_by_k.get(stage.pick, stage.noise), stage.noise_by_k.get(other, stage.noise),
+                        key=lambda n: n.rel_sd)
+            out.append(head + "; " + lives_advice(noise, stage.prepared, stage.pick, other, wanted, p))
             continue
         n = repeats_needed(repeats, half, wanted)
         out.append(f"{head}; about {n} repeats of both (load.repeats = {n}, or load.repeats = \"auto\") would "

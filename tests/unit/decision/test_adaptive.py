@@ -250,3 +250,22 @@ def test_decided_with_lives_in_flight_proposes_nothing_and_is_asked_again():
     assert waiting.lives == () and waiting.reason.stop == "decided" and waiting.in_flight == 1
     assert not waiting.ends_sweep                          # the loop waits for K=2's life and asks again
     assert choose_batch(2, KS, won, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5).ends_sweep
+
+
+def test_on_a_real_server_the_baseline_is_never_spared_and_an_outlier_life_is_measured_again():
+    """Issue 38, real vLLM on a busy host: one baseline life read 40 % of its level, K=4 "more than twice as fast"
+    spared it and the verdict "Set K=4" was confident and wrong. Where the spread is unknown the baseline keeps its
+    second life; a life far from what earlier runs on this server measured for its K gets a second one."""
+    far = standing("decided", 4, {4: 1.0}, {0: 5.2, 4: 12.0}, spread_measured=True)
+    spared = choose([0, 4], far, spent(k0=1, k4=2), ModelView(), ROOMY, 5)
+    assert spared.k is None and "more than twice as fast" in spared.why                 # the simulator's rule
+    real = standing("decided", 4, {4: 1.0}, {0: 5.2, 4: 12.0}, spread_measured=True, spare_baseline=False)
+    kept = choose([0, 4], real, spent(k0=1, k4=2), ModelView(), ROOMY, 5)
+    assert kept.k == 0 and "guards against one outlier life" in kept.why
+    remembered = standing("decided", 4, {4: 1.0}, {0: 5.2, 4: 12.0}, spread_measured=True, spread_from_earlier=True,
+                          spare_baseline=False, off_earlier={0: -0.6})
+    again = choose([0, 4], remembered, spent(k0=1, k4=1), ModelView(), ROOMY, 5)
+    assert again.k == 0 and "its one life reads -60% off what earlier runs on this server measured" in again.why
+    usual = standing("decided", 4, {4: 1.0}, {0: 12.5, 4: 17.0}, spread_measured=True, spread_from_earlier=True,
+                     spare_baseline=False)
+    assert choose([0, 4], usual, spent(k0=1, k4=1), ModelView(), ROOMY, 5).stop == "decided"

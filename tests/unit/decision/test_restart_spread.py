@@ -117,3 +117,16 @@ def test_same_server_repeats_take_the_earlier_spread_as_the_prior_at_its_upper_e
     assert noise.one_life and not noise.restart_unknown
     assert noise.restart_sd == pytest.approx(chi2_bounds(0.03, 4, 0.95)[1])
     assert "from 2 earlier runs on this server (last 2026-12-02), its upper end" in noise.restart_source
+
+
+def test_a_single_life_far_from_the_level_earlier_runs_measured_is_named_an_outlier():
+    from lookahead_runner.decision.cells.restart_spread import off_earlier
+
+    earlier = EarlierSpread(4 * 0.03 ** 2, 4, 2, 6, "2026-12-02", levels={"0": 13.0, "4": 13.3})
+    p = vllm().with_earlier(earlier)
+    decision = decide(lives({0: (5.2,), 4: (12.9,)}), p, {})
+    assert any(d.startswith("K=0's one life reads -60% off the 13 earlier runs on this server measured for it "
+                            "(last 2026-12-02): an outlier life?") for d in decision.diagnoses)
+    stage = stage_of(lives({0: (12.1,), 4: (12.9,)}), p)
+    assert off_earlier({0: 12.1, 4: 12.9}, {0: 1, 4: 1}, stage.noise, earlier) == {}      # within 25 %
+    assert off_earlier({0: 5.2}, {0: 2}, stage.noise, earlier) == {}                       # two lives: measured

@@ -129,3 +129,15 @@ def test_plan_json_carries_what_was_used_and_the_decision_reads_it_from_there():
     assert again.sweep_config().decision.earlier_spread == EarlierSpread(0.002, 2, 1, 4, "2026-12-02")
     older = Plan.model_validate(json.loads(plan.model_dump_json(exclude={"restart_spread"})))  # a folder before it
     assert older.restart_spread is None and older.sweep_config().decision.earlier_spread is None
+
+
+def test_each_ks_level_is_remembered_for_the_same_workload_only(cache_dir):
+    cfg = config()
+    use, _ = ledger.use_for_run(cfg, "0.32.0", True, gear=GPU)
+    ledger.remember(use, "run-1", 4, 0.002, 2, 4, workload=ledger.workload_key(cfg), levels={"0": 12.0, "4": 13.0})
+    ledger.remember(use, "run-2", 4, 0.002, 2, 4, workload=ledger.workload_key(cfg), levels={"0": 14.0})
+    earlier = ledger.use_for_run(cfg, "0.32.0", True, gear=GPU)[0].earlier_spread()
+    assert earlier.levels == {"0": 13.0, "4": 13.0} and earlier.runs == 2
+    longer = config(load={"output_tokens": 256})                   # another workload: the spread, not the levels
+    other = ledger.use_for_run(longer, "0.32.0", True, gear=GPU)[0].earlier_spread()
+    assert other.runs == 2 and other.levels == {}
