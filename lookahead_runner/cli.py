@@ -75,6 +75,8 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
         overrides["out"] = args.out
     if getattr(args, "confirm", None) is not None:
         overrides["decision.confirm"] = args.confirm
+    if getattr(args, "no_ledger", False):
+        overrides["decision.ledger"] = False
     return load_config(path, overrides)
 
 
@@ -113,6 +115,10 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
         print(placement.describe())
         if slots is not None and (warning := slots.confound_warning(config)):
             print(warning)
+        from .runfolder.spread_ledger import use_for_run
+
+        if said := use_for_run(config, caps.version, config.decision.ledger)[1]:
+            print(said)
         if len(config.load.variants) > 1:
             print(blocks_order(config.load.variants))
         lives = plan_lives(config)
@@ -292,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
                              help="no confirmation life, not even of a schedule (decision.confirm = \"off\")")
         p.add_argument("--verbose", action="store_true",
                        help="print the time of each step of the decision and report after the last life")
+        p.add_argument("--no-ledger", action="store_true",
+                       help="neither use nor remember the restart spread measured on this server (decision.ledger)")
         p.add_argument("--web", action="store_true",
                        help="serve the live view (Locust's web UI with the vLLM tabs) on one 127.0.0.1 port for the "
                             "whole sweep, its URL printed once: a browser tab follows the sweep from life to life; "

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from ..contracts.cpus import format_cpus, parse_cpus
 from .workload_variants import as_list, model_length_error
@@ -12,7 +12,7 @@ from ..vllm.knob import MAX_MODEL_LEN_FLAG, NGRAM_LOOKUP_MAX, loads_draft_model,
 from .cluster import ClusterConfig, cluster_problem
 from .decision import DecisionConfig
 from .load import LoadConfig
-from .server import ServerConfig, SpeculationConfig, runner_field_text
+from .server import ServerConfig, SpeculationConfig, draws_restart_spread, runner_field_text
 from .strict import Strict
 
 class GridConfig(Strict):
@@ -65,7 +65,9 @@ class StrategyConfig(Strict):
         "grid", description="grid: every K x load.repeats; adaptive: the baseline and one K, then each next life "
                             "where the verdict is least sure, until it is decided or a budget runs out; capacity: "
                             "every K once over the stages, then probes (one rate stage each) bracketing and "
-                            "bisecting each K's capacity within the SLO (docs/rate-stages.md)")
+                            "bisecting each K's capacity within the SLO (docs/rate-stages.md). Not given: adaptive "
+                            "on a server whose restart spread is unknown (real vLLM) when load.repeats is not given "
+                            "either, else grid")
     capacity_precision: float = Field(0.10, gt=0, le=1, description="capacity: a K's search ends once its "
                                                                     "bracket (the highest rate that holds, the "
                                                                     "lowest that does not) is this narrow, "
@@ -80,6 +82,7 @@ class StrategyConfig(Strict):
 class SweepConfig(Strict):
     """A whole sweep: the top-level keys, then one table per section."""
 
+    _adaptive_by_default: bool = PrivateAttr(False)
     name: str = Field("sweep", description="the run's name: its folder is OUT/DATE-TIME-NAME")
     out: str = Field("reports", description="the folder run folders are written under (--out overrides it)")
     server: ServerConfig = Field(default_factory=ServerConfig)
@@ -126,8 +129,9 @@ class SweepConfig(Strict):
 
     @model_validator(mode="after")
     def _restart_spread_of_the_server(self) -> "SweepConfig":
-        self.decision.for_server("simulator" if self.server.is_simulator else "vllm",
-                                 one_life_per_k=self.load.repeat_mode == "same-server")
+        kind = ("simulator drawing a restart spread" if draws_restart_spread(self.server.extra_args) else "simulator") \
+            if self.server.is_simulator else "vllm"
+        self.decision.for_server(kind, one_life_per_k=self.load.repeat_mode == "same-server")
         return self
 
     @model_validator(mode="after")
@@ -149,6 +153,26 @@ class SweepConfig(Strict):
             raise ValueError(f"speculation.config.prompt_lookup_min = {low} is above prompt_lookup_max = "
                              f"{high}{whose}: vLLM refuses it; set prompt_lookup_max >= {low} too")
         return self
+
+    @model_validator(mode="after")
+    def _measure_until_decided_where_the_spread_is_unknown(self) -> "SweepConfig":
+        """No sweep.strategy and no load.repeats given, on a server whose restart spread is unknown (real vLLM, a
+        simulator drawing one): the adaptive sweep, which buys the spread with one repeated life and measures until
+        decided, where it can choose lives (a restart per life, one decision at a users stage, two K or more, a
+        server it starts);
+        the grid otherwise, and always on the simulator's own (the demo)."""
+        if "strategy" in self.sweep.model_fields_set or "repeats" in self.load.model_fields_set:
+            return self
+        if (self.decision.spread_unknown and self.load.repeat_mode == "restart" and not self.grid.axis
+                and self.load.user_stages and len(self.load.variants) == 1 and len(self.speculation.k) >= 2 and not self.server.url):
+            self.sweep.strategy = "adaptive"
+            self._adaptive_by_default = True
+        return self
+
+    @property
+    def adaptive_by_default(self) -> bool:
+        """The adaptive sweep was chosen because no strategy was given on a server of unknown restart spread."""
+        return self._adaptive_by_default
 
     @model_validator(mode="after")
     def _auto_repeats_without_grid(self) -> "SweepConfig":

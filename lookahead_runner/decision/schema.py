@@ -10,8 +10,8 @@ Version 3 adds: "waived", CellSummary.not_measured and Decision.confidence_range
 `by_variant` (one whole decision per variant, decision/per_variant.py); what the verdict cost (`cost`); the
 performance model's summary (`performance_model`). Version 2 files read as version 3 with one unnamed
 variant and none of the additions. Fields added later with a default keep the version (Cost.gpu_s and wall_s,
-issue 30; issue 37's rate_knee, target_rate, at_rate, capacity and capacity_target, and Cost.strategy "capacity"):
-an older file reads with None or empty.
+issue 30; issue 37's rate_knee, target_rate, at_rate, capacity and capacity_target, and Cost.strategy "capacity";
+Decision.restart_spread and Cost.spread_lives, issue 38): an older file reads with None, empty or their defaults.
 """
 from __future__ import annotations
 
@@ -286,7 +286,25 @@ class Cost(Model):
     stopped_because: str = ""            # adaptive: why it stopped choosing lives
     gpu_s: float | None = None           # each life's server-seconds x the GPUs it held (cost.py); None: older file
     wall_s: float | None = None          # the first life's start to the last life's end; None: a start unrecorded
+    spread_lives: int = 0                # adaptive: lives chosen to measure the restart spread (issue 38)
     text: str = ""                       # e.g. "4 lives, 11 server-minutes (...), 11 GPU-minutes, 6.2 wall minutes; ..."
+
+
+class RestartSpread(Model):
+    """The restart spread the target's verdict rests on, where it was measured (decision/cells/restart_spread.py):
+    by this run's restarted lives, by earlier runs on this server (the ledger), or both. Relative SD per life."""
+
+    rel_sd: float
+    low: float | None = None             # its chi-square interval (interval_level)
+    high: float | None = None
+    df: int = 0
+    lives: int = 0                       # this run's lives behind it (of K with two or more)
+    ks: list[int] = Field(default_factory=list)
+    squares: float = 0.0                 # this run's own part (the ledger keeps it): squared relative deviations
+    this_df: int = 0                     # ... and their degrees of freedom
+    earlier_runs: int = 0                # earlier runs on this server pooled in
+    earlier_last: str = ""               # the newest of them (YYYY-MM-DD)
+    text: str = ""                       # "restart spread 3.1 % [2.0, 6.8] per server life, from ..."
 
 
 class PerBatchSchedule(Model):
@@ -363,3 +381,4 @@ class Decision(Model):
     at_rate: "Decision | None" = None
     capacity: list[Capacity] = Field(default_factory=list)
     capacity_target: float | None = None    # decision.slo_attainment the capacity holds
+    restart_spread: RestartSpread | None = None     # measured: where from (issue 38); None: assumed or not needed

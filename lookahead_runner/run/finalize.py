@@ -5,6 +5,7 @@ or interrupted. The sweep writes the tables (`write_tables`) after every K and f
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +23,7 @@ from ..decision.confirmation.confirm import judge, unconfirmed_note, with_confir
 from ..decision.confirmation.rate_confirm import is_rate_plan
 from ..decision.schema import AxisDecision, ConfirmLife, LifeNote
 from ..runfolder.plan import LifeStatus
+from ..runfolder.spread_ledger import remember, workload_key
 from ..runfolder.read import RunData, read_run
 from ..decision.per_variant import by_variant, note_unconfirmed_schedules
 from ..workload.request_set import METHOD_REQUEST_SET
@@ -157,6 +159,22 @@ def telemetry_gaps(statuses: dict[str, LifeStatus]) -> list[str]:
     return lines
 
 
+def remember_spread(data: RunData, decision: Decision) -> str:
+    """The restart spread this run's restarted lives measured, into the ledger of the server's fingerprint
+    (runfolder/spread_ledger.py; once per run: a report re-rendered replaces its entry); a diagnosis line when it
+    cannot be written, else ""."""
+    use, spread, config = data.plan.restart_spread, decision.restart_spread, data.config
+    if use is None or spread is None or not spread.this_df or config.grid.axis or len(config.load.variants) > 1:
+        return ""
+    levels = {str(c.k): c.objective for c in decision.candidates if math.isfinite(c.objective)}
+    try:
+        remember(use, data.plan.run_id, config.target_users, spread.squares, spread.this_df, spread.lives,
+                 workload=workload_key(config), levels=levels)
+    except OSError as err:
+        return f"The restart spread this run measured could not be remembered for this server: {err}."
+    return ""
+
+
 def write_tables(run_dir: Path) -> RunData:
     """summary.csv and lives.csv from the raw files so far (the sweep calls it after every K)."""
     data = read_run(run_dir)
@@ -218,6 +236,8 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None) -> 
         lives_by_k = Counter(c.k for c in costs if not c.confirm)
         decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
                                          plan.adaptive.stop, len(plan.cluster.slots) if plan.cluster else 1))
+    if note := remember_spread(data, decision):
+        decision.diagnoses.append(note)
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:
         return run_dir / "summary.csv"

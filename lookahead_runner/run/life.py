@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..runfolder import columns, results
 from ..config import ResolvedServer, SweepConfig
+from ..contracts.records import SIM_LIFE_ENV
 from .load import live_port_now, locust_argv, locust_deadline_s, run_locust
 from .launch import Life, server_launch
 from .placement import Placement
@@ -139,7 +140,9 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
         server, env = RunningServer(base_url, host / "server.log", headers), {}
     else:
         argv, env, secrets = server_launch(config, caps, setting, port, resolved)
-        env = env | placement.server_env | (sim_file_env(sim_file) if simulated else {})
+        # the simulator draws each server life's restart spread from its name (sim/restart.py)
+        sim_env = sim_file_env(sim_file) | {SIM_LIFE_ENV: f"{run_dir.name}/{lives[0].key}"} if simulated else {}
+        env = env | placement.server_env | sim_env
         server = ServerProcess(argv, base_url, host / "server.log", env, config.server.stop_grace_s, headers, secrets,
                                placement.server_cpus)
     memory = open_memory_source(config.server.memory_source, simulated, sim_file, lambda: server.pid,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import adaptive_sweep, capacity_sweep, reaper
+from ..runfolder import spread_ledger
 from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, read_plan, write_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import repeats_wanted
@@ -120,8 +121,9 @@ def lives_of(plan: Plan, config: SweepConfig) -> list[Life]:
 
 
 def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, placement: Placement,
-               server: ResolvedServer) -> Plan:
-    """The run's plan.json: each secret of the config and of the argv as ${NAME} (config/masking.py)."""
+               server: ResolvedServer, ledger_use=None) -> Plan:
+    """The run's plan.json: each secret of the config and of the argv as ${NAME} (config/masking.py); `ledger_use`:
+    what the run takes from the restart spread ledger (runfolder/spread_ledger.py)."""
     masked, secrets = server.masked, server.secrets
     lives = [plan_entry(config, caps, life, server).model_dump(mode="json") for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
@@ -132,6 +134,7 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, 
             mode="json"),
         "target_users": config.target_users, "is_simulator": config.server.is_simulator, "lives": lives,
         "placement": placement.to_record().model_dump(mode="json"),
+        "restart_spread": ledger_use.model_dump(mode="json") if ledger_use else None,
     }))
 
 
@@ -204,7 +207,10 @@ def cluster_slots(config: SweepConfig, lives_planned: int, say):
 def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: ResolvedServer, say, early_stop: bool,
                mode: str, web: bool, placement: Placement, slots, verbose: bool = False) -> Path:
     if not has_plan(run_dir):
-        plan = build_plan(config, caps, run_dir.name, mode, placement, server)
+        ledger_use, said = spread_ledger.use_for_run(config, caps.version, config.decision.ledger)
+        if said:
+            (say or print)(said)
+        plan = build_plan(config, caps, run_dir.name, mode, placement, server, ledger_use)
         if config.sweep.strategy in ("adaptive", "capacity"):  # lives chosen as it goes
             plan = adaptive_sweep.start_plan(plan)
         write_plan(run_dir, plan)
@@ -218,7 +224,9 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         if web:
             (say or print)("the live view is not served for lives on a Ray cluster (each runs on its node)")
             web = False
-    lives = lives_of(read_plan(run_dir), config)
+    planned = read_plan(run_dir)
+    config.decision.with_earlier(planned.restart_spread.earlier_spread() if planned.restart_spread else None)
+    lives = lives_of(planned, config)
     number = {life.key: n for n, life in enumerate(lives, 1)}
     variants = config.load.variants
     with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), live_view_port(web) as web_port, \
