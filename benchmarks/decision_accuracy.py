@@ -6,6 +6,7 @@ Prints one JSON line.
     python benchmarks/decision_accuracy.py [--scenarios tight-kv,noisy] [--repeats 6] [--subsets 24]
                                            [--recordings DIR] [--decide-only] [--resamples N]
                                            [--start-s 120] [--no-adaptive]
+    python benchmarks/decision_accuracy.py --spread [--repeats 5] [--stage-s 5] [--warmup-s 1] [--subsets 24]
 
 Scenarios and their truths: benchmarks/decision_scenarios.py (each truth from the simulator's own
 model: `python benchmarks/decision_scenarios.py` prints the figures behind it). Each scenario is
@@ -64,7 +65,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import adaptive_replay as replay  # noqa: E402
-from decision_scenarios import SCENARIOS, BenchScenario, config_toml, first_life_stages, scenarios_named  # noqa: E402
+import spread_study  # noqa: E402
+from decision_scenarios import (SCENARIOS, SPREAD_SCENARIOS, BenchScenario, config_toml,  # noqa: E402
+                                first_life_stages, scenarios_named)
 
 from lookahead_runner.config import SweepConfig, config_from_dict  # noqa: E402
 from lookahead_runner.decision import Decision, Evidence, decide  # noqa: E402
@@ -388,7 +391,12 @@ def main() -> None:
                         help="the adaptive replay without the performance model (model-free choices only)")
     parser.add_argument("--start-s", type=float, default=120.0, help="a GPU-like server start (s) the lives are "
                                                                      "priced at, beside their recorded starts")
+    parser.add_argument("--spread", action="store_true",
+                        help="the restart spread study (issue 38, benchmarks/spread_study.py): --repeats restarted "
+                             "lives per K of each spread scenario, the adaptive sweep against the grid's 1 and 2")
     args = parser.parse_args()
+    if args.spread:
+        return spread_main(args, scenarios_named(parser, args.scenarios, SPREAD_SCENARIOS))
     selected = scenarios_named(parser, args.scenarios)
     started = time.monotonic()
     scenarios, drawn_all, apart_all, pairs_all, costs_all = {}, [], [], [], []
@@ -426,6 +434,28 @@ def main() -> None:
         "record_s": round(sum(v["recording"]["record_s"] for v in scenarios.values()), 1),
         "cpus": os.cpu_count(),
     }))
+
+
+def spread_main(args: argparse.Namespace, selected: list[BenchScenario]) -> None:
+    """--spread: each scenario recorded as restarted lives, the three strategies replayed over it (spread_study.py)."""
+    started, scenarios = time.monotonic(), {}
+    for s in selected:
+        recording = record(s, Path(args.recordings) / s.name, args)
+        recording.pop("config")
+        began = time.monotonic()
+        scenarios[s.name] = spread_study.study(s, Path(recording["dir"]), args) | {"recording": recording}
+        scenarios[s.name]["decide_s"] = round(time.monotonic() - began, 1)
+        v = scenarios[s.name]
+        print(f"[{s.name}] truth K={s.truth}: adaptive {v['adaptive']['right']} right / {v['adaptive']['not_decided']} "
+              f"not decided / {v['adaptive']['wrong']} wrong, lives {v['adaptive']['lives']}; grid x1 "
+              f"{v['grid_repeats_1']['right']}/{v['grid_repeats_1']['not_decided']}/{v['grid_repeats_1']['wrong']}; "
+              f"grid x2 {v['grid_repeats_2']['right']}/{v['grid_repeats_2']['not_decided']}/"
+              f"{v['grid_repeats_2']['wrong']}", file=sys.stderr)
+    print(json.dumps({
+        "benchmark": "decision_accuracy --spread", "lives_recorded_per_k": args.repeats, "trials_per_scenario":
+        args.subsets, "stage_s": args.stage_s, "warmup_s": args.warmup_s, "scenarios": scenarios,
+        "totals": spread_study.totals(scenarios), "wall_s": round(time.monotonic() - started, 1),
+        "record_s": round(sum(v["recording"]["record_s"] for v in scenarios.values()), 1), "cpus": os.cpu_count()}))
 
 
 if __name__ == "__main__":

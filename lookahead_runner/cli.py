@@ -75,6 +75,8 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
         overrides["out"] = args.out
     if getattr(args, "confirm", None) is not None:
         overrides["decision.confirm"] = args.confirm
+    if getattr(args, "no_ledger", False):
+        overrides["decision.ledger"] = False
     return load_config(path, overrides)
 
 
@@ -113,6 +115,10 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
         print(placement.describe())
         if slots is not None and (warning := slots.confound_warning(config)):
             print(warning)
+        from .runfolder.spread_ledger import use_for_run
+
+        if said := use_for_run(config, caps.version, config.decision.ledger)[1]:
+            print(said)
         if len(config.load.variants) > 1:
             print(blocks_order(config.load.variants))
         lives = plan_lives(config)
@@ -123,6 +129,12 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
             print(describe(config, model_view(None, config), len(slots.slots) if slots is not None else 1))
             lives = [life for life in lives if life.repeat == 0]
             adaptive_max_lives = default_max_lives(config)
+        elif config.sweep.strategy == "capacity":  # every K once, then probes chosen as it goes
+            from .run import capacity_sweep
+
+            print(capacity_sweep.describe(config))
+            lives = [life for life in lives if life.repeat == 0]
+            adaptive_max_lives = capacity_sweep.default_max_lives(config)
         print(expected_text(config, adaptive_max_lives))
         for group in server_lives(lives, config.load.repeat_mode == "same-server"):
             argv = render_argv(config, caps, group[0].setting, config.server.port or 8000, server)
@@ -211,7 +223,7 @@ def cmd_ramp(args: argparse.Namespace) -> int:
             raise UsageError(f"--users {args.users!r}: write rising user counts, e.g. --users 1,2,4,8,16") from None
         if min(users) < 1:
             raise UsageError(f"--users {args.users!r}: user counts are >= 1, e.g. --users 1,2,4,8,16")
-    rates = _rates(args.rates) if args.rates else None
+    rates = _rates(args.rates) if args.rates is not None else None   # --rates= (an empty $RATES): not a users ramp
     if users and rates:
         raise UsageError("ramp: give --users (closed loop: concurrent users) or --rates (open loop: requests per "
                          "second), not both")
@@ -243,6 +255,8 @@ def _rates(text: str) -> list[float]:
         raise UsageError(f"--rates {text!r}: write rising rates in requests per second, e.g. --rates 1,2,4,8") from None
     if not all(0 < r < float("inf") for r in rates):
         raise UsageError(f"--rates {text!r}: rates are requests per second above 0, e.g. --rates 1,2,4,8")
+    if any(b <= a for a, b in zip(rates, rates[1:])):   # the knee reads each rate from the lower one's steady state
+        raise UsageError(f"--rates {text!r}: give each rate once, rising, e.g. --rates 1,2,4,8")
     return rates
 
 
@@ -284,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
                              help="no confirmation life, not even of a schedule (decision.confirm = \"off\")")
         p.add_argument("--verbose", action="store_true",
                        help="print the time of each step of the decision and report after the last life")
+        p.add_argument("--no-ledger", action="store_true",
+                       help="neither use nor remember the restart spread measured on this server (decision.ledger)")
         p.add_argument("--web", action="store_true",
                        help="serve the live view (Locust's web UI with the vLLM tabs) on one 127.0.0.1 port for the "
                             "whole sweep, its URL printed once: a browser tab follows the sweep from life to life; "

@@ -11,6 +11,23 @@ except ImportError:  # a bare host (tests/gpu on a GPU machine): one test at a t
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "vllm-0.32.0-cpu"
 
 
+# The restart spread ledger lives in the user's cache folder (runfolder/spread_ledger.py): no test reads or writes the
+# real one. Every test process (and the sweeps it starts) gets a cache folder of its own; a test of the ledger
+# points XDG_CACHE_HOME at its tmp_path (`cache_dir`).
+if "LOOKAHEAD_TEST_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["LOOKAHEAD_TEST_CACHE"] = os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="lookahead-cache-")
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty user cache folder (XDG_CACHE_HOME) for this test and what it starts."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
+    return folder
+
+
 @pytest.fixture
 def fixtures_dir() -> Path:
     """Recorded vLLM 0.32 output, part of the repository (tests/fixtures/README.md): never skipped."""
@@ -52,6 +69,7 @@ E2E_FILES = {
     "test_cluster_life_faults.py": (95, ""), "test_cluster_slots.py": (90, ""),
     "test_rate_stages_sim.py": (57, "timed"), "test_rate_locust.py": (31, "timed"),
     "test_ramp_rates_sim.py": (36, "timed"),
+    "test_capacity_sim.py": (185, "alone"), "test_spread_ledger_sim.py": (75, "timed"),
 }
 UNLISTED_E2E_S = 30
 MAX_TIMED_FILES_AT_ONCE = 2

@@ -9,8 +9,12 @@ from pydantic import Field, field_validator, model_validator
 from .strict import ConfigError, Strict
 
 RAY_INSTALL = "pip install 'lookahead-runner[ray]'"
-# vLLM's parallel sizes: a life needs their product of GPUs
-PARALLEL_FLAGS = {"--tensor-parallel-size": "tp", "-tp": "tp", "--pipeline-parallel-size": "pp", "-pp": "pp"}
+# vLLM's parallel sizes: a life needs their product of GPUs (vLLM 0.32's ParallelConfig: a replica's world size is
+# tensor x pipeline x prefill context parallel, and `vllm serve` runs data parallel replicas of it on this node:
+# --data-parallel-size-local where given, else --data-parallel-size)
+PARALLEL_FLAGS = {"--tensor-parallel-size": "tp", "-tp": "tp", "--pipeline-parallel-size": "pp", "-pp": "pp",
+                  "--prefill-context-parallel-size": "pcp", "-pcp": "pcp", "--data-parallel-size": "dp", "-dp": "dp",
+                  "--data-parallel-size-local": "dpl", "-dpl": "dpl"}
 
 
 class ClusterConfig(Strict):
@@ -25,8 +29,8 @@ class ClusterConfig(Strict):
                                                                "GPUs NVML sees; the simulator needs none, so a demo "
                                                                "sets e.g. 2)")
     gpus_per_life: int | None = Field(None, ge=0, le=512, description="GPUs a server life holds (default: "
-                                                                       "tensor x pipeline parallel of "
-                                                                       "server.extra_args)")
+                                                                       "tensor x pipeline x data parallel "
+                                                                       "of server.extra_args)")
     cpus_per_life: float = Field(1.0, gt=0, le=1024, description="Ray CPUs a server life holds (server and Locust)")
 
     @field_validator("address")
@@ -49,7 +53,7 @@ class ClusterConfig(Strict):
         return self
 
     def life_gpus(self, extra_args: list[str]) -> int:
-        """GPUs one life asks Ray for: gpus_per_life, or tensor x pipeline parallel of the server's args."""
+        """GPUs one life asks Ray for: gpus_per_life, or the parallel sizes of the server's args (parallel_gpus)."""
         return self.gpus_per_life if self.gpus_per_life is not None else parallel_gpus(extra_args)
 
 
@@ -59,16 +63,18 @@ def _ray_address(address: str) -> bool:
 
 
 def parallel_gpus(extra_args: list[str]) -> int:
-    """tensor_parallel_size x pipeline_parallel_size as `vllm serve` reads them ("--flag N" or "--flag=N")."""
-    sizes = {"tp": 1, "pp": 1}
+    """The GPUs `vllm serve` takes on this node: tensor x pipeline x prefill context parallel, times its data
+    parallel replicas here, as vLLM reads the flags ("--flag N", "--flag=N", underscores for dashes)."""
+    sizes = {"tp": 1, "pp": 1, "pcp": 1, "dp": 1}
     for index, arg in enumerate(extra_args):
         flag, eq, value = arg.partition("=")
+        flag = flag.replace("_", "-") if flag.startswith("--") else flag
         if flag not in PARALLEL_FLAGS:
             continue
         value = value if eq else (extra_args[index + 1] if index + 1 < len(extra_args) else "")
         if value.isdigit() and int(value) > 0:
             sizes[PARALLEL_FLAGS[flag]] = int(value)
-    return sizes["tp"] * sizes["pp"]
+    return sizes["tp"] * sizes["pp"] * sizes["pcp"] * sizes.get("dpl", sizes["dp"])
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -1,6 +1,8 @@
 """The decision section: every threshold of the decision engine."""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
@@ -13,6 +15,26 @@ from .strict import Strict
 # was measured). A kind without one gets RESTART_SPREAD_UNKNOWN, and the verdict says it is unknown.
 RESTART_SPREAD_DEFAULTS = {"simulator": 0.01}
 RESTART_SPREAD_UNKNOWN = 0.15
+
+
+@dataclass(frozen=True)
+class EarlierSpread:
+    """The restart spread earlier runs on this server measured (the ledger, runfolder/spread_ledger.py), as
+    plan.json records the part a run used: the squared relative deviations of each K's restarted lives from that
+    K's mean and their degrees of freedom, summed over the runs."""
+
+    squares: float
+    df: int
+    runs: int
+    lives: int
+    last: str       # the newest run's date (YYYY-MM-DD)
+    # each K's objective at the target in those runs (their mean; str(K) -> value), where they ran this workload:
+    # a life now far from it is an outlier to measure again (decision/cells/restart_spread.py `off_earlier`)
+    levels: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rel_sd(self) -> float:
+        return math.sqrt(self.squares / self.df) if self.df else math.nan
 
 
 class DecisionConfig(Strict):
@@ -31,6 +53,14 @@ class DecisionConfig(Strict):
         if isinstance(value, list) and not value:
             raise ValueError("list one users count per workload variant, or give one for all")
         return value
+    target_rate: float = Field(
+        0.0, ge=0, json_schema_extra={"allowed": "0 or a rate stage's rate (req/s)"},
+        description="the arrival rate (req/s) a verdict is made at too, open loop (docs/rate-stages.md); it must be a "
+                    "rate stage's rate; 0 = the last rate stage in a run of rate stages only, none beside user stages")
+    slo_attainment: float = Field(
+        0.99, gt=0, le=1, description="the share of arrivals that must meet every SLO of decision.slo: the gate at "
+                                      "a target rate and what capacity within the SLO reads (AIPerf's "
+                                      "--slo-attainment-fraction)")
     objective: Literal["req_per_s", "output_tok_per_s", "goodput"] = Field(
         "req_per_s", description="what the best K maximises; goodput = requests/s meeting every SLO")
     slo: dict[str, float] = Field(
@@ -94,6 +124,10 @@ class DecisionConfig(Strict):
                             "windows cannot show it (restarted repeats measure it instead). \"auto\" = the "
                             "simulator's documented 0.01; on real vLLM unknown, taken as 0.15 and said so in the "
                             "verdict; e.g. 0.04 from your own repeats on this server")
+    ledger: bool = Field(True, description="where the restart spread is unknown (real vLLM): start from the spread "
+                                           "earlier runs measured on this server (a ledger in the user's cache "
+                                           "folder, keyed by the server's fingerprint) and remember this run's "
+                                           "(--no-ledger: false)")
     waive: list[Literal["memory", "batch", "latency", "slo", "failures"]] = Field(
         default_factory=list, description="gates the decision may go ahead without when they cannot be judged "
                                           "(not measured, or too little data): shown as waived, never as a pass; "
@@ -103,6 +137,8 @@ class DecisionConfig(Strict):
     # and whether a K's repeats share one server life (load.repeat_mode = "same-server"): theirs leave it out
     _server_kind: str = PrivateAttr("simulator")
     _one_life_per_k: bool = PrivateAttr(False)
+    # what earlier runs on this server measured (plan.json's restart_spread, from the ledger): None = nothing
+    _earlier: EarlierSpread | None = PrivateAttr(None)
 
     @field_validator("restart_spread", mode="before")
     @classmethod
@@ -123,6 +159,22 @@ class DecisionConfig(Strict):
     @property
     def one_life_per_k(self) -> bool:
         return self._one_life_per_k
+
+    @property
+    def spread_unknown(self) -> bool:
+        """Whether nothing says how far one life lands from the next on this server before it is measured: the
+        "auto" restart spread of a server without a documented one (real vLLM, a simulator drawing a spread)."""
+        return self.restart_spread == "auto" and self._server_kind not in RESTART_SPREAD_DEFAULTS
+
+    def with_earlier(self, earlier: EarlierSpread | None) -> "DecisionConfig":
+        """This config with the restart spread earlier runs on this server measured (used only where the spread is
+        otherwise unknown: an explicit decision.restart_spread wins)."""
+        self._earlier = earlier if self.spread_unknown else None
+        return self
+
+    @property
+    def earlier_spread(self) -> EarlierSpread | None:
+        return self._earlier
 
     def restart_prior(self) -> tuple[float, str]:
         """(relative SD per server life, where it comes from: "decision.restart_spread", "the simulator's

@@ -25,6 +25,19 @@ def is_simulator_command(command: list[str]) -> bool:
     return any(marker in part for part in command for marker in SIM_MARKERS)
 
 
+def draws_restart_spread(extra_args: list[str]) -> bool:
+    """Whether the simulator's flags give each server life a restart spread (--sim-restart-spread F > 0, or its
+    scenario field): such a server is judged as real vLLM is, its spread unknown until measured."""
+    values = [b for a, b in zip(extra_args, extra_args[1:]) if a == "--sim-restart-spread"]
+    values += [a.split("=", 1)[1] for a in extra_args if a.startswith("--sim-restart-spread=")]
+    values += [b.split("=", 1)[1] for a, b in zip(extra_args, extra_args[1:])
+               if a == "--sim-set" and b.startswith("restart_spread_frac=")]
+    try:
+        return any(float(value) > 0 for value in values)
+    except ValueError:
+        return False  # the simulator refuses it at its start
+
+
 def runner_field_text(flag: str) -> str:
     """The config fields that set a flag the runner writes itself (vllm.knob.runner_flag)."""
     if flag == SPEC_METRICS_FLAG:

@@ -1,9 +1,10 @@
 """The whole sweep: its sections, the second axis (grid), the strategy, and the checks across sections."""
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from ..contracts.cpus import format_cpus, parse_cpus
 from .workload_variants import as_list, model_length_error
@@ -11,7 +12,7 @@ from ..vllm.knob import MAX_MODEL_LEN_FLAG, NGRAM_LOOKUP_MAX, loads_draft_model,
 from .cluster import ClusterConfig, cluster_problem
 from .decision import DecisionConfig
 from .load import LoadConfig
-from .server import ServerConfig, SpeculationConfig, runner_field_text
+from .server import ServerConfig, SpeculationConfig, draws_restart_spread, runner_field_text
 from .strict import Strict
 
 class GridConfig(Strict):
@@ -60,18 +61,28 @@ class GridConfig(Strict):
 class StrategyConfig(Strict):
     """How the sweep chooses its server lives: the whole grid, or each next life on what is measured (decision/adaptive.py)."""
 
-    strategy: Literal["grid", "adaptive"] = Field(
+    strategy: Literal["grid", "adaptive", "capacity"] = Field(
         "grid", description="grid: every K x load.repeats; adaptive: the baseline and one K, then each next life "
-                            "where the verdict is least sure, until it is decided or a budget runs out")
-    max_lives: int | None = Field(None, ge=2, le=1000, description="adaptive: at most this many server lives "
-                                                                   "(default: the grid's, with 2 repeats per K)")
-    max_server_minutes: float | None = Field(None, gt=0, description="adaptive: no life started that would take "
-                                                                     "the server-minutes spent past this")
+                            "where the verdict is least sure, until it is decided or a budget runs out; capacity: "
+                            "every K once over the stages, then probes (one rate stage each) bracketing and "
+                            "bisecting each K's capacity within the SLO (docs/rate-stages.md). Not given: adaptive "
+                            "on a server whose restart spread is unknown (real vLLM) when load.repeats is not given "
+                            "either, else grid")
+    capacity_precision: float = Field(0.10, gt=0, le=1, description="capacity: a K's search ends once its "
+                                                                    "bracket (the highest rate that holds, the "
+                                                                    "lowest that does not) is this narrow, "
+                                                                    "relative")
+    max_lives: int | None = Field(None, ge=2, le=1000, description="adaptive, capacity: at most this many server "
+                                                                   "lives (default: adaptive the grid's with 2 "
+                                                                   "repeats per K; capacity 8 per K)")
+    max_server_minutes: float | None = Field(None, gt=0, description="adaptive, capacity: no life started that "
+                                                                     "would take the server-minutes spent past this")
 
 
 class SweepConfig(Strict):
     """A whole sweep: the top-level keys, then one table per section."""
 
+    _adaptive_by_default: bool = PrivateAttr(False)
     name: str = Field("sweep", description="the run's name: its folder is OUT/DATE-TIME-NAME")
     out: str = Field("reports", description="the folder run folders are written under (--out overrides it)")
     server: ServerConfig = Field(default_factory=ServerConfig)
@@ -94,6 +105,14 @@ class SweepConfig(Strict):
         for target in as_list(targets):
             if target and target not in users:
                 raise ValueError(f"decision.target_users = {target} is not a stage's users {users}")
+        rate = self.decision.target_rate
+        rates = [s.rate for s in self.load.rate_stages]
+        if rate and not rates:
+            raise ValueError(f"decision.target_rate = {rate:g} needs a rate stage at that rate: add "
+                             f"{{ rate = {rate:g}, duration_s = 60 }} to load.stages, or remove decision.target_rate")
+        if rate and not any(math.isclose(rate, r, rel_tol=1e-9) for r in rates):
+            raise ValueError(f"decision.target_rate = {rate:g} is not a rate stage's rate "
+                             f"[{', '.join(f'{r:g}' for r in rates)}]: give one of them, or add a stage at it")
         return self
 
     @model_validator(mode="after")
@@ -110,8 +129,9 @@ class SweepConfig(Strict):
 
     @model_validator(mode="after")
     def _restart_spread_of_the_server(self) -> "SweepConfig":
-        self.decision.for_server("simulator" if self.server.is_simulator else "vllm",
-                                 one_life_per_k=self.load.repeat_mode == "same-server")
+        kind = ("simulator drawing a restart spread" if draws_restart_spread(self.server.extra_args) else "simulator") \
+            if self.server.is_simulator else "vllm"
+        self.decision.for_server(kind, one_life_per_k=self.load.repeat_mode == "same-server")
         return self
 
     @model_validator(mode="after")
@@ -133,6 +153,26 @@ class SweepConfig(Strict):
             raise ValueError(f"speculation.config.prompt_lookup_min = {low} is above prompt_lookup_max = "
                              f"{high}{whose}: vLLM refuses it; set prompt_lookup_max >= {low} too")
         return self
+
+    @model_validator(mode="after")
+    def _measure_until_decided_where_the_spread_is_unknown(self) -> "SweepConfig":
+        """No sweep.strategy and no load.repeats given, on a server whose restart spread is unknown (real vLLM, a
+        simulator drawing one): the adaptive sweep, which buys the spread with one repeated life and measures until
+        decided, where it can choose lives (a restart per life, one decision at a users stage, two K or more, a
+        server it starts);
+        the grid otherwise, and always on the simulator's own (the demo)."""
+        if "strategy" in self.sweep.model_fields_set or "repeats" in self.load.model_fields_set:
+            return self
+        if (self.decision.spread_unknown and self.load.repeat_mode == "restart" and not self.grid.axis
+                and self.load.user_stages and len(self.load.variants) == 1 and len(self.speculation.k) >= 2 and not self.server.url):
+            self.sweep.strategy = "adaptive"
+            self._adaptive_by_default = True
+        return self
+
+    @property
+    def adaptive_by_default(self) -> bool:
+        """The adaptive sweep was chosen because no strategy was given on a server of unknown restart spread."""
+        return self._adaptive_by_default
 
     @model_validator(mode="after")
     def _auto_repeats_without_grid(self) -> "SweepConfig":
@@ -157,6 +197,24 @@ class SweepConfig(Strict):
                              "load.repeat_mode = \"restart\"")
         if len(self.speculation.k) < 2:
             raise ValueError("sweep.strategy = \"adaptive\" chooses among K: list at least two in speculation.k")
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_search(self) -> "SweepConfig":
+        if self.sweep.strategy != "capacity":
+            return self
+        if not self.load.rate_stages:
+            raise ValueError("sweep.strategy = \"capacity\" probes rate stages: add at least one to load.stages, "
+                             "e.g. { rate = 4.0, duration_s = 30 } (each probe runs that long)")
+        if not self.decision.slo:
+            raise ValueError("sweep.strategy = \"capacity\" finds the highest rate within the SLO: set at least one "
+                             "in decision.slo, e.g. ttft_p99_ms = 500")
+        if self.grid.axis or len(self.load.variants) > 1:
+            raise ValueError("sweep.strategy = \"capacity\" searches one workload on one axis: remove the grid and "
+                             "give load.prompt_tokens, output_tokens and temperature one value each")
+        if self.load.repeat_mode != "restart":
+            raise ValueError("sweep.strategy = \"capacity\" starts a server per probe: set "
+                             "load.repeat_mode = \"restart\"")
         return self
 
     @model_validator(mode="after")
@@ -213,6 +271,15 @@ class SweepConfig(Strict):
     def target_users(self) -> int:
         """The first (with one workload variant the only) variant's target; see target_for."""
         return self.target_for(0)
+
+    @property
+    def target_rate(self) -> float | None:
+        """The rate (req/s) a verdict is made at: decision.target_rate, else the last rate stage's in a run of rate
+        stages only; None when there is none (no rate stage, or rate stages beside user stages and no target)."""
+        if self.decision.target_rate:
+            return self.decision.target_rate
+        rates = self.load.rate_stages
+        return rates[-1].rate if rates and not self.load.user_stages else None
 
     def target_for(self, variant: int) -> int:
         """The target users of the variant at this index in load.variants."""

@@ -85,6 +85,9 @@ ALL_FAILED_REASON = "every request failed"
 # The simulated server rewrites its NVML-like memory reading into the file this variable names; the
 # runner sets it for the server and for Locust (whose web UI shows the reading).
 SIM_GPU_FILE_ENV = "LOOKAHEAD_SIM_GPU_FILE"
+# ... and names the server life (run and life folder) for the simulated server, whose restart spread draws each
+# life's speed from it (sim/restart.py); a real vLLM ignores it
+SIM_LIFE_ENV = "LOOKAHEAD_SIM_LIFE"
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,16 @@ It starts with the baseline and one K, then asks, as lives end, where the verdic
    with K (unimodal, as the stop rule assumes), so a K not run between the nearest measured K below and above
    the K still in the running (the leader and every K winning >= 2 % of the resamples) could be it, the smallest
    first. K at or above a stop the resamples agree on are never run.
-2. Otherwise, is it decided? The engine says so (`decided`), and the leader and the baseline (both ends of the
-   stated gain) have `min_leader_lives` lives each: one outlier life would pass for a precise figure. The
-   baseline is spared its second where the leader is more than twice as fast. If not, one more life (the
-   target stage only) of a K the verdict hangs on (`repeats_wanted`), the fewest lives first.
+2. Otherwise, is it decided? The engine says so (`decided`), and the restart spread is measured (issue 38: one
+   repeated life of any K measures it for every K, or earlier runs on this server did; a K measured once then
+   borrows it). Until it is, the leader and the baseline (both ends of the stated gain) want `min_leader_lives`
+   lives each, the leader first, so the first repeat measures the spread (`purpose` "spread"); then the
+   baseline keeps its second (one outlier life of it would move every gain), spared where the leader is more
+   than twice as fast (on the simulator only: a real host's outlier life read 40 % of its level), or where
+   earlier runs on this server measured the spread (one life per K), unless a life is far from the level those
+   runs measured for its K (`off_earlier`: a second life of it). If not
+   decided, one more life (the target stage only) of a K the verdict hangs on (`repeats_wanted`), the fewest
+   lives first.
 With N free slots, `choose_batch` proposes up to N, asking again with each proposal in flight. A life in flight
 counts as run, not measured: a K whose first life runs is not "not run yet", a repeat running is not wanted
 again; it counts toward max_lives_per_k and the budgets (sweep.max_server_minutes at a life's mean cost). What
@@ -24,6 +30,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+
+from .cells.restart_spread import measured, off_earlier
 
 CONTENDER_SHARE = 0.02   # a K winning this share of the resamples is still in the running (as repeats_wanted)
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
@@ -41,6 +49,10 @@ class Standing:
     blocked: frozenset[int] = frozenset()         # K a gate fails at the target
     stopped_at: int | None = None                 # where the stop rule fires in >= confidence of the resamples
     wanted: tuple[int, ...] = ()                  # K whose next repeat could decide it (repeats_wanted)
+    spread_measured: bool = False                 # the restart spread is measured (cells/restart_spread.py)
+    spread_from_earlier: bool = False             # ... with earlier runs on this server (the ledger) in it
+    off_earlier: Mapping[int, float] = field(default_factory=dict)  # K on one life far from earlier runs' level
+    spare_baseline: bool = True                   # the baseline may be spared (not where the spread is unknown)
 
     @property
     def measured(self) -> list[int]:
@@ -108,6 +120,7 @@ class Choice:
     why: str = ""                   # why this life, or why stop
     stop: str = ""                  # "decided" | "budget" | "exhausted" (nothing left to run that could decide it)
     #                                 | "wait" (lives in flight first: only with some)
+    purpose: str = ""               # "spread": a repeat that measures the restart spread for every K
 
 
 @dataclass(frozen=True)
@@ -261,17 +274,28 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     leader = standing.leader
     if standing.status == "no_eligible":
         return Choice(None, why="no K passes its gates at the target", stop="exhausted")
-    # both ends of the gain a verdict states (the leader, the baseline) need their restart-to-restart spread: one
-    # life of either can be an outlier that the spread pooled from other K does not reveal
-    ends = (leader,) if _baseline_spared(standing, base, tie_tolerance) else (leader, base)
-    short = [k for k in dict.fromkeys(ends)
-             if k is not None and spent.valid.get(k, 0) + spent.pending.get(k, 0) < min_leader_lives]
+    # both ends of the gain a verdict states (the leader, the baseline) stand on one life each until the restart
+    # spread is measured: one repeated life (of the leader first) measures it for every K, and from then on a K
+    # measured once borrows it. The baseline, which every gain is measured against, keeps its second life (unless
+    # spared): one outlier life of it, which no spread measured on other K reveals, once made a confident wrong
+    # verdict; where earlier runs on this server measured the spread, none is bought (one life per K)
+    spared = standing.spare_baseline and _baseline_spared(standing, base, tie_tolerance)
+    ends = (leader,) if spared else (leader, base)
+    measuring = standing.spread_measured or any(spent.pending.get(k, 0) and spent.chosen(k) >= 2 for k in ks)
+    if standing.spread_from_earlier:
+        ends = ()
+    elif measuring:
+        ends = tuple(k for k in ends if k == base)
+    ends += tuple(sorted(standing.off_earlier))  # one life far from what earlier runs measured for its K
+    short = [k for k in dict.fromkeys(ends) if k is not None
+             and spent.valid.get(k, 0) + spent.pending.get(k, 0) < min_leader_lives]
     if standing.status == "decided" and leader is not None:
         if not short:
             share = standing.shares.get(leader, 0.0)
-            spared = (f" (the baseline on {spent.valid.get(base, 0)} life: K={leader} is more than twice as fast)"
-                      if spent.valid.get(base, 0) < min_leader_lives else "")
-            return Choice(None, why=f"decided: K={leader} wins in {share:.0%} of the resamples{spared}",
+            spared_text = (f" (the baseline on {spent.valid.get(base, 0)} life: K={leader} is more than twice as "
+                           "fast)" if spared and spent.valid.get(base, 0) < min_leader_lives
+                           and not standing.spread_from_earlier else "")
+            return Choice(None, why=f"decided: K={leader} wins in {share:.0%} of the resamples{spared_text}",
                           stop="decided")
         wanted = short
     else:
@@ -286,9 +310,18 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
         return Choice(None, why=f"not decided: {why}", stop="exhausted")
     k = wanted[0]
     who = f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
-    why = (f"{who} on {spent.valid.get(k, 0)} life; a second shows its restart-to-restart spread" if k in short
-           else f"the verdict hangs on it ({_share_text(standing, k)})")
-    return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.chosen(k) + 1}): {why}")
+    spread = "the restart spread, which every K measured once borrows"
+    if k in standing.off_earlier and k in short:
+        why = (f"its one life reads {standing.off_earlier[k]:+.0%} off what earlier runs on this server measured for "
+               "it: an outlier life?")
+    elif measuring:
+        why = (f"{who} on {spent.valid.get(k, 0)} life; a second guards against one outlier life (the restart "
+               "spread is measured)" if k in short else f"the verdict hangs on it ({_share_text(standing, k)})")
+    else:
+        why = (f"{who} on {spent.valid.get(k, 0)} life; a second measures {spread}" if k in short
+               else f"the verdict hangs on it ({_share_text(standing, k)}); it measures {spread}")
+    return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.chosen(k) + 1}): {why}",
+                  purpose="" if measuring else "spread")
 
 
 def _baseline_spared(standing: Standing, base: int, tie_tolerance: float) -> bool:
@@ -317,10 +350,13 @@ def standing_of(evidence, p, early_stop: bool = True) -> Standing:
         return Standing("no_measurement")
     stopped = stage.stopped_at if early_stop and stage.stopped_at is not None and stage.stop_share >= p.confidence \
         else None
-    return Standing(stage.status, stage.pick, {k: s for k, s in stage.shares.items() if k is not None},
-                    {k: s.objective(p.objective) for k, s in stage.stats.items()},
+    objective = {k: s.objective(p.objective) for k, s in stage.stats.items()}
+    lives = {k: len(cell.windows) for k, cell in stage.prepared.items()}
+    return Standing(stage.status, stage.pick, {k: s for k, s in stage.shares.items() if k is not None}, objective,
                     frozenset(k for k in stage.ks if stage.blocked_by(k)), stopped,
-                    tuple(repeats_wanted(evidence, p)))
+                    tuple(repeats_wanted(evidence, p)), measured(stage.noise),
+                    measured(stage.noise) and stage.noise.origin.earlier is not None,
+                    off_earlier(objective, lives, stage.noise, p.earlier_spread), not p.spread_unknown)
 
 
 def valid_lives(evidence, users: int) -> dict[int, int]:

@@ -17,7 +17,7 @@ from .cells.evidence import Evidence
 from .gates.knee import find_knee, scaling_check
 from .cells.measure import QUANTILES, PreparedCell
 from .confirmation.schedule import schedule_from_picks
-from .schema import Candidate, CellSummary, Check, Decision, Percentile, Range, Recommended, StagePick
+from .schema import Candidate, CellSummary, Check, Decision, Percentile, Range, Recommended, RestartSpread, StagePick
 from .gates.stage import StageEval, evaluate, gain_bounds
 from .explanation.tradeoffs import tradeoffs
 from .cells.stats import interval, quantile_bounds, wilson
@@ -160,7 +160,20 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
         candidates=candidates(target, p), cells=cell_summaries(stages, p), per_stage=per_stage,
         per_batch_size=schedule_from_picks(per_stage, argv_by_k, schedule_form), knee=knee,
         stopped_at_k=target.stopped_at, reasons=explain.reasons(target, stages, p),
-        diagnoses=explain.diagnoses(target, stages, p), next_runs=explain.next_runs(target, p), **base)
+        diagnoses=explain.diagnoses(target, stages, p), next_runs=explain.next_runs(target, p),
+        restart_spread=spread_summary(target.noise), **base)
+
+
+def spread_summary(noise) -> RestartSpread | None:
+    """decision.json's `restart_spread`: the target's, where it was measured (decision/cells/restart_spread.py)."""
+    origin = noise.origin
+    if origin is None or noise.one_life:
+        return None
+    earlier = origin.earlier
+    return RestartSpread(rel_sd=origin.rel_sd, low=_finite(origin.low), high=_finite(origin.high), df=origin.df,
+                         lives=origin.lives, ks=list(origin.ks), squares=origin.squares, this_df=origin.this_df,
+                         earlier_runs=earlier.runs if earlier else 0, earlier_last=earlier.last if earlier else "",
+                         text=origin.text())
 
 
 def setting_name(k: int, names: Mapping[int, str] | None) -> str:

@@ -6,10 +6,12 @@ stages in, a `Decision` out, so the same report machinery renders it:
 - over rate stages (`ramp --rates`, open loop): the knee in rate terms, the highest rate the K still holds
   before the first it does not (`rate_knee`). A rate holds while the achieved rate follows the offered one,
   the queue does not grow through the window (RateWindow.keeps_up) and, with decision.slo set, the SLO
-  attainment's interval still reaches decision.slo_attainment. "Follows": the requests short of the offered
-  ones (offered - achieved, times the window: the queue's growth plus the failures) stay within the margin
-  RateWindow's queue has (falls_behind: a tenth of the arrivals, or the queue's own noise). A ramp with both
-  kinds of stage gets both knees.
+  attainment measured reaches decision.slo_attainment: the point, as the SLO gate reads a share
+  (rules.slo_status, in every resample) and the simulator's capacity truth does (sim/open_loop.holds); its
+  Wilson interval is shown, and a fall whose interval still reaches the target says so. "Follows": the
+  requests short of the offered ones (offered - achieved, times the window: the queue's growth plus the
+  failures) stay within the noise of RateWindow's queue (falls_behind: 3 sd of a steady queue of that size).
+  A ramp with both kinds of stage gets both knees.
 """
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ def rate_step(rate: float, windows: Sequence[RateWindow], p: DecisionConfig) -> 
     good = sum(int(w.good.sum()) for w in windows)
     attainment = good / arrivals if has_slo and arrivals else None
     bounds = wilson(good, arrivals, p.interval_level) if attainment is not None else None
-    meets = bounds is None or bounds.high is None or bounds.high >= p.slo_attainment
+    meets = attainment is None or attainment >= p.slo_attainment
     first, last = windows[0], windows[-1]
     queue = _queue(first, last)
     broken = []
@@ -107,8 +109,10 @@ def rate_step(rate: float, windows: Sequence[RateWindow], p: DecisionConfig) -> 
     if not keeps_up:
         broken.append(f"the queue grows ({queue})")
     if not meets:
+        unproven = bounds.high is not None and bounds.high >= p.slo_attainment
         broken.append(f"SLO met by {pct(attainment, digits=1)} [{pct(bounds.low, digits=1)}, "
-                      f"{pct(bounds.high, digits=1)}] < {pct(p.slo_attainment, digits=1)}")
+                      f"{pct(bounds.high, digits=1)}] < {pct(p.slo_attainment, digits=1)}"
+                      + (" (its interval reaches the target: a longer stage would tell)" if unproven else ""))
     return RateKneeStep(
         rate=rate, offered_per_s=offered, achieved_per_s=achieved, arrivals=arrivals, follows=follows,
         keeps_up=keeps_up, attainment=attainment,

@@ -10,7 +10,8 @@ Version 3 adds: "waived", CellSummary.not_measured and Decision.confidence_range
 `by_variant` (one whole decision per variant, decision/per_variant.py); what the verdict cost (`cost`); the
 performance model's summary (`performance_model`). Version 2 files read as version 3 with one unnamed
 variant and none of the additions. Fields added later with a default keep the version (Cost.gpu_s and wall_s,
-issue 30; Decision.rate_knee, issue 37): an older file reads with None.
+issue 30; issue 37's rate_knee, target_rate, at_rate, capacity and capacity_target, and Cost.strategy "capacity";
+Decision.restart_spread and Cost.spread_lives, issue 38): an older file reads with None, empty or their defaults.
 """
 from __future__ import annotations
 
@@ -154,7 +155,7 @@ class RateKneeStep(Model):
     keeps_up: bool = True                # the outstanding requests do not grow through the window
     attainment: float | None = None      # SLO attainment; None without decision.slo
     attainment_range: Range = Field(default_factory=Range)
-    meets_slo: bool = True               # the attainment's interval reaches decision.slo_attainment
+    meets_slo: bool = True               # the attainment measured reaches decision.slo_attainment
     queue: str = ""                      # "waiting 3 -> 41" (or outstanding, where the server's is not sampled)
     holds: bool = True                   # all three
     reason: str = ""                     # what broke, with its figures ("" where it holds)
@@ -275,7 +276,7 @@ class Confirmation(Model):
 class Cost(Model):
     """What the verdict cost in server time (start to ready, and measuring; cost.py), beside the full grid."""
 
-    strategy: Literal["grid", "adaptive"] = "grid"
+    strategy: Literal["grid", "adaptive", "capacity"] = "grid"
     lives: int = 0                       # server lives run (per-K and confirmation), failed ones included
     starts: int = 0                      # server starts (same-server repeats share one)
     start_s: float = 0.0                 # measured: process start to ready, memory stable and warmed up
@@ -285,7 +286,25 @@ class Cost(Model):
     stopped_because: str = ""            # adaptive: why it stopped choosing lives
     gpu_s: float | None = None           # each life's server-seconds x the GPUs it held (cost.py); None: older file
     wall_s: float | None = None          # the first life's start to the last life's end; None: a start unrecorded
+    spread_lives: int = 0                # adaptive: lives chosen to measure the restart spread (issue 38)
     text: str = ""                       # e.g. "4 lives, 11 server-minutes (...), 11 GPU-minutes, 6.2 wall minutes; ..."
+
+
+class RestartSpread(Model):
+    """The restart spread the target's verdict rests on, where it was measured (decision/cells/restart_spread.py):
+    by this run's restarted lives, by earlier runs on this server (the ledger), or both. Relative SD per life."""
+
+    rel_sd: float
+    low: float | None = None             # its chi-square interval (interval_level)
+    high: float | None = None
+    df: int = 0
+    lives: int = 0                       # this run's lives behind it (of K with two or more)
+    ks: list[int] = Field(default_factory=list)
+    squares: float = 0.0                 # this run's own part (the ledger keeps it): squared relative deviations
+    this_df: int = 0                     # ... and their degrees of freedom
+    earlier_runs: int = 0                # earlier runs on this server pooled in
+    earlier_last: str = ""               # the newest of them (YYYY-MM-DD)
+    text: str = ""                       # "restart spread 3.1 % [2.0, 6.8] per server life, from ..."
 
 
 class PerBatchSchedule(Model):
@@ -299,6 +318,26 @@ class PerBatchSchedule(Model):
     left_out_users: list[int] = Field(default_factory=list)      # stages not decided
     boundaries: str = ""                 # "model crossovers": the performance model moved them (perfmodel_uses.py)
     stage_ranges: list[list[int]] | None = None   # the stages' ranges before that
+
+
+class Capacity(Model):
+    """One K's capacity within the SLO (decision/capacity.py): the highest arrival rate (open loop) and concurrency
+    (closed loop) whose share of requests meeting every SLO holds decision.slo_attainment, with intervals."""
+
+    variant: str = ""
+    k: int
+    rate: float | None = None            # req/s; None: not bracketed (rate_bracket says which side)
+    rate_range: Range = Field(default_factory=Range)
+    rate_bracket: list[float | None] = Field(default_factory=list)   # [highest rate that holds, lowest that does not]
+    rate_from: str = ""                  # e.g. "5 rates (3 probed)"
+    users: float | None = None
+    users_range: Range = Field(default_factory=Range)
+    users_bracket: list[float | None] = Field(default_factory=list)
+    users_from: str = ""                 # "user stages" | "Little's law" (requests in the system at the rate capacity)
+    gain: float | None = None            # rate capacity vs the baseline K's, relative
+    rate_text: str = ""                  # "14.2 req/s [13.6, 14.9]", "> 24 req/s"
+    users_text: str = ""
+    text: str = ""                       # "K=4 19.0 req/s [18.1, 19.8] / 64 users [58, 70] (+34 %)"
 
 
 class Decision(Model):
@@ -336,3 +375,10 @@ class Decision(Model):
     performance_model: ModelSummary | None = None   # predictions (decision/perfmodel/model.py), never evidence
     by_variant: list["Decision"] = Field(default_factory=list)  # one per workload variant when there are several
     request_set: RequestSetSummary | None = None   # load.requests: per category, natural outputs (issue 28)
+    # issue 37: the verdict at an arrival rate (decision/rate_decision.py); with user stages beside it, that verdict
+    # is `at_rate` and the headline speaks for both (run/rate_verdict.py); capacity within the SLO per K
+    target_rate: float | None = None
+    at_rate: "Decision | None" = None
+    capacity: list[Capacity] = Field(default_factory=list)
+    capacity_target: float | None = None    # decision.slo_attainment the capacity holds
+    restart_spread: RestartSpread | None = None     # measured: where from (issue 38); None: assumed or not needed

@@ -84,7 +84,7 @@ def now_rows(values: LiveValues) -> list[dict[str, str]]:
     if v.stage.rate is not None:  # open loop: does the server follow the rate, and where the queue is
         rows[2:2] = [
             ("Rate (offered / achieved)", _pair(v.offered_per_s, v.achieved_per_s, 1, " req/s"),
-             f"arrivals due by the schedule / arrivals that succeeded, per second, {_window()}"),
+             f"arrivals due by the schedule / arrivals that succeeded (as they finish), per second, {_window()}"),
             ("Outstanding requests", _num(v.outstanding),
              "arrived by the schedule and not finished (client side; the server's own queue: Real batch's waiting)"),
         ]

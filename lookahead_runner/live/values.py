@@ -13,8 +13,11 @@ Definitions (the report's, applied to the last `LIVE_WINDOW_S` seconds instead o
   median ITLs, ITL p99 = 99th percentile of their per-request p99 ITLs;
 - in a rate stage (`RateProgress`): the offered rate, the arrivals the dispatchers' schedule has due in the
   window (workload/arrivals.py: the times they send by, so known before any answer); the achieved rate, the
-  arrivals that succeeded in it (their rows, by their t_scheduled_s); the requests outstanding, arrived by
-  the schedule and not finished (client side, beside the server's own waiting queue).
+  arrivals that succeeded in it, counted when their rows reach this process (as they finish: counted by
+  t_scheduled_s instead, the arrivals of the window's last request-latency would always read short); the
+  requests outstanding, arrived by the schedule and not finished (client side, beside the server's own waiting
+  queue). For about one request's latency after the rate stages begin (and after a rate change) the achieved
+  rate trails the offered one by construction: a K falls behind where the gap stays while the queues climb.
 """
 
 from __future__ import annotations

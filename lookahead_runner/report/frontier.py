@@ -1,8 +1,9 @@
 """The report's frontier: output tokens/s per GPU against tokens/s per user, one line per K over every stage of
 either kind (the points: runfolder/frontier.py), the recommended point marked and the SLO drawn.
 
-The chart the field reads (vLLM's `vllm bench sweep plot_pareto`: Tokens/s/user against Tokens/s/GPU;
-InferenceMAX's throughput per GPU against interactivity): up and to the right is better, and speculation moves
+The chart the field reads (InferenceMAX's throughput per GPU against interactivity, 1000 / median TPOT; vLLM's
+`vllm bench sweep plot_pareto` draws the same frontier with output throughput / concurrency as tokens/s per
+user): up and to the right is better, and speculation moves
 a K's line right (each user sees tokens sooner) at a cost up (fewer tokens per GPU) or not. The recommended point
 comes from the verdict as inputs (`FrontierMark`: its K and the target it was decided at, a users count or a
 rate), so a verdict at a users stage, at a target rate or a ramp's knee marks it alike. A TPOT SLO is a vertical
@@ -27,6 +28,9 @@ SLO_COLOUR = "#c0392b"
 MARK_COLOUR = "#111111"
 X_TITLE = "tokens/s per user (1000 / median TPOT ms)"
 Y_TITLE = "output tokens/s per GPU"
+Y_TITLE_PER_SERVER = "output tokens/s per server life (its GPUs not known)"
+UNKNOWN_GPUS = ("the GPUs of a server life are not known here (a running server, server.url, or "
+                "cluster.gpus_per_life = 0): those points are output tokens/s per server life")
 NOTE = ("one point per K and stage, user and rate stages alike (circles: users, diamonds: a rate; open: the K fell "
         "behind that rate); median over valid repeats; up and to the right is better; the grey dotted line is the "
         "Pareto frontier over every K")
@@ -89,8 +93,11 @@ def _hover(point: FrontierPoint, label: str) -> str:
     behind = "" if point.keeps_up else " (fell behind)"
     return plot_text(f"{label} · {point.stage_text}{behind}: {point.tokens_per_s_per_gpu:,.0f} tok/s per GPU, "
                      f"{point.tokens_per_s_per_user:.1f} tok/s per user (TPOT p50 {point.tpot_p50_ms:.1f} ms); "
-                     f"{point.repeats} repeat{'s' if point.repeats != 1 else ''}, {point.gpus} "
-                     f"GPU{'s' if point.gpus != 1 else ''}")
+                     f"{point.repeats} repeat{'s' if point.repeats != 1 else ''}, {_gpus_text(point)}")
+
+
+def _gpus_text(point: FrontierPoint) -> str:
+    return "GPUs not known" if not point.gpus else f"{point.gpus} GPU{'s' if point.gpus != 1 else ''}"
 
 
 def _symbol(point: FrontierPoint) -> str:
@@ -133,7 +140,8 @@ def frontier_figure(points: Sequence[FrontierPoint], styles: Mapping[str, Settin
                       annotation_font={"color": SLO_COLOUR, "size": 11})
     fig.update_layout(template=TEMPLATE, height=440)
     fig.update_xaxes(title_text=X_TITLE)
-    fig.update_yaxes(title_text=Y_TITLE, rangemode="tozero")
+    fig.update_yaxes(title_text=Y_TITLE_PER_SERVER if all(not p.gpus for p in points) else Y_TITLE,
+                     rangemode="tozero")
     return fig
 
 
@@ -149,6 +157,8 @@ def frontier_note(mark: FrontierMark, points: Sequence[FrontierPoint], slos: Seq
         note += "; dashed red: the TPOT SLO (left of it the median TPOT is over the limit)"
     if others := not_drawn(slos):
         note += f"; not drawable on these axes: {', '.join(others)}"
+    if any(not p.gpus for p in points):
+        note += f"; {UNKNOWN_GPUS}"
     return note
 
 
@@ -177,6 +187,7 @@ def frontier_rows(points: Sequence[FrontierPoint], styles: Mapping[str, SettingS
         style = styles.get(p.setting)
         rows.append({"k": style.label if style else f"K={p.k}", "variant": p.variant, "stage": p.stage_text,
                      "per_gpu": f"{p.tokens_per_s_per_gpu:,.1f}", "per_user": f"{p.tokens_per_s_per_user:.2f}",
-                     "tpot": f"{p.tpot_p50_ms:.1f}", "gpus": str(p.gpus), "repeats": str(p.repeats),
+                     "tpot": f"{p.tpot_p50_ms:.1f}", "gpus": str(p.gpus) if p.gpus else "not known",
+                     "repeats": str(p.repeats),
                      "keeps_up": "" if p.kind == USERS else ("yes" if p.keeps_up else "no")})
     return rows

@@ -28,6 +28,7 @@ from ..runfolder.preflight import PlacementRecord, PreflightRecord, placement_us
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from ..vllm.probe import LOOKAHEAD_FLAG
 from .variant_section import lives_tokens, variant_charts, variant_rows
+from .capacity import at_rate_view, capacity_view, target_rate_text
 from .rate_stages import rate_knee_view, rate_stage_view, user_rows
 from .request_set import request_set_view
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
@@ -287,4 +288,7 @@ def decision_view(decision: Decision, id_suffix: str = "") -> dict:
         "perf_model": model_view(decision),
         "request_set": request_set_view(decision.request_set),
         "thresholds": threshold_rows(decision),
+        "capacity": capacity_view(decision),
+        "at_rate": at_rate_view(decision),
+        "target_rate": target_rate_text(decision),
     }

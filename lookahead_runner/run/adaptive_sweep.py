@@ -52,7 +52,9 @@ def describe(config: SweepConfig, model: ModelView, slots: int | None = 1) -> st
                else "")
     pace = ("as many lives at once as the Ray cluster has slots" if slots is None else "one life at a time"
             if slots <= 1 else f"up to {slots} lives at once (one per Ray slot)")
-    return (f"adaptive sweep: the baseline K={ks[0]} and {why}, then {pace} where the verdict at "
+    chosen = (" (no sweep.strategy given, on a server whose restart spread is unknown: one repeated life measures "
+              "it, then every K measured once borrows it)" if config.adaptive_by_default else "")
+    return (f"adaptive sweep{chosen}: the baseline K={ks[0]} and {why}, then {pace} where the verdict at "
             f"{config.target_users} users is least sure, until it is decided (at most {default_max_lives(config)} "
             f"lives{minutes}; the full grid: {grid_lives(config)[0]})")
 
@@ -146,7 +148,7 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
             life = next_life(read_plan(run_dir).sweep_lives(), config, choice.k)
             users = None if choice.all_stages else [target]
             append_to_plan(config, caps, run_dir, [life], server, stages=users, chosen=choice.why,
-                           model_trust="trusted" if model.trusted else model.why_not)
+                           model_trust="trusted" if model.trusted else model.why_not, purpose=choice.purpose)
             say(f"adaptive: next {life.key}: {choice.why}")
             announce(life, stages_of(config, users).load.stages)
             pool.submit(stages_of(config, users), life)

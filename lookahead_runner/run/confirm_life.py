@@ -9,11 +9,13 @@ confirm-<variant key>/r<repeat>, entries naming the variant), their plans in pla
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
 from ..config import ResolvedServer, StageConfig, SweepConfig
 from ..decision.confirmation.confirm import describe, plan as plan_confirmation
+from ..decision.confirmation.rate_confirm import plan_at_rate
 from ..decision.schema import ConfirmPlan, Decision
 from ..runfolder.read import RunData
 from .launch import Life, planned_lives
@@ -60,6 +62,9 @@ def planned(data: RunData, decision: Decision, variant: str = "") -> ConfirmPlan
     config = data.config
     if config.server.url or data.plan.mode != "sweep":
         return None  # a running server cannot be restarted with another configuration
+    if decision.target_users is None and decision.target_rate is not None:  # a verdict at a rate: its stage alone
+        stage = next(s for s in config.load.rate_stages if math.isclose(s.rate, decision.target_rate))
+        return plan_at_rate(decision, config.decision, stage.duration_s)
     value = axis_value_of(data, decision)
     stages = [(stage.users, stage.duration_s) for stage in config.load.user_stages]
     plan = plan_confirmation(decision, data.evidence(value, variant), stages, config.decision, value)

@@ -5,8 +5,10 @@ or interrupted. The sweep writes the tables (`write_tables`) after every K and f
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..runfolder import results
 from ..decision.adaptive import run_note
@@ -18,12 +20,16 @@ from ..decision.cells.rate_window import behind_findings
 from ..decision.gates.in_effect import findings_from, with_settings_in_effect
 from ..decision.ramp import ramp_decision
 from ..decision.confirmation.confirm import judge, unconfirmed_note, with_confirmation
+from ..decision.confirmation.rate_confirm import is_rate_plan
 from ..decision.schema import AxisDecision, ConfirmLife, LifeNote
 from ..runfolder.plan import LifeStatus
+from ..runfolder.spread_ledger import remember, workload_key
 from ..runfolder.read import RunData, read_run
 from ..decision.per_variant import by_variant, note_unconfirmed_schedules
 from ..workload.request_set import METHOD_REQUEST_SET
+from .rate_verdict import capacity_note, with_rate_verdict
 from .request_set_run import request_set_note, request_set_summary
+from ..runfolder.rate_windows import is_rate_stage
 from ..vllm.probe import Capabilities
 from .perfmodel_run import with_performance_model
 from .steps import Steps
@@ -85,7 +91,7 @@ def confirmed(data: RunData, decision: Decision, variant: str | None = None) -> 
     """The decision with the verdict of its confirmation life (decision/confirmation/confirm.py); of one workload
     variant's decision, from that variant's confirmation when `variant` is given (unchanged without one)."""
     plan = data.plan.confirm if variant is None else data.plan.confirmation(variant)
-    if plan is None:
+    if plan is None or is_rate_plan(plan):  # a verdict at a rate: rate_verdict.py judges its confirmation
         return decision
     lives = [life for life in data.lives if life.planned.confirms and life.planned.variant == plan.variant]
     cells = {}
@@ -105,6 +111,12 @@ def sweep_rows(data: RunData) -> list[dict]:
         return []
     settings = {life.setting for life in data.plan.sweep_lives()}
     return [row for row in data.summary.to_dict("records") if row["setting"] in settings]
+
+
+def user_stage_rows(rows: list[dict]) -> list[dict]:
+    """The summary rows of user stages (a rate stage's row has its rate: its in-effect finding is the rate
+    verdict's, rate_verdict.py)."""
+    return [row for row in rows if not is_rate_stage(SimpleNamespace(rate=row.get("rate")))]
 
 
 def gpu_spread(data: RunData, users: int) -> list[str]:
@@ -147,6 +159,22 @@ def telemetry_gaps(statuses: dict[str, LifeStatus]) -> list[str]:
     return lines
 
 
+def remember_spread(data: RunData, decision: Decision) -> str:
+    """The restart spread this run's restarted lives measured, into the ledger of the server's fingerprint
+    (runfolder/spread_ledger.py; once per run: a report re-rendered replaces its entry); a diagnosis line when it
+    cannot be written, else ""."""
+    use, spread, config = data.plan.restart_spread, decision.restart_spread, data.config
+    if use is None or spread is None or not spread.this_df or config.grid.axis or len(config.load.variants) > 1:
+        return ""
+    levels = {str(c.k): c.objective for c in decision.candidates if math.isfinite(c.objective)}
+    try:
+        remember(use, data.plan.run_id, config.target_users, spread.squares, spread.this_df, spread.lives,
+                 workload=workload_key(config), levels=levels)
+    except OSError as err:
+        return f"The restart spread this run measured could not be remembered for this server: {err}."
+    return ""
+
+
 def write_tables(run_dir: Path) -> RunData:
     """summary.csv and lives.csv from the raw files so far (the sweep calls it after every K)."""
     data = read_run(run_dir)
@@ -168,7 +196,7 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None) -> 
             decision = ramp_decision(data.evidence(), life.k, life.setting, life.argv, config.decision,
                                      [window for _, window in data.rate_windows], bool(config.load.user_stages))
     else:
-        decision = with_settings_in_effect(decide_all(data, steps), findings_from(sweep_rows(data)))
+        decision = with_settings_in_effect(decide_all(data, steps), findings_from(user_stage_rows(sweep_rows(data))))
         if plan.confirm is not None:
             decision = confirmed(data, decision)
         elif plan.confirm_variants and decision.by_variant:
@@ -192,8 +220,8 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None) -> 
                                 f"(rerun with --no-early-stop to measure them).")
     decision.diagnoses += telemetry_gaps(data.statuses)
     decision.diagnoses += behind_findings([window for _, window in data.rate_windows])
-    if not config.load.user_stages and plan.mode != "ramp":
-        decision = rate_stages_only(decision)
+    if plan.mode != "ramp":  # the verdict at the target rate, beside or instead of the users one; capacities
+        decision = with_rate_verdict(decision, data)
     decision.diagnoses += gpu_spread(data, config.target_users)
     if plan.mode != "ramp" and config.load.requests:
         with steps.step("request set"):
@@ -202,10 +230,14 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None) -> 
         decision.diagnoses.append(note)
     costs = life_costs(plan.lives, data.statuses)
     decision.cost = run_cost(costs, config, config.sweep.strategy, plan.adaptive.stopped if plan.adaptive else "")
-    if plan.adaptive is not None:
+    if plan.adaptive is not None and config.sweep.strategy == "capacity":
+        decision.reasons.append(capacity_note(data))
+    elif plan.adaptive is not None:
         lives_by_k = Counter(c.k for c in costs if not c.confirm)
         decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
                                          plan.adaptive.stop, len(plan.cluster.slots) if plan.cluster else 1))
+    if note := remember_spread(data, decision):
+        decision.diagnoses.append(note)
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:
         return run_dir / "summary.csv"
@@ -214,13 +246,3 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None) -> 
 
         return write_report(run_dir, data.summary, decision, data.record(), data.timelines, frontier_points(data))
 
-
-def rate_stages_only(decision: Decision) -> Decision:
-    """A run of rate stages only has no users stage to decide at: its verdict says so, and where its windows are,
-    instead of "no valid measurement at 0 users" (the decision at a target rate reads those windows)."""
-    return decision.model_copy(update={
-        "status": "not_decided", "recommended": None,
-        "verdict": "Not decided: this run has rate stages only (open loop), and the decision is made at a users "
-                   "stage; each K's rate windows (offered and achieved rate, SLO attainment, goodput, queue) are in "
-                   "the report's rate-stages table and summary.csv.",
-        "reasons": [r for r in decision.reasons if not r.startswith("Every window at the target concurrency")]})

@@ -21,9 +21,11 @@ from pathlib import Path
 
 from ..runfolder import columns, results
 from ..config import ResolvedServer, SweepConfig
+from ..contracts.records import SIM_LIFE_ENV
 from .load import live_port_now, locust_argv, locust_deadline_s, run_locust
 from .launch import Life, server_launch
 from .placement import Placement
+from .probe_watch import probe_watch
 from .server_check import check_workload
 from ..runfolder.plan import life_state, write_status
 from .server import (RunningServer, ServerError, ServerProcess, StartFailed, free_port, port_taken, tail,
@@ -138,7 +140,9 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
         server, env = RunningServer(base_url, host / "server.log", headers), {}
     else:
         argv, env, secrets = server_launch(config, caps, setting, port, resolved)
-        env = env | placement.server_env | (sim_file_env(sim_file) if simulated else {})
+        # the simulator draws each server life's restart spread from its name (sim/restart.py)
+        sim_env = sim_file_env(sim_file) | {SIM_LIFE_ENV: f"{run_dir.name}/{lives[0].key}"} if simulated else {}
+        env = env | placement.server_env | sim_env
         server = ServerProcess(argv, base_url, host / "server.log", env, config.server.stop_grace_s, headers, secrets,
                                placement.server_cpus)
     memory = open_memory_source(config.server.memory_source, simulated, sim_file, lambda: server.pid,
@@ -285,12 +289,15 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
             block = {"key": variant.key, "label": variant.label, "t_start_s": time.time()}
             # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
             load = run_locust(argv, folder / "locust.log", deadline_s, env=served.load_env | sim_env, abort=abort,
-                              cpus=placement.load_cpus)
+                              cpus=placement.load_cpus, end_early=probe_watch(config, sampler))
+            if load.ended_early:
+                say(f"  {load.ended_early}")
             if variant.key:
                 blocks.append(block | {"t_end_s": time.time()})
                 sampler.sample_once()  # and its closing one: every request of the block has finished
                 results.write_json(out / "variants.json", {"variants": blocks})
-            if load.aborted or load.timed_out or load.exit_code not in (0, 1) or not (folder / "stages.csv").exists():
+            if load.aborted or load.timed_out or (load.exit_code not in (0, 1) and not load.ended_early) \
+                    or not (folder / "stages.csv").exists():
                 break
         alive_at_end = server.alive()
         out = folder  # the last block's files say why it failed
@@ -301,7 +308,7 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
     if hung and not served.external and not server.alive():  # not hung: it was dying meanwhile
         hung, alive_at_end = "", False
     died_at_end = "" if alive_at_end or served.external else died(server)
-    measured = dict(locust_exit=load.exit_code, metrics_errors=sampler.metrics_errors,
+    measured = dict(locust_exit=load.exit_code, ended_early=load.ended_early, metrics_errors=sampler.metrics_errors,
                     last_metrics_error=sampler.last_metrics_error, write_errors=sampler.write_errors,
                     last_write_error=sampler.last_write_error)
     reason = (load.aborted or hung if load.aborted or hung
@@ -310,7 +317,8 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
               else f"Locust ran no stage (exit code {load.exit_code}): {last_line(out / 'locust.log')}"
               if not (out / "stages.csv").exists()
               else f"Locust was killed by signal {-load.exit_code} (see locust.log)" if load.exit_code < 0
-              else f"Locust exited with code {load.exit_code} (see locust.log)" if load.exit_code not in (0, 1)
+              else f"Locust exited with code {load.exit_code} (see locust.log)"
+              if load.exit_code not in (0, 1) and not load.ended_early
               else "")
     return reason, measured, alive_at_end and not (hung or load.aborted)
 

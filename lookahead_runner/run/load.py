@@ -35,6 +35,7 @@ class LoadResult:
     timed_out: bool
     log_path: Path
     aborted: str = ""  # why the runner stopped Locust early (the server died or hung); "" = it ran to the end
+    ended_early: str = ""  # why the runner ended the stages early without a fault (a capacity probe clearly over)
 
 
 def stages_arg(stages) -> str:
@@ -163,12 +164,14 @@ def live_port_now(web_port: int | None) -> tuple[int | None, str]:
 
 
 def run_locust(argv: list[str], log_path: Path, deadline_s: float, env: dict[str, str] | None = None,
-               abort=None, cpus: tuple[int, ...] = ()) -> LoadResult:
+               abort=None, cpus: tuple[int, ...] = (), end_early=None) -> LoadResult:
     """Run Locust to the end of its stages; kill its group if it overruns the deadline.
 
     `abort()` is asked twice a second; when it returns a reason (the server died or hung), Locust
     is stopped at once (SIGTERM, so it writes its stats; SIGKILL 5 s later) instead of loading a
-    dead server until its stages end. `cpus`: the CPUs Locust and its worker processes run on."""
+    dead server until its stages end. `end_early()`, asked as often, stops it the same way when it returns a
+    reason that is no fault (a capacity probe clearly over): its open stage ends there, its requests in flight
+    finish as --stop-timeout allows. `cpus`: the CPUs Locust and its worker processes run on."""
     with open(log_path, "ab") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    env=os.environ | (env or {}), start_new_session=True, preexec_fn=pin(cpus))
@@ -187,12 +190,27 @@ def run_locust(argv: list[str], log_path: Path, deadline_s: float, env: dict[str
                     if reason:
                         _stop_group(process)
                         return LoadResult(process.wait(), False, log_path, reason)
+                    enough = end_early() if end_early else ""
+                    if enough:
+                        _stop_group(process, STOP_TIMEOUT_GRACE_S + _stop_timeout(argv))
+                        return LoadResult(process.wait(), False, log_path, ended_early=enough)
         except BaseException:
             _kill_group(process)
             process.wait()
             raise
         finally:
             reaper.unregister(process.pid)
+
+
+STOP_TIMEOUT_GRACE_S = 5.0
+
+
+def _stop_timeout(argv: list[str]) -> float:
+    """Locust's --stop-timeout in `argv` (the seconds its requests in flight may take to finish), else 0."""
+    try:
+        return float(argv[argv.index("--stop-timeout") + 1])
+    except (ValueError, IndexError):
+        return 0.0
 
 
 def _stop_group(process: subprocess.Popen, grace_s: float = 5.0) -> None:

@@ -21,7 +21,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import adaptive_sweep, reaper
+from . import adaptive_sweep, capacity_sweep, reaper
+from ..runfolder import spread_ledger
 from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, read_plan, write_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import repeats_wanted
@@ -30,6 +31,7 @@ from .confirm_life import run_confirmations, switch_off
 from .early_stop import skip_beyond, stop_k
 from .finalize import decide_all, finalize, write_tables
 from .steps import Steps
+from .rate_verdict import with_rate_verdict
 from ..runfolder.read import read_run
 from .launch import Life, append_to_plan, plan_entry
 from .life_pool import OneAtATime
@@ -119,8 +121,9 @@ def lives_of(plan: Plan, config: SweepConfig) -> list[Life]:
 
 
 def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, placement: Placement,
-               server: ResolvedServer) -> Plan:
-    """The run's plan.json: each secret of the config and of the argv as ${NAME} (config/masking.py)."""
+               server: ResolvedServer, ledger_use=None) -> Plan:
+    """The run's plan.json: each secret of the config and of the argv as ${NAME} (config/masking.py); `ledger_use`:
+    what the run takes from the restart spread ledger (runfolder/spread_ledger.py)."""
     masked, secrets = server.masked, server.secrets
     lives = [plan_entry(config, caps, life, server).model_dump(mode="json") for life in plan_lives(config)]
     style = resolve_style(caps, config.speculation.flag_style)
@@ -131,6 +134,7 @@ def build_plan(config: SweepConfig, caps: Capabilities, run_id: str, mode: str, 
             mode="json"),
         "target_users": config.target_users, "is_simulator": config.server.is_simulator, "lives": lives,
         "placement": placement.to_record().model_dump(mode="json"),
+        "restart_spread": ledger_use.model_dump(mode="json") if ledger_use else None,
     }))
 
 
@@ -203,8 +207,11 @@ def cluster_slots(config: SweepConfig, lives_planned: int, say):
 def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: ResolvedServer, say, early_stop: bool,
                mode: str, web: bool, placement: Placement, slots, verbose: bool = False) -> Path:
     if not has_plan(run_dir):
-        plan = build_plan(config, caps, run_dir.name, mode, placement, server)
-        if config.sweep.strategy == "adaptive":
+        ledger_use, said = spread_ledger.use_for_run(config, caps.version, config.decision.ledger)
+        if said:
+            (say or print)(said)
+        plan = build_plan(config, caps, run_dir.name, mode, placement, server, ledger_use)
+        if config.sweep.strategy in ("adaptive", "capacity"):  # lives chosen as it goes
             plan = adaptive_sweep.start_plan(plan)
         write_plan(run_dir, plan)
     else:  # a resumed run: what a killed runner of this folder left running goes first
@@ -217,7 +224,9 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         if web:
             (say or print)("the live view is not served for lives on a Ray cluster (each runs on its node)")
             web = False
-    lives = lives_of(read_plan(run_dir), config)
+    planned = read_plan(run_dir)
+    config.decision.with_earlier(planned.restart_spread.earlier_spread() if planned.restart_spread else None)
+    lives = lives_of(planned, config)
     number = {life.key: n for n, life in enumerate(lives, 1)}
     variants = config.load.variants
     with reaper.watchdog(f"watchdog of {run_dir}"), sigterm_as_interrupt(), live_view_port(web) as web_port, \
@@ -248,6 +257,8 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         early_stop = early_stop and not config.grid.axis  # each grid value has its own decision
         if config.sweep.strategy == "adaptive":
             run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop)
+        elif config.sweep.strategy == "capacity":
+            run_adaptively(config, caps, run_dir, say, progress, run_life, number, tag, early_stop, capacity=True)
         else:
             run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
         while config.load.repeats == "auto" and config.sweep.strategy == "grid":  # never with a grid axis (config/sweep.py)
@@ -286,6 +297,8 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
         return
     data = read_run(run_dir)
     decision = decide_all(data)  # over the per-K lives (read_run keeps the confirmation's windows apart)
+    if not config.load.user_stages:  # rate stages only: what is confirmed is the verdict at the target rate
+        decision = with_rate_verdict(decision, data)
 
     def announce(lives: list[Life], stages) -> None:
         number.update({life.key: len(number) + n for n, life in enumerate(lives, 1) if life.key not in number})
@@ -298,9 +311,10 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
 
 
 def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
-                   number: dict[str, int], tag, early_stop: bool) -> None:
+                   number: dict[str, int], tag, early_stop: bool, capacity: bool = False) -> None:
     """sweep.strategy = "adaptive": lives chosen on what is measured (adaptive_sweep.py), one at a time here, as many
-    at once as there are free slots on a Ray cluster."""
+    at once as there are free slots on a Ray cluster; "capacity" (`capacity`): the capacity search's probes
+    (capacity_sweep.py)."""
     def announce(life: Life, stages) -> None:
         if life.key not in number:
             number[life.key] = len(number) + 1
@@ -311,6 +325,10 @@ def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, 
 
     cluster = getattr(run_life, "cluster", None)
     pool = cluster.pool(run_dir, run_life, tag, say, progress) if cluster is not None else OneAtATime(run_one)
+    if capacity:
+        say(capacity_sweep.describe(config))
+        capacity_sweep.run_capacity(config, caps, run_dir, say, pool, run_life.server, announce)
+        return
     say(adaptive_sweep.describe(config, adaptive_sweep.model_view(None, config), pool.slots))
     adaptive_sweep.run_adaptive(config, caps, run_dir, say, pool, run_life.server, early_stop, announce)
 

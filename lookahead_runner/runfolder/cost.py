@@ -2,8 +2,8 @@
 from each life's status.json, GPU-seconds and the wall time, beside what the full grid would have cost.
 
 GPU-seconds: each life's server-seconds x the GPUs it held: on a Ray cluster its slot's GPUs as status.json
-names them (a local Ray's "ray-gpu:N" slots count, the simulator's too); here, tensor x pipeline parallel of
-server.extra_args (1 by default), the simulator counted like the server it stands for, so a sweep costs the same
+names them (a local Ray's "ray-gpu:N" slots count, the simulator's too); here, tensor x pipeline x data parallel
+of server.extra_args (1 by default), the simulator counted like the server it stands for, so a sweep costs the same
 GPU-seconds here and on slots. The wall time runs from the first life's start to the last life's end (t_start_s,
 t_s), lives in parallel counted once; None when a life did not record its start (a folder from before it did).
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..config import SweepConfig
 from ..decision.schema import Cost
-from .plan import LifeStatus, PlannedLife
+from .plan import SPREAD_PURPOSE, LifeStatus, PlannedLife
 
 RUN_STATES = ("done", "failed")   # a life that started (a skipped or never-started one cost nothing)
 
@@ -32,9 +32,10 @@ class LifeCost:
     measure_s: float
     all_stages: bool       # false for an adaptive life that ran a subset of the stages
     done: bool             # measured to the end (a failed start is cut short: not a start to price the grid at)
-    gpus: int | None = None          # the GPUs its Ray slot held; None: run here (tensor x pipeline parallel)
+    gpus: int | None = None          # the GPUs its Ray slot held; None: run here (parallel_gpus of extra_args)
     t_start_s: float | None = None   # epoch seconds: its server's start (None: not recorded) ...
     t_end_s: float | None = None     # ... and its end
+    spread: bool = False             # adaptive: chosen to measure the restart spread (PlannedLife.purpose)
 
 
 def life_costs(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus]) -> list[LifeCost]:
@@ -48,7 +49,7 @@ def life_costs(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus]) -
         out.append(LifeCost(entry.dir, entry.k, entry.confirms, new_server,
                             (status.start_s or 0.0) if new_server else 0.0, status.measure_s or 0.0,
                             not entry.stages, status.state == "done", len(status.gpus) if status.slot else None,
-                            status.t_start_s, status.t_s))
+                            status.t_start_s, status.t_s, entry.purpose == SPREAD_PURPOSE))
     return out
 
 
@@ -77,7 +78,8 @@ def run_cost(costs: list[LifeCost], config: SweepConfig, strategy: str = "grid",
     cost = Cost(strategy=strategy, lives=len(costs), starts=sum(c.new_server for c in costs),
                 start_s=round(sum(c.start_s for c in costs), 1), measure_s=round(sum(c.measure_s for c in costs), 1),
                 grid_lives=lives + len(confirm), grid_server_s=None if grid_s is None else round(grid_s, 1),
-                stopped_because=stopped_because, gpu_s=round(gpu_s, 1), wall_s=wall_seconds(costs))
+                stopped_because=stopped_because, gpu_s=round(gpu_s, 1), wall_s=wall_seconds(costs),
+                spread_lives=sum(c.spread for c in costs))
     return cost.model_copy(update={"text": cost_text(cost)})
 
 
@@ -94,8 +96,8 @@ def minutes(seconds: float) -> str:
 
 
 def cost_text(cost: Cost) -> str:
-    """e.g. "5 lives, 2.3 server-minutes (0.4 starting, 1.9 measuring), 2.3 GPU-minutes, 1.4 wall minutes; the full
-    grid: 8 lives, ~3.6 server-minutes"."""
+    """e.g. "5 lives, 2.3 server-minutes (0.4 starting, 1.9 measuring), 2.3 GPU-minutes, 1.4 wall minutes; 1 life
+    measured the restart spread; the full grid: 8 lives, ~3.6 server-minutes"."""
     spent = cost.start_s + cost.measure_s
     text = (f"{cost.lives} {'life' if cost.lives == 1 else 'lives'}, {minutes(spent)} server-minutes "
             f"({minutes(cost.start_s)} starting, {minutes(cost.measure_s)} measuring)")
@@ -103,7 +105,11 @@ def cost_text(cost: Cost) -> str:
         text += f", {minutes(cost.gpu_s)} GPU-minutes"
     if cost.wall_s is not None:
         text += f", {minutes(cost.wall_s)} wall minutes"
-    if cost.grid_lives != cost.lives or cost.strategy != "grid":
+    if cost.spread_lives:  # the price of the one fact a server start buys once (issue 38)
+        text += f"; {cost.spread_lives} {'life' if cost.spread_lives == 1 else 'lives'} measured the restart spread"
+    if cost.strategy == "capacity":  # its probes measure what no grid does: no grid to set it against
+        text += "; the capacity search's probes included"
+    elif cost.grid_lives != cost.lives or cost.strategy != "grid":
         grid = f"~{minutes(cost.grid_server_s)} server-minutes" if cost.grid_server_s is not None else "its starts unmeasured"
         text += f"; the full grid: {cost.grid_lives} lives, {grid}"
     return text

@@ -1,10 +1,14 @@
 """The throughput-interactivity frontier's points: one per setting (K) and stage, user stages and rate stages
-alike, in the two terms the field plots (vLLM's `vllm bench sweep plot_pareto`, InferenceMAX's throughput per
-GPU against interactivity):
+alike, in InferenceMAX's terms (output throughput per GPU against interactivity, its `median_intvty` = 1000 /
+median TPOT). vLLM's `vllm bench sweep plot_pareto` divides by the same GPUs (TP x PP x DP) but takes tokens/s
+per user as output throughput / max_concurrency (or / request_rate), a figure that also counts time to first
+token and, in a closed loop, the time between a user's requests; the decode speed one user watches is 1/TPOT:
 
 - output tokens/s per GPU: the window's output tokens per second (analysis.py's, as the report's charts) over the
-  GPUs its server life held: its Ray slot's GPUs as status.json names them, else tensor x pipeline parallel of
-  server.extra_args (`cluster.life_gpus`, as cost.py counts GPU-minutes);
+  GPUs its server life held: its Ray slot's GPUs as status.json names them, else tensor x pipeline x data
+  parallel of server.extra_args (`cluster.life_gpus`, as cost.py counts GPU-minutes). Where they are not known
+  (a running server, server.url, or cluster.gpus_per_life = 0) the point says so (`gpus` 0) and its throughput is
+  per server life;
 - tokens/s per user: 1000 / the median TPOT (ms) of the window's successful requests (InferenceMAX's
   `median_intvty`), the speed one user watches tokens arrive at.
 
@@ -41,7 +45,7 @@ class FrontierPoint:
     tokens_per_s_per_gpu: float
     tokens_per_s_per_user: float
     tpot_p50_ms: float
-    gpus: int
+    gpus: int                   # per server life; 0: not known (its throughput is then per server life)
     repeats: int
     variant: str = ""
     keeps_up: bool = True       # a rate stage: every repeat kept up with the offered rate
@@ -62,14 +66,15 @@ class _Measured:
 
 
 def life_gpus(status: LifeStatus | None, here: int) -> int:
-    """The GPUs a life held: its Ray slot's (status.json), else `here` (tensor x pipeline parallel)."""
+    """The GPUs a life held: its Ray slot's (status.json), else `here` (tensor x pipeline x data parallel; 0: not
+    known)."""
     return len(status.gpus) if status is not None and status.slot and status.gpus else here
 
 
 def frontier_points(data: RunData) -> list[FrontierPoint]:
     """Every (setting, workload variant, stage) of the sweep's lives with a valid window, as a frontier point."""
     config = data.config
-    here = config.cluster.life_gpus(config.server.extra_args)
+    here = 0 if config.server.url else config.cluster.life_gpus(config.server.extra_args)  # a running server's: ?
     statuses = data.statuses
     lives = {(life.axis_value, life.k, life.repeat): life for life in data.plan.sweep_lives()}
 
@@ -103,11 +108,12 @@ def add_window(groups: dict[tuple, list[_Measured]], owner: tuple[str, int] | No
 
 
 def points_of(groups: Mapping[tuple, Iterable[_Measured]]) -> list[FrontierPoint]:
-    """One point per group: the median per-GPU throughput over its windows, 1000 / the pooled TPOT median."""
+    """One point per group: the median per-GPU throughput over its windows (per server life where its GPUs are
+    not known), 1000 / the pooled TPOT median."""
     points = []
     for (setting, k, variant, kind, load), measured in sorted(groups.items(), key=lambda item: item[0]):
         measured = list(measured)
-        per_gpu = [m.tokens_per_s / m.gpus for m in measured if m.gpus > 0 and math.isfinite(m.tokens_per_s)]
+        per_gpu = [m.tokens_per_s / (m.gpus or 1) for m in measured if math.isfinite(m.tokens_per_s)]
         tpot = np.concatenate([m.tpot_ms for m in measured])
         tpot = tpot[np.isfinite(tpot) & (tpot > 0)]
         if not per_gpu or not len(tpot):

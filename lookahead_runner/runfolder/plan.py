@@ -9,7 +9,8 @@ them, writes them, appends lives to the plan and retires them from it.
 A field of plan.json is added here, on Plan or PlannedLife, with a default so older folders still read.
 Schema history: plan 1 (untyped, before issue 23: the same keys, "role" only on confirmation entries) reads
 as 2; a status.json without "version" is status 1. Fields added with a default (LifeStatus's node, gpus, slot and
-t_start_s, Plan.cluster: issue 30) keep the version: an older folder reads with their defaults.
+t_start_s, Plan.cluster: issue 30; Plan.restart_spread and PlannedLife.purpose: issue 38) keep the version: an older
+folder reads with their defaults.
 """
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ from ..decision.schema import ConfirmPlan
 from .preflight import PlacementRecord, PreflightRecord
 from .record import Record
 from .results import read_json, redact, write_json
+from .spread_ledger import LedgerUse
 
 PLAN_VERSION = 2
 STATUS_VERSION = 1
 CONFIRM_ROLE = "confirm"  # the confirmation life's entries (confirm_life.py plans them)
 SWEEP_ROLE = ""
+SPREAD_PURPOSE = "spread"  # an adaptive life chosen to measure the restart spread (PlannedLife.purpose)
 
 LifeState = Literal["running", "done", "failed", "skipped"]
 
@@ -51,8 +54,10 @@ class PlannedLife(Record):
     spec_key: str = ""               # grid.spec_key: the --speculative-config key axis_value sets
     variant: str = ""                # a confirmation life of one workload variant (its label), running it alone
     stages: list[int] | None = None  # adaptive: the users of the stages it runs, when a subset (None: all)
+    rates: list[float] | None = None  # capacity: the rate stage(s) a probe runs instead of the config's stages
     chosen: str = ""                 # adaptive: why the chooser picked this life
     model_trust: str = ""            # adaptive: "trusted", or why the performance model was not, when it was chosen
+    purpose: str = ""                # adaptive: "spread" = chosen to measure the restart spread (cost.py counts it)
 
     @property
     def confirms(self) -> bool:
@@ -91,11 +96,17 @@ class Plan(Record):
     placement: PlacementRecord | None = None  # run/placement.py Placement.to_record
     confirm: ConfirmPlan | None = None
     confirm_variants: list[ConfirmPlan] = Field(default_factory=list)  # each workload variant's, with several
-    adaptive: AdaptiveState | None = None  # sweep.strategy = "adaptive" (adaptive_sweep.py); None for the grid
+    adaptive: AdaptiveState | None = None  # sweep.strategy "adaptive" or "capacity" (their loops); None for the grid
     cluster: ClusterRecord | None = None   # cluster.engine = "ray"; None for lives run here one at a time
+    # the server's fingerprint and the restart spread earlier runs on it measured, as this run took it from the
+    # ledger (spread_ledger.py): the decision reads it from here, never from the ledger again; None: not needed
+    restart_spread: LedgerUse | None = None
 
     def sweep_config(self) -> SweepConfig:
-        return SweepConfig.model_validate(self.config)
+        """The config, its decision with the restart spread this run took from earlier runs on the server."""
+        config = SweepConfig.model_validate(self.config)
+        config.decision.with_earlier(self.restart_spread.earlier_spread() if self.restart_spread else None)
+        return config
 
     def sweep_lives(self, axis_value: str | None = None) -> list[PlannedLife]:
         """The sweep's lives (not the confirmation's), of one grid value if given."""
@@ -136,6 +147,7 @@ class LifeStatus(Record):
     gpus: list[str] = Field(default_factory=list)  # ... its GPUs: NVML UUIDs, or Ray's GPU ids where NVML sees none
     slot: str = ""                   # ... the slot (a Ray actor holding those GPUs) that ran it
     t_start_s: float | None = None   # when its server started (epoch s; t_s is when it ended); older local: None
+    ended_early: str = ""            # a capacity probe stopped once clearly over capacity: why (not a failure)
 
 
 PLAN_FILE = "plan.json"

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..config.slo import Slo
 from ..contracts.records import CUT_ERROR, NOT_SENT_ERROR, TIMEOUT_ERROR
-from ..decision.cells.evidence import LATENCY_COLUMNS
+from ..decision.cells.evidence import LATENCY_COLUMNS, SERVER_SIGNALS
 from ..decision.cells.rate_window import RateWindow, growth_through, met_every_slo, outstanding_at
 from .analysis import WindowRules, _latency_columns, _validity, error_text, is_arrival, is_rate_stage
 
@@ -70,11 +70,14 @@ def rate_window(row: dict, scheduled: pd.DataFrame, server: pd.DataFrame, stage:
         k=int(row["k"]), repeat=int(row["repeat"]), stage=stage, rate=rate, duration_s=float(row["duration_s"]),
         latency_ms=latency, ok=ok, good=met_every_slo(latency, ok, slos), late_ms=late[sent],
         held=int((held_ms > 0).sum()), not_sent=int((~sent).sum()),
+        timeouts=int(errors[~ok].str.startswith(TIMEOUT_ERROR).sum()),
         # completions, not req_per_s' shares of request lives: a request queued through the window is not served
         achieved_per_s=int(row["requests"]) / float(row["duration_s"]) if float(row["duration_s"]) > 0 else math.nan,
         output_tok_per_s=float(row.get("output_tok_per_s", math.nan)),
         outstanding=(float(counts[0]), float(counts[-1])), growth=growth_through(times, counts),
-        waiting=_waiting(server, t0, t1), has_slo=bool(slos), variant=str(row.get("variant", "") or ""))
+        waiting=_waiting(server, t0, t1), has_slo=bool(slos), variant=str(row.get("variant", "") or ""),
+        server={name: float(row[name]) if row.get(name) is not None else math.nan
+                for name in SERVER_SIGNALS if name in row})
     valid, reason = _rate_validity(row, window, rules, _refused(errors[~ok]))
     return replace(window, valid=valid, invalid_reason=reason)
 

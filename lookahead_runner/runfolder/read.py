@@ -77,6 +77,7 @@ class RunData:
     # with a request set (load.requests), each life's requests, read once, by (life folder, workload variant key):
     # nothing reads requests.csv again
     requests: dict[tuple[str, str], BlockRequests] = field(default_factory=dict)
+    confirm_rate_windows: list[tuple[str, RateWindow]] = field(default_factory=list)  # a rate confirmation's
 
     @property
     def statuses(self) -> dict[str, LifeStatus]:
@@ -164,8 +165,7 @@ def read_run(run_dir: Path) -> RunData:
                 if rated is not None:  # a rate stage: its own window (open loop), not a users cell's evidence
                     row, rate = rated
                     rows.append(row | ({"variant_order": order} if variant.key else {}))
-                    if not life.confirms:
-                        data.rate_windows.append((life.axis_value, rate))
+                    (data.confirm_rate_windows if life.confirms else data.rate_windows).append((life.axis_value, rate))
                     continue
                 rows.append(row | ({"variant_order": order} if variant.key else {}))
                 if row["valid"] and config.load.requests:  # the request set's figures read them (run/request_set_run)

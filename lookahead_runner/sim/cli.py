@@ -11,7 +11,7 @@ import argparse
 import json
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lookahead_runner.sim.faults import Faults, parse_faults
 from lookahead_runner.sim.kv_pool import EngineConfig
@@ -110,6 +110,10 @@ def build_parser(profile: Profile) -> argparse.ArgumentParser:
                      help="Inject a fault (repeatable); see lookahead_runner/sim/faults.py.")
     sim.add_argument("--sim-set", action="append", default=[], metavar="FIELD=VALUE",
                      help="Override one scenario field, e.g. alpha=0.5 (repeatable).")
+    sim.add_argument("--sim-restart-spread", type=float, default=None, metavar="F",
+                     help="Each server life draws its speed factor (lognormal, mean 1, relative SD F, e.g. 0.08) "
+                          "from --seed and the life's name (LOOKAHEAD_SIM_LIFE); scenario field "
+                          "restart_spread_frac. An acceptance offset per life: --sim-set restart_alpha_sd=0.05.")
     return parser
 
 
@@ -279,6 +283,11 @@ def parse_serve(argv: list[str], profile: Profile) -> ServeArgs:
     spec = _legacy_spec(ns) if profile.spec_flags == "legacy" else _config_json_spec(ns, dotted, parser)
     try:
         scenario = with_overrides(get_scenario(ns.sim_scenario), dict(s.split("=", 1) for s in ns.sim_set))
+        if ns.sim_restart_spread is not None:
+            if not 0 <= ns.sim_restart_spread < 1:
+                raise ValueError(f"--sim-restart-spread {ns.sim_restart_spread:g}: give the relative SD of a "
+                                 "life's speed, 0 to 1 (e.g. 0.08)")
+            scenario = replace(scenario, restart_spread_frac=ns.sim_restart_spread)
         faults = parse_faults(ns.sim_fault, ns.seed)
     except ValueError as e:
         parser.error(str(e))

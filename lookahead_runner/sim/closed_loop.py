@@ -1,5 +1,7 @@
 """The simulator's own answer: its pure engine model in a closed loop of N users (each sends its next request
-when one finishes), no clock, no server. The truth an end-to-end sweep on the simulator is checked against."""
+when one finishes), no clock, no server. The truth an end-to-end sweep on the simulator is checked against: of
+the server (every life's mean: speed 1), or of one named server life, with its restart spread's draw
+(sim/restart.py), and the spread itself (`restart_spread`)."""
 from __future__ import annotations
 
 import json
@@ -8,15 +10,18 @@ from collections.abc import Sequence
 from .cli import parse_serve
 from .model import EngineModel
 from .profiles import get_profile
+from .restart import draw, for_life
 
 
 def steady_req_per_s(server_args: Sequence[str], k: int, prompt: int, output: int, temperature: float, users: int,
                      engine_s: float = 40.0, model: str = "sim/e2e-model", draft: str = "sim/llama-68m",
-                     chat: bool = False) -> float:
-    """Requests per second at K over the engine time after the first fifth (`chat`: chat-formatted requests)."""
+                     chat: bool = False, life: str | None = None) -> float:
+    """Requests per second at K over the engine time after the first fifth (`chat`: chat-formatted requests);
+    `life`: of that server life (its name as LOOKAHEAD_SIM_LIFE gives it), else of the server (speed 1)."""
     spec = json.dumps({"method": "draft_model", "model": draft, "num_speculative_tokens": k})
     args = parse_serve([model, *server_args, *(["--speculative-config", spec] if k else [])], get_profile())
-    engine = EngineModel(args.scenario, args.engine)
+    scenario = args.scenario if life is None else for_life(args.scenario, draw(args.scenario, args.engine.seed, life))
+    engine = EngineModel(scenario, args.engine)
     sent = 0
 
     def send() -> None:
@@ -45,3 +50,8 @@ def best_k(server_args: Sequence[str], ks: Sequence[int], prompt: int, output: i
     """The K with the most requests per second, and every K's rate."""
     rates = {k: steady_req_per_s(server_args, k, prompt, output, temperature, users, chat=chat) for k in ks}
     return max(rates, key=rates.get), rates
+
+
+def restart_spread(server_args: Sequence[str], model: str = "sim/e2e-model") -> float:
+    """The relative SD of a server life's speed that these flags draw (--sim-restart-spread; 0: none)."""
+    return parse_serve([model, *server_args], get_profile()).scenario.restart_spread_frac

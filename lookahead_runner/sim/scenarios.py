@@ -82,6 +82,11 @@ class Scenario:
     step_jitter_frac: float = 0.0            # each step's time x lognormal(sigma = this)
     speed_drift_frac: float = 0.0            # every speed_drift_s of engine time a new speed factor, same law
     speed_drift_s: float = 3.0
+    # --- restart spread (off by default): each server life (process start) draws its own speed factor,
+    # lognormal of mean 1 with this relative SD, and an acceptance offset added to every alpha (normal, this SD),
+    # from --seed and the life's name (sim/restart.py): a real server lands elsewhere after each restart
+    restart_spread_frac: float = 0.0
+    restart_alpha_sd: float = 0.0
 
     def draft_cost(self, method: str) -> DraftCost:
         family = next((m for m in ("ngram", "eagle", "mtp") if m in method), "draft_model")

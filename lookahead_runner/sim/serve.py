@@ -5,12 +5,13 @@ ends it within a second (exit 0), or a simulated engine death (exit 1). Like vLL
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import time
 
-from lookahead_runner.contracts.records import SIM_GPU_FILE_ENV
-from lookahead_runner.sim import logs
+from lookahead_runner.contracts.records import SIM_GPU_FILE_ENV, SIM_LIFE_ENV
+from lookahead_runner.sim import logs, restart
 from lookahead_runner.sim.cli import ServeArgs
 from lookahead_runner.sim.profiles import Profile
 from lookahead_runner.sim.startup import MemoryFile, engine_failed, start_engine
@@ -20,6 +21,9 @@ from lookahead_runner.vllm.secrets import SERVER_KEY_ENV
 async def serve(args: ServeArgs, profile: Profile) -> int:
     """One `serve`: the startup phase, then HTTP until SIGTERM/SIGINT; the process's exit code."""
     log = logs.Logger(profile)
+    spread = args.scenario.restart_spread_frac or args.scenario.restart_alpha_sd
+    luck = restart.draw(args.scenario, args.engine.seed, restart.life_name(os.environ.get(SIM_LIFE_ENV)))
+    args = dataclasses.replace(args, scenario=restart.for_life(args.scenario, luck))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -29,6 +33,8 @@ async def serve(args: ServeArgs, profile: Profile) -> int:
     memory_task = asyncio.create_task(memory.run())
     for source, message in logs.server_start(profile, args.non_default):
         log("INFO", source, message)
+    if spread:
+        log("INFO", "sim/restart.py", luck.text(args.scenario))
     try:
         model = await start_engine(args, profile, log, memory, stop)
         exit_code = 0 if model is None else await _listen(args, profile, log, model, stop)

@@ -234,9 +234,9 @@ def test_every_folder_of_the_package_is_a_package():
     assert [str(f.relative_to(PACKAGE)) for f in sorted(folders) if not (f / "__init__.py").is_file()] == []
 
 
-# decision/ keeps at its top its entries (the engine, the ramp's decision, one per workload variant, the adaptive
+# decision/ keeps at its top its entries (the engine, the decision at a rate, the ramp's decision, one per workload variant, the adaptive
 # chooser) and decision.json's schema; everything else lives in a subpackage named for its stage
-DECISION_TOP = {"__init__", "engine", "ramp", "per_variant", "adaptive", "schema", "schema_base"}
+DECISION_TOP = {"__init__", "engine", "rate_decision", "ramp", "per_variant", "adaptive", "schema", "schema_base"}
 
 
 def test_decision_is_built_of_subpackages():

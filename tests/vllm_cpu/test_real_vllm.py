@@ -89,8 +89,11 @@ STAGE_S_OF = {"unrelated": 15}
 
 
 def sweep_toml(name: str, draft: str, ks: list[int], raw: bool = False, flag_style: str = "auto",
-               stage_s: float = STAGE_S) -> str:
+               stage_s: float = STAGE_S, strategy: str | None = "grid", ledger: bool = False) -> str:
+    """`strategy` None: none given (on real vLLM the adaptive sweep); `ledger`: the restart spread remembered for
+    this server is used and written (off here: one test's spread must not decide another's)."""
     stages = ", ".join(f"{{ users = {u}, duration_s = {stage_s} }}" for u in USERS)
+    sweep = f'[sweep]\nstrategy = "{strategy}"\n' if strategy else ""
     return f"""
 name = "{name}"
 [server]
@@ -123,7 +126,8 @@ min_requests = 3
 # exactly the lives of the K swept (a schedule's confirmation life is proven on the simulator, and a schedule
 # starting on this vLLM in test_schedule_capability.py)
 confirm = "off"
-"""
+ledger = {"true" if ledger else "false"}
+{sweep}"""
 
 
 # ------------------------------------------------------------------------------------- processes

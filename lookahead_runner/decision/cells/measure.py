@@ -93,6 +93,7 @@ class ThroughputNoise:
     restart_sd: float = 0.0
     restart_source: str = ""
     one_life: bool = False  # a cell's windows share one server life (same-server repeats)
+    origin: object | None = None  # restart_spread.SpreadOrigin: where the restart spread came from, when measured
 
     def text(self) -> str:
         if self.source == "none":
@@ -103,7 +104,7 @@ class ThroughputNoise:
                            "restart spread unknown, this much assumed)")
         if self.restart_source:
             return text + f", plus a restart spread of {self.restart_sd:.1%} per server life ({self.restart_source})"
-        return text
+        return text + (f": {self.origin.text()}" if self.origin is not None and not self.one_life else "")
 
     @property
     def restart_unknown(self) -> bool:

@@ -21,8 +21,8 @@ whose attainment holds) and the decision at a target rate read these windows.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -55,6 +55,7 @@ class RateWindow:
     ok: np.ndarray                  # per arrival: it succeeded
     good: np.ndarray                # per arrival: it succeeded and met every SLO (all False without SLOs)
     late_ms: np.ndarray             # per sent arrival: the dispatcher's lateness
+    timeouts: int = 0               # arrivals that timed out
     held: int = 0                   # arrivals that waited for a load.max_in_flight slot
     not_sent: int = 0               # of them, never sent before the rate stages ended
     achieved_per_s: float = math.nan     # requests completed successfully inside the window per second
@@ -66,6 +67,11 @@ class RateWindow:
     variant: str = ""
     valid: bool = True
     invalid_reason: str = ""
+    server: Mapping[str, float] = field(default_factory=dict)   # the summary row's server and memory signals
+
+    def signal(self, name: str) -> float:
+        value = self.server.get(name, math.nan)
+        return math.nan if value is None else float(value)
 
     @property
     def arrivals(self) -> int:

@@ -13,6 +13,7 @@ from ...contracts.records import ALL_FAILED_REASON
 from ..gates import rules
 from ..schema import Check
 from ..gates.stage import StageEval, gain_bounds
+from ..cells.restart_spread import borrowed, lives_advice, measured, off_earlier, off_earlier_text
 from ..cells.stats import interval, repeats_needed
 from .text import pct, rate, share
 from .tradeoffs import tradeoffs
@@ -92,7 +93,8 @@ def _cause(check: Check) -> str:
 
 def verdict(stage: StageEval, p: DecisionConfig) -> str:
     text = _verdict(stage, p)
-    return text + _waivers(stage) + _restart_note(stage) if stage.status == "decided" else text
+    return (text + _waivers(stage) + _restart_note(stage) + borrowed(stage.noise, stage.prepared, p.spread_unknown)
+            if stage.status == "decided" else text)
 
 
 def _restart_note(stage: StageEval) -> str:
@@ -260,6 +262,11 @@ def diagnoses(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig)
             notes.append(f"Concurrency-bound at K={k}, {stage.users} users: only {s.running_mean:.1f} running "
                          f"({s.waiting_mean:.1f} waiting, KV peak {pct(s.kv_usage_peak)}, {s.preemptions:.0f} "
                          f"preemptions); the limit is {limit}.")
+    if p.earlier_spread is not None:
+        lives = {k: len(cell.windows) for k, cell in stage.prepared.items()}
+        off = off_earlier({k: s.objective(p.objective) for k, s in stage.stats.items()}, lives, stage.noise,
+                          p.earlier_spread)
+        notes += off_earlier_text(off, p.earlier_spread)
     if stage.blocked_by(stage.base_k):
         notes.append(f"The baseline K={stage.base_k} itself fails {_blockers(stage, stage.base_k)}: the target "
                      "concurrency is past what this server holds; lower it or --max-num-seqs before tuning K.")
@@ -267,13 +274,23 @@ def diagnoses(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig)
 
 
 def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
-    """What to measure so an undecided verdict can be decided."""
+    """What to measure so an undecided verdict can be decided, the cheapest fact first: with the restart spread
+    unknown, the one life that measures it (no count of repeats from an assumed spread); with it measured, the
+    lives each contender needs, from that spread."""
     if stage.status != "not_decided" or stage.pick is None:
         return []
     out = []
+    assumed = stage.noise.restart_unknown and stage.noise.source != "repeats"
+    if assumed:
+        out.append(f"The cheapest next fact is the restart spread (how far one server life lands from the next; "
+                   f"{pct(stage.noise.restart_sd)} assumed here): one more life of K={stage.pick} measures it, and "
+                   "every K measured once borrows it. On a real server the sweep does this by itself (no "
+                   "sweep.strategy given, or sweep.strategy = \"adaptive\") and remembers the spread for this "
+                   "server; or set decision.restart_spread to a spread measured here. No count of repeats is given "
+                   "from the assumed spread.")
     contenders = sorted(k for k, v in stage.shares.items() if k is not None and k != stage.pick and v >= 0.02)
     repeats = min(s.repeats for s in stage.stats.values())
-    for other in contenders:
+    for other in [] if assumed else contenders:  # no repeat count from an assumed spread
         b = gain_bounds(stage, stage.pick, other, p)
         g = rules.rel(stage.stats[stage.pick].objective(p.objective), stage.stats[other].objective(p.objective))
         if not b.bounded or math.isnan(g):
@@ -281,10 +298,16 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
         half = (b.high - b.low) / 2
         distance = abs(abs(g) - p.tie_tolerance_frac)
         wanted = max(distance, 0.005)
+        head = (f"K={stage.pick} vs K={other}: {_label(p)} {_gain(stage, stage.pick, other, p)}, "
+                f"{pct(p.tie_tolerance_frac)} tie band")
+        if measured(stage.noise):  # from the wider of the two K's noises (a K apart keeps its own)
+            noise = max(stage.noise_by_k.get(stage.pick, stage.noise), stage.noise_by_k.get(other, stage.noise),
+                        key=lambda n: n.rel_sd)
+            out.append(head + "; " + lives_advice(noise, stage.prepared, stage.pick, other, wanted, p))
+            continue
         n = repeats_needed(repeats, half, wanted)
-        out.append(f"K={stage.pick} vs K={other}: {_label(p)} {_gain(stage, stage.pick, other, p)}, "
-                   f"{pct(p.tie_tolerance_frac)} tie band; about {n} repeats of both (load.repeats = {n}, or "
-                   f"load.repeats = \"auto\") would narrow the interval to about ±{pct(wanted, digits=1)}.")
+        out.append(f"{head}; about {n} repeats of both (load.repeats = {n}, or load.repeats = \"auto\") would "
+                   f"narrow the interval to about ±{pct(wanted, digits=1)}.")
     for check in stage.unknown_gates(stage.pick):
         if check.unknown_because == "too little data":
             out.append(f"K={stage.pick} {check.name}: {check.evidence}; lengthen the stages at {stage.users} users "
@@ -294,12 +317,10 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
     if stage.noise.source == "none":
         out.append(f"At {stage.users} users: run >= 2 repeats, or stages at least two requests long, so the "
                    "throughput noise can be measured.")
-    elif stage.noise.restart_unknown:
-        run = ("load.repeat_mode = \"restart\" (a server start per repeat)" if stage.noise.source == "repeats"
-               else "load.repeats = 2 or more (or \"auto\")")
-        out.append(f"One life per K: run {run} so the spread from one server life to the next is measured, or set "
-                   "decision.restart_spread to the spread restarted repeats measured on this server (the repeat "
-                   "stability check of such a run shows it).")
+    elif stage.noise.restart_unknown and not assumed:
+        out.append("One life per K: run load.repeat_mode = \"restart\" (a server start per repeat) so the spread "
+                   "from one server life to the next is measured, or set decision.restart_spread to the spread "
+                   "restarted repeats measured on this server (the repeat stability check of such a run shows it).")
     return out
 
 

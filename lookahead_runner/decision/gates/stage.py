@@ -22,6 +22,7 @@ from .checks import gate_checks
 from ..cells.evidence import LATENCY_COLUMNS
 from ..cells.measure import CellStats, PreparedCell, ThroughputNoise, throughput_noises
 from ..cells.resample import CellDraws
+from ..cells.restart_spread import with_restart_spread
 from ..schema import Check
 from ..cells.stats import Bounds, interval, single_life_gains, wilson
 
@@ -112,7 +113,8 @@ def leader_statuses(stats: Mapping[int, CellStats], checks: Mapping[int, list[Ch
 
 def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig, rng: np.random.Generator) -> StageEval:
     stats = {k: cell.measure() for k, cell in sorted(prepared.items())}
-    noise, noise_by_k = throughput_noises(prepared, p.restart_prior(), p.one_life_per_k)
+    noise, noise_by_k = with_restart_spread(
+        prepared, throughput_noises(prepared, p.restart_prior(), p.one_life_per_k), p)
     lives = life_rngs(prepared, p)
     draws = draw_stats(prepared, p.resamples, rng, noise_by_k, lives)
     pooled = {k: {c: cell.cell.pooled(c) for c in LATENCY_COLUMNS} for k, cell in prepared.items()}

@@ -136,3 +136,22 @@ def test_a_first_lives_config_runs_the_lower_stages_once_per_k():
     assert config["load"]["repeats"] == 1 and config["decision"]["target_users"] == 32
     with_lower = next(s for s in scenarios.SCENARIOS if s.lower_stages)
     assert scenarios.first_life_stages(with_lower) == ()        # its repeats run its lower stages already
+
+
+def test_the_spread_studys_goal_counts_undecided_trials_as_never_decided():
+    """benchmarks/spread_study.py: lives to a decided verdict, median over trials, an undecided trial infinite."""
+    import spread_study
+
+    rows = [{"outcome": "right", "lives": 3, "confidence": 0.95}, {"outcome": "right", "lives": 4, "confidence": 0.99},
+            {"outcome": "not decided", "lives": 4, "confidence": 0.6}]
+    summary = spread_study._summary(rows)
+    assert summary["lives_when_decided"] == {"median": 3.5, "max": 4} and summary["lives_to_decided_median"] == 4.0
+    assert summary["decided_stated_mean"] == 0.97
+    assert spread_study._summary(rows[2:] * 2 + rows[:1])["lives_to_decided_median"] is None
+    scenario = {name: {"right": 1, "not_decided": 0, "wrong": 0} for name in spread_study.STRATEGIES}
+    met = spread_study.totals({"a": scenario | {"goal_applies": True, "goal_met": True},
+                               "b": scenario | {"goal_applies": False}})
+    assert met["goal_met"] and met["goal"]["scenarios"] == ["a"]
+    wrong = spread_study.totals({"a": scenario | {"goal_applies": False, "adaptive": {"right": 0, "not_decided": 0,
+                                                                                       "wrong": 1}}})
+    assert not wrong["goal_met"] and wrong["confident_wrong"]["adaptive"] == 1

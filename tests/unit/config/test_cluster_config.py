@@ -20,8 +20,14 @@ def test_default_is_local_and_one_gpu_per_life():
     (["--tensor-parallel-size=2", "--pipeline-parallel-size", "2"], 4),
     (["-tp", "8", "--max-num-seqs", "64"], 8),
     (["--pipeline-parallel-size"], 1),   # no value: vLLM's own error, not ours
+    # data parallel replicas each hold tensor x pipeline GPUs (vLLM's world_size_across_dp; its plot_pareto
+    # divides by TP x PP x DP too); -dpl: the replicas on this node; prefill context parallel widens each one
+    (["-tp", "2", "--data-parallel-size", "4"], 8),
+    (["-dp=2"], 2),
+    (["--data-parallel-size", "4", "--data-parallel-size-local", "2", "-tp", "2"], 4),
+    (["--tensor_parallel_size", "2", "-pcp", "2"], 4),
 ])
-def test_gpus_per_life_defaults_to_tensor_times_pipeline_parallel(args, gpus):
+def test_gpus_per_life_defaults_to_the_parallel_sizes(args, gpus):
     assert parallel_gpus(args) == gpus
 
 

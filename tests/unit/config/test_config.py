@@ -1,3 +1,4 @@
+import json
 import pytest
 
 from lookahead_runner.config import ConfigError, config_from_dict, load_config
@@ -70,3 +71,31 @@ def test_confirm_flags_set_decision_confirm(tmp_path):
 def test_auto_repeats_and_a_grid_are_refused_in_one_line():
     with pytest.raises(ConfigError, match="load.repeats = \"auto\" adds repeats for one decision"):
         config_from_dict({"load": {"repeats": "auto"}, "grid": {"flag": "--max-num-seqs", "values": ["64"]}})
+
+
+REAL_VLLM = {"server": {"command": ["vllm"], "model": "my/target"},
+             "speculation": {"k": [0, 4], "draft_model": "my/draft"}}
+
+
+@pytest.mark.parametrize("changes, strategy", [
+    ({}, "adaptive"),                                                            # the issue's default
+    ({"load": {"repeats": 2}}, "grid"),                                          # repeats given: the grid asked for
+    ({"sweep": {"strategy": "grid"}}, "grid"),
+    ({"load": {"repeat_mode": "same-server"}}, "grid"),                          # no server start per life
+    ({"grid": {"flag": "--max-num-seqs", "values": ["64", "128"]}}, "grid"),      # one decision per value
+    ({"speculation": {"k": [4]}}, "grid"),
+    ({"decision": {"restart_spread": 0.04}}, "grid"),                            # the spread is known
+    ({"server": {"command": None}}, "grid"),                                     # the simulator's own (the demo)
+    ({"server": {"command": None, "extra_args": ["--sim-restart-spread", "0.05"]}}, "adaptive"),
+])
+def test_no_strategy_on_a_server_of_unknown_restart_spread_is_the_adaptive_sweep(changes, strategy):
+    """Issue 38: on real vLLM with no strategy and no repeats given, the sweep measures until decided."""
+    data = json.loads(json.dumps(REAL_VLLM))
+    for section, values in changes.items():
+        data.setdefault(section, {}).update(values)
+        if data[section].get("command", "") is None:  # the simulator: its own models
+            del data[section]["command"], data[section]["model"], data["speculation"]["draft_model"]
+    config = config_from_dict(data)
+    assert config.sweep.strategy == strategy and config.adaptive_by_default == (strategy == "adaptive")
+    again = config_from_dict(config.model_dump(mode="json"))                    # plan.json's copy: as resolved
+    assert again.sweep.strategy == strategy

@@ -267,6 +267,12 @@ NAMED = [
      "load.arrival_seed: Input should be greater than or equal to 0"),
     ("a stage of more arrivals than a schedule holds", "[load]\nstages = [{ rate = 1e6, duration_s = 1000 }]\n",
      "load.stages.0: rate x duration_s = 1e+09 arrivals in one stage; at most 10000000"),
+    ("target_rate with no rate stage", "[decision]\ntarget_rate = 20\n",
+     "decision.target_rate = 20 needs a rate stage at that rate: add { rate = 20, duration_s = 60 } to load.stages"),
+    ("target_rate at no stage's rate", "[load]\nstages = [{ rate = 4.0, duration_s = 10 }]\n[decision]\ntarget_rate = 5\n",
+     "decision.target_rate = 5 is not a rate stage's rate [4]"),
+    ("a capacity search without rate stages", "[sweep]\nstrategy = \"capacity\"\n[decision]\nslo = { e2e_p99_ms = 9 }\n",
+     "sweep.strategy = \"capacity\" probes rate stages"),
 ]
 
 
@@ -277,12 +283,18 @@ def test_named_bad_input(tmp_path, case, text_, expected):
     assert code == 2, (code, stderr)
     (line,) = stderr.strip().splitlines()
     assert line.startswith("lookahead-runner: sweep.toml: ") and expected in line, line
+    assert not (tmp_path / "runs").exists()  # nothing started
 
 
 @pytest.mark.parametrize("argv, expected", [
     (["--rates", "1,x"], "--rates '1,x': write rising rates in requests per second, e.g. --rates 1,2,4,8"),
     (["--rates", "2,-1"], "--rates '2,-1': rates are requests per second above 0, e.g. --rates 1,2,4,8"),
     (["--rates", "inf"], "--rates 'inf': rates are requests per second above 0, e.g. --rates 1,2,4,8"),
+    # an empty value (--rates=$RATES unset) is not a users ramp of 8 stages; a falling or repeated rate would start
+    # its stage from a higher rate's backlog, and the knee reads each rate from the lower one's steady state
+    (["--rates", ""], "--rates '': write rising rates in requests per second, e.g. --rates 1,2,4,8"),
+    (["--rates", "8,4,2"], "--rates '8,4,2': give each rate once, rising, e.g. --rates 1,2,4,8"),
+    (["--rates", "1,2,2"], "--rates '1,2,2': give each rate once, rising, e.g. --rates 1,2,4,8"),
     (["--rates", "1,2", "--users", "1,2"], "ramp: give --users (closed loop: concurrent users) or --rates (open "
                                            "loop: requests per second), not both"),
 ])

@@ -85,11 +85,32 @@ def test_it_stops_when_decided_on_a_leader_and_a_baseline_with_two_lives_each():
     now = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0})
     done = choose(KS, now, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
     assert done.k is None and done.stop == "decided" and "K=4 wins in 97%" in done.why
-    leader_once = choose(KS, now, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
-    assert (leader_once.k, leader_once.all_stages) == (4, False) and "restart-to-restart spread" in leader_once.why
+    leader_once = choose(KS, now, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert (leader_once.k, leader_once.all_stages) == (4, False) and "measures the restart spread" in leader_once.why
+    assert leader_once.purpose == "spread"
     # one life of the baseline may be an outlier that every gain would be measured against
     base_once = choose(KS, now, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
     assert base_once.k == 0 and "the baseline every gain is measured against on 1 life" in base_once.why
+
+
+def test_a_measured_restart_spread_is_borrowed_by_every_k_measured_once():
+    """Issue 38: once one repeated life measured the spread, a K measured once borrows it: the leader needs no
+    second life; the baseline keeps its second (an outlier life of it moves every gain) unless earlier runs on this
+    server measured the spread, then one life per K is the whole sweep."""
+    measured = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0},
+                        spread_measured=True)
+    done = choose(KS, measured, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert done.k is None and done.stop == "decided"                     # the leader borrows
+    base = choose(KS, measured, spent(k0=1, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5)
+    assert base.k == 0 and base.purpose == "" and "guards against one outlier life" in base.why
+    remembered = standing("decided", 4, {4: 0.97, 2: 0.03}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0},
+                          spread_measured=True, spread_from_earlier=True)
+    once = choose(KS, remembered, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert once.k is None and once.stop == "decided" and "the baseline on 1 life" not in once.why
+    hanging = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 30.0, 2: 48.0, 4: 50.0}, wanted=(2, 4),
+                       spread_measured=True)
+    more = choose(KS, hanging, spent(k0=2, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
+    assert more.k in (2, 4) and more.purpose == "" and "restart spread" not in more.why
 
 
 def test_the_baseline_is_spared_its_second_life_only_where_half_its_figure_could_not_turn_the_verdict():
@@ -197,10 +218,11 @@ def test_a_life_in_flight_is_not_proposed_again_for_the_same_reason():
     # K=4's first life runs: K=2 (between the baseline and it) comes next either way; K=8 waits for K=4's window
     batch = choose_batch(3, KS, base_only, in_flight(spent(k0=1), k4=1), ModelView(), ROOMY, 5)
     assert [c.k for c in batch.lives] == [2] and batch.reason.stop == "wait" and "K 2, 4" in batch.reason.why
-    # the leader's second life runs: the baseline's second is the other end of the gain, a different proposal
+    # the leader's second life runs, measuring the restart spread; the baseline's second is the other end of the
+    # gain, a different proposal
     near = standing("decided", 4, {4: 1.0}, {0: 30.0, 2: 45.0, 4: 50.0, 8: 38.0})
     both = choose_batch(2, KS, near, spent(k0=1, k2=1, k4=1, k8=1), ModelView(), ROOMY, 5)
-    assert [(c.k, c.all_stages) for c in both.lives] == [(4, False), (0, False)]
+    assert [(c.k, c.all_stages, c.purpose) for c in both.lives] == [(4, False, "spread"), (0, False, "")]
     running = choose_batch(2, KS, near, in_flight(spent(k0=1, k2=1, k4=1, k8=1), k4=1), ModelView(), ROOMY, 5)
     assert [c.k for c in running.lives] == [0] and "life 2" in running.lives[0].why
     hanging = standing("not_decided", 4, {4: 0.8, 2: 0.2}, {0: 20.0, 2: 48.0, 4: 50.0, 8: 38.0}, wanted=(2, 4))
@@ -228,3 +250,22 @@ def test_decided_with_lives_in_flight_proposes_nothing_and_is_asked_again():
     assert waiting.lives == () and waiting.reason.stop == "decided" and waiting.in_flight == 1
     assert not waiting.ends_sweep                          # the loop waits for K=2's life and asks again
     assert choose_batch(2, KS, won, spent(k0=2, k2=1, k4=2, k8=1), ModelView(), ROOMY, 5).ends_sweep
+
+
+def test_on_a_real_server_the_baseline_is_never_spared_and_an_outlier_life_is_measured_again():
+    """Issue 38, real vLLM on a busy host: one baseline life read 40 % of its level, K=4 "more than twice as fast"
+    spared it and the verdict "Set K=4" was confident and wrong. Where the spread is unknown the baseline keeps its
+    second life; a life far from what earlier runs on this server measured for its K gets a second one."""
+    far = standing("decided", 4, {4: 1.0}, {0: 5.2, 4: 12.0}, spread_measured=True)
+    spared = choose([0, 4], far, spent(k0=1, k4=2), ModelView(), ROOMY, 5)
+    assert spared.k is None and "more than twice as fast" in spared.why                 # the simulator's rule
+    real = standing("decided", 4, {4: 1.0}, {0: 5.2, 4: 12.0}, spread_measured=True, spare_baseline=False)
+    kept = choose([0, 4], real, spent(k0=1, k4=2), ModelView(), ROOMY, 5)
+    assert kept.k == 0 and "guards against one outlier life" in kept.why
+    remembered = standing("decided", 4, {4: 1.0}, {0: 5.2, 4: 12.0}, spread_measured=True, spread_from_earlier=True,
+                          spare_baseline=False, off_earlier={0: -0.6})
+    again = choose([0, 4], remembered, spent(k0=1, k4=1), ModelView(), ROOMY, 5)
+    assert again.k == 0 and "its one life reads -60% off what earlier runs on this server measured" in again.why
+    usual = standing("decided", 4, {4: 1.0}, {0: 12.5, 4: 17.0}, spread_measured=True, spread_from_earlier=True,
+                     spare_baseline=False)
+    assert choose([0, 4], usual, spent(k0=1, k4=1), ModelView(), ROOMY, 5).stop == "decided"

@@ -40,7 +40,10 @@ def test_one_life_per_k_with_a_small_gain_is_not_decided_and_says_what_to_run():
     assert decision.status == "not_decided" and decision.leading_k == 4 and exit_code(decision) == EXIT_NOT_DECIDED
     assert "one life per K: restart spread unknown (taken as 15% per server life: at 90% a single-life gain " \
            "over K=0 must be about +35% to set a K, or about -22% to keep K=0)" in decision.verdict
-    assert any(step.startswith("One life per K: run load.repeats = 2 or more") for step in decision.next_runs)
+    # the cheapest fact first: one life measures the spread; no count of repeats from the assumed 15 % (issue 38)
+    assert decision.next_runs[0].startswith("The cheapest next fact is the restart spread (how far one server life "
+                                            "lands from the next; 15% assumed here): one more life of K=4 measures it")
+    assert not any("repeats of both" in step for step in decision.next_runs)
 
 
 def test_a_loss_from_one_life_each_keeps_the_baseline_only_beyond_the_stated_threshold():

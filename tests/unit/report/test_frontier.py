@@ -90,6 +90,17 @@ def test_labels_are_escaped_and_the_points_table_is_display_text():
                                    "tpot": "10.0", "gpus": "1", "repeats": "2", "keeps_up": ""}
 
 
+def test_points_whose_gpus_are_not_known_are_per_server_life_and_say_so():
+    points = [FrontierPoint(**{**vars(p), "gpus": 0}) for p in POINTS[:2]]
+    (entry,) = frontier_charts(points, STYLES, Decision(status="not_decided", verdict="v"), ())
+    figure = json.loads(entry["figure_json"])
+    assert figure["layout"]["yaxis"]["title"]["text"] == "output tokens/s per server life (its GPUs not known)"
+    assert "GPUs not known" in figure["data"][0]["text"][0] and "server.url" in entry["note"]
+    assert {row["gpus"] for row in frontier_rows(points, STYLES)} == {"not known"}
+    known = frontier_figure(POINTS, STYLES, FrontierMark(), ())
+    assert known.layout.yaxis.title.text == "output tokens/s per GPU"
+
+
 @pytest.mark.parametrize("variants", [("short", "long")])
 def test_with_workload_variants_one_frontier_each_with_its_own_verdicts_mark(variants):
     points = [point(0, USERS, 8, 300, 20, variant=variants[0]), point(4, USERS, 8, 350, 10, variant=variants[1])]

@@ -113,3 +113,11 @@ def test_the_dry_run_counts_variants_same_server_repeats_auto_repeats_and_the_ad
         "hangs on), 4 server starts: 4.0 server-minutes of load (up to 10)")
     assert expected_text(CONFIG, adaptive_max_lives=6).startswith(
         "expected: at most 6 server lives (adaptive: each chosen on what is measured), 6 server starts: 2.0")
+def test_the_lives_that_measured_the_restart_spread_are_counted_apart():
+    """Issue 38: the one fact a server start buys once is priced on its own."""
+    lives = [entry(0, 0), entry(4, 0), entry(4, 1, stages=[64], purpose="spread"), entry(0, 1, stages=[64])]
+    statuses = {life.dir: {"state": "done", "start_s": 60.0, "measure_s": 20.0} for life in lives}
+    cost = run_cost(life_costs(lives, statuses), CONFIG, "adaptive", "decided")
+    assert cost.spread_lives == 1
+    assert cost.text.startswith("4 lives, 5.3 server-minutes (4.0 starting, 1.3 measuring), 5.3 GPU-minutes; 1 life "
+                                "measured the restart spread; the full grid: 8 lives")

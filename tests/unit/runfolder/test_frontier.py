@@ -36,10 +36,12 @@ def rate_window(k: int, repeat: int, rate: float, tok_per_s: float, tpot_ms, val
                       outstanding=(2.0, 2.0 + growth), growth=growth, valid=valid)
 
 
-def run_data(windows, rate_windows, statuses=None, extra_args=None) -> RunData:
-    config = config_from_dict({"speculation": {"k": [0, 4]}, "load": {"stages": STAGES, "repeats": 2},
-                               "server": {"extra_args": extra_args or []}})
-    lives = [PlannedLife(setting=f"k{k}", k=k, repeat=r, argv=[], dir=f"k{k}/r{r}") for k in (0, 4) for r in (0, 1)]
+def run_data(windows, rate_windows, statuses=None, extra_args=None, server=None, cluster=None,
+             ks=(0, 4)) -> RunData:
+    config = config_from_dict({"speculation": {"k": list(ks)}, "load": {"stages": STAGES, "repeats": 2},
+                               "server": {"extra_args": extra_args or []} | (server or {}),
+                               "cluster": cluster or {}})
+    lives = [PlannedLife(setting=f"k{k}", k=k, repeat=r, argv=[], dir=f"k{k}/r{r}") for k in ks for r in (0, 1)]
     lives.append(PlannedLife(setting="confirm", k=4, repeat=0, argv=[], dir="confirm/r0", role="confirm"))
     plan = Plan(run_id="t", probe={}, config=config.model_dump(mode="json"), target_users=8, lives=lives)
     statuses = statuses or {}
@@ -74,12 +76,28 @@ def test_throughput_is_divided_by_the_gpus_each_life_held():
     points = {(p.k, p.kind): p for p in frontier_points(tp)}
     assert points[(0, USERS)].tokens_per_s_per_gpu == 200.0 and points[(0, USERS)].gpus == 4
     assert points[(0, RATE)].tokens_per_s_per_gpu == 75.0
+    # data parallel replicas hold GPUs of their own: -tp 2 -dp 2 is 4 GPUs (vLLM's plot_pareto: TP x PP x DP)
+    dp = run_data(windows, rates, extra_args=["-tp", "2", "--data-parallel-size", "2"])
+    points = {(p.k, p.kind): p for p in frontier_points(dp)}
+    assert (points[(0, USERS)].tokens_per_s_per_gpu, points[(0, USERS)].gpus) == (200.0, 4)
     # on a Ray cluster: the GPUs its slot held, as its status.json names them
     slot = {"state": "done", "slot": "10.0.0.1/ab [GPU-a, GPU-b]", "gpus": ["GPU-a", "GPU-b"], "node": "10.0.0.1"}
     on_slots = run_data(windows, rates, statuses={"k4/r0": slot}, extra_args=["--tensor-parallel-size", "4"])
     points = {(p.k, p.kind): p for p in frontier_points(on_slots)}
     assert (points[(4, USERS)].tokens_per_s_per_gpu, points[(4, USERS)].gpus) == (450.0, 2)
     assert (points[(0, USERS)].tokens_per_s_per_gpu, points[(0, USERS)].gpus) == (200.0, 4)
+
+
+@pytest.mark.parametrize("server, cluster, ks", [
+    ({"url": "http://127.0.0.1:8000"}, {}, (4,)),                           # a running server: its GPUs unknown
+    ({}, {"engine": "ray", "gpus": 2, "gpus_per_life": 0}, (0, 4)),         # slots of no GPU (the simulator's)
+])
+def test_where_a_lifes_gpus_are_not_known_its_points_are_per_server_and_say_so(server, cluster, ks, ray_installed):
+    windows = [users_window(k, 0, 8, 800.0 + k * 25, [20.0]) for k in ks]
+    data = run_data(windows, [], server=server, cluster=cluster, extra_args=["-tp", "4"], ks=ks)
+    points = {p.k: p for p in frontier_points(data)}
+    # not dropped (no frontier at all), not divided by a guess: per server life, with its GPUs marked unknown
+    assert {k: (p.tokens_per_s_per_gpu, p.gpus) for k, p in points.items()} == {k: (800.0 + k * 25, 0) for k in ks}
 
 
 def test_invalid_rate_windows_and_windows_without_a_tpot_make_no_point_and_falling_behind_is_kept():

@@ -1,0 +1,139 @@
+"""The capacity search's chooser (sweep.strategy = "capacity"; run/capacity_sweep.py runs it): which rate to probe
+next for which K, or why to stop, and when a probe is clearly over capacity. Pure.
+
+Every K first runs the config's stages once; each probe after that is one rate stage in a server life of its own.
+Per K, from every rate measured so far (estimate.rate_points: windows pooled per rate), as GuideLLM's goodput
+profile and AIPerf's monotonic max-concurrency-under-sla search do it (bracket, then bisect):
+- every rate holds (attainment of every SLO at decision.slo_attainment, keeping up): double the highest;
+- none holds: halve the lowest;
+- else the bracket [the last rate that holds, the first that does not]: bisect it (its geometric middle) until
+  it is sweep.capacity_precision narrow (relative), which ends that K's search. Not where a line between the
+  bracket's ends crosses the target (regula falsi): the attainment falls off a cliff at capacity (all met, then a
+  backlog), so such a guess sits next to the end that holds and narrows the bracket slowly; the capacity itself
+  is read on that line inside the final bracket (estimate.py).
+The K probed next is the unfinished one with the fewest probes (the budget spread over K), the widest bracket
+first. It stops when every K's bracket is narrow enough ("decided"), before a probe would pass sweep.max_lives or
+sweep.max_server_minutes ("budget"), or when no rate left in reach could narrow a bracket ("exhausted").
+
+Above capacity an open-loop backlog grows without bound, so a probe need not run its whole stage to say it is
+over: `clearly_over` reads the server's waiting queue since the warm-up (run/probe_watch.py) and says so once it
+grows by more than OVER_SHARE of the arrivals meanwhile (the K serves under ~80 % of the rate) and beyond a steady
+queue's noise, after at least MIN_OVER_S.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..adaptive import MAX_FAILED_STARTS, Budget, Spent
+from ..cells.rate_window import BEHIND_NOISE_SDS, growth_through
+from .estimate import Point, holds, monotone
+
+OVER_SHARE = 0.20      # backlog growth beyond this share of the arrivals: clearly over (achieved < ~80 % offered)
+MIN_OVER_S = 2.0       # and no sooner than this many seconds past the warm-up (nor 20 % of the stage)
+RATE_REACH = 64.0      # probes stay within the config's rates divided or multiplied by this
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The next probe (k None: stop, `why` says why; `stop` its kind: decided | budget | exhausted)."""
+
+    k: int | None
+    rate: float = 0.0
+    why: str = ""
+    stop: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one K's search wants next: a rate, or done (rate None) with why."""
+
+    k: int
+    rate: float | None
+    why: str
+    width: float        # the bracket's ratio high / low (inf: not bracketed yet)
+
+
+def plan_for(k: int, points: Sequence[Point], target: float, precision: float, reach: tuple[float, float]) -> Plan:
+    """The next rate to probe for K from its points (any order), or None once its bracket is narrow enough or the
+    next rate would leave `reach` (lowest, highest rate allowed)."""
+    points = monotone(points)
+    failing = [i for i, p in enumerate(points) if not holds(p, target)]
+    low_reach, high_reach = reach
+    if not failing:
+        top = points[-1].x
+        rate = top * 2
+        return Plan(k, rate if rate <= high_reach else None,
+                    f"K={k} holds the SLO at every rate measured, up to {top:g} req/s: doubling to {rate:g}"
+                    if rate <= high_reach else f"K={k} holds the SLO up to {top:g} req/s, as far as the search reaches",
+                    math.inf)
+    j = failing[0]
+    if j == 0:
+        bottom = points[0].x
+        rate = bottom / 2
+        return Plan(k, rate if rate >= low_reach else None,
+                    f"K={k} misses the SLO even at {bottom:g} req/s: halving to {rate:.3g}" if rate >= low_reach
+                    else f"K={k} misses the SLO at every rate the search reaches (down to {bottom:g} req/s)",
+                    math.inf)
+    low, high = points[j - 1].x, points[j].x
+    if high / low <= 1 + precision:
+        return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s, within "
+                             f"{precision:.0%}", high / low)
+    rate = round(math.sqrt(low * high), 3)
+    return Plan(k, rate, f"K={k}: bisecting [{low:g}, {high:g}] req/s at {rate:g}", high / low)
+
+
+def next_probe(ks: Sequence[int], points: Mapping[int, Sequence[Point]], probes: Mapping[int, int], spent: Spent,
+               budget: Budget, target: float, precision: float, reach: tuple[float, float]) -> Probe:
+    """The next probe over every K (`probes`: probes run per K so far; `spent`: lives per K and server time)."""
+    plans, done, stuck = [], [], []
+    for k in ks:
+        mine = points.get(k, [])
+        if not mine:
+            if spent.lives.get(k, 0) >= MAX_FAILED_STARTS:
+                stuck.append(f"K={k} gave no valid rate window in {spent.lives[k]} lives")
+                continue
+            lowest = reach[0] * RATE_REACH
+            plans.append(Plan(k, lowest, f"K={k}: no valid rate window yet; probing the lowest rate, {lowest:g}",
+                              math.inf))
+            continue
+        plan = plan_for(k, mine, target, precision, reach)
+        if plan.rate is not None:
+            plans.append(plan)
+        else:
+            (done if math.isfinite(plan.width) else stuck).append(plan.why)
+    if not plans:
+        if not stuck:
+            return Probe(None, why="every K's capacity is bracketed: " + "; ".join(done), stop="decided")
+        return Probe(None, why="no probe left could narrow a bracket: " + "; ".join(stuck + done), stop="exhausted")
+    plan = min(plans, key=lambda pl: (probes.get(pl.k, 0), -pl.width, pl.k))
+    if spent.total >= budget.max_lives:
+        return Probe(None, why=f"budget: sweep.max_lives = {budget.max_lives} lives run (next would have been "
+                               f"{plan.why})", stop="budget")
+    if budget.max_server_s is not None and spent.server_s + spent.next_life_s > budget.max_server_s:
+        return Probe(None, why=f"budget: another life (~{spent.next_life_s / 60:.1f} min) would pass "
+                               f"sweep.max_server_minutes = {budget.max_server_s / 60:g} ({spent.server_s / 60:.1f} "
+                               f"spent; next would have been {plan.why})", stop="budget")
+    return Probe(plan.k, plan.rate, plan.why)
+
+
+def clearly_over(times_s: np.ndarray, waiting: np.ndarray, rate: float, since_s: float, stage_s: float) -> str:
+    """Why a probe at `rate` is clearly over capacity ("" while it is not): the server's waiting queue sampled at
+    `times_s`, from `since_s` (its warm-up's end) on, grew by more than OVER_SHARE of the arrivals meanwhile and
+    beyond a steady queue's noise, at least max(MIN_OVER_S, 20 % of the stage) in."""
+    times_s, waiting = np.asarray(times_s, dtype=float), np.asarray(waiting, dtype=float)
+    keep = (times_s >= since_s) & np.isfinite(waiting)
+    times_s, waiting = times_s[keep], waiting[keep]
+    if len(times_s) < 3 or float(np.ptp(times_s)) < max(MIN_OVER_S, 0.2 * stage_s):
+        return ""
+    span = float(np.ptp(times_s))
+    growth = growth_through(times_s, waiting)
+    level = max(float(waiting[0]), float(waiting[-1]), 1.0)
+    if math.isnan(growth) or growth <= max(OVER_SHARE * rate * span, BEHIND_NOISE_SDS * math.sqrt(level)):
+        return ""
+    return (f"clearly over capacity at {rate:g} req/s: waiting {waiting[0]:.0f} -> {waiting[-1]:.0f} in "
+            f"{span:.1f} s (served about {max(rate - growth / span, 0.0):.1f} of {rate:g} req/s): the probe ended "
+            "early")

@@ -1,0 +1,111 @@
+"""A K's windows at one arrival rate as the decision at that rate weighs them (decision/rate_decision.py): its
+figures as measured and resampled, in `CellStats` so the user-stage gates (gates/checks.py) read them unchanged.
+
+Every arrival of a window is a finished request (one that failed, timed out, was cut or never sent is a failure:
+it counts against the K), its latencies those of the arrivals that succeeded, its goodput the arrivals meeting
+every SLO per second of the windows. One resample: the windows drawn with replacement (with several repeats) and,
+inside each, its arrivals drawn with replacement; the server's signals (memory, batch) are the windows' own.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...config import DecisionConfig
+from .measure import QUANTILES, CellStats, column_quantiles
+from .rate_window import RateWindow, met_every_slo
+
+# signal -> how a cell's windows combine it (as measure.py's)
+SIGNALS = {"running_mean": np.nanmean, "waiting_mean": np.nanmean, "kv_usage_mean": np.nanmean,
+           "kv_usage_peak": np.nanmax, "preemptions": np.nansum, "acceptance_rate": np.nanmean,
+           "gpu_mem_peak_mib": np.nanmax, "gpu_mem_total_mib": np.nanmax, "kv_pool_tokens": np.nanmin}
+
+
+@dataclass(frozen=True, eq=False)
+class _Arrivals:
+    """One window's arrivals as the figures need them (cut once, drawn many times)."""
+
+    window: RateWindow
+    good: np.ndarray         # per arrival: met every SLO (succeeded, without SLOs)
+    meets: np.ndarray        # arrivals x SLOs
+
+    @classmethod
+    def of(cls, window: RateWindow, p: DecisionConfig) -> "_Arrivals":
+        meets = np.column_stack([met_every_slo(window.latency_ms, window.ok, (slo,)) for slo in p.slos]) \
+            if p.slos else np.zeros((window.arrivals, 0), dtype=bool)
+        return cls(window, window.good if p.slos else window.ok.copy(), meets)
+
+
+def _signals(windows: Sequence[RateWindow]) -> dict[str, float]:
+    out = {}
+    for name, reduce in SIGNALS.items():
+        values = np.array([w.signal(name) for w in windows], dtype=float)
+        out[name] = float(reduce(values)) if np.isfinite(values).any() else math.nan
+    return out
+
+
+def _stats(k: int, parts: Sequence[tuple[_Arrivals, np.ndarray]], signals: Mapping[str, float]) -> CellStats:
+    """A K's figures from (window, the arrivals drawn from it) pairs."""
+    duration = sum(a.window.duration_s for a, _ in parts)
+    ok = np.concatenate([a.window.ok[i] for a, i in parts]) if parts else np.empty(0, dtype=bool)
+    latency = np.concatenate([a.window.latency_ms[i] for a, i in parts]) if parts else np.empty((0, 4))
+    met = np.concatenate([a.meets[i] for a, i in parts]).sum(axis=0) if parts else ()
+    timeouts = sum(round(a.window.timeouts * len(i) / max(a.window.arrivals, 1)) for a, i in parts)
+    per_s = (lambda value: value / duration) if duration > 0 else (lambda value: math.nan)
+    return CellStats(
+        k=k, users=0, repeats=len({id(a) for a, _ in parts}), requests=int(ok.sum()), finished=len(ok),
+        failures=int(len(ok) - ok.sum()), timeouts=int(timeouts), duration_s=duration,
+        req_per_s=per_s(sum(a.window.achieved_per_s * a.window.duration_s for a, _ in parts)),
+        output_tok_per_s=per_s(sum(np.nan_to_num(a.window.output_tok_per_s) * a.window.duration_s for a, _ in parts)),
+        goodput=per_s(sum(int(a.good[i].sum()) for a, i in parts)), quantiles=column_quantiles(latency[ok], QUANTILES),
+        slo_met=tuple(int(v) for v in met), throughput_units=len(parts), **signals)
+
+
+@dataclass(frozen=True, eq=False)
+class RateCell:
+    """Every valid window of one K at one rate, in repeat order."""
+
+    k: int
+    windows: tuple[RateWindow, ...]
+
+    def _prepared(self, p: DecisionConfig) -> list[_Arrivals]:
+        return [_Arrivals.of(w, p) for w in self.windows]
+
+    def measure(self, p: DecisionConfig) -> CellStats:
+        return _stats(self.k, [(a, np.arange(a.window.arrivals)) for a in self._prepared(p)], _signals(self.windows))
+
+    def draws(self, p: DecisionConfig, rng: np.random.Generator, count: int) -> list[CellStats]:
+        """`count` resamples (see the module's docstring)."""
+        prepared, signals = self._prepared(p), _signals(self.windows)
+        out = []
+        for _ in range(count):
+            picked = rng.integers(len(prepared), size=len(prepared)) if len(prepared) > 1 else [0]
+            out.append(_stats(self.k, [(prepared[i], rng.integers(prepared[i].window.arrivals,
+                                                                  size=prepared[i].window.arrivals))
+                                       for i in picked], signals))
+        return out
+
+    @property
+    def behind(self) -> list[str]:
+        """Each window's finding where the K fell behind the rate ("falls behind at 12 req/s: ...")."""
+        return [w.behind for w in self.windows if not w.keeps_up]
+
+    def pooled(self, column: int) -> np.ndarray:
+        """One latency column of its arrivals that succeeded."""
+        return np.concatenate([w.latency_ms[w.ok, column] for w in self.windows])
+
+
+def cells_at(windows: Sequence[RateWindow], rate: float, variant: str = "") -> dict[int, RateCell]:
+    """Each K's valid windows at `rate` (of one workload variant)."""
+    by_k: dict[int, list[RateWindow]] = {}
+    for w in windows:
+        if w.valid and same_rate(w.rate, rate) and w.variant == variant:
+            by_k.setdefault(w.k, []).append(w)
+    return {k: RateCell(k, tuple(sorted(ws, key=lambda w: w.repeat))) for k, ws in sorted(by_k.items())}
+
+
+def same_rate(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9)

@@ -1,0 +1,162 @@
+"""The decision at an arrival rate in words (decision/rate_decision.py judges it; `ev` is its RateEval):
+"At 20 req/s: set K=4: p99 TTFT 610 -> 340 ms [-320, -210], SLO met by 99.4 % [98.8, 99.7] vs 93.0 % at K=0;
+K=4 wins in 97 % of 1000 resamples; K=0 falls behind at 20 req/s: 9.8 served, waiting 3 -> 41." Every figure with
+its interval; nothing here changes what is decided.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ...config import DecisionConfig
+from ...telemetry.drafting import LIKELY_CAUSES
+from ..cells.rate_window import RateWindow
+from ..cells.stats import Bounds, wilson
+from ..gates.in_effect import PREFIX
+from ..gates.rate_gates import GATE_ATTAINMENT, GATE_KEEPS_UP, attainment, good_count, objective
+from .text import share
+
+SLO_QUANTILES = (0.5, 0.9, 0.99)   # the percentiles a cell keeps (cells/measure.py QUANTILES)
+
+
+def objective_name(p: DecisionConfig) -> str:
+    return ("goodput at the rate (req/s meeting every SLO)" if p.slos
+            else f"1000 / e2e p{p.latency_percentile:g} ms (lower latency wins)")
+
+
+def latency_change(label: str, base_ms: float, k_ms: float, bounds: Bounds) -> str:
+    """"TTFT p99 610 -> 340 ms [-320, -210]": the two figures, and the interval of their difference."""
+    low = "?" if bounds.low is None else f"{bounds.low:+.0f}"
+    high = "?" if bounds.high is None else f"{bounds.high:+.0f}"
+    return f"{label} {base_ms:.0f} -> {k_ms:.0f} ms [{low}, {high}]"
+
+
+def _attained(ev, k: int, p: DecisionConfig) -> str:
+    s = ev.stats[k]
+    bounds = wilson(good_count(s), s.finished, p.interval_level)
+    return f"{attainment(s):.1%} [{bounds.low:.1%}, {bounds.high:.1%}]"
+
+
+def _latencies(ev, k: int, other: int, p: DecisionConfig) -> list[str]:
+    """Each SLO metric's percentile (its own, where a cell keeps it), else the e2e at decision.latency_percentile:
+    `other`'s -> K's, with the interval of the difference."""
+    wanted = [(slo.metric.upper(), slo.column, slo.share if slo.share in SLO_QUANTILES else 0.99) for slo in p.slos] \
+        or [("e2e", "e2e_ms", p.latency_percentile / 100)]
+    out = []
+    for metric, column, q in dict.fromkeys(wanted):
+        diff, bounds = ev.difference(k, column, q, p.interval_level, other)
+        if math.isfinite(diff):
+            out.append(latency_change(f"p{q * 100:g} {metric}", ev.stats[other].quantile(column, q),
+                                      ev.stats[k].quantile(column, q), bounds))
+    return out
+
+
+def why_out(ev, k: int, p: DecisionConfig) -> str:
+    """Why a K lost at the rate, in its own figures."""
+    blocked = ev.blocked_by(k)
+    if not blocked:
+        return ""
+    check = next((c for c in blocked if c.name == GATE_KEEPS_UP), blocked[0])
+    if check.name == GATE_KEEPS_UP:
+        return check.evidence
+    if check.name == GATE_ATTAINMENT:
+        return f"misses the SLO: met by {_attained(ev, k, p)} (needs {p.slo_attainment:.1%})"
+    return f"is blocked by {check.name}: {check.evidence}"
+
+
+def _runner_up(ev, p: DecisionConfig) -> int | None:
+    others = [k for k in ev.ks if k != ev.pick]
+    return max(others, key=lambda k: (objective(ev.stats[k], p), -k)) if others else None
+
+
+def verdict(ev, p: DecisionConfig) -> str:
+    at = f"{ev.rate:g} req/s"
+    lost = "; ".join(f"K={k} {why_out(ev, k, p)}" for k in ev.ks if ev.blocked_by(k))
+    if ev.pick is None:
+        return (f"No K keeps the SLO at {at}: {lost}. Nothing to set at this rate: lower it below a K's capacity "
+                "within the SLO (the capacity table), or relax decision.slo / decision.slo_attainment.")
+    if ev.status == "not_decided":
+        return f"Not decided yet at {at}: K={ev.pick} leads, but {'; '.join(ev.why_not)}. See what to run next."
+    wins = f"K={ev.pick} wins in {share(ev.shares.get(ev.pick, 0.0))} of {ev.resamples} resamples"
+    if ev.pick != ev.base_k:
+        figures = _latencies(ev, ev.pick, ev.base_k, p)
+        if p.slos:
+            figures.append(f"SLO met by {_attained(ev, ev.pick, p)} vs {_attained(ev, ev.base_k, p)} at K={ev.base_k}")
+        text = f"At {at}: set K={ev.pick}: {', '.join(figures)}; {wins}"
+    else:
+        text = f"At {at}: keep K={ev.base_k}" + (f": SLO met by {_attained(ev, ev.base_k, p)}" if p.slos else "")
+        other = _runner_up(ev, p)
+        if other is not None and not ev.blocked_by(other):
+            text += (f"; K={other} keeps it too with no more "
+                     f"{'goodput' if p.slos else 'speed'} beyond the tie band ({p.tie_tolerance_frac:.0%}) "
+                     f"({', '.join(_latencies(ev, other, ev.base_k, p))})")
+        text += f"; {wins}"
+    return text + (f"; {lost}." if lost else ".")
+
+
+def reasons(ev, p: DecisionConfig) -> list[str]:
+    lines = [f"At {ev.rate:g} req/s every K that keeps up serves the offered rate, so the objective is "
+             + ("goodput there, the arrivals meeting every SLO per second (as the SLO attainment ranks them); where "
+                f"several K hold decision.slo_attainment = {p.slo_attainment:.1%}, the smallest within the tie band "
+                f"({p.tie_tolerance_frac:.0%}) is kept." if p.slos else
+                f"the e2e p{p.latency_percentile:g} latency (no decision.slo given): the lowest wins, the smallest K "
+                f"within the tie band ({p.tie_tolerance_frac:.0%}).")]
+    for k in ev.ks:
+        s = ev.stats[k]
+        figures = f"{s.finished} arrivals over {len(ev.cells[k].windows)} window(s), {s.req_per_s:.2f} served per s"
+        if p.slos:
+            figures += f", SLO met by {_attained(ev, k, p)}"
+        lost = why_out(ev, k, p)
+        lines.append(f"K={k} at {ev.rate:g} req/s: {figures}" + (f"; {lost}" if lost else "; keeps up") + ".")
+    return lines
+
+
+def diagnoses(ev) -> list[str]:
+    """What the verdict cannot see: a K measured at the rate in fewer windows than the others."""
+    counts = {k: len(cell.windows) for k, cell in ev.cells.items()}
+    if len(set(counts.values())) <= 1:
+        return []
+    return [f"At {ev.rate:g} req/s the K have different numbers of windows ("
+            + ", ".join(f"K={k}: {n}" for k, n in sorted(counts.items())) + "): the ones with fewer are less sure."]
+
+
+def next_runs(ev, p: DecisionConfig) -> list[str]:
+    out = []
+    for k in ev.ks:
+        for check in ev.unknown(k):
+            if check.name == GATE_ATTAINMENT and "about " in check.evidence:
+                needed = int(check.evidence.rsplit("about ", 1)[1].split(" ")[0].replace(",", ""))
+                seconds = needed / ev.rate / max(len(ev.cells[k].windows), 1)
+                out.append(f"Lengthen the rate stage at {ev.rate:g} req/s to about {seconds:,.0f} s of window "
+                           f"(about {needed:,} arrivals) so K={k}'s SLO attainment can be told from "
+                           f"{p.slo_attainment:.1%}, or add repeats (load.repeats).")
+    if ev.status == "not_decided" and ev.pick is not None and ev.shares.get(ev.pick, 0.0) < p.confidence:
+        out.append(f"Add repeats (load.repeats) of the K at {ev.rate:g} req/s: K={ev.pick} leads in "
+                   f"{share(ev.shares.get(ev.pick, 0.0))} of the resamples.")
+    if ev.pick is None:
+        out.append("Lower decision.target_rate to a rate some K holds (the capacity table), or relax decision.slo.")
+    return out
+
+
+def not_in_effect(windows: Sequence[RateWindow], rate: float) -> str:
+    """" K=4 cannot be recommended: none of its 1 window at 20 req/s had it in effect (...). Likely causes: ... "
+    for each K whose every window at the rate drafted otherwise ("" when none)."""
+    lines = []
+    for k in sorted({w.k for w in windows}):
+        mine = [w for w in windows if w.k == k]
+        reasons_ = [_off(w) for w in mine]
+        if mine and all(reasons_):
+            count = f"{len(mine)} window{'s' if len(mine) > 1 else ''}"
+            lines.append(f"K={k} cannot be recommended: none of its {count} at {rate:g} req/s had it in effect "
+                         f"({reasons_[0]}), so they were left out of its evidence")
+    return f"{'. '.join(lines)}. Likely causes: {'; '.join(LIKELY_CAUSES)}. " if lines else ""
+
+
+def _off(window: RateWindow) -> str:
+    return next((part[len(PREFIX):] for part in window.invalid_reason.split("; ") if part.startswith(PREFIX)), "")
+
+
+def no_measurement(rate: float, windows: Sequence[RateWindow]) -> str:
+    why = next((f" At K={w.k}: {w.invalid_reason}." for w in sorted(windows, key=lambda w: (w.k, w.repeat))
+                if w.invalid_reason), "")
+    return f"No valid window at {rate:g} req/s: nothing can be recommended at that rate.{why}"

@@ -1,0 +1,253 @@
+"""The restart spread remembered per server: a ledger in the user's cache folder, keyed by the server's fingerprint.
+
+A server start is the price of a verdict; the restart spread (how far one life of a K lands from the next,
+docs/restart-spread.md) is a fact about the server, so it is bought once: a run that measured it (two or more
+restarted lives of a K) adds its part to the ledger, and the next sweep on the same fingerprint starts with it.
+The fingerprint is what changes speed: the vLLM version, the model and the draft (their names, and the content of
+a local model's config.json), the GPUs (model and count; without one, the CPU and its count) and the server's
+flags and environment, less those that change no speed (address, key, logging, seed). A spread is taken only at
+the same target users (it changes with concurrency: vLLM #53436 saw 7.5-19.7 % at 1-4 concurrent requests and
+under 0.7 % at 8 and more), from the newest MAX_RUNS runs.
+
+    $XDG_CACHE_HOME/lookahead-runner/restart-spread.json   (~/.cache when XDG_CACHE_HOME is unset)
+
+What a run used is recorded in its plan.json (`LedgerUse`, Plan.restart_spread), so `--resume` and `report`
+decide on the same spread whatever the ledger holds by then; `--no-ledger` neither reads nor writes it. A file
+that cannot be read is one warning line and ignored (the next run that measures a spread writes a fresh one).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import fcntl
+import hashlib
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from ..config import SweepConfig
+from ..config.decision import EarlierSpread
+from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_visible
+from .record import Record
+
+LEDGER_VERSION = 1
+MAX_RUNS = 10
+LEDGER_FILE = Path("lookahead-runner") / "restart-spread.json"
+# flags that change no speed: where the server listens, its key, what it logs, its sampling seed
+NEUTRAL_FLAGS = frozenset({"--host", "--port", "--api-key", "--served-model-name", "--seed", "--disable-log-stats",
+                           "--disable-log-requests", "--enable-log-requests", "--uvicorn-log-level",
+                           "--disable-uvicorn-access-log", "--root-path", "--ssl-keyfile", "--ssl-certfile"})
+
+
+class LedgerRun(Record):
+    """One run's measured part: the squared relative deviations of its restarted lives from their K's mean."""
+
+    run_id: str
+    date: str                 # YYYY-MM-DD
+    users: int                # the target users it was measured at
+    squares: float
+    df: int
+    lives: int
+    rel_sd: float
+    workload: str = ""        # workload_key: what the levels were measured with
+    levels: dict[str, float] = Field(default_factory=dict)   # str(K) -> the objective at the target
+
+
+class LedgerServer(Record):
+    fingerprint: dict[str, Any]
+    runs: list[LedgerRun] = Field(default_factory=list)
+
+
+class Ledger(Record):
+    version: int = LEDGER_VERSION
+    servers: dict[str, LedgerServer] = Field(default_factory=dict)
+
+
+class LedgerUse(Record):
+    """plan.json's "restart_spread": the server's fingerprint and what the run took from the ledger."""
+
+    key: str                              # the fingerprint's hash
+    fingerprint: dict[str, Any]
+    enabled: bool = True                  # false: --no-ledger (neither read nor written)
+    earlier: dict[str, Any] | None = None  # an EarlierSpread's fields; None: nothing earlier on this server
+    note: str = ""                        # what the sweep said about it
+
+    def earlier_spread(self) -> EarlierSpread | None:
+        return EarlierSpread(**self.earlier) if self.enabled and self.earlier else None
+
+    def with_earlier(self, earlier: EarlierSpread | None) -> "LedgerUse":
+        return self.model_copy(update={"earlier": dataclasses.asdict(earlier) if earlier else None})
+
+
+def ledger_path(environ: dict[str, str] | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / LEDGER_FILE
+
+
+# --- the fingerprint ---------------------------------------------------------------------------------------------
+def speed_flags(args: list[str], secret_flags: list[str] = ()) -> list[str]:
+    """The server's flags less those that change no speed (with their values)."""
+    neutral = NEUTRAL_FLAGS | set(secret_flags)
+    out, skip = [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in neutral:
+            skip = "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--")
+            continue
+        out.append(arg)
+    return out
+
+
+def _content(model: str) -> str:
+    """A local model's identity beyond its path: a hash of its config.json ("" for a hub name or none)."""
+    config = Path(os.path.expanduser(model)) / "config.json"
+    try:
+        return hashlib.sha256(config.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
+def hardware(config: SweepConfig) -> str:
+    """The GPUs the server gets (model and count), else the CPU and how many the server may use."""
+    if config.server.is_simulator:
+        return "simulated"
+    if config.cluster.engine == "ray":
+        return f"Ray cluster {config.cluster.address or 'on this machine'}, " \
+               f"{config.cluster.life_gpus(config.server.extra_args)} GPUs per life"
+    visible = config.server.env.get(VISIBLE_ENV, os.environ.get(VISIBLE_ENV))
+    nvml, gpus = nvml_visible(visible)
+    names = []
+    for gpu in gpus:
+        with contextlib.suppress(Exception):
+            name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(gpu.index))
+            names.append(name.decode() if isinstance(name, bytes) else str(name))
+    if names:
+        return ", ".join(f"{names.count(n)} x {n}" for n in sorted(set(names)))
+    return f"no GPU: {_cpu_model()}, CPUs {config.server.cpus or f'all {os.cpu_count()}'}"
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def fingerprint(config: SweepConfig, vllm_version: str, gear: str) -> dict[str, Any]:
+    """What makes two sweeps the same server (`gear`: `hardware(config)`); secrets stay ${NAME} placeholders."""
+    server, spec = config.server, config.speculation
+    draft = spec.draft_model if spec.method in ("draft_model", "eagle", "eagle3") else ""
+    return {"vllm": vllm_version + (" (simulated)" if server.is_simulator else ""),
+            "model": server.model, "model_content": _content(server.model),
+            "draft": f"{spec.method} {draft}".strip(), "draft_content": _content(draft) if draft else "",
+            "hardware": gear, "flags": speed_flags(server.extra_args, server.secret_flags),
+            "env": {name: value for name, value in sorted(server.env.items()) if name not in server.secret_env}}
+
+
+def key_of(print_: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(print_, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def workload_key(config: SweepConfig) -> str:
+    """What a K's level (its objective at the target) depends on besides the server: the requests and the
+    objective (a spread is pooled across workloads at the same users; a level only within one)."""
+    load = config.load
+    return key_of({"prompt": load.prompt_tokens, "output": load.output_tokens, "temperature": load.temperature,
+                   "endpoint": load.endpoint, "requests": load.requests, "objective": config.decision.objective})
+
+
+# --- reading and writing ---------------------------------------------------------------------------------------
+def read_ledger(path: Path) -> tuple[Ledger, str]:
+    """The ledger, and a one-line warning when the file is there but unreadable (then an empty one)."""
+    try:
+        return Ledger.model_validate(json.loads(path.read_text(encoding="utf-8"))), ""
+    except FileNotFoundError:
+        return Ledger(), ""
+    except (OSError, ValueError, ValidationError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return Ledger(), (f"warning: the restart spread ledger {path} is unreadable ({first[:120]}): ignored; the "
+                          "next run that measures a spread writes a fresh one")
+
+
+def earlier_of(ledger: Ledger, key: str, users: int, run_id: str = "", workload: str = "") -> EarlierSpread | None:
+    """The spread earlier runs on this server measured at these users: their squares and degrees of freedom pooled
+    (the newest MAX_RUNS; this run's own entry left out), and each K's level in those of this workload."""
+    server = ledger.servers.get(key)
+    runs = [r for r in (server.runs if server else []) if r.users == users and r.run_id != run_id and r.df > 0]
+    runs = sorted(runs, key=lambda r: r.date)[-MAX_RUNS:]
+    if not runs:
+        return None
+    by_k: dict[str, list[float]] = {}
+    for run in runs:
+        if workload and run.workload == workload:
+            for k, value in run.levels.items():
+                by_k.setdefault(k, []).append(value)
+    return EarlierSpread(sum(r.squares for r in runs), sum(r.df for r in runs), len(runs), sum(r.lives for r in runs),
+                         max(r.date for r in runs), {k: sum(v) / len(v) for k, v in sorted(by_k.items())})
+
+
+def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Path | None = None,
+                gear: str | None = None) -> tuple[LedgerUse | None, str]:
+    """What a new run takes from the ledger (for plan.json), and the line to say about it; None where the server's
+    restart spread is not unknown (the simulator's documented one, or decision.restart_spread), and for one K (a
+    ramp, a running server: nothing to compare)."""
+    if not config.decision.spread_unknown or len(config.speculation.k) < 2:
+        return None, ""
+    print_ = fingerprint(config, vllm_version, hardware(config) if gear is None else gear)
+    key = key_of(print_)
+    if not enabled:
+        return LedgerUse(key=key, fingerprint=print_, enabled=False, note="--no-ledger"), \
+            "restart spread ledger: not used (--no-ledger)"
+    path = ledger_path() if path is None else path
+    ledger, warning = read_ledger(path)
+    earlier = earlier_of(ledger, key, config.target_users, workload=workload_key(config))
+    if earlier is None:
+        note = f"no earlier run on this server at {config.target_users} users"
+        said = f"restart spread ledger: {note}; this run measures it"
+    else:
+        note = (f"restart spread {earlier.rel_sd:.1%} from {earlier.runs} earlier run{'s' if earlier.runs != 1 else ''} "
+                f"on this server (last {earlier.last}, {earlier.df} degrees of freedom)")
+        said = f"restart spread ledger: {note}"
+    use = LedgerUse(key=key, fingerprint=print_, note=note).with_earlier(earlier)
+    return use, "\n".join(line for line in (warning, said) if line)
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def remember(use: LedgerUse, run_id: str, users: int, squares: float, df: int, lives: int,
+             path: Path | None = None, today: str | None = None, workload: str = "",
+             levels: dict[str, float] | None = None) -> str:
+    """This run's measured part into the ledger (its entry replaced if it was there: a report re-rendered or a run
+    resumed writes it once); the warning line when the old file was unreadable, else ""."""
+    if not use.enabled or df <= 0:
+        return ""
+    path = ledger_path() if path is None else path
+    with _locked(path):
+        ledger, warning = read_ledger(path)
+        server = ledger.servers.setdefault(use.key, LedgerServer(fingerprint=use.fingerprint))
+        server.runs = [r for r in server.runs if r.run_id != run_id] + [LedgerRun(
+            run_id=run_id, date=today or datetime.date.today().isoformat(), users=users, squares=squares, df=df,
+            lives=lives, rel_sd=(squares / df) ** 0.5, workload=workload, levels=levels or {})]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(ledger.model_dump(mode="json"), indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    return warning

@@ -1,0 +1,137 @@
+"""Capacity within the SLO and the verdict at the user's rate through real processes on the simulator (issue 37,
+items 3 and 4): one capacity search over K 0/2/4 (sweep.strategy = "capacity": every K once over three rate stages,
+then one-rate-stage probes, the ones clearly over capacity ended early). Each K's measured capacity lies within
+10 % of the simulator's own answer (sim/open_loop.capacity_within_slo, its engine model alone, with the same SLO,
+attainment target, workload and window), and the verdicts at two target rates (7 req/s, below K=0's capacity;
+14 req/s, between K=0's and K=2's) pick what the model says holds there: the smallest K whose attainment holds and
+that keeps up. Constant arrivals keep a 5 s window's count of arrivals exact (a Poisson count is its own noise)."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from lookahead_runner.config.slo import parse_slos
+from lookahead_runner.sim.open_loop import capacity_within_slo, holds
+from lookahead_runner.workload.arrivals import ArrivalProcess
+
+pytestmark = pytest.mark.e2e
+
+SERVER_ARGS = ["--max-num-seqs", "16", "--sim-scenario", "roomy-kv"]
+KS = (0, 2, 4)
+STAGE_S, PROMPT, OUTPUT, ATTAINMENT = 5.0, 32, 48, 0.85
+SWEEP = f"""
+name = "capacity"
+[server]
+model = "sim/e2e-model"
+extra_args = {json.dumps(SERVER_ARGS + ["--sim-set", "startup_s=0.3"])}
+ready_timeout_s = 60
+memory_stable_window_s = 0.5
+[speculation]
+k = {list(KS)}
+[load]
+stages = [{{ rate = 7.0, duration_s = {STAGE_S} }}, {{ rate = 14.0, duration_s = {STAGE_S} }},
+          {{ rate = 28.0, duration_s = {STAGE_S} }}]
+prompt_tokens = {PROMPT}
+output_tokens = {OUTPUT}
+warmup_s = {STAGE_S / 4}
+preflight_s = 0
+arrival = "constant"
+request_timeout_s = 6
+[sweep]
+strategy = "capacity"
+capacity_precision = 0.15
+[decision]
+slo = {{ ttft_p99_ms = 500 }}
+slo_attainment = {ATTAINMENT}
+target_rate = 14
+min_requests = 3
+max_client_lag_p99_ms = 250  # a busy host: the parallel test run (tests/conftest.py); not under test here
+"""
+SLO = parse_slos((("ttft_p99_ms", 500.0),))
+CONSTANT = ArrivalProcess("constant")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("capacity")
+    (tmp / "sweep.toml").write_text(SWEEP)
+    done = subprocess.run([sys.executable, "-m", "lookahead_runner", "sweep", "--config", str(tmp / "sweep.toml"),
+                           "--out", str(tmp / "runs")], capture_output=True, text=True, timeout=420)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    (run_dir,) = list((tmp / "runs").iterdir())
+    return run_dir, done
+
+
+def _decision(run_dir):
+    return json.loads((run_dir / "decision.json").read_text())
+
+
+def at_rate(run_dir, tmp_path, rate: float) -> dict:
+    """The run re-decided at another target rate: a copy of its folder, decision.target_rate changed in its
+    plan.json, `lookahead-runner report` (no new measurement)."""
+    copy = tmp_path / f"at-{rate:g}"
+    shutil.copytree(run_dir, copy)
+    plan = json.loads((copy / "plan.json").read_text())
+    plan["config"]["decision"]["target_rate"] = rate
+    (copy / "plan.json").write_text(json.dumps(plan))
+    done = subprocess.run([sys.executable, "-m", "lookahead_runner", "report", str(copy)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return _decision(copy)
+
+
+def smallest_k_that_holds(rate: float) -> int | None:
+    """The simulator's own answer at `rate`: the smallest K meeting the SLO for ATTAINMENT of the arrivals and
+    keeping up (the verdict keeps the smallest K within the tie band of the best goodput: every K that holds)."""
+    return next((k for k in KS if holds(SERVER_ARGS, k, rate, SLO, ATTAINMENT, PROMPT, OUTPUT, duration_s=STAGE_S,
+                                        process=CONSTANT)), None)
+
+
+def test_each_ks_measured_capacity_is_within_10_percent_of_the_simulators_own(run):
+    run_dir, done = run
+    decision = _decision(run_dir)
+    measured = {row["k"]: row["rate"] for row in decision["capacity"]}
+    truth = {k: capacity_within_slo(SERVER_ARGS, k, SLO, ATTAINMENT, PROMPT, OUTPUT, duration_s=STAGE_S,
+                                    process=CONSTANT, precision=0.01) for k in KS}
+    assert truth[4] > 2 * truth[0]   # speculation serves more within the SLO here
+    print("capacity within the SLO, measured / the simulator's model:",
+          ", ".join(f"K={k} {measured[k]:.2f} / {truth[k]:.2f}" for k in KS))
+    for k in KS:
+        assert measured[k] == pytest.approx(truth[k], rel=0.10), (k, measured, truth)
+    assert decision["capacity_target"] == ATTAINMENT
+    k4 = next(row for row in decision["capacity"] if row["k"] == 4)
+    assert k4["rate_range"]["low"] <= k4["rate"] <= k4["rate_range"]["high"] and k4["gain"] > 1.0
+    assert k4["text"].startswith(f"K=4 {k4['rate']:.1f} req/s [") and "users (Little's law)" in k4["text"]
+    report = (run_dir / "report.html").read_text()
+    assert 'id="capacity-table"' in report and k4["rate_text"] in report
+
+
+def test_the_verdicts_at_two_target_rates_differ_as_the_simulators_truth_does(run, tmp_path):
+    run_dir, done = run
+    between = _decision(run_dir)
+    below = at_rate(run_dir, tmp_path, 7.0)
+    assert (smallest_k_that_holds(7.0), smallest_k_that_holds(14.0)) == (0, 2)
+    assert between["status"] == "decided" and between["recommended"]["k"] == 2 and done.returncode == 0
+    assert between["verdict"].startswith("At 14 req/s: set K=2: p99 TTFT ")
+    assert "K=0 " in between["verdict"] and "Capacity within the SLO: K=0 " in between["verdict"]
+    assert below["status"] == "decided" and below["recommended"]["k"] == 0 and below["target_rate"] == 7.0
+    assert below["verdict"].startswith("At 7 req/s: keep K=0: SLO met by 100.0%")
+    # the verdict and the capacity table agree: K=0's capacity lies between the two rates
+    k0 = next(row for row in between["capacity"] if row["k"] == 0)
+    assert 7.0 < k0["rate"] < 14.0
+
+
+def test_the_search_probes_each_k_and_a_probe_above_capacity_ends_early_and_says_so(run):
+    run_dir, done = run
+    plan = json.loads((run_dir / "plan.json").read_text())
+    probes = [life for life in plan["lives"] if life.get("rates")]
+    assert {life["k"] for life in probes} == set(KS) and plan["adaptive"]["stop"] == "decided"
+    ended = [json.loads((run_dir / life["dir"] / "status.json").read_text()) for life in probes]
+    early = [status for status in ended if status.get("ended_early")]
+    assert early and all(status["state"] == "done" for status in ended)
+    assert early[0]["ended_early"].startswith("clearly over capacity at ") and "the probe ended early" in done.stdout
+    decision = _decision(run_dir)
+    assert any(r.startswith("Capacity search: ") and "ended early, clearly over capacity" in r
+               for r in decision["reasons"])

@@ -1,0 +1,141 @@
+"""Capacity within the SLO (decision/capacity/): where each K's attainment leaves its target, in rate and users,
+with an interval from the attainment's uncertainty and the bracket; the capacity search's next probe (bracket, then
+bisect, under the budget) and its clearly-over rule."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lookahead_runner.config import DecisionConfig
+from lookahead_runner.decision.adaptive import Budget, Spent
+from lookahead_runner.decision.capacity.estimate import Point, capacities, crossing, holds_at, non_increasing
+from lookahead_runner.decision.capacity.search import clearly_over, next_probe, plan_for
+from lookahead_runner.decision.cells.evidence import Cell, Evidence, Window
+
+from .rate_windows_factory import rate_window
+
+P = DecisionConfig(slo={"ttft_p99_ms": 500.0})
+
+
+def _cross(points, target=0.99):
+    return crossing(points, target, 0.95, np.random.default_rng(0))
+
+
+def test_the_crossing_lies_on_the_line_between_the_last_rate_that_holds_and_the_first_that_does_not():
+    c = _cross([Point(10, 1000, 1000), Point(14, 999, 1000), Point(18, 975, 1000)])
+    assert c.bracket == (14, 18)
+    assert c.value == pytest.approx(14 + (0.999 - 0.99) / (0.999 - 0.975) * 4, rel=1e-6)
+    assert c.low < c.value < c.high and 13 < c.low and c.high < 18.5
+    assert c.text("req/s").startswith(f"{c.value:.1f} req/s [")
+
+
+def test_a_cliff_keeps_the_estimate_inside_the_brackets_middle_half_and_behind_alone_its_middle():
+    cliff = _cross([Point(10, 1000, 1000), Point(20, 0, 1000)])
+    assert cliff.value == pytest.approx(10 * 2 ** 0.25)
+    behind = _cross([Point(10, 1000, 1000), Point(20, 1000, 1000, behind=True)])
+    assert behind.value == pytest.approx(10 * math.sqrt(2)) and behind.bracket == (10, 20)
+
+
+def test_the_interval_is_never_narrower_than_the_bracket_nothing_between_two_rates_being_measured():
+    c = _cross([Point(10, 1000, 1000), Point(20, 0, 1000)])
+    assert c.low < 10 * 2 ** 0.05 and c.high > 10 * 2 ** 0.95
+
+
+def test_few_arrivals_widen_the_interval_a_rate_that_holds_by_chance_is_not_proof():
+    sure = _cross([Point(8, 2000, 2000), Point(10, 2000, 2000), Point(12, 0, 2000)], 0.99)
+    thin = _cross([Point(8, 40, 40), Point(10, 40, 40), Point(12, 0, 40)], 0.99)
+    assert sure.low > 10 and thin.low is None or thin.low < 8
+
+
+def test_a_noisy_low_rate_is_pooled_with_the_next_the_attainment_falling_as_the_rate_rises():
+    assert non_increasing(np.array([0.97, 1.0, 0.2]), np.array([30, 300, 100])).tolist() == \
+        pytest.approx([(0.97 * 30 + 300) / 330] * 2 + [0.2])
+    c = _cross([Point(4, 29, 30), Point(8, 300, 300), Point(16, 10, 100)], 0.95)
+    assert c.bracket == (8, 16)
+
+
+def test_every_rate_holding_or_none_is_a_side_unbounded():
+    above = _cross([Point(4, 500, 500), Point(8, 500, 500)])
+    below = _cross([Point(4, 10, 500), Point(8, 0, 500)])
+    assert above.value is None and above.bracket == (8, None) and above.text("req/s") == "> 8 req/s"
+    assert below.value is None and below.bracket == (None, 4) and below.text("req/s") == "< 4 req/s"
+
+
+def test_capacities_per_k_in_rate_and_users_and_gain_over_the_baseline():
+    windows = [rate_window(0, r, 600, met, behind=r > 12) for r, met in ((8, 600), (12, 598), (16, 200))] + \
+              [rate_window(4, r, 600, met) for r, met in ((8, 600), (12, 600), (16, 599), (24, 300))]
+
+    def window(k, users, met, total):
+        latency = np.array([[100.0 if i < met else 900.0, 20, 25, 1000] for i in range(total)])
+        return Window(k, 0, users, 10.0, np.linspace(0, 9, total), np.full(total, 16.0), latency, total, 0, 0)
+
+    cells = {(k, u): Cell(k, u, (window(k, u, met, 500),))
+             for k, u, met in ((0, 16, 500), (0, 32, 400), (4, 16, 500), (4, 32, 500), (4, 64, 300))}
+    rows = capacities(windows, Evidence(cells, 16), P)
+    k0, k4 = rows
+    assert k0.rate_bracket == [12, 16] and 12 < k0.rate < 16 and k4.rate_bracket == [16, 24]
+    assert k0.users_bracket == [16, 32] and k4.users_bracket == [32, 64] and k0.users_from == "user stages"
+    assert k4.gain == pytest.approx(k4.rate / k0.rate - 1)
+    assert k4.text.startswith(f"K=4 {k4.rate:.1f} req/s [") and " / " in k4.text and k4.text.endswith(")")
+    assert holds_at(k4, 10.0) is True and holds_at(k0, 30.0) is False
+
+
+def test_without_user_stages_the_concurrency_is_littles_law_at_the_rate_capacity():
+    windows = [rate_window(0, r, n, met) for r, n, met in ((8, 80, 80), (16, 160, 20))]
+    (row,) = capacities(windows, None, P)
+    assert row.users_from == "Little's law" and row.users_text.startswith("~") and "(Little's law)" in row.text
+    # requests in the system: the arrival rate times the mean time in it (about 1.1 s at 8 req/s: 8.8 of them)
+    in_system = [float(np.nansum(w.latency_ms[:, 3])) / 1000 / w.duration_s for w in windows]
+    assert in_system[0] == pytest.approx(8.8, rel=0.01)
+    assert 8 < row.rate < 16 and row.users == pytest.approx(np.interp(row.rate, [8, 16], in_system), rel=1e-6)
+
+
+def test_no_capacity_without_an_slo():
+    assert capacities([rate_window(0, 8.0, 100, 100)], None, DecisionConfig()) == []
+
+
+# ------------------------------------------------------------------ the search
+
+REACH = (0.1, 1000.0)
+
+
+def test_the_search_doubles_while_every_rate_holds_halves_while_none_does_and_bisects_a_bracket():
+    assert plan_for(0, [Point(8, 100, 100)], 0.9, 0.1, REACH).rate == 16
+    assert plan_for(0, [Point(8, 10, 100)], 0.9, 0.1, REACH).rate == 4
+    bisect = plan_for(0, [Point(8, 100, 100), Point(16, 10, 100)], 0.9, 0.1, REACH)
+    assert bisect.rate == pytest.approx(math.sqrt(128), abs=1e-3) and "bisecting [8, 16]" in bisect.why
+    done = plan_for(0, [Point(10, 100, 100), Point(10.5, 10, 100)], 0.9, 0.1, REACH)
+    assert done.rate is None and "within 10%" in done.why
+
+
+def test_the_next_probe_is_the_ks_with_fewest_probes_and_stops_when_bracketed_or_over_budget():
+    points = {0: [Point(8, 100, 100), Point(16, 10, 100)], 4: [Point(8, 100, 100), Point(16, 100, 100)]}
+    budget = Budget(max_lives=10)
+    first = next_probe([0, 4], points, {0: 2, 4: 1}, Spent({0: 3, 4: 2}), budget, 0.9, 0.1, REACH)
+    assert (first.k, first.rate) == (4, 32)
+    over = next_probe([0, 4], points, {}, Spent({0: 5, 4: 5}), budget, 0.9, 0.1, REACH)
+    assert over.k is None and over.stop == "budget" and "sweep.max_lives = 10" in over.why
+    narrow = {k: [Point(10, 100, 100), Point(10.5, 10, 100)] for k in (0, 4)}
+    done = next_probe([0, 4], narrow, {}, Spent({0: 2, 4: 2}), budget, 0.9, 0.1, REACH)
+    assert done.k is None and done.stop == "decided" and done.why.startswith("every K's capacity is bracketed")
+    minutes = next_probe([0, 4], points, {}, Spent({0: 1, 4: 1}, server_s=590, next_life_s=20),
+                         Budget(10, max_server_s=600), 0.9, 0.1, REACH)
+    assert minutes.stop == "budget" and "sweep.max_server_minutes" in minutes.why
+
+
+def test_a_k_without_a_valid_window_in_two_lives_is_given_up():
+    probe = next_probe([0], {}, {}, Spent({0: 2}), Budget(10), 0.9, 0.1, REACH)
+    assert probe.stop == "exhausted" and "K=0 gave no valid rate window in 2 lives" in probe.why
+
+
+def test_a_probe_is_clearly_over_once_its_queue_grows_past_a_fifth_of_the_arrivals_and_not_before():
+    t = np.arange(0, 6, 0.5)
+    growing = 5 + 10 * t          # 10 more waiting per second at 20 req/s: serving half the rate
+    assert clearly_over(t, growing, 20.0, 1.0, 10.0).startswith("clearly over capacity at 20 req/s: waiting ")
+    assert clearly_over(t[t < 2.5], growing[t < 2.5], 20.0, 1.0, 10.0) == ""     # too soon to say
+    steady = 3 + (t * 7 % 3)       # a queue that comes and goes
+    assert clearly_over(t, steady, 20.0, 1.0, 10.0) == ""
+    slow = 5 + 2 * t               # 10 % behind: a finding for the window, not clearly over
+    assert clearly_over(t, slow, 20.0, 1.0, 10.0) == ""
