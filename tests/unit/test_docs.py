@@ -97,3 +97,51 @@ def test_the_config_reference_is_what_the_models_write():
 def test_the_docs_build_writes_the_config_reference():
     config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
     assert "docs/hooks/config_reference.py" in config and (DOCS / "hooks" / "config_reference.py").is_file()
+
+
+# Pages written for users: what the runner does, not how it came to be (CHANGELOG.md holds that).
+USER_PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+# "issue 21", "issue #38", "issues 21/22/23", "(#38)": this project's own tracker. Upstream references stay:
+# "vLLM issue #49548", "vLLM #53436", "PR #48944" (four digits and more, or named by their project).
+OUR_ISSUE = re.compile(r"(?<!vLLM )(?<!upstream )\bissues?\s+#?\d+|(?<![\w/#])#\d{1,2}\b", re.I)
+
+
+def our_issue_numbers(text: str) -> list[str]:
+    """The lines of `text` that name one of this project's issues."""
+    return [line.strip() for line in text.splitlines() if OUR_ISSUE.search(line)]
+
+
+@pytest.mark.parametrize("path", USER_PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_issue_number_in_a_user_page(path):
+    assert our_issue_numbers(path.read_text(encoding="utf-8")) == [], \
+        f"{path.relative_to(REPO)} names an issue of this project: say what it does, history goes to CHANGELOG.md"
+
+
+@pytest.mark.parametrize("line", ["since issue 39: faster", "before issue 23 (plan schema 1)", "(issue #38)",
+                                  "issues 21/22/23", "Issue 21's bar", "the lives (#38)"])
+def test_the_issue_check_sees_each_kind(line):
+    assert our_issue_numbers(f"ok\n{line}\nok") == [line]
+
+
+@pytest.mark.parametrize("line", ["vLLM #53436 measured", "vLLM issue #49548, vLLM 0.27.1", "vLLM PR #48944",
+                                  "(upstream #32374)", "upstream issue #42690", "(ROCm/ATOM #609)",
+                                  "[a](decision.md#the-stop-rule)", "row 16", "#6985"])
+def test_the_issue_check_passes_upstream_references(line):
+    assert our_issue_numbers(line) == []
+
+
+def _index_pages() -> set[str]:
+    return set(re.findall(r"\]\(([\w/-]+\.md)(?:#[\w-]+)?\)", (DOCS / "index.md").read_text(encoding="utf-8")))
+
+
+def test_the_index_lists_every_nav_page_and_only_those():
+    """docs/index.md is the map of the site: a page added to the nav and not to the index (or the reverse) fails."""
+    nav = _nav_pages() - {"index.md"}
+    index = _index_pages()
+    assert {"missing from index.md": sorted(nav - index), "not in the nav": sorted(index - nav)} == \
+        {"missing from index.md": [], "not in the nav": []}
+
+
+def test_the_changelog_holds_the_history():
+    assert (REPO / "CHANGELOG.md").is_file()
