@@ -131,16 +131,27 @@ def test_the_issue_check_passes_upstream_references(line):
     assert our_issue_numbers(line) == []
 
 
-def _index_pages() -> set[str]:
-    return set(re.findall(r"\]\(([\w/-]+\.md)(?:#[\w-]+)?\)", (DOCS / "index.md").read_text(encoding="utf-8")))
+def _nav_order() -> list[str]:
+    return re.findall(r":\s*([\w/-]+\.md)\s*$", (REPO / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+
+
+def _index_table_order() -> list[str]:
+    """The pages docs/index.md's table links, each once, in the order of its rows."""
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| [")]
+    return [re.match(r"\| \[[^\]]+\]\(([\w/-]+\.md)\)", row).group(1) for row in rows]
 
 
 def test_the_index_lists_every_nav_page_and_only_those():
     """docs/index.md is the map of the site: a page added to the nav and not to the index (or the reverse) fails."""
-    nav = _nav_pages() - {"index.md"}
-    index = _index_pages()
+    nav = set(_nav_order()) - {"index.md"}
+    index = set(_index_table_order())
     assert {"missing from index.md": sorted(nav - index), "not in the nav": sorted(index - nav)} == \
         {"missing from index.md": [], "not in the nav": []}
+
+
+def test_the_index_follows_the_nav_order():
+    assert _index_table_order() == [page for page in _nav_order() if page != "index.md"]
 
 
 def test_the_changelog_holds_the_history():
