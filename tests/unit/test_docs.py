@@ -174,3 +174,27 @@ def test_no_other_demo_or_test_time_is_stated(path):
     text = (REPO / path).read_text(encoding="utf-8")
     stated = re.findall(r"(?:about|~)\s*\d+(?:-\d+)?\s*min(?:utes)?(?: on 2 cores)?|\d+-\d+ minutes on 2 cores", text)
     assert set(stated) <= {DEMO_TIME, f"{TEST_TIME} on 2 cores", "about 15 minutes on 2 cores"}, stated
+
+
+def _slug(heading: str) -> str:
+    """The anchor mkdocs (toc) and GitHub both give a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", heading.strip().lower()))
+
+
+def test_every_glossary_link_lands_on_a_term():
+    """Pages link a term's first use to docs/glossary.md#TERM; the README's links are read on GitHub too, so
+    the anchors are the headings' own (no {#id})."""
+    glossary = (DOCS / "glossary.md").read_text(encoding="utf-8")
+    terms = {_slug(heading) for heading in re.findall(r"^#{2,3} (.+)$", glossary, re.M)}
+    assert "{#" not in glossary
+    assert {"server-life", "per-batch-size-schedule", "tie-band", "knee", "restart-spread", "capacity-within-the-slo",
+            "rate-stage-open-loop", "objective-slo-goodput", "pre-flight", "acceptance"} <= terms
+    links = [(path.relative_to(REPO).as_posix(), anchor) for path in [REPO / "README.md", *DOCS.rglob("*.md")]
+             for anchor in re.findall(r"glossary\.md#([\w-]+)\)", path.read_text(encoding="utf-8"))]
+    assert len(links) >= 10
+    assert [link for link in links if link[1] not in terms] == []
+
+
+def test_the_glossary_slug_is_the_headings_own():
+    assert _slug('Confidence, resamples, "not decided yet"') == "confidence-resamples-not-decided-yet"
+    assert _slug("K (the lookahead)") == "k-the-lookahead"
