@@ -1,6 +1,8 @@
 """The README and the docs site hold together: no host path in what a reader sees, and every page the README,
 another page or the code cites exists and is in the site's nav (mkdocs.yml), so `mkdocs build --strict` and a
-reader following a citation both find it."""
+reader following a citation both find it. The pages are written for users: no issue numbers or development
+history (CHANGELOG.md holds it), docs/index.md lists the nav's pages in its order, one demo time and one test
+time, and every link to a glossary term lands on it."""
 
 from __future__ import annotations
 
@@ -116,6 +118,27 @@ def our_issue_numbers(text: str) -> list[str]:
 def test_no_issue_number_in_a_user_page(path):
     assert our_issue_numbers(path.read_text(encoding="utf-8")) == [], \
         f"{path.relative_to(REPO)} names an issue of this project: say what it does, history goes to CHANGELOG.md"
+
+
+# How the project was worked on, which a user cannot look up (the issue-number check above covers the rest).
+HISTORY = re.compile(r"\b(?:previous|this|other) sessions?'?s?\b|\(new[,:)]|\bit used to\b", re.I)
+
+
+@pytest.mark.parametrize("path", USER_PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_development_history_in_a_user_page(path):
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if HISTORY.search(line)]
+    assert lines == [], f"{path.relative_to(REPO)}: development history belongs in CHANGELOG.md"
+
+
+@pytest.mark.parametrize("line", ["decided by the previous session's engine", "other sessions' tests running",
+                                  "* `reaper.py` (new): the watchdog", "like Ctrl-C (it used to kill the runner"])
+def test_the_history_check_sees_each_kind(line):
+    assert HISTORY.search(line)
+
+
+@pytest.mark.parametrize("line", ["starts `vllm serve` in its own session", "a new life", "the key used to sign"])
+def test_the_history_check_passes_a_process_session(line):
+    assert not HISTORY.search(line)
 
 
 @pytest.mark.parametrize("line", ["since issue 39: faster", "before issue 23 (plan schema 1)", "(issue #38)",
