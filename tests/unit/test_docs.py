@@ -1,6 +1,8 @@
 """The README and the docs site hold together: no host path in what a reader sees, and every page the README,
 another page or the code cites exists and is in the site's nav (mkdocs.yml), so `mkdocs build --strict` and a
-reader following a citation both find it."""
+reader following a citation both find it. The pages are written for users: no issue numbers or development
+history (CHANGELOG.md holds it), docs/index.md lists the nav's pages in its order, one demo time and one test
+time, and every link to a glossary term lands on it."""
 
 from __future__ import annotations
 
@@ -97,3 +99,125 @@ def test_the_config_reference_is_what_the_models_write():
 def test_the_docs_build_writes_the_config_reference():
     config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
     assert "docs/hooks/config_reference.py" in config and (DOCS / "hooks" / "config_reference.py").is_file()
+
+
+# Pages written for users: what the runner does, not how it came to be (CHANGELOG.md holds that).
+USER_PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+# "issue 21", "issue #38", "issues 21/22/23", "(#38)": this project's own tracker. Upstream references stay:
+# "vLLM issue #49548", "vLLM #53436", "PR #48944" (four digits and more, or named by their project).
+OUR_ISSUE = re.compile(r"(?<!vLLM )(?<!upstream )\bissues?\s+#?\d+|(?<![\w/#])#\d{1,2}\b", re.I)
+
+
+def our_issue_numbers(text: str) -> list[str]:
+    """The lines of `text` that name one of this project's issues."""
+    return [line.strip() for line in text.splitlines() if OUR_ISSUE.search(line)]
+
+
+@pytest.mark.parametrize("path", USER_PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_issue_number_in_a_user_page(path):
+    assert our_issue_numbers(path.read_text(encoding="utf-8")) == [], \
+        f"{path.relative_to(REPO)} names an issue of this project: say what it does, history goes to CHANGELOG.md"
+
+
+# How the project was worked on, which a user cannot look up (the issue-number check above covers the rest).
+HISTORY = re.compile(r"\b(?:previous|this|other) sessions?'?s?\b|\(new[,:)]|\bit used to\b", re.I)
+
+
+@pytest.mark.parametrize("path", USER_PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_development_history_in_a_user_page(path):
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if HISTORY.search(line)]
+    assert lines == [], f"{path.relative_to(REPO)}: development history belongs in CHANGELOG.md"
+
+
+@pytest.mark.parametrize("line", ["decided by the previous session's engine", "other sessions' tests running",
+                                  "* `reaper.py` (new): the watchdog", "like Ctrl-C (it used to kill the runner"])
+def test_the_history_check_sees_each_kind(line):
+    assert HISTORY.search(line)
+
+
+@pytest.mark.parametrize("line", ["starts `vllm serve` in its own session", "a new life", "the key used to sign"])
+def test_the_history_check_passes_a_process_session(line):
+    assert not HISTORY.search(line)
+
+
+@pytest.mark.parametrize("line", ["since issue 39: faster", "before issue 23 (plan schema 1)", "(issue #38)",
+                                  "issues 21/22/23", "Issue 21's bar", "the lives (#38)"])
+def test_the_issue_check_sees_each_kind(line):
+    assert our_issue_numbers(f"ok\n{line}\nok") == [line]
+
+
+@pytest.mark.parametrize("line", ["vLLM #53436 measured", "vLLM issue #49548, vLLM 0.27.1", "vLLM PR #48944",
+                                  "(upstream #32374)", "upstream issue #42690", "(ROCm/ATOM #609)",
+                                  "[a](decision.md#the-stop-rule)", "row 16", "#6985"])
+def test_the_issue_check_passes_upstream_references(line):
+    assert our_issue_numbers(line) == []
+
+
+def _nav_order() -> list[str]:
+    return re.findall(r":\s*([\w/-]+\.md)\s*$", (REPO / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+
+
+def _index_table_order() -> list[str]:
+    """The pages docs/index.md's table links, each once, in the order of its rows."""
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| [")]
+    return [re.match(r"\| \[[^\]]+\]\(([\w/-]+\.md)\)", row).group(1) for row in rows]
+
+
+def test_the_index_lists_every_nav_page_and_only_those():
+    """docs/index.md is the map of the site: a page added to the nav and not to the index (or the reverse) fails."""
+    nav = set(_nav_order()) - {"index.md"}
+    index = set(_index_table_order())
+    assert {"missing from index.md": sorted(nav - index), "not in the nav": sorted(index - nav)} == \
+        {"missing from index.md": [], "not in the nav": []}
+
+
+def test_the_index_follows_the_nav_order():
+    assert _index_table_order() == [page for page in _nav_order() if page != "index.md"]
+
+
+def test_the_changelog_holds_the_history():
+    assert (REPO / "CHANGELOG.md").is_file()
+
+
+DEMO_TIME = "4-5 minutes on 2 cores"
+TEST_TIME = "about 15 min"  # the README's test command, four workers on 2 cores (CI's last run: 871 s)
+
+
+@pytest.mark.parametrize("path, figure", [("README.md", DEMO_TIME), ("docs/index.md", DEMO_TIME),
+                                          ("README.md", TEST_TIME), ("CONTRIBUTING.md", TEST_TIME)])
+def test_the_demo_and_the_test_times_are_one_figure_on_every_page(path, figure):
+    """The pages that state how long the demo or the test command takes state the same figure."""
+    assert figure in (REPO / path).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", ["README.md", "CONTRIBUTING.md", "docs/index.md"])
+def test_no_other_demo_or_test_time_is_stated(path):
+    text = (REPO / path).read_text(encoding="utf-8")
+    stated = re.findall(r"(?:about|~)\s*\d+(?:-\d+)?\s*min(?:utes)?(?: on 2 cores)?|\d+-\d+ minutes on 2 cores", text)
+    assert set(stated) <= {DEMO_TIME, f"{TEST_TIME} on 2 cores", "about 15 minutes on 2 cores"}, stated
+
+
+def _slug(heading: str) -> str:
+    """The anchor mkdocs (toc) and GitHub both give a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", heading.strip().lower()))
+
+
+def test_every_glossary_link_lands_on_a_term():
+    """Pages link a term's first use to docs/glossary.md#TERM; the README's links are read on GitHub too, so
+    the anchors are the headings' own (no {#id})."""
+    glossary = (DOCS / "glossary.md").read_text(encoding="utf-8")
+    terms = {_slug(heading) for heading in re.findall(r"^#{2,3} (.+)$", glossary, re.M)}
+    assert "{#" not in glossary
+    assert {"server-life", "per-batch-size-schedule", "tie-band", "knee", "restart-spread", "capacity-within-the-slo",
+            "rate-stage-open-loop", "objective-slo-goodput", "pre-flight", "acceptance"} <= terms
+    links = [(path.relative_to(REPO).as_posix(), anchor) for path in [REPO / "README.md", *DOCS.rglob("*.md")]
+             for anchor in re.findall(r"glossary\.md#([\w-]+)\)", path.read_text(encoding="utf-8"))]
+    assert len(links) >= 10
+    assert [link for link in links if link[1] not in terms] == []
+
+
+def test_the_glossary_slug_is_the_headings_own():
+    assert _slug('Confidence, resamples, "not decided yet"') == "confidence-resamples-not-decided-yet"
+    assert _slug("K (the lookahead)") == "k-the-lookahead"
