@@ -42,7 +42,6 @@ from ..schema import Capacity, Range
 
 E2E = LATENCY_COLUMNS.index("e2e_ms")
 DRAWS = 2000
-UNBOUNDED = 1e300   # a draw below or above every load measured
 
 
 @dataclass(frozen=True)
@@ -73,14 +72,17 @@ class Crossing:
     low: float | None
     high: float | None
     bracket: tuple[float | None, float | None]
+    measured: tuple[float, float] = (math.nan, math.nan)   # the lowest and highest load measured
 
     def text(self, unit: str, digits: int = 1) -> str:
-        """"14.2 req/s [13.6, 14.9]", "> 24 req/s" (every load measured holds), "< 4 req/s" (none does)."""
+        """"14.2 req/s [13.6, 14.9]", "> 24 req/s" (every load measured holds), "< 4 req/s" (none does); an
+        unbounded end of the interval: "[below 8 (the lowest measured), 14.9]"."""
         lo, hi = self.bracket
         if self.value is None:
             return f"> {lo:g} {unit}" if hi is None else f"< {hi:g} {unit}"
-        low = "?" if self.low is None else f"{self.low:.{digits}f}"
-        high = "?" if self.high is None else f"{self.high:.{digits}f}"
+        low = f"below {self.measured[0]:g} (the lowest measured)" if self.low is None else f"{self.low:.{digits}f}"
+        high = f"beyond {self.measured[1]:g} (the highest measured)" if self.high is None \
+            else f"{self.high:.{digits}f}"
         return f"{self.value:.{digits}f} {unit} [{low}, {high}]"
 
 
@@ -152,9 +154,11 @@ def crossing(points: Sequence[Point], target: float, level: float, rng: np.rando
     middles = rng.uniform(size=draws)
     drawn = np.array([_cross(xs, drawn_attainment[d], behind, target, middles[d]) for d in range(draws)])
     tail = (1 - level) / 2
-    low, high = np.quantile(np.clip(drawn, -UNBOUNDED, UNBOUNDED), [tail, 1 - tail])
-    return Crossing(value if math.isfinite(value) else None, float(low) if abs(low) < UNBOUNDED else None,
-                    float(high) if abs(high) < UNBOUNDED else None, bracket)
+    # order statistics, never interpolated: between a finite draw and an unbounded one lies no rate
+    low = float(np.quantile(drawn, tail, method="lower"))
+    high = float(np.quantile(drawn, 1 - tail, method="higher"))
+    return Crossing(value if math.isfinite(value) else None, low if math.isfinite(low) else None,
+                    high if math.isfinite(high) else None, bracket, (float(xs[0]), float(xs[-1])))
 
 
 def rate_points(windows: Iterable[RateWindow]) -> dict[int, list[Point]]:

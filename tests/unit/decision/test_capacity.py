@@ -139,3 +139,22 @@ def test_a_probe_is_clearly_over_once_its_queue_grows_past_a_fifth_of_the_arriva
     assert clearly_over(t, steady, 20.0, 1.0, 10.0) == ""
     slow = 5 + 2 * t               # 10 % behind: a finding for the window, not clearly over
     assert clearly_over(t, slow, 20.0, 1.0, 10.0) == ""
+
+
+def test_an_interval_end_is_a_rate_measured_around_or_unbounded_never_a_number_mixed_with_an_unbounded_draw():
+    # about 2.5 % of the draws fall below the lowest rate (16 holds by a hair): the 2.5 % quantile once lay between
+    # a finite draw and the "below every rate" stand-in (-1e300) and came out as -2.5e298 req/s
+    points = [Point(8, 200, 200), Point(16, 198, 200)]
+    for seed in range(60):
+        c = crossing(points, 0.99, 0.95, np.random.default_rng(seed))
+        for end in (c.low, c.high):
+            assert end is None or 8 <= end <= 16, (seed, c)
+
+
+def test_an_unbounded_interval_end_says_beyond_the_loads_measured_not_a_question_mark():
+    thin = _cross([Point(8, 30, 30), Point(16, 25, 30)], 0.95)
+    assert thin.value is not None and thin.low is None
+    assert "?" not in thin.text("req/s") and "below 8 (the lowest measured)" in thin.text("req/s")
+    top = _cross([Point(8, 400, 400), Point(16, 28, 30)], 0.95)
+    assert top.value is not None and top.high is None
+    assert "?" not in top.text("req/s") and "beyond 16 (the highest measured)" in top.text("req/s")
