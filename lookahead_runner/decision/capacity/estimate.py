@@ -18,7 +18,8 @@ finished, failures included) is below the target.
   of the bracket (geometric: rates and users double) where the failing point fails by falling behind alone (its
   attainment still at the target: a backlog only starting).
 - Its interval: the same rule on attainments drawn from each point's Jeffreys posterior (Beta(good + 1/2,
-  missed + 1/2), which, unlike a bootstrap, knows that 200 of 200 met is not proof of 99 %), the crossing drawn
+  missed + 1/2), which, unlike a bootstrap, knows that 200 of 200 met is not proof of 99 %; both counts over the
+  point's design effect, cells/stats.py: arrivals behind one queue miss together), the crossing drawn
   uniformly (in log) inside the bracket each draw lands in: nothing between two loads was measured, so the
   interval is never narrower than the bracket (the capacity search narrows it). A draw whose first point fails is
   below every load measured, one whose every point holds above them: such a side is unbounded when more than its
@@ -38,6 +39,7 @@ import numpy as np
 from ...config import DecisionConfig
 from ..cells.evidence import LATENCY_COLUMNS, Evidence
 from ..cells.rate_window import RateWindow, met_every_slo
+from ..cells.stats import design_effect
 from ..schema import Capacity, Range
 
 E2E = LATENCY_COLUMNS.index("e2e_ms")
@@ -53,6 +55,7 @@ class Point:
     n: int
     behind: bool = False
     in_system: float = math.nan      # mean requests in the system (Little's L), rate points only
+    design_effect: float = 1.0       # arrivals per independent one (cells/stats.py), rate points only
     smoothed: float | None = None    # the attainment made non-increasing over the loads (`monotone`)
 
     @property
@@ -143,13 +146,14 @@ def crossing(points: Sequence[Point], target: float, level: float, rng: np.rando
     xs = np.array([p.x for p in points], dtype=float)
     good = np.array([p.good for p in points], dtype=float)
     n = np.array([p.n for p in points], dtype=float)
+    deff = np.array([p.design_effect for p in points], dtype=float)
     behind = np.array([p.behind for p in points], dtype=bool)
     attained = np.array([p.attainment for p in points])
     j = _first_failing(xs, attained, behind, target)
     bracket = (None if j == 0 else float(xs[j - 1] if j is not None else xs[-1]),
                None if j is None else float(xs[j]))
     value = _cross(xs, attained, behind, target)
-    drawn_attainment = rng.beta(good + 0.5, n - good + 0.5, size=(draws, len(points)))
+    drawn_attainment = rng.beta(good / deff + 0.5, (n - good) / deff + 0.5, size=(draws, len(points)))
     drawn_attainment = np.array([non_increasing(row, n) for row in drawn_attainment])
     middles = rng.uniform(size=draws)
     drawn = np.array([_cross(xs, drawn_attainment[d], behind, target, middles[d]) for d in range(draws)])
@@ -173,7 +177,8 @@ def rate_points(windows: Iterable[RateWindow]) -> dict[int, list[Point]]:
         in_system = sum(float(np.nansum(w.latency_ms[w.ok, E2E])) / 1000.0 for w in ws) / duration \
             if duration > 0 else math.nan
         out.setdefault(k, []).append(Point(rate, sum(int(w.good.sum()) for w in ws), sum(w.arrivals for w in ws),
-                                           any(not w.keeps_up for w in ws), in_system))
+                                           any(not w.keeps_up for w in ws), in_system,
+                                           design_effect([w.good for w in ws])))
     return out
 
 

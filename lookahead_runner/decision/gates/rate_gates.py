@@ -4,8 +4,8 @@
 - keeps up: a K whose backlog grows through a window at the rate (it falls behind: cells/rate_window.py) fails,
   with the finding's figures; that is a K losing at that rate, not a window to drop.
 - SLO attainment: the share of arrivals meeting every SLO of decision.slo holds decision.slo_attainment, by its
-  Wilson interval: pass above the target, fail below it, unknown across it (too few arrivals to tell; how many
-  would).
+  Wilson interval on the arrivals over their design effect (cells/stats.py: the requests behind one queue miss
+  together): pass above the target, fail below it, unknown across it (too few arrivals to tell; how many would).
 No real-batch gate: at one rate a K that serves faster holds fewer requests at once, which is no server limit.
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ import math
 from ...config import DecisionConfig
 from ..cells.measure import CellStats
 from ..cells.rate_cell import RateCell
-from ..cells.stats import wilson
+from ..cells.stats import Bounds, wilson
 from ..schema import Check
 from . import rules
-from .checks import _requests_to_tell
+from .checks import _requests_needed, _requests_to_tell
 
 GATE_KEEPS_UP = "keeps up"
 GATE_ATTAINMENT = "SLO attainment"
@@ -54,6 +54,18 @@ def point_statuses(s: CellStats, base: CellStats, behind: bool, p: DecisionConfi
     return out
 
 
+def attainment_bounds(s: CellStats, p: DecisionConfig) -> Bounds:
+    """The attainment's Wilson interval, its arrivals counted as s.design_effect times fewer independent ones."""
+    return wilson(good_count(s), s.finished, p.interval_level, s.design_effect)
+
+
+def _correlated(s: CellStats) -> str:
+    if s.design_effect <= 1.0:
+        return ""
+    return (f" (arrivals correlated: missing the SLO in runs, they count as {s.finished / s.design_effect:.0f} "
+            "independent ones)")
+
+
 def _check(name: str, status: str, evidence: str, because: str = "", n: int | None = None) -> Check:
     return Check(name=name, kind="gate", status=status, evidence=evidence,
                  unknown_because=because if status == rules.UNKNOWN else "", n=n)
@@ -72,14 +84,24 @@ def attainment_check(s: CellStats, p: DecisionConfig) -> Check:
     n, good = s.finished, good_count(s)
     if not n:
         return _check(GATE_ATTAINMENT, rules.UNKNOWN, "no arrival in the window", "not measured", 0)
-    bounds = wilson(good, n, p.interval_level)
+    bounds = attainment_bounds(s, p)
     limits = "; ".join(f"{slo.metric.upper()} <= {slo.max_ms:g} ms" for slo in p.slos)
     text = (f"every SLO ({limits}) met by {good}/{n} arrivals = {good / n:.1%} [{bounds.low:.1%}, {bounds.high:.1%}] "
-            f"(needs {p.slo_attainment:.1%})")
+            f"(needs {p.slo_attainment:.1%}){_correlated(s)}")
     if bounds.low >= p.slo_attainment:
         return _check(GATE_ATTAINMENT, rules.PASS, text, n=n)
     if bounds.high < p.slo_attainment:
         return _check(GATE_ATTAINMENT, rules.FAIL, text, n=n)
     return _check(GATE_ATTAINMENT, rules.UNKNOWN, text + "; too few arrivals to tell: "
-                  + _requests_to_tell(good, n, p.slo_attainment, p.interval_level).replace("requests", "arrivals"),
-                  "too little data", n)
+                  + _arrivals_to_tell(good, n, s.design_effect, p), "too little data", n)
+
+
+def _arrivals_to_tell(good: int, n: int, deff: float, p: DecisionConfig) -> str:
+    """Arrivals at which the attainment measured would have an interval clear of the target, as correlated as
+    these."""
+    if deff <= 1.0:
+        return _requests_to_tell(good, n, p.slo_attainment, p.interval_level).replace("requests", "arrivals")
+    needed = _requests_needed(good / deff, max(round(n / deff), 1), p.slo_attainment, p.interval_level)
+    if needed is None:
+        return "more arrivals than any run gives"
+    return f"about {math.ceil(needed * deff):,} arrivals at this attainment, as correlated"

@@ -158,3 +158,16 @@ def test_an_unbounded_interval_end_says_beyond_the_loads_measured_not_a_question
     top = _cross([Point(8, 400, 400), Point(16, 28, 30)], 0.95)
     assert top.value is not None and top.high is None
     assert "?" not in top.text("req/s") and "beyond 16 (the highest measured)" in top.text("req/s")
+
+
+def test_a_burst_of_misses_at_a_rate_that_holds_widens_the_capacity_interval_below_it():
+    p = DecisionConfig(slo={"ttft_p99_ms": 500.0}, slo_attainment=0.97)
+
+    def row(burst):
+        windows = [rate_window(0, 8.0, 600, 600, p=p), rate_window(0, 12.0, 600, 590, p=p, burst=burst),
+                   rate_window(0, 16.0, 600, 300, p=p)]
+        (capacity,) = capacities(windows, None, p)
+        assert capacity.rate_bracket == [12, 16]
+        return capacity
+
+    assert row(False).rate_range.low > 12 and row(True).rate_range.low < 12
