@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import ResolvedServer, StageConfig, SweepConfig
 from ..decision.adaptive import Budget
-from ..decision.capacity.estimate import rate_points
+from ..decision.capacity.estimate import rate_points, with_over
 from ..decision.capacity.search import RATE_REACH, Probe, next_probe
 from ..runfolder.plan import read_plan, record_adaptive_stop
 from ..runfolder.read import read_run
@@ -25,6 +25,7 @@ from .adaptive_sweep import next_life, spent_so_far
 from .finalize import write_tables
 from .launch import Life, append_to_plan
 from .life_pool import LifePool
+from .rate_verdict import ended_over
 
 LIVES_PER_K = 8
 
@@ -88,8 +89,9 @@ def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
         lives = data.plan.sweep_lives()
         probes = Counter(entry.k for entry in lives if entry.rates)
         spent = spent_so_far(lives, data.statuses, {})
-        choice = next_probe(ks, rate_points(w for _, w in data.rate_windows), probes, spent, budget,
-                            config.decision.slo_attainment, config.sweep.capacity_precision, reach(config))
+        points = with_over(rate_points(w for _, w in data.rate_windows), ended_over(lives, data.statuses))
+        choice = next_probe(ks, points, probes, spent, budget, config.decision.slo_attainment,
+                            config.sweep.capacity_precision, reach(config))
         if choice.k is None:
             break
         life = next_life(lives, config, choice.k)

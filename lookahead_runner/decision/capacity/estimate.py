@@ -31,7 +31,7 @@ Pure numpy: the windows in, `Capacity` rows out; run/rate_verdict.py reads them 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -182,6 +182,18 @@ def rate_points(windows: Iterable[RateWindow]) -> dict[int, list[Point]]:
     return out
 
 
+def with_over(points: Mapping[int, Sequence[Point]], over: Mapping[int, Sequence[float]]) -> dict[int, list[Point]]:
+    """`points` with a failing point (fell behind) at each rate a capacity probe ended early at, clearly over
+    capacity (`over`: per K), where no valid window measured that rate: a probe cut short at a low rate holds too
+    few arrivals for a valid window, and without its point the search would probe that rate again and again."""
+    out = {k: list(ps) for k, ps in points.items()}
+    for k, rates in over.items():
+        for rate in rates:
+            if not any(math.isclose(p.x, rate, rel_tol=1e-9) for p in out.get(k, [])):
+                out.setdefault(k, []).append(Point(rate, 0, 1, behind=True))
+    return out
+
+
 def user_points(evidence: Evidence, p: DecisionConfig) -> dict[int, list[Point]]:
     """Per K, one point per users stage: requests meeting every SLO over those finished (failures count against)."""
     out: dict[int, list[Point]] = {}
@@ -206,13 +218,14 @@ def _range(crossing_: Crossing | None) -> Range:
 
 
 def capacities(windows: Sequence[RateWindow], evidence: Evidence | None, p: DecisionConfig, variant: str = "",
-               probes: dict[int, int] | None = None) -> list[Capacity]:
+               probes: dict[int, int] | None = None, over: Mapping[int, Sequence[float]] | None = None
+               ) -> list[Capacity]:
     """Each K's capacity within the SLO (no rows without an SLO: there is nothing to hold). `probes`: per K, the
-    capacity search's probes among the windows."""
+    capacity search's probes among the windows; `over`: per K, the rates its probes ended early at (`with_over`)."""
     if not p.slos:
         return []
     rng = np.random.default_rng([p.seed, 37])
-    by_rate = rate_points(w for w in windows if w.variant == variant)
+    by_rate = with_over(rate_points(w for w in windows if w.variant == variant), over or {})
     by_users = user_points(evidence, p) if evidence is not None else {}
     rows = []
     for k in sorted(set(by_rate) | set(by_users)):

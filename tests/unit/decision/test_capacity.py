@@ -10,7 +10,8 @@ import pytest
 
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision.adaptive import Budget, Spent
-from lookahead_runner.decision.capacity.estimate import Point, capacities, crossing, holds_at, non_increasing
+from lookahead_runner.decision.capacity.estimate import (Point, capacities, crossing, holds_at, non_increasing,
+                                                            rate_points, with_over)
 from lookahead_runner.decision.capacity.search import clearly_over, next_probe, plan_for
 from lookahead_runner.decision.cells.evidence import Cell, Evidence, Window
 
@@ -171,3 +172,30 @@ def test_a_burst_of_misses_at_a_rate_that_holds_widens_the_capacity_interval_bel
         return capacity
 
     assert row(False).rate_range.low > 12 and row(True).rate_range.low < 12
+
+
+def test_a_probe_ended_early_clearly_over_counts_as_failing_its_rate_even_where_its_short_window_is_invalid():
+    # at 1.5 req/s a probe cut 6 s past its warm-up holds 9 arrivals: an invalid window (too few requests); without
+    # a point there the search doubled from 1 req/s to the same 2 req/s probe until the budget ran out
+    windows = [rate_window(0, 1.0, 60, 60), rate_window(0, 2.0, 9, 2, behind=True, valid=False)]
+    assert plan_for(0, rate_points(windows)[0], 0.99, 0.1, REACH).rate == 2.0   # the same probe again
+    points = with_over(rate_points(windows), {0: [2.0]})
+    assert [(pt.x, pt.behind) for pt in points[0]] == [(1.0, False), (2.0, True)]
+    assert plan_for(0, points[0], 0.99, 0.1, REACH).rate == pytest.approx(math.sqrt(2), abs=1e-3)
+    assert with_over(rate_points([rate_window(0, 2.0, 60, 10, behind=True)]), {0: [2.0]})[0][0].n == 60
+    (row,) = capacities(windows, None, P, over={0: [2.0]})
+    assert row.rate_bracket == [1.0, 2.0] and row.rate is not None
+
+
+def test_the_probes_that_ended_early_are_read_from_the_plan_and_their_status():
+    from lookahead_runner.run.rate_verdict import ended_over
+    from lookahead_runner.runfolder.plan import LifeStatus, PlannedLife
+
+    def life(k, repeat, rates):
+        return PlannedLife(setting=f"k{k}", k=k, repeat=repeat, argv=[], dir=f"k{k}/r{repeat}", rates=rates)
+
+    lives = [life(0, 0, None), life(0, 1, [4.0]), life(0, 2, [8.0]), life(4, 0, [16.0])]
+    statuses = {"k0/r0": LifeStatus(state="done", ended_early="clearly over"),
+                "k0/r1": LifeStatus(state="done"), "k0/r2": LifeStatus(state="done", ended_early="clearly over at 8"),
+                "k4/r0": LifeStatus(state="done", ended_early="clearly over at 16")}
+    assert ended_over(lives, statuses) == {0: [8.0], 4: [16.0]}
