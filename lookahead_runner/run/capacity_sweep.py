@@ -21,6 +21,7 @@ from ..decision.capacity.search import RATE_REACH, Probe, next_probe
 from ..runfolder.plan import read_plan, record_adaptive_stop
 from ..runfolder.read import read_run
 from ..vllm.probe import Capabilities
+from ..workload.stages import MAX_STAGE_ARRIVALS
 from .adaptive_sweep import next_life, spent_so_far
 from .finalize import write_tables
 from .launch import Life, append_to_plan
@@ -56,8 +57,11 @@ def describe(config: SweepConfig) -> str:
 
 
 def reach(config: SweepConfig) -> tuple[float, float]:
+    """The lowest and highest rate a probe may run: the config's rates divided or multiplied by RATE_REACH, and no
+    higher than a probe's stage may draw (workload/stages.py)."""
     rates = [stage.rate for stage in config.load.rate_stages]
-    return min(rates) / RATE_REACH, max(rates) * RATE_REACH
+    duration = max(stage.duration_s for stage in config.load.rate_stages)
+    return min(rates) / RATE_REACH, min(max(rates) * RATE_REACH, MAX_STAGE_ARRIVALS / duration)
 
 
 def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, pool: LifePool,

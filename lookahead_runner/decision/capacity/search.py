@@ -82,7 +82,12 @@ def plan_for(k: int, points: Sequence[Point], target: float, precision: float, r
     if high / low <= 1 + precision:
         return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s, within "
                              f"{precision:.0%}", high / low)
-    rate = round(math.sqrt(low * high), 3)
+    middle = math.sqrt(low * high)
+    rate = round(middle, 3)   # a readable rate, where rounding keeps it inside the bracket
+    rate = rate if low < rate < high else middle
+    if not low < rate < high:
+        return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s, too narrow to bisect",
+                    high / low)
     return Plan(k, rate, f"K={k}: bisecting [{low:g}, {high:g}] req/s at {rate:g}", high / low)
 
 

@@ -199,3 +199,23 @@ def test_the_probes_that_ended_early_are_read_from_the_plan_and_their_status():
                 "k0/r1": LifeStatus(state="done"), "k0/r2": LifeStatus(state="done", ended_early="clearly over at 8"),
                 "k4/r0": LifeStatus(state="done", ended_early="clearly over at 16")}
     assert ended_over(lives, statuses) == {0: [8.0], 4: [16.0]}
+
+
+def test_a_bisection_probes_a_rate_strictly_inside_its_bracket_at_any_scale():
+    # rounded to 3 decimals, the middle of [0.001, 0.0015] was 0.001: the same rate probed again until the budget
+    low_rates = plan_for(0, [Point(0.001, 100, 100), Point(0.0015, 10, 100)], 0.9, 0.1, (1e-5, 1000.0))
+    assert 0.001 < low_rates.rate < 0.0015
+    fine = plan_for(0, [Point(10, 100, 100), Point(10.002, 10, 100)], 0.9, 0.0001, REACH)
+    assert 10 < fine.rate < 10.002
+
+
+def test_the_search_reaches_no_rate_whose_stage_would_hold_more_arrivals_than_a_schedule_may():
+    from lookahead_runner.config import SweepConfig
+    from lookahead_runner.run.capacity_sweep import probe_config, reach
+
+    config = SweepConfig.model_validate({
+        "server": {"model": "m"}, "speculation": {"k": [0]}, "decision": {"slo": {"ttft_p99_ms": 500.0}},
+        "sweep": {"strategy": "capacity"}, "load": {"stages": [{"rate": 2000.0, "duration_s": 600}]}})
+    low, high = reach(config)
+    probe_config(config, [high])   # a valid stage, not a traceback in the middle of the search
+    assert high * 600 <= 10_000_000
