@@ -42,7 +42,21 @@ def objective(s: CellStats, p: DecisionConfig) -> float:
     return 1000.0 / latency if latency > 0 else math.nan
 
 
-def point_statuses(s: CellStats, base: CellStats, behind: bool, p: DecisionConfig) -> dict[str, str]:
+def nothing_to_compare(s: CellStats, base: CellStats, behind: bool, base_behind: bool, p: DecisionConfig) -> bool:
+    """The latency gate has no reference: the baseline fell behind the rate without one e2e time (none of its
+    arrivals succeeded, e.g. none sent with load.max_in_flight full) where this K keeps up."""
+    q = p.latency_percentile / 100
+    return (s.k != base.k and base_behind and not behind and math.isnan(base.quantile("e2e_ms", q))
+            and not math.isnan(s.quantile("e2e_ms", q)))
+
+
+def latency_over_nothing(base_k: int) -> Check:
+    return _check(rules.GATE_LATENCY, rules.PASS, f"no reference: K={base_k} falls behind the rate with no "
+                                                  "request succeeding (its latency is unbounded); this K keeps up")
+
+
+def point_statuses(s: CellStats, base: CellStats, behind: bool, p: DecisionConfig,
+                   base_behind: bool = False) -> dict[str, str]:
     """Every gate at the rate on point figures (the rule each resample applies)."""
     out = {GATE_KEEPS_UP: rules.FAIL if behind else rules.PASS}
     if p.slos:
@@ -50,7 +64,8 @@ def point_statuses(s: CellStats, base: CellStats, behind: bool, p: DecisionConfi
     out[rules.GATE_FAILURES] = rules.failures_status(s, base, p)
     out[rules.GATE_MEMORY] = rules.memory_status(s, p)
     if not p.slos:
-        out[rules.GATE_LATENCY] = rules.latency_status(s, base, p)
+        out[rules.GATE_LATENCY] = rules.PASS if nothing_to_compare(s, base, behind, base_behind, p) \
+            else rules.latency_status(s, base, p)
     return out
 
 

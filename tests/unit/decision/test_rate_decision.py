@@ -119,3 +119,13 @@ def test_the_goodput_resamples_draw_runs_of_arrivals_so_a_burst_of_misses_widens
         return r.high - r.low
 
     assert width(True) > 3 * width(False)
+
+
+def test_without_an_slo_a_k_that_keeps_up_where_the_baseline_served_nothing_is_not_held_by_an_unknown_latency():
+    # load.max_in_flight full: none of K=0's arrivals was sent (it fell behind); K=4 served them all
+    p = DecisionConfig(resamples=200)
+    windows = [rate_window(0, 20.0, 200, 0, ok=0, p=p, behind=True), rate_window(4, 20.0, 200, 200, p=p)]
+    decision = decide_at_rate(windows, 20.0, p, ARGV)
+    latency = _gate(decision, 4, "e2e latency")
+    assert latency.status == "pass" and "K=0 falls behind" in latency.evidence
+    assert decision.status == "decided" and decision.recommended.k == 4
