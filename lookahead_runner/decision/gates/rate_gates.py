@@ -116,7 +116,7 @@ def _arrivals_to_tell(good: int, n: int, deff: float, p: DecisionConfig) -> str:
     these."""
     if deff <= 1.0:
         return _requests_to_tell(good, n, p.slo_attainment, p.interval_level).replace("requests", "arrivals")
-    needed = _requests_needed(good / deff, max(round(n / deff), 1), p.slo_attainment, p.interval_level)
+    needed = _requests_needed(good / deff, n / deff, p.slo_attainment, p.interval_level)
     if needed is None:
         return "more arrivals than any run gives"
     return f"about {math.ceil(needed * deff):,} arrivals at this attainment, as correlated"
