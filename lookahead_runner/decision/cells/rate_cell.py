@@ -64,8 +64,14 @@ def _signals(windows: Sequence[RateWindow]) -> dict[str, float]:
     return out
 
 
+def _design_effects(prepared: Sequence[_Arrivals]) -> tuple[float, float]:
+    """The SLO attainment's and the failures' design effects (stats.design_effect), as measured: every resample
+    carries them, so the gates read one rule measured and resampled."""
+    return design_effect([a.good for a in prepared]), design_effect([~a.window.ok for a in prepared])
+
+
 def _stats(k: int, parts: Sequence[tuple[_Arrivals, np.ndarray]], signals: Mapping[str, float],
-           deff: float = 1.0) -> CellStats:
+           deff: tuple[float, float] = (1.0, 1.0)) -> CellStats:
     """A K's figures from (window, the arrivals drawn from it) pairs."""
     duration = sum(a.window.duration_s for a, _ in parts)
     ok = np.concatenate([a.window.ok[i] for a, i in parts]) if parts else np.empty(0, dtype=bool)
@@ -79,7 +85,8 @@ def _stats(k: int, parts: Sequence[tuple[_Arrivals, np.ndarray]], signals: Mappi
         req_per_s=per_s(sum(a.window.achieved_per_s * a.window.duration_s for a, _ in parts)),
         output_tok_per_s=per_s(sum(np.nan_to_num(a.window.output_tok_per_s) * a.window.duration_s for a, _ in parts)),
         goodput=per_s(sum(int(a.good[i].sum()) for a, i in parts)), quantiles=column_quantiles(latency[ok], QUANTILES),
-        slo_met=tuple(int(v) for v in met), throughput_units=len(parts), design_effect=deff, **signals)
+        slo_met=tuple(int(v) for v in met), throughput_units=len(parts), design_effect=deff[0],
+        failure_design_effect=deff[1], **signals)
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,15 +102,16 @@ class RateCell:
     def measure(self, p: DecisionConfig) -> CellStats:
         prepared = self._prepared(p)
         return _stats(self.k, [(a, np.arange(a.window.arrivals)) for a in prepared], _signals(self.windows),
-                      design_effect([a.good for a in prepared]))
+                      _design_effects(prepared))
 
     def draws(self, p: DecisionConfig, rng: np.random.Generator, count: int) -> list[CellStats]:
         """`count` resamples (see the module's docstring)."""
         prepared, signals = self._prepared(p), _signals(self.windows)
+        deff = _design_effects(prepared)
         out = []
         for _ in range(count):
             picked = rng.integers(len(prepared), size=len(prepared)) if len(prepared) > 1 else [0]
-            out.append(_stats(self.k, [(prepared[i], prepared[i].draw(rng)) for i in picked], signals))
+            out.append(_stats(self.k, [(prepared[i], prepared[i].draw(rng)) for i in picked], signals, deff))
         return out
 
     @property

@@ -129,3 +129,15 @@ def test_without_an_slo_a_k_that_keeps_up_where_the_baseline_served_nothing_is_n
     latency = _gate(decision, 4, "e2e latency")
     assert latency.status == "pass" and "K=0 falls behind" in latency.evidence
     assert decision.status == "decided" and decision.recommended.k == 4
+
+
+def test_failures_in_one_burst_are_not_proof_of_a_higher_failure_rate_than_the_baselines():
+    # K=4: 60 of 2000 arrivals failed, all in one burst (a queue timing out together); K=0 none
+    p = DecisionConfig(slo={"ttft_p99_ms": 500.0}, slo_attainment=0.9, failure_rate_slack=0.01, resamples=200)
+
+    def failures(burst):
+        windows = [rate_window(0, 20.0, 2000, 2000, p=p), rate_window(4, 20.0, 2000, 1940, ok=1940, p=p, burst=burst)]
+        return _gate(decide_at_rate(windows, 20.0, p, ARGV), 4, "failures and timeouts")
+
+    assert failures(False).status == "fail"
+    assert failures(True).status == "unknown" and "not proven" in failures(True).evidence
