@@ -94,8 +94,11 @@ def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
         probes = Counter(entry.k for entry in lives if entry.rates)
         spent = spent_so_far(lives, data.statuses, {})
         points = with_over(rate_points(w for _, w in data.rate_windows), ended_over(lives, data.statuses))
+        tried: dict[int, list[float]] = {}
+        for entry in lives:
+            tried.setdefault(entry.k, []).extend(entry.rates or [])
         choice = next_probe(ks, points, probes, spent, budget, config.decision.slo_attainment,
-                            config.sweep.capacity_precision, reach(config))
+                            config.sweep.capacity_precision, reach(config), tried)
         if choice.k is None:
             break
         life = next_life(lives, config, choice.k)

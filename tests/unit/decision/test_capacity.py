@@ -219,3 +219,12 @@ def test_the_search_reaches_no_rate_whose_stage_would_hold_more_arrivals_than_a_
     low, high = reach(config)
     probe_config(config, [high])   # a valid stage, not a traceback in the middle of the search
     assert high * 600 <= 10_000_000
+
+
+def test_a_rate_whose_probes_gave_no_valid_window_twice_is_not_probed_again():
+    # a probe at 16 req/s invalid twice (e.g. the dispatcher late at that rate): the search gives K=0 up, not the budget
+    points = {0: [Point(8, 100, 100)]}
+    again = next_probe([0], points, {0: 2}, Spent({0: 3}), Budget(20), 0.9, 0.1, REACH, tried={0: [16.0]})
+    assert (again.k, again.rate) == (0, 16.0)      # once may have been bad luck (a server that failed)
+    stuck = next_probe([0], points, {0: 3}, Spent({0: 4}), Budget(20), 0.9, 0.1, REACH, tried={0: [16.0, 16.0]})
+    assert stuck.k is None and stuck.stop == "exhausted" and "K=0's probes at 16 req/s gave no valid window" in stuck.why
