@@ -22,7 +22,7 @@ from ..config import DecisionConfig
 from .engine import cell_summaries, evaluate_stages
 from .cells.evidence import Evidence
 from .cells.rate_window import RateWindow, falls_behind
-from .cells.stats import wilson
+from .cells.stats import design_effect, wilson
 from .explanation.reasons import unmeasured
 from .explanation.text import pct
 from .gates.knee import find_knee
@@ -99,7 +99,8 @@ def rate_step(rate: float, windows: Sequence[RateWindow], p: DecisionConfig) -> 
     has_slo = any(w.has_slo for w in windows)
     good = sum(int(w.good.sum()) for w in windows)
     attainment = good / arrivals if has_slo and arrivals else None
-    bounds = wilson(good, arrivals, p.interval_level) if attainment is not None else None
+    bounds = wilson(good, arrivals, p.interval_level, design_effect([w.good for w in windows])) \
+        if attainment is not None else None
     meets = attainment is None or attainment >= p.slo_attainment
     first, last = windows[0], windows[-1]
     queue = _queue(first, last)

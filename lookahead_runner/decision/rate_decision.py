@@ -32,7 +32,8 @@ from .cells.stats import Bounds, interval, wilson
 from .explanation import rate_text
 from .gates import rules
 from .gates.checks import failures_check, latency_check, memory_check, waive_key, waived
-from .gates.rate_gates import attainment_check, keeps_up_check, objective, point_statuses
+from .gates.rate_gates import (attainment_check, keeps_up_check, latency_over_nothing, nothing_to_compare, objective,
+                               point_statuses)
 from .schema import Candidate, Check, Decision, Range, Recommended, Tradeoff
 
 TRADEOFFS = (("TTFT p99", "ttft_ms", 0.99), ("TPOT p99", "tpot_ms", 0.99), ("e2e p99", "e2e_ms", 0.99),
@@ -107,12 +108,14 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig) -> R
         ratio = np.array([rules.latency_ratio(d, b, p) for d, b in zip(draws[k], draws[base_k])])
         found = [keeps_up_check(cells[k], rate), *([attainment_check(s, p)] if p.slos else []),
                  failures_check(s, stats[base_k], p), memory_check(s, p),
-                 *([] if p.slos else [latency_check(s, stats[base_k], ratio,
-                                                    cells[k].pooled(LATENCY_COLUMNS.index("e2e_ms")), p)])]
+                 *([] if p.slos else [latency_over_nothing(base_k)
+                                      if nothing_to_compare(s, stats[base_k], behind[k], behind[base_k], p)
+                                      else latency_check(s, stats[base_k], ratio,
+                                                         cells[k].pooled(LATENCY_COLUMNS.index("e2e_ms")), p)])]
         checks[k] = [waived(c) if c.status == rules.UNKNOWN and waive_key(c.name) in p.waive else c for c in found]
 
     def choose(figures: Mapping[int, CellStats]) -> int | None:
-        gates = {k: point_statuses(s, figures[base_k], behind[k], p) for k, s in figures.items()}
+        gates = {k: point_statuses(s, figures[base_k], behind[k], p, behind[base_k]) for k, s in figures.items()}
         return rules.pick({k: _Scored(s, objective(s, p)) for k, s in figures.items()}, gates, None, p)
 
     chosen = choose(stats)

@@ -16,15 +16,17 @@ from pathlib import Path
 
 from ..config import ResolvedServer, StageConfig, SweepConfig
 from ..decision.adaptive import Budget
-from ..decision.capacity.estimate import rate_points
+from ..decision.capacity.estimate import rate_points, with_over
 from ..decision.capacity.search import RATE_REACH, Probe, next_probe
 from ..runfolder.plan import read_plan, record_adaptive_stop
 from ..runfolder.read import read_run
 from ..vllm.probe import Capabilities
+from ..workload.stages import MAX_STAGE_ARRIVALS
 from .adaptive_sweep import next_life, spent_so_far
 from .finalize import write_tables
 from .launch import Life, append_to_plan
 from .life_pool import LifePool
+from .rate_verdict import ended_over
 
 LIVES_PER_K = 8
 
@@ -55,8 +57,11 @@ def describe(config: SweepConfig) -> str:
 
 
 def reach(config: SweepConfig) -> tuple[float, float]:
+    """The lowest and highest rate a probe may run: the config's rates divided or multiplied by RATE_REACH, and no
+    higher than a probe's stage may draw (workload/stages.py)."""
     rates = [stage.rate for stage in config.load.rate_stages]
-    return min(rates) / RATE_REACH, max(rates) * RATE_REACH
+    duration = max(stage.duration_s for stage in config.load.rate_stages)
+    return min(rates) / RATE_REACH, min(max(rates) * RATE_REACH, MAX_STAGE_ARRIVALS / duration)
 
 
 def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, pool: LifePool,
@@ -88,8 +93,12 @@ def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
         lives = data.plan.sweep_lives()
         probes = Counter(entry.k for entry in lives if entry.rates)
         spent = spent_so_far(lives, data.statuses, {})
-        choice = next_probe(ks, rate_points(w for _, w in data.rate_windows), probes, spent, budget,
-                            config.decision.slo_attainment, config.sweep.capacity_precision, reach(config))
+        points = with_over(rate_points(w for _, w in data.rate_windows), ended_over(lives, data.statuses))
+        tried: dict[int, list[float]] = {}
+        for entry in lives:
+            tried.setdefault(entry.k, []).extend(entry.rates or [])
+        choice = next_probe(ks, points, probes, spent, budget, config.decision.slo_attainment,
+                            config.sweep.capacity_precision, reach(config), tried)
         if choice.k is None:
             break
         life = next_life(lives, config, choice.k)

@@ -17,6 +17,7 @@ rates) is named in the diagnoses.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from ..decision.capacity.estimate import capacities, holds_at
 from ..decision.cells.rate_window import RateWindow
@@ -26,6 +27,7 @@ from ..decision.per_variant import UNSETTLED, by_variant
 from ..decision.rate_decision import decide_at_rate
 from ..decision.confirmation.rate_confirm import is_rate_plan, judge_at_rate, with_rate_confirmation
 from ..decision.schema import Candidate, Capacity, ConfirmLife, Decision
+from ..runfolder.plan import LifeStatus, PlannedLife
 from ..runfolder.read import RunData
 
 NO_MEASUREMENT_AT_USERS = "Every window at the target concurrency"
@@ -53,15 +55,26 @@ def rate_decision(data: RunData, rate: float, variant: str = "") -> Decision:
     return best.model_copy(update={"verdict": f"With {config.grid.axis} {value}: {best.verdict}"})
 
 
+def ended_over(lives: Sequence[PlannedLife], statuses: Mapping[str, LifeStatus]) -> dict[int, list[float]]:
+    """Per K, the rates of its capacity probes that ended early, clearly over capacity (estimate.with_over)."""
+    out: dict[int, list[float]] = {}
+    for life in lives:
+        status = statuses.get(life.dir)
+        if life.rates and status is not None and status.ended_early:
+            out.setdefault(life.k, []).extend(life.rates)
+    return out
+
+
 def capacity_rows(data: RunData) -> list[Capacity]:
     """Each K's capacity within the SLO, per workload variant (none with a grid axis: one per value is not made)."""
     if data.config.grid.axis:
         return []
     probes = Counter(entry.k for entry in data.plan.sweep_lives() if entry.rates)
+    over = ended_over(data.plan.sweep_lives(), data.statuses)
     windows = windows_of(data)
     return [row for v in data.config.load.variants
             for row in capacities(windows, data.evidence(variant=v.label) if data.config.load.user_stages else None,
-                                  data.config.decision, v.label, dict(probes))]
+                                  data.config.decision, v.label, dict(probes), over)]
 
 
 def _least_settled(*statuses: str) -> str:

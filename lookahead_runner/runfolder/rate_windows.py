@@ -46,9 +46,11 @@ def _waiting(server: pd.DataFrame, t0: float, t1: float) -> tuple[float, float]:
 
 
 def window_arrivals(scheduled: pd.DataFrame, stage: int, t0: float, t1: float) -> pd.DataFrame:
-    """The arrivals of rate stage `stage` scheduled inside its window [t0, t1)."""
+    """The arrivals of rate stage `stage` scheduled inside its window [t0, t1), in the order they were scheduled
+    (requests.csv is in the order they ended; the attainment's batches are runs of consecutive arrivals)."""
     sched_s = _floats(scheduled, "t_scheduled_s")
-    return scheduled[(_floats(scheduled, "stage") == stage) & (sched_s >= t0) & (sched_s < t1)]
+    inside = (_floats(scheduled, "stage") == stage) & (sched_s >= t0) & (sched_s < t1)
+    return scheduled.iloc[np.flatnonzero(inside)[np.argsort(sched_s[inside], kind="stable")]]
 
 
 def rate_window(row: dict, scheduled: pd.DataFrame, server: pd.DataFrame, stage: int, rate: float, t0: float,

@@ -18,7 +18,8 @@ finished, failures included) is below the target.
   of the bracket (geometric: rates and users double) where the failing point fails by falling behind alone (its
   attainment still at the target: a backlog only starting).
 - Its interval: the same rule on attainments drawn from each point's Jeffreys posterior (Beta(good + 1/2,
-  missed + 1/2), which, unlike a bootstrap, knows that 200 of 200 met is not proof of 99 %), the crossing drawn
+  missed + 1/2), which, unlike a bootstrap, knows that 200 of 200 met is not proof of 99 %; both counts over the
+  point's design effect, cells/stats.py: arrivals behind one queue miss together), the crossing drawn
   uniformly (in log) inside the bracket each draw lands in: nothing between two loads was measured, so the
   interval is never narrower than the bracket (the capacity search narrows it). A draw whose first point fails is
   below every load measured, one whose every point holds above them: such a side is unbounded when more than its
@@ -30,7 +31,7 @@ Pure numpy: the windows in, `Capacity` rows out; run/rate_verdict.py reads them 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,11 +39,11 @@ import numpy as np
 from ...config import DecisionConfig
 from ..cells.evidence import LATENCY_COLUMNS, Evidence
 from ..cells.rate_window import RateWindow, met_every_slo
+from ..cells.stats import design_effect
 from ..schema import Capacity, Range
 
 E2E = LATENCY_COLUMNS.index("e2e_ms")
 DRAWS = 2000
-UNBOUNDED = 1e300   # a draw below or above every load measured
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Point:
     n: int
     behind: bool = False
     in_system: float = math.nan      # mean requests in the system (Little's L), rate points only
+    design_effect: float = 1.0       # arrivals per independent one (cells/stats.py), rate points only
     smoothed: float | None = None    # the attainment made non-increasing over the loads (`monotone`)
 
     @property
@@ -73,14 +75,17 @@ class Crossing:
     low: float | None
     high: float | None
     bracket: tuple[float | None, float | None]
+    measured: tuple[float, float] = (math.nan, math.nan)   # the lowest and highest load measured
 
     def text(self, unit: str, digits: int = 1) -> str:
-        """"14.2 req/s [13.6, 14.9]", "> 24 req/s" (every load measured holds), "< 4 req/s" (none does)."""
+        """"14.2 req/s [13.6, 14.9]", "> 24 req/s" (every load measured holds), "< 4 req/s" (none does); an
+        unbounded end of the interval: "[below 8 (the lowest measured), 14.9]"."""
         lo, hi = self.bracket
         if self.value is None:
             return f"> {lo:g} {unit}" if hi is None else f"< {hi:g} {unit}"
-        low = "?" if self.low is None else f"{self.low:.{digits}f}"
-        high = "?" if self.high is None else f"{self.high:.{digits}f}"
+        low = f"below {self.measured[0]:g} (the lowest measured)" if self.low is None else f"{self.low:.{digits}f}"
+        high = f"beyond {self.measured[1]:g} (the highest measured)" if self.high is None \
+            else f"{self.high:.{digits}f}"
         return f"{self.value:.{digits}f} {unit} [{low}, {high}]"
 
 
@@ -141,20 +146,23 @@ def crossing(points: Sequence[Point], target: float, level: float, rng: np.rando
     xs = np.array([p.x for p in points], dtype=float)
     good = np.array([p.good for p in points], dtype=float)
     n = np.array([p.n for p in points], dtype=float)
+    deff = np.array([p.design_effect for p in points], dtype=float)
     behind = np.array([p.behind for p in points], dtype=bool)
     attained = np.array([p.attainment for p in points])
     j = _first_failing(xs, attained, behind, target)
     bracket = (None if j == 0 else float(xs[j - 1] if j is not None else xs[-1]),
                None if j is None else float(xs[j]))
     value = _cross(xs, attained, behind, target)
-    drawn_attainment = rng.beta(good + 0.5, n - good + 0.5, size=(draws, len(points)))
+    drawn_attainment = rng.beta(good / deff + 0.5, (n - good) / deff + 0.5, size=(draws, len(points)))
     drawn_attainment = np.array([non_increasing(row, n) for row in drawn_attainment])
     middles = rng.uniform(size=draws)
     drawn = np.array([_cross(xs, drawn_attainment[d], behind, target, middles[d]) for d in range(draws)])
     tail = (1 - level) / 2
-    low, high = np.quantile(np.clip(drawn, -UNBOUNDED, UNBOUNDED), [tail, 1 - tail])
-    return Crossing(value if math.isfinite(value) else None, float(low) if abs(low) < UNBOUNDED else None,
-                    float(high) if abs(high) < UNBOUNDED else None, bracket)
+    # order statistics, never interpolated: between a finite draw and an unbounded one lies no rate
+    low = float(np.quantile(drawn, tail, method="lower"))
+    high = float(np.quantile(drawn, 1 - tail, method="higher"))
+    return Crossing(value if math.isfinite(value) else None, low if math.isfinite(low) else None,
+                    high if math.isfinite(high) else None, bracket, (float(xs[0]), float(xs[-1])))
 
 
 def rate_points(windows: Iterable[RateWindow]) -> dict[int, list[Point]]:
@@ -169,7 +177,20 @@ def rate_points(windows: Iterable[RateWindow]) -> dict[int, list[Point]]:
         in_system = sum(float(np.nansum(w.latency_ms[w.ok, E2E])) / 1000.0 for w in ws) / duration \
             if duration > 0 else math.nan
         out.setdefault(k, []).append(Point(rate, sum(int(w.good.sum()) for w in ws), sum(w.arrivals for w in ws),
-                                           any(not w.keeps_up for w in ws), in_system))
+                                           any(not w.keeps_up for w in ws), in_system,
+                                           design_effect([w.good for w in ws])))
+    return out
+
+
+def with_over(points: Mapping[int, Sequence[Point]], over: Mapping[int, Sequence[float]]) -> dict[int, list[Point]]:
+    """`points` with a failing point (fell behind) at each rate a capacity probe ended early at, clearly over
+    capacity (`over`: per K), where no valid window measured that rate: a probe cut short at a low rate holds too
+    few arrivals for a valid window, and without its point the search would probe that rate again and again."""
+    out = {k: list(ps) for k, ps in points.items()}
+    for k, rates in over.items():
+        for rate in rates:
+            if not any(math.isclose(p.x, rate, rel_tol=1e-9) for p in out.get(k, [])):
+                out.setdefault(k, []).append(Point(rate, 0, 1, behind=True))
     return out
 
 
@@ -197,13 +218,14 @@ def _range(crossing_: Crossing | None) -> Range:
 
 
 def capacities(windows: Sequence[RateWindow], evidence: Evidence | None, p: DecisionConfig, variant: str = "",
-               probes: dict[int, int] | None = None) -> list[Capacity]:
+               probes: dict[int, int] | None = None, over: Mapping[int, Sequence[float]] | None = None
+               ) -> list[Capacity]:
     """Each K's capacity within the SLO (no rows without an SLO: there is nothing to hold). `probes`: per K, the
-    capacity search's probes among the windows."""
+    capacity search's probes among the windows; `over`: per K, the rates its probes ended early at (`with_over`)."""
     if not p.slos:
         return []
     rng = np.random.default_rng([p.seed, 37])
-    by_rate = rate_points(w for w in windows if w.variant == variant)
+    by_rate = with_over(rate_points(w for w in windows if w.variant == variant), over or {})
     by_users = user_points(evidence, p) if evidence is not None else {}
     rows = []
     for k in sorted(set(by_rate) | set(by_users)):

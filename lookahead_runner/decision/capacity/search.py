@@ -13,7 +13,8 @@ profile and AIPerf's monotonic max-concurrency-under-sla search do it (bracket, 
   is read on that line inside the final bracket (estimate.py).
 The K probed next is the unfinished one with the fewest probes (the budget spread over K), the widest bracket
 first. It stops when every K's bracket is narrow enough ("decided"), before a probe would pass sweep.max_lives or
-sweep.max_server_minutes ("budget"), or when no rate left in reach could narrow a bracket ("exhausted").
+sweep.max_server_minutes ("budget"), or when no rate left in reach could narrow a bracket, or the rate a K needs
+gave no valid window in MAX_FAILED_STARTS probes ("exhausted").
 
 Above capacity an open-loop backlog grows without bound, so a probe need not run its whole stage to say it is
 over: `clearly_over` reads the server's waiting queue since the warm-up (run/probe_watch.py) and says so once it
@@ -82,13 +83,31 @@ def plan_for(k: int, points: Sequence[Point], target: float, precision: float, r
     if high / low <= 1 + precision:
         return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s, within "
                              f"{precision:.0%}", high / low)
-    rate = round(math.sqrt(low * high), 3)
+    middle = math.sqrt(low * high)
+    rate = round(middle, 3)   # a readable rate, where rounding keeps it inside the bracket
+    rate = rate if low < rate < high else middle
+    if not low < rate < high:
+        return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s, too narrow to bisect",
+                    high / low)
     return Plan(k, rate, f"K={k}: bisecting [{low:g}, {high:g}] req/s at {rate:g}", high / low)
 
 
+def _given_up(k: int, plan: Plan, points: Sequence[Point], tried: Sequence[float]) -> str:
+    """Why K's planned rate is not probed again: MAX_FAILED_STARTS probes there gave no valid window (a probe that
+    ended early, clearly over, is a point: estimate.with_over) ("" where it may be)."""
+    if plan.rate is None or any(math.isclose(p.x, plan.rate, rel_tol=1e-9) for p in points):
+        return ""
+    times = sum(1 for rate in tried if math.isclose(rate, plan.rate, rel_tol=1e-9))
+    if times < MAX_FAILED_STARTS:
+        return ""
+    return f"K={k}'s probes at {plan.rate:g} req/s gave no valid window in {times} lives (their invalid reasons say why)"
+
+
 def next_probe(ks: Sequence[int], points: Mapping[int, Sequence[Point]], probes: Mapping[int, int], spent: Spent,
-               budget: Budget, target: float, precision: float, reach: tuple[float, float]) -> Probe:
-    """The next probe over every K (`probes`: probes run per K so far; `spent`: lives per K and server time)."""
+               budget: Budget, target: float, precision: float, reach: tuple[float, float],
+               tried: Mapping[int, Sequence[float]] | None = None) -> Probe:
+    """The next probe over every K (`probes`: probes run per K so far; `spent`: lives per K and server time;
+    `tried`: per K, the rate of every probe run so far)."""
     plans, done, stuck = [], [], []
     for k in ks:
         mine = points.get(k, [])
@@ -101,7 +120,9 @@ def next_probe(ks: Sequence[int], points: Mapping[int, Sequence[Point]], probes:
                               math.inf))
             continue
         plan = plan_for(k, mine, target, precision, reach)
-        if plan.rate is not None:
+        if given_up := _given_up(k, plan, mine, (tried or {}).get(k, [])):
+            stuck.append(given_up)
+        elif plan.rate is not None:
             plans.append(plan)
         else:
             (done if math.isfinite(plan.width) else stuck).append(plan.why)

@@ -61,6 +61,8 @@ class CellStats:
     gpu_mem_total_mib: float
     kv_pool_tokens: float
     throughput_units: int           # independent throughput values behind the figure: repeats x bins
+    design_effect: float = 1.0      # rate stages: arrivals per independent one in the SLO attainment (stats.py)
+    failure_design_effect: float = 1.0   # ... and in the failures (a queue's requests time out together)
 
     def objective(self, name: str) -> float:
         return self.goodput if name == "goodput" else getattr(self, name)

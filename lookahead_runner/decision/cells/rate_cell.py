@@ -4,7 +4,9 @@ figures as measured and resampled, in `CellStats` so the user-stage gates (gates
 Every arrival of a window is a finished request (one that failed, timed out, was cut or never sent is a failure:
 it counts against the K), its latencies those of the arrivals that succeeded, its goodput the arrivals meeting
 every SLO per second of the windows. One resample: the windows drawn with replacement (with several repeats) and,
-inside each, its arrivals drawn with replacement; the server's signals (memory, batch) are the windows' own.
+inside each, runs of consecutive arrivals (stats.batch_index) drawn with replacement, not single arrivals: the
+requests behind one queue are slow together (a block bootstrap); the server's signals (memory, batch) are the
+windows' own. The SLO attainment's design effect (stats.design_effect) comes with the figures as measured.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 from ...config import DecisionConfig
 from .measure import QUANTILES, CellStats, column_quantiles
 from .rate_window import RateWindow, met_every_slo
+from .stats import batch_index, design_effect
 
 # signal -> how a cell's windows combine it (as measure.py's)
 SIGNALS = {"running_mean": np.nanmean, "waiting_mean": np.nanmean, "kv_usage_mean": np.nanmean,
@@ -31,12 +34,26 @@ class _Arrivals:
     window: RateWindow
     good: np.ndarray         # per arrival: met every SLO (succeeded, without SLOs)
     meets: np.ndarray        # arrivals x SLOs
+    runs: np.ndarray         # per arrival: its run of consecutive arrivals (stats.batch_index)
 
     @classmethod
     def of(cls, window: RateWindow, p: DecisionConfig) -> "_Arrivals":
         meets = np.column_stack([met_every_slo(window.latency_ms, window.ok, (slo,)) for slo in p.slos]) \
             if p.slos else np.zeros((window.arrivals, 0), dtype=bool)
-        return cls(window, window.good if p.slos else window.ok.copy(), meets)
+        return cls(window, window.good if p.slos else window.ok.copy(), meets, batch_index(window.arrivals))
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """The arrivals of one resample: runs drawn with replacement, one after another, cut at the window's own
+        count of arrivals (every K had the same arrivals: their count is no noise to add)."""
+        n = len(self.runs)
+        if not n:
+            return np.empty(0, dtype=int)
+        sizes = np.bincount(self.runs)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        picked = rng.integers(len(sizes), size=len(sizes) + 1)   # the shortest runs come to more than n
+        lengths = sizes[picked]
+        offsets = np.repeat(starts[picked] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+        return (offsets + np.arange(int(lengths.sum())))[:n]
 
 
 def _signals(windows: Sequence[RateWindow]) -> dict[str, float]:
@@ -47,7 +64,14 @@ def _signals(windows: Sequence[RateWindow]) -> dict[str, float]:
     return out
 
 
-def _stats(k: int, parts: Sequence[tuple[_Arrivals, np.ndarray]], signals: Mapping[str, float]) -> CellStats:
+def _design_effects(prepared: Sequence[_Arrivals]) -> tuple[float, float]:
+    """The SLO attainment's and the failures' design effects (stats.design_effect), as measured: every resample
+    carries them, so the gates read one rule measured and resampled."""
+    return design_effect([a.good for a in prepared]), design_effect([~a.window.ok for a in prepared])
+
+
+def _stats(k: int, parts: Sequence[tuple[_Arrivals, np.ndarray]], signals: Mapping[str, float],
+           deff: tuple[float, float] = (1.0, 1.0)) -> CellStats:
     """A K's figures from (window, the arrivals drawn from it) pairs."""
     duration = sum(a.window.duration_s for a, _ in parts)
     ok = np.concatenate([a.window.ok[i] for a, i in parts]) if parts else np.empty(0, dtype=bool)
@@ -61,7 +85,8 @@ def _stats(k: int, parts: Sequence[tuple[_Arrivals, np.ndarray]], signals: Mappi
         req_per_s=per_s(sum(a.window.achieved_per_s * a.window.duration_s for a, _ in parts)),
         output_tok_per_s=per_s(sum(np.nan_to_num(a.window.output_tok_per_s) * a.window.duration_s for a, _ in parts)),
         goodput=per_s(sum(int(a.good[i].sum()) for a, i in parts)), quantiles=column_quantiles(latency[ok], QUANTILES),
-        slo_met=tuple(int(v) for v in met), throughput_units=len(parts), **signals)
+        slo_met=tuple(int(v) for v in met), throughput_units=len(parts), design_effect=deff[0],
+        failure_design_effect=deff[1], **signals)
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,17 +100,18 @@ class RateCell:
         return [_Arrivals.of(w, p) for w in self.windows]
 
     def measure(self, p: DecisionConfig) -> CellStats:
-        return _stats(self.k, [(a, np.arange(a.window.arrivals)) for a in self._prepared(p)], _signals(self.windows))
+        prepared = self._prepared(p)
+        return _stats(self.k, [(a, np.arange(a.window.arrivals)) for a in prepared], _signals(self.windows),
+                      _design_effects(prepared))
 
     def draws(self, p: DecisionConfig, rng: np.random.Generator, count: int) -> list[CellStats]:
         """`count` resamples (see the module's docstring)."""
         prepared, signals = self._prepared(p), _signals(self.windows)
+        deff = _design_effects(prepared)
         out = []
         for _ in range(count):
             picked = rng.integers(len(prepared), size=len(prepared)) if len(prepared) > 1 else [0]
-            out.append(_stats(self.k, [(prepared[i], rng.integers(prepared[i].window.arrivals,
-                                                                  size=prepared[i].window.arrivals))
-                                       for i in picked], signals))
+            out.append(_stats(self.k, [(prepared[i], prepared[i].draw(rng)) for i in picked], signals, deff))
         return out
 
     @property

@@ -8,7 +8,9 @@ cut or was never sent counts against it. Of them:
   req_per_s' shares of request lives, which count a request queued through the window as partly served); an
   arrival the client held back (load.max_in_flight full) is counted as held, never hidden;
 - SLO attainment: the share of arrivals that succeeded and met every SLO of decision.slo (config/slo.py), with
-  its Wilson interval (stats.wilson); goodput: those requests per second of the window;
+  its Wilson interval (stats.wilson) on the arrivals over their design effect (stats.design_effect: the requests
+  behind one queue miss together, so n arrivals are fewer than n independent trials); goodput: those requests
+  per second of the window;
 - the queue: requests outstanding (arrived, not finished: at the server or held by the client) and the
   server's own waiting queue (vllm:num_requests_waiting) from the window's start to its end. A K whose
   outstanding requests grow through the window falls behind the offered rate: a finding with its figures
@@ -28,7 +30,7 @@ import numpy as np
 
 from ...config.slo import Slo
 from .evidence import LATENCY_COLUMNS
-from .stats import Bounds, wilson
+from .stats import Bounds, design_effect, wilson
 
 # summary.csv's columns for a rate stage's window (empty in a user stage's row), after the closed-loop ones
 RATE_SUMMARY_COLUMNS = (
@@ -44,7 +46,8 @@ BEHIND_NOISE_SDS = 3.0
 
 @dataclass(frozen=True, eq=False)
 class RateWindow:
-    """One (K, repeat, rate stage) window: its arrivals and what became of them."""
+    """One (K, repeat, rate stage) window: its arrivals (in the order they were scheduled) and what became of
+    them."""
 
     k: int
     repeat: int
@@ -87,7 +90,9 @@ class RateWindow:
         return float(self.good.mean()) if self.has_slo and self.arrivals else math.nan
 
     def attainment_bounds(self, level: float) -> Bounds:
-        return wilson(int(self.good.sum()), self.arrivals, level) if self.has_slo else Bounds(None, None)
+        if not self.has_slo:
+            return Bounds(None, None)
+        return wilson(int(self.good.sum()), self.arrivals, level, design_effect([self.good]))
 
     @property
     def goodput_per_s(self) -> float:

@@ -7,11 +7,16 @@
   Newcombe's hybrid interval built from the two Wilson intervals.
 - Throughput has one value per window: the spread comes from repeats and, inside a window, from
   bins at least as long as a request (batch means), which `bin_counts` cuts.
+- An open-loop window's arrivals are not independent: a queue that builds up makes the requests behind it
+  miss the SLO together. Their proportions get Wilson's interval on an effective count, the arrivals over
+  their design effect (`design_effect`: batch means over runs of consecutive arrivals), and their resamples
+  draw such runs (`batch_index`), not single arrivals.
 - Differences between settings get percentile intervals of their resampled values (`interval`).
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,16 +66,50 @@ def min_samples_for_upper_bound(q: float, level: float) -> int:
     return int(math.ceil(math.log((1 - level) / 2) / math.log(q)))
 
 
-def wilson(successes: int, n: int, level: float) -> Bounds:
+def wilson(successes: float, n: float, level: float, design_effect: float = 1.0) -> Bounds:
     """Wilson's score interval (scipy's binomtest(...).proportion_ci(method="wilson")), in closed form: the
-    failure gate runs it on every resample."""
+    failure gate runs it on every resample. `design_effect`: the successes and trials count as that many
+    times fewer independent ones (`design_effect`)."""
     if n <= 0:
         return Bounds(None, None)
+    successes, n = successes / design_effect, n / design_effect
     z = _z(level)
     rate, z2 = successes / n, z * z
     center = (rate + z2 / (2 * n)) / (1 + z2 / n)
     half = z / (1 + z2 / n) * math.sqrt(max(rate * (1 - rate) / n + z2 / (4 * n * n), 0.0))
     return Bounds(max(center - half, 0.0), min(center + half, 1.0))
+
+
+MIN_BATCH = 10   # arrivals in one batch at least
+
+
+def batch_index(n: int) -> np.ndarray:
+    """Per arrival, in arrival order, its batch: runs of about sqrt(n) consecutive arrivals (at least MIN_BATCH;
+    the remainder joins the last run), the usual batch size of batch means."""
+    size = max(MIN_BATCH, math.ceil(math.sqrt(n)))
+    return np.minimum(np.arange(n) // size, max(n // size, 1) - 1)
+
+
+def design_effect(series: Sequence[np.ndarray]) -> float:
+    """How many times a share's variance exceeds that of as many independent trials, by batch means: each series
+    (one window's per-arrival 0/1, in arrival order) cut into `batch_index` runs, the spread of the runs' shares
+    around the pooled one against p(1 - p) per run. At least 1 (never narrower than independent trials); 1 with
+    fewer than two runs or a share of 0 or 1 (nothing varies)."""
+    sums, sizes = [], []
+    for values in series:
+        values = np.asarray(values, dtype=float)
+        if len(values):
+            index = batch_index(len(values))
+            sums.append(np.bincount(index, weights=values))
+            sizes.append(np.bincount(index).astype(float))
+    if sum(len(s) for s in sizes) < 2:
+        return 1.0
+    total, size = np.concatenate(sums), np.concatenate(sizes)
+    share = float(total.sum() / size.sum())
+    if not 0 < share < 1:
+        return 1.0
+    spread = float(np.sum(size * (total / size - share) ** 2)) / (len(size) - 1)
+    return max(1.0, spread / (share * (1 - share)))
 
 
 _Z: dict[float, float] = {}

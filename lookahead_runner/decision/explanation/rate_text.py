@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from ...config import DecisionConfig
 from ...telemetry.drafting import LIKELY_CAUSES
 from ..cells.rate_window import RateWindow
-from ..cells.stats import Bounds, wilson
+from ..cells.stats import Bounds
 from ..gates.in_effect import PREFIX
-from ..gates.rate_gates import GATE_ATTAINMENT, GATE_KEEPS_UP, attainment, good_count, objective
+from ..gates.rate_gates import GATE_ATTAINMENT, GATE_KEEPS_UP, attainment, attainment_bounds, objective
 from .text import share
 
 SLO_QUANTILES = (0.5, 0.9, 0.99)   # the percentiles a cell keeps (cells/measure.py QUANTILES)
@@ -33,7 +33,7 @@ def latency_change(label: str, base_ms: float, k_ms: float, bounds: Bounds) -> s
 
 def _attained(ev, k: int, p: DecisionConfig) -> str:
     s = ev.stats[k]
-    bounds = wilson(good_count(s), s.finished, p.interval_level)
+    bounds = attainment_bounds(s, p)
     return f"{attainment(s):.1%} [{bounds.low:.1%}, {bounds.high:.1%}]"
 
 

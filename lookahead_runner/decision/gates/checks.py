@@ -16,7 +16,7 @@ from ...vllm.metrics import SIGNALS
 from . import rules
 from ..cells.measure import CellStats
 from ..schema import Check
-from ..cells.stats import interval, min_samples_for_upper_bound, proportion_difference, quantile_bounds, wilson
+from ..cells.stats import interval, min_samples_for_upper_bound, quantile_bounds, wilson
 from ..explanation.text import ms as _ms, pct, pp
 
 
@@ -69,7 +69,7 @@ def failures_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
     for mine, theirs, label in ((s.failures, base.failures, "failure"), (s.timeouts, base.timeouts, "timeout")):
         diff = mine / s.finished - theirs / base.finished
         if diff > p.failure_rate_slack:
-            bounds = proportion_difference(mine, s.finished, theirs, base.finished, level)
+            bounds = rules.failure_difference(mine, s, theirs, base, level)
             real = bounds.low is not None and bounds.low > p.failure_rate_slack
             text += (f"; {label} rate {pp(diff)} [{pp(bounds.low)}, {pp(bounds.high)}] over the baseline "
                      f"(slack {pp(p.failure_rate_slack)})" + ("" if real else ": its interval reaches back inside the slack, not proven"))

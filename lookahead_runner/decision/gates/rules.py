@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from ...config import DecisionConfig
 from ..cells.measure import CellStats
-from ..cells.stats import proportion_difference
+from ..cells.stats import Bounds, proportion_difference
 
 PASS, FAIL, UNKNOWN, WAIVED = "pass", "fail", "unknown", "waived"
 
@@ -28,6 +28,14 @@ def rel(new: float, old: float) -> float:
     return new / old - 1
 
 
+def failure_difference(mine: int, s: CellStats, theirs: int, base: CellStats, level: float) -> Bounds:
+    """Newcombe's interval of K's failure (or timeout) rate minus the baseline's, each count over its cell's
+    failure design effect (1 at a users stage; at a rate, a queue's requests fail together: cells/stats.py)."""
+    mine_d, theirs_d = s.failure_design_effect, base.failure_design_effect
+    return proportion_difference(mine / mine_d, s.finished / mine_d, theirs / theirs_d, base.finished / theirs_d,
+                                 level)
+
+
 def failures_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:
     """Fails only when the rate over the baseline's is beyond the slack with its interval (as measured and in
     every resample alike: one failure in 200 requests is not a regression); beyond the slack but not proven
@@ -37,7 +45,7 @@ def failures_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:
     worst = PASS
     for mine, theirs in ((s.failures, base.failures), (s.timeouts, base.timeouts)):
         if mine / s.finished - theirs / base.finished > p.failure_rate_slack:
-            bounds = proportion_difference(mine, s.finished, theirs, base.finished, p.interval_level)
+            bounds = failure_difference(mine, s, theirs, base, p.interval_level)
             if bounds.low is not None and bounds.low > p.failure_rate_slack:
                 return FAIL
             worst = UNKNOWN

@@ -10,7 +10,8 @@ import pytest
 
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision.adaptive import Budget, Spent
-from lookahead_runner.decision.capacity.estimate import Point, capacities, crossing, holds_at, non_increasing
+from lookahead_runner.decision.capacity.estimate import (Point, capacities, crossing, holds_at, non_increasing,
+                                                            rate_points, with_over)
 from lookahead_runner.decision.capacity.search import clearly_over, next_probe, plan_for
 from lookahead_runner.decision.cells.evidence import Cell, Evidence, Window
 
@@ -139,3 +140,91 @@ def test_a_probe_is_clearly_over_once_its_queue_grows_past_a_fifth_of_the_arriva
     assert clearly_over(t, steady, 20.0, 1.0, 10.0) == ""
     slow = 5 + 2 * t               # 10 % behind: a finding for the window, not clearly over
     assert clearly_over(t, slow, 20.0, 1.0, 10.0) == ""
+
+
+def test_an_interval_end_is_a_rate_measured_around_or_unbounded_never_a_number_mixed_with_an_unbounded_draw():
+    # about 2.5 % of the draws fall below the lowest rate (16 holds by a hair): the 2.5 % quantile once lay between
+    # a finite draw and the "below every rate" stand-in (-1e300) and came out as -2.5e298 req/s
+    points = [Point(8, 200, 200), Point(16, 198, 200)]
+    for seed in range(60):
+        c = crossing(points, 0.99, 0.95, np.random.default_rng(seed))
+        for end in (c.low, c.high):
+            assert end is None or 8 <= end <= 16, (seed, c)
+
+
+def test_an_unbounded_interval_end_says_beyond_the_loads_measured_not_a_question_mark():
+    thin = _cross([Point(8, 30, 30), Point(16, 25, 30)], 0.95)
+    assert thin.value is not None and thin.low is None
+    assert "?" not in thin.text("req/s") and "below 8 (the lowest measured)" in thin.text("req/s")
+    top = _cross([Point(8, 400, 400), Point(16, 28, 30)], 0.95)
+    assert top.value is not None and top.high is None
+    assert "?" not in top.text("req/s") and "beyond 16 (the highest measured)" in top.text("req/s")
+
+
+def test_a_burst_of_misses_at_a_rate_that_holds_widens_the_capacity_interval_below_it():
+    p = DecisionConfig(slo={"ttft_p99_ms": 500.0}, slo_attainment=0.97)
+
+    def row(burst):
+        windows = [rate_window(0, 8.0, 600, 600, p=p), rate_window(0, 12.0, 600, 590, p=p, burst=burst),
+                   rate_window(0, 16.0, 600, 300, p=p)]
+        (capacity,) = capacities(windows, None, p)
+        assert capacity.rate_bracket == [12, 16]
+        return capacity
+
+    assert row(False).rate_range.low > 12 and row(True).rate_range.low < 12
+
+
+def test_a_probe_ended_early_clearly_over_counts_as_failing_its_rate_even_where_its_short_window_is_invalid():
+    # at 1.5 req/s a probe cut 6 s past its warm-up holds 9 arrivals: an invalid window (too few requests); without
+    # a point there the search doubled from 1 req/s to the same 2 req/s probe until the budget ran out
+    windows = [rate_window(0, 1.0, 60, 60), rate_window(0, 2.0, 9, 2, behind=True, valid=False)]
+    assert plan_for(0, rate_points(windows)[0], 0.99, 0.1, REACH).rate == 2.0   # the same probe again
+    points = with_over(rate_points(windows), {0: [2.0]})
+    assert [(pt.x, pt.behind) for pt in points[0]] == [(1.0, False), (2.0, True)]
+    assert plan_for(0, points[0], 0.99, 0.1, REACH).rate == pytest.approx(math.sqrt(2), abs=1e-3)
+    assert with_over(rate_points([rate_window(0, 2.0, 60, 10, behind=True)]), {0: [2.0]})[0][0].n == 60
+    (row,) = capacities(windows, None, P, over={0: [2.0]})
+    assert row.rate_bracket == [1.0, 2.0] and row.rate is not None
+
+
+def test_the_probes_that_ended_early_are_read_from_the_plan_and_their_status():
+    from lookahead_runner.run.rate_verdict import ended_over
+    from lookahead_runner.runfolder.plan import LifeStatus, PlannedLife
+
+    def life(k, repeat, rates):
+        return PlannedLife(setting=f"k{k}", k=k, repeat=repeat, argv=[], dir=f"k{k}/r{repeat}", rates=rates)
+
+    lives = [life(0, 0, None), life(0, 1, [4.0]), life(0, 2, [8.0]), life(4, 0, [16.0])]
+    statuses = {"k0/r0": LifeStatus(state="done", ended_early="clearly over"),
+                "k0/r1": LifeStatus(state="done"), "k0/r2": LifeStatus(state="done", ended_early="clearly over at 8"),
+                "k4/r0": LifeStatus(state="done", ended_early="clearly over at 16")}
+    assert ended_over(lives, statuses) == {0: [8.0], 4: [16.0]}
+
+
+def test_a_bisection_probes_a_rate_strictly_inside_its_bracket_at_any_scale():
+    # rounded to 3 decimals, the middle of [0.001, 0.0015] was 0.001: the same rate probed again until the budget
+    low_rates = plan_for(0, [Point(0.001, 100, 100), Point(0.0015, 10, 100)], 0.9, 0.1, (1e-5, 1000.0))
+    assert 0.001 < low_rates.rate < 0.0015
+    fine = plan_for(0, [Point(10, 100, 100), Point(10.002, 10, 100)], 0.9, 0.0001, REACH)
+    assert 10 < fine.rate < 10.002
+
+
+def test_the_search_reaches_no_rate_whose_stage_would_hold_more_arrivals_than_a_schedule_may():
+    from lookahead_runner.config import SweepConfig
+    from lookahead_runner.run.capacity_sweep import probe_config, reach
+
+    config = SweepConfig.model_validate({
+        "server": {"model": "m"}, "speculation": {"k": [0]}, "decision": {"slo": {"ttft_p99_ms": 500.0}},
+        "sweep": {"strategy": "capacity"}, "load": {"stages": [{"rate": 2000.0, "duration_s": 600}]}})
+    low, high = reach(config)
+    probe_config(config, [high])   # a valid stage, not a traceback in the middle of the search
+    assert high * 600 <= 10_000_000
+
+
+def test_a_rate_whose_probes_gave_no_valid_window_twice_is_not_probed_again():
+    # a probe at 16 req/s invalid twice (e.g. the dispatcher late at that rate): the search gives K=0 up, not the budget
+    points = {0: [Point(8, 100, 100)]}
+    again = next_probe([0], points, {0: 2}, Spent({0: 3}), Budget(20), 0.9, 0.1, REACH, tried={0: [16.0]})
+    assert (again.k, again.rate) == (0, 16.0)      # once may have been bad luck (a server that failed)
+    stuck = next_probe([0], points, {0: 3}, Spent({0: 4}), Budget(20), 0.9, 0.1, REACH, tried={0: [16.0, 16.0]})
+    assert stuck.k is None and stuck.stop == "exhausted" and "K=0's probes at 16 req/s gave no valid window" in stuck.why

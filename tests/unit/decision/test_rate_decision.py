@@ -89,3 +89,55 @@ def test_the_same_windows_give_the_same_verdict(rate):
     windows = [rate_window(0, rate, 600, 420, behind=True), rate_window(4, rate, 600, 600)]
     first, second = (decide_at_rate(windows, rate, P, ARGV) for _ in range(2))
     assert first.model_dump() == second.model_dump()
+
+
+# ---------------------------------------------------------- arrivals of one window are not independent
+
+
+def test_misses_in_one_burst_widen_the_attainment_interval_the_arrivals_of_a_queue_being_correlated():
+    # 30 of 2000 arrivals miss the SLO, all in one burst (a queue that built up and drained): Wilson on 2000
+    # independent arrivals would prove 98.5 % >= 97 %; the burst is one event, not 30
+    p = DecisionConfig(slo={"ttft_p99_ms": 500.0}, slo_attainment=0.97, resamples=300)
+    spread = rate_window(0, 20.0, 2000, 1970, p=p)
+    burst = rate_window(0, 20.0, 2000, 1970, p=p, burst=True)
+    assert spread.attainment == burst.attainment
+    wide, narrow = burst.attainment_bounds(0.95), spread.attainment_bounds(0.95)
+    assert wide.high - wide.low > 3 * (narrow.high - narrow.low)
+    assert _gate(decide_at_rate([spread, rate_window(4, 20.0, 2000, 2000, p=p)], 20.0, p, ARGV), 0,
+                 "SLO attainment").status == "pass"
+    gate = _gate(decide_at_rate([burst, rate_window(4, 20.0, 2000, 2000, p=p)], 20.0, p, ARGV), 0, "SLO attainment")
+    assert gate.status == "unknown" and "correlated" in gate.evidence
+
+
+def test_the_goodput_resamples_draw_runs_of_arrivals_so_a_burst_of_misses_widens_the_objectives_interval():
+    p = DecisionConfig(slo={"ttft_p99_ms": 500.0}, slo_attainment=0.9, resamples=400)
+
+    def width(burst):
+        decision = decide_at_rate([rate_window(0, 20.0, 2000, 1900, p=p, burst=burst),
+                                   rate_window(4, 20.0, 2000, 2000, p=p)], 20.0, p, ARGV)
+        r = decision.candidates[0].objective_range
+        return r.high - r.low
+
+    assert width(True) > 3 * width(False)
+
+
+def test_without_an_slo_a_k_that_keeps_up_where_the_baseline_served_nothing_is_not_held_by_an_unknown_latency():
+    # load.max_in_flight full: none of K=0's arrivals was sent (it fell behind); K=4 served them all
+    p = DecisionConfig(resamples=200)
+    windows = [rate_window(0, 20.0, 200, 0, ok=0, p=p, behind=True), rate_window(4, 20.0, 200, 200, p=p)]
+    decision = decide_at_rate(windows, 20.0, p, ARGV)
+    latency = _gate(decision, 4, "e2e latency")
+    assert latency.status == "pass" and "K=0 falls behind" in latency.evidence
+    assert decision.status == "decided" and decision.recommended.k == 4
+
+
+def test_failures_in_one_burst_are_not_proof_of_a_higher_failure_rate_than_the_baselines():
+    # K=4: 60 of 2000 arrivals failed, all in one burst (a queue timing out together); K=0 none
+    p = DecisionConfig(slo={"ttft_p99_ms": 500.0}, slo_attainment=0.9, failure_rate_slack=0.01, resamples=200)
+
+    def failures(burst):
+        windows = [rate_window(0, 20.0, 2000, 2000, p=p), rate_window(4, 20.0, 2000, 1940, ok=1940, p=p, burst=burst)]
+        return _gate(decide_at_rate(windows, 20.0, p, ARGV), 4, "failures and timeouts")
+
+    assert failures(False).status == "fail"
+    assert failures(True).status == "unknown" and "not proven" in failures(True).evidence

@@ -410,3 +410,18 @@ def test_performance_model_section_with_curves_and_held_out_escaped(tmp_path: Pa
     names = [t.get("name") for t in figure["data"]]
     assert "K=1 predicted (not measured)" in names and "K=0 measured" in names
     assert rest.count('data-chart="') == 6 + 5 + 1
+
+
+def test_capacity_table_and_the_verdict_at_the_rate_escaped(tmp_path: Path, inputs):
+    from lookahead_runner.decision.schema import Capacity
+
+    summary, decision, plan, timelines = inputs
+    row = Capacity(k=4, variant=HOSTILE, rate=12.0, rate_text=f"12.0 req/s [< 8, {HOSTILE}]", rate_from=HOSTILE,
+                   users_text=HOSTILE, users_from=HOSTILE, text=HOSTILE)
+    at_rate = decision.model_copy(update={"verdict": f"At 14 req/s {HOSTILE}", "target_rate": 14.0,
+                                          "reasons": [HOSTILE], "next_runs": [HOSTILE]})
+    decision = decision.model_copy(update={"capacity": [row], "capacity_target": 0.99, "at_rate": at_rate,
+                                           "target_rate": 14.0})
+    page = _strip_plotly_js(write_report(tmp_path, summary, decision, plan, timelines).read_text(encoding="utf-8"))
+    assert HOSTILE not in page and "alert(1)</script" not in page.lower()
+    assert 'id="capacity-table"' in page and f"12.0 req/s [&lt; 8, {ESCAPED}]" in page

@@ -178,3 +178,15 @@ def test_a_rate_windows_latency_columns_are_its_arrivals_followed_to_their_end()
     # the survivors that finished inside the window would read low: the arrivals' own percentiles
     assert row["ttft_p99_ms"] == pytest.approx(float(inside["ttft_ms"].quantile(0.99)))
     assert row["e2e_p50_ms"] == pytest.approx(float(inside["e2e_ms"].quantile(0.5)))
+
+
+def test_a_windows_arrivals_are_in_the_order_they_were_scheduled_whatever_order_requests_csv_holds_them_in():
+    # requests.csv is written as requests end: a burst of 10 slow arrivals (a queue) must stay one run
+    requests = _requests(10, 10, lambda i: 0.2, lambda i: 900.0 if 40 <= i < 50 else 100.0)
+    shuffled = requests.sample(frac=1.0, random_state=3)
+    row, window = _window(shuffled, _stages(10.0, 10))
+    ordered_row, _ = _window(requests, _stages(10.0, 10))
+    missed = np.flatnonzero(~window.good)
+    assert len(missed) == 10 and np.all(np.diff(missed) == 1)
+    assert row["slo_attainment_low"] == ordered_row["slo_attainment_low"]
+    assert row["ttft_p99_ms"] == ordered_row["ttft_p99_ms"]
