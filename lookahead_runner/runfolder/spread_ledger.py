@@ -23,15 +23,17 @@ import datetime
 import fcntl
 import hashlib
 import json
+import math
 import os
 import platform
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from ..config import SweepConfig
 from ..config.decision import EarlierSpread
+from ..config.masking import PLACEHOLDER_RE, looks_secret, mask_server
 from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_visible
 from .record import Record
 
@@ -39,7 +41,7 @@ LEDGER_VERSION = 1
 MAX_RUNS = 10
 LEDGER_FILE = Path("lookahead-runner") / "restart-spread.json"
 # flags that change no speed: where the server listens, its key, what it logs, its sampling seed
-NEUTRAL_FLAGS = frozenset({"--host", "--port", "--api-key", "--served-model-name", "--seed", "--disable-log-stats",
+NEUTRAL_FLAGS = frozenset({"--host", "--port", "--api-key", "--hf-token", "--served-model-name", "--seed", "--disable-log-stats",
                            "--disable-log-requests", "--enable-log-requests", "--uvicorn-log-level",
                            "--disable-uvicorn-access-log", "--root-path", "--ssl-keyfile", "--ssl-certfile"})
 
@@ -47,18 +49,23 @@ NEUTRAL_FLAGS = frozenset({"--host", "--port", "--api-key", "--served-model-name
 class LedgerRun(Record):
     """One run's measured part: the squared relative deviations of its restarted lives from their K's mean."""
 
+    model_config = ConfigDict(extra="allow", strict=True)  # "0.1" or true for a number: a corrupt entry
+
     run_id: str
     date: str                 # YYYY-MM-DD
-    users: int                # the target users it was measured at
-    squares: float
-    df: int
-    lives: int
-    rel_sd: float
+    users: int = Field(ge=1)  # the target users it was measured at
+    squares: float = Field(ge=0, allow_inf_nan=False)
+    df: int = Field(ge=1)
+    lives: int = Field(ge=0)
+    rel_sd: float = Field(ge=0, allow_inf_nan=False)
     workload: str = ""        # workload_key: what the levels were measured with
-    levels: dict[str, float] = Field(default_factory=dict)   # str(K) -> the objective at the target
+    levels: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(default_factory=dict)
+    #                           str(K) -> the objective at the target
 
 
 class LedgerServer(Record):
+    model_config = ConfigDict(extra="allow", strict=True)
+
     fingerprint: dict[str, Any]
     runs: list[LedgerRun] = Field(default_factory=list)
 
@@ -92,16 +99,17 @@ def ledger_path(environ: dict[str, str] | None = None) -> Path:
 
 # --- the fingerprint ---------------------------------------------------------------------------------------------
 def speed_flags(args: list[str], secret_flags: list[str] = ()) -> list[str]:
-    """The server's flags less those that change no speed (with their values)."""
+    """The server's flags less those that change no speed (with their values: every one of --api-key's)."""
     neutral = NEUTRAL_FLAGS | set(secret_flags)
-    out, skip = [], False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
+    out, skip = [], 0
+    for arg in args:
+        if skip and not arg.startswith("--"):
+            skip -= 1
             continue
+        skip = 0
         name = arg.split("=", 1)[0]
         if name in neutral:
-            skip = "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--")
+            skip = 0 if "=" in arg else len(args) if name == "--api-key" else 1
             continue
         out.append(arg)
     return out
@@ -144,14 +152,19 @@ def _cpu_model() -> str:
 
 
 def fingerprint(config: SweepConfig, vllm_version: str, gear: str) -> dict[str, Any]:
-    """What makes two sweeps the same server (`gear`: `hardware(config)`); secrets stay ${NAME} placeholders."""
-    server, spec = config.server, config.speculation
+    """What makes two sweeps the same server (`gear`: `hardware(config)`). Secrets are masked first (a secret flag
+    or variable is left out; a NAME=VALUE inside an argv element is NAME=${NAME}): no key reaches the ledger or
+    its hash, and a new key is the same server."""
+    server, spec = mask_server(config.server, {})[0], config.speculation
     draft = spec.draft_model if spec.method in ("draft_model", "eagle", "eagle3") else ""
     return {"vllm": vllm_version + (" (simulated)" if server.is_simulator else ""),
+            "command": server.argv_template or server.command,
             "model": server.model, "model_content": _content(server.model),
             "draft": f"{spec.method} {draft}".strip(), "draft_content": _content(draft) if draft else "",
             "hardware": gear, "flags": speed_flags(server.extra_args, server.secret_flags),
-            "env": {name: value for name, value in sorted(server.env.items()) if name not in server.secret_env}}
+            "env": {name: value for name, value in sorted(server.env.items())
+                    if name not in server.secret_env and not looks_secret(name, value)
+                    and not PLACEHOLDER_RE.search(value)}}
 
 
 def key_of(print_: dict[str, Any]) -> str:
@@ -168,15 +181,44 @@ def workload_key(config: SweepConfig) -> str:
 
 # --- reading and writing ---------------------------------------------------------------------------------------
 def read_ledger(path: Path) -> tuple[Ledger, str]:
-    """The ledger, and a one-line warning when the file is there but unreadable (then an empty one)."""
+    """The ledger, and a one-line warning when the file is there but unreadable (then an empty one) or holds corrupt
+    entries (a wrong type, a spread that is not a finite number >= 0: those runs are left out, the rest kept)."""
     try:
-        return Ledger.model_validate(json.loads(path.read_text(encoding="utf-8"))), ""
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not isinstance(data.get("servers", {}), dict):
+            raise ValueError("not a ledger: expected {\"version\": 1, \"servers\": {...}}")
     except FileNotFoundError:
         return Ledger(), ""
-    except (OSError, ValueError, ValidationError) as err:
+    except (OSError, ValueError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         return Ledger(), (f"warning: the restart spread ledger {path} is unreadable ({first[:120]}): ignored; the "
                           "next run that measures a spread writes a fresh one")
+    servers, bad = {}, []
+    for key, entry in data.get("servers", {}).items():
+        runs = entry.get("runs") if isinstance(entry, dict) else None
+        try:
+            server = LedgerServer.model_validate({**entry, "runs": []})
+            if not isinstance(runs, list):
+                raise ValueError("runs: not a list")
+        except (TypeError, ValueError, ValidationError) as err:
+            bad.append(f"server {key}: {_first_error(err)}")
+            continue
+        for n, run in enumerate(runs):
+            try:
+                server.runs.append(LedgerRun.model_validate(run))
+            except (ValueError, ValidationError) as err:
+                bad.append(f"server {key} run {n + 1}: {_first_error(err)}")
+        servers[key] = server
+    warning = (f"warning: the restart spread ledger {path} has {len(bad)} corrupt entr{'y' if len(bad) == 1 else 'ies'} "
+               f"({bad[0][:160]}): ignored, the rest kept" if bad else "")
+    return Ledger(version=LEDGER_VERSION, servers=servers), warning
+
+
+def _first_error(err: Exception) -> str:
+    if isinstance(err, ValidationError) and err.errors():
+        first = err.errors()[0]
+        return f"{'.'.join(map(str, first['loc'])) or 'entry'}: {first['msg']}"
+    return (str(err).splitlines() or [type(err).__name__])[0]
 
 
 def earlier_of(ledger: Ledger, key: str, users: int, run_id: str = "", workload: str = "") -> EarlierSpread | None:
@@ -238,7 +280,7 @@ def remember(use: LedgerUse, run_id: str, users: int, squares: float, df: int, l
              levels: dict[str, float] | None = None) -> str:
     """This run's measured part into the ledger (its entry replaced if it was there: a report re-rendered or a run
     resumed writes it once); the warning line when the old file was unreadable, else ""."""
-    if not use.enabled or df <= 0:
+    if not use.enabled or df <= 0 or not math.isfinite(squares) or squares < 0:
         return ""
     path = ledger_path() if path is None else path
     with _locked(path):
@@ -246,7 +288,8 @@ def remember(use: LedgerUse, run_id: str, users: int, squares: float, df: int, l
         server = ledger.servers.setdefault(use.key, LedgerServer(fingerprint=use.fingerprint))
         server.runs = [r for r in server.runs if r.run_id != run_id] + [LedgerRun(
             run_id=run_id, date=today or datetime.date.today().isoformat(), users=users, squares=squares, df=df,
-            lives=lives, rel_sd=(squares / df) ** 0.5, workload=workload, levels=levels or {})]
+            lives=lives, rel_sd=(squares / df) ** 0.5, workload=workload,
+            levels={k: v for k, v in (levels or {}).items() if math.isfinite(v) and v >= 0})]
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(ledger.model_dump(mode="json"), indent=1), encoding="utf-8")
         os.replace(tmp, path)

@@ -98,7 +98,7 @@ def test_only_the_newest_runs_count(cache_dir):
     assert earlier.runs == ledger.MAX_RUNS and earlier.squares == sum(range(3, ledger.MAX_RUNS + 3))
 
 
-@pytest.mark.parametrize("text", ["{not json", '{"version": 1, "servers": {"x": {"runs": 3}}}', ""])
+@pytest.mark.parametrize("text", ["{not json", '[1, 2]', '{"version": 1, "servers": [3]}', ""])  # a corrupt entry: _safety
 def test_a_corrupt_ledger_is_one_warning_line_and_ignored(cache_dir, text):
     path = ledger.ledger_path()
     path.parent.mkdir(parents=True)

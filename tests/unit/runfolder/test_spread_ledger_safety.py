@@ -1,0 +1,90 @@
+"""The restart spread ledger's fingerprint and file under bad input: no secret reaches the ledger or its hash, the
+server's binary is part of its identity, and a corrupt entry is one warning line, never a crash."""
+import json
+import math
+
+import pytest
+
+from lookahead_runner.config import config_from_dict
+from lookahead_runner.runfolder import spread_ledger as ledger
+
+GPU = "1 x NVIDIA H100 80GB HBM3"
+KEY = "sk-very-secret-0123456789"
+
+
+def config(server=None, **sections):
+    data = {"server": {"command": ["vllm"], "model": "org/target-8b", "extra_args": ["--max-num-seqs", "64"]}
+            | (server or {}),
+            "speculation": {"k": [0, 4], "draft_model": "org/draft-1b"}, "load": {"stages": [{"users": 4, "duration_s": 10}]}} | sections
+    return config_from_dict(data)
+
+
+@pytest.mark.parametrize("server", [
+    {"extra_args": ["--max-num-seqs", "64", "--api-key", KEY]},
+    {"extra_args": ["--max-num-seqs", "64", f"--api-key={KEY}"]},
+    {"extra_args": ["--max-num-seqs", "64", "--api-key", "first-key-abcdef", KEY]},
+    {"extra_args": ["--max-num-seqs", "64", "--hf-token", KEY]},
+    {"extra_args": ["--max-num-seqs", "64", "--my-secret", KEY], "secret_flags": ["--my-secret"]},
+    {"env": {"OPENAI_API_KEY": KEY}},
+    {"env": {"MY_CREDENTIAL": KEY}, "secret_env": ["MY_CREDENTIAL"]},
+    {"command": ["docker", "run", "-e", f"MY_CREDENTIAL={KEY}", "vllm/vllm-openai"], "secret_env": ["MY_CREDENTIAL"]},
+])
+def test_no_secret_reaches_the_fingerprint_its_hash_or_the_ledger_file(server, cache_dir):
+    cfg = config(server)
+    print_ = ledger.fingerprint(cfg, "0.32.0", GPU)
+    assert KEY not in json.dumps(print_) and "first-key" not in json.dumps(print_)
+    # another key is the same server: the hash carries nothing of the key
+    other = config({k: json.loads(json.dumps(v).replace(KEY, "sk-another-key-987654321")) for k, v in server.items()})
+    assert ledger.key_of(ledger.fingerprint(other, "0.32.0", GPU)) == ledger.key_of(print_)
+    use, _ = ledger.use_for_run(cfg, "0.32.0", True, gear=GPU)
+    ledger.remember(use, "run-1", 4, 0.002, 2, 4)
+    assert KEY not in ledger.ledger_path().read_text()
+
+
+def test_another_binary_is_another_server():
+    base = ledger.key_of(ledger.fingerprint(config(), "0.32.0", GPU))
+    other = config({"command": ["/opt/vllm-nightly/bin/vllm"]})
+    assert ledger.key_of(ledger.fingerprint(other, "0.32.0", GPU)) != base
+    template = config({"argv_template": ["docker", "run", "vllm/vllm-openai:v0.9", "{model}", "--host", "{host}",
+                                         "--port", "{port}", "{args}"]})
+    assert ledger.key_of(ledger.fingerprint(template, "0.32.0", GPU)) != base
+
+
+GOOD = {"run_id": "run-1", "date": "2026-12-01", "users": 4, "squares": 0.002, "df": 2, "lives": 4, "rel_sd": 0.03}
+
+
+@pytest.mark.parametrize("bad", [{"squares": math.nan}, {"squares": -0.5}, {"rel_sd": math.inf}, {"df": -1},
+                                 {"squares": "0.1"}, {"df": "two"}, {"users": None}, {"levels": {"4": math.nan}},
+                                 {"levels": [1, 2]}])
+def test_a_corrupt_entry_is_one_warning_line_and_left_out(bad, cache_dir):
+    use, _ = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
+    good = GOOD | {"run_id": "run-0"}
+    path = ledger.ledger_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": 1, "servers": {use.key: {"fingerprint": use.fingerprint,
+                                                                    "runs": [good, GOOD | bad]}}}))
+    again, said = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
+    warning, note = said.split("\n")
+    assert warning.startswith(f"warning: the restart spread ledger {path} has 1 corrupt entry (server {use.key} run 2")
+    earlier = again.earlier_spread()
+    assert earlier.runs == 1 and earlier.df == 2 and math.isfinite(earlier.rel_sd)   # the good run is kept
+    assert "from 1 earlier run" in note
+
+
+@pytest.mark.parametrize("servers", [[1, 2], {"x": 3}, {"x": {"fingerprint": "f", "runs": []}},
+                                     {"x": {"fingerprint": {}, "runs": 5}}])
+def test_a_corrupt_server_is_one_warning_line(servers, cache_dir):
+    path = ledger.ledger_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": 1, "servers": servers}))
+    use, said = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
+    assert said.count("\n") == 1 and said.startswith(f"warning: the restart spread ledger {path} ")
+    assert use.earlier is None
+    assert ledger.remember(use, "run-1", 4, 0.002, 2, 4).startswith("warning:")
+    assert ledger.use_for_run(config(), "0.32.0", True, gear=GPU)[0].earlier_spread().runs == 1
+
+
+def test_a_level_that_is_not_finite_is_not_remembered(cache_dir):
+    use, _ = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
+    ledger.remember(use, "run-1", 4, 0.002, 2, 4, levels={"0": 1.5, "4": math.nan})
+    assert ledger.read_ledger(ledger.ledger_path()) [1] == ""
