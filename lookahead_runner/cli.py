@@ -200,6 +200,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise UsageError(f"--resume {args.resume}: plan.json is unreadable or not a sweep's plan") from None
         if args.confirm is not None and isinstance(data.get("decision"), dict):
             data["decision"]["confirm"] = args.confirm
+        if args.no_ledger and isinstance(data.get("decision"), dict):
+            data["decision"]["ledger"] = False
         config = config_from_dict(data, str(plan_path(Path(args.resume))))
         return _start_run(config, args)
     if not args.config:
@@ -265,7 +267,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .run.steps import Steps
 
     steps = Steps(verbose=args.verbose)
-    print(f"report: {finalize(Path(args.run_dir), steps=steps)}")
+    print(f"report: {finalize(Path(args.run_dir), steps=steps, ledger=not args.no_ledger)}")
     if args.verbose:
         print(f"total: {steps.total_s():.2f} s")
     return 0
@@ -327,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", help="a run folder (holds plan.json)")
     report.add_argument("--verbose", action="store_true", help="print the time of each step (reading the folder, "
                                                                "the decision, the performance model, the page)")
+    report.add_argument("--no-ledger", action="store_true",
+                        help="do not remember the restart spread this run measured (decision.ledger)")
     report.set_defaults(func=cmd_report)
     locustfile = sub.add_parser("locustfile", help="print the path of the package's locustfile, for "
                                                     "locust -f \"$(lookahead-runner locustfile)\"")

@@ -43,18 +43,16 @@ class _SimFlags(argparse.ArgumentParser):
 
 def draws_restart_spread(args: list[str]) -> bool:
     """Whether the simulator's flags give each server life a restart spread: a speed (--sim-restart-spread F > 0,
-    or the scenario's restart_spread_frac) or an acceptance offset (restart_alpha_sd > 0) drawn per life. Such a
-    server is judged as real vLLM is, its spread unknown until measured."""
-    from ..sim.scenarios import DEFAULT_SCENARIO, get_scenario, with_overrides
-
+    or --sim-set restart_spread_frac=F) or an acceptance offset (restart_alpha_sd) drawn per life; no named
+    scenario draws one of its own (sim/scenarios.py). Such a server is judged as real vLLM is, its spread unknown
+    until measured."""
     try:
         ns, _ = _SimFlags().parse_known_args([str(arg) for arg in args])
-        scenario = with_overrides(get_scenario(ns.sim_scenario or DEFAULT_SCENARIO),
-                                  dict(item.split("=", 1) for item in ns.sim_set))
+        fields = dict(item.split("=", 1) for item in ns.sim_set)
+        speed = float(fields.get("restart_spread_frac", 0)) if ns.sim_restart_spread is None else ns.sim_restart_spread
+        return speed > 0 or float(fields.get("restart_alpha_sd", 0)) > 0
     except ValueError:
         return False  # the simulator refuses them at its start
-    speed = scenario.restart_spread_frac if ns.sim_restart_spread is None else ns.sim_restart_spread
-    return speed > 0 or scenario.restart_alpha_sd > 0
 
 
 def runner_field_text(flag: str) -> str:

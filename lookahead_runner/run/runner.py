@@ -276,7 +276,7 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         if mode == "sweep":
             confirm_recommendation(config, caps, run_dir, say, progress, run_life, number, tag)
     steps = Steps(verbose=verbose)
-    report = finalize(run_dir, render=True, steps=steps)
+    report = finalize(run_dir, render=True, steps=steps, ledger=config.decision.ledger)
     if verbose:
         print(f"finalize (last life to report): {steps.total_s():.2f} s", flush=True)
     return report

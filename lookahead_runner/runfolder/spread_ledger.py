@@ -29,7 +29,7 @@ import platform
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from ..config import SweepConfig
 from ..config.decision import EarlierSpread
@@ -75,6 +75,19 @@ class Ledger(Record):
     servers: dict[str, LedgerServer] = Field(default_factory=dict)
 
 
+class _EarlierFields(Record):
+    """config.decision.EarlierSpread's fields as plan.json holds them (checked where it is read)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    squares: float = Field(ge=0, allow_inf_nan=False)
+    df: int = Field(ge=0)
+    runs: int = Field(ge=0)
+    lives: int = Field(ge=0)
+    last: str
+    levels: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(default_factory=dict)
+
+
 class LedgerUse(Record):
     """plan.json's "restart_spread": the server's fingerprint and what the run took from the ledger."""
 
@@ -83,6 +96,22 @@ class LedgerUse(Record):
     enabled: bool = True                  # false: --no-ledger (neither read nor written)
     earlier: dict[str, Any] | None = None  # an EarlierSpread's fields; None: nothing earlier on this server
     note: str = ""                        # what the sweep said about it
+
+    @field_validator("earlier")
+    @classmethod
+    def _earlier_is_a_spread(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Every field of an EarlierSpread, of its type, and no other: a hand-edited or foreign plan.json is one line
+        naming the key (plan.py read_plan), never a TypeError when the decision reads it."""
+        if value is None:
+            return value
+        names = {f.name for f in dataclasses.fields(EarlierSpread)}
+        if unknown := sorted(set(value) - names):
+            raise ValueError(f"unknown key {unknown[0]!r} (it holds {', '.join(sorted(names))})")
+        try:
+            EarlierSpread(**_EarlierFields.model_validate(value).model_dump())
+        except ValidationError as err:
+            raise ValueError(_first_error(err)) from None
+        return value
 
     def earlier_spread(self) -> EarlierSpread | None:
         return EarlierSpread(**self.earlier) if self.enabled and self.earlier else None

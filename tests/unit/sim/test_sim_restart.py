@@ -79,8 +79,15 @@ def test_every_spelling_the_simulator_reads_draws_a_spread_and_the_runner_sees_i
 @pytest.mark.parametrize("args", [
     [], ["--sim-restart-spread", "0"], ["--sim-restart-spread", "0.05", "--sim-restart-spread", "0"],
     ["--sim-set", "restart_spread_frac=0.05", "--sim-restart-spread", "0"], ["--sim-set", "alpha=0.5"],
-    ["--sim-restart-spread", "x"], ["--sim-scenario", "no-such-scenario", "--sim-restart-spread", "0.05"]])
+    ["--sim-restart-spread", "x"], ["--sim-set", "restart_spread_frac"]])
 def test_flags_that_draw_no_spread_are_not_taken_for_one(args):
     from lookahead_runner.config.server import draws_restart_spread
 
     assert not draws_restart_spread(args)
+
+
+def test_no_named_scenario_draws_a_spread_of_its_own():
+    """draws_restart_spread (config/server.py, which may not import the simulator) reads only the flags."""
+    from lookahead_runner.sim.scenarios import SCENARIOS
+
+    assert all(s.restart_spread_frac == 0 and s.restart_alpha_sd == 0 for s in SCENARIOS.values())
