@@ -164,13 +164,13 @@ def remember_spread(data: RunData, decision: Decision, ledger: bool = True) -> s
     (runfolder/spread_ledger.py; once per run: a report re-rendered replaces its entry); a diagnosis line when it
     cannot be written, else "". `ledger` false: --no-ledger now (a resumed run's plan.json was made with it on)."""
     use, spread, config = data.plan.restart_spread, decision.restart_spread, data.config
-    if not ledger or use is None or spread is None or not spread.this_df or config.grid.axis \
+    if not ledger or use is None or spread is None or not spread.ledger_df or config.grid.axis \
             or len(config.load.variants) > 1:
         return ""
     levels = {str(c.k): c.objective for c in decision.candidates if math.isfinite(c.objective)}
     try:
-        remember(use, data.plan.run_id, config.target_users, spread.squares, spread.this_df, spread.lives,
-                 workload=workload_key(config), levels=levels)
+        remember(use, data.plan.run_id, config.target_users, spread.ledger_squares, spread.ledger_df,
+                 spread.ledger_lives, workload=workload_key(config), levels=levels)
     except OSError as err:
         return f"The restart spread this run measured could not be remembered for this server: {err}."
     return ""

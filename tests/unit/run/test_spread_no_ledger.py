@@ -39,7 +39,8 @@ def test_a_resumed_run_with_no_ledger_does_not_write_the_ledger(tmp_path, cache_
     # the decision made by that run (the plan.json of the run says the ledger was on when it started)
     plan = read_plan(tmp_path)
     data = SimpleNamespace(plan=plan, config=plan.sweep_config())
-    decision = SimpleNamespace(restart_spread=RestartSpread(rel_sd=0.03, squares=0.002, this_df=2, lives=4),
+    decision = SimpleNamespace(restart_spread=RestartSpread(rel_sd=0.03, squares=0.002, this_df=2, lives=4, ledger_squares=0.002,
+                                                                         ledger_df=2, ledger_lives=4),
                                candidates=[])
     assert remember_spread(data, decision, ledger=False) == ""
     assert not spread_ledger.ledger_path().exists()
