@@ -98,7 +98,7 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
     from .config.masking import shell_join
     from .run.request_set_run import request_set_note
     from .run.server_check import with_served_model
-    from .run.runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
+    from .run.runner import blocks_order, ledger_gear, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
     from .vllm.probe import LOOKAHEAD_FLAG
 
@@ -117,7 +117,7 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
             print(warning)
         from .runfolder.spread_ledger import use_for_run
 
-        if said := use_for_run(config, caps.version, config.decision.ledger)[1]:
+        if said := use_for_run(config, caps.version, config.decision.ledger, gear=ledger_gear(config, slots))[1]:
             print(said)
         if len(config.load.variants) > 1:
             print(blocks_order(config.load.variants))

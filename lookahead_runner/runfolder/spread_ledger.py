@@ -3,9 +3,10 @@
 A server start is the price of a verdict; the restart spread (how far one life of a K lands from the next,
 docs/restart-spread.md) is a fact about the server, so it is bought once: a run that measured it (two or more
 restarted lives of a K) adds its part to the ledger, and the next sweep on the same fingerprint starts with it.
-The fingerprint is what changes speed: the vLLM version, the model and the draft (their names, and the content of
-a local model's config.json), the GPUs (model and count; without one, the CPU and its count) and the server's
-flags and environment, less those that change no speed (address, key, logging, seed). A spread is taken only at
+The fingerprint is what changes speed: the vLLM version, the command that starts it, the model and the draft
+(their names, and the content of a local model's config.json), the GPUs (model and count, on a Ray cluster the
+nodes'; without one, the CPU and its count) and the server's flags and environment, less those that change no
+speed (address, key, logging, seed); secrets are masked before it is made. A spread is taken only at
 the same target users (it changes with concurrency: vLLM #53436 saw 7.5-19.7 % at 1-4 concurrent requests and
 under 0.7 % at 8 and more), from the newest MAX_RUNS runs.
 
@@ -153,13 +154,16 @@ def _content(model: str) -> str:
         return ""
 
 
-def hardware(config: SweepConfig) -> str:
-    """The GPUs the server gets (model and count), else the CPU and how many the server may use."""
+def hardware(config: SweepConfig, node_gpus: tuple[str, ...] | None = None) -> str:
+    """The GPUs the server gets (model and count), else the CPU and how many the server may use. On a Ray cluster
+    the lives run on its nodes, not here: `node_gpus` are the models of one slot's GPUs as the probe found them
+    there (run/cluster_nodes.py; every slot holds the same), None where no slot was probed."""
     if config.server.is_simulator:
         return "simulated"
     if config.cluster.engine == "ray":
-        return f"Ray cluster {config.cluster.address or 'on this machine'}, " \
-               f"{config.cluster.life_gpus(config.server.extra_args)} GPUs per life"
+        if node_gpus is None:
+            return f"Ray cluster, GPUs not probed, {config.cluster.life_gpus(config.server.extra_args)} per life"
+        return _counted(list(node_gpus)) or "no GPU: a Ray node"
     visible = config.server.env.get(VISIBLE_ENV, os.environ.get(VISIBLE_ENV))
     nvml, gpus = nvml_visible(visible)
     names = []
@@ -167,9 +171,12 @@ def hardware(config: SweepConfig) -> str:
         with contextlib.suppress(Exception):
             name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(gpu.index))
             names.append(name.decode() if isinstance(name, bytes) else str(name))
-    if names:
-        return ", ".join(f"{names.count(n)} x {n}" for n in sorted(set(names)))
-    return f"no GPU: {_cpu_model()}, CPUs {config.server.cpus or f'all {os.cpu_count()}'}"
+    return _counted(names) or f"no GPU: {_cpu_model()}, CPUs {config.server.cpus or f'all {os.cpu_count()}'}"
+
+
+def _counted(names: list[str]) -> str:
+    """"2 x NVIDIA H100 80GB HBM3" ("" for none)."""
+    return ", ".join(f"{names.count(n)} x {n}" for n in sorted(set(names)))
 
 
 def _cpu_model() -> str:
@@ -274,6 +281,10 @@ def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Pat
     ramp, a running server: nothing to compare)."""
     if not config.decision.spread_unknown or len(config.speculation.k) < 2:
         return None, ""
+    if config.grid.axis or len(config.load.variants) > 1:  # as finalize.remember_spread: never written for them
+        what = "a grid axis: each value is another server" if config.grid.axis else \
+            "workload variants: each has its own target users"
+        return None, f"restart spread ledger: not used ({what})"
     print_ = fingerprint(config, vllm_version, hardware(config) if gear is None else gear)
     key = key_of(print_)
     if not enabled:

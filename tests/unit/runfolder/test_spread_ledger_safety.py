@@ -88,3 +88,38 @@ def test_a_level_that_is_not_finite_is_not_remembered(cache_dir):
     use, _ = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
     ledger.remember(use, "run-1", 4, 0.002, 2, 4, levels={"0": 1.5, "4": math.nan})
     assert ledger.read_ledger(ledger.ledger_path()) [1] == ""
+
+
+def test_on_a_ray_cluster_the_gpus_are_those_of_the_nodes_that_run_the_lives(monkeypatch):
+    """Not the driver's (a laptop steering a GPU cluster): the probe's GPU models of a slot, counted as a local
+    server's are, so one server on the same GPUs has one fingerprint wherever it runs."""
+    from types import SimpleNamespace
+
+    from lookahead_runner.run.cluster import RaySlots
+    from lookahead_runner.run.runner import ledger_gear
+
+    def driver_gpus(*_):
+        raise AssertionError("the driver's GPUs were read")
+
+    monkeypatch.setattr(ledger, "nvml_visible", driver_gpus)
+    ray = config(cluster={"engine": "ray", "address": "auto"})
+    h100 = ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3")
+    slots = RaySlots(slots=[], seed=0, nodes=SimpleNamespace(reference=SimpleNamespace(gpu_models=h100)))
+    assert ledger_gear(ray, slots) == "2 x NVIDIA H100 80GB HBM3"
+    a100 = RaySlots(slots=[], seed=0, nodes=SimpleNamespace(reference=SimpleNamespace(gpu_models=("NVIDIA A100",))))
+    assert ledger_gear(ray, a100) == "1 x NVIDIA A100"
+    assert "not probed" in ledger_gear(ray, RaySlots(slots=[], seed=0))
+    assert ledger_gear(ray, RaySlots(slots=[], seed=0, nodes=SimpleNamespace(reference=SimpleNamespace(
+        gpu_models=())))) == "no GPU: a Ray node"
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"grid": {"flag": "--max-num-seqs", "values": ["64", "128"]}}, "a grid axis"),
+    ({"load": {"stages": [{"users": 4, "duration_s": 10}], "prompt_tokens": [64, 512]}}, "workload variants")])
+def test_a_run_whose_spread_is_never_remembered_never_reads_the_ledger(changes, why, cache_dir):
+    """A grid axis (each value another server, none in the fingerprint) or workload variants (each its own target
+    users): finalize.remember_spread writes none for them, and none is read for them."""
+    use, _ = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
+    ledger.remember(use, "run-1", 4, 0.002, 2, 4)
+    other, said = ledger.use_for_run(config(**changes), "0.32.0", True, gear=GPU)
+    assert other is None and said.startswith(f"restart spread ledger: not used ({why}")
