@@ -167,7 +167,7 @@ def hardware(config: SweepConfig, node_gpus: tuple[str, ...] | None = None) -> s
     visible = config.server.env.get(VISIBLE_ENV, os.environ.get(VISIBLE_ENV))
     nvml, gpus = nvml_visible(visible)
     names = []
-    for gpu in gpus:
+    for gpu in gpus[:config.cluster.life_gpus(config.server.extra_args)]:  # those it takes, not the host's count
         with contextlib.suppress(Exception):
             name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(gpu.index))
             names.append(name.decode() if isinstance(name, bytes) else str(name))

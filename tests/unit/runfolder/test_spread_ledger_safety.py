@@ -123,3 +123,14 @@ def test_a_run_whose_spread_is_never_remembered_never_reads_the_ledger(changes, 
     ledger.remember(use, "run-1", 4, 0.002, 2, 4)
     other, said = ledger.use_for_run(config(**changes), "0.32.0", True, gear=GPU)
     assert other is None and said.startswith(f"restart spread ledger: not used ({why}")
+
+
+def test_here_the_gpus_are_those_the_server_takes_not_every_one_the_host_has(monkeypatch):
+    """A server of tensor parallel 2 on an 8-GPU host is "2 x" (as on a Ray slot of two), whatever else is there."""
+    from types import SimpleNamespace
+
+    nvml = SimpleNamespace(nvmlDeviceGetHandleByIndex=lambda index: index,
+                           nvmlDeviceGetName=lambda handle: b"NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(ledger, "nvml_visible", lambda visible: (nvml, [SimpleNamespace(index=i) for i in range(8)]))
+    assert ledger.hardware(config()) == "1 x NVIDIA H100 80GB HBM3"
+    assert ledger.hardware(config({"extra_args": ["--tensor-parallel-size", "2"]})) == "2 x NVIDIA H100 80GB HBM3"
