@@ -41,6 +41,7 @@ from .record import Record
 LEDGER_VERSION = 1
 MAX_RUNS = 10
 LEDGER_FILE = Path("lookahead-runner") / "restart-spread.json"
+_BAD_SUFFIX = ".bad"   # an unreadable ledger is moved to restart-spread.json.bad before a fresh one is written
 # flags that change no speed: where the server listens, its key, what it logs, its sampling seed
 NEUTRAL_FLAGS = frozenset({"--host", "--port", "--api-key", "--hf-token", "--served-model-name", "--seed", "--disable-log-stats",
                            "--disable-log-requests", "--enable-log-requests", "--uvicorn-log-level",
@@ -228,7 +229,11 @@ def read_ledger(path: Path) -> tuple[Ledger, str]:
     except (OSError, ValueError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         return Ledger(), (f"warning: the restart spread ledger {path} is unreadable ({first[:120]}): ignored; the "
-                          "next run that measures a spread writes a fresh one")
+                          f"next run that measures a spread writes a fresh one (the old kept as {_BAD_SUFFIX})")
+    version = data.get("version", LEDGER_VERSION)
+    if isinstance(version, int) and not isinstance(version, bool) and version > LEDGER_VERSION:
+        return Ledger(version=version), (f"warning: the restart spread ledger {path} was written by a newer "
+                                         f"lookahead-runner (version {version}): not used nor written; upgrade")
     servers, bad = {}, []
     for key, entry in data.get("servers", {}).items():
         runs = entry.get("runs") if isinstance(entry, dict) else None
@@ -325,6 +330,11 @@ def remember(use: LedgerUse, run_id: str, users: int, squares: float, df: int, l
     path = ledger_path() if path is None else path
     with _locked(path):
         ledger, warning = read_ledger(path)
+        if ledger.version > LEDGER_VERSION:  # a newer runner's file: left as it is
+            return warning
+        if warning and path.exists():  # unreadable or corrupt entries: the old file kept aside, not lost
+            with contextlib.suppress(OSError):
+                os.replace(path, path.with_name(path.name + _BAD_SUFFIX))
         server = ledger.servers.setdefault(use.key, LedgerServer(fingerprint=use.fingerprint))
         server.runs = [r for r in server.runs if r.run_id != run_id] + [LedgerRun(
             run_id=run_id, date=today or datetime.date.today().isoformat(), users=users, squares=squares, df=df,

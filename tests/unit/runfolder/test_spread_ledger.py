@@ -106,7 +106,7 @@ def test_a_corrupt_ledger_is_one_warning_line_and_ignored(cache_dir, text):
     use, said = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
     warning, note = said.split("\n")
     assert warning.startswith(f"warning: the restart spread ledger {path} is unreadable (") and \
-        warning.endswith("): ignored; the next run that measures a spread writes a fresh one")
+        warning.endswith("): ignored; the next run that measures a spread writes a fresh one (the old kept as .bad)")
     assert use.earlier is None and note.startswith("restart spread ledger: no earlier run")
     assert ledger.remember(use, "run-1", 4, 0.002, 2, 4).startswith("warning:")   # rewritten fresh
     assert len(_runs(cache_dir)) == 1

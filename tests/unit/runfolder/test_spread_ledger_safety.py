@@ -134,3 +134,18 @@ def test_here_the_gpus_are_those_the_server_takes_not_every_one_the_host_has(mon
     monkeypatch.setattr(ledger, "nvml_visible", lambda visible: (nvml, [SimpleNamespace(index=i) for i in range(8)]))
     assert ledger.hardware(config()) == "1 x NVIDIA H100 80GB HBM3"
     assert ledger.hardware(config({"extra_args": ["--tensor-parallel-size", "2"]})) == "2 x NVIDIA H100 80GB HBM3"
+
+
+def test_a_ledger_rewritten_keeps_the_unreadable_file_aside_and_a_newer_ones_is_left_alone(cache_dir):
+    use, _ = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
+    path = ledger.ledger_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('{"version": 1, "servers": {"x": {"fingerprint": {}, "runs": [')
+    assert ledger.remember(use, "run-1", 4, 0.002, 2, 4).startswith("warning:")
+    assert path.with_name(path.name + ".bad").read_text().endswith('"runs": [')   # not lost
+    assert ledger.read_ledger(path)[1] == ""
+    newer = json.dumps({"version": ledger.LEDGER_VERSION + 1, "servers": {"y": {"runs": "a newer layout"}}})
+    path.write_text(newer)
+    again, said = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
+    assert again.earlier is None and "written by a newer lookahead-runner (version 2): not used nor written" in said
+    assert ledger.remember(use, "run-2", 4, 0.002, 2, 4).startswith("warning:") and path.read_text() == newer
