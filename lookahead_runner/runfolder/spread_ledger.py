@@ -27,6 +27,7 @@ import json
 import math
 import os
 import platform
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,6 +42,7 @@ from .record import Record
 LEDGER_VERSION = 1
 MAX_RUNS = 10
 LEDGER_FILE = Path("lookahead-runner") / "restart-spread.json"
+LOCK_WAIT_S = 10.0    # a write takes milliseconds: a lock held longer is a stopped process
 _BAD_SUFFIX = ".bad"   # an unreadable ledger is moved to restart-spread.json.bad before a fresh one is written
 # flags that change no speed: where the server listens, its key, what it logs, its sampling seed
 NEUTRAL_FLAGS = frozenset({"--host", "--port", "--api-key", "--hf-token", "--served-model-name", "--seed", "--disable-log-stats",
@@ -310,10 +312,22 @@ def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Pat
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def _locked(path: Path, wait_s: float | None = None):
+    """The ledger to one writer at a time; a TimeoutError (an OSError: finalize says it in one line) where another
+    holds it beyond `wait_s` (a process stopped while writing must not hang the report)."""
+    wait_s = LOCK_WAIT_S if wait_s is None else wait_s
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{path.with_suffix('.lock')} held by another process for {wait_s:g} s") \
+                        from None
+                time.sleep(0.05)
         try:
             yield
         finally:

@@ -149,3 +149,17 @@ def test_a_ledger_rewritten_keeps_the_unreadable_file_aside_and_a_newer_ones_is_
     again, said = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
     assert again.earlier is None and "written by a newer lookahead-runner (version 2): not used nor written" in said
     assert ledger.remember(use, "run-2", 4, 0.002, 2, 4).startswith("warning:") and path.read_text() == newer
+
+
+def test_a_ledger_lock_held_by_a_stopped_process_is_an_error_not_a_hang(cache_dir, monkeypatch):
+    import fcntl
+
+    monkeypatch.setattr(ledger, "LOCK_WAIT_S", 0.3)
+    use, _ = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
+    path = ledger.ledger_path()
+    path.parent.mkdir(parents=True)
+    with open(path.with_suffix(".lock"), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(TimeoutError, match="held by another process"):
+            ledger.remember(use, "run-1", 4, 0.002, 2, 4)
+    assert ledger.remember(use, "run-1", 4, 0.002, 2, 4) == ""
