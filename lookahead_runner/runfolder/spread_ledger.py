@@ -57,7 +57,7 @@ class LedgerRun(Record):
 
     run_id: str
     date: str                 # YYYY-MM-DD
-    users: int = Field(ge=1)  # the target users it was measured at
+    users: int = Field(ge=0)  # the target users it was measured at
     squares: float = Field(ge=0, allow_inf_nan=False)
     df: int = Field(ge=1)
     lives: int = Field(ge=0)
