@@ -98,7 +98,7 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
     from .config.masking import shell_join
     from .run.request_set_run import request_set_note
     from .run.server_check import with_served_model
-    from .run.runner import blocks_order, plan_lives, probe_and_check, run_sweep, server_lives
+    from .run.runner import blocks_order, ledger_gear, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
     from .vllm.probe import LOOKAHEAD_FLAG
 
@@ -117,7 +117,7 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
             print(warning)
         from .runfolder.spread_ledger import use_for_run
 
-        if said := use_for_run(config, caps.version, config.decision.ledger)[1]:
+        if said := use_for_run(config, caps.version, config.decision.ledger, gear=ledger_gear(config, slots))[1]:
             print(said)
         if len(config.load.variants) > 1:
             print(blocks_order(config.load.variants))
@@ -200,6 +200,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise UsageError(f"--resume {args.resume}: plan.json is unreadable or not a sweep's plan") from None
         if args.confirm is not None and isinstance(data.get("decision"), dict):
             data["decision"]["confirm"] = args.confirm
+        if args.no_ledger and isinstance(data.get("decision"), dict):
+            data["decision"]["ledger"] = False
         config = config_from_dict(data, str(plan_path(Path(args.resume))))
         return _start_run(config, args)
     if not args.config:
@@ -265,7 +267,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .run.steps import Steps
 
     steps = Steps(verbose=args.verbose)
-    print(f"report: {finalize(Path(args.run_dir), steps=steps)}")
+    print(f"report: {finalize(Path(args.run_dir), steps=steps, ledger=not args.no_ledger)}")
     if args.verbose:
         print(f"total: {steps.total_s():.2f} s")
     return 0
@@ -327,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", help="a run folder (holds plan.json)")
     report.add_argument("--verbose", action="store_true", help="print the time of each step (reading the folder, "
                                                                "the decision, the performance model, the page)")
+    report.add_argument("--no-ledger", action="store_true",
+                        help="do not remember the restart spread this run measured (decision.ledger)")
     report.set_defaults(func=cmd_report)
     locustfile = sub.add_parser("locustfile", help="print the path of the package's locustfile, for "
                                                     "locust -f \"$(lookahead-runner locustfile)\"")

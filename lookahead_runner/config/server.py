@@ -1,6 +1,7 @@
 """The server section: how a vLLM server life is started, and what it speculates with."""
 from __future__ import annotations
 
+import argparse
 import datetime
 import sys
 from typing import Literal
@@ -25,17 +26,33 @@ def is_simulator_command(command: list[str]) -> bool:
     return any(marker in part for part in command for marker in SIM_MARKERS)
 
 
-def draws_restart_spread(extra_args: list[str]) -> bool:
-    """Whether the simulator's flags give each server life a restart spread (--sim-restart-spread F > 0, or its
-    scenario field): such a server is judged as real vLLM is, its spread unknown until measured."""
-    values = [b for a, b in zip(extra_args, extra_args[1:]) if a == "--sim-restart-spread"]
-    values += [a.split("=", 1)[1] for a in extra_args if a.startswith("--sim-restart-spread=")]
-    values += [b.split("=", 1)[1] for a, b in zip(extra_args, extra_args[1:])
-               if a == "--sim-set" and b.startswith("restart_spread_frac=")]
+class _SimFlags(argparse.ArgumentParser):
+    """The simulator's own flags, read as its parser reads them (sim/cli.py): --flag=V or --flag V, an unambiguous
+    prefix, the last one given."""
+
+    def __init__(self) -> None:
+        super().__init__(add_help=False)
+        self.add_argument("--sim-scenario", default=None)
+        self.add_argument("--sim-fault", action="append", default=[])
+        self.add_argument("--sim-set", action="append", default=[])
+        self.add_argument("--sim-restart-spread", type=float, default=None)
+
+    def error(self, message: str):
+        raise ValueError(message)
+
+
+def draws_restart_spread(args: list[str]) -> bool:
+    """Whether the simulator's flags give each server life a restart spread: a speed (--sim-restart-spread F > 0,
+    or --sim-set restart_spread_frac=F) or an acceptance offset (restart_alpha_sd) drawn per life; no named
+    scenario draws one of its own (sim/scenarios.py). Such a server is judged as real vLLM is, its spread unknown
+    until measured."""
     try:
-        return any(float(value) > 0 for value in values)
+        ns, _ = _SimFlags().parse_known_args([str(arg) for arg in args])
+        fields = dict(item.split("=", 1) for item in ns.sim_set)
+        speed = float(fields.get("restart_spread_frac", 0)) if ns.sim_restart_spread is None else ns.sim_restart_spread
+        return speed > 0 or float(fields.get("restart_alpha_sd", 0)) > 0
     except ValueError:
-        return False  # the simulator refuses it at its start
+        return False  # the simulator refuses them at its start
 
 
 def runner_field_text(flag: str) -> str:

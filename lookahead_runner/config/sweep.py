@@ -129,7 +129,8 @@ class SweepConfig(Strict):
 
     @model_validator(mode="after")
     def _restart_spread_of_the_server(self) -> "SweepConfig":
-        kind = ("simulator drawing a restart spread" if draws_restart_spread(self.server.extra_args) else "simulator") \
+        drawing = draws_restart_spread([*self.server.argv_template, *self.server.extra_args])
+        kind = ("simulator drawing a restart spread" if drawing else "simulator") \
             if self.server.is_simulator else "vllm"
         self.decision.for_server(kind, one_life_per_k=self.load.repeat_mode == "same-server")
         return self

@@ -172,6 +172,8 @@ def spread_summary(noise) -> RestartSpread | None:
     earlier = origin.earlier
     return RestartSpread(rel_sd=origin.rel_sd, low=_finite(origin.low), high=_finite(origin.high), df=origin.df,
                          lives=origin.lives, ks=list(origin.ks), squares=origin.squares, this_df=origin.this_df,
+                         ledger_squares=origin.ledger_squares, ledger_df=origin.ledger_df,
+                         ledger_lives=origin.ledger_lives,
                          earlier_runs=earlier.runs if earlier else 0, earlier_last=earlier.last if earlier else "",
                          text=origin.text())
 

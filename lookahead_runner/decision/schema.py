@@ -302,6 +302,9 @@ class RestartSpread(Model):
     ks: list[int] = Field(default_factory=list)
     squares: float = 0.0                 # this run's own part (the ledger keeps it): squared relative deviations
     this_df: int = 0                     # ... and their degrees of freedom
+    ledger_squares: float = 0.0          # what the ledger keeps: every K with two or more lives (a K apart too)
+    ledger_df: int = 0
+    ledger_lives: int = 0
     earlier_runs: int = 0                # earlier runs on this server pooled in
     earlier_last: str = ""               # the newest of them (YYYY-MM-DD)
     text: str = ""                       # "restart spread 3.1 % [2.0, 6.8] per server life, from ..."

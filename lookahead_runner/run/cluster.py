@@ -80,6 +80,11 @@ class RaySlots:
         except Exception:  # gone already, or its node is
             pass
 
+    def gpu_models(self) -> tuple[str, ...] | None:
+        """The models of one slot's GPUs, on the node that runs it, as the probe compared them (every slot holds
+        the same); None before the probe."""
+        return self.nodes.reference.gpu_models if self.nodes is not None else None
+
     def record(self, run_dir: Path) -> None:
         """plan.json's "cluster": the slots now in the sweep."""
         record_cluster(run_dir, self.address, [slot.where.slot for slot in self.slots], self.seed)

@@ -159,17 +159,18 @@ def telemetry_gaps(statuses: dict[str, LifeStatus]) -> list[str]:
     return lines
 
 
-def remember_spread(data: RunData, decision: Decision) -> str:
+def remember_spread(data: RunData, decision: Decision, ledger: bool = True) -> str:
     """The restart spread this run's restarted lives measured, into the ledger of the server's fingerprint
     (runfolder/spread_ledger.py; once per run: a report re-rendered replaces its entry); a diagnosis line when it
-    cannot be written, else ""."""
+    cannot be written, else "". `ledger` false: --no-ledger now (a resumed run's plan.json was made with it on)."""
     use, spread, config = data.plan.restart_spread, decision.restart_spread, data.config
-    if use is None or spread is None or not spread.this_df or config.grid.axis or len(config.load.variants) > 1:
+    if not ledger or use is None or spread is None or not spread.ledger_df or config.grid.axis \
+            or len(config.load.variants) > 1:
         return ""
     levels = {str(c.k): c.objective for c in decision.candidates if math.isfinite(c.objective)}
     try:
-        remember(use, data.plan.run_id, config.target_users, spread.squares, spread.this_df, spread.lives,
-                 workload=workload_key(config), levels=levels)
+        remember(use, data.plan.run_id, config.target_users, spread.ledger_squares, spread.ledger_df,
+                 spread.ledger_lives, workload=workload_key(config), levels=levels)
     except OSError as err:
         return f"The restart spread this run measured could not be remembered for this server: {err}."
     return ""
@@ -183,8 +184,9 @@ def write_tables(run_dir: Path) -> RunData:
     return data
 
 
-def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None) -> Path:
-    """`steps` times each step (run/steps.py: a progress line for a long one; their times with --verbose)."""
+def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None, ledger: bool = True) -> Path:
+    """`steps` times each step (run/steps.py: a progress line for a long one; their times with --verbose);
+    `ledger` false: the restart spread measured is not remembered (--no-ledger)."""
     run_dir = Path(run_dir)
     steps = steps or Steps(enabled=False)
     with steps.step("read the run folder"):
@@ -236,7 +238,7 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None) -> 
         lives_by_k = Counter(c.k for c in costs if not c.confirm)
         decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
                                          plan.adaptive.stop, len(plan.cluster.slots) if plan.cluster else 1))
-    if note := remember_spread(data, decision):
+    if note := remember_spread(data, decision, ledger):
         decision.diagnoses.append(note)
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))
     if not render:

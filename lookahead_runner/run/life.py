@@ -140,8 +140,10 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
         server, env = RunningServer(base_url, host / "server.log", headers), {}
     else:
         argv, env, secrets = server_launch(config, caps, setting, port, resolved)
-        # the simulator draws each server life's restart spread from its name (sim/restart.py)
-        sim_env = sim_file_env(sim_file) | {SIM_LIFE_ENV: f"{run_dir.name}/{lives[0].key}"} if simulated else {}
+        # the simulator draws each server life's restart spread from its name (sim/restart.py): the run folder's
+        # and the life's, or server.env's LOOKAHEAD_SIM_LIFE and the life's (the same draws in every run)
+        named = f"{env.get(SIM_LIFE_ENV) or run_dir.name}/{lives[0].key}"
+        sim_env = sim_file_env(sim_file) | {SIM_LIFE_ENV: named} if simulated else {}
         env = env | placement.server_env | sim_env
         server = ServerProcess(argv, base_url, host / "server.log", env, config.server.stop_grace_s, headers, secrets,
                                placement.server_cpus)

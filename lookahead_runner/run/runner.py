@@ -195,6 +195,12 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server:
         return _run_sweep(config, run_dir, caps, server, say, early_stop, mode, web, placement, slots, verbose)
 
 
+def ledger_gear(config: SweepConfig, slots) -> str:
+    """The hardware of the restart spread ledger's fingerprint: on a Ray cluster the GPUs of the nodes that run the
+    lives (their probe), never this driver's."""
+    return spread_ledger.hardware(config, slots.gpu_models() if slots is not None else None)
+
+
 def cluster_slots(config: SweepConfig, lives_planned: int, say):
     """cluster.engine = "ray": Ray and the sweep's slots (cluster.py); local: none."""
     if config.cluster.engine != "ray":
@@ -207,7 +213,8 @@ def cluster_slots(config: SweepConfig, lives_planned: int, say):
 def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: ResolvedServer, say, early_stop: bool,
                mode: str, web: bool, placement: Placement, slots, verbose: bool = False) -> Path:
     if not has_plan(run_dir):
-        ledger_use, said = spread_ledger.use_for_run(config, caps.version, config.decision.ledger)
+        ledger_use, said = spread_ledger.use_for_run(config, caps.version, config.decision.ledger,
+                                                     gear=ledger_gear(config, slots))
         if said:
             (say or print)(said)
         plan = build_plan(config, caps, run_dir.name, mode, placement, server, ledger_use)
@@ -276,7 +283,7 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         if mode == "sweep":
             confirm_recommendation(config, caps, run_dir, say, progress, run_life, number, tag)
     steps = Steps(verbose=verbose)
-    report = finalize(run_dir, render=True, steps=steps)
+    report = finalize(run_dir, render=True, steps=steps, ledger=config.decision.ledger)
     if verbose:
         print(f"finalize (last life to report): {steps.total_s():.2f} s", flush=True)
     return report

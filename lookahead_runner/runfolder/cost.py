@@ -79,7 +79,7 @@ def run_cost(costs: list[LifeCost], config: SweepConfig, strategy: str = "grid",
                 start_s=round(sum(c.start_s for c in costs), 1), measure_s=round(sum(c.measure_s for c in costs), 1),
                 grid_lives=lives + len(confirm), grid_server_s=None if grid_s is None else round(grid_s, 1),
                 stopped_because=stopped_because, gpu_s=round(gpu_s, 1), wall_s=wall_seconds(costs),
-                spread_lives=sum(c.spread for c in costs))
+                spread_lives=sum(c.spread and c.done for c in costs))  # a failed one measured nothing
     return cost.model_copy(update={"text": cost_text(cost)})
 
 

@@ -174,7 +174,9 @@ def read_plan(run_dir: Path) -> Plan:
     try:
         plan = Plan.model_validate(data)
         plan.probe["version"]
-    except (KeyError, TypeError, ValueError, ValidationError):
+    except ValidationError as err:
+        raise _not_a_plan(run_dir, err) from None
+    except (KeyError, TypeError, ValueError):
         raise _not_a_plan(run_dir) from None
     return plan
 
@@ -188,8 +190,12 @@ def read_plan_and_config(run_dir: Path) -> tuple[Plan, SweepConfig]:
         raise _not_a_plan(run_dir) from None
 
 
-def _not_a_plan(run_dir: Path) -> RunDirError:
-    return RunDirError(f"{run_dir}: plan.json is not a plan this version can read; "
+def _not_a_plan(run_dir: Path, err: ValidationError | None = None) -> RunDirError:
+    where = ""
+    if err is not None and err.errors():  # the field at fault, e.g. restart_spread.earlier: unknown key 'x'
+        first = err.errors()[0]
+        where = f" ({'.'.join(map(str, first['loc']))}: {first['msg'].removeprefix('Value error, ')[:160]})"
+    return RunDirError(f"{run_dir}: plan.json is not a plan this version can read{where}; "
                        "pass a folder made by `lookahead-runner sweep`")
 
 

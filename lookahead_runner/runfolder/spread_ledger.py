@@ -3,9 +3,10 @@
 A server start is the price of a verdict; the restart spread (how far one life of a K lands from the next,
 docs/restart-spread.md) is a fact about the server, so it is bought once: a run that measured it (two or more
 restarted lives of a K) adds its part to the ledger, and the next sweep on the same fingerprint starts with it.
-The fingerprint is what changes speed: the vLLM version, the model and the draft (their names, and the content of
-a local model's config.json), the GPUs (model and count; without one, the CPU and its count) and the server's
-flags and environment, less those that change no speed (address, key, logging, seed). A spread is taken only at
+The fingerprint is what changes speed: the vLLM version, the command that starts it, the model and the draft
+(their names, and the content of a local model's config.json), the GPUs (model and count, on a Ray cluster the
+nodes'; without one, the CPU and its count) and the server's flags and environment, less those that change no
+speed (address, key, logging, seed); secrets are masked before it is made. A spread is taken only at
 the same target users (it changes with concurrency: vLLM #53436 saw 7.5-19.7 % at 1-4 concurrent requests and
 under 0.7 % at 8 and more), from the newest MAX_RUNS runs.
 
@@ -23,23 +24,28 @@ import datetime
 import fcntl
 import hashlib
 import json
+import math
 import os
 import platform
+import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from ..config import SweepConfig
 from ..config.decision import EarlierSpread
+from ..config.masking import PLACEHOLDER_RE, looks_secret, mask_server
 from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_visible
 from .record import Record
 
 LEDGER_VERSION = 1
 MAX_RUNS = 10
 LEDGER_FILE = Path("lookahead-runner") / "restart-spread.json"
+LOCK_WAIT_S = 10.0    # a write takes milliseconds: a lock held longer is a stopped process
+_BAD_SUFFIX = ".bad"   # an unreadable ledger is moved to restart-spread.json.bad before a fresh one is written
 # flags that change no speed: where the server listens, its key, what it logs, its sampling seed
-NEUTRAL_FLAGS = frozenset({"--host", "--port", "--api-key", "--served-model-name", "--seed", "--disable-log-stats",
+NEUTRAL_FLAGS = frozenset({"--host", "--port", "--api-key", "--hf-token", "--served-model-name", "--seed", "--disable-log-stats",
                            "--disable-log-requests", "--enable-log-requests", "--uvicorn-log-level",
                            "--disable-uvicorn-access-log", "--root-path", "--ssl-keyfile", "--ssl-certfile"})
 
@@ -47,18 +53,23 @@ NEUTRAL_FLAGS = frozenset({"--host", "--port", "--api-key", "--served-model-name
 class LedgerRun(Record):
     """One run's measured part: the squared relative deviations of its restarted lives from their K's mean."""
 
+    model_config = ConfigDict(extra="allow", strict=True)  # "0.1" or true for a number: a corrupt entry
+
     run_id: str
     date: str                 # YYYY-MM-DD
-    users: int                # the target users it was measured at
-    squares: float
-    df: int
-    lives: int
-    rel_sd: float
+    users: int = Field(ge=0)  # the target users it was measured at
+    squares: float = Field(ge=0, allow_inf_nan=False)
+    df: int = Field(ge=1)
+    lives: int = Field(ge=0)
+    rel_sd: float = Field(ge=0, allow_inf_nan=False)
     workload: str = ""        # workload_key: what the levels were measured with
-    levels: dict[str, float] = Field(default_factory=dict)   # str(K) -> the objective at the target
+    levels: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(default_factory=dict)
+    #                           str(K) -> the objective at the target
 
 
 class LedgerServer(Record):
+    model_config = ConfigDict(extra="allow", strict=True)
+
     fingerprint: dict[str, Any]
     runs: list[LedgerRun] = Field(default_factory=list)
 
@@ -66,6 +77,19 @@ class LedgerServer(Record):
 class Ledger(Record):
     version: int = LEDGER_VERSION
     servers: dict[str, LedgerServer] = Field(default_factory=dict)
+
+
+class _EarlierFields(Record):
+    """config.decision.EarlierSpread's fields as plan.json holds them (checked where it is read)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    squares: float = Field(ge=0, allow_inf_nan=False)
+    df: int = Field(ge=0)
+    runs: int = Field(ge=0)
+    lives: int = Field(ge=0)
+    last: str
+    levels: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(default_factory=dict)
 
 
 class LedgerUse(Record):
@@ -76,6 +100,22 @@ class LedgerUse(Record):
     enabled: bool = True                  # false: --no-ledger (neither read nor written)
     earlier: dict[str, Any] | None = None  # an EarlierSpread's fields; None: nothing earlier on this server
     note: str = ""                        # what the sweep said about it
+
+    @field_validator("earlier")
+    @classmethod
+    def _earlier_is_a_spread(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Every field of an EarlierSpread, of its type, and no other: a hand-edited or foreign plan.json is one line
+        naming the key (plan.py read_plan), never a TypeError when the decision reads it."""
+        if value is None:
+            return value
+        names = {f.name for f in dataclasses.fields(EarlierSpread)}
+        if unknown := sorted(set(value) - names):
+            raise ValueError(f"unknown key {unknown[0]!r} (it holds {', '.join(sorted(names))})")
+        try:
+            EarlierSpread(**_EarlierFields.model_validate(value).model_dump())
+        except ValidationError as err:
+            raise ValueError(_first_error(err)) from None
+        return value
 
     def earlier_spread(self) -> EarlierSpread | None:
         return EarlierSpread(**self.earlier) if self.enabled and self.earlier else None
@@ -92,16 +132,17 @@ def ledger_path(environ: dict[str, str] | None = None) -> Path:
 
 # --- the fingerprint ---------------------------------------------------------------------------------------------
 def speed_flags(args: list[str], secret_flags: list[str] = ()) -> list[str]:
-    """The server's flags less those that change no speed (with their values)."""
+    """The server's flags less those that change no speed (with their values: every one of --api-key's)."""
     neutral = NEUTRAL_FLAGS | set(secret_flags)
-    out, skip = [], False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
+    out, skip = [], 0
+    for arg in args:
+        if skip and not arg.startswith("--"):
+            skip -= 1
             continue
+        skip = 0
         name = arg.split("=", 1)[0]
         if name in neutral:
-            skip = "=" not in arg and i + 1 < len(args) and not args[i + 1].startswith("--")
+            skip = 0 if "=" in arg else len(args) if name == "--api-key" else 1
             continue
         out.append(arg)
     return out
@@ -116,23 +157,29 @@ def _content(model: str) -> str:
         return ""
 
 
-def hardware(config: SweepConfig) -> str:
-    """The GPUs the server gets (model and count), else the CPU and how many the server may use."""
+def hardware(config: SweepConfig, node_gpus: tuple[str, ...] | None = None) -> str:
+    """The GPUs the server gets (model and count), else the CPU and how many the server may use. On a Ray cluster
+    the lives run on its nodes, not here: `node_gpus` are the models of one slot's GPUs as the probe found them
+    there (run/cluster_nodes.py; every slot holds the same), None where no slot was probed."""
     if config.server.is_simulator:
         return "simulated"
     if config.cluster.engine == "ray":
-        return f"Ray cluster {config.cluster.address or 'on this machine'}, " \
-               f"{config.cluster.life_gpus(config.server.extra_args)} GPUs per life"
+        if node_gpus is None:
+            return f"Ray cluster, GPUs not probed, {config.cluster.life_gpus(config.server.extra_args)} per life"
+        return _counted(list(node_gpus)) or "no GPU: a Ray node"
     visible = config.server.env.get(VISIBLE_ENV, os.environ.get(VISIBLE_ENV))
     nvml, gpus = nvml_visible(visible)
     names = []
-    for gpu in gpus:
+    for gpu in gpus[:config.cluster.life_gpus(config.server.extra_args)]:  # those it takes, not the host's count
         with contextlib.suppress(Exception):
             name = nvml.nvmlDeviceGetName(nvml.nvmlDeviceGetHandleByIndex(gpu.index))
             names.append(name.decode() if isinstance(name, bytes) else str(name))
-    if names:
-        return ", ".join(f"{names.count(n)} x {n}" for n in sorted(set(names)))
-    return f"no GPU: {_cpu_model()}, CPUs {config.server.cpus or f'all {os.cpu_count()}'}"
+    return _counted(names) or f"no GPU: {_cpu_model()}, CPUs {config.server.cpus or f'all {os.cpu_count()}'}"
+
+
+def _counted(names: list[str]) -> str:
+    """"2 x NVIDIA H100 80GB HBM3" ("" for none)."""
+    return ", ".join(f"{names.count(n)} x {n}" for n in sorted(set(names)))
 
 
 def _cpu_model() -> str:
@@ -144,14 +191,19 @@ def _cpu_model() -> str:
 
 
 def fingerprint(config: SweepConfig, vllm_version: str, gear: str) -> dict[str, Any]:
-    """What makes two sweeps the same server (`gear`: `hardware(config)`); secrets stay ${NAME} placeholders."""
-    server, spec = config.server, config.speculation
+    """What makes two sweeps the same server (`gear`: `hardware(config)`). Secrets are masked first (a secret flag
+    or variable is left out; a NAME=VALUE inside an argv element is NAME=${NAME}): no key reaches the ledger or
+    its hash, and a new key is the same server."""
+    server, spec = mask_server(config.server, {})[0], config.speculation
     draft = spec.draft_model if spec.method in ("draft_model", "eagle", "eagle3") else ""
     return {"vllm": vllm_version + (" (simulated)" if server.is_simulator else ""),
+            "command": server.argv_template or server.command,
             "model": server.model, "model_content": _content(server.model),
             "draft": f"{spec.method} {draft}".strip(), "draft_content": _content(draft) if draft else "",
             "hardware": gear, "flags": speed_flags(server.extra_args, server.secret_flags),
-            "env": {name: value for name, value in sorted(server.env.items()) if name not in server.secret_env}}
+            "env": {name: value for name, value in sorted(server.env.items())
+                    if name not in server.secret_env and not looks_secret(name, value)
+                    and not PLACEHOLDER_RE.search(value)}}
 
 
 def key_of(print_: dict[str, Any]) -> str:
@@ -168,15 +220,48 @@ def workload_key(config: SweepConfig) -> str:
 
 # --- reading and writing ---------------------------------------------------------------------------------------
 def read_ledger(path: Path) -> tuple[Ledger, str]:
-    """The ledger, and a one-line warning when the file is there but unreadable (then an empty one)."""
+    """The ledger, and a one-line warning when the file is there but unreadable (then an empty one) or holds corrupt
+    entries (a wrong type, a spread that is not a finite number >= 0: those runs are left out, the rest kept)."""
     try:
-        return Ledger.model_validate(json.loads(path.read_text(encoding="utf-8"))), ""
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not isinstance(data.get("servers", {}), dict):
+            raise ValueError("not a ledger: expected {\"version\": 1, \"servers\": {...}}")
     except FileNotFoundError:
         return Ledger(), ""
-    except (OSError, ValueError, ValidationError) as err:
+    except (OSError, ValueError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         return Ledger(), (f"warning: the restart spread ledger {path} is unreadable ({first[:120]}): ignored; the "
-                          "next run that measures a spread writes a fresh one")
+                          f"next run that measures a spread writes a fresh one (the old kept as {_BAD_SUFFIX})")
+    version = data.get("version", LEDGER_VERSION)
+    if isinstance(version, int) and not isinstance(version, bool) and version > LEDGER_VERSION:
+        return Ledger(version=version), (f"warning: the restart spread ledger {path} was written by a newer "
+                                         f"lookahead-runner (version {version}): not used nor written; upgrade")
+    servers, bad = {}, []
+    for key, entry in data.get("servers", {}).items():
+        runs = entry.get("runs") if isinstance(entry, dict) else None
+        try:
+            server = LedgerServer.model_validate({**entry, "runs": []})
+            if not isinstance(runs, list):
+                raise ValueError("runs: not a list")
+        except (TypeError, ValueError, ValidationError) as err:
+            bad.append(f"server {key}: {_first_error(err)}")
+            continue
+        for n, run in enumerate(runs):
+            try:
+                server.runs.append(LedgerRun.model_validate(run))
+            except (ValueError, ValidationError) as err:
+                bad.append(f"server {key} run {n + 1}: {_first_error(err)}")
+        servers[key] = server
+    warning = (f"warning: the restart spread ledger {path} has {len(bad)} corrupt entr{'y' if len(bad) == 1 else 'ies'} "
+               f"({bad[0][:160]}): ignored, the rest kept" if bad else "")
+    return Ledger(version=LEDGER_VERSION, servers=servers), warning
+
+
+def _first_error(err: Exception) -> str:
+    if isinstance(err, ValidationError) and err.errors():
+        first = err.errors()[0]
+        return f"{'.'.join(map(str, first['loc'])) or 'entry'}: {first['msg']}"
+    return (str(err).splitlines() or [type(err).__name__])[0]
 
 
 def earlier_of(ledger: Ledger, key: str, users: int, run_id: str = "", workload: str = "") -> EarlierSpread | None:
@@ -203,6 +288,10 @@ def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Pat
     ramp, a running server: nothing to compare)."""
     if not config.decision.spread_unknown or len(config.speculation.k) < 2:
         return None, ""
+    if config.grid.axis or len(config.load.variants) > 1:  # as finalize.remember_spread: never written for them
+        what = "a grid axis: each value is another server" if config.grid.axis else \
+            "workload variants: each has its own target users"
+        return None, f"restart spread ledger: not used ({what})"
     print_ = fingerprint(config, vllm_version, hardware(config) if gear is None else gear)
     key = key_of(print_)
     if not enabled:
@@ -223,10 +312,22 @@ def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Pat
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def _locked(path: Path, wait_s: float | None = None):
+    """The ledger to one writer at a time; a TimeoutError (an OSError: finalize says it in one line) where another
+    holds it beyond `wait_s` (a process stopped while writing must not hang the report)."""
+    wait_s = LOCK_WAIT_S if wait_s is None else wait_s
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{path.with_suffix('.lock')} held by another process for {wait_s:g} s") \
+                        from None
+                time.sleep(0.05)
         try:
             yield
         finally:
@@ -238,15 +339,21 @@ def remember(use: LedgerUse, run_id: str, users: int, squares: float, df: int, l
              levels: dict[str, float] | None = None) -> str:
     """This run's measured part into the ledger (its entry replaced if it was there: a report re-rendered or a run
     resumed writes it once); the warning line when the old file was unreadable, else ""."""
-    if not use.enabled or df <= 0:
+    if not use.enabled or df <= 0 or not math.isfinite(squares) or squares < 0:
         return ""
     path = ledger_path() if path is None else path
     with _locked(path):
         ledger, warning = read_ledger(path)
+        if ledger.version > LEDGER_VERSION:  # a newer runner's file: left as it is
+            return warning
+        if warning and path.exists():  # unreadable or corrupt entries: the old file kept aside, not lost
+            with contextlib.suppress(OSError):
+                os.replace(path, path.with_name(path.name + _BAD_SUFFIX))
         server = ledger.servers.setdefault(use.key, LedgerServer(fingerprint=use.fingerprint))
         server.runs = [r for r in server.runs if r.run_id != run_id] + [LedgerRun(
             run_id=run_id, date=today or datetime.date.today().isoformat(), users=users, squares=squares, df=df,
-            lives=lives, rel_sd=(squares / df) ** 0.5, workload=workload, levels=levels or {})]
+            lives=lives, rel_sd=(squares / df) ** 0.5, workload=workload,
+            levels={k: v for k, v in (levels or {}).items() if math.isfinite(v) and v >= 0})]
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(ledger.model_dump(mode="json"), indent=1), encoding="utf-8")
         os.replace(tmp, path)

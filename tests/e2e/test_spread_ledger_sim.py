@@ -6,9 +6,12 @@ another server (the ledger not used); a corrupt ledger is one warning line. K=4 
 (roomy-kv, alpha 0.55): one life each would decide it against the 15 % assumed, so the first run's third life is
 bought for the spread alone, never again on this server. So large a gain, because a spread measured by one pair of
 lives has one degree of freedom: its Student's t (a Cauchy) leaves a single-life K a few % of resamples far away
-whatever the spread, and a +30 % gain is decided on it only when the pair happened to land close."""
+whatever the spread, and a +30 % gain is decided on it only when the pair happened to land close.
+Deterministic: the simulated lives draw their speeds from server.env's LOOKAHEAD_SIM_LIFE and the life's name, not
+from the run folder's timestamped name (which made each run a new draw: the test failed now and then). 10-s
+stages: a single-life K whose window is noisier inside than the spread keeps its own noise, with the degrees of
+freedom of its window's bins (a 5-s window has one or two: a Cauchy that left the second run undecided)."""
 import json
-import uuid
 from types import SimpleNamespace
 
 import pytest
@@ -21,12 +24,13 @@ name = "ledger"
 [server]
 model = "{model}"
 extra_args = {extra_args}
+env = {{ LOOKAHEAD_SIM_LIFE = "{life}" }}
 ready_timeout_s = 60
 memory_stable_window_s = 0.5
 [speculation]
 k = [0, 4]
 [load]
-stages = [{{ users = 32, duration_s = 5 }}]
+stages = [{{ users = 32, duration_s = 10 }}]
 prompt_tokens = 128
 output_tokens = 32
 warmup_s = 1.0
@@ -35,6 +39,9 @@ preflight_s = 0
 max_client_lag_p99_ms = 250  # a busy host: the parallel test run (tests/conftest.py); not under test here
 confirm = "off"
 """
+# the lives' draws (sim/restart.py): K=0 1.002 and 1.001, K=4 1.000 and 1.006 of the scenario's speed; any name
+# is the same draws in every run, this one lands close (a one-pair spread of 1 degree of freedom decides little)
+LIFE = "ledger-e2e-35"
 FLAGS = ["--max-num-seqs", "128", "--sim-scenario", "roomy-kv", "--sim-set", "alpha=0.55", "--sim-set",
          "startup_s=0.3", "--sim-restart-spread", "0.02"]
 
@@ -52,8 +59,8 @@ def two_runs(tmp_path_factory):
     """Two sweeps of one config, one cache folder (both tests read them)."""
     tmp_path = tmp_path_factory.mktemp("ledger")
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    model = f"sim/ledger-{uuid.uuid4().hex[:8]}"
-    config = write_config(tmp_path, CONFIG.format(model=model, extra_args=json.dumps(FLAGS)))
+    model = "sim/ledger-e2e"
+    config = write_config(tmp_path, CONFIG.format(model=model, extra_args=json.dumps(FLAGS), life=LIFE))
     runs = []
     for n in range(2):
         out = tmp_path / f"runs{n}"
@@ -77,6 +84,8 @@ def test_the_second_run_on_the_same_server_decides_with_one_life_per_k(two_runs)
     assert first.decision["status"] == "decided" and first.decision["recommended"]["k"] == 4
     measured = first.decision["restart_spread"]
     assert measured["this_df"] >= 1 and measured["earlier_runs"] == 0 and "in this run" in measured["text"]
+    # the draws come from the name given, never the run folder's (the same in every run of the test)
+    assert f"life '{LIFE}/k4/r0' runs at 1.000 x" in (first.run_dir / "k4" / "r0" / "server.log").read_text()
     # the second: the same fingerprint, the spread from the ledger, one life per K
     assert "restart spread ledger: restart spread" in second.stdout and "from 1 earlier run on this server" in \
         second.stdout

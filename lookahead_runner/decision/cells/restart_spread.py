@@ -40,6 +40,11 @@ class SpreadOrigin:
     this_df: int = 0
     earlier: EarlierSpread | None = None  # the earlier runs pooled in
     note: str = ""                       # why the earlier runs' spread was left out, when it was
+    # what the ledger keeps of this run: every K with two or more lives, a K apart (noisier beyond the F test)
+    # too: the next run's stages pool or set it apart again on their own data
+    ledger_squares: float = 0.0
+    ledger_df: int = 0
+    ledger_lives: int = 0
 
     def text(self) -> str:
         """e.g. "restart spread 3.1 % [2.0, 6.8] per server life, from 2 earlier runs on this server (last
@@ -76,16 +81,24 @@ def measured_now(cells: Mapping[int, PreparedCell], pooled: ThroughputNoise,
     return sum(sq for sq, _ in parts), sum(df for _, df in parts), sum(len(cells[k].windows) for k in ks), ks
 
 
-def _noisier_inside(cell: PreparedCell, spread: ThroughputNoise) -> float:
-    """A single-life K's relative standard error from inside its window (batch means) where it is wider than the
-    restart spread beyond the F test the pool uses (a few bins are a rough estimate); 0 otherwise."""
+def restarted(cells: Mapping[int, PreparedCell]) -> tuple[float, int, int]:
+    """(squares, degrees of freedom, lives) of every K with two or more lives, in the stage's pool or apart."""
+    ks = [k for k, cell in cells.items() if len(cell.windows) >= 2]
+    parts = [_spread(cells[k], "repeats") for k in ks]
+    return sum(sq for sq, _ in parts), sum(df for _, df in parts), sum(len(cells[k].windows) for k in ks)
+
+
+def _noisier_inside(cell: PreparedCell, spread: ThroughputNoise) -> tuple[float, int]:
+    """A single-life K's relative standard error from inside its window (batch means) and its degrees of freedom
+    where it is wider than the restart spread beyond the F test the pool uses (a few bins are a rough estimate:
+    their own degrees of freedom make its Student's t); (0, 0) otherwise."""
     squares, df = _spread(cell, "bins")
     if not df or not cell.throughput_units:
-        return 0.0
+        return 0.0, 0
     per_life = squares / cell.throughput_units   # the variance of the window's mean, x its degrees of freedom
     if _noisier((per_life, df), (spread.rel_sd ** 2 * spread.df, spread.df)) <= 1:
-        return 0.0
-    return math.sqrt(per_life / df)
+        return 0.0, 0
+    return math.sqrt(per_life / df), df
 
 
 def _with_origin(cells: Mapping[int, PreparedCell], pooled: ThroughputNoise, by_k: dict[int, ThroughputNoise],
@@ -96,9 +109,9 @@ def _with_origin(cells: Mapping[int, PreparedCell], pooled: ThroughputNoise, by_
         if noise is not pooled:
             out[k] = noise
             continue
-        own = _noisier_inside(cells[k], new) if len(cells[k].windows) == 1 else 0.0
+        own, df = _noisier_inside(cells[k], new) if len(cells[k].windows) == 1 else (0.0, 0)
         out[k] = new if not own else dataclasses.replace(
-            new, rel_sd=own, scope=f"K={k}'s own window, noisier inside than the restart spread", origin=None)
+            new, rel_sd=own, df=df, scope=f"K={k}'s own window, noisier inside than the restart spread", origin=None)
     return new, out
 
 
@@ -118,7 +131,7 @@ def with_restart_spread(cells: Mapping[int, PreparedCell], noises: tuple[Through
         total_sq, total_df = squares + (earlier.squares if earlier else 0.0), df + (earlier.df if earlier else 0)
         rel_sd = max(math.sqrt(total_sq / total_df), pooled.rel_sd)  # never below what this run shows
         origin = SpreadOrigin(rel_sd, *chi2_bounds(rel_sd, total_df, level), total_df, lives, ks, squares, df,
-                              earlier, note)
+                              earlier, note, *restarted(cells))
         new = dataclasses.replace(pooled, rel_sd=rel_sd, df=total_df, origin=origin)
         return _with_origin(cells, pooled, by_k, new)
     if earlier is None or not earlier.df:

@@ -130,3 +130,27 @@ def test_a_single_life_far_from_the_level_earlier_runs_measured_is_named_an_outl
     stage = stage_of(lives({0: (12.1,), 4: (12.9,)}), p)
     assert off_earlier({0: 12.1, 4: 12.9}, {0: 1, 4: 1}, stage.noise, earlier) == {}      # within 25 %
     assert off_earlier({0: 5.2}, {0: 2}, stage.noise, earlier) == {}                       # two lives: measured
+
+
+def test_a_single_life_k_that_keeps_its_own_window_has_that_windows_degrees_of_freedom():
+    """Its noise is the spread of its window's bins: their degrees of freedom make its Student's t, not the restart
+    spread's it did not take."""
+    quiet = [window(0, USERS, 10.0, r, duration_s=30.0) for r in range(2)]
+    noisy = window(4, USERS, 12.5, 0, duration_s=30.0)
+    noisy.t_done_s[: len(noisy.t_done_s) // 2] *= 0.1
+    noisy.t_done_s[len(noisy.t_done_s) // 2:: 2] = 29.5
+    stage = stage_of(evidence(quiet + [noisy], USERS), vllm())
+    own = stage.noise_by_k[4]
+    bins = len(stage.prepared[4].windows[0].bins_req) - 1
+    assert own.scope.startswith("K=4's own window") and own.df == bins and own.df != stage.noise.df
+
+
+def test_the_ledger_keeps_every_restarted_ks_part_a_k_apart_too():
+    """K=4's two lives are wider apart than K=0's beyond the F test: the stage pools K=0's alone, but the ledger
+    keeps both (the server's restart spread; the next run's stages set a K apart again on their own data)."""
+    ev = lives({0: (10.0, 10.1), 4: (12.5, 16.0), 8: (11.0,)})
+    origin = stage_of(ev, vllm()).noise.origin
+    assert origin.ks == (0,) and origin.this_df == 1 and origin.lives == 2
+    assert origin.ledger_df == 2 and origin.ledger_lives == 4 and origin.ledger_squares > origin.squares
+    decision = decide(ev, vllm(), {})
+    assert decision.restart_spread.ledger_df == 2 and decision.restart_spread.this_df == 1

@@ -121,3 +121,17 @@ def test_the_lives_that_measured_the_restart_spread_are_counted_apart():
     assert cost.spread_lives == 1
     assert cost.text.startswith("4 lives, 5.3 server-minutes (4.0 starting, 1.3 measuring), 5.3 GPU-minutes; 1 life "
                                 "measured the restart spread; the full grid: 8 lives")
+
+
+def test_a_failed_spread_life_measured_nothing():
+    """A life chosen to measure the restart spread that failed (its server never came up) is not "1 life measured
+    the restart spread"; the one chosen again in its place that ended is."""
+    lives = [entry(0, 0), entry(4, 0), entry(4, 1, stages=[64], purpose="spread"),
+             entry(4, 2, stages=[64], purpose="spread")]
+    statuses = {life.dir: {"state": "done", "start_s": 60.0, "measure_s": 20.0} for life in lives}
+    statuses["k4/r1"] = {"state": "failed", "start_s": 30.0, "measure_s": 0.0}
+    cost = run_cost(life_costs(lives, statuses), CONFIG, "adaptive", "decided")
+    assert cost.spread_lives == 1 and "; 1 life measured the restart spread;" in cost.text
+    statuses["k4/r2"] = {"state": "failed", "start_s": 30.0, "measure_s": 0.0}
+    cost = run_cost(life_costs(lives, statuses), CONFIG, "adaptive", "decided")
+    assert cost.spread_lives == 0 and "restart spread" not in cost.text

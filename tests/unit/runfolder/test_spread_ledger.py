@@ -98,7 +98,7 @@ def test_only_the_newest_runs_count(cache_dir):
     assert earlier.runs == ledger.MAX_RUNS and earlier.squares == sum(range(3, ledger.MAX_RUNS + 3))
 
 
-@pytest.mark.parametrize("text", ["{not json", '{"version": 1, "servers": {"x": {"runs": 3}}}', ""])
+@pytest.mark.parametrize("text", ["{not json", '[1, 2]', '{"version": 1, "servers": [3]}', ""])  # a corrupt entry: _safety
 def test_a_corrupt_ledger_is_one_warning_line_and_ignored(cache_dir, text):
     path = ledger.ledger_path()
     path.parent.mkdir(parents=True)
@@ -106,7 +106,7 @@ def test_a_corrupt_ledger_is_one_warning_line_and_ignored(cache_dir, text):
     use, said = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
     warning, note = said.split("\n")
     assert warning.startswith(f"warning: the restart spread ledger {path} is unreadable (") and \
-        warning.endswith("): ignored; the next run that measures a spread writes a fresh one")
+        warning.endswith("): ignored; the next run that measures a spread writes a fresh one (the old kept as .bad)")
     assert use.earlier is None and note.startswith("restart spread ledger: no earlier run")
     assert ledger.remember(use, "run-1", 4, 0.002, 2, 4).startswith("warning:")   # rewritten fresh
     assert len(_runs(cache_dir)) == 1

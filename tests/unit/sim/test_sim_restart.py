@@ -59,3 +59,35 @@ def test_the_truth_of_one_life_is_the_servers_times_its_speed():
     luck = draw(parse_serve(["m", *args], get_profile()).scenario, 0, "run/k4/r0")
     one = steady_req_per_s(args, 4, 128, 32, 0.0, 16, engine_s=20, life="run/k4/r0")
     assert one / server == pytest.approx(luck.speed, rel=0.03)
+
+
+@pytest.mark.parametrize("args", [
+    ["--sim-restart-spread", "0.05"], ["--sim-restart-spread=0.05"], ["--sim-restart=0.05"],
+    ["--sim-set", "restart_spread_frac=0.05"], ["--sim-set=restart_spread_frac=0.05"],
+    ["--sim-set", "restart_alpha_sd=0.05"], ["--sim-restart-spread", "0", "--sim-restart-spread", "0.05"],
+    ["--sim-restart-spread", "0.05", "--sim-set", "restart_spread_frac=0"]])
+def test_every_spelling_the_simulator_reads_draws_a_spread_and_the_runner_sees_it(args):
+    """The runner judges such a simulator as real vLLM (its spread unknown): it must read the flags as the simulator
+    does (config/server.py draws_restart_spread against sim/cli.py)."""
+    from lookahead_runner.config.server import draws_restart_spread
+
+    scenario = parse_serve(["m", *args], get_profile()).scenario
+    assert scenario.restart_spread_frac > 0 or scenario.restart_alpha_sd > 0
+    assert draws_restart_spread(args)
+
+
+@pytest.mark.parametrize("args", [
+    [], ["--sim-restart-spread", "0"], ["--sim-restart-spread", "0.05", "--sim-restart-spread", "0"],
+    ["--sim-set", "restart_spread_frac=0.05", "--sim-restart-spread", "0"], ["--sim-set", "alpha=0.5"],
+    ["--sim-restart-spread", "x"], ["--sim-set", "restart_spread_frac"]])
+def test_flags_that_draw_no_spread_are_not_taken_for_one(args):
+    from lookahead_runner.config.server import draws_restart_spread
+
+    assert not draws_restart_spread(args)
+
+
+def test_no_named_scenario_draws_a_spread_of_its_own():
+    """draws_restart_spread (config/server.py, which may not import the simulator) reads only the flags."""
+    from lookahead_runner.sim.scenarios import SCENARIOS
+
+    assert all(s.restart_spread_frac == 0 and s.restart_alpha_sd == 0 for s in SCENARIOS.values())
