@@ -30,8 +30,8 @@ paper figure stays the grid's. Measured 2026-12-03 on the shared 2-core host, `-
 --preflight-s 0 --stage-s 10`, two samples: serial 132.6 / 134.8 s, two slots 105.9 / 113.0 s (ratio 0.80 /
 0.84; Ray's start 15.4 / 21.0 s), the cost's wall minutes 2.0 -> 1.3 and 2.1 -> 1.4, GPU-minutes 1.90 -> 1.94
 and 1.93 -> 2.00 (serial -> slots), 6 lives each way and the same verdict (K=4, decided) in both. It gains less
-than the grid's 0.60: the chooser runs in parallel only what a window in flight cannot change (the baseline with the first K, then lives as the
-bracket allows; a repeat waits for every first window).
+than the grid's 0.60: the chooser runs in parallel only what a window in flight cannot change (the baseline with
+the first K, then lives as the bracket allows; a repeat waits for every first window).
 """
 from __future__ import annotations
 
