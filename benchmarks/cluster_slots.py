@@ -18,12 +18,14 @@ On paper: `--paper-slots` slots (8 GPUs) for the issue's example, 4 K x 3 repeat
 in ceil(lives / slots) waves; Ray's own start, measured here as the first life's delay beyond the serial
 run's, added once).
 
-Measured 2026-12-05 on the shared 2-core host with the defaults, each slot running its own pre-flight, two runs:
-serial 99.6 / 97.2 s, two slots 63.9 / 57.9 s (ratio 0.64 / 0.60; Ray's start 8.0 / 3.8 s, the first under a
-load average ~6 from other sweeps), the same verdict both ways (K=4, decided), GPU-minutes 1.58 -> 1.66 and
-1.55 -> 1.63; the slots' timeline in three full rounds (k0/r0 + k4/r0 from 0 to 20 s, the two pre-flights side
-by side, then k2/r0 + k4/r1, then k0/r1 + k2/r1). Before, the first life ran alone for the sweep's one
-pre-flight while the other slot idled: four rounds where three suffice (serial 113 s, Ray 85 s, x0.75).
+Measured 2026-12-05 on the shared 2-core host with the defaults, each slot running its own pre-flight, three runs:
+serial 99.6 / 97.2 / 97.0 s, two slots 63.9 / 57.9 / 58.6 s (ratio 0.64 / 0.596 / 0.604; Ray's start 8.0 / 3.8 /
+4.5 s, the first run under a load average ~6 from other sweeps), the same verdict both ways (K=4, decided),
+GPU-minutes 1.55-1.58 serial, 1.63-1.66 on slots; the slots' timeline in three full rounds (k0/r0 + k4/r0 from 0
+to 20 s, the two pre-flights side by side, then k2/r0 + k4/r1, then k0/r1 + k2/r1). The code before, right after
+the third run: serial 96.9 s, two slots 72.7 s (ratio 0.75), four rounds where three suffice (k0/r0 alone for
+the sweep's one pre-flight while the other slot idled, k2/r0 + k4/r0, k2/r1 + k4/r1, k0/r1 alone). What keeps
+the ratio above 0.5 is Ray's own start and stop (about 6.5 s more than serial's) on lives of 15 s.
 
 Measured 2026-12-03 on the shared 2-core host (load average ~5 from other sweeps), one run each,
 `--users 2,8 --preflight-s 0 --stage-s 10` (K 0,2,4 x 2 repeats = 6 lives of ~25 s): serial 158.1 s, two
