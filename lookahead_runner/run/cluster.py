@@ -2,8 +2,9 @@
 
 The driver (this process) starts or joins Ray and starts one slot per life that fits on a node
 (cluster_start.py), hands each free slot the next life (cluster_queue.py), and runs them on the slots
-(cluster_pool.py): the slot runs the same life code as a local life on its node (cluster_life.py) and its files
-come back into the run folder as each life ends (cluster_files.py). Ray's resource accounting keeps two sweeps
+(cluster_pool.py), every slot busy from the start (each runs its own pre-flight: preflight_turn.py). A slot runs
+the same life code as a local life on its node (cluster_life.py) and its files come back into the run folder as
+each life ends (cluster_files.py). Ray's resource accounting keeps two sweeps
 on one cluster off each other's GPUs: a slot holds its GPUs for the whole sweep, and a slot that cannot get
 them waits, joining the sweep once Ray places it.
 
@@ -108,7 +109,7 @@ class RaySlots:
         `early_stop`, lives of a larger K still queued are skipped once the stop rule fires at a K every life
         of which, and of every smaller K, has ended."""
         queue = handout_order([todo for group in groups if (todo := left_to_run(group, run_dir, tag, say, progress))],
-                              _setting, self.seed)
+                              _setting, self.seed, len)
         pool = self.pool(run_dir, run_life, tag, say, progress)
         stopped_at = _stop_rule(config, run_dir, lives, _keys(queue)) if early_stop else None  # a resumed run's
         _skip_queued(stopped_at, queue, run_dir, tag, say, progress)

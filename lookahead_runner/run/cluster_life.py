@@ -5,7 +5,7 @@ The life's server and Locust run on the node Ray placed the slot on: Locust driv
 server's and web ports are chosen free on that node, and the node's own watchdog (reaper.py), one per slot,
 stops both and removes the slot's scratch folder should the slot's process die (the driver interrupted and
 the slot killed, or Ray stopping it). CPU placement is off on a worker: lives share its CPUs through Ray's
-accounting (placement.slot_placement). The driver sends the pre-flight's turn with the life (preflight_turn.py)
+accounting (placement.slot_placement). The driver sends the slot's pre-flight turn with the life (preflight_turn.py)
 and gets it back, run or still due. A life that raises still sends back what it wrote (the repeats it
 finished), the error said. The files stay on the node until the driver has pulled them (cluster_files.py).
 This module imports Ray only to ask where it runs.

@@ -1,6 +1,7 @@
 """Server lives on a Ray cluster's slots, one each: start a life (or a same-server group) on a free slot, wait for
 lives to end, pull their files into the run folder (cluster_files.py) and say how each ended. The grid
-(cluster.RaySlots.run_groups) and the adaptive sweep (life_pool.LifePool) submit to it.
+(cluster.RaySlots.run_groups) and the adaptive sweep (life_pool.LifePool) submit to it. Every idle slot takes a
+life at once: a slot whose pre-flight is due runs its own on that life (preflight_turn.py), holding no other.
 
 A slot whose process dies or stops answering is let go (ray.kill, so that its node's watchdog stops the server and
 Locust it ran, where the node is still there) and its lives fail: "node lost" once Ray declares the node dead,
@@ -47,6 +48,7 @@ class Slot:
     actor: object
     where: Where
     ran: set = field(default_factory=set)   # the settings this slot has run (cluster_queue.next_for)
+    turn: PreflightTurn | None = None       # its own pre-flight's turn: a copy of the sweep's at its first life
 
 
 class Slots(Protocol):
@@ -107,9 +109,8 @@ class SlotPool:
         return bool(self.running or self.unanswered)
 
     def free(self) -> int:
-        """Lives that may start now: one per idle slot; while the pre-flight is due, one alone."""
-        if self.lives.preflight.due:
-            return 0 if self.running else min(len(self.idle), 1)
+        """Lives that may start now: one per idle slot (a slot whose pre-flight is due runs it on its own life, so
+        it holds no other slot)."""
         return len(self.idle)
 
     def take_in_joined(self) -> None:
@@ -125,7 +126,9 @@ class SlotPool:
 
     def start(self, config: SweepConfig, group: list[Life], slot: Slot) -> None:
         self.idle.remove(slot)
-        turn = self.lives.preflight
+        if slot.turn is None:
+            slot.turn = PreflightTurn(self.lives.preflight.due, self.lives.preflight.placement)
+        turn = slot.turn
         order = LifeOrder(config, self.lives.caps, group[0].setting, [life.repeat for life in group], self.lives.server,
                           PreflightTurn(turn.due, turn.placement))
         record_cluster(self.run_dir, handed_out=[life.key for life in group])
@@ -197,7 +200,7 @@ class SlotPool:
         for line in files.said:
             self.say(f"  [{group[0].key}] {line.strip()}")
         if started.preflight and files.turn is not None:
-            self.lives.preflight.taken_over(files.turn)  # ran there, or due still: the server died before it
+            slot.turn.taken_over(files.turn)  # ran there, or due still: the server died before it
         if files.preflight_error:  # no life was measured: each is run again by --resume
             not_measured(self.run_dir, group[0].setting, [life.repeat for life in group], files.preflight_error)
             raise PreflightError(files.preflight_error)

@@ -1,7 +1,8 @@
 """The pre-flight: before any life is measured, can Locust read this server's streams on time here?
 
-Run by each runner invocation (a sweep, its --resume) on its first server life, once the server is
-ready and warm, and again on the next life when that server died first:
+Run by each runner invocation (a sweep, its --resume) on its first server life (on a Ray cluster, each
+slot's first: preflight_turn.py), once the server is ready and warm, and again on the next life when that
+server died first:
 
 1. idle: `lagprobe` on the load's CPUs for a second while the server is idle. A late wake-up here
    means other processes on this host hold those CPUs, whatever the server does.

@@ -2,10 +2,12 @@
 
 A runner invocation runs the pre-flight (preflight.py) once, on the first server life that gets its server ready
 and warm; a life whose server dies before it leaves the turn to the next one. What it settles (Locust's process
-count) is the placement of every life after. Here the sweep's LifeRunner (runner.py) holds the turn; on a Ray
-cluster the driver holds it and sends a copy with a life (cluster_life.LifeOrder), and the slot hands back
-what became of it (`LifeFiles.turn`), so that a slot's pre-flight is the one a local life runs: the slot's own
-placement (placement.slot_placement), re-sized within the CPUs it holds.
+count) is the placement of every life after. Here the sweep's LifeRunner (runner.py) holds the turn. On a Ray
+cluster each slot has a turn of its own (cluster_pool.Slot.turn, a copy of the sweep's at its first life): its
+first life whose server gets warm runs the pre-flight on the slot's own placement (placement.slot_placement),
+re-sized within the CPUs it holds, while the other slots start their servers and run theirs, so no slot waits
+for another's pre-flight. The driver sends the slot's turn with a life (cluster_life.LifeOrder), and the slot
+hands back what became of it (`LifeFiles.turn`). The run folder's preflight.json is the last one to come back.
 """
 from __future__ import annotations
 

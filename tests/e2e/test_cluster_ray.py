@@ -86,6 +86,31 @@ def test_two_slots_end_in_the_serial_verdict_with_lives_overlapping(tmp_path):
     assert not processes_of(model), "a server or Locust process of the sweep survived"
 
 
+def test_each_slot_runs_its_own_preflight_and_no_slot_idles_while_lives_are_queued(tmp_path):
+    """With the pre-flight on, both slots start a life at once, each running its own pre-flight on it, and a slot
+    takes the next life as soon as its last one ends. Before, the first life ran alone for the sweep's one
+    pre-flight while the other slot idled (lives.csv: k0/r0 alone, then two rounds, then the last life alone)."""
+    model = unique_model("ray-preflights")
+    toml = sweep(model, TWO_SLOTS, "[{ users = 2, duration_s = 8 }]").replace("preflight_s = 0", "preflight_s = 2")
+    done = cli("sweep", "--config", str(write_config(tmp_path, toml)), "--out", str(tmp_path / "runs"), timeout=400)
+    assert done.returncode in FINISHED, done.stdout[-3000:] + done.stderr[-3000:]
+    no_traceback(done.stderr)
+    ran = [line for line in done.stdout.splitlines() if "pre-flight, server idle" in line]
+    assert len(ran) == 2, ran  # one a slot
+    run_dir = only_run_dir(tmp_path / "runs")
+    assert json.loads((run_dir / "preflight.json").read_text())["verdict"] in ("ok", "not judged")
+    lives = pd.read_csv(run_dir / "lives.csv").sort_values("t_start_s")
+    assert (lives["status"] == "done").all() and len(lives) == 4 and lives["slot"].nunique() == 2
+    timeline = lives[["life", "slot", "t_start_s", "t_end_s"]]
+    first = lives["t_start_s"].min()
+    slack_s = 6.0  # a slot's next life starts once the driver has its files back (a life here is ~12 s)
+    for slot, on_slot in lives.groupby("slot"):
+        starts, ends = list(on_slot["t_start_s"]), list(on_slot["t_end_s"])
+        assert starts[0] - first < slack_s, timeline  # busy from the start: not waiting for another's pre-flight
+        assert all(start - end < slack_s for start, end in zip(starts[1:], ends)), timeline  # never idle between
+    assert not processes_of(model), "a server or Locust process of the sweep survived"
+
+
 def test_ctrl_c_mid_sweep_leaves_no_process_on_any_slot_and_resume_finishes(tmp_path):
     model = unique_model("ray-ctrlc")
     # 20 s stages: on a host crowded by other tests a slot's Locust may start seconds after the other's

@@ -126,36 +126,46 @@ def test_a_life_that_raises_on_its_worker_keeps_the_repeats_it_finished(tmp_path
     assert "k0/r0: done" in said and "credit k0/r1" in said and pool.free() == 1  # the slot is free again
 
 
-def test_the_preflight_stays_due_when_the_first_server_died_before_it(tmp_path, fake_ray, monkeypatch, ray_installed):
-    """The first life's server dies before its pre-flight: the next life runs it (before, the driver dropped the
-    pre-flight for the whole sweep), and its re-sized Locust is what every later life gets."""
+def test_each_slot_runs_its_own_preflight_at_once_and_keeps_it_due_when_its_server_died_before_it(
+        tmp_path, fake_ray, monkeypatch, ray_installed):
+    """Both slots take a life at once, each with its own pre-flight due (before, the first life ran alone for the
+    sweep's one pre-flight while the other slot idled: a whole round of idle GPUs). Slot a's server dies before its
+    pre-flight: a's next life runs it (the driver never drops it), and each slot's later lives get the Locust its own
+    pre-flight re-sized."""
     ran = []
 
     def server_life(config, caps, setting, repeats, run_dir, say, server, placement=None, preflight=None, **kwargs):
-        ran.append((setting.k, preflight is not None, placement.processes))
+        ran.append((setting.k, repeats[0], preflight is not None, placement.processes))
         out = results.life_dir(run_dir, setting.name, repeats[0])
         out.mkdir(parents=True)
-        if setting.k == 0:  # died while starting: the pre-flight never ran
+        if (setting.k, repeats[0]) == (0, 0):  # died while starting: the pre-flight never ran
             write_status(out, "failed", "the server died during startup")
             return
-        preflight(SimpleNamespace(external=True, base_url="http://127.0.0.1:9"), placement)
+        if preflight is not None:
+            preflight(SimpleNamespace(external=True, base_url="http://127.0.0.1:9"), placement)
         write_status(out, "done")
 
+    measured = iter([3, 2])
     monkeypatch.setattr(cluster_life, "run_server_life", server_life)
     monkeypatch.setattr(preflight_turn, "run_preflight",
-                        lambda config, url, placement, *args: placement.with_processes(3, "measured: 3"))
+                        lambda config, url, placement, *args: placement.with_processes(n := next(measured),
+                                                                                       f"measured: {n}"))
     pool, config, _ = make_pool(tmp_path, fake_ray, "run", "run", due=True)
-    assert pool.free() == 1                      # the pre-flight runs alone
-    pool.start(config, [Life(K0, 0)], pool.idle[0])
+    a, b = pool.owner.slots
+    assert pool.free() == 2                      # no slot waits for another's pre-flight
+    pool.start(config, [Life(K0, 0)], a)
+    assert pool.free() == 1
+    pool.start(config, [Life(K4, 0)], b)
     assert pool.free() == 0
     pool.wait_some()
-    assert pool.lives.preflight.due and pool.free() == 1  # still due: the next life runs it, alone
-    pool.start(config, [Life(K4, 0)], pool.idle[0])
+    assert a.turn.due and not b.turn.due and b.turn.placement.processes == 3
+    pool.start(config, [Life(K4, 1)], a)         # a's pre-flight, still due
+    pool.start(config, [Life(K0, 1)], b)
     pool.wait_some()
-    assert not pool.lives.preflight.due and pool.lives.preflight.placement.processes == 3 and pool.free() == 2
-    pool.start(config, [Life(K4, 1)], pool.idle[0])
+    assert not a.turn.due and a.turn.placement.processes == 2
+    pool.start(config, [Life(K0, 2)], a)
     pool.wait_some()
-    assert ran == [(0, True, 1), (4, True, 1), (4, False, 3)]
+    assert ran == [(0, 0, True, 1), (4, 0, True, 1), (4, 1, True, 1), (0, 1, False, 3), (0, 2, False, 2)]
 
 
 def test_a_slot_that_stops_answering_is_killed_and_the_driver_goes_on_meanwhile(tmp_path, fake_ray, ray_installed):

@@ -28,6 +28,16 @@ def test_handout_goes_in_rounds_each_shuffled_and_reproducible():
     assert len(shuffles) > 1  # the order of K within a round is not fixed
 
 
+def test_each_round_hands_out_its_longest_groups_first():
+    """Same-server lives of a resumed run: K=2 has all three repeats left, K=0 and K=4 one each. The longest starts
+    first, so that the last to start are short (the last round full), whatever the seed's shuffle."""
+    groups = [[(0, 2)], [(2, 0), (2, 1), (2, 2)], [(4, 1)]]
+    for seed in range(10):
+        order = handout_order(groups, lambda group: group[0][0], seed, len)
+        assert order[0] == groups[1] and sorted(map(tuple, order[1:])) == [((0, 2),), ((4, 1),)], order
+    assert handout_order(PLAN, k_of, seed=7) == handout_order(PLAN, k_of, 7, lambda life: 1)  # one size: the shuffle
+
+
 def simulate(slots: int, seed: int) -> dict:
     """Slots freeing in turn (round robin) take lives by next_for; which slots ran each K."""
     queue = handout_order(PLAN, k_of, seed)
