@@ -290,7 +290,8 @@ def keep_slot_preflight(run_dir: Path, slot: Slot) -> None:
     their own, so that the next slot's do not replace them."""
     kept = run_dir / SLOT_PREFLIGHTS
     kept.mkdir(exist_ok=True)
-    into = kept / f"{len(list(kept.iterdir())) + 1:03d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', slot.where.slot).strip('_')}"
+    number = 1 + max((int(entry.name[:3]) for entry in kept.iterdir() if entry.name[:3].isdigit()), default=0)
+    into = kept / f"{number:03d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', slot.where.slot).strip('_')}"
     into.mkdir()
     if (run_dir / PREFLIGHT_FILE).is_file():
         shutil.copy2(run_dir / PREFLIGHT_FILE, into / PREFLIGHT_FILE)

@@ -333,3 +333,17 @@ def test_a_slots_preflight_stop_marks_the_other_slots_lives_in_flight_not_measur
         cut = status(tmp_path, key)
         assert cut.state == "failed" and cut.reason.startswith("not measured: the sweep stopped "
                                                                f"on {a.where.slot}: pre-flight at 8 users"), cut
+
+
+def test_a_slots_preflight_is_kept_after_the_highest_number_there(tmp_path, ray_installed):
+    """preflight-slots/ with a gap (002 removed by hand): the next takes 004, not a number already there (before, it
+    took 003 beside 003-b: the order they came back in was lost)."""
+    run = tmp_path / "run"
+    for name in ("001-a", "003-b"):
+        (run / cluster_pool.SLOT_PREFLIGHTS / name).mkdir(parents=True)
+    (run / "preflight.json").write_text("{}")
+    where = Where("10.0.0.1", "ccccccccnode", ("GPU-1", "GPU-2"))
+    cluster_pool.keep_slot_preflight(run, Slot(None, where))
+    assert sorted(p.name for p in (run / cluster_pool.SLOT_PREFLIGHTS).iterdir()) == [
+        "001-a", "003-b", "004-10.0.0.1_cccccccc_GPU-1_GPU-2"]
+    assert (run / cluster_pool.SLOT_PREFLIGHTS / "004-10.0.0.1_cccccccc_GPU-1_GPU-2" / "preflight.json").exists()
