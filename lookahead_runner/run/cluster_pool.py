@@ -25,7 +25,7 @@ from typing import Protocol
 from ..config import ResolvedServer, SweepConfig
 from ..runfolder import results
 from ..runfolder.plan import read_status, record_cluster, write_status
-from ..runfolder.preflight import PREFLIGHT_FILE
+from ..runfolder.preflight import PREFLIGHT_FILE, SLOT_PREFLIGHTS
 from ..vllm.probe import Capabilities
 from .cluster_files import receive
 from .cluster_life import LifeFiles, LifeOrder, Where
@@ -40,7 +40,6 @@ NODE_LOST = "node lost"
 ENDED = ("done", "failed", "skipped")
 WAIT_S = 1.0              # ray.wait's timeout: the driver stays responsive to Ctrl-C
 NODE_DEATH_WAIT_S = 60.0  # Ray declares a silent node dead after its health checks fail (~15-30 s by default)
-SLOT_PREFLIGHTS = "preflight-slots"  # each slot's own pre-flight files, in the order they came back
 CHUNK_WAIT_S = 120.0      # one chunk of a life's files (8 MiB); a slot silent longer is let go, as one that stops
 #                           answering (a stuck slot on a node Ray still counts alive would hold the driver forever)
 
