@@ -87,7 +87,11 @@ def run(config_text: str, work: Path, name: str) -> dict:
     done = subprocess.run([sys.executable, "-m", "lookahead_runner", "sweep", "--config", str(config), "--out",
                            str(work / name)], capture_output=True, text=True, timeout=1800)
     wall_s = time.monotonic() - started
-    (run_dir,) = list((work / name).iterdir())
+    run_dirs = list((work / name).iterdir()) if (work / name).is_dir() else []
+    if len(run_dirs) != 1 or not (run_dirs[0] / "decision.json").is_file():
+        said = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["(nothing said)"])[-1]
+        sys.exit(f"the {name} sweep exited {done.returncode} with no decision: {said}")
+    run_dir = run_dirs[0]
     decision = json.loads((run_dir / "decision.json").read_text())
     gpu_s, first_start, spans = 0.0, None, []
     for status_file in sorted(run_dir.glob("k*/r*/status.json")):

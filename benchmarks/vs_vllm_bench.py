@@ -78,8 +78,10 @@ def stop(server: subprocess.Popen) -> None:
             server.wait(timeout=10)
 
 
-def figures(send_s: np.ndarray, done_s: np.ndarray, ttft_ms: np.ndarray) -> dict[str, float]:
-    span_s = float(done_s.max() - send_s.min())
+def figures(send_s: np.ndarray, done_s: np.ndarray, ttft_ms: np.ndarray, tool: str) -> dict[str, float]:
+    if not len(send_s) or not len(ttft_ms):
+        sys.exit(f"{tool}: no request completed; lower --rate or --tokens (the server may be past its capacity)")
+    span_s = max(float(done_s.max() - send_s.min()), 1e-9)
     return {"requests": float(len(send_s)), "achieved_per_s": len(send_s) / span_s,
             "ttft_p50_ms": float(np.percentile(ttft_ms, 50)), "ttft_p99_ms": float(np.percentile(ttft_ms, 99))}
 
@@ -100,6 +102,8 @@ def vllm_bench(url: str, model: Path, rate: float, seconds: float, tokens: int, 
         sys.exit(f"vllm bench serve exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     data = json.loads(result.read_text())
     ttft_ms = np.array([t * 1000.0 for t in data["ttfts"] if t])
+    if not data.get("completed") or not len(ttft_ms):
+        sys.exit("vllm bench serve: no request completed; lower --rate or --tokens")
     return {"requests": float(data["completed"]), "offered_per_s": rate,   # its gaps rescaled to end at N / rate
             "achieved_per_s": float(data["request_throughput"]),
             "ttft_p50_ms": float(np.percentile(ttft_ms, 50)), "ttft_p99_ms": float(np.percentile(ttft_ms, 99)),
@@ -122,7 +126,8 @@ def runner_stage(url: str, rate: float, seconds: float, tokens: int, seed: int, 
                  f"{done.stderr[-2000:]}")
     rows = pd.read_csv(found[0])
     ok = rows[rows["ok"] == 1]
-    result = figures(ok["t_send_s"].to_numpy(), ok["t_done_s"].to_numpy(), ok["ttft_ms"].to_numpy())
+    result = figures(ok["t_send_s"].to_numpy(), ok["t_done_s"].to_numpy(), ok["ttft_ms"].dropna().to_numpy(),
+                     "lookahead-runner ramp")
     result["offered_per_s"] = len(rows) / seconds
     result["output_tokens"] = float(ok["output_tokens"].mean())
     result["failed"] = float(len(rows) - len(ok))
@@ -130,14 +135,32 @@ def runner_stage(url: str, rate: float, seconds: float, tokens: int, seed: int, 
     return result
 
 
-def main() -> None:
+def positive(kind):
+    """An argparse type: a finite number above 0 (argparse names the flag and exits 2 otherwise)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not np.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} must be above 0")
+        return value
+    return parse
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rate", type=float, default=2.0, help="requests per second (below the server's capacity)")
-    parser.add_argument("--seconds", type=float, default=40.0, help="length of each load")
-    parser.add_argument("--tokens", type=int, default=64, help="prompt and output length")
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rate", type=positive(float), default=2.0,
+                        help="requests per second (below the server's capacity)")
+    parser.add_argument("--seconds", type=positive(float), default=40.0, help="length of each load")
+    parser.add_argument("--tokens", type=positive(int), default=64, help="prompt and output length")
+    parser.add_argument("--runs", type=positive(int), default=5)
     parser.add_argument("--arrival", choices=("constant", "poisson"), default="poisson")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     model = MODELS / "tiny-target"
     if not LAUNCHER.exists() or not model.exists():
         sys.exit("no vLLM CPU build or tiny model: run bash tests/vllm_cpu/setup.sh first")
@@ -185,6 +208,7 @@ def report(table: pd.DataFrame, draws: int = 2000) -> None:
         print(f"TTFT p{q} pooled: vllm {point['vllm']:.1f} ms, runner {point['runner']:.1f} ms, runner / vllm "
               f"{point['runner'] / point['vllm']:.3f} [{low:.3f}, {high:.3f}] (95 %, {draws} resamples)")
     print("goal: achieved req/s and TTFT p50 within 5 % of vllm bench serve's")
+
 
 if __name__ == "__main__":
     main()

@@ -24,7 +24,7 @@ from ..config.slo import parse_slos
 from ..decision.schema import Decision
 from ..runfolder.frontier import FrontierPoint
 from ..runfolder.plan import LifeResult, RunRecord
-from ..runfolder.preflight import PlacementRecord, PreflightRecord, placement_used
+from ..runfolder.preflight import SLOT_PREFLIGHTS, PlacementRecord, PreflightRecord, placement_used
 from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from ..vllm.probe import LOOKAHEAD_FLAG
 from .variant_section import lives_tokens, variant_charts, variant_rows
@@ -145,7 +145,7 @@ def probe_rows(probe: Mapping, lives: list[LifeResult], run: RunRecord | None = 
     rows = [{"label": label, "value": str(probe.get(key, MISSING))} for label, key in fields]
     rows.append({"label": "command", "value": shell_text(probe.get("command")) or MISSING})
     rows.append({"label": "flags used by this run", "value": " ".join(flags_used(lives)) or MISSING})
-    return rows + (placement_rows(run.preflight, run.plan.placement) if run else [])
+    return rows + (placement_rows(run.preflight, run.plan.placement, run.slot_preflights) if run else [])
 
 
 def _one(value: object) -> str:
@@ -153,9 +153,11 @@ def _one(value: object) -> str:
     return format_cell("client_lag_p99_ms", value)
 
 
-def placement_rows(preflight: PreflightRecord | None, planned: PlacementRecord | None) -> list[dict]:
+def placement_rows(preflight: PreflightRecord | None, planned: PlacementRecord | None,
+                   slots: Mapping[str, PreflightRecord | None] | None = None) -> list[dict]:
     """Where the server and Locust ran (plan.json; the pre-flight's when it settled one), and what the pre-flight
-    measured (preflight.json; no row when none ran)."""
+    measured (preflight.json; no row when none ran); on a Ray cluster where several slots ran one (`slots`), each
+    slot's verdict and Locust count, for preflight.json is the last slot's alone."""
     placed = placement_used(preflight, planned)
     rows = []
     if placed is not None:
@@ -171,7 +173,19 @@ def placement_rows(preflight: PreflightRecord | None, planned: PlacementRecord |
         if preflight.reason:
             text += f"; {preflight.reason}"
         rows.append({"label": "pre-flight", "value": text})
+    if slots and len(slots) > 1:
+        rows.append({"label": "pre-flight per slot",
+                     "value": "; ".join(_slot_preflight(name, record) for name, record in slots.items())
+                     + f" ({SLOT_PREFLIGHTS}/)"})
     return rows
+
+
+def _slot_preflight(name: str, record: PreflightRecord | None) -> str:
+    if record is None:
+        return f"{name}: {MISSING}"
+    processes = record.placement.processes if record.placement is not None else None
+    count = f", {processes} Locust process{'es' if processes != 1 else ''}" if processes is not None else ""
+    return f"{name}: {record.verdict or MISSING}{count}"
 
 
 def life_rows(lives: list[LifeResult]) -> list[dict]:

@@ -35,10 +35,10 @@ def read_chunk(archive: Path, offset: int, size: int = CHUNK_BYTES) -> bytes:
         return file.read(size)
 
 
-def receive(chunk_at: Callable[[int], bytes], size: int, run_dir: Path, life_dirs: list[str]) -> None:
+def receive(chunk_at: Callable[[int], bytes], size: int, run_dir: Path, life_dirs: list[str]) -> list[str]:
     """The archive of `size` bytes, read by `chunk_at(offset)` one chunk after another, into the run folder: the
     life folders (`life_dirs`, e.g. "k2/r1") replace what it had of them (a "running" status, a cut run's files);
-    the archive's other entries (the pre-flight's files) replace theirs."""
+    the archive's other entries (the pre-flight's files) replace theirs. The names of those other entries."""
     for stale in run_dir.glob(f"{STAGING_PREFIX}*"):  # a cut transfer of an earlier run of this folder
         shutil.rmtree(stale, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=run_dir))
@@ -56,6 +56,7 @@ def receive(chunk_at: Callable[[int], bytes], size: int, run_dir: Path, life_dir
         for name in [*life_dirs, *others]:
             if (files / name).exists():
                 _replace(files / name, run_dir / name)
+        return others
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -2,6 +2,8 @@
 lives to end, pull their files into the run folder (cluster_files.py) and say how each ended. The grid
 (cluster.RaySlots.run_groups) and the adaptive sweep (life_pool.LifePool) submit to it. Every idle slot takes a
 life at once: a slot whose pre-flight is due runs its own on that life (preflight_turn.py), holding no other.
+Each slot's pre-flight files are kept in SLOT_PREFLIGHTS/<n>-<slot>/ (preflight.json is the last to come back);
+one that stops the sweep marks the lives still in flight on the other slots not measured, for --resume to rerun.
 
 A slot whose process dies or stops answering is let go (ray.kill, so that its node's watchdog stops the server and
 Locust it ran, where the node is still there) and its lives fail: "node lost" once Ray declares the node dead,
@@ -11,6 +13,8 @@ collected and new ones started meanwhile.
 """
 from __future__ import annotations
 
+import re
+import shutil
 import tarfile
 import time
 from collections.abc import Callable
@@ -21,6 +25,7 @@ from typing import Protocol
 from ..config import ResolvedServer, SweepConfig
 from ..runfolder import results
 from ..runfolder.plan import read_status, record_cluster, write_status
+from ..runfolder.preflight import PREFLIGHT_FILE, SLOT_PREFLIGHTS
 from ..vllm.probe import Capabilities
 from .cluster_files import receive
 from .cluster_life import LifeFiles, LifeOrder, Where
@@ -184,7 +189,7 @@ class SlotPool:
         slot, group = started.slot, started.group
         try:
             files = ray.get(ref)
-            self._pull(slot, files, group)
+            others = self._pull(slot, files, group)
         except ray.exceptions.RayTaskError as err:  # the slot's code raised outside the life: a bug
             self._fail(group, slot, f"the life failed on {slot.where.node}: {cause_line(err)}")
             self.idle.append(slot)
@@ -201,8 +206,11 @@ class SlotPool:
             self.say(f"  [{group[0].key}] {line.strip()}")
         if started.preflight and files.turn is not None:
             slot.turn.taken_over(files.turn)  # ran there, or due still: the server died before it
+        if started.preflight and {PREFLIGHT_FILE, "preflight"} & set(others):
+            keep_slot_preflight(self.run_dir, slot)
         if files.preflight_error:  # no life was measured: each is run again by --resume
             not_measured(self.run_dir, group[0].setting, [life.repeat for life in group], files.preflight_error)
+            self._cut_in_flight(f"the sweep stopped on {slot.where.slot}: {files.preflight_error}")
             raise PreflightError(files.preflight_error)
         for life in group:
             status = read_status(life_folder(self.run_dir, life))
@@ -213,14 +221,22 @@ class SlotPool:
             ended(life, Outcome(status.state, status.reason), self.tag, self.say, self.progress)
         return True
 
-    def _pull(self, slot: Slot, files: LifeFiles, group: list[Life]) -> None:
-        """The life's archive from the slot's node, a chunk at a time, into the run folder."""
+    def _pull(self, slot: Slot, files: LifeFiles, group: list[Life]) -> list[str]:
+        """The life's archive from the slot's node, a chunk at a time, into the run folder; the names of the entries
+        other than the lives' (the pre-flight's files)."""
         import ray
 
         def chunk_at(offset: int) -> bytes:
             return ray.get(slot.actor.chunk.remote(offset), timeout=CHUNK_WAIT_S)
 
-        receive(chunk_at, files.size, self.run_dir, [life.key for life in group])
+        return receive(chunk_at, files.size, self.run_dir, [life.key for life in group])
+
+    def _cut_in_flight(self, why: str) -> None:
+        """The sweep stops: the lives still running on the other slots (killed on the way out) are not measured."""
+        for started in [*self.running.values(), *(item.started for item in self.unanswered)]:
+            not_measured(self.run_dir, started.group[0].setting, [life.repeat for life in started.group], why)
+        self.running.clear()
+        self.unanswered.clear()
 
     def _let_go(self, started: Started, err) -> bool:
         """The slot leaves the sweep; its lives fail now where Ray says why, else once it has (Unanswered)."""
@@ -266,6 +282,20 @@ def _node_alive(node_id: str) -> bool:
         return any(node["NodeID"] == node_id and node["Alive"] for node in ray.nodes())
     except Exception:  # the cluster cannot say: count it as lost
         return False
+
+
+def keep_slot_preflight(run_dir: Path, slot: Slot) -> None:
+    """The pre-flight files a slot's life just brought back (preflight.json, preflight/), copied into a folder of
+    their own, so that the next slot's do not replace them."""
+    kept = run_dir / SLOT_PREFLIGHTS
+    kept.mkdir(exist_ok=True)
+    number = 1 + max((int(entry.name[:3]) for entry in kept.iterdir() if entry.name[:3].isdigit()), default=0)
+    into = kept / f"{number:03d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', slot.where.slot).strip('_')}"
+    into.mkdir()
+    if (run_dir / PREFLIGHT_FILE).is_file():
+        shutil.copy2(run_dir / PREFLIGHT_FILE, into / PREFLIGHT_FILE)
+    if (run_dir / "preflight").is_dir():
+        shutil.copytree(run_dir / "preflight", into / "preflight")
 
 
 def life_folder(run_dir: Path, life: Life) -> Path:

@@ -7,7 +7,8 @@ cluster each slot has a turn of its own (cluster_pool.Slot.turn, a copy of the s
 first life whose server gets warm runs the pre-flight on the slot's own placement (placement.slot_placement),
 re-sized within the CPUs it holds, while the other slots start their servers and run theirs, so no slot waits
 for another's pre-flight. The driver sends the slot's turn with a life (cluster_life.LifeOrder), and the slot
-hands back what became of it (`LifeFiles.turn`). The run folder's preflight.json is the last one to come back.
+hands back what became of it (`LifeFiles.turn`). The run folder's preflight.json is the last one to come back;
+each slot's own is kept in preflight-slots/ (cluster_pool.keep_slot_preflight).
 """
 from __future__ import annotations
 

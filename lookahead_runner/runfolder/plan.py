@@ -322,3 +322,4 @@ class RunRecord(BaseModel):
     plan: Plan
     lives: list[LifeResult] = Field(default_factory=list)
     preflight: PreflightRecord | None = None  # preflight.json (runfolder/preflight.py); None: no pre-flight ran
+    slot_preflights: dict[str, PreflightRecord | None] = Field(default_factory=dict)  # a Ray run's, by slot

@@ -5,7 +5,8 @@
                     why it stopped, and the placement the lives use
     plan.json       Plan.placement: a PlacementRecord (run/placement.py Placement.to_record writes it)
 
-run/preflight.py writes it (write_preflight); finalize and the report read it (read_preflight). Every field has a
+run/preflight.py writes it (write_preflight); finalize and the report read it (read_preflight). On a Ray cluster each
+slot's own is kept in preflight-slots/<n>-<slot>/ too (read_slot_preflights), preflight.json being the last. Every field has a
 default, so a file cut short or written by another version still reads; fields this version does not name are
 kept. Floats the pre-flight did not measure are NaN, written as JSON's NaN token (as results.write_json always
 wrote them) and read back as NaN.
@@ -24,6 +25,7 @@ from .results import read_json, write_json
 
 PREFLIGHT_VERSION = 1
 PREFLIGHT_FILE = "preflight.json"
+SLOT_PREFLIGHTS = "preflight-slots"  # a Ray run: each slot's own pre-flight, <n>-<slot>/ in the order they came back
 
 NAN = math.nan
 
@@ -96,6 +98,15 @@ def read_preflight(run_dir: Path) -> PreflightRecord | None:
         return PreflightRecord.model_validate(read_json(preflight_path(run_dir)))
     except (OSError, ValueError, ValidationError):
         return None
+
+
+def read_slot_preflights(run_dir: Path) -> dict[str, PreflightRecord | None]:
+    """A Ray run's SLOT_PREFLIGHTS: each slot's record by its folder's name, in the order they came back (None:
+    unreadable); {} where there is none."""
+    folder = Path(run_dir) / SLOT_PREFLIGHTS
+    if not folder.is_dir():
+        return {}
+    return {entry.name: read_preflight(entry) for entry in sorted(folder.iterdir()) if entry.is_dir()}
 
 
 def placement_used(preflight: PreflightRecord | None, planned: PlacementRecord | None) -> PlacementRecord | None:

@@ -16,7 +16,7 @@ from .columns import read_table
 from .analysis import Drafting, WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
 from .lag_advice import lag_advice
 from .plan import LifeResult, LifeStatus, Plan, RunRecord, VariantTokens, read_plan_and_config, read_status
-from .preflight import PreflightRecord, read_preflight
+from .preflight import PreflightRecord, read_preflight, read_slot_preflights
 from .rate_windows import rate_stage_window
 from ..decision.cells.rate_window import RateWindow
 
@@ -71,6 +71,7 @@ class RunData:
     timelines: dict[str, dict[str, pd.DataFrame]] = field(default_factory=dict)
     lives: list[LifeResult] = field(default_factory=list)  # in the plan's order
     preflight: PreflightRecord | None = None
+    slot_preflights: dict = field(default_factory=dict)  # a Ray run's preflight-slots/ (read_slot_preflights)
     run_dir: Path | None = None                 # where the lives' own files are (the performance model reads them)
     # (grid axis value, window) for every rate stage's window of the sweep's lives, valid or not (its .valid)
     rate_windows: list[tuple[str, RateWindow]] = field(default_factory=list)
@@ -85,7 +86,8 @@ class RunData:
 
     def record(self) -> RunRecord:
         """What the report reads: the plan, each life read back, the pre-flight."""
-        return RunRecord(plan=self.plan, lives=self.lives, preflight=self.preflight)
+        return RunRecord(plan=self.plan, lives=self.lives, preflight=self.preflight,
+                         slot_preflights=self.slot_preflights)
 
     def evidence(self, axis_value: str = "", variant: str = ""):
         """The windows of one grid value and one workload variant (its label; "" = the only one)."""
@@ -126,7 +128,8 @@ def read_run(run_dir: Path) -> RunData:
                         expected_prompt_tokens=config.load.variants[0].expected_prompt_tokens,
                         max_client_lag_p99_ms=config.decision.max_client_lag_p99_ms,
                         lag_advice=lag_advice(plan.placement, preflight))
-    data = RunData(plan, config, pd.DataFrame(), [], preflight=preflight, run_dir=run_dir)
+    data = RunData(plan, config, pd.DataFrame(), [], preflight=preflight, run_dir=run_dir,
+                   slot_preflights=read_slot_preflights(run_dir))
     rows = []
     variants = config.load.variants
     for life in plan.lives:

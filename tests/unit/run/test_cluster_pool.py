@@ -267,3 +267,83 @@ def test_a_chunk_that_never_comes_lets_the_slot_go_and_the_sweep_goes_on(tmp_pat
     assert fake_ray.killed == [a.actor] and len(pool.owner.slots) == 1 and a not in pool.owner.slots
     assert status(tmp_path, "k0/r0").reason.startswith("the Ray slot on 10.0.0.1 stopped answering: Get timed out")
     assert not list((tmp_path / "run").glob(".unpacking-*"))
+
+
+def _preflight_writing(verdict_of):
+    """run_preflight stubbed: writes a preflight.json (and one Locust run's file) naming the slot's node, as the real
+    one does on the slot's scratch run folder; `verdict_of(run_dir)` may raise the stop."""
+    from lookahead_runner.runfolder.preflight import PreflightRecord, write_preflight
+
+    def run_preflight(config, url, placement, run_dir, say, *args):
+        (run_dir / "preflight" / "run0").mkdir(parents=True)
+        (run_dir / "preflight" / "run0" / "requests.csv").write_text(f"{url}\n")
+        write_preflight(run_dir, PreflightRecord(verdict="ok", reason=url))
+        verdict_of(url)
+        return placement
+    return run_preflight
+
+
+def _life_running_preflight(config, caps, setting, repeats, run_dir, say, server, placement=None, preflight=None,
+                            where=None, **kwargs):
+    out = results.life_dir(run_dir, setting.name, repeats[0])
+    out.mkdir(parents=True)
+    if preflight is not None:
+        preflight(SimpleNamespace(external=True, base_url=where["slot"]), placement)
+    write_status(out, "done")
+
+
+def test_each_slots_preflight_is_kept_not_only_the_last_to_come_back(tmp_path, fake_ray, monkeypatch, ray_installed):
+    """Two slots, each its own pre-flight: the run folder keeps both (before, the second's preflight.json and
+    preflight/ replaced the first's: slot a's evidence was lost); preflight.json is still the last to come back."""
+    from lookahead_runner.runfolder.preflight import read_preflight
+
+    monkeypatch.setattr(cluster_life, "run_server_life", _life_running_preflight)
+    monkeypatch.setattr(preflight_turn, "run_preflight", _preflight_writing(lambda url: None))
+    pool, config, _ = make_pool(tmp_path, fake_ray, "run", "run", due=True)
+    a, b = pool.owner.slots
+    pool.start(config, [Life(K0, 0)], a)
+    pool.start(config, [Life(K4, 0)], b)
+    pool.wait_some()
+    run = tmp_path / "run"
+    assert read_preflight(run).reason == b.where.slot
+    kept = sorted(run.glob(f"{cluster_pool.SLOT_PREFLIGHTS}/*/preflight.json"))
+    assert [read_preflight(path.parent).reason for path in kept] == [a.where.slot, b.where.slot]
+    assert [(path.parent / "preflight" / "run0" / "requests.csv").read_text() for path in kept] == [
+        f"{a.where.slot}\n", f"{b.where.slot}\n"]
+
+
+def test_a_slots_preflight_stop_marks_the_other_slots_lives_in_flight_not_measured(tmp_path, fake_ray, monkeypatch,
+                                                                                  ray_installed):
+    """Slot a's pre-flight stops the sweep while slot b's life is still running: the sweep stops (the slots are
+    killed on the way out), and b's lives say so, failed "not measured" so that --resume reruns them (before, they
+    were left "running" in the run folder, as if still measured)."""
+    def stop(url):
+        raise cluster_pool.PreflightError("pre-flight at 8 users: Locust lags")
+
+    monkeypatch.setattr(cluster_life, "run_server_life", _life_running_preflight)
+    monkeypatch.setattr(preflight_turn, "run_preflight", _preflight_writing(stop))
+    pool, config, _ = make_pool(tmp_path, fake_ray, "run", Ref(ready=False), due=True)
+    a, b = pool.owner.slots
+    pool.start(config, [Life(K0, 0)], a)
+    pool.start(config, [Life(K4, 0), Life(K4, 1)], b)
+    with pytest.raises(cluster_pool.PreflightError):
+        pool.wait_some()
+    assert status(tmp_path, "k0/r0").state == "failed"
+    for key in ("k4/r0", "k4/r1"):
+        cut = status(tmp_path, key)
+        assert cut.state == "failed" and cut.reason.startswith("not measured: the sweep stopped "
+                                                               f"on {a.where.slot}: pre-flight at 8 users"), cut
+
+
+def test_a_slots_preflight_is_kept_after_the_highest_number_there(tmp_path, ray_installed):
+    """preflight-slots/ with a gap (002 removed by hand): the next takes 004, not a number already there (before, it
+    took 003 beside 003-b: the order they came back in was lost)."""
+    run = tmp_path / "run"
+    for name in ("001-a", "003-b"):
+        (run / cluster_pool.SLOT_PREFLIGHTS / name).mkdir(parents=True)
+    (run / "preflight.json").write_text("{}")
+    where = Where("10.0.0.1", "ccccccccnode", ("GPU-1", "GPU-2"))
+    cluster_pool.keep_slot_preflight(run, Slot(None, where))
+    assert sorted(p.name for p in (run / cluster_pool.SLOT_PREFLIGHTS).iterdir()) == [
+        "001-a", "003-b", "004-10.0.0.1_cccccccc_GPU-1_GPU-2"]
+    assert (run / cluster_pool.SLOT_PREFLIGHTS / "004-10.0.0.1_cccccccc_GPU-1_GPU-2" / "preflight.json").exists()

@@ -113,3 +113,21 @@ def test_the_idle_probe_reads_as_a_typed_record():
     idle = idle_lag((), seconds=0.1)
     assert idle.error == "" and idle.lag_p99_ms >= idle.lag_p50_ms >= 0.0 and idle.model_extra["samples"] > 0
     assert isinstance(PreflightRecord(idle=idle, runs=[PreflightRun(users=2)]).runs[0], PreflightRun)
+
+
+def test_a_ray_runs_report_names_every_slots_preflight_not_only_the_last(tmp_path):
+    """Each Ray slot runs its own pre-flight and may settle another Locust count: the report lists each slot's verdict
+    and count (before, it showed the last slot's alone, as if every life ran on that placement)."""
+    from lookahead_runner.runfolder.preflight import SLOT_PREFLIGHTS, read_slot_preflights
+
+    for name, record in (("001-10.0.0.1_aaaa", _record()), ("002-10.0.0.2_bbbb", _record(placement=BEFORE.to_record(),
+                                                                                          verdict="not judged"))):
+        (tmp_path / SLOT_PREFLIGHTS / name).mkdir(parents=True)
+        write_preflight(tmp_path / SLOT_PREFLIGHTS / name, record)
+    (tmp_path / SLOT_PREFLIGHTS / "003-broken").mkdir()
+    slots = read_slot_preflights(tmp_path)
+    assert list(slots) == ["001-10.0.0.1_aaaa", "002-10.0.0.2_bbbb", "003-broken"]
+    rows = placement_rows(_record(), BEFORE.to_record(), slots)
+    assert rows[-1] == {"label": "pre-flight per slot", "value": "001-10.0.0.1_aaaa: ok, 2 Locust processes; "
+                        "002-10.0.0.2_bbbb: not judged, 1 Locust process; 003-broken: \u2013 (preflight-slots/)"}
+    assert placement_rows(_record(), None, dict(list(slots.items())[:1])) == placement_rows(_record(), None)
