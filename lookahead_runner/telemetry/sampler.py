@@ -3,11 +3,18 @@
 Rows are appended to CSV files and flushed as they arrive, so a crash keeps what was sampled.
 Accepted tokens per draft position go to spec_positions.csv (t_s, position, accepted_total), one row
 per position and sample, opened at the first sample that has them (a server without speculation has none).
+
+The gaps between samples are drawn at random around `interval_s` (`sample_gaps`): a closed loop of users with
+fixed-length requests turns over in lockstep, and a fixed grid whose period is near that cycle reads the same
+phase of it for a whole window (CI, 2026-12-05: 1.0 waiting read at K=4 where the time average was ~0.3, which
+failed the real-batch gate). Samples at random phases average to the time average.
 """
 from __future__ import annotations
 
+import random
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..contracts.records import CsvAppender
@@ -16,15 +23,25 @@ from . import prometheus
 from .memory import BASE_COLUMNS, MemoryReading, reading_cells
 
 
+JITTER = 0.5  # each gap is interval_s x uniform(1 - JITTER, 1 + JITTER): the same mean rate
+
+
+def sample_gaps(interval_s: float, rng: random.Random) -> Iterator[float]:
+    """The seconds between one sample and the next: `interval_s` on average, at a random phase each time."""
+    while True:
+        yield interval_s * rng.uniform(1 - JITTER, 1 + JITTER)
+
+
 class Sampler:
-    """Samples the server's /metrics and the memory source every `interval_s` in a thread."""
+    """Samples the server's /metrics and the memory source about every `interval_s` in a thread."""
 
     def __init__(self, metrics_url: str, memory_source, out_dir: Path, interval_s: float = 0.5,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, rng: random.Random | None = None) -> None:
         self.metrics_url = metrics_url
         self.memory = memory_source
         self.out_dir = Path(out_dir)
         self.interval_s = interval_s
+        self._gaps = sample_gaps(interval_s, rng or random.Random())
         self.headers = headers
         self.metrics_errors = 0
         self.last_metrics_error = ""
@@ -122,7 +139,7 @@ class Sampler:
         next_t = time.monotonic()
         while not self._stop.is_set():
             self.sample_once()
-            next_t += self.interval_s
+            next_t += next(self._gaps)
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
     def __enter__(self) -> "Sampler":

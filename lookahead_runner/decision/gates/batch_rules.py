@@ -13,6 +13,7 @@ import numpy as np
 from ...config import DecisionConfig
 from ..cells.resample import CellDraws
 from ..cells.stats import _z
+from .rules import KV_ROOM_FRAC
 
 NONE = -1
 
@@ -59,8 +60,9 @@ def _queue_share(s: CellDraws) -> np.ndarray:
 
 
 def _server_holds_back(s: CellDraws, p: DecisionConfig) -> np.ndarray:
-    return ((s.preemptions > 0) | (s.kv_usage_peak > 1 - p.kv_headroom_frac)
-            | ((s.waiting_mean >= 1.0) & (_queue_share(s) >= p.queue_share_frac)))
+    room = s.kv_usage_peak <= KV_ROOM_FRAC  # False where NaN: an unmeasured pool may be full
+    queue_is_a_limit = ~room & (s.waiting_mean >= 1.0) & (_queue_share(s) >= p.queue_share_frac)
+    return (s.preemptions > 0) | (s.kv_usage_peak > 1 - p.kv_headroom_frac) | queue_is_a_limit
 
 
 def _memory_fail(s: CellDraws, p: DecisionConfig) -> np.ndarray:

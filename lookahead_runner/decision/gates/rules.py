@@ -76,15 +76,26 @@ def queue_share(s: CellStats) -> float:
     return s.waiting_mean / at_server if at_server > 0 else math.nan
 
 
+KV_ROOM_FRAC = 0.5  # a KV pool measured at most this full at its peak could hold twice the batch
+
+
+def queue_is_a_limit(s: CellStats, p: DecisionConfig) -> bool:
+    """A whole request or more waiting for a real part of their time, and not beside a KV pool with room.
+    A request arriving mid-step waits for the next one, so a faster K queues a few per cent more by turnover
+    alone (6-8 % on the simulator at K=4 and 16-64 users; 20 % at 2 users, where that is 0.3 of a request);
+    a limit the scheduler hits queues them for much longer (13-56 % where the pool ran out). A busy host
+    queues them too, at every K and most at the fastest (CI, 2026-12-05: 1.0 waiting, 13 %, at K=4 and
+    8 users on 2 oversubscribed cores, the pool at 1 %): where the pool is measured at most half full, the
+    batch could double before it filled, so the queue is turnover or the host, not a batch K made smaller."""
+    room = not math.isnan(s.kv_usage_peak) and s.kv_usage_peak <= KV_ROOM_FRAC
+    return not room and s.waiting_mean >= 1.0 and queue_share(s) >= p.queue_share_frac
+
+
 def server_holds_back(s: CellStats, p: DecisionConfig) -> bool:
-    """Requests queue at the server (preempted, KV full, or a whole request or more waiting for a real part of
-    their time): a smaller batch is the server's limit, not users between requests (a faster K leaves each
-    user more of its time outside the server). A request arriving mid-step waits for the next one, so a
-    faster K queues a few per cent more by turnover alone (6-8 % on the simulator at K=4 and 16-64 users;
-    20 % at 2 users, where that is 0.3 of a request); a limit the scheduler hits queues them for much
-    longer (13-56 % where the pool ran out)."""
-    return (s.preemptions > 0 or s.kv_usage_peak > 1 - p.kv_headroom_frac
-            or (s.waiting_mean >= 1.0 and queue_share(s) >= p.queue_share_frac))
+    """Requests queue at the server (preempted, KV full, or `queue_is_a_limit`): a smaller batch is the
+    server's limit, not users between requests (a faster K leaves each user more of its time outside the
+    server)."""
+    return s.preemptions > 0 or s.kv_usage_peak > 1 - p.kv_headroom_frac or queue_is_a_limit(s, p)
 
 
 def batch_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:

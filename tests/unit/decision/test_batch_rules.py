@@ -45,7 +45,7 @@ def synthetic(k: int, count: int, rng: np.random.Generator, slos: int) -> CellDr
     signals = {
         "running_mean": nan_some(rng, rng.uniform(20, 60, count)), "waiting_mean": rng.choice([0.0, 0.5, 3.0], count),
         "kv_usage_mean": nan_some(rng, rng.uniform(0.2, 0.9, count)),
-        "kv_usage_peak": nan_some(rng, rng.uniform(0.5, 1.0, count)),
+        "kv_usage_peak": nan_some(rng, np.where(rng.random(count) < 0.1, 0.5, rng.uniform(0.0, 1.0, count))),
         "preemptions": nan_some(rng, rng.choice([0.0, 0.0, 2.0], count)), "acceptance_rate": rng.uniform(0, 1, count),
         "gpu_mem_peak_mib": nan_some(rng, rng.choice([60000.0, 75000.0, 81920.0], count)),
         "gpu_mem_total_mib": rng.choice([81920.0, 0.0, np.nan], count), "kv_pool_tokens": np.full(count, np.nan)}
