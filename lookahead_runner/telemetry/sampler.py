@@ -5,9 +5,10 @@ Accepted tokens per draft position go to spec_positions.csv (t_s, position, acce
 per position and sample, opened at the first sample that has them (a server without speculation has none).
 
 The gaps between samples are drawn at random around `interval_s` (`sample_gaps`): a closed loop of users with
-fixed-length requests turns over in lockstep, and a fixed grid whose period is near that cycle reads the same
-phase of it for a whole window (CI, 2026-12-05: 1.0 waiting read at K=4 where the time average was ~0.3, which
-failed the real-batch gate). Samples at random phases average to the time average.
+fixed-length requests turns over in lockstep (on the simulator, 8 users of 535 ms requests: waiting read 0-3
+from one sample to the next), and a fixed grid whose period is near that cycle would read one phase of it for
+a whole window. Samples at random phases average to the time average (tests/unit/telemetry/
+test_sampler_phase.py).
 """
 from __future__ import annotations
 

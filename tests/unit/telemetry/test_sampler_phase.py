@@ -1,6 +1,6 @@
-"""The sampler's gaps are drawn at random: a gauge that cycles with the users' lockstep turnover must average to
-its time average, not to the one phase a fixed grid keeps reading (CI, 2026-12-05: 8 users of 535 ms requests,
-a 0.5 s grid, 1.0 waiting read where the time average was ~0.3, and the real-batch gate blocked the fastest K)."""
+"""The sampler's gaps are drawn at random: a gauge that cycles with the users' lockstep turnover (8 users of
+535 ms requests on the simulator, near the 0.5 s interval) must average to its time average, not to the one
+phase a fixed grid keeps reading."""
 from __future__ import annotations
 
 import itertools
