@@ -241,7 +241,7 @@ def _concurrency_limit(s, p: DecisionConfig) -> str:
     scheduler = "the scheduler (--max-num-seqs / --max-num-batched-tokens)"
     if rules.queue_is_a_limit(s, p):
         return scheduler
-    if s.waiting_mean >= 1.0 and rules.queue_share(s) >= p.queue_share_frac:
+    if rules.queued(s, p):
         return f"{scheduler} or a busy host (a queue beside a KV pool at most half full)"
     return f"request turnaround (users between requests, {'not' if s.waiting_mean < 1.0 else 'little'} queued)"
 

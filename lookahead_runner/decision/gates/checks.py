@@ -183,7 +183,7 @@ def batch_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
         text += "; the real batch falls: lower --max-num-seqs first instead of adding lookahead"
     elif s.running_mean < base.running_mean * (1 - p.batch_drop_frac):
         preempted = "no preemption" if s.preemptions == 0 else "preemptions not measured"
-        if s.waiting_mean >= 1.0 and rules.queue_share(s) >= p.queue_share_frac:
+        if rules.queued(s, p):
             text += (f"; fewer running and some queued, but beside a KV pool at {pct(s.kv_usage_peak)} at its peak "
                      f"({preempted}): requests waiting for the next step or a busy host, not a batch this K "
                      "made smaller")

@@ -88,7 +88,12 @@ def queue_is_a_limit(s: CellStats, p: DecisionConfig) -> bool:
     8 users on 2 oversubscribed cores, the pool at 1 %): where the pool is measured at most half full, the
     batch could double before it filled, so the queue is turnover or the host, not a batch K made smaller."""
     room = not math.isnan(s.kv_usage_peak) and s.kv_usage_peak <= KV_ROOM_FRAC
-    return not room and s.waiting_mean >= 1.0 and queue_share(s) >= p.queue_share_frac
+    return not room and queued(s, p)
+
+
+def queued(s: CellStats, p: DecisionConfig) -> bool:
+    """A whole request or more waiting, for queue_share_frac or more of their time at the server."""
+    return s.waiting_mean >= 1.0 and queue_share(s) >= p.queue_share_frac
 
 
 def server_holds_back(s: CellStats, p: DecisionConfig) -> bool:
