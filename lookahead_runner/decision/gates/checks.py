@@ -185,8 +185,8 @@ def batch_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
         preempted = "no preemption" if s.preemptions == 0 else "preemptions not measured"
         if rules.queued(s, p):
             text += (f"; fewer running and some queued, but beside a KV pool at {pct(s.kv_usage_peak)} at its peak "
-                     f"({preempted}): requests waiting for the next step or a busy host, not a batch this K "
-                     "made smaller")
+                     f"({preempted}): taken for requests waiting for the next step or a busy host, not a batch "
+                     "this K made smaller (a --max-num-batched-tokens this K's drafts fill would read the same)")
         else:
             kv = "KV usage not measured" if math.isnan(s.kv_usage_peak) else "KV not full"
             text += (f"; fewer running, but the server holds nothing back ({preempted}, {kv}, little "

@@ -34,6 +34,8 @@ def test_a_pass_names_no_preemption_or_kv_room_it_did_not_measure():
            for r in range(2)]
     queued = batch_gate(decide(evidence(ws, 8), P, {}), 4)
     assert queued.status == "pass" and "at its peak (preemptions not measured)" in queued.evidence, queued
+    # the one scheduler limit a pool with room does not rule out is named
+    assert "(a --max-num-batched-tokens this K's drafts fill would read the same)" in queued.evidence, queued
 
 
 def concurrency_note(decision, k):
