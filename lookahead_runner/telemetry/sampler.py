@@ -141,6 +141,8 @@ class Sampler:
         while not self._stop.is_set():
             self.sample_once()
             next_t += next(self._gaps)
+            # behind after a slow scrape: one sample at once, not a burst of catch-up samples at one moment
+            next_t = max(next_t, time.monotonic())
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
     def __enter__(self) -> "Sampler":

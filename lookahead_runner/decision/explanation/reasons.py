@@ -233,6 +233,19 @@ def stage_reason(stage: StageEval, p: DecisionConfig) -> str:
     return _wins(stage, p)
 
 
+def _concurrency_limit(s, p: DecisionConfig) -> str:
+    """What holds the real batch under the users, a queue read as the real-batch gate reads it
+    (rules.queue_is_a_limit): beside a KV pool at most half full it may as well be a busy host."""
+    if s.preemptions > 0 or s.kv_usage_peak > 1 - p.kv_headroom_frac:
+        return "the KV cache"
+    scheduler = "the scheduler (--max-num-seqs / --max-num-batched-tokens)"
+    if rules.queue_is_a_limit(s, p):
+        return scheduler
+    if rules.queued(s, p):
+        return f"{scheduler} or a busy host (a queue beside a KV pool at most half full)"
+    return f"request turnaround (users between requests, {'not' if s.waiting_mean < 1.0 else 'little'} queued)"
+
+
 def diagnoses(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig) -> list[str]:
     notes = []
     for k, check in ((k, c) for k in stage.ks for c in stage.checks[k]):
@@ -256,12 +269,9 @@ def diagnoses(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig)
     for k in sorted({stage.base_k, stage.pick if stage.pick is not None else stage.base_k}):
         s = stage.stats[k]
         if not math.isnan(s.running_mean) and s.running_mean < 0.8 * stage.users:
-            limit = ("the KV cache" if s.preemptions > 0 or s.kv_usage_peak > 1 - p.kv_headroom_frac else
-                     "the scheduler (--max-num-seqs / --max-num-batched-tokens)" if s.waiting_mean > 1 else
-                     "request turnaround (users between requests, not queued)")
             notes.append(f"Concurrency-bound at K={k}, {stage.users} users: only {s.running_mean:.1f} running "
                          f"({s.waiting_mean:.1f} waiting, KV peak {pct(s.kv_usage_peak)}, {s.preemptions:.0f} "
-                         f"preemptions); the limit is {limit}.")
+                         f"preemptions); the limit is {_concurrency_limit(s, p)}.")
     if p.earlier_spread is not None:
         lives = {k: len(cell.windows) for k, cell in stage.prepared.items()}
         off = off_earlier({k: s.objective(p.objective) for k, s in stage.stats.items()}, lives, stage.noise,

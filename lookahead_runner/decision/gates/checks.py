@@ -182,12 +182,14 @@ def batch_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
     if status == rules.FAIL:
         text += "; the real batch falls: lower --max-num-seqs first instead of adding lookahead"
     elif s.running_mean < base.running_mean * (1 - p.batch_drop_frac):
-        if s.waiting_mean >= 1.0 and rules.queue_share(s) >= p.queue_share_frac:
+        preempted = "no preemption" if s.preemptions == 0 else "preemptions not measured"
+        if rules.queued(s, p):
             text += (f"; fewer running and some queued, but beside a KV pool at {pct(s.kv_usage_peak)} at its peak "
-                     "(no preemption): requests waiting for the next step or a busy host, not a batch this K "
-                     "made smaller")
+                     f"({preempted}): taken for requests waiting for the next step or a busy host, not a batch "
+                     "this K made smaller (a --max-num-batched-tokens this K's drafts fill would read the same)")
         else:
-            text += ("; fewer running, but the server holds nothing back (no preemption, KV not full, little "
+            kv = "KV usage not measured" if math.isnan(s.kv_usage_peak) else "KV not full"
+            text += (f"; fewer running, but the server holds nothing back ({preempted}, {kv}, little "
                      "queued): users spend more of their time between requests")
     return _check(rules.GATE_BATCH, status, text)
 

@@ -73,3 +73,28 @@ def test_the_sampling_thread_draws_its_gaps(tmp_path, monkeypatch):
     assert len(gaps) >= 15, len(gaps)
     # drawn from 0.05-0.15 s (SD 29 ms); a fixed grid's gaps vary only by the host's scheduling delay
     assert gaps.std() > 0.015 and gaps.mean() == pytest.approx(0.1, rel=0.25), gaps
+
+
+def test_a_slow_scrape_is_not_followed_by_a_burst_of_samples_at_one_moment(tmp_path, monkeypatch):
+    """A /metrics answer late by 0.8 s (a busy server, up to the 2 s scrape timeout) leaves the schedule behind; the
+    thread then samples once at once, not the 7 or so samples it fell behind back to back, each reading the same
+    moment of the cycle (a fifth of an 8 s window's samples at one phase)."""
+    monkeypatch.setattr(prometheus, "scrape", lambda url, *args, **kwargs: "vllm:num_requests_running 1\n")
+    sampler = Sampler("http://server/metrics", NoMemory(), tmp_path, interval_s=0.1, rng=random.Random(5))
+    stamps = []
+    original = sampler._sample
+
+    def slow_once():
+        if len(stamps) == 3:
+            time.sleep(0.8)
+        stamps.append(time.monotonic())
+        return original()
+
+    sampler._sample = slow_once
+    with sampler:
+        deadline = time.monotonic() + 10.0
+        while len(stamps) < 16 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    gaps = np.diff(stamps[1:-1])
+    assert len(gaps) >= 10, len(gaps)
+    assert (gaps < 0.02).sum() <= 2, gaps   # drawn gaps are 0.05-0.15 s
