@@ -84,8 +84,9 @@ class DecisionConfig(Strict):
     queue_share_frac: float = Field(0.10, ge=0, le=1, description="a request or more queued this share of "
                                                                   "their time at the server (waiting / (running "
                                                                   "+ waiting)) makes a falling batch the "
-                                                                  "server's limit, unless the KV pool's peak "
-                                                                  "was measured at most half full")
+                                                                  "server's limit; beside a KV pool measured "
+                                                                  "at most half full, only a queue of 3 engine "
+                                                                  "steps or more per request")
     repeat_spread_frac: float = Field(0.10, ge=0, description="advice: (max-min)/median of req/s across repeats")
     low_acceptance: float = Field(0.3, ge=0, le=1, description="acceptance below this is acceptance-bound")
     kv_headroom_frac: float = Field(0.05, ge=0, le=1, description="KV usage peak must stay under 1 - this")

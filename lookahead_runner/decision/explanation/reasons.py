@@ -235,14 +235,14 @@ def stage_reason(stage: StageEval, p: DecisionConfig) -> str:
 
 def _concurrency_limit(s, p: DecisionConfig) -> str:
     """What holds the real batch under the users, a queue read as the real-batch gate reads it
-    (rules.queue_is_a_limit): beside a KV pool at most half full it may as well be a busy host."""
+    (rules.queue_is_a_limit): a step or two queued beside a KV pool at most half full is a busy host."""
     if s.preemptions > 0 or s.kv_usage_peak > 1 - p.kv_headroom_frac:
         return "the KV cache"
     scheduler = "the scheduler (--max-num-seqs / --max-num-batched-tokens)"
     if rules.queue_is_a_limit(s, p):
         return scheduler
     if rules.queued(s, p):
-        return f"{scheduler} or a busy host (a queue beside a KV pool at most half full)"
+        return "a busy host or turnover (a queue of a step or two beside a KV pool at most half full)"
     return f"request turnaround (users between requests, {'not' if s.waiting_mean < 1.0 else 'little'} queued)"
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from ...config import DecisionConfig
 from ..cells.resample import CellDraws
 from ..cells.stats import _z
-from .rules import KV_ROOM_FRAC
+from .rules import KV_ROOM_FRAC, LIMIT_QUEUE_STEPS
 
 NONE = -1
 
@@ -59,9 +59,21 @@ def _queue_share(s: CellDraws) -> np.ndarray:
         return np.where(at_server > 0, s.waiting_mean / np.where(at_server > 0, at_server, 1.0), np.nan)
 
 
+def _queue_steps(s: CellDraws) -> np.ndarray:
+    """rules.queue_steps of every resample."""
+    acceptance = s.signals["acceptance_rate"]
+    per_step = np.where((acceptance >= 0) & (s.k != 0), 1 + s.k * np.where(acceptance >= 0, acceptance, 0.0), 1.0)
+    step_ms = s.quantile("tpot_ms", 0.5) * per_step
+    ok = (s.req_per_s > 0) & (step_ms > 0)
+    with np.errstate(all="ignore"):
+        return np.where(ok, 1000 * s.waiting_mean / np.where(ok, s.req_per_s, 1.0) / np.where(ok, step_ms, 1.0),
+                        np.nan)
+
+
 def _server_holds_back(s: CellDraws, p: DecisionConfig) -> np.ndarray:
     room = s.kv_usage_peak <= KV_ROOM_FRAC  # False where NaN: an unmeasured pool may be full
-    queue_is_a_limit = ~room & (s.waiting_mean >= 1.0) & (_queue_share(s) >= p.queue_share_frac)
+    queued = (s.waiting_mean >= 1.0) & (_queue_share(s) >= p.queue_share_frac)
+    queue_is_a_limit = queued & (~room | ~(_queue_steps(s) < LIMIT_QUEUE_STEPS))   # NaN steps: the queue counts
     return (s.preemptions > 0) | (s.kv_usage_peak > 1 - p.kv_headroom_frac) | queue_is_a_limit
 
 

@@ -179,14 +179,21 @@ def batch_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
             f"({pct(rules.rel(s.running_mean, base.running_mean), signed=True)}, limit -{pct(p.batch_drop_frac)}); "
             f"{s.waiting_mean:.1f} waiting ({pct(rules.queue_share(s))} of their time at the server queued, "
             f"limit {pct(p.queue_share_frac)})")
-    if status == rules.FAIL:
+    steps = rules.queue_steps(s)
+    queued_for = f"{steps:.1f} steps each" if not math.isnan(steps) else "steps unknown"
+    room = not math.isnan(s.kv_usage_peak) and s.kv_usage_peak <= rules.KV_ROOM_FRAC
+    if status == rules.FAIL and room and not (s.preemptions > 0):
+        text += (f"; the real batch falls with requests queued {queued_for} beside a KV pool at "
+                 f"{pct(s.kv_usage_peak)} at its peak: a scheduler limit such as a token budget this K's drafts "
+                 "fill; raise --max-num-batched-tokens or lower --max-num-seqs first instead of adding lookahead")
+    elif status == rules.FAIL:
         text += "; the real batch falls: lower --max-num-seqs first instead of adding lookahead"
     elif s.running_mean < base.running_mean * (1 - p.batch_drop_frac):
         preempted = "no preemption" if s.preemptions == 0 else "preemptions not measured"
         if rules.queued(s, p):
-            text += (f"; fewer running and some queued, but beside a KV pool at {pct(s.kv_usage_peak)} at its peak "
-                     f"({preempted}): taken for requests waiting for the next step or a busy host, not a batch "
-                     "this K made smaller (a --max-num-batched-tokens this K's drafts fill would read the same)")
+            text += (f"; fewer running and some queued, but for {queued_for} beside a KV pool at "
+                     f"{pct(s.kv_usage_peak)} at its peak ({preempted}): requests waiting for the next step or a "
+                     "busy host, not a batch this K made smaller")
         else:
             kv = "KV usage not measured" if math.isnan(s.kv_usage_peak) else "KV not full"
             text += (f"; fewer running, but the server holds nothing back ({preempted}, {kv}, little "

@@ -77,21 +77,33 @@ def queue_share(s: CellStats) -> float:
 
 
 KV_ROOM_FRAC = 0.5  # a KV pool measured at most this full at its peak could hold twice the batch
+LIMIT_QUEUE_STEPS = 3.0  # a request queued this many engine steps or more waits for a limit, not a step
+
+
+def queue_steps(s: CellStats) -> float:
+    """The engine steps a request spends queued, on average: its time queued (Little's law: waiting over
+    req/s) over a step's time (TPOT p50 times the tokens a step gives a request, 1 + K x acceptance; 1 where
+    acceptance is unknown, which counts more steps). NaN where either is unknown."""
+    step_ms = s.quantile("tpot_ms", 0.5) * (1 + s.k * s.acceptance_rate if s.k and s.acceptance_rate >= 0 else 1)
+    if not s.req_per_s > 0 or not step_ms > 0:
+        return math.nan
+    return 1000 * s.waiting_mean / s.req_per_s / step_ms
 
 
 def queue_is_a_limit(s: CellStats, p: DecisionConfig) -> bool:
-    """A whole request or more waiting for a real part of their time, and not beside a KV pool with room.
+    """A whole request or more waiting for a real part of their time, for longer than a step or two.
     A request arriving mid-step waits for the next one, so a faster K queues a few per cent more by turnover
     alone (6-8 % on the simulator at K=4 and 16-64 users; 20 % at 2 users, where that is 0.3 of a request);
-    a limit the scheduler hits queues them for much longer (13-56 % where the pool ran out). A busy host
-    queues them too, at every K and most at the fastest (CI, 2026-12-05: 1.0 waiting, 13 %, at K=4 and
-    8 users on 2 oversubscribed cores, the pool at 1 %): where the pool is measured at most half full, the
-    batch could double before it filled, so the queue is taken for turnover or the host, not a batch K made
-    smaller. Not told apart from these: a token budget (--max-num-batched-tokens) that a larger K's drafts fill
-    keeps new requests waiting beside an empty pool too (the simulator's roomy-kv at 48 users and a 288-token
-    budget: K=2 37.5 running vs 47.2 at K=0, 9.1 waiting, 19 %, the pool at 2 %)."""
+    a busy host queues them longer, at every K and most at the fastest (CI, 2026-12-05: 1.0 waiting, 13 %,
+    at K=4 and 8 users on 2 oversubscribed cores: 1.4 steps each, the pool at 1 %). A limit the scheduler
+    hits queues them for many steps: the KV pool running out (13-56 % of their time), or a token budget
+    (--max-num-batched-tokens) that a larger K's drafts fill, beside an empty pool (the simulator's roomy-kv
+    at 48 users and a 256-384-token budget: 6.5-21 steps, the pool at 2 %). So beside a pool measured at
+    most half full (it could hold twice the batch) the queue counts only at LIMIT_QUEUE_STEPS or more."""
+    if not queued(s, p):
+        return False
     room = not math.isnan(s.kv_usage_peak) and s.kv_usage_peak <= KV_ROOM_FRAC
-    return not room and queued(s, p)
+    return not room or not queue_steps(s) < LIMIT_QUEUE_STEPS   # NaN steps: the queue counts
 
 
 def queued(s: CellStats, p: DecisionConfig) -> bool:

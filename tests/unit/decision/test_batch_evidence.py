@@ -34,8 +34,8 @@ def test_a_pass_names_no_preemption_or_kv_room_it_did_not_measure():
            for r in range(2)]
     queued = batch_gate(decide(evidence(ws, 8), P, {}), 4)
     assert queued.status == "pass" and "at its peak (preemptions not measured)" in queued.evidence, queued
-    # the one scheduler limit a pool with room does not rule out is named
-    assert "(a --max-num-batched-tokens this K's drafts fill would read the same)" in queued.evidence, queued
+    # how long each waits, in steps, is what tells it from a limit (a token budget this K's drafts fill)
+    assert "some queued, but for 2.3 steps each beside a KV pool at 1%" in queued.evidence, queued
 
 
 def concurrency_note(decision, k):
@@ -45,7 +45,7 @@ def concurrency_note(decision, k):
 def test_the_concurrency_note_reads_a_queue_as_the_gate_does():
     """8 users, K=4 running 5.5 with 1.0 waiting (15 % of their time at the server): a whole request queued,
     as the gate counts it, is not "not queued"; beside a KV pool at 1 % the note does not pin it on the
-    scheduler alone (the gate calls that queue turnover or a busy host); beside one at 70 % it does."""
+    scheduler (a step or two queued: the gate calls that turnover or a busy host); beside one at 70 % it does."""
     def stage(kv_peak):
         ws = [window(0, 8, 6.0, r, running_mean=6.0, waiting_mean=0.2, kv_usage_peak=0.01) for r in range(2)]
         ws += [window(4, 8, 12.0, r, running_mean=5.5, waiting_mean=1.0, kv_usage_peak=kv_peak) for r in range(2)]
@@ -54,8 +54,8 @@ def test_the_concurrency_note_reads_a_queue_as_the_gate_does():
         return concurrency_note(decision, 4), concurrency_note(decision, 0)
 
     roomy, base = stage(0.01)
-    assert roomy.endswith("the limit is the scheduler (--max-num-seqs / --max-num-batched-tokens) or a busy host "
-                          "(a queue beside a KV pool at most half full)."), roomy
+    assert roomy.endswith("the limit is a busy host or turnover (a queue of a step or two beside a KV pool at "
+                          "most half full)."), roomy
     assert base.endswith("the limit is request turnaround (users between requests, not queued)."), base
     fuller, _ = stage(0.7)
     assert fuller.endswith("the limit is the scheduler (--max-num-seqs / --max-num-batched-tokens)."), fuller

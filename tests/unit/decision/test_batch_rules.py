@@ -91,19 +91,26 @@ def test_the_batch_rule_picks_what_the_point_rule_picks_on_each_resample(config)
 def test_the_batch_gate_agrees_with_the_point_rule_at_its_edges():
     """The real-batch gate alone, resample by resample, on every combination of its edge values: a KV pool
     exactly half full (room), just over, unmeasured; exactly one request waiting; a queue share exactly at the
-    limit; nothing at the server at all; preemptions unmeasured. (The pick-level test above only sees a gate
-    that changes a pick, and a boundary such as <= against < at KV 0.5 changes none of its picks.)"""
+    limit; nothing at the server at all; preemptions unmeasured; a queue of 1.1 and 3.3 steps, steps unknown
+    (no req/s, acceptance unknown). (The pick-level test above only sees a gate that changes a pick, and a
+    boundary such as <= against < at KV 0.5 changes none of its picks.)"""
     config = DecisionConfig()
     grid = np.array(np.meshgrid([0.0, 1.0, 9.0, np.nan],              # running_mean
                                 [0.0, 0.99, 1.0, 3.0, np.nan],        # waiting_mean (1.0 of 9.0 running: 10 %)
                                 [0.0, 0.5, 0.5000001, 0.9, 0.96, np.nan],  # kv_usage_peak
-                                [0.0, 2.0, np.nan]),                  # preemptions
-                    dtype=float).reshape(4, -1)
+                                [0.0, 2.0, np.nan],                   # preemptions
+                                [10.0, 0.0, np.nan],                  # req_per_s
+                                [0.5, np.nan]),                       # acceptance_rate
+                    dtype=float).reshape(6, -1)
     count = grid.shape[1]
     rng = np.random.default_rng(3)
     s, base = synthetic(4, count, rng, 0), synthetic(0, count, rng, 0)
     for name, values in zip(("running_mean", "waiting_mean", "kv_usage_peak", "preemptions"), grid):
         s.signals[name] = values
+    s.signals["acceptance_rate"] = grid[5]
+    s.req_per_s = grid[4]
+    s.request_draws.quantiles[:, LATENCY_COLUMNS.index("tpot_ms"), QUANTILES.index(0.5)] = 30.0
+    # K=4 at acceptance 0.5: a 90 ms step; at 10 req/s one waiting is 100 ms queued (1.1 steps), three 3.3
     base.signals["running_mean"] = np.full(count, 20.0)   # every K=4 figure above is a drop of more than 10 %
     holds = batch_rules._server_holds_back(s, config)
     fails = batch_rules._batch_fail(s, base, config)
@@ -111,6 +118,10 @@ def test_the_batch_gate_agrees_with_the_point_rule_at_its_edges():
         one = s[b]
         assert holds[b] == rules.server_holds_back(one, config), (b, grid[:, b])
         assert fails[b] == (rules.batch_status(one, base[b], config) == rules.FAIL), (b, grid[:, b])
-    # the edges are reached: a queue beside a pool exactly half full passes, a hair over it fails
-    exactly_half = (grid[1] == 1.0) & (grid[0] == 9.0) & (grid[3] == 0.0)
-    assert not holds[exactly_half & (grid[2] == 0.5)].any() and holds[exactly_half & (grid[2] == 0.5000001)].all()
+    # the edges are reached: a queue of a step beside a pool exactly half full passes, a hair over it fails
+    short = (grid[1] == 1.0) & (grid[0] == 9.0) & (grid[3] == 0.0) & (grid[4] == 10.0) & (grid[5] == 0.5)
+    assert not holds[short & (grid[2] == 0.5)].any() and holds[short & (grid[2] == 0.5000001)].all()
+    # beside a pool with room, 3.3 steps queued is a limit; steps unknown count as one too
+    room = (grid[0] == 9.0) & (grid[3] == 0.0) & (grid[2] == 0.0)
+    assert holds[room & (grid[1] == 3.0) & (grid[4] == 10.0)].all()
+    assert holds[room & (grid[1] == 1.0) & np.isnan(grid[4])].all()

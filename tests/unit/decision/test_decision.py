@@ -131,8 +131,21 @@ def test_a_queue_beside_a_kv_pool_with_room_is_the_host_not_a_smaller_batch():
     assert batch.status == "pass" and "a busy host, not a batch this K made smaller" in batch.evidence, batch
     assert decision.recommended.k == 4 and candidate(decision, 4).blocked_by == []
     assert not any(d.startswith("Real batch drops") for d in decision.diagnoses), decision.diagnoses
+    assert "for 2.3 steps each" in batch.evidence, batch.evidence   # 66 ms queued, a 28 ms step (TPOT x 4.2)
     for unknown_or_near_full in (math.nan, 0.7):
         assert candidate(windows(unknown_or_near_full), 4).blocked_by == ["real batch"]
+
+
+def test_a_long_queue_beside_a_kv_pool_with_room_is_a_token_budget_and_blocks():
+    """The simulator's roomy-kv at 48 users with a 288-token --max-num-batched-tokens: K=2's drafts fill the
+    budget and new requests wait 6.5 steps beside a pool at 2 % (37.5 running vs 47.2 at K=0, 9.1 waiting, 19 %
+    of their time). A step or two is turnover or the host; this many is a limit, and it still blocks K=2."""
+    ws = [window(0, 48, 17.6, r, running_mean=47.2, waiting_mean=0.0, kv_usage_peak=0.02) for r in range(2)]
+    ws += [window(2, 48, 29.0, r, running_mean=37.5, waiting_mean=9.1, kv_usage_peak=0.02) for r in range(2)]
+    decision = decide(evidence(ws, 48), P, {})
+    batch = gate(candidate(decision, 2).gates, "real batch")
+    assert batch.status == "fail" and candidate(decision, 2).blocked_by == ["real batch"], batch
+    assert "raise --max-num-batched-tokens" in batch.evidence and "beside a KV pool at 2%" in batch.evidence
 
 
 def test_no_metrics_and_no_memory_reading_is_unknown_never_a_pass():
