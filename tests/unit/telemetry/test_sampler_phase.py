@@ -54,22 +54,30 @@ def test_gaps_keep_the_mean_rate():
     assert min(gaps) >= 0.5 * INTERVAL_S and max(gaps) <= 1.5 * INTERVAL_S
 
 
-def test_the_sampling_thread_draws_its_gaps(tmp_path, monkeypatch):
+def thread_gaps(tmp_path, monkeypatch, count: int, slow_at: int | None = None) -> np.ndarray:
+    """The gaps between the sampling thread's own samples (not the opening and closing ones), at interval_s 0.1;
+    the scrape numbered `slow_at` answers 0.8 s late."""
     monkeypatch.setattr(prometheus, "scrape", lambda url, *args, **kwargs: "vllm:num_requests_running 1\n")
     sampler = Sampler("http://server/metrics", NoMemory(), tmp_path, interval_s=0.1, rng=random.Random(5))
     stamps = []
     original = sampler._sample
 
     def stamped():
+        if len(stamps) == slow_at:
+            time.sleep(0.8)
         stamps.append(time.monotonic())
         return original()
 
     sampler._sample = stamped
     with sampler:
         deadline = time.monotonic() + 10.0
-        while len(stamps) < 22 and time.monotonic() < deadline:
+        while len(stamps) < count and time.monotonic() < deadline:
             time.sleep(0.05)
-    gaps = np.diff(stamps[1:-1])  # the thread's own: not the opening and closing samples
+    return np.diff(stamps[1:-1])
+
+
+def test_the_sampling_thread_draws_its_gaps(tmp_path, monkeypatch):
+    gaps = thread_gaps(tmp_path, monkeypatch, 22)
     assert len(gaps) >= 15, len(gaps)
     # drawn from 0.05-0.15 s (SD 29 ms); a fixed grid's gaps vary only by the host's scheduling delay
     assert gaps.std() > 0.015 and gaps.mean() == pytest.approx(0.1, rel=0.25), gaps
@@ -79,22 +87,6 @@ def test_a_slow_scrape_is_not_followed_by_a_burst_of_samples_at_one_moment(tmp_p
     """A /metrics answer late by 0.8 s (a busy server, up to the 2 s scrape timeout) leaves the schedule behind; the
     thread then samples once at once, not the 7 or so samples it fell behind back to back, each reading the same
     moment of the cycle (a fifth of an 8 s window's samples at one phase)."""
-    monkeypatch.setattr(prometheus, "scrape", lambda url, *args, **kwargs: "vllm:num_requests_running 1\n")
-    sampler = Sampler("http://server/metrics", NoMemory(), tmp_path, interval_s=0.1, rng=random.Random(5))
-    stamps = []
-    original = sampler._sample
-
-    def slow_once():
-        if len(stamps) == 3:
-            time.sleep(0.8)
-        stamps.append(time.monotonic())
-        return original()
-
-    sampler._sample = slow_once
-    with sampler:
-        deadline = time.monotonic() + 10.0
-        while len(stamps) < 16 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    gaps = np.diff(stamps[1:-1])
+    gaps = thread_gaps(tmp_path, monkeypatch, 16, slow_at=3)
     assert len(gaps) >= 10, len(gaps)
     assert (gaps < 0.02).sum() <= 2, gaps   # drawn gaps are 0.05-0.15 s
