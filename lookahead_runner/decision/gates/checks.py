@@ -180,7 +180,7 @@ def batch_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
             f"{s.waiting_mean:.1f} waiting ({pct(rules.queue_share(s))} of their time at the server queued, "
             f"limit {pct(p.queue_share_frac)})")
     steps = rules.queue_steps(s)
-    queued_for = f"{steps:.1f} steps each" if not math.isnan(steps) else "steps unknown"
+    queued_for = f"{steps:.1f} steps each" if not math.isnan(steps) else "(how many steps unknown)"
     room = not math.isnan(s.kv_usage_peak) and s.kv_usage_peak <= rules.KV_ROOM_FRAC
     if status == rules.FAIL and room and not (s.preemptions > 0):
         text += (f"; the real batch falls with requests queued {queued_for} beside a KV pool at "
