@@ -236,7 +236,7 @@ def stage_reason(stage: StageEval, p: DecisionConfig) -> str:
 def _concurrency_limit(s, p: DecisionConfig) -> str:
     """What holds the real batch under the users, a queue read as the real-batch gate reads it
     (rules.queue_is_a_limit): a step or two queued beside a KV pool at most half full is a busy host."""
-    if s.preemptions > 0 or s.kv_usage_peak > 1 - p.kv_headroom_frac:
+    if rules.pool_ran_out(s, p):
         return "the KV cache"
     scheduler = "the scheduler (--max-num-seqs / --max-num-batched-tokens)"
     if rules.queue_is_a_limit(s, p):

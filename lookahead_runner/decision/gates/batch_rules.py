@@ -62,18 +62,18 @@ def _queue_share(s: CellDraws) -> np.ndarray:
 def _queue_steps(s: CellDraws) -> np.ndarray:
     """rules.queue_steps of every resample."""
     acceptance = s.signals["acceptance_rate"]
-    per_step = np.where((acceptance >= 0) & (s.k != 0), 1 + s.k * np.where(acceptance >= 0, acceptance, 0.0), 1.0)
-    step_ms = s.quantile("tpot_ms", 0.5) * per_step
-    ok = (s.req_per_s > 0) & (step_ms > 0)
+    step_ms = s.quantile("tpot_ms", 0.5) * np.where((acceptance >= 0) & (s.k != 0), 1 + s.k * acceptance, 1.0)
     with np.errstate(all="ignore"):
-        return np.where(ok, 1000 * s.waiting_mean / np.where(ok, s.req_per_s, 1.0) / np.where(ok, step_ms, 1.0),
-                        np.nan)
+        steps = 1000 * s.waiting_mean / s.req_per_s / step_ms
+    return np.where((s.req_per_s > 0) & (step_ms > 0), steps, np.nan)
 
 
 def _server_holds_back(s: CellDraws, p: DecisionConfig) -> np.ndarray:
     room = s.kv_usage_peak <= KV_ROOM_FRAC  # False where NaN: an unmeasured pool may be full
     queued = (s.waiting_mean >= 1.0) & (_queue_share(s) >= p.queue_share_frac)
-    queue_is_a_limit = queued & (~room | ~(_queue_steps(s) < LIMIT_QUEUE_STEPS))   # NaN steps: the queue counts
+    queue_is_a_limit = queued & ~room
+    if (queued & room).any():   # the steps only where they decide: TPOT's percentile is a search of its own
+        queue_is_a_limit |= queued & room & ~(_queue_steps(s) < LIMIT_QUEUE_STEPS)   # NaN steps: the queue counts
     return (s.preemptions > 0) | (s.kv_usage_peak > 1 - p.kv_headroom_frac) | queue_is_a_limit
 
 

@@ -181,8 +181,7 @@ def batch_check(s: CellStats, base: CellStats, p: DecisionConfig) -> Check:
             f"limit {pct(p.queue_share_frac)})")
     steps = rules.queue_steps(s)
     queued_for = f"{steps:.1f} steps each" if not math.isnan(steps) else "(how many steps unknown)"
-    room = not math.isnan(s.kv_usage_peak) and s.kv_usage_peak <= rules.KV_ROOM_FRAC
-    if status == rules.FAIL and room and not (s.preemptions > 0):
+    if status == rules.FAIL and rules.kv_has_room(s) and not (s.preemptions > 0):
         text += (f"; the real batch falls with requests queued {queued_for} beside a KV pool at "
                  f"{pct(s.kv_usage_peak)} at its peak: a scheduler limit such as a token budget this K's drafts "
                  "fill; raise --max-num-batched-tokens or lower --max-num-seqs first instead of adding lookahead")

@@ -102,8 +102,12 @@ def queue_is_a_limit(s: CellStats, p: DecisionConfig) -> bool:
     most half full (it could hold twice the batch) the queue counts only at LIMIT_QUEUE_STEPS or more."""
     if not queued(s, p):
         return False
-    room = not math.isnan(s.kv_usage_peak) and s.kv_usage_peak <= KV_ROOM_FRAC
-    return not room or not queue_steps(s) < LIMIT_QUEUE_STEPS   # NaN steps: the queue counts
+    return not kv_has_room(s) or not queue_steps(s) < LIMIT_QUEUE_STEPS   # NaN steps: the queue counts
+
+
+def kv_has_room(s: CellStats) -> bool:
+    """The KV pool measured at most KV_ROOM_FRAC full at its peak (unmeasured: not known to have room)."""
+    return not math.isnan(s.kv_usage_peak) and s.kv_usage_peak <= KV_ROOM_FRAC
 
 
 def queued(s: CellStats, p: DecisionConfig) -> bool:
@@ -115,7 +119,12 @@ def server_holds_back(s: CellStats, p: DecisionConfig) -> bool:
     """Requests queue at the server (preempted, KV full, or `queue_is_a_limit`): a smaller batch is the
     server's limit, not users between requests (a faster K leaves each user more of its time outside the
     server)."""
-    return s.preemptions > 0 or s.kv_usage_peak > 1 - p.kv_headroom_frac or queue_is_a_limit(s, p)
+    return pool_ran_out(s, p) or queue_is_a_limit(s, p)
+
+
+def pool_ran_out(s: CellStats, p: DecisionConfig) -> bool:
+    """Preempted, or the KV pool past its headroom at its peak."""
+    return s.preemptions > 0 or s.kv_usage_peak > 1 - p.kv_headroom_frac
 
 
 def batch_status(s: CellStats, base: CellStats, p: DecisionConfig) -> str:
