@@ -8,10 +8,12 @@ It starts with the baseline and one K, then asks, as lives end, where the verdic
    with K (unimodal, as the stop rule assumes), so a K not run between the nearest measured K below and above
    the K still in the running (the leader and every K winning >= 2 % of the resamples) could be it, the smallest
    first. K at or above a stop the resamples agree on are never run.
-2. Otherwise, is it decided? The engine says so (`decided`), and the restart spread is measured (issue 38: one
-   repeated life of any K measures it for every K, or earlier runs on this server did; a K measured once then
-   borrows it). Until it is, the leader and the baseline (both ends of the stated gain) want `min_leader_lives`
-   lives each, the leader first, so the first repeat measures the spread (`purpose` "spread"); then the
+2. Otherwise, is it decided? The engine says so past the early-stop bar (99 % of the resamples at a confidence
+   of 90 %, engine.early_look: a stop while lives could still be bought is one more look at the data), and the
+   restart spread is measured (one repeated life of any K measures it for every K, or earlier runs on this
+   server did; a K measured once then borrows it). Until it is, the leader and the baseline (both ends of the
+   stated gain) want `min_leader_lives` lives each, the leader first, so the first repeat measures the spread
+   (`purpose` "spread"); then the
    baseline keeps its second (one outlier life of it would move every gain), spared where the leader is more
    than twice as fast (on the simulator only: a real host's outlier life read 40 % of its level), or where
    earlier runs on this server measured the spread (one life per K), unless a life is far from the level those
@@ -53,6 +55,7 @@ class Standing:
     spread_from_earlier: bool = False             # ... with earlier runs on this server (the ledger) in it
     off_earlier: Mapping[int, float] = field(default_factory=dict)  # K on one life far from earlier runs' level
     spare_baseline: bool = True                   # the baseline may be spared (not where the spread is unknown)
+    decided_at_last_look: bool = False            # decided at decision.confidence (the verdict if no life follows)
 
     @property
     def measured(self) -> list[int]:
@@ -307,7 +310,9 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
             return Choice(None, why="the repeats the verdict hangs on are in flight", stop="wait")
         why = ("every K the verdict hangs on has load.max_repeats lives" if standing.wanted or leader is not None
                else "nothing left to measure could decide it")
-        return Choice(None, why=f"not decided: {why}", stop="exhausted")
+        said = ("decided at decision.confidence, short of an early stop's bar" if standing.decided_at_last_look
+                else "not decided")
+        return Choice(None, why=f"{said}: {why}", stop="exhausted")
     k = wanted[0]
     who = f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
     spread = "the restart spread, which every K measured once borrows"
@@ -342,21 +347,28 @@ def _share_text(standing: Standing, k: int) -> str:
 
 
 def standing_of(evidence, p, early_stop: bool = True) -> Standing:
-    """The engine's target stage (decision/engine.py `target_stage`, as the verdict judges it) as a `Standing`."""
-    from .engine import repeats_wanted, target_stage
+    """The engine's target stage (decision/engine.py `target_stage`, as the verdict judges it) as a `Standing`:
+    `decided` only past the early-stop bar (engine.early_look), with the K the verdict hangs on until then."""
+    from .engine import early_look, target_stage, wanted_of
 
     stage = target_stage(evidence, p)
     if stage is None:
         return Standing("no_measurement")
+    look, judged = p, stage
+    if stage.status == "decided":  # the stricter bar of a look that could still buy a life
+        look = early_look(p)
+        judged = target_stage(evidence, look)
+    wanted = wanted_of(judged, look)
     stopped = stage.stopped_at if early_stop and stage.stopped_at is not None and stage.stop_share >= p.confidence \
         else None
     objective = {k: s.objective(p.objective) for k, s in stage.stats.items()}
     lives = {k: len(cell.windows) for k, cell in stage.prepared.items()}
-    return Standing(stage.status, stage.pick, {k: s for k, s in stage.shares.items() if k is not None}, objective,
+    return Standing(judged.status, stage.pick, {k: s for k, s in stage.shares.items() if k is not None}, objective,
                     frozenset(k for k in stage.ks if stage.blocked_by(k)), stopped,
-                    tuple(repeats_wanted(evidence, p)), measured(stage.noise),
+                    tuple(wanted), measured(stage.noise),
                     measured(stage.noise) and stage.noise.origin.earlier is not None,
-                    off_earlier(objective, lives, stage.noise, p.earlier_spread), not p.spread_unknown)
+                    off_earlier(objective, lives, stage.noise, p.earlier_spread), not p.spread_unknown,
+                    decided_at_last_look=stage.status == "decided")
 
 
 def valid_lives(evidence, users: int) -> dict[int, int]:

@@ -25,7 +25,7 @@ from . import adaptive_sweep, capacity_sweep, reaper
 from ..runfolder import spread_ledger
 from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, read_plan, write_plan
 from ..config import ResolvedServer, SweepConfig
-from ..decision.engine import repeats_wanted
+from ..decision.engine import auto_repeats_wanted
 from .cluster_nodes import probe_cluster
 from .confirm_life import run_confirmations, switch_off
 from .early_stop import skip_beyond, stop_k
@@ -270,12 +270,12 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
             run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
         while config.load.repeats == "auto" and config.sweep.strategy == "grid":  # never with a grid axis (config/sweep.py)
             data = read_run(run_dir)
-            asked = {k for v in variants for k in repeats_wanted(data.evidence(variant=v.label), config.decision)}
-            wanted = [k for k in sorted(asked) if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
+            asked, why = auto_repeats_wanted([data.evidence(variant=v.label) for v in variants], config.decision)
+            wanted = [k for k in asked if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
             if not wanted:
                 break
             more = add_repeats(config, caps, run_dir, lives, wanted, server)
-            say(f"not decided yet: one more repeat of K {[life.setting.k for life in more]} (load.repeats = \"auto\", "
+            say(f"{why}: one more repeat of K {[life.setting.k for life in more]} (load.repeats = \"auto\", "
                 f"at most {config.load.max_repeats})")
             number.update({life.key: n for n, life in enumerate(lives, 1)})
             progress.add_lives(len(more))

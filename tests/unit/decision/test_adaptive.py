@@ -5,7 +5,7 @@ from unit.synthetic import table, window
 from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, choose_batch,
                                                 run_note, standing_of, valid_lives)
 from lookahead_runner.config import DecisionConfig
-from lookahead_runner.decision import evidence
+from lookahead_runner.decision import decide, evidence
 
 KS = [0, 2, 4, 8]
 ROOMY = Budget(max_lives=20)
@@ -269,3 +269,28 @@ def test_on_a_real_server_the_baseline_is_never_spared_and_an_outlier_life_is_me
     usual = standing("decided", 4, {4: 1.0}, {0: 12.5, 4: 17.0}, spread_measured=True, spread_from_earlier=True,
                      spare_baseline=False)
     assert choose([0, 4], usual, spent(k0=1, k4=1), ModelView(), ROOMY, 5).stop == "decided"
+
+
+def _k0_twice_and_k4_once(k4_req_per_s: float, second_k0: float = 20.6):
+    return evidence([window(0, 32, 20.0, 0, duration_s=5.0), window(0, 32, second_k0, 1, duration_s=5.0),
+                     window(4, 32, k4_req_per_s, 0, duration_s=5.0)], 32)
+
+
+def test_a_verdict_decided_short_of_the_early_stop_bar_buys_the_life_it_hangs_on():
+    """Each look that could still buy a life is one more chance for a lucky streak: an early stop needs 99 % of the
+    resamples (at a confidence of 90 %), the last look decides at 90 % as a single look would."""
+    p = DecisionConfig(resamples=400).for_server("vllm")
+    ev = _k0_twice_and_k4_once(18.0)                     # K=0 leads in ~94 % with K=4 on one life
+    assert decide(ev, p, {}).status == "decided"        # one look, at 90 %
+    now = standing_of(ev, p)
+    assert now.status == "not_decided" and now.decided_at_last_look and now.wanted == (0, 4)
+    lives = Spent({0: 2, 4: 1}, {0: 2, 4: 1}, server_s=0.0)
+    more = choose([0, 4], now, lives, ModelView(), Budget(6), 5)
+    assert more.k == 4                                  # the fewest lives of the K the verdict hangs on
+    spent_budget = choose([0, 4], now, lives, ModelView(), Budget(3), 5)
+    assert spent_budget.k is None and spent_budget.stop == "budget"
+    capped = choose([0, 4], now, Spent({0: 2, 4: 2}, {0: 2, 4: 2}, server_s=0.0), ModelView(), Budget(6), 2)
+    assert capped.stop == "exhausted" and capped.why.startswith("decided at decision.confidence, short of")
+    clear = standing_of(_k0_twice_and_k4_once(10.0, second_k0=20.1), p)
+    assert clear.status == "decided" and clear.shares[0] >= 0.99
+    assert choose([0, 4], clear, lives, ModelView(), Budget(6), 5).stop == "decided"

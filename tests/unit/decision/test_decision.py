@@ -6,7 +6,7 @@ from unit.synthetic import table, window
 
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import Decision, decide, evidence
-from lookahead_runner.decision.engine import next_setting, repeats_wanted
+from lookahead_runner.decision.engine import auto_repeats_wanted, early_look, next_setting, repeats_wanted
 
 P = DecisionConfig(resamples=400)
 
@@ -278,6 +278,26 @@ def test_auto_repeats_ask_for_the_ks_the_verdict_hangs_on():
     close += [window(8, 32, 6.0, r, duration_s=6) for r in range(2)]
     assert repeats_wanted(evidence(close, 32), P) == [0, 2]  # K=8 is out of the running: no more of it
     assert repeats_wanted(table({0: {32: 10}, 4: {32: 15}}, 32), P) == []  # decided
+
+
+def test_auto_repeats_go_on_past_a_verdict_decided_short_of_the_early_stop_bar():
+    """A round of "auto" repeats is a look that can still buy lives: it stops only at the stricter bar."""
+    p = DecisionConfig(resamples=400).for_server("vllm")
+    ev = evidence([window(0, 32, 20.0, 0, duration_s=5.0), window(0, 32, 20.6, 1, duration_s=5.0),
+                   window(4, 32, 18.0, 0, duration_s=5.0)], 32)
+    assert decide(ev, p, {}).status == "decided" and repeats_wanted(ev, p) == []
+    assert auto_repeats_wanted([ev], p) == ([0, 4], "decided, short of the 99% an early stop needs")
+    undecided = table({0: {32: 10.0}, 4: {32: 10.2}}, 32, spread=0.2)
+    wanted, why = auto_repeats_wanted([ev, undecided], p)
+    assert wanted == [0, 4] and why == "not decided yet"
+    assert auto_repeats_wanted([table({0: {32: 10}, 4: {32: 15}}, 32)], P) == ([], "")
+
+
+def test_the_early_look_raises_the_bar_and_keeps_what_the_config_knows_of_the_server():
+    p = DecisionConfig(confidence=0.95).for_server("vllm", one_life_per_k=True)
+    early = early_look(p)
+    assert early.confidence == pytest.approx(0.995) and p.confidence == 0.95
+    assert early.one_life_per_k and early.spread_unknown and early.tie_tolerance_frac == p.tie_tolerance_frac
 
 
 def test_early_stop_needs_the_stop_rule_in_most_resamples():

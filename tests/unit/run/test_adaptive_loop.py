@@ -159,10 +159,13 @@ def test_two_slots_run_two_lives_at_once_and_end_in_the_serial_verdict(tmp_path,
     choice, said = start(tmp_path / "two", monkeypatch, lives, pool=pool)
     assert pool.started[:2] == [("k0/r0", ["k0/r0"]), ("k4/r0", ["k0/r0", "k4/r0"])]  # the first two at once
     assert "adaptive: 2 lives at once on 2 slots" in said
-    assert not pool.running and (choice.stop, choice.why) == (alone.stop, alone.why)  # "decided: K=4 wins in ..."
+    # the same verdict; the baseline's second life may start beside a window still short of the early-stop bar, where
+    # the serial sweep, seeing that window first, spares it
+    assert not pool.running and choice.stop == alone.stop == "decided"
+    assert choice.why.startswith("decided: K=4 wins in") and alone.why.startswith("decided: K=4 wins in")
     plan = read_plan(tmp_path / "two")
     assert all(l.chosen for l in plan.lives)
-    assert sorted(l.dir for l in plan.lives) == sorted(key for key, _ in serial.ran)  # here: the serial sweep's lives
+    assert set(key for key, _ in serial.ran) <= {l.dir for l in plan.lives} <= set(key for key, _ in serial.ran) | {"k0/r1"}
     ran = [key for key, _ in lives.ran]
     assert sorted(ran) == sorted(l.dir for l in plan.lives) and len(set(ran)) == len(ran)  # none twice
     # no K chosen twice for one reason: every K's lives are numbered 0, 1, ... in the order chosen
