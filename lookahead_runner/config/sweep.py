@@ -63,7 +63,8 @@ class StrategyConfig(Strict):
 
     strategy: Literal["grid", "adaptive", "capacity"] = Field(
         "grid", description="grid: every K x load.repeats; adaptive: the baseline and one K, then each next life "
-                            "where the verdict is least sure, until it is decided or a budget runs out; capacity: "
+                            "where the verdict is least sure, until it is decided (an early stop at 99 % of the "
+                            "resamples, the last life at decision.confidence) or a budget runs out; capacity: "
                             "every K once over the stages, then probes (one rate stage each) bracketing and "
                             "bisecting each K's capacity within the SLO (docs/rate-stages.md). Not given: adaptive "
                             "on a server whose restart spread is unknown (real vLLM) when load.repeats is not given "

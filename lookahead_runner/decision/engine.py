@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
+from scipy import stats
 
 from ..config import DecisionConfig
 from ..vllm.knob import Setting
@@ -18,7 +19,7 @@ from .gates.knee import find_knee, scaling_check
 from .cells.measure import QUANTILES, PreparedCell
 from .confirmation.schedule import schedule_from_picks
 from .schema import Candidate, CellSummary, Check, Decision, Percentile, Range, Recommended, RestartSpread, StagePick
-from .gates.stage import StageEval, evaluate, gain_bounds
+from .gates.stage import MAX_RESAMPLE_FACTOR, StageEval, evaluate, gain_bounds
 from .explanation.tradeoffs import tradeoffs
 from .cells.stats import interval, quantile_bounds, wilson
 
@@ -203,28 +204,42 @@ def next_setting(evidence: Evidence, p: DecisionConfig, planned_ks: list[int]) -
 
 # A sweep that looks at its verdict after each life and stops buying lives once it is decided is wrong more often
 # than the confidence it states: each look is one more chance for a lucky streak (two restarted lives per K, a
-# true gain 2.4 points past the tie band: 11 % wrong stopping at the first decided look, 7.7 % deciding once;
-# benchmarks/spread_calibration.py). So a look that could still buy a life stops only past a stricter bar, the
-# verdict's error share times EARLY_STOP_ERROR_SHARE (99 % at a confidence of 90 %: Haybittle-Peto's rule); the
-# last look, when the budget or the repeats are spent, decides at decision.confidence as a single look would.
+# spread of 8 % per life, a true gain of +5 %, 2 points past the tie band: 11 % wrong stopping at the first decided
+# look, 7.7 % deciding once; benchmarks/spread_calibration.py). So a look that could still buy a life stops only
+# past a stricter bar, the verdict's error share times EARLY_STOP_ERROR_SHARE (99 % at a confidence of 90 %: a
+# Haybittle-Peto-style bar); the last look, when the budget or the repeats are spent, decides at
+# decision.confidence as a single look would.
 EARLY_STOP_ERROR_SHARE = 0.1
 
 
 def early_look(p: DecisionConfig) -> DecisionConfig:
-    """The decision config a look before the last judges by: `confidence` raised to the early-stop bar."""
-    return p.model_copy(update={"confidence": 1 - (1 - p.confidence) * EARLY_STOP_ERROR_SHARE})
+    """The decision config a look before the last judges by: `confidence` raised to the early-stop bar, kept
+    within what the resamples can show (a share's Monte Carlo interval over all the draws the stage may take)."""
+    z = float(stats.norm.ppf((1 + p.interval_level) / 2))
+    draws = MAX_RESAMPLE_FACTOR * p.resamples
+    reachable = draws / (draws + z * z) - 0.002          # the lower end of a share won in every draw, less a margin
+    bar = max(p.confidence, min(1 - (1 - p.confidence) * EARLY_STOP_ERROR_SHARE, reachable))
+    return p.model_copy(update={"confidence": bar})
 
 
 def auto_repeats_wanted(evidences: list[Evidence], p: DecisionConfig) -> tuple[list[int], str]:
-    """load.repeats = "auto": the K to repeat once more over every workload variant's evidence, judged at the
-    early-stop bar (a later round can still add lives), and the words for why."""
+    """load.repeats = "auto": the K to repeat once more over every workload variant's evidence (a verdict decided
+    at `confidence` judged again at the early-stop bar: a later round can still add lives), and the words for why."""
     early = early_look(p)
-    wanted = sorted({k for ev in evidences for k in repeats_wanted(ev, early)})
+    wanted: set[int] = set()
+    undecided = False
+    for ev in evidences:
+        stage = target_stage(ev, p)
+        if stage is not None and stage.status == "decided":
+            wanted.update(wanted_of(target_stage(ev, early), early))
+        else:
+            now = wanted_of(stage, p)
+            wanted.update(now)
+            undecided = undecided or bool(now)
     if not wanted:
         return [], ""
-    undecided = any(repeats_wanted(ev, p) for ev in evidences)
-    return wanted, ("not decided yet" if undecided else
-                    f"decided, short of the {early.confidence:.0%} an early stop needs")
+    return sorted(wanted), ("not decided yet" if undecided else
+                            f"decided, short of the {early.confidence:.1%} an early stop needs")
 
 
 def repeats_wanted(evidence: Evidence, p: DecisionConfig) -> list[int]:

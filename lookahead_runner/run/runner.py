@@ -7,7 +7,7 @@ Every life runs on the sweep's CPU placement; the first server life runs the pre
 in K order; after each K summary.csv and lives.csv are re-made from the files, and once the method's
 stop rule fires at the target concurrency (in most resamples) the larger K are skipped (early stop,
 switchable). With load.repeats = "auto", one more repeat of each K the verdict hangs on is added
-(to plan.json) until it is decided or load.max_repeats is reached; then the confirmation life runs
+(to plan.json) until it is decided past the early-stop bar (engine.early_look) or load.max_repeats is reached; then the confirmation life runs
 what the decision recommends (confirm_life.py). A life whose status is `done` is kept by --resume;
 any other life is rerun. The decision itself is made once, at the end, from the files.
 """

@@ -286,11 +286,28 @@ def test_auto_repeats_go_on_past_a_verdict_decided_short_of_the_early_stop_bar()
     ev = evidence([window(0, 32, 20.0, 0, duration_s=5.0), window(0, 32, 20.6, 1, duration_s=5.0),
                    window(4, 32, 18.0, 0, duration_s=5.0)], 32)
     assert decide(ev, p, {}).status == "decided" and repeats_wanted(ev, p) == []
-    assert auto_repeats_wanted([ev], p) == ([0, 4], "decided, short of the 99% an early stop needs")
+    assert auto_repeats_wanted([ev], p) == ([0, 4], "decided, short of the 99.0% an early stop needs")
     undecided = table({0: {32: 10.0}, 4: {32: 10.2}}, 32, spread=0.2)
     wanted, why = auto_repeats_wanted([ev, undecided], p)
     assert wanted == [0, 4] and why == "not decided yet"
     assert auto_repeats_wanted([table({0: {32: 10}, 4: {32: 15}}, 32)], P) == ([], "")
+
+
+def test_auto_repeats_never_chase_a_metric_that_was_not_measured():
+    """Not decided for want of a KV reading: repeats would not bring it, at 90 % or at the early-stop bar."""
+    no_kv = dict(kv_usage_mean=math.nan, kv_usage_peak=math.nan)
+    ws = [window(0, 64, 25.0, r, **no_kv) for r in range(2)] + [window(4, 64, 25.0 * f, r, **no_kv)
+                                                                 for r, f in enumerate((1.06, 1.10))]
+    ev = evidence(ws, 64)
+    assert decide(ev, P, {}).status == "not_decided" and repeats_wanted(ev, P) == []
+    assert auto_repeats_wanted([ev], P) == ([], "")
+
+
+def test_the_early_bar_stays_within_what_the_resamples_can_show():
+    assert early_look(DecisionConfig()).confidence == pytest.approx(0.99)
+    few = early_look(DecisionConfig(resamples=50, interval_level=0.99))   # 400 draws at most: 0.984 reachable
+    assert 0.9 < few.confidence < 0.984
+    assert 0.99 < early_look(DecisionConfig(confidence=0.99, resamples=400)).confidence < 0.9969  # not 0.999
 
 
 def test_the_early_look_raises_the_bar_and_keeps_what_the_config_knows_of_the_server():
@@ -298,6 +315,8 @@ def test_the_early_look_raises_the_bar_and_keeps_what_the_config_knows_of_the_se
     early = early_look(p)
     assert early.confidence == pytest.approx(0.995) and p.confidence == 0.95
     assert early.one_life_per_k and early.spread_unknown and early.tie_tolerance_frac == p.tie_tolerance_frac
+    earlier = object()
+    assert early_look(DecisionConfig().for_server("vllm").with_earlier(earlier)).earlier_spread is earlier
 
 
 def test_early_stop_needs_the_stop_rule_in_most_resamples():
