@@ -349,15 +349,11 @@ def _share_text(standing: Standing, k: int) -> str:
 def standing_of(evidence, p, early_stop: bool = True) -> Standing:
     """The engine's target stage (decision/engine.py `target_stage`, as the verdict judges it) as a `Standing`:
     `decided` only past the early-stop bar (engine.early_look), with the K the verdict hangs on until then."""
-    from .engine import early_look, target_stage, wanted_of
+    from .engine import early_judged, wanted_of
 
-    stage = target_stage(evidence, p)
+    stage, judged, look = early_judged(evidence, p)
     if stage is None:
         return Standing("no_measurement")
-    look, judged = p, stage
-    if stage.status == "decided":  # the stricter bar of a look that could still buy a life
-        look = early_look(p)
-        judged = target_stage(evidence, look)
     wanted = wanted_of(judged, look)
     stopped = stage.stopped_at if early_stop and stage.stopped_at is not None and stage.stop_share >= p.confidence \
         else None

@@ -7,7 +7,6 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-from scipy import stats
 
 from ..config import DecisionConfig
 from ..vllm.knob import Setting
@@ -215,31 +214,36 @@ EARLY_STOP_ERROR_SHARE = 0.1
 def early_look(p: DecisionConfig) -> DecisionConfig:
     """The decision config a look before the last judges by: `confidence` raised to the early-stop bar, kept
     within what the resamples can show (a share's Monte Carlo interval over all the draws the stage may take)."""
-    z = float(stats.norm.ppf((1 + p.interval_level) / 2))
     draws = MAX_RESAMPLE_FACTOR * p.resamples
-    reachable = draws / (draws + z * z) - 0.002          # the lower end of a share won in every draw, less a margin
+    reachable = wilson(draws, draws, p.interval_level).low - 0.002   # a share won in every draw, less a margin
     bar = max(p.confidence, min(1 - (1 - p.confidence) * EARLY_STOP_ERROR_SHARE, reachable))
     return p.model_copy(update={"confidence": bar})
 
 
+def early_judged(evidence: Evidence, p: DecisionConfig) -> tuple[StageEval | None, StageEval | None, DecisionConfig]:
+    """The target stage at `confidence`, and as a look that could still buy a life judges it (a decided stage
+    judged again at the early-stop bar), with the config of that look."""
+    stage = target_stage(evidence, p)
+    if stage is None or stage.status != "decided":
+        return stage, stage, p
+    look = early_look(p)
+    return stage, target_stage(evidence, look), look
+
+
 def auto_repeats_wanted(evidences: list[Evidence], p: DecisionConfig) -> tuple[list[int], str]:
-    """load.repeats = "auto": the K to repeat once more over every workload variant's evidence (a verdict decided
-    at `confidence` judged again at the early-stop bar: a later round can still add lives), and the words for why."""
-    early = early_look(p)
+    """load.repeats = "auto": the K to repeat once more over every workload variant's evidence, judged as a look
+    that could still buy a life (`early_judged`), and the words for why."""
     wanted: set[int] = set()
     undecided = False
     for ev in evidences:
-        stage = target_stage(ev, p)
-        if stage is not None and stage.status == "decided":
-            wanted.update(wanted_of(target_stage(ev, early), early))
-        else:
-            now = wanted_of(stage, p)
-            wanted.update(now)
-            undecided = undecided or bool(now)
+        _, judged, look = early_judged(ev, p)
+        now = wanted_of(judged, look)
+        wanted.update(now)
+        undecided = undecided or (look is p and bool(now))
     if not wanted:
         return [], ""
     return sorted(wanted), ("not decided yet" if undecided else
-                            f"decided, short of the {early.confidence:.1%} an early stop needs")
+                            f"decided, short of the {early_look(p).confidence:.1%} an early stop needs")
 
 
 def repeats_wanted(evidence: Evidence, p: DecisionConfig) -> list[int]:
