@@ -18,6 +18,11 @@ On paper: `--paper-slots` slots (8 GPUs) for the issue's example, 4 K x 3 repeat
 in ceil(lives / slots) waves; Ray's own start, measured here as the first life's delay beyond the serial
 run's, added once).
 
+Measured 2026-12-06 on the shared 2-core host with the defaults, Ray's stop run beside the report (it ran after
+it before), three runs: serial 96.8 / 96.6 / 96.2 s, two slots 58.1 / 57.6 / 57.1 s (ratio 0.600 / 0.596 / 0.594;
+Ray's start 5.0 / 4.8 / 4.7 s), the same verdict both ways (K=4, decided), three full rounds. What is left above
+the ideal 0.5 is Ray's start (ray.init about 2.6 s, the slots' worker processes about 1.3 s), paid once a sweep.
+
 Measured 2026-12-05 on the shared 2-core host with the defaults, each slot running its own pre-flight, three runs:
 serial 99.6 / 97.2 / 97.0 s, two slots 63.9 / 57.9 / 58.6 s (ratio 0.64 / 0.596 / 0.604; Ray's start 8.0 / 3.8 /
 4.5 s, the first run under a load average ~6 from other sweeps), the same verdict both ways (K=4, decided),

@@ -42,6 +42,7 @@ class RaySlots:
     #                                                     yet, their GPUs held by another job; they join when placed
     nodes: NodeCheck | None = None   # what the probe compared (cluster_nodes.py): a slot joining later is held to it
     say: Callable[[str], None] = print
+    release: Callable[[], None] = lambda: None  # the lives are over: Ray stops beside the report (cluster_start.py)
 
     def join_placed(self) -> list[Slot]:
         """The pending slots Ray has placed since: each joins the sweep once it started and matches the nodes and

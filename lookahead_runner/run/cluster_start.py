@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import socket
+import threading
 from collections.abc import Iterable
 from contextlib import contextmanager
 
@@ -66,7 +67,8 @@ def no_gpu_problem(nodes: list[dict], gpus_per_life: int, simulated: bool, addre
 @contextmanager
 def ray_slots(config: SweepConfig, lives_planned: int, say):
     """Ray started (or joined) for the sweep and one slot per life it can run at once; every slot killed and
-    Ray shut down on the way out, however the sweep ends."""
+    Ray shut down once: in the background while the driver writes the report (RaySlots.release), else on the way
+    out, however the sweep ends."""
     try:
         import ray
     except ImportError:
@@ -81,6 +83,7 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
         # one, and refuse num_gpus); None: Ray counts the GPUs NVML sees; the object store carries only the files
         ray.init(address="local", num_gpus=cluster.gpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **options)
     actors: list = []
+    stop = RayStop(ray, actors)
     try:
         nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
         fits = slots_on(nodes, gpus_per_life, cluster.cpus_per_life)
@@ -93,7 +96,7 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
                             max_task_retries=0)(SlotWorker)
         say(f"Ray: starting {count} slot{'s' if count != 1 else ''} (a slot waits while another sweep holds its GPUs)")
         free_now = min(count, slots_on(_free_per_node(ray), gpus_per_life, cluster.cpus_per_life))
-        actors = [remote.remote() for _ in range(count)]
+        actors.extend(remote.remote() for _ in range(count))
         refs = [actor.where.remote() for actor in actors]
         placed = _placed(refs, max(free_now, 1), say)
         slots = [Slot(actor, where) for actor, where in _started(actors, refs, placed)]
@@ -102,14 +105,40 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
             f"GPU{'s' if gpus_per_life != 1 else ''} and "
             f"{cluster.cpus_per_life:g} CPU each: {'; '.join(slot.where.slot for slot in slots)}"
             + (f"; {len(pending)} more join as another job releases their GPUs" if pending else ""))
-        yield RaySlots(slots, config.decision.seed, cluster.address, pending=pending, say=say)
+        yield RaySlots(slots, config.decision.seed, cluster.address, pending=pending, say=say, release=stop.start)
     finally:
-        for actor in actors:
+        stop.finish()
+
+
+class RayStop:
+    """Every slot killed and Ray shut down, once. Ray's shutdown waits a second or more for its processes (a local
+    Ray's GCS and raylet), so once the lives are over it runs beside the report (`start`); `finish`, on the way
+    out, waits for it, or stops Ray itself where the sweep ended another way (an error, Ctrl-C)."""
+
+    def __init__(self, ray, actors: list) -> None:
+        self.ray, self.actors = ray, actors
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._stop, name="ray-stop")
+            self.thread.start()
+
+    def finish(self) -> None:
+        if self.thread is None:
+            self._stop()
+        else:
+            self.thread.join()
+
+    def _stop(self) -> None:
+        for actor in self.actors:
             try:
-                ray.kill(actor, no_restart=True)  # its node's watchdog stops a server it was running
+                self.ray.kill(actor, no_restart=True)  # its node's watchdog stops a server it was running
             except Exception:
                 pass
-        ray.shutdown()
+        self.ray.shutdown()
+
+
 
 
 def join(ray, address: str, options: dict) -> None:

@@ -282,6 +282,8 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
             run_lives(config, run_dir, more, tag, say, progress, run_life, False)
         if mode == "sweep":
             confirm_recommendation(config, caps, run_dir, say, progress, run_life, number, tag)
+    if slots is not None:
+        slots.release()  # no life runs after this: Ray's stop (seconds) goes on while the report is written
     steps = Steps(verbose=verbose)
     report = finalize(run_dir, render=True, steps=steps, ledger=config.decision.ledger)
     if verbose:

@@ -1,8 +1,14 @@
 """The slots a Ray cluster holds, counted node by node (run/cluster_start.py): a life's GPUs and CPUs are all on
-one node."""
+one node; Ray stopped once, beside the report or on the way out."""
+import sys
+import threading
+import time
+from importlib.machinery import ModuleSpec
+from types import SimpleNamespace
+
 import pytest
 
-from lookahead_runner.run.cluster_start import lives_on, no_fit_line, slots_on
+from lookahead_runner.run.cluster_start import lives_on, no_fit_line, ray_slots, slots_on
 
 
 @pytest.mark.parametrize("resources, gpus, cpus, slots", [
@@ -28,3 +34,87 @@ def test_a_life_that_fits_on_no_node_is_one_line_with_the_largest_node_and_the_f
                     "life's GPUs are on one node)")
     here = no_fit_line([{"CPU": 2, "GPU": 2}], 4, 1, "")
     assert "no node of the Ray started here" in here and "set cluster.gpus" in here and "\n" not in here
+
+
+class FakeRay:
+    """What ray_slots calls of Ray, on one node of 2 GPU slots; its shutdown takes `shutdown_s`, as a local Ray's
+    does (it waits for its GCS and raylet)."""
+
+    __spec__ = ModuleSpec("ray", None)  # the config checks Ray is installed
+
+    class exceptions:
+        RayError = RuntimeError
+
+    def __init__(self, shutdown_s: float) -> None:
+        self.shutdown_s, self.calls, self.lock = shutdown_s, [], threading.Lock()
+
+    def _call(self, what: str) -> None:
+        with self.lock:
+            self.calls.append((what, threading.current_thread().name))
+
+    def init(self, **_):
+        self._call("init")
+
+    def nodes(self):
+        return [{"Alive": True, "Resources": {"CPU": 2, "GPU": 2}}]
+
+    def remote(self, **_):
+        ray = self
+
+        class Actor:
+            def __init__(self, n):
+                self.n = n
+                self.where = SimpleNamespace(remote=lambda: n)
+
+        class Remote:
+            count = 0
+
+            def remote(self):
+                Remote.count += 1
+                return Actor(Remote.count)
+
+        return lambda cls: Remote()
+
+    def wait(self, refs, num_returns, timeout):
+        return list(refs), []
+
+    def get(self, ref):
+        return SimpleNamespace(slot=f"node/{ref} [gpu:{ref}]", node_id="node")
+
+    def kill(self, actor, no_restart):
+        self._call(f"kill {actor.n}")
+
+    def shutdown(self):
+        time.sleep(self.shutdown_s)
+        self._call("shutdown")
+
+
+def _sweep_config():
+    from lookahead_runner.config import config_from_dict
+
+    return config_from_dict({"speculation": {"k": [0, 4]}, "cluster": {"engine": "ray", "gpus": 2}})
+
+
+def test_released_slots_stop_ray_beside_the_report_once_and_the_way_out_waits_for_it(monkeypatch):
+    ray = FakeRay(shutdown_s=0.5)
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    with ray_slots(_sweep_config(), 4, lambda line: None) as slots:
+        assert len(slots.slots) == 2 and ray.calls == [("init", "MainThread")]
+        began = time.monotonic()
+        slots.release()
+        slots.release()  # a second release starts no second stop
+        assert time.monotonic() - began < 0.3  # the report is not held up by Ray's stop
+        report_written = time.monotonic()
+    assert time.monotonic() - report_written >= 0.3  # the way out waited for the stop to end
+    assert ray.calls == [("init", "MainThread"), ("kill 1", "ray-stop"), ("kill 2", "ray-stop"),
+                         ("shutdown", "ray-stop")]
+
+
+def test_a_sweep_that_ends_in_an_error_stops_ray_on_the_way_out(monkeypatch):
+    ray = FakeRay(shutdown_s=0.0)
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    with pytest.raises(KeyError):
+        with ray_slots(_sweep_config(), 4, lambda line: None):
+            raise KeyError("a life failed")
+    assert ray.calls == [("init", "MainThread"), ("kill 1", "MainThread"), ("kill 2", "MainThread"),
+                         ("shutdown", "MainThread")]
