@@ -59,8 +59,6 @@ class FakeRay:
         return [{"Alive": True, "Resources": {"CPU": 2, "GPU": 2}}]
 
     def remote(self, **_):
-        ray = self
-
         class Actor:
             def __init__(self, n):
                 self.n = n
