@@ -42,13 +42,24 @@ class RaySlots:
     #                                                     yet, their GPUs held by another job; they join when placed
     nodes: NodeCheck | None = None   # what the probe compared (cluster_nodes.py): a slot joining later is held to it
     say: Callable[[str], None] = print
-    release: Callable[[], None] = lambda: None  # the lives are over: Ray stops beside the report (cluster_start.py)
+    stop_ray: Callable[[], None] = lambda: None  # starts Ray's stop beside the report (cluster_start.RayStop)
+    over: bool = False                           # lives_over() was called: no slot is used after it
+
+    def lives_over(self) -> None:
+        """No life runs after this: every slot is killed and Ray shut down while the driver writes the report."""
+        self.over = True
+        self.stop_ray()
+
+    def _in_use(self) -> None:
+        if self.over:
+            raise RuntimeError("a Ray slot was used after the sweep's lives were over (RaySlots.lives_over)")
 
     def join_placed(self) -> list[Slot]:
         """The pending slots Ray has placed since: each joins the sweep once it started and matches the nodes and
         slots compared before any life (else it is let go, and the sweep says why)."""
         import ray
 
+        self._in_use()
         if not self.pending:
             return []
         ready, _ = ray.wait([ref for _, ref in self.pending], num_returns=len(self.pending), timeout=0)
@@ -75,6 +86,7 @@ class RaySlots:
         """A slot leaves the sweep, killed: its node's watchdog stops the server and Locust it may still run."""
         import ray
 
+        self._in_use()
         if slot in self.slots:
             self.slots.remove(slot)
         try:
@@ -102,6 +114,7 @@ class RaySlots:
 
     def pool(self, run_dir: Path, lives: SweepLives, tag, say, progress) -> SlotPool:
         """The slots as a pool of lives (life_pool.py): run_groups and the adaptive sweep submit to it."""
+        self._in_use()
         return SlotPool(self, run_dir, lives, tag, say, progress, list(self.slots))
 
     def run_groups(self, config: SweepConfig, run_dir: Path, lives: list[Life], groups: list[list[Life]], tag, say,

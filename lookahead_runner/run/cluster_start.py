@@ -67,7 +67,7 @@ def no_gpu_problem(nodes: list[dict], gpus_per_life: int, simulated: bool, addre
 @contextmanager
 def ray_slots(config: SweepConfig, lives_planned: int, say):
     """Ray started (or joined) for the sweep and one slot per life it can run at once; every slot killed and
-    Ray shut down once: in the background while the driver writes the report (RaySlots.release), else on the way
+    Ray shut down once: in the background while the driver writes the report (RaySlots.lives_over), else on the way
     out, however the sweep ends."""
     try:
         import ray
@@ -83,7 +83,7 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
         # one, and refuse num_gpus); None: Ray counts the GPUs NVML sees; the object store carries only the files
         ray.init(address="local", num_gpus=cluster.gpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, **options)
     actors: list = []
-    stop = RayStop(ray, actors)
+    stop = RayStop(ray, actors, say)
     try:
         nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
         fits = slots_on(nodes, gpus_per_life, cluster.cpus_per_life)
@@ -105,7 +105,8 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
             f"GPU{'s' if gpus_per_life != 1 else ''} and "
             f"{cluster.cpus_per_life:g} CPU each: {'; '.join(slot.where.slot for slot in slots)}"
             + (f"; {len(pending)} more join as another job releases their GPUs" if pending else ""))
-        yield RaySlots(slots, config.decision.seed, cluster.address, pending=pending, say=say, release=stop.start)
+        yield RaySlots(slots, config.decision.seed, cluster.address, pending=pending, say=say,
+                       stop_ray=stop.start)
     finally:
         stop.finish()
 
@@ -113,11 +114,15 @@ def ray_slots(config: SweepConfig, lives_planned: int, say):
 class RayStop:
     """Every slot killed and Ray shut down, once. Ray's shutdown waits a second or more for its processes (a local
     Ray's GCS and raylet), so once the lives are over it runs beside the report (`start`); `finish`, on the way
-    out, waits for it, or stops Ray itself where the sweep ended another way (an error, Ctrl-C)."""
+    out, waits for it, or stops Ray itself where the sweep ended another way (an error, Ctrl-C, a dry run). A stop
+    that fails is one line, never a traceback from its thread."""
 
-    def __init__(self, ray, actors: list) -> None:
-        self.ray, self.actors = ray, actors
+    def __init__(self, ray, actors: list, say) -> None:
+        self.ray, self.actors, self.say = ray, actors, say
         self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+        self.claimed = False
+        self.error: Exception | None = None
 
     def start(self) -> None:
         if self.thread is None:
@@ -125,20 +130,26 @@ class RayStop:
             self.thread.start()
 
     def finish(self) -> None:
-        if self.thread is None:
-            self._stop()
-        else:
+        if self.thread is not None and self.thread.ident is not None:  # started (Ctrl-C may fall in between)
             self.thread.join()
+        self._stop()  # nothing where the thread stopped Ray
+        if self.error is not None:
+            self.say(f"Ray: its stop failed ({cause_line(self.error)}); its processes end with this one")
 
     def _stop(self) -> None:
-        for actor in self.actors:
-            try:
-                self.ray.kill(actor, no_restart=True)  # its node's watchdog stops a server it was running
-            except Exception:
-                pass
-        self.ray.shutdown()
-
-
+        with self.lock:
+            if self.claimed:
+                return
+            self.claimed = True
+        try:
+            for actor in self.actors:
+                try:
+                    self.ray.kill(actor, no_restart=True)  # its node's watchdog stops a server it was running
+                except Exception:
+                    pass
+            self.ray.shutdown()
+        except Exception as err:
+            self.error = err
 
 
 def join(ray, address: str, options: dict) -> None:

@@ -283,7 +283,7 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
         if mode == "sweep":
             confirm_recommendation(config, caps, run_dir, say, progress, run_life, number, tag)
     if slots is not None:
-        slots.release()  # no life runs after this: Ray's stop (seconds) goes on while the report is written
+        slots.lives_over()  # no life runs after this: Ray's stop (seconds) goes on while the report is written
     steps = Steps(verbose=verbose)
     report = finalize(run_dir, render=True, steps=steps, ledger=config.decision.ledger)
     if verbose:

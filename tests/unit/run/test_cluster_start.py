@@ -2,7 +2,6 @@
 one node; Ray stopped once, beside the report or on the way out."""
 import sys
 import threading
-import time
 from importlib.machinery import ModuleSpec
 from types import SimpleNamespace
 
@@ -37,16 +36,17 @@ def test_a_life_that_fits_on_no_node_is_one_line_with_the_largest_node_and_the_f
 
 
 class FakeRay:
-    """What ray_slots calls of Ray, on one node of 2 GPU slots; its shutdown takes `shutdown_s`, as a local Ray's
-    does (it waits for its GCS and raylet)."""
+    """What ray_slots calls of Ray, on one node of 2 GPU slots; its shutdown waits for `let_stop` (a local Ray's
+    waits a second or more for its GCS and raylet), or raises `shutdown_error`."""
 
     __spec__ = ModuleSpec("ray", None)  # the config checks Ray is installed
 
     class exceptions:
         RayError = RuntimeError
 
-    def __init__(self, shutdown_s: float) -> None:
-        self.shutdown_s, self.calls, self.lock = shutdown_s, [], threading.Lock()
+    def __init__(self, shutdown_error: Exception | None = None) -> None:
+        self.calls, self.lock, self.let_stop = [], threading.Lock(), threading.Event()
+        self.shutdown_error = shutdown_error
 
     def _call(self, what: str) -> None:
         with self.lock:
@@ -83,7 +83,9 @@ class FakeRay:
         self._call(f"kill {actor.n}")
 
     def shutdown(self):
-        time.sleep(self.shutdown_s)
+        assert self.let_stop.wait(10)
+        if self.shutdown_error is not None:
+            raise self.shutdown_error
         self._call("shutdown")
 
 
@@ -93,26 +95,49 @@ def _sweep_config():
     return config_from_dict({"speculation": {"k": [0, 4]}, "cluster": {"engine": "ray", "gpus": 2}})
 
 
-def test_released_slots_stop_ray_beside_the_report_once_and_the_way_out_waits_for_it(monkeypatch):
-    ray = FakeRay(shutdown_s=0.5)
+STOPPED_BESIDE = [("init", "MainThread"), ("kill 1", "ray-stop"), ("kill 2", "ray-stop"), ("shutdown", "ray-stop")]
+STOPPED_INLINE = [("init", "MainThread"), ("kill 1", "MainThread"), ("kill 2", "MainThread"),
+                  ("shutdown", "MainThread")]
+
+
+def test_slots_whose_lives_are_over_stop_ray_beside_the_report_once_and_the_way_out_waits_for_it(monkeypatch):
+    ray = FakeRay()
     monkeypatch.setitem(sys.modules, "ray", ray)
     with ray_slots(_sweep_config(), 4, lambda line: None) as slots:
         assert len(slots.slots) == 2 and ray.calls == [("init", "MainThread")]
-        began = time.monotonic()
-        slots.release()
-        slots.release()  # a second release starts no second stop
-        assert time.monotonic() - began < 0.3  # the report is not held up by Ray's stop
-        report_written = time.monotonic()
-    assert time.monotonic() - report_written >= 0.3  # the way out waited for the stop to end
-    assert ray.calls == [("init", "MainThread"), ("kill 1", "ray-stop"), ("kill 2", "ray-stop"),
-                         ("shutdown", "ray-stop")]
+        slots.lives_over()
+        slots.lives_over()  # a second call starts no second stop
+        assert ("shutdown", "ray-stop") not in ray.calls  # the report is written while Ray stops
+        with pytest.raises(RuntimeError, match="used after the sweep's lives were over"):
+            slots.pool(None, None, None, None, None)
+        ray.let_stop.set()
+    assert ray.calls == STOPPED_BESIDE  # the way out waited for the stop, and stopped nothing twice
 
 
-def test_a_sweep_that_ends_in_an_error_stops_ray_on_the_way_out(monkeypatch):
-    ray = FakeRay(shutdown_s=0.0)
+def test_a_sweep_that_ends_in_an_error_stops_ray_on_the_way_out_once(monkeypatch):
+    ray = FakeRay()
+    ray.let_stop.set()
     monkeypatch.setitem(sys.modules, "ray", ray)
     with pytest.raises(KeyError):
         with ray_slots(_sweep_config(), 4, lambda line: None):
             raise KeyError("a life failed")
-    assert ray.calls == [("init", "MainThread"), ("kill 1", "MainThread"), ("kill 2", "MainThread"),
-                         ("shutdown", "MainThread")]
+    assert ray.calls == STOPPED_INLINE
+    ray = FakeRay()
+    ray.let_stop.set()
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    with pytest.raises(KeyError):
+        with ray_slots(_sweep_config(), 4, lambda line: None) as slots:
+            slots.lives_over()
+            raise KeyError("the report could not be written")
+    assert ray.calls == STOPPED_BESIDE
+
+
+def test_a_stop_that_fails_in_its_thread_is_one_line_not_a_traceback(monkeypatch, capsys):
+    ray = FakeRay(shutdown_error=RuntimeError("the GCS did not answer"))
+    ray.let_stop.set()
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    said = []
+    with ray_slots(_sweep_config(), 4, said.append) as slots:
+        slots.lives_over()
+    assert said[-1] == "Ray: its stop failed (the GCS did not answer); its processes end with this one"
+    assert "Traceback" not in capsys.readouterr().err
