@@ -134,7 +134,7 @@ class RayStop:
             self.thread.join()
         self._stop()  # nothing where the thread stopped Ray
         if self.error is not None:
-            self.say(f"Ray: its stop failed ({cause_line(self.error)}); its processes end with this one")
+            self.say(f"Ray: its stop failed ({cause_line(self.error)}); a Ray started here ends with this process")
 
     def _stop(self) -> None:
         with self.lock:

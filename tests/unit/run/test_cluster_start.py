@@ -139,5 +139,5 @@ def test_a_stop_that_fails_in_its_thread_is_one_line_not_a_traceback(monkeypatch
     said = []
     with ray_slots(_sweep_config(), 4, said.append) as slots:
         slots.lives_over()
-    assert said[-1] == "Ray: its stop failed (the GCS did not answer); its processes end with this one"
+    assert said[-1] == "Ray: its stop failed (the GCS did not answer); a Ray started here ends with this process"
     assert "Traceback" not in capsys.readouterr().err
