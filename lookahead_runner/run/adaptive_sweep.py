@@ -159,6 +159,8 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
             break
     else:
         choice = Choice(None, why="the loop's own bound was reached", stop="budget")
+        while pool.in_flight():  # a life still running ends and counts, rather than being killed with the slots
+            pool.wait()
     record_adaptive_stop(run_dir, choice.why, choice.stop)
     write_tables(run_dir)
     say(f"adaptive: stopped: {choice.why}")

@@ -107,6 +107,8 @@ def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
         run(life, [choice.rate])
     else:
         choice = Probe(None, why="the loop's own bound was reached", stop="budget")
+        while pool.in_flight():  # the last probe ends and counts, rather than being killed with the slots
+            pool.wait()
     record_adaptive_stop(run_dir, choice.why, choice.stop)
     write_tables(run_dir)
     say(f"capacity: stopped: {choice.why}")

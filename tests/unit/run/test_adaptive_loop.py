@@ -187,3 +187,46 @@ def test_a_resumed_sweep_on_two_slots_starts_the_cut_lives_at_once(tmp_path, mon
     choice, _ = start(tmp_path, monkeypatch, lives, pool=pool)
     assert [at_once for _, at_once in pool.started[:2]] == [cut[:1], cut]   # both cut lives again, at once
     assert choice.stop == "decided" and not pool.running
+
+
+def test_the_loops_own_bound_waits_for_the_lives_in_flight(tmp_path, monkeypatch):
+    """A chooser that never stops (the budget stops the real one long before): at the loop's bound the life still in
+    flight ends and counts, rather than being killed with the slots and left for --resume."""
+    from lookahead_runner.decision.adaptive import Batch, Choice
+
+    monkeypatch.setattr(adaptive_sweep, "choose_batch",
+                        lambda free, *rest: Batch(lives=tuple(Choice(4, why="once more") for _ in range(free))))
+    lives = Lives(tmp_path)
+    pool = TwoSlots(lives)
+    choice, said = start(tmp_path, monkeypatch, lives, pool=pool)
+    assert choice.stop == "budget" and said[-1] == "adaptive: stopped: the loop's own bound was reached"
+    assert not pool.running
+    assert all(life_state(tmp_path / l.dir) == "done" for l in read_plan(tmp_path).lives)
+
+
+def test_the_capacity_loops_own_bound_waits_for_the_last_probe(tmp_path, monkeypatch):
+    """The capacity search's counterpart: a chooser that never stops, and the probe running at the bound ends."""
+    from lookahead_runner.decision.capacity.search import Probe
+    from lookahead_runner.run import capacity_sweep
+
+    config = config_from_dict({
+        "speculation": {"k": [0, 4]}, "sweep": {"strategy": "capacity"},
+        "load": {"stages": [{"rate": 7.0, "duration_s": 5}, {"rate": 14.0, "duration_s": 5}]},
+        "decision": {"slo": {"ttft_p99_ms": 500}, "target_rate": 14}})
+    monkeypatch.setattr(capacity_sweep, "read_run", lambda run_dir: SimpleNamespace(
+        plan=read_plan(run_dir), statuses={}, rate_windows=[]))
+    monkeypatch.setattr(capacity_sweep, "write_tables", lambda run_dir: None)
+    monkeypatch.setattr(capacity_sweep, "next_probe", lambda *args: Probe(0, 10.0, why="once more"))
+    write_plan(tmp_path, adaptive_sweep.start_plan(Plan(
+        run_id="t", config=config.model_dump(mode="json"), probe={"version": "0.32.0"}, target_users=0, lives=[])))
+    class Probes(TwoSlots):
+        def wait(self):  # a probe's life ends (its windows are not read here)
+            _, life = self.running.pop(0)
+            write_status(results.life_dir(tmp_path, life.setting.name, life.repeat), "done")
+            return [life]
+
+    pool = Probes(Lives(tmp_path))
+    choice = capacity_sweep.run_capacity(config, caps(), tmp_path, lambda line: None, pool,
+                                         ResolvedServer.resolve(config.server))
+    assert choice.stop == "budget" and "bound" in choice.why
+    assert not pool.running
