@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 
 from .cells.restart_spread import measured, off_earlier
 
-CONTENDER_SHARE = 0.02   # a K winning this share of the resamples is still in the running (as repeats_wanted)
+CONTENDER_SHARE = 0.02   # a K winning this share of the resamples is still in the running (contender_share at 90 %)
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
 BASELINE_OUTLIER_FACTOR = 0.5   # the worst a baseline life could read of its true figure (_baseline_spared)
 

@@ -209,6 +209,7 @@ def next_setting(evidence: Evidence, p: DecisionConfig, planned_ks: list[int]) -
 # Haybittle-Peto-style bar); the last look, when the budget or the repeats are spent, decides at
 # decision.confidence as a single look would.
 EARLY_STOP_ERROR_SHARE = 0.1
+CONTENDER_FRACTION = 0.2
 
 
 def early_look(p: DecisionConfig) -> DecisionConfig:
@@ -253,6 +254,13 @@ def repeats_wanted(evidence: Evidence, p: DecisionConfig) -> list[int]:
     return wanted_of(target_stage(evidence, p), p)
 
 
+def contender_share(p: DecisionConfig) -> float:
+    """The win share that keeps a K in the running for a verdict judged at `p.confidence`: a fifth of the share the
+    verdict leaves to the others (2 % at 90 %; 0.2 % at the early-stop bar of 99 %, where a rival winning 1 % is
+    what holds the stop back, so its next life narrows the verdict, not the leader's)."""
+    return (1 - p.confidence) * CONTENDER_FRACTION
+
+
 def wanted_of(stage: StageEval | None, p: DecisionConfig) -> list[int]:
     """`repeats_wanted` of a target stage judged already."""
     if stage is None or stage.status != "not_decided" or stage.pick is None:
@@ -262,7 +270,7 @@ def wanted_of(stage: StageEval | None, p: DecisionConfig) -> list[int]:
     if confident and stage.noise.source != "none" and unknown and \
             all(c.unknown_because == "not measured" for c in unknown):
         return []  # a metric is missing: repeats would not bring it
-    wanted = {stage.pick} | {k for k, share in stage.shares.items() if k is not None and share >= 0.02}
+    wanted = {stage.pick} | {k for k, share in stage.shares.items() if k is not None and share >= contender_share(p)}
     if stage.unknown_gates(stage.pick) or stage.noise.source != "repeats":
         wanted.add(stage.base_k)
     return sorted(wanted)
