@@ -343,7 +343,9 @@ def _baseline_spared(standing: Standing, base: int, tie_tolerance: float) -> boo
 def _share_text(standing: Standing, k: int) -> str:
     share = standing.shares.get(k)
     lead = "leads" if k == standing.leader else "wins"
-    return f"{lead} in {share:.0%} of the resamples" if share is not None else "no share yet"
+    if share is None:
+        return "no share yet"
+    return f"{lead} in {share:.0%} of the resamples" if share >= 0.1 else f"{lead} in {share:.1%} of the resamples"
 
 
 def standing_of(evidence, p, early_stop: bool = True) -> Standing:

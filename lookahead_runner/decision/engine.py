@@ -210,6 +210,7 @@ def next_setting(evidence: Evidence, p: DecisionConfig, planned_ks: list[int]) -
 # decision.confidence as a single look would.
 EARLY_STOP_ERROR_SHARE = 0.1
 CONTENDER_FRACTION = 0.2
+MIN_CONTENDER_DRAWS = 5
 
 
 def early_look(p: DecisionConfig) -> DecisionConfig:
@@ -249,16 +250,17 @@ def auto_repeats_wanted(evidences: list[Evidence], p: DecisionConfig) -> tuple[l
 
 def repeats_wanted(evidence: Evidence, p: DecisionConfig) -> list[int]:
     """The K to measure once more so an undecided verdict can be decided (load.repeats = "auto"): the
-    leader, every K it loses to in at least 2 % of the resamples, and the baseline when a comparison with
-    it lacks data. Empty once decided or blocked."""
+    leader, every K it loses to in at least `contender_share` of the resamples (2 % at 90 %), and the baseline when
+    a comparison with it lacks data. Empty once decided or blocked."""
     return wanted_of(target_stage(evidence, p), p)
 
 
 def contender_share(p: DecisionConfig) -> float:
     """The win share that keeps a K in the running for a verdict judged at `p.confidence`: a fifth of the share the
-    verdict leaves to the others (2 % at 90 %; 0.2 % at the early-stop bar of 99 %, where a rival winning 1 % is
-    what holds the stop back, so its next life narrows the verdict, not the leader's)."""
-    return (1 - p.confidence) * CONTENDER_FRACTION
+    verdict leaves to the others (2 % at 90 %, 1 % at 95 %; at the early-stop bar of 99 % a rival winning 1 % is
+    what holds the stop back, so its next life narrows the verdict, not the leader's), and never fewer than
+    MIN_CONTENDER_DRAWS of the resamples (0.5 % of 1000): a K winning a draw or two is Monte Carlo noise."""
+    return max((1 - p.confidence) * CONTENDER_FRACTION, MIN_CONTENDER_DRAWS / p.resamples) - 1e-9
 
 
 def wanted_of(stage: StageEval | None, p: DecisionConfig) -> list[int]:

@@ -294,3 +294,11 @@ def test_a_verdict_decided_short_of_the_early_stop_bar_buys_the_life_it_hangs_on
     clear = standing_of(_k0_twice_and_k4_once(10.0, second_k0=20.1), p)
     assert clear.status == "decided" and clear.shares[0] >= 0.99
     assert choose([0, 4], clear, lives, ModelView(), Budget(6), 5).stop == "decided"
+
+
+def test_a_rivals_small_share_is_written_to_a_tenth_of_a_percent_not_as_0():
+    from lookahead_runner.decision.adaptive import _share_text
+
+    standing = Standing("not_decided", leader=4, shares={4: 0.985, 2: 0.006})
+    assert _share_text(standing, 2) == "wins in 0.6% of the resamples"
+    assert _share_text(standing, 4) == "leads in 98% of the resamples"
