@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from .cells.restart_spread import measured, off_earlier
+from .explanation.text import pct
 
 CONTENDER_SHARE = 0.02   # a K winning this share of the resamples is still in the running (contender_share at 90 %)
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
@@ -345,7 +346,7 @@ def _share_text(standing: Standing, k: int) -> str:
     lead = "leads" if k == standing.leader else "wins"
     if share is None:
         return "no share yet"
-    return f"{lead} in {share:.0%} of the resamples" if share >= 0.1 else f"{lead} in {share:.1%} of the resamples"
+    return f"{lead} in {pct(share, digits=0 if share >= 0.1 else 1)} of the resamples"
 
 
 def standing_of(evidence, p, early_stop: bool = True) -> Standing:

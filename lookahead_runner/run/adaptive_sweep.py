@@ -24,7 +24,7 @@ from ..runfolder.cost import grid_lives, life_costs
 from ..runfolder.read import read_run
 from .finalize import write_tables
 from .launch import Life, append_to_plan
-from .life_pool import LifePool
+from .life_pool import LifePool, drain
 from .perfmodel_run import fit_run
 from ..runfolder.plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
 from ..vllm.knob import Setting
@@ -159,8 +159,7 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
             break
     else:
         choice = Choice(None, why="the loop's own bound was reached", stop="budget")
-        while pool.in_flight():  # a life still running ends and counts, rather than being killed with the slots
-            pool.wait()
+    drain(pool)  # the bound may leave a life running
     record_adaptive_stop(run_dir, choice.why, choice.stop)
     write_tables(run_dir)
     say(f"adaptive: stopped: {choice.why}")

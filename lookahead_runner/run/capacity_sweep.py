@@ -25,7 +25,7 @@ from ..workload.stages import MAX_STAGE_ARRIVALS
 from .adaptive_sweep import next_life, spent_so_far
 from .finalize import write_tables
 from .launch import Life, append_to_plan
-from .life_pool import LifePool
+from .life_pool import LifePool, drain
 from .rate_verdict import ended_over
 
 LIVES_PER_K = 8
@@ -87,8 +87,7 @@ def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
             say(f"capacity: {life.key}: every stage once")
             run(life, None)
     for _ in range(budget.max_lives + len(ks) + 1):  # bounded: each round runs a probe or stops
-        while pool.in_flight():
-            pool.wait()
+        drain(pool)
         data = read_run(run_dir)
         lives = data.plan.sweep_lives()
         probes = Counter(entry.k for entry in lives if entry.rates)
@@ -107,8 +106,7 @@ def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
         run(life, [choice.rate])
     else:
         choice = Probe(None, why="the loop's own bound was reached", stop="budget")
-        while pool.in_flight():  # the last probe ends and counts, rather than being killed with the slots
-            pool.wait()
+    drain(pool)  # the bound may leave the last probe running
     record_adaptive_stop(run_dir, choice.why, choice.stop)
     write_tables(run_dir)
     say(f"capacity: stopped: {choice.why}")

@@ -32,6 +32,12 @@ class LifePool(Protocol):
         """Until at least one life in flight has ended: those that have."""
 
 
+def drain(pool: LifePool) -> None:
+    """Until no life is in flight: each ends and counts (a life left running is killed with the slots)."""
+    while pool.in_flight():
+        pool.wait()
+
+
 @dataclass
 class OneAtATime:
     """This machine: `run_one(config, life)` runs a life to its end (runner.run_lives)."""
