@@ -93,7 +93,7 @@ def test_a_level_that_is_not_finite_is_not_remembered(cache_dir):
 def test_on_a_ray_cluster_the_gpus_are_those_of_the_nodes_that_run_the_lives(monkeypatch):
     """Not the driver's (a laptop steering a GPU cluster): the probe's GPU models of a slot, counted as a local
     server's are, so one server on the same GPUs has one fingerprint wherever it runs."""
-    pytest.importorskip("ray", reason="cluster.engine = \"ray\" is refused without Ray: pip install 'lookahead-runner[ray]'")
+    pytest.importorskip("ray", reason="cluster.engine = 'ray' is refused without Ray (the ray extra)")
     from types import SimpleNamespace
 
     from lookahead_runner.run.cluster import RaySlots
