@@ -70,6 +70,8 @@ E2E_FILES = {
     "test_rate_stages_sim.py": (57, "timed"), "test_rate_locust.py": (31, "timed"),
     "test_ramp_rates_sim.py": (36, "timed"),
     "test_capacity_sim.py": (185, "alone"), "test_spread_ledger_sim.py": (75, "timed"),
+    # a unit file, but one long run (the calibration suite's CI slice, 40 s of CPU; 85 s on 2 busy cores)
+    "test_calibration_slice.py": (85, ""),
 }
 UNLISTED_E2E_S = 30
 MAX_TIMED_FILES_AT_ONCE = 2

@@ -31,6 +31,11 @@ class EarlierSpread:
     # each K's objective at the target in those runs (their mean; str(K) -> value), where they ran this workload:
     # a life now far from it is an outlier to measure again (decision/cells/restart_spread.py `off_earlier`)
     levels: dict[str, float] = field(default_factory=dict)
+    # the part of `squares` their windows' own noise makes (decision/cells/restart_spread.py `window_part`): a window
+    # unlike theirs adds its own noise to the rest; 0 where a ledger entry did not keep it
+    window_squares: float = 0.0
+    window_df: int = 0   # the degrees of freedom of their bins behind it (0: not kept)
+    users: int = 0  # the target users it was measured at (the only stage that borrows it); 0: the run's target
 
     @property
     def rel_sd(self) -> float:
@@ -57,19 +62,15 @@ class DecisionConfig(Strict):
         0.0, ge=0, json_schema_extra={"allowed": "0 or a rate stage's rate (req/s)"},
         description="the arrival rate (req/s) a verdict is made at too, open loop (docs/rate-stages.md); it must be a "
                     "rate stage's rate; 0 = the last rate stage in a run of rate stages only, none beside user stages")
-    slo_attainment: float = Field(
-        0.99, gt=0, le=1, description="the share of arrivals that must meet every SLO of decision.slo: the gate at "
-                                      "a target rate and what capacity within the SLO reads (AIPerf's "
-                                      "--slo-attainment-fraction)")
     objective: Literal["req_per_s", "output_tok_per_s", "goodput"] = Field(
         "req_per_s", description="what the best K maximises; goodput = requests/s meeting every SLO")
     slo: dict[str, float] = Field(
         default_factory=dict, json_schema_extra={"allowed": "keys METRIC_pNN_ms, 0 < NN < 100; limits > 0"},
-        description="per-request SLOs, METRIC_pNN_ms = limit (METRIC: ttft, tpot, itl, "
-                                          "e2e), e.g. ttft_p99_ms = 500; a K breaking one is blocked")
-    slo_attainment: float = Field(0.99, gt=0, lt=1, description="the share of a rate window's arrivals that must "
-                                                                "meet every SLO of decision.slo for the rate to "
-                                                                "hold (a rate ramp's knee)")
+        description="SLOs, METRIC_pNN_ms = limit in ms (METRIC: ttft, tpot, itl, e2e): NN % of the requests within "
+                    "the limit, e.g. ttft_p90_ms = 500 holds where 90 % get their first token within 500 ms (of the "
+                    "arrivals at a rate stage, from their scheduled arrival; an answer of one token meets a tpot or "
+                    "itl SLO); each SLO at its own percentile, at user and rate stages alike; a K breaking one is "
+                    "blocked. Goodput counts the requests meeting every limit")
     memory_rise_frac: float = Field(0.05, ge=0, description="a memory rise this large counts as clear (stop rule)")
     throughput_gain_frac: float = Field(0.02, ge=0, description="the objective must rise this much to pay for it")
     tie_tolerance_frac: float = Field(0.03, ge=0, description="objectives within this are a tie: smaller K wins")
@@ -192,6 +193,15 @@ class DecisionConfig(Strict):
     def _confirm_bool(cls, value: object) -> object:
         return {True: "always", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_slo_attainment(cls, data: object) -> object:
+        """decision.slo_attainment, the share every SLO once shared at a rate, is gone: each SLO's own percentile
+        says it (config/slo.py)."""
+        if isinstance(data, dict) and "slo_attainment" in data:
+            raise ValueError(_slo_attainment_gone(data["slo_attainment"], data.get("slo")))
+        return data
+
     @field_validator("slo")
     @classmethod
     def _slo_keys(cls, value: dict[str, float]) -> dict[str, float]:
@@ -211,3 +221,16 @@ class DecisionConfig(Strict):
     @property
     def slos(self):
         return parse_slos(tuple(sorted(self.slo.items())))  # cached there: the rules ask on every resample
+
+
+def _slo_attainment_gone(share: object, slo: object) -> str:
+    """The one line for a config that still sets decision.slo_attainment, with its keys rewritten at that share."""
+    try:
+        percent = f"{float(share) * 100:g}"
+    except (TypeError, ValueError):
+        percent = "NN"
+    limits = slo.items() if isinstance(slo, dict) and slo else [("ttft_p99_ms", 500)]
+    keys = ", ".join(f"{str(key).split('_p')[0]}_p{percent}_ms = {limit}" for key, limit in limits)
+    return (f"slo_attainment = {share} is gone: each SLO holds at its own percentile, at user and rate stages alike "
+            f"(ttft_p90_ms = 500: 90 % of the requests within 500 ms); write the share in the keys of decision.slo "
+            f"instead, e.g. {keys}")

@@ -8,11 +8,15 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .workload_variants import NATURAL_OUTPUT, Variant, axis_values, variants_of
+from ..workload.arrivals import BURSTINESS_FLOOR, burstiness_problem
 from ..workload.request_set import DEFAULT_MAX_TOKENS
 from ..workload.stages import load_label, too_many_arrivals
 from .strict import CpuList, Strict
 
 AUTO_FIRST_REPEATS = 2
+# Locust flags that would bind its web UI or its master elsewhere than the runner's 127.0.0.1 (-P: --web-port's short
+# form, written -P 80 or -P80)
+REBINDING_FLAGS = frozenset({"--web-host", "--web-port", "-P", "--master-bind-host"})
 
 
 class StageConfig(Strict):
@@ -94,7 +98,10 @@ class LoadConfig(Strict):
     seed: int | None = Field(None, description="sampling seed sent with every request")
     prompt_file: str = Field("", description="JSONL prompt corpus ({\"text\": ...} per line); empty = built-in")
     locust_extra_args: list[str] = Field(default_factory=list, description="more `locust` arguments for every "
-                                                                           "life's load, appended as given")
+                                                                           "life's load, appended as given (not "
+                                                                           "--web-host, --web-port or "
+                                                                           "--master-bind-host: the web UI and the "
+                                                                           "master stay on 127.0.0.1)")
     # --- the endpoint (issue 28): raw completions, or chat with the server's chat template applied
     endpoint: Literal["completions", "chat"] = Field(
         "completions", description="completions: POST /v1/completions with a raw prompt; chat: POST "
@@ -102,6 +109,17 @@ class LoadConfig(Strict):
     chat_template_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="passed to the chat template in every chat request and in /tokenize, "
                                           "e.g. {enable_thinking = false}; only with endpoint = \"chat\"")
+
+    @field_validator("locust_extra_args")
+    @classmethod
+    def _keeps_the_web_ui_here(cls, value: list[str]) -> list[str]:
+        """They go last on Locust's argv, where the last of a flag wins: none may bind what the runner keeps local."""
+        for arg in value:
+            name = arg.split("=", 1)[0].replace("_", "-")
+            if name in REBINDING_FLAGS or (arg.startswith("-P") and not arg.startswith("--")):
+                raise ValueError(f"{arg}: the runner keeps Locust's web UI and master on 127.0.0.1 (the live view "
+                                 "behind the sweep's token); remove it")
+        return value
 
     @field_validator("chat_template_kwargs")
     @classmethod
@@ -118,19 +136,20 @@ class LoadConfig(Strict):
         "poisson", description="how a rate stage's requests arrive: poisson (gamma gaps of shape burstiness, as "
                                "vllm bench serve) or constant gaps of 1 / rate")
     burstiness: float = Field(1.0, description="arrival = \"poisson\": the gamma shape of the gaps (1 = Poisson; "
-                                               "< 1 burstier, > 1 more even), as vllm bench serve --burstiness")
+                                               "< 1 burstier, > 1 more even), as vllm bench serve --burstiness; "
+                                               f"{BURSTINESS_FLOOR:.2g} or more")
     arrival_seed: int = Field(0, ge=0, description="seed of the arrival times and the synthetic prompts: every K gets the "
                                              "same schedule and the same requests")
     max_in_flight: int = Field(0, ge=0, description="rate stages: at most this many requests in flight (0 = no "
-                                                    "cap), as vllm bench serve --max-concurrency; an arrival that "
-                                                    "finds them busy waits and is counted as held")
+                                                    "cap), as vllm bench serve --max-concurrency, in all Locust "
+                                                    "processes together; an arrival that finds them busy waits and "
+                                                    "is counted as held")
 
     @field_validator("burstiness")
     @classmethod
-    def _burstiness_positive(cls, value: float) -> float:
-        if not value > 0:
-            raise ValueError(f"burstiness = {value:g}: give the gamma shape of the gaps between arrivals, above 0 "
-                             "(1 = Poisson, as vllm bench serve --burstiness)")
+    def _burstiness_above_its_floor(cls, value: float) -> float:
+        if problem := burstiness_problem(value):
+            raise ValueError(f"burstiness = {value:g}: {problem}")
         return value
 
     @model_validator(mode="after")

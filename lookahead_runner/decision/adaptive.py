@@ -6,8 +6,9 @@ It starts with the baseline and one K, then asks, as lives end, where the verdic
    figure sets the scale), its KV pool not predicted to fill, the most promising first; before those, the
    model's best K at decision.production_users. Without one, model-free: the objective is taken to rise then fall
    with K (unimodal, as the stop rule assumes), so a K not run between the nearest measured K below and above
-   the K still in the running (the leader and every K winning >= 2 % of the resamples) could be it, the smallest
-   first. K at or above a stop the resamples agree on are never run.
+   the K still in the running (the leader and every K winning engine.contender_share of the resamples at the
+   look's bar: 2 % at 90 %, 0.5 % at the early-stop bar) could be it, the smallest first. K at or above a stop
+   the resamples agree on past the early-stop bar (engine.agreed_stop) are never run.
 2. Otherwise, is it decided? The engine says so past the early-stop bar (99 % of the resamples at a confidence
    of 90 %, engine.early_look: a stop while lives could still be bought is one more look at the data), and the
    restart spread is measured (one repeated life of any K measures it for every K, or earlier runs on this
@@ -17,7 +18,8 @@ It starts with the baseline and one K, then asks, as lives end, where the verdic
    baseline keeps its second (one outlier life of it would move every gain), spared where the leader is more
    than twice as fast (on the simulator only: a real host's outlier life read 40 % of its level), or where
    earlier runs on this server measured the spread (one life per K), unless a life is far from the level those
-   runs measured for its K (`off_earlier`: a second life of it). If not
+   runs measured for its K (`off_earlier`, past 4 spreads or two tie bands: a second life of it), or it is an end of
+   the verdict those runs hold no level for (`unchecked`: no outlier check sees it, so it keeps its second). If not
    decided, one more life (the target stage only) of a K the verdict hangs on (`repeats_wanted`), the fewest
    lives first.
 With N free slots, `choose_batch` proposes up to N, asking again with each proposal in flight. A life in flight
@@ -33,10 +35,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .cells.restart_spread import measured, off_earlier
+from .cells.restart_spread import measured, off_earlier, unchecked
 from .explanation.text import pct
 
-CONTENDER_SHARE = 0.02   # a K winning this share of the resamples is still in the running (contender_share at 90 %)
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
 BASELINE_OUTLIER_FACTOR = 0.5   # the worst a baseline life could read of its true figure (_baseline_spared)
 
@@ -50,13 +51,16 @@ class Standing:
     shares: Mapping[int, float] = field(default_factory=dict)      # win share per K in the resamples
     objective: Mapping[int, float] = field(default_factory=dict)   # per measured K, as measured
     blocked: frozenset[int] = frozenset()         # K a gate fails at the target
-    stopped_at: int | None = None                 # where the stop rule fires in >= confidence of the resamples
+    stopped_at: int | None = None                 # where the stop is agreed (engine.agreed_stop: the early bar)
     wanted: tuple[int, ...] = ()                  # K whose next repeat could decide it (repeats_wanted)
     spread_measured: bool = False                 # the restart spread is measured (cells/restart_spread.py)
     spread_from_earlier: bool = False             # ... with earlier runs on this server (the ledger) in it
     off_earlier: Mapping[int, float] = field(default_factory=dict)  # K on one life far from earlier runs' level
     spare_baseline: bool = True                   # the baseline may be spared (not where the spread is unknown)
     decided_at_last_look: bool = False            # decided at decision.confidence (the verdict if no life follows)
+    unchecked: frozenset[int] = frozenset()       # K on one life earlier runs hold no level for (no outlier check)
+    # the win share that keeps a K in the running at the bar this look judged (engine.contender_share)
+    contender_share: float = field(kw_only=True)
 
     @property
     def measured(self) -> list[int]:
@@ -158,7 +162,7 @@ def _untrusted(model: ModelView) -> str:
 
 
 def contenders(standing: Standing) -> list[int]:
-    out = {k for k, share in standing.shares.items() if k is not None and share >= CONTENDER_SHARE}
+    out = {k for k, share in standing.shares.items() if k is not None and share >= standing.contender_share}
     if standing.leader is not None:
         out.add(standing.leader)
     return sorted(out & set(standing.measured)) or ([standing.leader] if standing.leader is not None else [])
@@ -282,12 +286,13 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     # spread is measured: one repeated life (of the leader first) measures it for every K, and from then on a K
     # measured once borrows it. The baseline, which every gain is measured against, keeps its second life (unless
     # spared): one outlier life of it, which no spread measured on other K reveals, once made a confident wrong
-    # verdict; where earlier runs on this server measured the spread, none is bought (one life per K)
+    # verdict; where earlier runs on this server measured the spread, none is bought (one life per K) but for an end
+    # whose life no level of theirs can check (`unchecked`): the outlier guard is blind there
     spared = standing.spare_baseline and _baseline_spared(standing, base, tie_tolerance)
     ends = (leader,) if spared else (leader, base)
     measuring = standing.spread_measured or any(spent.pending.get(k, 0) and spent.chosen(k) >= 2 for k in ks)
     if standing.spread_from_earlier:
-        ends = ()
+        ends = tuple(k for k in ends if k in standing.unchecked)
     elif measuring:
         ends = tuple(k for k in ends if k == base)
     ends += tuple(sorted(standing.off_earlier))  # one life far from what earlier runs measured for its K
@@ -320,6 +325,9 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     if k in standing.off_earlier and k in short:
         why = (f"its one life reads {standing.off_earlier[k]:+.0%} off what earlier runs on this server measured for "
                "it: an outlier life?")
+    elif standing.spread_from_earlier and k in standing.unchecked and k in short:
+        why = ("earlier runs on this server hold no level of it to check its one life against: a second guards "
+               "against one outlier life")
     elif measuring:
         why = (f"{who} on {spent.valid.get(k, 0)} life; a second guards against one outlier life (the restart "
                "spread is measured)" if k in short else f"the verdict hangs on it ({_share_text(standing, k)})")
@@ -352,22 +360,23 @@ def _share_text(standing: Standing, k: int) -> str:
 def standing_of(evidence, p, early_stop: bool = True) -> Standing:
     """The engine's target stage (decision/engine.py `target_stage`, as the verdict judges it) as a `Standing`:
     `decided` only past the early-stop bar (engine.early_look), with the K the verdict hangs on until then."""
-    from .engine import early_judged, wanted_of
+    from .engine import agreed_stop, contender_share, early_judged, wanted_of
 
     stage, judged, look = early_judged(evidence, p)
     if stage is None:
-        return Standing("no_measurement")
+        return Standing("no_measurement", contender_share=contender_share(p, p.resamples))
     wanted = wanted_of(judged, look)
-    stopped = stage.stopped_at if early_stop and stage.stopped_at is not None and stage.stop_share >= p.confidence \
-        else None
+    stopped = agreed_stop(stage, p) if early_stop else None
     objective = {k: s.objective(p.objective) for k, s in stage.stats.items()}
     lives = {k: len(cell.windows) for k, cell in stage.prepared.items()}
     return Standing(judged.status, stage.pick, {k: s for k, s in stage.shares.items() if k is not None}, objective,
                     frozenset(k for k in stage.ks if stage.blocked_by(k)), stopped,
                     tuple(wanted), measured(stage.noise),
                     measured(stage.noise) and stage.noise.origin.earlier is not None,
-                    off_earlier(objective, lives, stage.noise, p.earlier_spread), not p.spread_unknown,
-                    decided_at_last_look=stage.status == "decided")
+                    off_earlier(objective, lives, stage.noise_by_k, p.earlier_spread, p.tie_tolerance_frac),
+                    not p.spread_unknown,
+                    decided_at_last_look=stage.status == "decided", unchecked=unchecked(lives, p.earlier_spread),
+                    contender_share=contender_share(look, stage.resamples))
 
 
 def valid_lives(evidence, users: int) -> dict[int, int]:

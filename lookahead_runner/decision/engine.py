@@ -36,9 +36,13 @@ def stage_rng(p: DecisionConfig, users: int) -> np.random.Generator:
 
 
 def evaluate_stages(evidence: Evidence, p: DecisionConfig) -> dict[int, StageEval]:
-    """Every stage, judged alone."""
+    """Every stage, judged alone: the restart spread earlier runs on this server measured (at the target users, where
+    the ledger was read) at the target stage only, as the spread changes with concurrency (vLLM #53436: 7.5-19.7 %
+    at 1-4 concurrent requests, under 0.7 % at 8 and more)."""
     prepared = prepare(evidence, p)
-    return {u: evaluate(u, {k: prepared[(k, u)] for k in evidence.ks if (k, u) in prepared}, p, stage_rng(p, u))
+    elsewhere = p.model_copy().with_earlier(None) if p.earlier_spread is not None else p
+    return {u: evaluate(u, {k: prepared[(k, u)] for k in evidence.ks if (k, u) in prepared},
+                        p if u == evidence.target_users else elsewhere, stage_rng(p, u))
             for u in evidence.users}
 
 
@@ -160,7 +164,8 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
         candidates=candidates(target, p), cells=cell_summaries(stages, p), per_stage=per_stage,
         per_batch_size=schedule_from_picks(per_stage, argv_by_k, schedule_form), knee=knee,
         stopped_at_k=target.stopped_at, reasons=explain.reasons(target, stages, p),
-        diagnoses=explain.diagnoses(target, stages, p), next_runs=explain.next_runs(target, p),
+        diagnoses=explain.diagnoses(target, stages, p),
+        next_runs=explain.next_runs(target, p, contender_share(p, target.resamples)),
         restart_spread=spread_summary(target.noise), **base)
 
 
@@ -173,7 +178,8 @@ def spread_summary(noise) -> RestartSpread | None:
     return RestartSpread(rel_sd=origin.rel_sd, low=_finite(origin.low), high=_finite(origin.high), df=origin.df,
                          lives=origin.lives, ks=list(origin.ks), squares=origin.squares, this_df=origin.this_df,
                          ledger_squares=origin.ledger_squares, ledger_df=origin.ledger_df,
-                         ledger_lives=origin.ledger_lives,
+                         ledger_lives=origin.ledger_lives, window_squares=origin.window_squares,
+                         window_df=origin.window_df,
                          earlier_runs=earlier.runs if earlier else 0, earlier_last=earlier.last if earlier else "",
                          text=origin.text())
 
@@ -193,10 +199,11 @@ def target_stage(evidence: Evidence, p: DecisionConfig) -> StageEval | None:
 
 def next_setting(evidence: Evidence, p: DecisionConfig, planned_ks: list[int]) -> tuple[int | None, int | None]:
     """The sweep's early stop, in memory: (the next K to measure or None, the K where the stop rule fired).
-    Larger K are skipped only when the stop fires there in at least `confidence` of the resamples."""
+    Larger K are skipped only where the stop is agreed (`agreed_stop`: past the early-stop bar)."""
     stage = target_stage(evidence, p) if len(evidence.at(evidence.target_users)) >= 2 else None
-    if stage is not None and stage.stopped_at is not None and stage.stop_share >= p.confidence:
-        return None, stage.stopped_at  # skipping K cannot be undone: only a stop most resamples agree on
+    stopped = agreed_stop(stage, p)
+    if stopped is not None:
+        return None, stopped
     later = [k for k in planned_ks if k > max(evidence.ks, default=-1)]
     return (later[0] if later else None), None
 
@@ -207,7 +214,8 @@ def next_setting(evidence: Evidence, p: DecisionConfig, planned_ks: list[int]) -
 # look, 7.7 % deciding once; benchmarks/spread_calibration.py). So a look that could still buy a life stops only
 # past a stricter bar, the verdict's error share times EARLY_STOP_ERROR_SHARE (99 % at a confidence of 90 %: a
 # Haybittle-Peto-style bar); the last look, when the budget or the repeats are spent, decides at
-# decision.confidence as a single look would.
+# decision.confidence as a single look would. Every look judges this one bar: the verdict (`early_judged`), the stop
+# that skips larger K (`agreed_stop`), the K in the running (`contender_share`).
 EARLY_STOP_ERROR_SHARE = 0.1
 CONTENDER_FRACTION = 0.2
 MIN_CONTENDER_DRAWS = 5
@@ -220,6 +228,15 @@ def early_look(p: DecisionConfig) -> DecisionConfig:
     reachable = wilson(draws, draws, p.interval_level).low - 0.002   # a share won in every draw, less a margin
     bar = max(p.confidence, min(1 - (1 - p.confidence) * EARLY_STOP_ERROR_SHARE, reachable))
     return p.model_copy(update={"confidence": bar})
+
+
+def agreed_stop(stage: StageEval | None, p: DecisionConfig) -> int | None:
+    """The K the stop rule fires at where it fires in at least the early-stop bar's share of the resamples
+    (`early_look`), else None. Skipping the K at and above it is a look before the last that cannot be undone (the
+    grid's early stop, the adaptive sweep's K never run), so it clears the bar an early verdict clears."""
+    if stage is None or stage.stopped_at is None:
+        return None
+    return stage.stopped_at if stage.stop_share >= early_look(p).confidence else None
 
 
 def early_judged(evidence: Evidence, p: DecisionConfig) -> tuple[StageEval | None, StageEval | None, DecisionConfig]:
@@ -250,17 +267,19 @@ def auto_repeats_wanted(evidences: list[Evidence], p: DecisionConfig) -> tuple[l
 
 def repeats_wanted(evidence: Evidence, p: DecisionConfig) -> list[int]:
     """The K to measure once more so an undecided verdict can be decided (load.repeats = "auto"): the
-    leader, every K it loses to in at least `contender_share` of the resamples (2 % at 90 %), and the baseline when
-    a comparison with it lacks data. Empty once decided or blocked."""
+    leader, every K it loses to in at least `contender_share` of the resamples (2 % of 1000 at 90 %), and the
+    baseline when a comparison with it lacks data. Empty once decided or blocked."""
     return wanted_of(target_stage(evidence, p), p)
 
 
-def contender_share(p: DecisionConfig) -> float:
-    """The win share that keeps a K in the running for a verdict judged at `p.confidence`: a fifth of the share the
-    verdict leaves to the others (2 % at 90 %, 1 % at 95 %; at the early-stop bar of 99 % a rival winning 1 % is
-    what holds the stop back, so its next life narrows the verdict, not the leader's), and never fewer than
-    MIN_CONTENDER_DRAWS of the resamples (0.5 % of 1000): a K winning a draw or two is Monte Carlo noise."""
-    return max((1 - p.confidence) * CONTENDER_FRACTION, MIN_CONTENDER_DRAWS / p.resamples) - 1e-9
+def contender_share(p: DecisionConfig, draws: int) -> float:
+    """The win share that keeps a K in the running for a verdict judged at `p.confidence`, among `draws` resamples
+    (the stage's `resamples`: more than asked where the share was near the bar): a fifth of the share the verdict
+    leaves to the others (2 % at 90 %, 1 % at 95 %; at the early-stop bar of 99 % a rival winning 1 % is what holds
+    the stop back, so its next life narrows the verdict, not the leader's), and never fewer than
+    MIN_CONTENDER_DRAWS of those draws (0.5 % of 1000): a K winning a draw or two is Monte Carlo noise. The one rule
+    for every look: the repeats wanted, the adaptive sweep's bracket, the next runs."""
+    return max((1 - p.confidence) * CONTENDER_FRACTION, MIN_CONTENDER_DRAWS / max(draws, 1)) - 1e-9
 
 
 def wanted_of(stage: StageEval | None, p: DecisionConfig) -> list[int]:
@@ -272,7 +291,8 @@ def wanted_of(stage: StageEval | None, p: DecisionConfig) -> list[int]:
     if confident and stage.noise.source != "none" and unknown and \
             all(c.unknown_because == "not measured" for c in unknown):
         return []  # a metric is missing: repeats would not bring it
-    wanted = {stage.pick} | {k for k, share in stage.shares.items() if k is not None and share >= contender_share(p)}
+    bar = contender_share(p, stage.resamples)
+    wanted = {stage.pick} | {k for k, share in stage.shares.items() if k is not None and share >= bar}
     if stage.unknown_gates(stage.pick) or stage.noise.source != "repeats":
         wanted.add(stage.base_k)
     return sorted(wanted)

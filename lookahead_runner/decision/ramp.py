@@ -5,13 +5,16 @@ stages in, a `Decision` out, so the same report machinery renders it:
   (gates/knee.py);
 - over rate stages (`ramp --rates`, open loop): the knee in rate terms, the highest rate the K still holds
   before the first it does not (`rate_knee`). A rate holds while the achieved rate follows the offered one,
-  the queue does not grow through the window (RateWindow.keeps_up) and, with decision.slo set, the SLO
-  attainment measured reaches decision.slo_attainment: the point, as the SLO gate reads a share
-  (rules.slo_status, in every resample) and the simulator's capacity truth does (sim/open_loop.holds); its
-  Wilson interval is shown, and a fall whose interval still reaches the target says so. "Follows": the
-  requests short of the offered ones (offered - achieved, times the window: the queue's growth plus the
-  failures) stay within the noise of RateWindow's queue (falls_behind: 3 sd of a steady queue of that size).
-  A ramp with both kinds of stage gets both knees.
+  the K keeps up (its repeats' windows pooled: rate_window.windows_behind) and, with decision.slo set, each SLO's
+  attainment measured reaches its own percentile (cells/slo_attainment.py: `ttft_p90_ms = 500` holds where 90 %
+  of the arrivals meet 500 ms): the point, as the SLO gate reads a share (rules.slo_status, in every resample)
+  and the simulator's capacity truth does (sim/open_loop.holds); the Wilson interval of the SLO furthest below
+  its percentile is shown, and a fall whose interval still reaches it says so. "Follows": the
+  requests short of the offered ones (offered - achieved, times the span the achieved rate was counted over)
+  stay within the noise of a steady queue of that size (falls_behind). A rate whose every window was shorter
+  than its answers need (RateWindow.too_short) cannot be judged: neither held nor "does not hold", the knee is
+  not found there, and the verdict says how long a stage would tell. A ramp with both kinds of stage gets both
+  knees.
 """
 from __future__ import annotations
 
@@ -21,8 +24,8 @@ from collections.abc import Sequence
 from ..config import DecisionConfig
 from .engine import cell_summaries, evaluate_stages
 from .cells.evidence import Evidence
-from .cells.rate_window import RateWindow, falls_behind
-from .cells.stats import design_effect, wilson
+from .cells.rate_window import RateWindow, falls_behind, windows_behind
+from .cells.slo_attainment import SloAttainment, attainment as slo_attainment
 from .explanation.reasons import unmeasured
 from .explanation.text import pct
 from .gates.knee import find_knee
@@ -91,17 +94,19 @@ def rate_step(rate: float, windows: Sequence[RateWindow], p: DecisionConfig) -> 
     """One rate's valid windows (the repeats pooled) judged: does the K follow it, keep up, meet the SLO?"""
     arrivals = sum(w.arrivals for w in windows)
     duration = sum(w.duration_s for w in windows)
-    served = sum(w.achieved_per_s * w.duration_s for w in windows if math.isfinite(w.achieved_per_s))
-    offered, achieved = arrivals / duration, served / duration
+    counted = [(w.achieved_per_s, _span(w)) for w in windows if math.isfinite(w.achieved_per_s)]
+    span = sum(s for _, s in counted)
+    offered = arrivals / duration
+    achieved = sum(a * s for a, s in counted) / span if span > 0 else math.nan
     outstanding = (max(w.outstanding[0] for w in windows), max(w.outstanding[1] for w in windows))
-    follows = not falls_behind(arrivals - served, arrivals, outstanding)
-    keeps_up = all(w.keeps_up for w in windows)
-    has_slo = any(w.has_slo for w in windows)
-    good = sum(int(w.good.sum()) for w in windows)
-    attainment = good / arrivals if has_slo and arrivals else None
-    bounds = wilson(good, arrivals, p.interval_level, design_effect([w.good for w in windows])) \
-        if attainment is not None else None
-    meets = attainment is None or attainment >= p.slo_attainment
+    keeps_up = not windows_behind(windows)
+    too_short = next((w.too_short for w in windows), "") if keeps_up and all(w.too_short for w in windows) else ""
+    follows = bool(too_short) or math.isnan(achieved) or \
+        not falls_behind((offered - achieved) * span, arrivals, outstanding)
+    found = _attainments(windows, p) if any(w.has_slo for w in windows) and arrivals else ()
+    # the SLO furthest below its percentile (or nearest above it) stands for them in the step's figures
+    binding = min(found, key=lambda a: (a.share - a.slo.share, a.slo.key)) if found else None
+    meets = all(a.holds for a in found)
     first, last = windows[0], windows[-1]
     queue = _queue(first, last)
     broken = []
@@ -109,16 +114,32 @@ def rate_step(rate: float, windows: Sequence[RateWindow], p: DecisionConfig) -> 
         broken.append(f"{achieved:.1f} of {offered:.1f} req/s served")
     if not keeps_up:
         broken.append(f"the queue grows ({queue})")
-    if not meets:
-        unproven = bounds.high is not None and bounds.high >= p.slo_attainment
-        broken.append(f"SLO met by {pct(attainment, digits=1)} [{pct(bounds.low, digits=1)}, "
-                      f"{pct(bounds.high, digits=1)}] < {pct(p.slo_attainment, digits=1)}"
-                      + (" (its interval reaches the target: a longer stage would tell)" if unproven else ""))
+    for a in found:
+        if not a.holds:
+            unproven = a.bounds.high is not None and a.bounds.high >= a.slo.share
+            broken.append(f"{a.slo.text()} met by {pct(a.share, digits=1)} [{pct(a.bounds.low, digits=1)}, "
+                          f"{pct(a.bounds.high, digits=1)}] < {pct(a.slo.share, digits=1)}"
+                          + (" (its interval reaches the percentile: a longer stage would tell)" if unproven else ""))
     return RateKneeStep(
-        rate=rate, offered_per_s=offered, achieved_per_s=achieved, arrivals=arrivals, follows=follows,
-        keeps_up=keeps_up, attainment=attainment,
-        attainment_range=Range() if bounds is None else Range(low=bounds.low, high=bounds.high), meets_slo=meets,
-        queue=queue, holds=not broken, reason="; ".join(broken))
+        # a rate too short to judge served nothing yet in its window: no figure, not 0.0 of the offered
+        rate=rate, offered_per_s=offered, achieved_per_s=None if math.isnan(achieved) or too_short else achieved,
+        arrivals=arrivals, follows=follows, keeps_up=keeps_up,
+        attainment=None if binding is None else binding.share,
+        attainment_range=Range() if binding is None else Range(low=binding.bounds.low, high=binding.bounds.high),
+        meets_slo=meets, queue=queue, holds=not broken and not too_short, reason="; ".join(broken),
+        too_short="" if broken else too_short)
+
+
+def _span(window: RateWindow) -> float:
+    """The seconds its achieved rate was counted over (the window's where not given)."""
+    return window.duration_s if math.isnan(window.achieved_span_s) else window.achieved_span_s
+
+
+def _attainments(windows: Sequence[RateWindow], p: DecisionConfig) -> tuple[SloAttainment, ...]:
+    """Each SLO's attainment over a rate's windows pooled: its Wilson interval on the arrivals over their design
+    effect."""
+    return tuple(slo_attainment(slo, [w.met(i) for w in windows], p.interval_level, in_arrival_order=True)
+                 for i, slo in enumerate(p.slos))
 
 
 def _queue(first: RateWindow, last: RateWindow) -> str:
@@ -145,10 +166,20 @@ def rate_knee(k: int, windows: Sequence[RateWindow], p: DecisionConfig) -> RateK
     if broken is None:
         last = steps[-1]
         return RateKnee(k=k, steps=steps, reason=(
-            f"no knee up to {last.rate:g} req/s at K={k}: it held every rate ({last.achieved_per_s:.1f} of "
-            f"{last.offered_per_s:.1f} req/s served at {last.rate:g}{_slo_text(last)}); add higher rates to find "
+            f"no knee up to {last.rate:g} req/s at K={k}: it held every rate ({_served(last)} at "
+            f"{last.rate:g}{_slo_text(last)}); add higher rates to find "
             f"it, e.g. --rates {last.rate * 2:g},{last.rate * 4:g}"))
     step = steps[broken]
+    if step.too_short:   # cannot be judged there: neither the knee nor a rate that does not hold
+        fails = next((s for s in steps[broken + 1:] if not s.holds and not s.too_short), None)
+        above = f"; at {fails.rate:g} req/s it does not hold: {fails.reason}" if fails else ""
+        if broken == 0:
+            return RateKnee(k=k, steps=steps, reason=(
+                f"K={k} cannot be judged at {step.rate:g} req/s, the lowest rate: {step.too_short}{above}"))
+        held = steps[broken - 1]
+        return RateKnee(k=k, steps=steps, reason=(
+            f"no knee found above {held.rate:g} req/s at K={k}: it holds {held.rate:g} ({_served(held)}"
+            f"{_slo_text(held)}); at {step.rate:g} req/s it cannot be judged: {step.too_short}{above}"))
     if broken == 0:
         return RateKnee(k=k, next_rate=step.rate, steps=steps, reason=(
             f"K={k} does not hold even the lowest rate, {step.rate:g} req/s: {step.reason}; add lower rates to "
@@ -156,7 +187,7 @@ def rate_knee(k: int, windows: Sequence[RateWindow], p: DecisionConfig) -> RateK
     held = steps[broken - 1]
     return RateKnee(k=k, rate=held.rate, next_rate=step.rate, steps=steps, reason=(
         f"the knee at K={k} lies between {held.rate:g} and {step.rate:g} req/s: it holds {held.rate:g} "
-        f"({held.achieved_per_s:.1f} of {held.offered_per_s:.1f} req/s served{_slo_text(held)}); at "
+        f"({_served(held)}{_slo_text(held)}); at "
         f"{step.rate:g} req/s {step.reason}"))
 
 
@@ -172,7 +203,12 @@ def rate_verdict(knee: RateKnee) -> str:
     return text if text.endswith(".") else text + "."
 
 
+def _served(step: RateKneeStep, unit: str = " req/s") -> str:
+    achieved = "?" if step.achieved_per_s is None else f"{step.achieved_per_s:.1f}"
+    return f"{achieved} of {step.offered_per_s:.1f}{unit} served"
+
+
 def rate_step_text(step: RateKneeStep) -> str:
-    state = "holds" if step.holds else f"does not hold: {step.reason}"
-    return (f"{step.rate:g} req/s: {step.achieved_per_s:.1f} of {step.offered_per_s:.1f} served"
-            f"{_slo_text(step)}{f', {step.queue}' if step.queue else ''}; {state}.")
+    state = ("holds" if step.holds else f"cannot be judged: {step.too_short}" if step.too_short
+             else f"does not hold: {step.reason}")
+    return f"{step.rate:g} req/s: {_served(step, '')}{_slo_text(step)}{f', {step.queue}' if step.queue else ''}; {state}."

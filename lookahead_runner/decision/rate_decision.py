@@ -1,18 +1,19 @@
 """The decision at the user's arrival rate (decision.target_rate): which K to set for traffic arriving at R req/s.
 
 At one arrival rate every K that keeps up serves the same requests per second (the offered rate: the same seeded
-arrivals for every K), so throughput decides nothing; what decides is how many of those requests meet the SLO.
-The objective is goodput at the rate, the arrivals meeting every SLO of decision.slo per second (the offered
-rate being the same, it ranks as the SLO attainment); without an SLO, the e2e latency at
-decision.latency_percentile. The gates (gates/rate_gates.py, and checks.py's failure, memory and latency checks
-unchanged) carry their intervals as the user-stage verdict's do; a K that falls behind the rate loses.
+arrivals for every K), so the requests served, and the goodput of the K that hold the SLO, tell nothing until one
+K saturates. The gates (gates/rate_gates.py, and checks.py's failure, memory and latency checks unchanged) carry
+their intervals as the user-stage verdict's do; a K that falls behind the rate or misses the SLO loses.
 
-The pick is rules.pick's: the best objective among K no gate fails, the smallest within the tie band (where
-several K keep the SLO at the rate, the smallest). Its confidence is the share of resamples picking it
-(cells/rate_cell.py draws each K's windows and arrivals); it is decided when that share reaches
-decision.confidence and no gate of the pick, or of a K beyond the tie band, is unknown. A K none of whose
-windows at the rate had its setting in effect cannot be recommended (explanation/rate_text.py says so, as
-gates/in_effect.py does for users). Pure: rate windows in, a `Decision` out.
+Among the K no gate fails the pick is gates/rate_pick.py's: the capacity within the SLO first (the headroom at the
+rate, each K's bracket from every rate it was measured at, capacity/estimate.py), then the e2e latency at
+decision.latency_percentile at the rate, then the smallest K; `decided_by` says which. Its confidence is the share
+of resamples picking it (cells/rate_cell.py draws each K's windows and arrivals, and its windows again for whether
+it falls behind, judged pooled: a K behind in a resample cannot win it; estimate.drawn_brackets each K's capacity
+bracket); it is decided when that share reaches decision.confidence and no gate of the pick, or of a K the
+rule would set over it, is unknown. A K none of whose windows at the rate had its setting in effect cannot be
+recommended (explanation/rate_text.py says so, as gates/in_effect.py does for users). Pure: rate windows in, a
+`Decision` out.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import DecisionConfig
+from .capacity.estimate import Point, capacities, measured_bracket, of_k, slo_brackets, slo_rate_points
 from .cells.evidence import LATENCY_COLUMNS
 from .cells.measure import CellStats
 from .cells.rate_cell import RateCell, cells_at, same_rate
@@ -34,21 +36,11 @@ from .gates import rules
 from .gates.checks import failures_check, latency_check, memory_check, waive_key, waived
 from .gates.rate_gates import (attainment_check, keeps_up_check, latency_over_nothing, nothing_to_compare, objective,
                                point_statuses)
+from .gates.rate_pick import Ranked, Standing, rank
 from .schema import Candidate, Check, Decision, Range, Recommended, Tradeoff
 
 TRADEOFFS = (("TTFT p99", "ttft_ms", 0.99), ("TPOT p99", "tpot_ms", 0.99), ("e2e p99", "e2e_ms", 0.99),
              ("TTFT p50", "ttft_ms", 0.5), ("e2e p50", "e2e_ms", 0.5))
-
-
-@dataclass(frozen=True)
-class _Scored:
-    """CellStats as rules.pick reads them: `objective` the rate's."""
-
-    stats: CellStats
-    value: float
-
-    def objective(self, _name: str) -> float:
-        return self.value
 
 
 @dataclass
@@ -65,8 +57,17 @@ class RateEval:
     shares: dict[int | None, float]
     share_range: Bounds
     resamples: int
+    standings: dict[int, Standing] = field(default_factory=dict)   # as measured: capacity bracket, speed
+    eligible: list[int] = field(default_factory=list)              # the K no gate fails on the figures measured
+    decided_by: str = ""
+    capacity_text: dict[int, str] = field(default_factory=dict)    # "38.7 req/s [36.0, 48.0]" (the table's)
     status: str = "not_decided"
     why_not: list[str] = field(default_factory=list)
+
+    @property
+    def compared(self) -> int | None:
+        """The K the pick was set over: the smallest one no gate fails, where it is smaller than the pick."""
+        return next((k for k in self.eligible if self.pick is not None and k < self.pick), None)
 
     @property
     def ks(self) -> list[int]:
@@ -97,12 +98,27 @@ class RateEval:
         return mine - theirs, interval(drawn, level)
 
 
-def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig) -> RateEval:
+def _bracket(per_slo: Sequence[tuple[float, Sequence[Point]]]) -> tuple[float, float]:
+    """One K's capacity bracket as measured: every SLO's at its percentile, the lowest (-inf / +inf unbounded)."""
+    ends = [measured_bracket(points, share) for share, points in per_slo if points]
+    return (min(e[0] for e in ends), min(e[1] for e in ends)) if ends else (-math.inf, math.inf)
+
+
+def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
+             capacity: Sequence[tuple[float, Mapping[int, Sequence[Point]]]] = ()) -> RateEval:
+    """The K at `rate` judged from their windows there (`cells`) and each K's capacity within the SLO
+    (`capacity`: each SLO's percentile and per K its points, one per rate measured, capacity/estimate.slo_rate_points
+    over every rate's windows; empty: no K told apart by capacity)."""
     rng = np.random.default_rng([p.seed, 37, int(round(rate * 1000))])
     stats = {k: cell.measure(p) for k, cell in sorted(cells.items())}
     draws = {k: cells[k].draws(p, rng, p.resamples) for k in stats}
+    mine = {k: [(share, points) for share, points in of_k(capacity, k) if points] for k in stats}
+    ends = {k: _bracket(mine[k]) for k in stats}
+    drawn_ends = {k: slo_brackets(mine[k], rng, p.resamples) if mine[k]
+                  else (np.full(p.resamples, -math.inf), np.full(p.resamples, math.inf)) for k in stats}
     base_k = min(stats)
     behind = {k: bool(cells[k].behind) for k in stats}
+    drawn_behind = {k: cells[k].behind_draws(rng, p.resamples) for k in stats}
     checks = {}
     for k, s in stats.items():
         ratio = np.array([rules.latency_ratio(d, b, p) for d, b in zip(draws[k], draws[base_k])])
@@ -114,15 +130,26 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig) -> R
                                                          cells[k].pooled(LATENCY_COLUMNS.index("e2e_ms")), p)])]
         checks[k] = [waived(c) if c.status == rules.UNKNOWN and waive_key(c.name) in p.waive else c for c in found]
 
-    def choose(figures: Mapping[int, CellStats]) -> int | None:
-        gates = {k: point_statuses(s, figures[base_k], behind[k], p, behind[base_k]) for k, s in figures.items()}
-        return rules.pick({k: _Scored(s, objective(s, p)) for k, s in figures.items()}, gates, None, p)
+    def standings(figures: Mapping[int, CellStats], brackets: Mapping[int, tuple[float, float]]) -> dict:
+        return {k: Standing(k, *brackets[k], objective(s, p)) for k, s in figures.items()}
 
-    chosen = choose(stats)
-    picks = Counter(choose({k: draws[k][b] for k in stats}) for b in range(p.resamples))
-    out = RateEval(rate, dict(cells), stats, draws, base_k, checks, chosen,
+    def eligible(figures: Mapping[int, CellStats], behind_now: Mapping[int, bool]) -> list[int]:
+        return [k for k, s in figures.items() if rules.FAIL not in
+                point_statuses(s, figures[base_k], behind_now[k], p, behind_now[base_k]).values()]
+
+    def choose(figures: Mapping[int, CellStats], brackets: Mapping[int, tuple[float, float]],
+               behind_now: Mapping[int, bool]) -> Ranked:
+        return rank(standings(figures, brackets), eligible(figures, behind_now), p.tie_tolerance_frac)
+
+    chosen = choose(stats, ends, behind)
+    picks = Counter(choose({k: draws[k][b] for k in stats},
+                           {k: (float(drawn_ends[k][0][b]), float(drawn_ends[k][1][b])) for k in stats},
+                           {k: bool(drawn_behind[k][b]) for k in stats}).pick
+                    for b in range(p.resamples))
+    out = RateEval(rate, dict(cells), stats, draws, base_k, checks, chosen.pick,
                    {k: n / p.resamples for k, n in picks.items()},
-                   wilson(picks[chosen], p.resamples, p.interval_level), p.resamples)
+                   wilson(picks[chosen.pick], p.resamples, p.interval_level), p.resamples,
+                   standings(stats, ends), eligible(stats, behind), chosen.decided_by)
     out.status, out.why_not = _status(out, p)
     return out
 
@@ -133,9 +160,9 @@ def _status(ev: RateEval, p: DecisionConfig) -> tuple[str, list[str]]:
     if len(ev.stats) < 2:
         return "not_decided", [f"only K={ev.pick} has a valid window at {ev.rate:g} req/s: nothing to compare it "
                                "with (measure another K there; an invalid window says why it does not count)"]
-    mine = objective(ev.stats[ev.pick], p)
-    better = [k for k in ev.ks if k == ev.pick or (objective(ev.stats[k], p) > mine * (1 + p.tie_tolerance_frac)
-                                                   and not ev.blocked_by(k))]
+    # the pick, and every K no gate fails that the rule would set over it were its unknown gates to pass
+    better = [k for k in ev.ks if k == ev.pick or (not ev.blocked_by(k) and rank(
+        ev.standings, {k, ev.pick}, p.tie_tolerance_frac).pick == k)]
     why = [f"K={k}'s {c.name} is unknown ({c.unknown_because}): {c.evidence}" for k in better for c in ev.unknown(k)]
     share, bounds = ev.shares.get(ev.pick, 0.0), ev.share_range
     if share < p.confidence:
@@ -178,9 +205,10 @@ def candidates(ev: RateEval, p: DecisionConfig) -> list[Candidate]:
 
 def decide_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConfig,
                    argv_by_k: Mapping[int, list[str]], setting_names: Mapping[int, str] | None = None,
-                   variant: str = "") -> Decision:
-    """The verdict at `rate` (req/s) from the sweep's rate windows (valid or not: an invalid one says why a K has
-    no measurement there, and whether its setting was in effect)."""
+                   variant: str = "", over: Mapping[int, Sequence[float]] | None = None) -> Decision:
+    """The verdict at `rate` (req/s) from the sweep's rate windows, every rate's (valid or not: an invalid one says
+    why a K has no measurement there, and whether its setting was in effect; the other rates place each K's
+    capacity within the SLO). `over`: per K, the rates its capacity probes ended early at (estimate.with_over)."""
     base = {"objective": rate_text.objective_name(p), "target_rate": rate, "target_users": None,
             "confidence_threshold": p.confidence, "thresholds": p.model_dump(mode="json"), "variant": variant}
     mine = [w for w in windows if same_rate(w.rate, rate) and w.variant == variant]
@@ -189,13 +217,16 @@ def decide_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConfig
     if not cells:
         return Decision(status="no_measurement", verdict=off + rate_text.no_measurement(rate, mine),
                         resamples=p.resamples, **base)
-    ev = evaluate(rate, cells, p)
+    ours = [w for w in windows if w.variant == variant]
+    ev = evaluate(rate, cells, p, slo_rate_points(ours, p, over) if p.slos else ())
+    ev.capacity_text = {row.k: row.rate_text for row in capacities(ours, None, p, variant, over=over)}
     focus = ev.pick if ev.pick is not None else ev.base_k
     recommended = Recommended(k=ev.pick, setting=(setting_names or {}).get(ev.pick) or f"k{ev.pick}",
                               argv=list(argv_by_k.get(ev.pick, []))) if ev.status == "decided" else None
     return Decision(
         status=ev.status, verdict=off + rate_text.verdict(ev, p), baseline_k=ev.base_k, recommended=recommended,
-        leading_k=ev.pick, confidence=ev.shares.get(ev.pick) if ev.pick is not None else None,
+        leading_k=ev.pick, decided_by=ev.decided_by if ev.status == "decided" else "",
+        confidence=ev.shares.get(ev.pick) if ev.pick is not None else None,
         confidence_range=_range(ev.share_range) if ev.pick is not None else Range(), resamples=ev.resamples,
         checklist=ev.checks[focus], candidates=candidates(ev, p), reasons=rate_text.reasons(ev, p),
         diagnoses=rate_text.diagnoses(ev), next_runs=rate_text.next_runs(ev, p), **base)

@@ -1,4 +1,4 @@
-"""decision.json as typed objects (schema version 3): what the engine writes and the report reads.
+"""decision.json as typed objects (schema version 4): what the engine writes and the report reads.
 
 Every figure that decides carries its interval (`Range`: None on a side = unbounded at that
 sample size) and its sample count; every check is pass / fail / unknown (with its cause) / waived
@@ -12,6 +12,12 @@ performance model's summary (`performance_model`). Version 2 files read as versi
 variant and none of the additions. Fields added later with a default keep the version (Cost.gpu_s and wall_s,
 issue 30; issue 37's rate_knee, target_rate, at_rate, capacity and capacity_target, and Cost.strategy "capacity";
 Decision.restart_spread and Cost.spread_lives, issue 38): an older file reads with None, empty or their defaults.
+
+Version 4 (issue 46) changes what two saved fields of the verdict at a rate mean: a candidate's `objective` there is
+1000 / e2e at decision.latency_percentile (ms) at the rate, the capacity within the SLO deciding before it
+(`decided_by` says which decided: "capacity", "latency", "gates" or "tie"), where it was the goodput at the rate; and
+a capacity's `rate_range` holds the loads measured around it (its bracket, drawn), where it placed each draw inside
+the bracket. A version 3 file reads unchanged, its `decided_by` empty.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from .perfmodel.summary import ModelSummary
 from .schema_base import Model, Range
 from .traffic.schema import RequestSetSummary
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 CheckStatus = Literal["pass", "fail", "unknown", "waived"]
 # decided: confident; not_decided: a leader exists but is not sure yet (or a gate lacks data);
@@ -153,12 +159,13 @@ class RateKneeStep(Model):
     arrivals: int = 0
     follows: bool = True                 # the achieved rate follows the offered one (within its noise)
     keeps_up: bool = True                # the outstanding requests do not grow through the window
-    attainment: float | None = None      # SLO attainment; None without decision.slo
+    attainment: float | None = None      # the SLO furthest below its percentile: its share met; None without one
     attainment_range: Range = Field(default_factory=Range)
-    meets_slo: bool = True               # the attainment measured reaches decision.slo_attainment
+    meets_slo: bool = True               # every SLO's attainment measured reaches its own percentile
     queue: str = ""                      # "waiting 3 -> 41" (or outstanding, where the server's is not sampled)
     holds: bool = True                   # all three
     reason: str = ""                     # what broke, with its figures ("" where it holds)
+    too_short: str = ""                  # "stage too short for answers of N s; lengthen to M s": cannot be judged
 
 
 class RateKnee(Model):
@@ -302,9 +309,11 @@ class RestartSpread(Model):
     ks: list[int] = Field(default_factory=list)
     squares: float = 0.0                 # this run's own part (the ledger keeps it): squared relative deviations
     this_df: int = 0                     # ... and their degrees of freedom
-    ledger_squares: float = 0.0          # what the ledger keeps: every K with two or more lives (a K apart too)
+    ledger_squares: float = 0.0          # what the ledger keeps: the pooled K's part (never a K set apart)
     ledger_df: int = 0
     ledger_lives: int = 0
+    window_squares: float = 0.0          # ... the part of it this run's windows' own noise makes
+    window_df: int = 0                   # ... on these degrees of freedom of their bins
     earlier_runs: int = 0                # earlier runs on this server pooled in
     earlier_last: str = ""               # the newest of them (YYYY-MM-DD)
     text: str = ""                       # "restart spread 3.1 % [2.0, 6.8] per server life, from ..."
@@ -325,7 +334,7 @@ class PerBatchSchedule(Model):
 
 class Capacity(Model):
     """One K's capacity within the SLO (decision/capacity.py): the highest arrival rate (open loop) and concurrency
-    (closed loop) whose share of requests meeting every SLO holds decision.slo_attainment, with intervals."""
+    (closed loop) at which every SLO of decision.slo holds its own percentile, with intervals."""
 
     variant: str = ""
     k: int
@@ -381,7 +390,8 @@ class Decision(Model):
     # issue 37: the verdict at an arrival rate (decision/rate_decision.py); with user stages beside it, that verdict
     # is `at_rate` and the headline speaks for both (run/rate_verdict.py); capacity within the SLO per K
     target_rate: float | None = None
+    decided_by: str = ""    # at a rate (issue 46): capacity | latency | gates | tie (gates/rate_pick.py); "" undecided
     at_rate: "Decision | None" = None
     capacity: list[Capacity] = Field(default_factory=list)
-    capacity_target: float | None = None    # decision.slo_attainment the capacity holds
+    capacity_target: float | None = None    # runs before issue 46: the decision.slo_attainment it held (now None)
     restart_spread: RestartSpread | None = None     # measured: where from (issue 38); None: assumed or not needed

@@ -12,12 +12,14 @@ Definitions (the report's, applied to the last `LIVE_WINDOW_S` seconds instead o
 - TTFT p50/p99 over the requests that finished in the window; ITL p50 = median of their per-request
   median ITLs, ITL p99 = 99th percentile of their per-request p99 ITLs;
 - in a rate stage (`RateProgress`): the offered rate, the arrivals the dispatchers' schedule has due in the
-  window (workload/arrivals.py: the times they send by, so known before any answer); the achieved rate, the
-  arrivals that succeeded in it, counted when their rows reach this process (as they finish: counted by
-  t_scheduled_s instead, the arrivals of the window's last request-latency would always read short); the
-  requests outstanding, arrived by the schedule and not finished (client side, beside the server's own waiting
-  queue). For about one request's latency after the rate stages begin (and after a rate change) the achieved
-  rate trails the offered one by construction: a K falls behind where the gap stays while the queues climb.
+  window (workload/arrivals.py: the times they send by, so known before any answer); the achieved rate, as a
+  rate window's (runfolder/rate_windows.py) over the window: this stage's arrivals that succeeded, counted when
+  their rows reach this process, since the stage's answers settled, against this stage's arrivals due one median
+  time in the system earlier, times the rate offered meanwhile (`RateProgress.achieved`: an earlier stage's
+  backlog finishing is not this rate's service; none while the stage fills up, about one answer's length after
+  it begins); the requests outstanding, arrived by the schedule and not finished (client side, beside the
+  server's own waiting queue). A K falls behind where the achieved rate stays below the offered one while the
+  queues climb.
 """
 
 from __future__ import annotations
@@ -100,35 +102,61 @@ def arrival_of_row(row: Sequence[str]) -> tuple[float, bool] | None:
 
 class RateProgress:
     """A run of rate stages as the live view follows it: its schedule (every arrival's time, unix seconds, from
-    `t_start_s`) and the arrivals that finished, as their rows reach this process."""
+    `t_start_s`; its stages starting at `stage_starts_s`, by default one from `t_start_s`) and the arrivals that
+    finished, as their rows reach this process."""
 
-    def __init__(self, t_start_s: float, arrivals_s: Sequence[float], window_s: float = LIVE_WINDOW_S) -> None:
+    def __init__(self, t_start_s: float, arrivals_s: Sequence[float], window_s: float = LIVE_WINDOW_S,
+                 stage_starts_s: Sequence[float] = ()) -> None:
         self.t_start_s = t_start_s
         self.window_s = window_s
         self.arrivals_s = np.sort(np.asarray(arrivals_s, dtype=float))
+        self.stage_starts_s = np.sort(np.asarray(stage_starts_s or (t_start_s,), dtype=float))
         self.finished = 0
-        self._succeeded: deque[float] = deque()   # when each successful arrival's row arrived
+        self._succeeded: deque[tuple[float, float]] = deque()   # (its row arrived, scheduled) of each success
 
     def observe(self, t_s: float, scheduled_s: float, ok: bool) -> None:
         if scheduled_s < self.t_start_s - 1e-3:   # an earlier run's straggler
             return
         self.finished += 1
         if ok:
-            self._succeeded.append(t_s)
+            self._succeeded.append((t_s, scheduled_s))
+
+    def _due(self, start_s: float, end_s: float) -> int:
+        return int(np.searchsorted(self.arrivals_s, end_s, side="left")
+                   - np.searchsorted(self.arrivals_s, start_s, side="left"))
+
+    def achieved(self, now_s: float) -> float | None:
+        """The rate this stage's arrivals are served at, as a rate window's achieved (runfolder/rate_windows.py)
+        over the last `window_s` seconds: those that succeeded, their rows in since the stage's answers settled
+        (one median time in the system past its start), against this stage's arrivals due one median time in the
+        system earlier, times the rate the stage offered meanwhile. None while the stage fills up."""
+        stage_s = float(self.stage_starts_s[max(int(np.searchsorted(self.stage_starts_s, now_s, "right")) - 1, 0)])
+        recent = [(t, scheduled) for t, scheduled in self._succeeded
+                  if scheduled >= stage_s - 1e-3 and now_s - self.window_s <= t <= now_s]
+        if not recent:
+            return 0.0 if now_s - stage_s >= self.window_s else None
+        lag_s = float(np.median([t - scheduled for t, scheduled in recent]))
+        start_s = max(now_s - self.window_s, stage_s + lag_s)
+        if now_s - start_s <= 0:
+            return None
+        served = sum(1 for t, _ in recent if start_s <= t < now_s)   # [start, now) as the due [start, now) - lag
+        due = self._due(max(start_s - lag_s, stage_s), now_s - lag_s)
+        offered = self._due(start_s, now_s) / (now_s - start_s)
+        return offered * served / due if due else served / (now_s - start_s)
 
     def values(self, now_s: float) -> tuple[float | None, float | None, float]:
-        """(offered req/s, achieved req/s) over the last `window_s` seconds of the run (None in its first
-        instant), and the requests outstanding now."""
+        """(offered req/s over the last `window_s` seconds of the run, `achieved`; None in its first instant), and
+        the requests outstanding now."""
         due = int(np.searchsorted(self.arrivals_s, now_s, side="right"))
         outstanding = float(max(due - self.finished, 0))
         start_s = max(now_s - self.window_s, self.t_start_s)
-        while self._succeeded and self._succeeded[0] < start_s:
+        while self._succeeded and self._succeeded[0][0] < now_s - self.window_s:
             self._succeeded.popleft()
         span_s = now_s - start_s
         if span_s <= 0:
             return None, None, outstanding
         offered = (due - int(np.searchsorted(self.arrivals_s, start_s, side="right"))) / span_s
-        return offered, len(self._succeeded) / span_s, outstanding
+        return offered, self.achieved(now_s), outstanding
 
 
 class LatencyWindow:

@@ -11,7 +11,7 @@ from ..config.masking import shell_join
 
 INTEGER_COLUMNS = {"k", "repeat", "stage", "users", "requests", "failures", "timeouts", "length_mismatches",
                    "preemptions", "gpu_mem_peak_mib", "gpu_mem_total_mib", "client_output_tokens",
-                   "server_generation_tokens", "cut_requests", "arrivals", "held", "not_sent",
+                   "server_generation_tokens", "cut_requests", "arrivals", "held", "not_sent", "missing",
                    "outstanding_start", "outstanding_end", "waiting_start", "waiting_end"}
 PERCENT_COLUMNS = {"failure_rate", "timeout_rate", "acceptance_rate", "kv_usage_mean", "kv_usage_peak",
                    "slo_attainment", "slo_attainment_low", "slo_attainment_high"}

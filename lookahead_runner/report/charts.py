@@ -1,7 +1,9 @@
 """Plotly figures for the report, built from summary.csv rows.
 
 Every public function is pure: DataFrame in, a chart entry (plain dict holding script-safe figure JSON) out.
-Aggregation across repeats is the median, with min-max as error bars, over valid rows only.
+Aggregation across repeats is the median, with min-max as error bars, over valid rows only. A load is either the
+users of a closed-loop stage or the offered arrival rate of a rate stage (`LoadAxis`): the same charts are drawn
+against either, each stage kind's rows against its own axis (a rate stage's users column is 0).
 """
 
 from __future__ import annotations
@@ -31,6 +33,30 @@ TEMPLATE = {"layout": {
     "legend": {"orientation": "h", "y": -0.22, "yanchor": "top"},
     "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
 }}
+
+
+@dataclass(frozen=True)
+class LoadAxis:
+    """The load a chart's points are at: summary.csv's column for it, and how it reads in titles and labels."""
+
+    column: str        # "users" or "rate"
+    noun: str          # in chart titles: "vs concurrency", "vs offered rate"
+    title: str         # the x axis's title
+    unit: str          # a level's label: "16 users", "36 req/s"
+    id_prefix: str     # chart ids: "latency", "rate-latency"
+
+    def label(self, level: float) -> str:
+        return f"{level:g} {self.unit}"
+
+    def axis(self, levels: pd.Series) -> dict:
+        if self.column == "users":
+            return users_axis(levels)
+        found = sorted(float(v) for v in pd.to_numeric(levels, errors="coerce").dropna().unique())
+        return {"title_text": self.title, "tickvals": found, "type": "linear"}
+
+
+USERS = LoadAxis("users", "concurrency", "client concurrency (users)", "users", "")
+RATE = LoadAxis("rate", "offered rate", "offered arrival rate (req/s, open loop)", "req/s", "rate-")
 
 
 @dataclass(frozen=True)
@@ -139,39 +165,40 @@ def _layout(fig: go.Figure, xaxis: dict, y_title: str, height_px: int = 380, sub
 
 
 def per_setting_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle], metric: str,
-                         y_title: str) -> go.Figure | None:
-    agg = aggregate(valid, metric, ["setting", "users"])
+                         y_title: str, load: LoadAxis = USERS) -> go.Figure | None:
+    agg = aggregate(valid, metric, ["setting", load.column])
     if agg.empty:
         return None
     fig = go.Figure()
     for style in styles.values():
         points = agg[agg["setting"] == style.setting]
         if not points.empty:
-            fig.add_trace(_line(points, "users", style.label, style.colour))
-    return _layout(fig, users_axis(agg["users"]), y_title)
+            fig.add_trace(_line(points, load.column, style.label, style.colour))
+    return _layout(fig, load.axis(agg[load.column]), y_title)
 
 
-def acceptance_vs_k(valid: pd.DataFrame) -> go.Figure | None:
-    agg = aggregate(valid, "acceptance_rate", ["users", "k"])
+def acceptance_vs_k(valid: pd.DataFrame, load: LoadAxis = USERS) -> go.Figure | None:
+    agg = aggregate(valid, "acceptance_rate", [load.column, "k"])
     if agg.empty:
         return None
     fig = go.Figure()
-    for index, (users, points) in enumerate(agg.groupby("users", sort=True)):
-        fig.add_trace(_line(points, "k", f"{int(users)} users", PALETTE[index % len(PALETTE)]))
+    for index, (level, points) in enumerate(agg.groupby(load.column, sort=True)):
+        fig.add_trace(_line(points, "k", load.label(level), PALETTE[index % len(PALETTE)]))
     fig = _layout(fig, k_axis(agg["k"]), "acceptance rate (accepted / drafted)")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     return fig
 
 
 def real_batch_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle],
-                        max_num_seqs: int | None) -> go.Figure | None:
-    fig = per_setting_vs_users(valid, styles, "running_mean", "real batch: mean running sequences")
+                        max_num_seqs: int | None, load: LoadAxis = USERS) -> go.Figure | None:
+    fig = per_setting_vs_users(valid, styles, "running_mean", "real batch: mean running sequences", load)
     if fig is None:
         return None
-    # Every stage level, so the reference stays the y = x line on a log users axis too.
-    diagonal = sorted(column(valid, "users").dropna().unique().tolist())
-    fig.add_trace(go.Scatter(x=diagonal, y=diagonal, mode="lines", name="users = concurrency",
-                             line={"color": REFERENCE_COLOUR, "dash": "dot", "width": 1.5}, hoverinfo="skip"))
+    if load is USERS:
+        # Every stage level, so the reference stays the y = x line on a log users axis too.
+        diagonal = sorted(column(valid, "users").dropna().unique().tolist())
+        fig.add_trace(go.Scatter(x=diagonal, y=diagonal, mode="lines", name="users = concurrency",
+                                 line={"color": REFERENCE_COLOUR, "dash": "dot", "width": 1.5}, hoverinfo="skip"))
     if max_num_seqs is not None:
         fig.add_hline(y=max_num_seqs, line={"color": REFERENCE_COLOUR, "dash": "dash", "width": 1},
                       annotation_text=f"{MAX_NUM_SEQS_FLAG} {max_num_seqs}", annotation_position="top left")
@@ -205,9 +232,59 @@ def memory_vs_k(valid: pd.DataFrame) -> go.Figure | None:
     return fig
 
 
-def latency_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle]) -> go.Figure | None:
+def memory_vs_load(valid: pd.DataFrame, styles: dict[str, SettingStyle], load: LoadAxis) -> go.Figure | None:
+    """KV-cache and GPU memory peaks against the load, one line per K: where a K's KV pool fills up as the load
+    grows (at a rate the real batch is the server's, not the client's, so the load is the axis)."""
+    kv = aggregate(valid.assign(kv_pct=column(valid, "kv_usage_peak") * 100.0), "kv_pct", ["setting", load.column])
+    gpu = aggregate(valid, "gpu_mem_peak_mib", ["setting", load.column])
+    if kv.empty and gpu.empty:
+        return None
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("KV-cache usage peak (%)", "GPU memory peak (MiB)"))
+    for style in styles.values():
+        shown = False
+        for col, agg in ((1, kv), (2, gpu)):
+            points = agg[agg["setting"] == style.setting]
+            if not points.empty:
+                fig.add_trace(_line(points, load.column, style.label, style.colour, legendgroup=style.setting,
+                                    showlegend=not shown), row=1, col=col)
+                shown = True
+    total_mib = column(valid, "gpu_mem_total_mib").max()
+    if pd.notna(total_mib) and not gpu.empty:
+        fig.add_hline(y=float(total_mib), row=1, col=2, line={"color": "#c0392b", "dash": "dash", "width": 1},
+                      annotation_text="GPU total", annotation_position="bottom left")
+    fig = _layout(fig, load.axis(pd.concat([kv[load.column], gpu[load.column]])), "", subplots=True)
+    fig.update_yaxes(title_text="% of KV blocks", row=1, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text="MiB", row=1, col=2, rangemode="tozero")
+    return fig
+
+
+def served_vs_rate(valid: pd.DataFrame, styles: dict[str, SettingStyle]) -> go.Figure | None:
+    """Achieved requests/s (solid) and goodput (dashed: the arrivals meeting every SLO, per s) against the offered
+    rate, per K, beside the arrivals offered in the windows (dotted): a K that falls behind bends off it."""
+    achieved = aggregate(valid, "achieved_per_s", ["setting", "rate"])
+    if achieved.empty:
+        return None
+    goodput = aggregate(valid, "goodput_per_s", ["setting", "rate"])
+    fig = go.Figure()
+    for style in styles.values():
+        for agg, dash, name in ((achieved, "solid", style.label), (goodput, "dash", f"{style.label} goodput")):
+            points = agg[agg["setting"] == style.setting]
+            if not points.empty:
+                fig.add_trace(_line(points, "rate", name, style.colour, dash=dash, legendgroup=style.setting))
+    offered = aggregate(valid, "offered_per_s", ["rate"])
+    if not offered.empty:
+        fig.add_trace(go.Scatter(x=offered["rate"].to_numpy(), y=offered["median"].to_numpy(), mode="lines",
+                                 name="offered (arrivals in the window)", hoverinfo="skip",
+                                 line={"color": REFERENCE_COLOUR, "dash": "dot", "width": 1.5}))
+    fig = _layout(fig, RATE.axis(achieved["rate"]), "requests/s")
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def latency_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle], load: LoadAxis = USERS) -> go.Figure | None:
     panels = (("ttft", "TTFT (ms)"), ("itl", "inter-token latency (ms)"), ("e2e", "end-to-end latency (ms)"))
-    aggs = {(metric, p): aggregate(valid, f"{metric}_{p}_ms", ["setting", "users"])
+    aggs = {(metric, p): aggregate(valid, f"{metric}_{p}_ms", ["setting", load.column])
             for metric, _ in panels for p in ("p50", "p99")}
     if all(agg.empty for agg in aggs.values()):
         return None
@@ -221,12 +298,42 @@ def latency_vs_users(valid: pd.DataFrame, styles: dict[str, SettingStyle]) -> go
                 if not points.empty:
                     # One legend entry per K toggles its p50 and p99 lines in both panels.
                     trace_name = style.label if p == "p50" else f"{style.label} p99"
-                    fig.add_trace(_line(points, "users", trace_name, style.colour, dash=dash, legendgroup=style.setting,
-                                        showlegend=(col == 1 and p == "p50")), row=1, col=col)
-    users = pd.concat([agg["users"] for agg in aggs.values()])
-    fig = _layout(fig, users_axis(users), "ms", height_px=420, subplots=True)
+                    fig.add_trace(_line(points, load.column, trace_name, style.colour, dash=dash,
+                                        legendgroup=style.setting, showlegend=(col == 1 and p == "p50")),
+                                  row=1, col=col)
+    levels = pd.concat([agg[load.column] for agg in aggs.values()])
+    fig = _layout(fig, load.axis(levels), "ms", height_px=420, subplots=True)
     fig.update_yaxes(rangemode="tozero")
     return fig
+
+
+def rate_charts(valid: pd.DataFrame, styles: dict[str, SettingStyle], max_num_seqs: int | None) -> list[dict]:
+    """The same comparison against the offered rate, from the rate stages' rows: the latency-throughput curve."""
+    note, load = "median over valid repeats; bars span min to max", RATE
+    return [
+        figure_entry("rate-output-tokens", "Output tokens/s vs offered rate", note,
+                     per_setting_vs_users(valid, styles, "output_tok_per_s", "output tokens/s", load)),
+        figure_entry("rate-requests", "Achieved requests/s and goodput vs offered rate",
+                     note + "; solid achieved, dashed goodput (arrivals meeting every SLO per s); a K below the "
+                     "dotted offered line falls behind", served_vs_rate(valid, styles)),
+        figure_entry("rate-acceptance", "Speculative acceptance rate vs K, per offered rate",
+                     note + "; K=0 drafts nothing", acceptance_vs_k(valid, load),
+                     empty="no data: no speculative setting reported an acceptance rate"),
+        figure_entry("rate-real-batch", "Real batch (server running sequences) vs offered rate", note,
+                     real_batch_vs_users(valid, styles, max_num_seqs, load)),
+        figure_entry("rate-memory", "KV-cache and GPU memory peaks vs offered rate", note,
+                     memory_vs_load(valid, styles, load)),
+        figure_entry("rate-latency", "Latency percentiles vs offered rate: TTFT, inter-token, end-to-end",
+                     note + "; solid p50, dashed p99", latency_vs_users(valid, styles, load)),
+    ]
+
+
+def load_charts(users_rows: pd.DataFrame, rate_rows: pd.DataFrame, styles: dict[str, SettingStyle],
+                max_num_seqs: int | None) -> list[dict]:
+    """The users charts over the user stages' rows, then the rate charts over the rate stages' rows; a run of one
+    kind only gets its own set (the other would be empty charts)."""
+    charts = summary_charts(users_rows, styles, max_num_seqs) if not users_rows.empty or rate_rows.empty else []
+    return charts + (rate_charts(rate_rows, styles, max_num_seqs) if not rate_rows.empty else [])
 
 
 def summary_charts(valid: pd.DataFrame, styles: dict[str, SettingStyle], max_num_seqs: int | None) -> list[dict]:

@@ -90,7 +90,8 @@ def pareto(points: Sequence[FrontierPoint]) -> list[FrontierPoint]:
 
 
 def _hover(point: FrontierPoint, label: str) -> str:
-    behind = "" if point.keeps_up else " (fell behind)"
+    behind = " (fell behind)" if not point.keeps_up else " (keeping up not judged: stage too short)" \
+        if point.too_short else ""
     return plot_text(f"{label} · {point.stage_text}{behind}: {point.tokens_per_s_per_gpu:,.0f} tok/s per GPU, "
                      f"{point.tokens_per_s_per_user:.1f} tok/s per user (TPOT p50 {point.tpot_p50_ms:.1f} ms); "
                      f"{point.repeats} repeat{'s' if point.repeats != 1 else ''}, {_gpus_text(point)}")
@@ -189,5 +190,6 @@ def frontier_rows(points: Sequence[FrontierPoint], styles: Mapping[str, SettingS
                      "per_gpu": f"{p.tokens_per_s_per_gpu:,.1f}", "per_user": f"{p.tokens_per_s_per_user:.2f}",
                      "tpot": f"{p.tpot_p50_ms:.1f}", "gpus": str(p.gpus) if p.gpus else "not known",
                      "repeats": str(p.repeats),
-                     "keeps_up": "" if p.kind == USERS else ("yes" if p.keeps_up else "no")})
+                     "keeps_up": "" if p.kind == USERS else ("no" if not p.keeps_up else
+                                                             f"cannot tell: {p.too_short}" if p.too_short else "yes")})
     return rows

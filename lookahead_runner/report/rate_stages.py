@@ -62,7 +62,9 @@ def rate_stage_view(summary: pd.DataFrame) -> list[dict]:
                      if not is_missing(held) and float(held) else "none"),
             "outstanding": _pair(record, "outstanding_start", "outstanding_end"),
             "waiting": _pair(record, "waiting_start", "waiting_end"),
-            "keeps_up": "yes" if keeps_up else f"no: K={format_cell('k', record.get('k'))} {record.get('behind')}",
+            "keeps_up": (f"no: K={format_cell('k', record.get('k'))} {record.get('behind')}" if not keeps_up
+                         else f"cannot tell: {record['too_short']}" if not is_missing(record.get("too_short"))
+                         and record.get("too_short") else "yes"),
             "valid": as_bool(record.get("valid", True)),
             "invalid_reason": "" if is_missing(record.get("invalid_reason")) else str(record.get("invalid_reason")),
         })

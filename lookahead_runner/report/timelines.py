@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import html
 import re
 from collections.abc import Mapping
 
@@ -47,19 +48,28 @@ def _series(x: np.ndarray, y: pd.Series, name: str, colour: str, dash: str = "so
                       line={"color": colour, "width": 1.6, "dash": dash}, hovertemplate="%{y:.4g}")
 
 
-def _stage_marks(starts: np.ndarray, ends: np.ndarray, users: pd.Series,
-                 variants: pd.Series | None = None) -> tuple[list[dict], list[dict]]:
-    """A shaded band per stage, labelled with its users (and its workload variant, when the life ran several)."""
+def stage_label(index: int, users: float, rate: float) -> str:
+    """A stage's load: its arrival rate where it is a rate stage (its users column is 0 there), else its users."""
+    if np.isfinite(rate):
+        return f"{rate:g} req/s"
+    return f"{int(users)} users" if np.isfinite(users) else f"stage {index}"
+
+
+def _stage_marks(starts: np.ndarray, ends: np.ndarray, stages: pd.DataFrame) -> tuple[list[dict], list[dict]]:
+    """A shaded band per stage, labelled with its load (users or arrival rate) and its workload variant, when the
+    life ran several."""
     shapes, labels = [], []
+    variants = stages.get("variant")
     names = [""] * len(starts) if variants is None else variants.fillna("").astype(str).tolist()
-    for index, (t0, t1, n_users) in enumerate(zip(starts, ends, column(pd.DataFrame({"u": users}), "u"))):
+    loads = zip(column(stages, "users").reindex(range(len(starts))), column(stages, "rate").reindex(range(len(starts))))
+    for index, (t0, t1, (n_users, rate)) in enumerate(zip(starts, ends, loads)):
         if not (np.isfinite(t0) and np.isfinite(t1)):
             continue
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": float(t0), "x1": float(t1),
                        "y0": 0, "y1": 1, "fillcolor": _STAGE_FILL[index % 2], "opacity": 0.16,
                        "line": {"width": 0}, "layer": "below"})
-        text = (f"{int(n_users)} users" if np.isfinite(n_users) else f"stage {index}") + (
-            f" · {names[index]}" if names[index] else "")
+        # plotly reads HTML in an annotation (<a href> is a link): a label from the run folder goes in as text
+        text = stage_label(index, n_users, rate) + (f" · {html.escape(names[index], quote=False)}" if names[index] else "")
         labels.append({"xref": "x", "yref": "paper", "x": float((t0 + t1) / 2), "y": 1.0, "yanchor": "bottom",
                        "text": text, "showarrow": False, "font": {"size": 10, "color": "#555"}})
     return shapes, labels
@@ -154,8 +164,7 @@ def timeline_figure(parts: Mapping | None) -> dict | None:
     for trace, (frame, name, *_rest) in zip(skeleton["data"], server_series + memory_series):
         values = column(frames[frame], name) * (100.0 if name == "kv_usage" else 1.0)
         data.append(trace | {"x": typed_array(times[frame]), "y": typed_array(values.to_numpy())})
-    shapes, labels = _stage_marks(stage_t0, stage_t1, stages.get("users", pd.Series(dtype="float64")),
-                                  stages.get("variant"))
+    shapes, labels = _stage_marks(stage_t0, stage_t1, stages.reset_index(drop=True))
     return {"data": data, "layout": skeleton["layout"] | {"shapes": shapes, "annotations": labels}}
 
 

@@ -15,13 +15,13 @@ import pandas as pd
 from .. import __version__
 from ..runfolder.analysis import SUMMARY_COLUMNS, WindowRules
 from .cells import MISSING, NUMERIC_COLUMNS, as_bool, format_cell, relative_href, shell_text
-from .charts import column, setting_styles, summary_charts
+from .charts import column, load_charts, setting_styles
 from .confirmation import confirmation_view
 from .frontier import frontier_charts, frontier_rows
 from .model import model_view
 from .timelines import timeline_entries
 from ..config.slo import parse_slos
-from ..decision.schema import Decision
+from ..decision.schema import Capacity, Decision
 from ..runfolder.frontier import FrontierPoint
 from ..runfolder.plan import LifeResult, RunRecord
 from ..runfolder.preflight import SLOT_PREFLIGHTS, PlacementRecord, PreflightRecord, placement_used
@@ -29,7 +29,8 @@ from ..vllm.knob import MAX_NUM_SEQS_FLAG, flag_value
 from ..vllm.probe import LOOKAHEAD_FLAG
 from .variant_section import lives_tokens, variant_charts, variant_rows
 from .capacity import at_rate_view, capacity_view, target_rate_text
-from .rate_stages import rate_knee_view, rate_stage_view, user_rows
+from .rate_evidence import per_rate_rows, rate_evidence_rows
+from .rate_stages import rate_knee_view, rate_rows, rate_stage_view, user_rows
 from .request_set import request_set_view
 from .verdict import (DECISION_STATUS_TEXT, axis_rows, candidate_rows, check_rows, confidence_text, evidence_rows,
                       failed_lives, knee_view, per_batch_size, per_stage_rows, recommendation, threshold_rows,
@@ -68,8 +69,14 @@ def _sorted_summary(summary: pd.DataFrame) -> pd.DataFrame:
     return summary.loc[order]
 
 
+def _is_rate_row(record: dict) -> bool:
+    """A rate stage's row (open loop): its users column is 0, its load the rate beside it."""
+    return format_cell("rate", record.get("rate")) != MISSING
+
+
 def summary_table(summary: pd.DataFrame) -> dict:
-    """Cells as display text; the validity column sits right after the row's identity so it is seen."""
+    """Cells as display text; the validity column sits right after the row's identity so it is seen (a rate
+    stage's users cell is empty: it had none, its rate column says its load)."""
     present = [name for name in SUMMARY_COLUMNS if name in summary.columns]
     present += [name for name in summary.columns if name not in SUMMARY_COLUMNS]
     identity = [name for name in _IDENTITY if name in present]
@@ -84,6 +91,8 @@ def summary_table(summary: pd.DataFrame) -> dict:
         for name in shown:
             if name == "valid":
                 cells.append({"text": "yes" if valid else f"no: {reason_text}", "kind": "flag"})
+            elif name == "users" and _is_rate_row(record):
+                cells.append({"text": MISSING, "kind": "num"})
             else:
                 kind = "text" if name == "setting" or name not in NUMERIC_COLUMNS else "num"
                 cells.append({"text": format_cell(name, record.get(name)), "kind": kind})
@@ -99,7 +108,8 @@ def invalid_windows(summary: pd.DataFrame) -> list[dict]:
     for record in _sorted_summary(summary).to_dict("records"):
         if not as_bool(record.get("valid")):
             reason = record.get("invalid_reason")
-            rows.append({**{key: format_cell(key, record.get(key)) for key in _IDENTITY},
+            load = {"users": f"{float(record['rate']):g} req/s"} if _is_rate_row(record) else {}
+            rows.append({**{key: format_cell(key, record.get(key)) for key in _IDENTITY}, **load,
                          "reason": MISSING if format_cell("invalid_reason", reason) == MISSING else str(reason)})
     return rows
 
@@ -242,15 +252,17 @@ def build_view(summary: pd.DataFrame, decision: Decision, run: RunRecord | None,
     run_id, created = (run.plan.run_id, run.plan.created) if run else ("", "")
     valid = valid_rows(summary)
     styles = setting_styles(summary)
+    rates = rate_rows(per_k_rows(valid, lives))
     view = {
         "title": f"lookahead-runner report: {run_id or 'run'}",
         "run_id": run_id, "created": created,
         "model": model_name(config), "tool_version": __version__,
-        **decision_view(decision),
+        **decision_view(decision, rates=rates),
         "failed_lives": failed_lives(decision, lives),
         "by_variant": variant_rows(decision),
-        "charts": variant_charts(per_k_rows(user_rows(valid), lives), decision,
-                                 lambda rows: summary_charts(rows, styles, max_num_seqs_from(lives))),
+        "charts": variant_charts(per_k_rows(valid, lives), decision,
+                                 lambda rows: load_charts(user_rows(rows), rate_rows(rows), styles,
+                                                          max_num_seqs_from(lives))),
         "frontier": None if frontier is None else {
             "charts": frontier_charts(frontier, styles, decision, slos_of(config)),
             "rows": frontier_rows(frontier, styles)},
@@ -267,14 +279,25 @@ def build_view(summary: pd.DataFrame, decision: Decision, run: RunRecord | None,
         "config_json": json.dumps(config, indent=2, sort_keys=True, default=str),
     }
     # the decision section is rendered once per workload variant: the whole view with that variant's decision
-    view["decisions"] = [view | decision_view(d, f"-v{i}") | {"failed_lives": view["failed_lives"] if not i else []}
+    view["decisions"] = [view | decision_view(d, f"-v{i}", _of_variant(rates, d.variant), decision.capacity)
+                         | {"failed_lives": view["failed_lives"] if not i else []}
                          for i, d in enumerate(decision.by_variant)] or [dict(view)]
     return view
 
 
-def decision_view(decision: Decision, id_suffix: str = "") -> dict:
-    """What the decision section shows of one decision (the sweep's, or one workload variant's)."""
+def _of_variant(rows: pd.DataFrame, variant: str) -> pd.DataFrame:
+    if not variant or "variant" not in rows.columns:
+        return rows
+    return rows[rows["variant"].astype(str) == variant]
+
+
+def decision_view(decision: Decision, id_suffix: str = "", rates: pd.DataFrame | None = None,
+                  capacity: list[Capacity] | None = None) -> dict:
+    """What the decision section shows of one decision (the sweep's, or one workload variant's); `rates`: the valid
+    rate windows of its variant (summary.csv's rate rows), read at each offered rate; `capacity`: the run's capacity
+    rows, where a variant's decision does not carry its own."""
     checklist = check_rows(decision.checklist)
+    rates = rates if rates is not None else pd.DataFrame()
     return {
         "variant": decision.variant, "id_suffix": id_suffix,
         "verdict": {"text": decision.verdict or "no verdict recorded", "tone": verdict_tone(decision),
@@ -294,6 +317,13 @@ def decision_view(decision: Decision, id_suffix: str = "") -> dict:
         "checklist_passed": sum(row["status"] == "pass" for row in checklist),
         "candidates": candidate_rows(decision),
         "evidence": evidence_rows(decision),
+        "rate_evidence": rate_evidence_rows(rates),
+        # a rate ramp (one K) answers per rate with its knee's table
+        "per_rate": [] if decision.mode == "ramp" else per_rate_rows(rates, decision, capacity),
+        "candidates_at": (f"the target rate ({decision.target_rate:g} req/s)"
+                          if decision.target_rate is not None and decision.target_users is None
+                          else f"the target concurrency ({decision.target_users} users)" if decision.target_users
+                          else "the target concurrency"),
         "by_axis": axis_rows(decision),
         "per_stage": per_stage_rows(decision),
         "per_batch_size": per_batch_size(decision),

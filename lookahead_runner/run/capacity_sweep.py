@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..config import ResolvedServer, StageConfig, SweepConfig
 from ..decision.adaptive import Budget
-from ..decision.capacity.estimate import rate_points, with_over
+from ..decision.capacity.estimate import binding, of_k, slo_rate_points
 from ..decision.capacity.search import RATE_REACH, Probe, next_probe
 from ..runfolder.plan import read_plan, record_adaptive_stop
 from ..runfolder.read import read_run
@@ -51,8 +51,9 @@ def describe(config: SweepConfig) -> str:
                else "")
     duration = max(stage.duration_s for stage in config.load.rate_stages)
     return (f"capacity search: every K once over the stages, then probes of {duration:g} s (one rate stage each) "
-            f"bracketing and bisecting each K's highest rate within the SLO (attainment "
-            f"{config.decision.slo_attainment:.1%}) to {config.sweep.capacity_precision:.0%}; at most "
+            f"bracketing and bisecting each K's highest rate within the SLO (each at its own percentile: "
+            f"{', '.join(slo.text() for slo in config.decision.slos)}) to {config.sweep.capacity_precision:.0%}; "
+            f"at most "
             f"{default_max_lives(config)} lives{minutes}")
 
 
@@ -92,11 +93,16 @@ def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
         lives = data.plan.sweep_lives()
         probes = Counter(entry.k for entry in lives if entry.rates)
         spent = spent_so_far(lives, data.statuses, {})
-        points = with_over(rate_points(w for _, w in data.rate_windows), ended_over(lives, data.statuses))
+        per_slo = slo_rate_points((w for _, w in data.rate_windows), config.decision,
+                                  ended_over(lives, data.statuses))
+        # per K the points and percentile of its SLO that fails first: their bracket is every SLO's
+        points, targets = {}, {}
+        for k in {k for _, by_k in per_slo for k in by_k}:
+            points[k], targets[k] = binding(of_k(per_slo, k))
         tried: dict[int, list[float]] = {}
         for entry in lives:
             tried.setdefault(entry.k, []).extend(entry.rates or [])
-        choice = next_probe(ks, points, probes, spent, budget, config.decision.slo_attainment,
+        choice = next_probe(ks, points, probes, spent, budget, targets,
                             config.sweep.capacity_precision, reach(config), tried)
         if choice.k is None:
             break

@@ -3,7 +3,8 @@ lives to end, pull their files into the run folder (cluster_files.py) and say ho
 (cluster.RaySlots.run_groups) and the adaptive sweep (life_pool.LifePool) submit to it. Every idle slot takes a
 life at once: a slot whose pre-flight is due runs its own on that life (preflight_turn.py), holding no other.
 Each slot's pre-flight files are kept in SLOT_PREFLIGHTS/<n>-<slot>/ (preflight.json is the last to come back);
-one that stops the sweep marks the lives still in flight on the other slots not measured, for --resume to rerun.
+one that stops the sweep collects the lives that have ended on the other slots (done is done) and marks those
+still running not measured, for --resume to rerun.
 
 A slot whose process dies or stops answering is let go (ray.kill, so that its node's watchdog stops the server and
 Locust it ran, where the node is still there) and its lives fail: "node lost" once Ray declares the node dead,
@@ -166,7 +167,12 @@ class SlotPool:
             ready, _ = ray.wait(list(self.running), num_returns=1, timeout=WAIT_S)
             for ref in ready:
                 started = self.running.pop(ref)
-                if self._collect(ref, started):
+                try:
+                    collected = self._collect(ref, started)
+                except PreflightError as err:
+                    self._cut_in_flight(f"the sweep stopped on {started.slot.where.slot}: {err}")
+                    raise
+                if collected:
                     ended_groups.append(started.group)
         elif self.unanswered:
             time.sleep(WAIT_S)
@@ -208,9 +214,8 @@ class SlotPool:
             slot.turn.taken_over(files.turn)  # ran there, or due still: the server died before it
         if started.preflight and {PREFLIGHT_FILE, "preflight"} & set(others):
             keep_slot_preflight(self.run_dir, slot)
-        if files.preflight_error:  # no life was measured: each is run again by --resume
+        if files.preflight_error:  # no life was measured: each is run again by --resume; the caller stops the sweep
             not_measured(self.run_dir, group[0].setting, [life.repeat for life in group], files.preflight_error)
-            self._cut_in_flight(f"the sweep stopped on {slot.where.slot}: {files.preflight_error}")
             raise PreflightError(files.preflight_error)
         for life in group:
             status = read_status(life_folder(self.run_dir, life))
@@ -232,7 +237,16 @@ class SlotPool:
         return receive(chunk_at, files.size, self.run_dir, [life.key for life in group])
 
     def _cut_in_flight(self, why: str) -> None:
-        """The sweep stops: the lives still running on the other slots (killed on the way out) are not measured."""
+        """The sweep stops: the lives that have ended on the other slots are collected as they ended (their references
+        ready, not read yet); those still running (killed on the way out) are not measured."""
+        import ray
+
+        ready = ray.wait(list(self.running), num_returns=len(self.running), timeout=0)[0] if self.running else []
+        for ref in ready:
+            try:
+                self._collect(ref, self.running.pop(ref))
+            except PreflightError:
+                pass  # that slot's pre-flight stopped the sweep too: its lives are written not measured
         for started in [*self.running.values(), *(item.started for item in self.unanswered)]:
             not_measured(self.run_dir, started.group[0].setting, [life.repeat for life in started.group], why)
         self.running.clear()

@@ -5,7 +5,6 @@ or interrupted. The sweep writes the tables (`write_tables`) after every K and f
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +22,7 @@ from ..decision.confirmation.confirm import judge, unconfirmed_note, with_confir
 from ..decision.confirmation.rate_confirm import is_rate_plan
 from ..decision.schema import AxisDecision, ConfirmLife, LifeNote
 from ..runfolder.plan import LifeStatus
-from ..runfolder.spread_ledger import remember, workload_key
+from ..runfolder.spread_ledger import levels_of, remember, run_date, workload_key
 from ..runfolder.read import RunData, read_run
 from ..decision.per_variant import by_variant, note_unconfirmed_schedules
 from ..workload.request_set import METHOD_REQUEST_SET
@@ -167,10 +166,11 @@ def remember_spread(data: RunData, decision: Decision, ledger: bool = True) -> s
     if not ledger or use is None or spread is None or not spread.ledger_df or config.grid.axis \
             or len(config.load.variants) > 1:
         return ""
-    levels = {str(c.k): c.objective for c in decision.candidates if math.isfinite(c.objective)}
-    try:
+    levels = levels_of(decision)
+    try:  # dated by the run, not by this report: `report` on an old run re-dates nothing
         remember(use, data.plan.run_id, config.target_users, spread.ledger_squares, spread.ledger_df,
-                 spread.ledger_lives, workload=workload_key(config), levels=levels)
+                 spread.ledger_lives, today=run_date(data.plan.created, data.plan.run_id),
+                 workload=workload_key(config), levels=levels, window_squares=spread.window_squares, window_df=spread.window_df)
     except OSError as err:
         return f"The restart spread this run measured could not be remembered for this server: {err}."
     return ""

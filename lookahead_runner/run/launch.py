@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import ResolvedServer, ServerConfig, SweepConfig
-from ..config.masking import Secrets, api_key_to_env
+from ..config.masking import Secrets, api_key_to_env, hf_token_to_env
 from ..runfolder import results
 from ..runfolder.plan import PlannedLife, append_lives
 from ..vllm.knob import Setting, server_argv
 from ..vllm.probe import Capabilities
+from ..vllm.secrets import HF_IMPLICIT_TOKEN_OFF, HF_TOKEN_ENV
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,15 @@ def environment_reaches_server(server: ServerConfig) -> bool:
 def server_launch(config: SweepConfig, caps: Capabilities, setting: Setting, port: int,
                   server: ResolvedServer) -> tuple[list[str], dict[str, str], Secrets]:
     """(argv, environment overlay, secrets) of the server process, as recorded: placeholders instead of
-    secrets. Where the environment reaches the server, a lone --api-key travels in VLLM_API_KEY instead of
-    the argv (a `docker run` or `ssh` launcher would start it without the variable: the flag stays)."""
+    secrets. Where the environment reaches the server, a lone --api-key travels in VLLM_API_KEY and --hf-token's
+    value in HF_TOKEN instead of the argv, out of every local user's process table (a `docker run` or `ssh` launcher
+    would start it without the variable: the flags stay; so does --hf-token where HF_TOKEN is set to something
+    else or HF_HUB_DISABLE_IMPLICIT_TOKEN would keep vLLM from reading it)."""
     argv, key_env = render_argv(config, caps, setting, port, server), {}
     if environment_reaches_server(config.server):
         argv, key_env = api_key_to_env(argv)
+        env = os.environ | server.masked.env
+        if not env.get(HF_IMPLICIT_TOKEN_OFF) and HF_TOKEN_ENV not in server.masked.env:
+            argv, token_env = hf_token_to_env(argv)
+            key_env |= token_env
     return argv, server.masked.env | key_env, server.secrets

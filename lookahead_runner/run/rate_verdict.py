@@ -7,10 +7,11 @@ the users verdict (finalize.py calls `with_rate_verdict` after the users decisio
 - Both targets: both verdicts, consistently. `at_rate` holds the one at the rate; the headline says both. The
   status (and so the exit code) is the least settled of the two (per_variant.UNSETTLED: no measurement, no K
   passes, not decided), so 0 means act on both. Both decided: the users K is recommended where it also passes every
-  gate at the rate (it keeps up and holds the SLO there: the rate verdict keeps the smallest such K, and any of
-  them serves that traffic); where it fails one, the rate's K is recommended and the headline says what the users K
+  gate at the rate (it keeps up and holds the SLO there, so it serves that traffic, though the rate's own verdict
+  may prefer a K with more headroom or a lower latency there: the headline names it); where it fails one, the rate's K is recommended and the headline says what the users K
   misses at that rate (the traffic the user described wins over a concurrency).
-The capacity rows (decision/capacity/estimate.py) read the same valid windows as the rate verdict, so a K the
+The capacity rows (decision/capacity/estimate.py) read the same valid windows as the rate verdict (which weighs
+them before the latency at the rate: gates/rate_pick.py), so a K the
 verdict passes at the rate has its capacity at or above it; a disagreement (attainment not monotone over the
 rates) is named in the diagnoses.
 """
@@ -41,8 +42,9 @@ def rate_decision(data: RunData, rate: float, variant: str = "") -> Decision:
     """The verdict at `rate` of one workload variant; with a grid, one per flag value and the best decided one."""
     config = data.config
     values = config.grid.values or [""]
+    over = ended_over(data.plan.sweep_lives(), data.statuses)
     decisions = [(value, decide_at_rate(windows_of(data, value), rate, config.decision, data.argv_by_k(value),
-                                        data.setting_names(value), variant)) for value in values]
+                                        data.setting_names(value), variant, over)) for value in values]
     if not config.grid.axis:
         return decisions[0][1]
 
@@ -113,8 +115,8 @@ def combined(users: Decision, at_rate: Decision) -> Decision:
     if u == r:
         out.verdict = f"{users.verdict} {at_rate.verdict}"
     elif passes_at_rate(at_rate, u):
-        out.verdict = (f"{users.verdict} At {rate} K={u} keeps the SLO too (the rate's verdict keeps the smallest K "
-                       f"that does): {at_rate.verdict}")
+        out.verdict = (f"{users.verdict} At {rate} K={u} keeps the SLO too (it passes every gate there, so it "
+                       f"serves that traffic; the rate's own verdict would set K={r}): {at_rate.verdict}")
     else:
         out.recommended = at_rate.recommended
         out.verdict = (f"Set K={r} for your {rate}: {at_rate.verdict} At {users.target_users} users K={u} serves the "
@@ -154,8 +156,7 @@ def with_rate_verdict(decision: Decision, data: RunData) -> Decision:
     rows = capacity_rows(data) if data.rate_windows else []
     rate = config.target_rate
     if rate is None:
-        return decision.model_copy(update={"capacity": rows,
-                                           "capacity_target": config.decision.slo_attainment if rows else None})
+        return decision.model_copy(update={"capacity": rows})
     variants = config.load.variants
     parts = [(v.label, _with_capacity(rate_decision(data, rate, v.label), rows)) for v in variants]
     at_rate = parts[0][1] if len(parts) == 1 else by_variant(parts).model_copy(update={"target_rate": rate})
@@ -168,7 +169,7 @@ def with_rate_verdict(decision: Decision, data: RunData) -> Decision:
         out.reasons += [r for r in decision.reasons if not r.startswith(NO_MEASUREMENT_AT_USERS)]
         out.diagnoses = decision.diagnoses + out.diagnoses
         out.failed_lives, out.skipped_lives = decision.failed_lives, decision.skipped_lives
-    out.capacity, out.capacity_target = rows, config.decision.slo_attainment if rows else None
+    out.capacity = rows
     return out
 
 

@@ -123,19 +123,27 @@ class Drafting:
     invalidates: bool = True    # False: the confirmation life's windows, which its judgment checks itself
 
 
-def _drafting_columns(row: dict, server: pd.DataFrame, t0: float, t1: float, drafting: Drafting | None) -> dict:
+def _drafting_columns(row: dict, server: pd.DataFrame, t0: float, t1: float, drafting: Drafting | None,
+                      sent_from: float = NAN) -> dict:
     """The K expected in the window and whether it was in effect (the reason when not): the counters' drafted tokens
-    per step, else the requests' own (drafted_source says which)."""
+    per step, else the requests' own (drafted_source says which), judged on a schedule at the batches read while
+    those requests ran (`sent_from`: the first one's send)."""
     if drafting is None:
         return {"drafted_source": "", "drafted_expected": NAN, "in_effect": True, "not_in_effect": ""}
-    inside = server[(server["t_s"] >= t0) & (server["t_s"] <= t1)] if len(server) and "t_s" in server else server
-    batches = pd.to_numeric(inside["running"], errors="coerce").dropna().tolist() if "running" in inside else []
+
+    def batches_from(start: float) -> list[float]:
+        inside = server[(server["t_s"] >= start) & (server["t_s"] <= t1)] if len(server) and "t_s" in server \
+            else server
+        return pd.to_numeric(inside["running"], errors="coerce").dropna().tolist() if "running" in inside else []
+
+    batches = batches_from(t0)
     expected = expected_drafts(drafting.k, drafting.schedule, batches)
     counters, requests = (None if math.isnan(row[name]) else row[name]
                           for name in ("drafted_per_step", "drafted_per_step_requests"))
     share = drafting_share(*(covering_delta(server, name, t0, t1) for name in
                              ("spec_drafts_total", "generation_tokens_total", "spec_accepted_total")))
-    check = check_window(drafting.k, counters, requests, expected, drafting.schedule, share)
+    check = check_window(drafting.k, counters, requests, expected, drafting.schedule, share,
+                         batches_from(min(t0, sent_from)) if math.isfinite(sent_from) else batches)
     return {"drafted_source": check.source, "drafted_expected": round(expected.value, 3), "in_effect": not check.reason,
             "not_in_effect": check.reason, "not_in_effect_invalidates": drafting.invalidates,
             "drafted_note": check.note}
@@ -366,7 +374,8 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
             "client_cpu_pct": _client_cpu(ok),
             "drafted_per_step_requests": _requests_drafted(ok),
         }
-        row |= _drafting_columns(row, server, t0, t1, drafting)
+        row |= _drafting_columns(row, server, t0, t1, drafting,
+                                 float(_numbers(ok["t_send_s"]).min()) if len(ok) and "t_send_s" in ok else NAN)
         row["valid"], row["invalid_reason"] = _validity(row, rules)
         out.append((row, finished, ok, t0))
     return out

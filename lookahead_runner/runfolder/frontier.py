@@ -26,7 +26,7 @@ import numpy as np
 
 from ..decision import Window
 from ..decision.cells.evidence import LATENCY_COLUMNS
-from ..decision.cells.rate_window import RateWindow
+from ..decision.cells.rate_window import RateWindow, windows_behind, windows_too_short
 from .plan import LifeStatus
 from .read import RunData
 
@@ -48,7 +48,8 @@ class FrontierPoint:
     gpus: int                   # per server life; 0: not known (its throughput is then per server life)
     repeats: int
     variant: str = ""
-    keeps_up: bool = True       # a rate stage: every repeat kept up with the offered rate
+    keeps_up: bool = True       # a rate stage: its repeats, judged pooled, did not fall behind the offered rate
+    too_short: str = ""         # ... "stage too short for answers of N s; lengthen to M s": keeping up not judged
 
     @property
     def stage_text(self) -> str:
@@ -62,7 +63,7 @@ class _Measured:
     tokens_per_s: float
     tpot_ms: np.ndarray
     gpus: int
-    keeps_up: bool = True
+    rate: RateWindow | None = None   # a rate stage's window (its repeats are judged pooled)
 
 
 def life_gpus(status: LifeStatus | None, here: int) -> int:
@@ -99,7 +100,7 @@ def add_window(groups: dict[tuple, list[_Measured]], owner: tuple[str, int] | No
     if isinstance(window, RateWindow):
         key = (setting, window.k, window.variant, RATE, float(window.rate))
         measured = _Measured(window.output_tok_per_s, window.latency_ms[:, _TPOT] if len(window.latency_ms)
-                             else np.empty(0), gpus, window.keeps_up)
+                             else np.empty(0), gpus, window)
     else:
         key = (setting, window.k, window.variant, USERS, float(window.users))
         measured = _Measured(window.tokens_per_s, window.latency_ms[:, _TPOT] if len(window.latency_ms)
@@ -119,9 +120,10 @@ def points_of(groups: Mapping[tuple, Iterable[_Measured]]) -> list[FrontierPoint
         if not per_gpu or not len(tpot):
             continue
         tpot_p50 = float(np.median(tpot))
+        rates = [m.rate for m in measured if m.rate is not None]
         points.append(FrontierPoint(
             setting=setting, k=k, kind=kind, load=load, tokens_per_s_per_gpu=float(np.median(per_gpu)),
             tokens_per_s_per_user=1000.0 / tpot_p50, tpot_p50_ms=tpot_p50,
             gpus=int(np.median([m.gpus for m in measured])), repeats=len(measured), variant=variant,
-            keeps_up=all(m.keeps_up for m in measured)))
+            keeps_up=not windows_behind(rates), too_short=windows_too_short(rates)))
     return points

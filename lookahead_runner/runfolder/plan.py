@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from ..config import SweepConfig
+from ..contracts.paths import relative_inside
 from ..decision.schema import ConfirmPlan
 from .preflight import PlacementRecord, PreflightRecord
 from .record import Record
@@ -58,6 +59,14 @@ class PlannedLife(Record):
     chosen: str = ""                 # adaptive: why the chooser picked this life
     model_trust: str = ""            # adaptive: "trusted", or why the performance model was not, when it was chosen
     purpose: str = ""                # adaptive: "spread" = chosen to measure the restart spread (cost.py counts it)
+
+    @field_validator("dir")
+    @classmethod
+    def _dir_inside(cls, value: str) -> str:
+        """A folder someone sends is read only inside itself: no absolute path, no "..", no empty part."""
+        if not relative_inside(value):
+            raise ValueError(f"{value!r} is not a folder inside the run folder (write it as k4/r0)")
+        return value
 
     @property
     def confirms(self) -> bool:
@@ -104,7 +113,7 @@ class Plan(Record):
 
     def sweep_config(self) -> SweepConfig:
         """The config, its decision with the restart spread this run took from earlier runs on the server."""
-        config = SweepConfig.model_validate(self.config)
+        config = SweepConfig.model_validate(_readable_today(self.config))
         config.decision.with_earlier(self.restart_spread.earlier_spread() if self.restart_spread else None)
         return config
 
@@ -156,6 +165,15 @@ STATUS_FILE = "status.json"
 
 def plan_path(run_dir: Path) -> Path:
     return Path(run_dir) / PLAN_FILE
+
+
+def _readable_today(config: dict[str, Any]) -> dict[str, Any]:
+    """A saved config as this version reads it. Runs made before issue 46 saved decision.slo_attainment (the
+    share every SLO once shared at a rate); each SLO's own percentile says it now, so a re-analysis drops it."""
+    decision = config.get("decision")
+    if isinstance(decision, dict) and "slo_attainment" in decision:
+        return {**config, "decision": {k: v for k, v in decision.items() if k != "slo_attainment"}}
+    return config
 
 
 def has_plan(run_dir: Path) -> bool:

@@ -10,14 +10,17 @@ import pandas as pd
 
 from ..config import SweepConfig
 from ..config.workload_variants import Variant
+from ..contracts.paths import OutsideFolder, inside
 from ..decision import Window, evidence, window
 from . import results
 from .columns import read_table
 from .analysis import Drafting, WindowRules, block_token_check, life_token_check, stage_windows, summary_frame
 from .lag_advice import lag_advice
-from .plan import LifeResult, LifeStatus, Plan, RunRecord, VariantTokens, read_plan_and_config, read_status
+from .plan import (LifeResult, LifeStatus, Plan, RunDirError, RunRecord, VariantTokens, read_plan_and_config,
+                   read_status)
 from .preflight import PreflightRecord, read_preflight, read_slot_preflights
 from .rate_windows import rate_stage_window
+from ..workload.arrivals import ArrivalProcess
 from ..decision.cells.rate_window import RateWindow
 
 
@@ -133,7 +136,7 @@ def read_run(run_dir: Path) -> RunData:
     rows = []
     variants = config.load.variants
     for life in plan.lives:
-        directory = run_dir / life.dir
+        directory = _life_folder(run_dir, life.dir)
         result = LifeResult(planned=life, status=read_status(directory))
         data.lives.append(result)
         if result.status is None:
@@ -164,7 +167,9 @@ def read_run(run_dir: Path) -> RunData:
                                                        life.setting, life.k, life.repeat, mine, variant.label,
                                                        _drafting(plan, config, life)):
                 rated = rate_stage_window(row, t0, frames["stages"], frames["requests"], server,
-                                          config.decision.slos, mine, config.decision.interval_level)
+                                          config.decision.slos, mine, config.decision.interval_level,
+                                          ArrivalProcess(config.load.arrival, config.load.burstiness,
+                                                         config.load.arrival_seed))
                 if rated is not None:  # a rate stage: its own window (open loop), not a users cell's evidence
                     row, rate = rated
                     rows.append(row | ({"variant_order": order} if variant.key else {}))
@@ -183,6 +188,15 @@ def read_run(run_dir: Path) -> RunData:
         axis_of = {life.setting: life.axis_value for life in plan.lives}
         data.summary.insert(1, "axis_value", data.summary["setting"].map(axis_of))
     return data
+
+
+def _life_folder(run_dir: Path, name: str) -> Path:
+    """A life's folder, inside the run folder whatever links it holds (plan.json's `dir` is checked as it is read)."""
+    try:
+        return inside(run_dir, name)
+    except OutsideFolder:
+        raise RunDirError(f"{run_dir}: the life folder {name} leads outside the run folder (a link); pass a folder "
+                          "made by `lookahead-runner sweep`, or copy it with its links resolved") from None
 
 
 def _drafting(plan: Plan, config: SweepConfig, life) -> Drafting:

@@ -3,14 +3,18 @@
 A server start is the price of a verdict; the restart spread (how far one life of a K lands from the next,
 docs/restart-spread.md) is a fact about the server, so it is bought once: a run that measured it (two or more
 restarted lives of a K) adds its part to the ledger, and the next sweep on the same fingerprint starts with it.
-The fingerprint is what changes speed: the vLLM version, the command that starts it, the model and the draft
-(their names, and the content of a local model's config.json), the GPUs (model and count, on a Ray cluster the
-nodes'; without one, the CPU and its count) and the server's flags and environment, less those that change no
-speed (address, key, logging, seed); secrets are masked before it is made. A spread is taken only at
-the same target users (it changes with concurrency: vLLM #53436 saw 7.5-19.7 % at 1-4 concurrent requests and
-under 0.7 % at 8 and more), from the newest MAX_RUNS runs.
+The fingerprint is what changes speed (server_fingerprint.py), its hardware the GPUs (model and count, on a Ray
+cluster the nodes'; without one, the CPU and its count: `hardware` here). A spread is
+taken only at the same target users (it changes with concurrency: vLLM #53436 saw 7.5-19.7 % at 1-4 concurrent
+requests and under 0.7 % at 8 and more) and for the target stage alone, only from runs of the same workload, from the
+newest MAX_RUNS runs less any whose spread is wider than the others' beyond the F test (an outlier pair). Each run
+keeps the part of its spread its windows' own noise makes, so a window of another length adds its own
+(decision/cells/restart_spread.py), and its own date (a report made again re-dates nothing).
 
     $XDG_CACHE_HOME/lookahead-runner/restart-spread.json   (~/.cache when XDG_CACHE_HOME is unset)
+
+The user's alone: 0600 files in a 0700 folder the user owns (a folder of another user's, or a link, is neither read
+nor written), no link in it followed; written by the sweeps run here, and by `report` only when asked (cli.py).
 
 What a run used is recorded in its plan.json (`LedgerUse`, Plan.restart_spread), so `--resume` and `report`
 decide on the same spread whatever the ledger holds by then; `--no-ledger` neither reads nor writes it. A file
@@ -22,12 +26,13 @@ import contextlib
 import dataclasses
 import datetime
 import fcntl
-import hashlib
 import json
 import math
 import os
 import platform
+import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,19 +40,18 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from ..config import SweepConfig
 from ..config.decision import EarlierSpread
-from ..config.masking import PLACEHOLDER_RE, looks_secret, mask_server
+from ..contracts.paths import open_private, own_folder, read_no_link, write_private
+from ..decision.cells.measure import _noisier
+from ..decision.schema import Decision, RestartSpread
 from ..telemetry.visible_gpus import VISIBLE_ENV, nvml_visible
 from .record import Record
+from .server_fingerprint import fingerprint, key_of, speed_flags, workload_key  # noqa: F401 (the ledger's API)
 
-LEDGER_VERSION = 1
+LEDGER_VERSION = 2   # 2 (issue 46): each run's window part; a version-1 file is read (no window part) and rewritten
 MAX_RUNS = 10
 LEDGER_FILE = Path("lookahead-runner") / "restart-spread.json"
 LOCK_WAIT_S = 10.0    # a write takes milliseconds: a lock held longer is a stopped process
 _BAD_SUFFIX = ".bad"   # an unreadable ledger is moved to restart-spread.json.bad before a fresh one is written
-# flags that change no speed: where the server listens, its key, what it logs, its sampling seed
-NEUTRAL_FLAGS = frozenset({"--host", "--port", "--api-key", "--hf-token", "--served-model-name", "--seed", "--disable-log-stats",
-                           "--disable-log-requests", "--enable-log-requests", "--uvicorn-log-level",
-                           "--disable-uvicorn-access-log", "--root-path", "--ssl-keyfile", "--ssl-certfile"})
 
 
 class LedgerRun(Record):
@@ -62,9 +66,11 @@ class LedgerRun(Record):
     df: int = Field(ge=1)
     lives: int = Field(ge=0)
     rel_sd: float = Field(ge=0, allow_inf_nan=False)
-    workload: str = ""        # workload_key: what the levels were measured with
+    workload: str = ""        # workload_key: what the spread and the levels were measured with
     levels: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(default_factory=dict)
     #                           str(K) -> the objective at the target
+    window_squares: float = Field(0.0, ge=0, allow_inf_nan=False)   # the part of `squares` its windows' noise makes
+    window_df: int = Field(0, ge=0)                                  # ... on these bins' degrees of freedom
 
 
 class LedgerServer(Record):
@@ -90,6 +96,9 @@ class _EarlierFields(Record):
     lives: int = Field(ge=0)
     last: str
     levels: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(default_factory=dict)
+    window_squares: float = Field(0.0, ge=0, allow_inf_nan=False)
+    window_df: int = Field(0, ge=0)
+    users: int = Field(0, ge=0)
 
 
 class LedgerUse(Record):
@@ -131,32 +140,6 @@ def ledger_path(environ: dict[str, str] | None = None) -> Path:
 
 
 # --- the fingerprint ---------------------------------------------------------------------------------------------
-def speed_flags(args: list[str], secret_flags: list[str] = ()) -> list[str]:
-    """The server's flags less those that change no speed (with their values: every one of --api-key's)."""
-    neutral = NEUTRAL_FLAGS | set(secret_flags)
-    out, skip = [], 0
-    for arg in args:
-        if skip and not arg.startswith("--"):
-            skip -= 1
-            continue
-        skip = 0
-        name = arg.split("=", 1)[0]
-        if name in neutral:
-            skip = 0 if "=" in arg else len(args) if name == "--api-key" else 1
-            continue
-        out.append(arg)
-    return out
-
-
-def _content(model: str) -> str:
-    """A local model's identity beyond its path: a hash of its config.json ("" for a hub name or none)."""
-    config = Path(os.path.expanduser(model)) / "config.json"
-    try:
-        return hashlib.sha256(config.read_bytes()).hexdigest()[:16]
-    except OSError:
-        return ""
-
-
 def hardware(config: SweepConfig, node_gpus: tuple[str, ...] | None = None) -> str:
     """The GPUs the server gets (model and count), else the CPU and how many the server may use. On a Ray cluster
     the lives run on its nodes, not here: `node_gpus` are the models of one slot's GPUs as the probe found them
@@ -190,44 +173,19 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def fingerprint(config: SweepConfig, vllm_version: str, gear: str) -> dict[str, Any]:
-    """What makes two sweeps the same server (`gear`: `hardware(config)`). Secrets are masked first (a secret flag
-    or variable is left out; a NAME=VALUE inside an argv element is NAME=${NAME}): no key reaches the ledger or
-    its hash, and a new key is the same server."""
-    server, spec = mask_server(config.server, {})[0], config.speculation
-    draft = spec.draft_model if spec.method in ("draft_model", "eagle", "eagle3") else ""
-    return {"vllm": vllm_version + (" (simulated)" if server.is_simulator else ""),
-            "command": server.argv_template or server.command,
-            "model": server.model, "model_content": _content(server.model),
-            "draft": f"{spec.method} {draft}".strip(), "draft_content": _content(draft) if draft else "",
-            "hardware": gear, "flags": speed_flags(server.extra_args, server.secret_flags),
-            "env": {name: value for name, value in sorted(server.env.items())
-                    if name not in server.secret_env and not looks_secret(name, value)
-                    and not PLACEHOLDER_RE.search(value)}}
-
-
-def key_of(print_: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(print_, sort_keys=True).encode()).hexdigest()[:20]
-
-
-def workload_key(config: SweepConfig) -> str:
-    """What a K's level (its objective at the target) depends on besides the server: the requests and the
-    objective (a spread is pooled across workloads at the same users; a level only within one)."""
-    load = config.load
-    return key_of({"prompt": load.prompt_tokens, "output": load.output_tokens, "temperature": load.temperature,
-                   "endpoint": load.endpoint, "requests": load.requests, "objective": config.decision.objective})
-
-
 # --- reading and writing ---------------------------------------------------------------------------------------
 def read_ledger(path: Path) -> tuple[Ledger, str]:
     """The ledger, and a one-line warning when the file is there but unreadable (then an empty one) or holds corrupt
     entries (a wrong type, a spread that is not a finite number >= 0: those runs are left out, the rest kept)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        own_folder(path.parent)  # the user's alone: a folder of another's, or a link, could hold a planted ledger
+        data = json.loads(read_no_link(path))
         if not isinstance(data, dict) or not isinstance(data.get("servers", {}), dict):
             raise ValueError("not a ledger: expected {\"version\": 1, \"servers\": {...}}")
     except FileNotFoundError:
         return Ledger(), ""
+    except PermissionError as err:
+        return Ledger(), f"warning: the restart spread ledger {path} is not used: {err}"
     except (OSError, ValueError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         return Ledger(), (f"warning: the restart spread ledger {path} is unreadable ({first[:120]}): ignored; the "
@@ -265,20 +223,86 @@ def _first_error(err: Exception) -> str:
 
 
 def earlier_of(ledger: Ledger, key: str, users: int, run_id: str = "", workload: str = "") -> EarlierSpread | None:
-    """The spread earlier runs on this server measured at these users: their squares and degrees of freedom pooled
-    (the newest MAX_RUNS; this run's own entry left out), and each K's level in those of this workload."""
+    """The spread earlier runs on this server measured at these users with this workload (any, where `workload` is
+    ""): the newest MAX_RUNS (this run's own entry left out), less those wider than the rest beyond the F test, their
+    squares, window parts and degrees of freedom pooled; and each K's level in those runs."""
     server = ledger.servers.get(key)
-    runs = [r for r in (server.runs if server else []) if r.users == users and r.run_id != run_id and r.df > 0]
-    runs = sorted(runs, key=lambda r: r.date)[-MAX_RUNS:]
+    runs = [r for r in (server.runs if server else []) if r.users == users and r.run_id != run_id and r.df > 0
+            and (not workload or r.workload == workload)]
+    runs = alike(sorted(runs, key=lambda r: r.date)[-MAX_RUNS:])
     if not runs:
         return None
     by_k: dict[str, list[float]] = {}
     for run in runs:
-        if workload and run.workload == workload:
-            for k, value in run.levels.items():
-                by_k.setdefault(k, []).append(value)
+        for k, value in run.levels.items():
+            by_k.setdefault(k, []).append(value)
+    window_df = sum(r.window_df for r in runs) if all(r.window_df for r in runs) else 0
     return EarlierSpread(sum(r.squares for r in runs), sum(r.df for r in runs), len(runs), sum(r.lives for r in runs),
-                         max(r.date for r in runs), {k: sum(v) / len(v) for k, v in sorted(by_k.items())})
+                         max(r.date for r in runs), {k: sum(v) / len(v) for k, v in sorted(by_k.items())},
+                         sum(r.window_squares for r in runs), window_df, users)
+
+
+def alike(runs: list[LedgerRun]) -> list[LedgerRun]:
+    """The runs less those whose spread is wider than the others' beyond the F test, the widest first, one at a time
+    (as a K is set apart at a stage, decision/cells/measure.py `throughput_noises`): one run whose pair landed far
+    apart (an outlier life) would otherwise widen every later run's spread for MAX_RUNS runs."""
+    kept = list(runs)
+    while len(kept) > 1:
+        squares, df = sum(r.squares for r in kept), sum(r.df for r in kept)
+        excess, worst = max((_noisier((r.squares, r.df), (squares - r.squares, df - r.df)), n)
+                            for n, r in enumerate(kept))
+        if excess <= 1:
+            break
+        kept.pop(worst)
+    return kept
+
+
+def run_date(created: str, run_id: str) -> str:
+    """A run's date (YYYY-MM-DD): plan.json's `created`, else its folder's stamp (NAME-YYYYMMDD-HHMMSS), else today."""
+    for text, pattern in ((created, r"(\d{4})-(\d{2})-(\d{2})"), (run_id, r"(\d{4})(\d{2})(\d{2})-\d{6}")):
+        if match := re.search(pattern, text or ""):
+            with contextlib.suppress(ValueError):
+                return datetime.date(*map(int, match.groups())).isoformat()
+    return datetime.date.today().isoformat()
+
+
+def ledger_run(spread: RestartSpread, run_id: str, users: int, date: str, workload: str = "",
+               levels: Mapping[str, float] | None = None) -> LedgerRun | None:
+    """What the ledger keeps of a decision's restart spread (decision.json's `restart_spread`): its pooled part, its
+    window part, each K's level; None where it measured none."""
+    squares = spread.ledger_squares
+    if not spread.ledger_df or not math.isfinite(squares) or squares < 0:
+        return None
+    return LedgerRun(run_id=run_id, date=date, users=users, squares=squares, df=spread.ledger_df,
+                     lives=spread.ledger_lives, rel_sd=(squares / spread.ledger_df) ** 0.5, workload=workload,
+                     levels={k: v for k, v in (levels or {}).items() if math.isfinite(v) and v >= 0},
+                     window_squares=spread.window_squares, window_df=spread.window_df)
+
+
+def with_run(ledger: Ledger, use: LedgerUse, run: LedgerRun) -> Ledger:
+    """The ledger with this run's entry (replacing one of the same run_id: a report made again writes it once)."""
+    servers = dict(ledger.servers)
+    server = servers.get(use.key) or LedgerServer(fingerprint=use.fingerprint)
+    servers[use.key] = server.model_copy(update={"runs": [r for r in server.runs if r.run_id != run.run_id] + [run]})
+    return Ledger(version=LEDGER_VERSION, servers=servers)
+
+
+def levels_of(decision: Decision) -> dict[str, float]:
+    """Each K's objective at the target, as the ledger keeps it (str(K) -> value)."""
+    return {str(c.k): c.objective for c in decision.candidates if math.isfinite(c.objective)}
+
+
+def earlier_from(decision: Decision, measured_at: int, users: int, workload: str = "") -> EarlierSpread | None:
+    """What the next run at `users` takes from a ledger holding only this decision's spread, measured at
+    `measured_at` users: the path finalize.remember_spread and use_for_run take, without the file (pure: a sweep on
+    synthetic lives that borrows a spread measured at another stage, or with windows of another length, decides
+    with `p.with_earlier(earlier_from(...))`)."""
+    spread = decision.restart_spread
+    run = ledger_run(spread, "measured", measured_at, "2026-01-01", workload, levels_of(decision)) if spread else None
+    if run is None:
+        return None
+    use = LedgerUse(key="synthetic", fingerprint={})
+    return earlier_of(with_run(Ledger(), use, run), use.key, users, workload=workload)
 
 
 def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Path | None = None,
@@ -316,8 +340,8 @@ def _locked(path: Path, wait_s: float | None = None):
     """The ledger to one writer at a time; a TimeoutError (an OSError: finalize says it in one line) where another
     holds it beyond `wait_s` (a process stopped while writing must not hang the report)."""
     wait_s = LOCK_WAIT_S if wait_s is None else wait_s
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a") as lock:
+    own_folder(path.parent, create=True)  # 0700 and the user's: PermissionError otherwise, as finalize says
+    with open_private(path.with_suffix(".lock")) as lock:  # 0600; a link there is an error, never followed
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -336,11 +360,15 @@ def _locked(path: Path, wait_s: float | None = None):
 
 def remember(use: LedgerUse, run_id: str, users: int, squares: float, df: int, lives: int,
              path: Path | None = None, today: str | None = None, workload: str = "",
-             levels: dict[str, float] | None = None) -> str:
+             levels: dict[str, float] | None = None, window_squares: float = 0.0, window_df: int = 0) -> str:
     """This run's measured part into the ledger (its entry replaced if it was there: a report re-rendered or a run
-    resumed writes it once); the warning line when the old file was unreadable, else ""."""
+    resumed writes it once), dated `today` (the run's date; the day it is written where none is given); the warning
+    line when the old file was unreadable, else ""."""
     if not use.enabled or df <= 0 or not math.isfinite(squares) or squares < 0:
         return ""
+    spread = RestartSpread(rel_sd=(squares / df) ** 0.5, ledger_squares=squares, ledger_df=df, ledger_lives=lives,
+                           window_squares=window_squares, window_df=window_df)
+    run = ledger_run(spread, run_id, users, today or datetime.date.today().isoformat(), workload, levels)
     path = ledger_path() if path is None else path
     with _locked(path):
         ledger, warning = read_ledger(path)
@@ -349,12 +377,6 @@ def remember(use: LedgerUse, run_id: str, users: int, squares: float, df: int, l
         if warning and path.exists():  # unreadable or corrupt entries: the old file kept aside, not lost
             with contextlib.suppress(OSError):
                 os.replace(path, path.with_name(path.name + _BAD_SUFFIX))
-        server = ledger.servers.setdefault(use.key, LedgerServer(fingerprint=use.fingerprint))
-        server.runs = [r for r in server.runs if r.run_id != run_id] + [LedgerRun(
-            run_id=run_id, date=today or datetime.date.today().isoformat(), users=users, squares=squares, df=df,
-            lives=lives, rel_sd=(squares / df) ** 0.5, workload=workload,
-            levels={k: v for k, v in (levels or {}).items() if math.isfinite(v) and v >= 0})]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(ledger.model_dump(mode="json"), indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        ledger = with_run(ledger, use, run)
+        write_private(path, json.dumps(ledger.model_dump(mode="json"), indent=1))  # 0600, no link followed
     return warning

@@ -50,8 +50,12 @@ same steps the counters count, those with a scheduled draft). Over a window's su
 as its latencies), sum(num_draft_tokens) / sum(num_spec_steps) is the K their steps drafted (there is no histogram
 by draft length: acceptance_histogram is by accepted tokens). Where the counters are missing (a filtering proxy,
 another version's names) the check judges this figure and says so: for a single K against K; for a schedule
-against any K the schedule runs above 0 (0 too where it has a K=0 range), not the K at the window's batch, since a
-request's steps reach outside the window (below). Where both are known and differ by more than the tolerance:
+against the schedule's K at the batches read while those requests ran (from the first one's send to the window's
+end), not at the window's alone, since a request's steps reach outside the window (below). Not against any K the
+schedule runs: a server that ignores a schedule drafts its largest K (num_speculative_tokens) in every step, one
+of its K, so it would pass at every batch (the demo's confirmation under --sim-fault ignore-spec-schedule read
+8.0 at a real batch of 52, where the schedule runs K=4, and was called in effect). Any of its K only where no batch
+was read. Where both are known and differ by more than the tolerance:
 - a single K: the window is not in effect. K is the same at every step, so a request's steps before the window
   drafted what the window's did. Measured on the simulator: equal in 11 windows (K 2, 3, 4 at 4-48 users; K=4 at
   12 and 34), 1.49 / 1.50 and 1.50 / 1.50 in the 2 windows of drafts-short=0.5 at K=3; on real vLLM 0.32 equal in
@@ -165,15 +169,19 @@ def drafted_per_step(drafted: float | None, drafts: float | None) -> float | Non
 
 
 def check_window(k: int, counters: float | None, requests: float | None, expected: Expected,
-                 schedule: Sequence[Sequence[int]] = (), share: float | None = None) -> DraftCheck:
+                 schedule: Sequence[Sequence[int]] = (), share: float | None = None,
+                 request_batches: Iterable[float] = ()) -> DraftCheck:
     """A window's drafted tokens per step from both sources against what its setting promises: the counters' figure,
     else the requests' own (the counters missing); a single K whose two figures disagree is not in effect either,
     a schedule's only gets a note (see the module's docstring). `schedule`: the life's [[lo, hi, K], ...], if any;
-    the requests' own figure is judged against any of its K, not the K at the window's batch."""
+    the requests' own figure is judged against its K at `request_batches`, the real batch read while the window's
+    requests ran (any of its K where none was read), not the K at the window's batch alone."""
     measured, source = ((counters, COUNTERS) if counters is not None else (requests, REQUESTS) if requests is not None
                         else (None, ""))
     if schedule and source == REQUESTS:
-        reason = not_in_effect(k, measured, anywhere_on(k, schedule), True, None, source)
+        ran = expected_drafts(k, schedule, request_batches)
+        reason = not_in_effect(k, measured, ran if ran.batch is not None else anywhere_on(k, schedule), True, None,
+                               source)
     else:
         reason = not_in_effect(k, measured, expected, bool(schedule), share, source)
     split = disagreement(counters, requests)

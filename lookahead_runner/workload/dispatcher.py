@@ -2,10 +2,14 @@
 the schedule, each request at its scheduled time, whatever is outstanding.
 
 The shape (workload/shape.py) spawns one dispatcher per process for a run of rate stages and says when the run
-started (`RateRun`; a worker hears it from its master, scenario.py). The dispatcher walks the run's arrival
-times (workload/arrivals.py: seeded, so the same in every life), takes every n-th of them (n = dispatchers,
-its own offset = its worker index), sleeps until each is due and spawns its request in a greenlet of its own
-(in_flight.OpenLoop), so a slow server never slows the sending: the queue shows up where it is, at the server.
+started and which processes send it (`RateRun`: Locust's worker indexes as the master saw them then; a worker
+hears it from its master, scenario.py). The dispatcher walks the run's arrival times (workload/arrivals.py:
+seeded, so the same in every life), takes its process's share of them and of load.max_in_flight (by its rank
+among those indexes, never by the index itself: arrivals.worker_share and slots_per_process, so the processes
+together send each arrival once and hold at most max_in_flight), sleeps until each is due and spawns its request
+in a greenlet of its own (in_flight.OpenLoop), so a slow server never slows the sending: the queue shows up where
+it is, at the server. A process sends a run once, however many dispatchers Locust gives it (it moves a quitting
+worker's one to another).
 Each request is the closed-loop user's (user.py: same stream reading, same records), tagged with its stage,
 its scheduled time, its wait for a load.max_in_flight slot and its place in the schedule; how late it left
 (send time - scheduled time - that wait) is the dispatcher's lateness, which the windows gate as they gate
@@ -26,7 +30,7 @@ from locust.runners import WorkerRunner
 from locust.user.task import LOCUST_STATE_STOPPING
 
 from lookahead_runner.contracts.records import NOT_SENT_ERROR, RequestRecord
-from lookahead_runner.workload.arrivals import Arrival, mine, scheduled, stage_offsets
+from lookahead_runner.workload.arrivals import Arrival, scheduled, slots_per_process, stage_offsets, worker_share
 from lookahead_runner.workload.in_flight import InFlightCap, NotSent
 from lookahead_runner.workload.shape import RateRun, StagedShape
 from lookahead_runner.workload.user import StreamingCompletionsBase
@@ -52,12 +56,15 @@ def current_run(environment: Any) -> RateRun | None:
     return getattr(state, "rate_run", None)
 
 
-def cap_share(max_in_flight: int, dispatchers: int, index: int) -> int:
-    """Dispatcher `index`'s part of load.max_in_flight (0 = no cap): split as evenly as it divides, each >= 1."""
-    if not max_in_flight:
-        return 0
-    dispatchers = max(dispatchers, 1)
-    return max(max_in_flight // dispatchers + (1 if index % dispatchers < max_in_flight % dispatchers else 0), 1)
+def own_worker_id(environment: Any) -> int:
+    """This process's Locust worker index (0 in a single process)."""
+    runner = environment.runner
+    return int(getattr(runner, "worker_index", 0) or 0) if isinstance(runner, WorkerRunner) else 0
+
+
+def run_workers(run: RateRun, own_id: int) -> tuple[int, ...]:
+    """The worker indexes of the processes sending `run`: its master's list, or this process alone."""
+    return run.workers or (own_id,)
 
 
 class RateDispatcherBase(StreamingCompletionsBase):
@@ -70,7 +77,6 @@ class RateDispatcherBase(StreamingCompletionsBase):
         cap = settings.settings.max_in_flight if settings is not None else 0
         self.concurrency = cap or UNCAPPED_POOL
         super().__init__(environment)
-        self._runs_done: set[float] = set()
 
     def on_start(self) -> None:  # no spawn spread: the schedule says when
         pass
@@ -91,20 +97,24 @@ class RateDispatcherBase(StreamingCompletionsBase):
     def dispatch_run(self) -> None:
         """The task: send this process's share of the current rate run, once; idle until the next run."""
         run = current_run(self.environment)
-        if run is None or run.t_start_s in self._runs_done:
+        if run is None or run.t_start_s in self.scenario.runs_dispatched:
             self._sleep_until(time.time() + POLL_S)
             return
-        self._runs_done.add(run.t_start_s)
-        runner = self.environment.runner
-        index = int(getattr(runner, "worker_index", 0) or 0) if isinstance(runner, WorkerRunner) else 0
+        self.scenario.runs_dispatched.add(run.t_start_s)
+        own_id = own_worker_id(self.environment)
+        workers = run_workers(run, own_id)
+        if own_id not in workers:
+            logger.warning("Worker %d joined after the rate run started (its workers: %s): it sends none of it",
+                           own_id, ", ".join(map(str, workers)))
         settings = self.scenario.settings
-        cap = InFlightCap(cap_share(settings.max_in_flight, run.dispatchers, index))
+        # no slot under a cap (InFlightCap(0) would be none) comes with no arrivals: worker_share gives it none
+        cap = InFlightCap(slots_per_process(settings.max_in_flight, workers).get(own_id, 0))
         process = settings.arrival_process
         # each arrival's number across every rate stage so far picks its request of a request set
         number = sum(len(stage_offsets(s.rate, s.duration_s, process, i))
                      for i, s in enumerate(run.stages[:run.first]) if s.rate is not None)
         try:
-            self._send_run(run, index, number, cap)
+            self._send_run(run, own_id, number, cap)
             self._sleep_until(run.end_s)   # an arrival held by max_in_flight may still go out until the run ends
         finally:  # also when Locust kills this user (no --stop-timeout): none held goes out in a later stage
             dropped = cap.drop_waiting()
@@ -115,15 +125,16 @@ class RateDispatcherBase(StreamingCompletionsBase):
         # opens a users stage after the run only then (shape._draining): on a server that has served its backlog.
         self.scenario.open_loop.requests.join()
 
-    def _send_run(self, run: RateRun, index: int, number: int, cap: InFlightCap) -> None:
-        """Arm this dispatcher's share of the run's arrivals, each on a timer of its own; stops early when Locust
+    def _send_run(self, run: RateRun, own_id: int, number: int, cap: InFlightCap) -> None:
+        """Arm this process's share of the run's arrivals, each on a timer of its own; stops early when Locust
         stops this user. `number`: the arrivals of the rate stages before the run."""
-        process, seed = self.scenario.settings.arrival_process, self.scenario.settings.arrival_seed
+        settings = self.scenario.settings
+        process, seed, workers = settings.arrival_process, settings.arrival_seed, run_workers(run, own_id)
         for stage_index in range(run.first, run.last + 1):
             stage = run.stages[stage_index]
             offsets = stage_offsets(stage.rate or 0.0, stage.duration_s, process, stage_index)
             start_s = run.start_s(stage_index)
-            for arrival_index in mine(len(offsets), run.dispatchers, index):
+            for arrival_index in map(int, worker_share(len(offsets), workers, own_id, settings.max_in_flight)):
                 due_s = start_s + float(offsets[arrival_index])
                 if not self._sleep_until(due_s - LEAD_S):
                     return

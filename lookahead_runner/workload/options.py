@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any
 
-from lookahead_runner.workload.arrivals import ARRIVALS, POISSON, ArrivalProcess
+from lookahead_runner.workload.arrivals import ARRIVALS, POISSON, ArrivalProcess, burstiness_problem
 from lookahead_runner.workload.prompt import read_corpus_file
 from lookahead_runner.workload.request_set import RequestSetError, read_request_set
 from lookahead_runner.workload.stages import STAGES_OPTION, Stage, parse_stages
@@ -76,8 +76,8 @@ class ScenarioSettings:
             raise ValueError("--chat-template-kwargs: only with --endpoint chat")
         if self.arrival not in ARRIVALS:
             raise ValueError(f"--arrival: must be one of {', '.join(ARRIVALS)}, got {self.arrival!r}")
-        if not self.burstiness > 0:
-            raise ValueError(f"--burstiness: must be > 0, got {self.burstiness}")
+        if problem := burstiness_problem(self.burstiness):
+            raise ValueError(f"--burstiness {self.burstiness:g}: {problem}")
         if self.max_in_flight < 0:
             raise ValueError(f"--max-in-flight: must be >= 0 (0 = no cap), got {self.max_in_flight}")
         if self.arrival_seed < 0:
@@ -245,6 +245,16 @@ def _positive(kind: type) -> Any:
     return check
 
 
+def _burstiness(text: str) -> float:
+    value = float(text)
+    if problem := burstiness_problem(value):
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+_burstiness.__name__ = "float"   # argparse names a value it cannot read by its type's name
+
+
 _TYPES = {
     "stages": _checked_stages,
     "prompt_tokens": _positive(int),
@@ -262,7 +272,7 @@ _TYPES = {
     "chat_template_kwargs": _template_kwargs_text,
     "request_set": _request_set_file,
     "arrival": str,
-    "burstiness": _positive(float),
+    "burstiness": _burstiness,
     "arrival_seed": _non_negative_int,
     "max_in_flight": _non_negative_int,
 }

@@ -28,7 +28,7 @@ from locust import log as locust_log
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
-from lookahead_runner.contracts.auth import bearer_header, key_from_environment
+from lookahead_runner.contracts.auth import bearer_header, key_from_environment, keyed_request
 from lookahead_runner.contracts.records import REQUEST_COLUMNS, STAGE_COLUMNS, CsvAppender, StageRecord
 from lookahead_runner.workload import distributed
 from lookahead_runner.workload.lag import LoopLagMonitor
@@ -68,6 +68,7 @@ class ScenarioState:
     users_made: int = 0                    # users created in this process: each one's index in it
     remote_stage: tuple[int, int] | None = None
     rate_run: RateRun | None = None        # on a worker: the run of rate stages its master started
+    runs_dispatched: set[float] = field(default_factory=set)  # rate runs (t_start_s) this process sent: once each
     open_loop: OpenLoop = field(default_factory=OpenLoop)   # this process's rate-stage requests
     _prompt_key: tuple | None = None
     _flusher: gevent.Greenlet | None = None
@@ -193,7 +194,7 @@ def _on_rate_message(state: ScenarioState, msg: Any) -> None:
         stages = tuple(Stage(int(users), float(duration_s), None if rate is None else float(rate))
                        for users, duration_s, rate in data["stages"])
         state.rate_run = RateRun(int(data["first"]), int(data["last"]), float(data["t_start_s"]),
-                                 int(data["dispatchers"]), stages)
+                                 int(data["dispatchers"]), stages, tuple(int(w) for w in data.get("workers", ())))
     except (KeyError, TypeError, ValueError) as exc:
         logger.error("Dropping a malformed %s message (%s): %r", distributed.MSG_RATE, exc, data)
 
@@ -354,7 +355,7 @@ def stage_now(environment: Environment) -> tuple[int, int]:
 def first_model_id(host: str, headers: dict[str, str] | None = None, timeout_s: float = MODELS_TIMEOUT_S) -> str:
     """The first model id served at `host` (GET /v1/models), as vLLM lists the served model first."""
     url = host.rstrip("/") + "/v1/models"
-    request = urllib.request.Request(url, headers=headers or {})
+    request = keyed_request(url, headers)
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
         models = model_ids(response.read())
     if not models:

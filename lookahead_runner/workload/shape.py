@@ -26,13 +26,15 @@ DRAIN_SPAWN_RATE = 10_000.0   # users stopped per second when a stage of the oth
 @dataclass(frozen=True)
 class RateRun:
     """Consecutive rate stages, run by the dispatchers as one schedule from `t_start_s` (unix seconds; the
-    moment the shape opened the first of them): stage `i` of it starts `offset_s(i)` later."""
+    moment the shape opened the first of them): stage `i` of it starts `offset_s(i)` later. `workers`: Locust's
+    worker indexes of the processes that send it, as the master saw them then (() in a single process)."""
 
     first: int
     last: int
     t_start_s: float
     dispatchers: int
     stages: tuple[Stage, ...]
+    workers: tuple[int, ...] = ()
 
     def offset_s(self, index: int) -> float:
         return stage_start_s(self.stages, index) - stage_start_s(self.stages, self.first)
@@ -51,7 +53,8 @@ class RateRun:
             for i in range(self.first, self.last + 1)])
 
     def as_message(self) -> dict:
-        return {"first": self.first, "last": self.last, "t_start_s": self.t_start_s, "dispatchers": self.dispatchers}
+        return {"first": self.first, "last": self.last, "t_start_s": self.t_start_s, "dispatchers": self.dispatchers,
+                "workers": list(self.workers)}
 
 
 class StagedShape(LoadTestShape):
@@ -61,8 +64,8 @@ class StagedShape(LoadTestShape):
     first returns it (Locust polls about once a second, so the recorded times, not the schedule, are the stage
     windows) and ends when a tick moves on, or when the test stops (`close_open_stage`).
 
-    Rate stages: a tick returns one `dispatcher_class` user per Locust process (`dispatcher_count()`: the
-    workers, or 1), and the run of consecutive rate stages goes by its own clock: it starts when a tick opens
+    Rate stages: a tick returns one `dispatcher_class` user per Locust process (`dispatcher_workers()`: the
+    workers, or this one), and the run of consecutive rate stages goes by its own clock: it starts when a tick opens
     its first stage (`rate_run`), every later stage of it starts and ends on schedule from there (the shape's
     clock is shifted by the tick's delay, so the next user stage waits for the run's end), and its records
     carry those scheduled times: the times the dispatchers send by.
@@ -113,12 +116,14 @@ class StagedShape(LoadTestShape):
             self.stages = parse_stages(getattr(options, "stages", None) or ScenarioSettings.stages)
         return self.stages
 
-    def dispatcher_count(self) -> int:
-        """One dispatcher per Locust process that runs users: each worker of a master, else this one."""
+    def dispatcher_workers(self) -> tuple[int, ...]:
+        """One dispatcher per Locust process that runs users: each connected worker of a master, by its Locust
+        worker index (ascending; gaps where workers quit), else this process alone: ()."""
         runner = self.runner
         if isinstance(runner, MasterRunner):
-            return max(int(runner.worker_count), 1)
-        return 1
+            nodes = runner.clients.ready + runner.clients.spawning + runner.clients.running
+            return tuple(sorted(runner.get_worker_index(node.id) for node in nodes))
+        return ()
 
     def tick(self) -> tuple | None:
         try:
@@ -167,7 +172,8 @@ class StagedShape(LoadTestShape):
                 self._shift_s += run_s - stage_start_s(stages, index)
             if stage.is_rate:
                 span = rate_run(stages, index)
-                run = RateRun(index, span[-1], now_s, self.dispatcher_count(), tuple(stages))
+                workers = self.dispatcher_workers()
+                run = RateRun(index, span[-1], now_s, max(len(workers), 1), tuple(stages), workers)
         self._pending, self._drain_until = None, None
         self.close_open_stage(start_s)
         self.rate_run = run

@@ -13,7 +13,9 @@ when its bytes arrived at this host, workload/reader.py):
   sum to (last token chunk - first token chunk) and speculative chunks neither hide as one long gap
   nor inflate the count with zeros.
 - TPOT: (e2e - TTFT) / (output_tokens - 1), e2e ending at the arrival of ``[DONE]``; as vLLM's
-  benchmarks define it.
+  benchmarks define it. None for an answer of one token (no token after the first): vLLM's TPOT
+  statistics leave it out, and its goodput counts it within any TPOT limit, as the decision's SLO
+  rule does (a TPOT or ITL SLO is met by an answer of one token, its columns staying empty).
 """
 
 from __future__ import annotations

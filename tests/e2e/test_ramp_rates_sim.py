@@ -59,9 +59,9 @@ def test_the_knee_in_rate_terms_is_where_the_simulators_model_says(ramp):
     assert decision["verdict"].startswith("The knee at K=0 lies between 20 and 40 req/s: it holds 20")
     assert "The knee at K=0 lies between 20 and 40 req/s" in done.stdout
     # the simulator's own answer, from its engine model alone
-    assert holds(SERVER_ARGS, 0, 20.0, SLO, 0.99, 32, 16, duration_s=20.0)
-    assert not holds(SERVER_ARGS, 0, 40.0, SLO, 0.99, 32, 16, duration_s=20.0)
-    assert 20.0 <= capacity_within_slo(SERVER_ARGS, 0, SLO, 0.99, 32, 16, duration_s=20.0) < 40.0
+    assert holds(SERVER_ARGS, 0, 20.0, SLO, 32, 16, duration_s=20.0)
+    assert not holds(SERVER_ARGS, 0, 40.0, SLO, 32, 16, duration_s=20.0)
+    assert 20.0 <= capacity_within_slo(SERVER_ARGS, 0, SLO, 32, 16, duration_s=20.0) < 40.0
 
 
 def test_the_report_has_the_rate_knee_and_the_frontier_of_the_rate_stages(ramp):

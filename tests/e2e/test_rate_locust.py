@@ -1,6 +1,7 @@
 """Rate stages in the standalone locustfile (`locust -f ... --stages 20/s:3`), against the stub vLLM: each
 arrival of the seeded schedule is sent once, at its time, whatever is outstanding; user and rate stages mix;
-max_in_flight holds arrivals (counted, and never sent ones recorded); --processes 2 split the schedule."""
+max_in_flight holds arrivals (counted, and never sent ones recorded), in all the processes together; --processes 2
+split the schedule."""
 from __future__ import annotations
 
 import json
@@ -98,6 +99,32 @@ def test_two_processes_split_the_schedule_between_them(stub, tmp_path):
     start = float(stages[0]["t_start_s"])
     for row in rows:  # each worker sent on the master's schedule
         assert float(row["t_scheduled_s"]) == pytest.approx(start + expected[int(row["arrival"])], abs=1e-5)
+
+
+def _most_in_flight(rows: list[dict[str, str]]) -> int:
+    """The most requests in flight at once across every process: each sent request from its send to its end (a
+    slot is taken before the send and given back after the end; one host, one clock)."""
+    events = sorted([(float(r["t_send_s"]), 1) for r in rows] + [(float(r["t_done_s"]), -1) for r in rows])
+    most = in_flight = 0
+    for _t, step in events:   # at a tie an end (-1) sorts first: a slot given back is taken again
+        in_flight += step
+        most = max(most, in_flight)
+    return most
+
+
+def test_max_in_flight_is_the_cap_of_all_the_processes_together(stub, tmp_path):
+    # 40 req/s of ~110 ms requests: about 4.4 in flight offered; a cap of 2 over 4 processes must hold 2 in all
+    port = str(_free_port())
+    code, log = _run_locust(stub, tmp_path, "--processes", "4", "--master-port", port, "--master-bind-port", port,
+                            "--max-in-flight", "2", "--stop-timeout", "10", stages="40/s:3")
+    assert code == 0, log.read_text()[-3000:]
+    _, rows = _rows(tmp_path / "requests.csv")
+    assert sorted(int(r["arrival"]) for r in rows) == list(range(len(_schedule(0, 40.0, 3.0))))  # each has a row
+    sent = [r for r in rows if r["error"] != NOT_SENT_ERROR]
+    assert sent and all(r["ok"] == "1" for r in sent), [r["error"] for r in sent if r["ok"] != "1"]
+    assert _most_in_flight(sent) == 2
+    # the processes without a slot were given no arrivals: they would only have waited
+    assert len({r["client"] for r in rows}) == 2
 
 
 def test_a_users_stage_after_a_rate_stage_opens_once_the_arrivals_requests_have_ended(tmp_path):

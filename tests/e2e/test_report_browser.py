@@ -8,6 +8,8 @@ does; then Chromium:
 - logs the console to stderr (`--enable-logging=stderr`): the page writes nothing there, so any CONSOLE line fails
   (the stderr log does not carry the level, and an error is what it would be);
 - takes a screenshot, decoded here with zlib + numpy (no Pillow): not one colour, and the chart palette is painted.
+The report of a recorded rate sweep (tests/fixtures/rate-sweep-sim/) is opened too: every chart against the offered
+rate is drawn, and each life's bands read their rate.
 
 With LOOKAHEAD_SCREENSHOT_DIR set, one more test screenshots the report of a real run folder (LOOKAHEAD_SCREENSHOT_RUN,
 else a fresh `lookahead-runner demo`, about 4 minutes) and saves it there as report.png, the picture
@@ -33,10 +35,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import pandas as pd
+
 from lookahead_runner.config import SweepConfig
+from lookahead_runner.decision.schema import Decision
+from lookahead_runner.report.render import write_report
 from lookahead_runner.run.finalize import finalize
 from lookahead_runner.contracts.records import REQUEST_COLUMNS
 from lookahead_runner.report.charts import PALETTE
+from lookahead_runner.runfolder.plan import LifeResult, RunRecord, read_plan, read_status
 
 pytestmark = pytest.mark.e2e
 
@@ -187,6 +194,41 @@ def test_page_loads_offline_renders_every_chart_and_escapes_hostile_strings(chro
     assert HOSTILE not in dom and "<svg onload" not in dom
     assert "&lt;script&gt;document.body.setAttribute" in dom  # shown as text, in the verdict area and tables
     assert "Decision per concurrency stage" in dom and "without results" in dom
+
+
+@pytest.fixture(scope="module")
+def rate_report(tmp_path_factory) -> Path:
+    """The page of a recorded rate sweep (K 0 / 4 at 12, 36 and 48 req/s, two repeats), rendered from its
+    summary, decision, plan and each life's samples (its requests are not recorded: nothing to re-analyse)."""
+    folder = Path(__file__).parents[1] / "fixtures" / "rate-sweep-sim"
+    plan = read_plan(folder)
+    lives = [LifeResult(planned=p, status=read_status(folder / p.dir)) for p in plan.lives]
+    timelines = {p.dir: {name: pd.read_csv(folder / p.dir / f"{file}.csv") for name, file in
+                         (("stages", "stages"), ("server", "server_metrics"), ("gpu", "gpu"))} for p in plan.lives}
+    decision = Decision.model_validate_json((folder / "decision.json").read_text(encoding="utf-8"))
+    return write_report(tmp_path_factory.mktemp("rate-run"), pd.read_csv(folder / "summary.csv"), decision,
+                        RunRecord(plan=plan, lives=lives), timelines)
+
+
+def test_a_rate_sweep_draws_every_chart_against_the_offered_rate(chromium, rate_report, tmp_path):
+    done = run_chromium(chromium, tmp_path / "profile", rate_report.as_uri(), "--enable-logging=stderr", "--v=0",
+                        "--dump-dom")
+    dom = done.stdout
+    assert console_messages(done.stderr) == []
+    ids = chart_ids(rate_report.read_text(encoding="utf-8"))
+    assert ids == ["rate-output-tokens", "rate-requests", "rate-acceptance", "rate-real-batch", "rate-memory",
+                   "rate-latency", "timeline-0", "timeline-1", "timeline-2", "timeline-3"]
+    starts = [(match.start(), match[1]) for match in re.finditer(r'<div class="chart[^"]*" id="([\w-]+)"', dom)]
+    for (start, chart), (end, _) in zip(starts, starts[1:] + [(len(dom), "")]):
+        assert 'class="main-svg"' in dom[start:end], f"chart {chart} did not render"
+        if chart == "rate-acceptance":  # against K, a line per offered rate
+            assert all(f">{rate} req/s<" in dom[start:end] for rate in (12, 36, 48)), chart
+        elif chart.startswith("rate-"):
+            assert "offered arrival rate" in dom[start:end], f"chart {chart} is not against the offered rate"
+        else:  # each life's bands, labelled by their rate (SVG text)
+            assert all(f">{rate} req/s<" in dom[start:end] for rate in (12, 36, 48)), chart
+    assert "no data" not in dom and "0 users" not in dom
+    assert 'id="per-rate"' in dom and 'id="rate-evidence"' in dom
 
 
 def decode_png(data: bytes) -> np.ndarray:

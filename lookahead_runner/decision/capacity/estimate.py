@@ -1,5 +1,7 @@
 """Capacity within the SLO per K: the highest arrival rate (open loop) and the highest concurrency (closed loop)
-at which the share of requests meeting every SLO of decision.slo stays at decision.slo_attainment.
+at which every SLO of decision.slo holds its own percentile (`ttft_p90_ms = 500`: 90 % of the requests within
+500 ms, cells/slo_attainment.py, as the verdicts read it); below, "the attainment" and "the target" are one SLO's
+share met and its percentile, and the first load at which any SLO fails ends the range (`slo_crossing`).
 
 The field's definition: AIPerf's max-concurrency-under-sla / max-goodput-under-slo recipes and GuideLLM's goodput
 profile take the largest load whose requests meet every threshold for at least the target share (DistServe's
@@ -17,13 +19,16 @@ finished, failures included) is below the target.
   often falls off a cliff (all met, then a backlog), where the line would sit on the end that holds; the middle
   of the bracket (geometric: rates and users double) where the failing point fails by falling behind alone (its
   attainment still at the target: a backlog only starting).
-- Its interval: the same rule on attainments drawn from each point's Jeffreys posterior (Beta(good + 1/2,
-  missed + 1/2), which, unlike a bootstrap, knows that 200 of 200 met is not proof of 99 %; both counts over the
-  point's design effect, cells/stats.py: arrivals behind one queue miss together), the crossing drawn
-  uniformly (in log) inside the bracket each draw lands in: nothing between two loads was measured, so the
-  interval is never narrower than the bracket (the capacity search narrows it). A draw whose first point fails is
-  below every load measured, one whose every point holds above them: such a side is unbounded when more than its
-  tail of draws lands there.
+- Its interval: what the data support, the bracket itself, drawn: each point's attainment is drawn from its
+  Jeffreys posterior (Beta(good + 1/2, missed + 1/2), which, unlike a bootstrap, knows that 200 of 200 met is not
+  proof of 99 %; both counts over the point's design effect, cells/stats.py: arrivals behind one queue miss
+  together), made non-increasing, and each draw gives its bracket [the last load that holds, the first that does
+  not]; the interval runs from the lower tail of the brackets' low ends to the upper tail of their high ends.
+  Nothing between two loads was measured, so the capacity may sit anywhere in its bracket: the interval is never
+  narrower than the bracket (the capacity search narrows it), and holds the truth at its level wherever the truth
+  sits in it (a line or a uniform draw inside the bracket would be a model, not data, and misses a truth near its
+  ends). A draw whose first point fails is below every load measured, one whose every point holds above them:
+  such a side is unbounded when more than its tail of draws lands there.
 - Without a user stage the concurrency is Little's law at the rate capacity: requests in the system (arrival rate
   x mean time in it), read from the bracketing windows.
 Pure numpy: the windows in, `Capacity` rows out; run/rate_verdict.py reads them from a run folder.
@@ -38,7 +43,8 @@ import numpy as np
 
 from ...config import DecisionConfig
 from ..cells.evidence import LATENCY_COLUMNS, Evidence
-from ..cells.rate_window import RateWindow, met_every_slo
+from ..cells.rate_window import RateWindow, windows_behind, windows_too_short
+from ..cells.slo_attainment import meets as slo_meets
 from ..cells.stats import design_effect
 from ..schema import Capacity, Range
 
@@ -48,7 +54,9 @@ DRAWS = 2000
 
 @dataclass(frozen=True)
 class Point:
-    """One load of one K, its windows pooled: `good` of `n` met every SLO; `behind`: the K fell behind there."""
+    """One load of one K, its windows pooled: `good` of `n` met every SLO; `behind`: the K fell behind there;
+    `unjudged`: whether it kept up could not be told (every window there a stage too short for its answers), so the
+    point holds nothing, and fails only where its attainment does."""
 
     x: float
     good: int
@@ -57,6 +65,7 @@ class Point:
     in_system: float = math.nan      # mean requests in the system (Little's L), rate points only
     design_effect: float = 1.0       # arrivals per independent one (cells/stats.py), rate points only
     smoothed: float | None = None    # the attainment made non-increasing over the loads (`monotone`)
+    unjudged: bool = False
 
     @property
     def attainment(self) -> float:
@@ -79,8 +88,11 @@ class Crossing:
 
     def text(self, unit: str, digits: int = 1) -> str:
         """"14.2 req/s [13.6, 14.9]", "> 24 req/s" (every load measured holds), "< 4 req/s" (none does); an
-        unbounded end of the interval: "[below 8 (the lowest measured), 14.9]"."""
+        unbounded end of the interval: "[below 8 (the lowest measured), 14.9]"; "not told: ..." where no load
+        measured holds or fails."""
         lo, hi = self.bracket
+        if lo is None and hi is None:
+            return "not told: no load measured holds or fails (keeping up not judged, its stages too short)"
         if self.value is None:
             return f"> {lo:g} {unit}" if hi is None else f"< {hi:g} {unit}"
         low = f"below {self.measured[0]:g} (the lowest measured)" if self.low is None else f"{self.low:.{digits}f}"
@@ -90,7 +102,13 @@ class Crossing:
 
 
 def holds(point: Point, target: float) -> bool:
-    return not point.behind and point.n > 0 and point.attainment >= target
+    return not point.behind and not point.unjudged and point.n > 0 and point.attainment >= target
+
+
+def fails(point: Point, target: float) -> bool:
+    """The K fell behind there, or its attainment is below the target (an unjudged point whose attainment holds
+    neither holds nor fails)."""
+    return point.behind or not point.attainment >= target
 
 
 def non_increasing(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -114,27 +132,73 @@ def monotone(points: Sequence[Point]) -> list[Point]:
     return [replace(p, smoothed=float(a)) for p, a in zip(points, fitted)]
 
 
-def _first_failing(xs: np.ndarray, attained: np.ndarray, behind: np.ndarray, target: float) -> int | None:
+def _ends(attained: np.ndarray, behind: np.ndarray, unjudged: np.ndarray, target: float
+          ) -> tuple[int | None, int | None]:
+    """The bracket's ends as indexes of the loads (sorted): the last that holds below the first that fails (None:
+    none holds there) and that first failing one (None: none fails). An unjudged load is neither."""
     failing = np.flatnonzero(behind | ~(attained >= target))
-    return int(failing[0]) if len(failing) else None
+    j = int(failing[0]) if len(failing) else None
+    holding = np.flatnonzero(~unjudged[:j])
+    return (int(holding[-1]) if len(holding) else None), j
 
 
 def _cross(xs: np.ndarray, attained: np.ndarray, behind: np.ndarray, target: float,
-           middle: float | None = None) -> float:
-    """The crossing on one set of attainments: -inf below every load, +inf above them. `middle` in [0, 1] places
-    it in its bracket (geometric); None: where the attainment crosses the target on the line between the bracket's
-    ends, or the bracket's geometric middle where its failing end fails by falling behind alone."""
-    j = _first_failing(xs, attained, behind, target)
+           unjudged: np.ndarray | None = None) -> float:
+    """The estimate on one set of attainments: -inf below every load that holds, +inf above them; else where the
+    attainment crosses the target on the line between the bracket's ends, kept in its middle half, or the bracket's
+    geometric middle where its failing end fails by falling behind alone."""
+    i, j = _ends(attained, behind, np.zeros(len(xs), dtype=bool) if unjudged is None else unjudged, target)
     if j is None:
         return math.inf
-    if j == 0:
+    if i is None:
         return -math.inf
-    lo, hi = float(xs[j - 1]), float(xs[j])
-    if middle is None and attained[j] < target < attained[j - 1] and lo > 0:
-        line = lo + (attained[j - 1] - target) / (attained[j - 1] - attained[j]) * (hi - lo)
+    lo, hi = float(xs[i]), float(xs[j])
+    if attained[j] < target < attained[i] and lo > 0:
+        line = lo + (attained[i] - target) / (attained[i] - attained[j]) * (hi - lo)
         return min(max(line, lo * (hi / lo) ** 0.25), lo * (hi / lo) ** 0.75)
-    middle = 0.5 if middle is None else middle
-    return lo * (hi / lo) ** middle if lo > 0 else lo + (hi - lo) * middle
+    return math.sqrt(lo * hi) if lo > 0 else (lo + hi) / 2
+
+
+def _bracket(xs: np.ndarray, attained: np.ndarray, behind: np.ndarray, target: float,
+             unjudged: np.ndarray | None = None) -> tuple[float, float]:
+    """[the last load that holds, the first that does not] on one set of attainments (-inf: none holds below it;
+    +inf: none fails)."""
+    i, j = _ends(attained, behind, np.zeros(len(xs), dtype=bool) if unjudged is None else unjudged, target)
+    return (-math.inf if i is None else float(xs[i])), (math.inf if j is None else float(xs[j]))
+
+
+def _arrays(points: Sequence[Point]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The loads, attainments, behind and unjudged flags of points already sorted (`monotone`)."""
+    return (np.array([p.x for p in points], dtype=float), np.array([p.attainment for p in points], dtype=float),
+            np.array([p.behind for p in points], dtype=bool), np.array([p.unjudged for p in points], dtype=bool))
+
+
+def measured_bracket(points: Sequence[Point], target: float) -> tuple[float, float]:
+    """The bracket of the points as measured (their attainments made non-increasing): -inf / +inf where unbounded,
+    both where there is no point."""
+    points = monotone(points)
+    if not points:
+        return -math.inf, math.inf
+    xs, attained, behind, unjudged = _arrays(points)
+    return _bracket(xs, attained, behind, target, unjudged)
+
+
+def drawn_brackets(points: Sequence[Point], target: float, rng: np.random.Generator,
+                   draws: int = DRAWS) -> tuple[np.ndarray, np.ndarray]:
+    """The bracket of each of `draws` draws of the points' attainments (each from its Jeffreys posterior on its
+    arrivals over their design effect, made non-increasing): its low ends and its high ends, -inf / +inf where
+    unbounded. Where the capacity lies as far as the data tell, draw by draw (the interval, and the verdict at a
+    rate comparing two K's)."""
+    points = monotone(points)
+    if not points:
+        return np.full(draws, -math.inf), np.full(draws, math.inf)
+    xs, _, behind, unjudged = _arrays(points)
+    good = np.array([p.good for p in points], dtype=float)
+    n = np.array([p.n for p in points], dtype=float)
+    deff = np.array([p.design_effect for p in points], dtype=float)
+    drawn_attainment = rng.beta(good / deff + 0.5, (n - good) / deff + 0.5, size=(draws, len(points)))
+    ends = np.array([_bracket(xs, non_increasing(row, n), behind, target, unjudged) for row in drawn_attainment])
+    return ends[:, 0], ends[:, 1]
 
 
 def crossing(points: Sequence[Point], target: float, level: float, rng: np.random.Generator,
@@ -143,30 +207,24 @@ def crossing(points: Sequence[Point], target: float, level: float, rng: np.rando
     points = monotone(points)
     if not points:
         return None
-    xs = np.array([p.x for p in points], dtype=float)
-    good = np.array([p.good for p in points], dtype=float)
-    n = np.array([p.n for p in points], dtype=float)
-    deff = np.array([p.design_effect for p in points], dtype=float)
-    behind = np.array([p.behind for p in points], dtype=bool)
-    attained = np.array([p.attainment for p in points])
-    j = _first_failing(xs, attained, behind, target)
-    bracket = (None if j == 0 else float(xs[j - 1] if j is not None else xs[-1]),
-               None if j is None else float(xs[j]))
-    value = _cross(xs, attained, behind, target)
-    drawn_attainment = rng.beta(good / deff + 0.5, (n - good) / deff + 0.5, size=(draws, len(points)))
-    drawn_attainment = np.array([non_increasing(row, n) for row in drawn_attainment])
-    middles = rng.uniform(size=draws)
-    drawn = np.array([_cross(xs, drawn_attainment[d], behind, target, middles[d]) for d in range(draws)])
+    xs, attained, behind, unjudged = _arrays(points)
+    lo, hi = measured_bracket(points, target)
+    value = _cross(xs, attained, behind, target, unjudged)
+    drawn_low, drawn_high = drawn_brackets(points, target, rng, draws)
     tail = (1 - level) / 2
-    # order statistics, never interpolated: between a finite draw and an unbounded one lies no rate
-    low = float(np.quantile(drawn, tail, method="lower"))
-    high = float(np.quantile(drawn, 1 - tail, method="higher"))
+    # order statistics, never interpolated: each end is a load measured, or unbounded
+    low = float(np.quantile(drawn_low, tail, method="lower"))
+    high = float(np.quantile(drawn_high, 1 - tail, method="higher"))
     return Crossing(value if math.isfinite(value) else None, low if math.isfinite(low) else None,
-                    high if math.isfinite(high) else None, bracket, (float(xs[0]), float(xs[-1])))
+                    high if math.isfinite(high) else None, (lo if math.isfinite(lo) else None,
+                                                            hi if math.isfinite(hi) else None),
+                    (float(xs[0]), float(xs[-1])))
 
 
-def rate_points(windows: Iterable[RateWindow]) -> dict[int, list[Point]]:
-    """Per K, one point per rate measured: its valid windows pooled (behind where any of them fell behind)."""
+def rate_points(windows: Iterable[RateWindow], slo: int | None = None) -> dict[int, list[Point]]:
+    """Per K, one point per rate measured: its valid windows pooled (behind where they fall behind judged pooled,
+    rate_window.windows_behind; unjudged where every one was a stage too short to tell); `good` its arrivals meeting
+    SLO number `slo` of decision.slo (from their scheduled arrival), or every SLO (None)."""
     pooled: dict[tuple[int, float], list[RateWindow]] = {}
     for w in windows:
         if w.valid and w.has_slo and w.arrivals:
@@ -176,10 +234,67 @@ def rate_points(windows: Iterable[RateWindow]) -> dict[int, list[Point]]:
         duration = sum(w.duration_s for w in ws)
         in_system = sum(float(np.nansum(w.latency_ms[w.ok, E2E])) / 1000.0 for w in ws) / duration \
             if duration > 0 else math.nan
-        out.setdefault(k, []).append(Point(rate, sum(int(w.good.sum()) for w in ws), sum(w.arrivals for w in ws),
-                                           any(not w.keeps_up for w in ws), in_system,
-                                           design_effect([w.good for w in ws])))
+        met = [w.good if slo is None else w.met(slo) for w in ws]
+        out.setdefault(k, []).append(Point(rate, sum(int(m.sum()) for m in met), sum(w.arrivals for w in ws),
+                                           windows_behind(ws), in_system, design_effect(met),
+                                           unjudged=bool(windows_too_short(ws))))
     return out
+
+
+def slo_rate_points(windows: Iterable[RateWindow], p: DecisionConfig,
+                    over: Mapping[int, Sequence[float]] | None = None) -> list[tuple[float, dict[int, list[Point]]]]:
+    """Each SLO of decision.slo: its percentile, and per K its rate points (`rate_points`, with a failing point at
+    each rate a probe ended early at: `with_over`)."""
+    windows = list(windows)
+    return [(slo.share, with_over(rate_points(windows, i), over or {})) for i, slo in enumerate(p.slos)]
+
+
+def of_k(per_slo: Sequence[tuple[float, Mapping[int, Sequence[Point]]]], k: int) -> list[tuple[float, list[Point]]]:
+    """One K's points of each SLO, with its percentile."""
+    return [(share, list(points.get(k, []))) for share, points in per_slo]
+
+
+def slo_brackets(per_slo: Sequence[tuple[float, Sequence[Point]]], rng: np.random.Generator,
+                 draws: int = DRAWS) -> tuple[np.ndarray, np.ndarray]:
+    """`drawn_brackets` of every SLO at its percentile (one K's points of each: the same loads), draw by draw the
+    lowest: the first load at which one SLO fails ends the range where every SLO holds. One SLO: its own."""
+    ends = [drawn_brackets(points, share, rng, draws) for share, points in per_slo]
+    return np.min([low for low, _ in ends], axis=0), np.min([high for _, high in ends], axis=0)
+
+
+def slo_crossing(per_slo: Sequence[tuple[float, Sequence[Point]]], level: float, rng: np.random.Generator,
+                 draws: int = DRAWS) -> Crossing | None:
+    """`crossing` of every SLO at its own percentile (one K's points of each, over the same loads): the lowest
+    estimate and bracket, the interval from the draws' lowest brackets (`slo_brackets`). One SLO: `crossing`."""
+    found = [(share, monotone(points)) for share, points in per_slo]
+    found = [(share, points) for share, points in found if points]
+    if not found:
+        return None
+    if len(found) == 1:
+        return crossing(found[0][1], found[0][0], level, rng, draws)
+
+    def estimate(share: float, points: list[Point]) -> float:
+        xs, attained, behind, unjudged = _arrays(points)
+        return _cross(xs, attained, behind, share, unjudged)
+
+    value = min(estimate(share, points) for share, points in found)
+    ends = [measured_bracket(points, share) for share, points in found]
+    lo, hi = min(end[0] for end in ends), min(end[1] for end in ends)
+    drawn_low, drawn_high = slo_brackets(found, rng, draws)
+    tail = (1 - level) / 2
+    low = float(np.quantile(drawn_low, tail, method="lower"))
+    high = float(np.quantile(drawn_high, 1 - tail, method="higher"))
+    xs = [pt.x for _, points in found for pt in points]
+    return Crossing(value if math.isfinite(value) else None, low if math.isfinite(low) else None,
+                    high if math.isfinite(high) else None,
+                    (lo if math.isfinite(lo) else None, hi if math.isfinite(hi) else None), (min(xs), max(xs)))
+
+
+def binding(per_slo: Sequence[tuple[float, Sequence[Point]]]) -> tuple[list[Point], float]:
+    """One K's points and percentile of the SLO that fails first as the load rises (as measured): its bracket is
+    the bracket of every SLO (the capacity search bisects it)."""
+    share, points = min(per_slo, key=lambda item: measured_bracket(item[1], item[0])[1])
+    return list(points), share
 
 
 def with_over(points: Mapping[int, Sequence[Point]], over: Mapping[int, Sequence[float]]) -> dict[int, list[Point]]:
@@ -194,12 +309,15 @@ def with_over(points: Mapping[int, Sequence[Point]], over: Mapping[int, Sequence
     return out
 
 
-def user_points(evidence: Evidence, p: DecisionConfig) -> dict[int, list[Point]]:
-    """Per K, one point per users stage: requests meeting every SLO over those finished (failures count against)."""
+def user_points(evidence: Evidence, p: DecisionConfig, slo: int | None = None) -> dict[int, list[Point]]:
+    """Per K, one point per users stage: requests meeting SLO number `slo` of decision.slo (None: every SLO) over
+    those finished (failures count against)."""
     out: dict[int, list[Point]] = {}
     for (k, users), cell in sorted(evidence.cells.items()):
-        good = sum(int(met_every_slo(w.latency_ms, np.ones(w.completed, dtype=bool), p.slos).sum())
-                   for w in cell.windows)
+        good = 0
+        for w in cell.windows:
+            met = slo_meets(w.latency_ms, np.ones(w.completed, dtype=bool), p.slos, w.output_tokens)
+            good += int((met.all(axis=1) if slo is None else met[:, slo]).sum())
         out.setdefault(k, []).append(Point(float(users), good, sum(w.finished for w in cell.windows)))
     return out
 
@@ -217,6 +335,11 @@ def _range(crossing_: Crossing | None) -> Range:
     return Range() if crossing_ is None else Range(low=crossing_.low, high=crossing_.high)
 
 
+def rate_rng(p: DecisionConfig, k: int) -> np.random.Generator:
+    """K's own draws of its rate capacity: the same interval wherever it is stated (the table, the verdict)."""
+    return np.random.default_rng([p.seed, 37, k])
+
+
 def capacities(windows: Sequence[RateWindow], evidence: Evidence | None, p: DecisionConfig, variant: str = "",
                probes: dict[int, int] | None = None, over: Mapping[int, Sequence[float]] | None = None
                ) -> list[Capacity]:
@@ -224,13 +347,14 @@ def capacities(windows: Sequence[RateWindow], evidence: Evidence | None, p: Deci
     capacity search's probes among the windows; `over`: per K, the rates its probes ended early at (`with_over`)."""
     if not p.slos:
         return []
-    rng = np.random.default_rng([p.seed, 37])
-    by_rate = with_over(rate_points(w for w in windows if w.variant == variant), over or {})
-    by_users = user_points(evidence, p) if evidence is not None else {}
+    per_rate = slo_rate_points((w for w in windows if w.variant == variant), p, over)
+    per_users = [(slo.share, user_points(evidence, p, i)) for i, slo in enumerate(p.slos)] \
+        if evidence is not None else []
+    by_rate = per_rate[0][1]    # the loads measured (every SLO's points are at the same loads)
     rows = []
-    for k in sorted(set(by_rate) | set(by_users)):
-        rate = crossing(by_rate.get(k, []), p.slo_attainment, p.interval_level, rng)
-        users = crossing(by_users.get(k, []), p.slo_attainment, p.interval_level, rng)
+    for k in sorted(set(by_rate) | {k for _, points in per_users for k in points}):
+        rate = slo_crossing(of_k(per_rate, k), p.interval_level, rate_rng(p, k))
+        users = slo_crossing(of_k(per_users, k), p.interval_level, np.random.default_rng([p.seed, 38, k]))
         little = littles_users(by_rate.get(k, []), rate.value) if users is None and rate is not None else None
         probed = (probes or {}).get(k, 0)
         rows.append(Capacity(
@@ -260,12 +384,12 @@ def capacity_text(row: Capacity) -> str:
 
 
 def holds_at(row: Capacity, rate: float) -> bool | None:
-    """Whether a capacity row says its K holds the SLO at `rate`: True below its interval, False above it, None
-    inside it or where it was not bracketed that far."""
+    """Whether a capacity row says its K holds the SLO at `rate`: True up to its interval's low end (a load that
+    held), False from its high end (one that did not), None inside it or where it was not bracketed that far."""
     low, high = row.rate_range.low, row.rate_range.high
     lo, hi = (row.rate_bracket + [None, None])[:2]
-    if (low is not None and rate < low) or (row.rate is None and lo is not None and hi is None and rate <= lo):
+    if (low is not None and rate <= low) or (row.rate is None and lo is not None and hi is None and rate <= lo):
         return True
-    if (high is not None and rate > high) or (row.rate is None and hi is not None and lo is None and rate >= hi):
+    if (high is not None and rate >= high) or (row.rate is None and hi is not None and lo is None and rate >= hi):
         return False
     return None

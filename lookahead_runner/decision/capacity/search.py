@@ -4,7 +4,8 @@ next for which K, or why to stop, and when a probe is clearly over capacity. Pur
 Every K first runs the config's stages once; each probe after that is one rate stage in a server life of its own.
 Per K, from every rate measured so far (estimate.rate_points: windows pooled per rate), as GuideLLM's goodput
 profile and AIPerf's monotonic max-concurrency-under-sla search do it (bracket, then bisect):
-- every rate holds (attainment of every SLO at decision.slo_attainment, keeping up): double the highest;
+- every rate holds (every SLO at its own percentile, keeping up; for several SLOs the points of the one that
+  fails first, estimate.binding): double the highest;
 - none holds: halve the lowest;
 - else the bracket [the last rate that holds, the first that does not]: bisect it (its geometric middle) until
   it is sweep.capacity_precision narrow (relative), which ends that K's search. Not where a line between the
@@ -18,8 +19,8 @@ gave no valid window in MAX_FAILED_STARTS probes ("exhausted").
 
 Above capacity an open-loop backlog grows without bound, so a probe need not run its whole stage to say it is
 over: `clearly_over` reads the server's waiting queue since the warm-up (run/probe_watch.py) and says so once it
-grows by more than OVER_SHARE of the arrivals meanwhile (the K serves under ~80 % of the rate) and beyond a steady
-queue's noise, after at least MIN_OVER_S.
+grows by more than OVER_SHARE of the arrivals meanwhile (the K serves under ~80 % of the rate) and beyond its own
+noise (keeping_up.count_growth, the rule a window's queued count is judged by), after at least MIN_OVER_S.
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..adaptive import MAX_FAILED_STARTS, Budget, Spent
-from ..cells.rate_window import BEHIND_NOISE_SDS, growth_through
-from .estimate import Point, holds, monotone
+from ..cells.keeping_up import QUEUE_POINTS, count_growth
+from .estimate import Point, fails, holds, monotone
 
 OVER_SHARE = 0.20      # backlog growth beyond this share of the arrivals: clearly over (achieved < ~80 % offered)
 MIN_OVER_S = 2.0       # and no sooner than this many seconds past the warm-up (nor 20 % of the stage)
@@ -62,7 +63,7 @@ def plan_for(k: int, points: Sequence[Point], target: float, precision: float, r
     """The next rate to probe for K from its points (any order), or None once its bracket is narrow enough or the
     next rate would leave `reach` (lowest, highest rate allowed)."""
     points = monotone(points)
-    failing = [i for i, p in enumerate(points) if not holds(p, target)]
+    failing = [i for i, p in enumerate(points) if fails(p, target)]
     low_reach, high_reach = reach
     if not failing:
         top = points[-1].x
@@ -72,14 +73,15 @@ def plan_for(k: int, points: Sequence[Point], target: float, precision: float, r
                     if rate <= high_reach else f"K={k} holds the SLO up to {top:g} req/s, as far as the search reaches",
                     math.inf)
     j = failing[0]
-    if j == 0:
+    held = [i for i in range(j) if holds(points[i], target)]
+    if not held:
         bottom = points[0].x
         rate = bottom / 2
         return Plan(k, rate if rate >= low_reach else None,
                     f"K={k} misses the SLO even at {bottom:g} req/s: halving to {rate:.3g}" if rate >= low_reach
                     else f"K={k} misses the SLO at every rate the search reaches (down to {bottom:g} req/s)",
                     math.inf)
-    low, high = points[j - 1].x, points[j].x
+    low, high = points[held[-1]].x, points[j].x
     if high / low <= 1 + precision:
         return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s, within "
                              f"{precision:.0%}", high / low)
@@ -89,6 +91,10 @@ def plan_for(k: int, points: Sequence[Point], target: float, precision: float, r
     if not low < rate < high:
         return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s, too narrow to bisect",
                     high / low)
+    if any(p.unjudged and math.isclose(p.x, rate, rel_tol=1e-9) for p in points):
+        return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s; whether it keeps up at "
+                             f"{rate:g} req/s cannot be told, the stage too short for its answers (lengthen the "
+                             "rate stages: see their too_short)", math.inf)   # not narrowed: stuck, not done
     return Plan(k, rate, f"K={k}: bisecting [{low:g}, {high:g}] req/s at {rate:g}", high / low)
 
 
@@ -104,10 +110,11 @@ def _given_up(k: int, plan: Plan, points: Sequence[Point], tried: Sequence[float
 
 
 def next_probe(ks: Sequence[int], points: Mapping[int, Sequence[Point]], probes: Mapping[int, int], spent: Spent,
-               budget: Budget, target: float, precision: float, reach: tuple[float, float],
+               budget: Budget, target: float | Mapping[int, float], precision: float, reach: tuple[float, float],
                tried: Mapping[int, Sequence[float]] | None = None) -> Probe:
-    """The next probe over every K (`probes`: probes run per K so far; `spent`: lives per K and server time;
-    `tried`: per K, the rate of every probe run so far)."""
+    """The next probe over every K (`target`: the percentile its points hold, one for all or per K; `probes`:
+    probes run per K so far; `spent`: lives per K and server time; `tried`: per K, the rate of every probe run so
+    far)."""
     plans, done, stuck = [], [], []
     for k in ks:
         mine = points.get(k, [])
@@ -119,7 +126,7 @@ def next_probe(ks: Sequence[int], points: Mapping[int, Sequence[Point]], probes:
             plans.append(Plan(k, lowest, f"K={k}: no valid rate window yet; probing the lowest rate, {lowest:g}",
                               math.inf))
             continue
-        plan = plan_for(k, mine, target, precision, reach)
+        plan = plan_for(k, mine, target[k] if isinstance(target, Mapping) else target, precision, reach)
         if given_up := _given_up(k, plan, mine, (tried or {}).get(k, [])):
             stuck.append(given_up)
         elif plan.rate is not None:
@@ -143,17 +150,22 @@ def next_probe(ks: Sequence[int], points: Mapping[int, Sequence[Point]], probes:
 
 def clearly_over(times_s: np.ndarray, waiting: np.ndarray, rate: float, since_s: float, stage_s: float) -> str:
     """Why a probe at `rate` is clearly over capacity ("" while it is not): the server's waiting queue sampled at
-    `times_s`, from `since_s` (its warm-up's end) on, grew by more than OVER_SHARE of the arrivals meanwhile and
-    beyond a steady queue's noise, at least max(MIN_OVER_S, 20 % of the stage) in."""
+    `times_s`, from `since_s` (its warm-up's end) on, grew by more than OVER_SHARE of the arrivals meanwhile (its
+    least-squares gain) and beyond its own noise (keeping_up.count_growth), at least max(MIN_OVER_S, 20 % of the
+    stage) in."""
     times_s, waiting = np.asarray(times_s, dtype=float), np.asarray(waiting, dtype=float)
     keep = (times_s >= since_s) & np.isfinite(waiting)
     times_s, waiting = times_s[keep], waiting[keep]
-    if len(times_s) < 3 or float(np.ptp(times_s)) < max(MIN_OVER_S, 0.2 * stage_s):
+    if len(times_s) < 5 or float(np.ptp(times_s)) < max(MIN_OVER_S, 0.2 * stage_s):
         return ""
     span = float(np.ptp(times_s))
-    growth = growth_through(times_s, waiting)
-    level = max(float(waiting[0]), float(waiting[-1]), 1.0)
-    if math.isnan(growth) or growth <= max(OVER_SHARE * rate * span, BEHIND_NOISE_SDS * math.sqrt(level)):
+    # read at equally spaced times (each the last sample by then), no more of them than samples: repeated
+    # readings of one sample would hide its noise from count_growth
+    points = min(QUEUE_POINTS, len(times_s) - (1 - len(times_s) % 2))
+    grid = np.linspace(times_s[0], times_s[-1], points)
+    queue = count_growth(waiting[np.searchsorted(times_s, grid, side="right") - 1])
+    growth = queue.gained
+    if not queue.grows or not growth > OVER_SHARE * rate * span:
         return ""
     return (f"clearly over capacity at {rate:g} req/s: waiting {waiting[0]:.0f} -> {waiting[-1]:.0f} in "
             f"{span:.1f} s (served about {max(rate - growth / span, 0.0):.1f} of {rate:g} req/s): the probe ended "

@@ -10,8 +10,10 @@ the windows (batch means). The spread is pooled over the K at the stage, except 
 spread is wider than the others' beyond an F test: that K keeps its own (moderated by theirs), and the
 others pool without it (`throughput_noises`). With one server life per K (one repeat, or same-server
 repeats) a normal term for the spread from one life to the next is added, which neither bins nor those
-repeats can show (decision.restart_spread: a prior, or an assumed one the verdict names). The same
-factor divides the drawn latencies: at a fixed concurrency a server that serves fewer requests per
+repeats can show (decision.restart_spread: a prior, or an assumed one the verdict names). That term is drawn
+once per K's server life, alike at each of its stages; so is the part of a measured spread a single-life K
+borrows that its window does not show inside (`_one_life_factor`): the knee compares the stages of one life. The
+same factor divides the drawn latencies: at a fixed concurrency a server that serves fewer requests per
 second keeps each longer.
 Windows are resampled in an order of their content, not of their repeat labels: renaming or
 reordering repeats gives the same draws.
@@ -31,6 +33,7 @@ from scipy import stats as scipy_stats
 from .evidence import LATENCY_COLUMNS, Cell, Window
 from ...config.slo import Slo
 from .resample import CellDraws, RequestResampler, per_second
+from .slo_attainment import meets as slo_meets
 from .stats import bin_counts
 
 QUANTILES = (0.5, 0.9, 0.99)
@@ -62,6 +65,7 @@ class CellStats:
     kv_pool_tokens: float
     throughput_units: int           # independent throughput values behind the figure: repeats x bins
     design_effect: float = 1.0      # rate stages: arrivals per independent one in the SLO attainment (stats.py)
+    slo_design_effects: tuple[float, ...] = ()   # ... in each SLO's (slo_met's order); () = 1 each (users stages)
     failure_design_effect: float = 1.0   # ... and in the failures (a queue's requests time out together)
 
     def objective(self, name: str) -> float:
@@ -215,8 +219,7 @@ class PreparedCell:
             .reshape(len(ordered), len(_SIGNALS))
 
     def _prepare(self, w: Window) -> _PreparedWindow:
-        meets = np.column_stack([w.latency_ms[:, LATENCY_COLUMNS.index(s.column)] <= s.max_ms for s in self.slos]) \
-            if self.slos else np.ones((w.completed, 0), dtype=bool)
+        meets = slo_meets(w.latency_ms, np.ones(w.completed, dtype=bool), self.slos, w.output_tokens)
         good = meets.all(axis=1)
         return _PreparedWindow(w, meets, good, bin_counts(w.t_done_s, np.ones(w.completed), w.duration_s, self.bin_s))
 
@@ -265,9 +268,14 @@ class PreparedCell:
         failures = failures.sum(axis=1)
         # throughput: the measured rates times a factor drawn from Student's t with the pooled spread
         se = self.relative_se(noise)
-        factor = 1 + se * rng.standard_t(noise.df, count) if not math.isnan(se) else np.ones(count)
-        if noise.restart_sd and not math.isnan(se):  # a known (or assumed) spread: normal, not Student's t
-            factor = factor + self.restart_se(noise) * (life_rng or rng).standard_normal(count)
+        if math.isnan(se):
+            factor = np.ones(count)
+        elif life_rng is not None and self.borrows_restart_spread(noise):
+            factor = self._one_life_factor(rng, life_rng, count, noise, se)
+        else:
+            factor = 1 + se * rng.standard_t(noise.df, count)
+            if noise.restart_sd:  # a known (or assumed) spread: normal, not Student's t
+                factor = factor + self.restart_se(noise) * (life_rng or rng).standard_normal(count)
         factor = np.maximum(factor, 0.01)
         duration = self.durations[picks].sum(axis=1)
         point = self.measure()
@@ -282,6 +290,32 @@ class PreparedCell:
             output_tok_per_s=per_second(tokens, duration), goodput=per_second(good, duration), factor=factor,
             request_draws=self.resampler.draw(rng, picks), signals=dict(zip(_SIGNALS, signals.T)),
             throughput_units=self.throughput_units, stats_of=self._drawn)
+
+    def borrows_restart_spread(self, noise: ThroughputNoise) -> bool:
+        """One server life behind the cell, its throughput varied by a measured spread from life to life (a
+        repeat's Student's t: restart_spread.py), not by an assumed restart term beside its windows' own noise."""
+        return noise.source == "repeats" and not noise.restart_sd and len(self.windows) == 1
+
+    def inside_se(self) -> tuple[float, int]:
+        """The relative standard error of the cell's throughput from inside its windows (batch means), and its
+        degrees of freedom; (0, 0) where its windows hold fewer than two bins."""
+        squares, df = _spread(self, "bins")
+        if not df or not self.throughput_units:
+            return 0.0, 0
+        return math.sqrt(squares / df / self.throughput_units), df
+
+    def _one_life_factor(self, rng: np.random.Generator, life_rng: np.random.Generator, count: int,
+                         noise: ThroughputNoise, se: float) -> np.ndarray:
+        """A single life's throughput factor under a borrowed spread `se`, still `se` x Student's t with the
+        spread's degrees of freedom: a normal of variance se^2 over the root of a chi-square / df. The normal is
+        split in two: what the life's window shows inside (`inside_se`), drawn at this stage alone (`rng`), and the
+        rest, the life's own luck, from `life_rng` (the same normal draws an assumed restart term takes), as is the
+        chi-square (the spread's own uncertainty): every stage of the life shares them draw for draw, so the knee's
+        stage ratios of that life carry its windows' noise only."""
+        within = min(self.inside_se()[0], se)
+        luck = life_rng.standard_normal(count)
+        scale = np.sqrt(life_rng.chisquare(noise.df, count) / noise.df)
+        return 1 + (math.sqrt(se ** 2 - within ** 2) * luck + within * rng.standard_normal(count)) / scale
 
     @functools.cached_property
     def resampler(self) -> RequestResampler:

@@ -6,7 +6,8 @@ it counts against the K), its latencies those of the arrivals that succeeded, it
 every SLO per second of the windows. One resample: the windows drawn with replacement (with several repeats) and,
 inside each, runs of consecutive arrivals (stats.batch_index) drawn with replacement, not single arrivals: the
 requests behind one queue are slow together (a block bootstrap); the server's signals (memory, batch) are the
-windows' own. The SLO attainment's design effect (stats.design_effect) comes with the figures as measured.
+windows' own. The design effects (stats.design_effect) of every SLO's attainment come with the figures as
+measured; each arrival's SLOs met are the window's (from its scheduled arrival: slo_attainment.py).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from ...config import DecisionConfig
 from .measure import QUANTILES, CellStats, column_quantiles
-from .rate_window import RateWindow, met_every_slo
+from .rate_window import RateWindow, windows_behind
 from .stats import batch_index, design_effect
 
 # signal -> how a cell's windows combine it (as measure.py's)
@@ -38,8 +39,8 @@ class _Arrivals:
 
     @classmethod
     def of(cls, window: RateWindow, p: DecisionConfig) -> "_Arrivals":
-        meets = np.column_stack([met_every_slo(window.latency_ms, window.ok, (slo,)) for slo in p.slos]) \
-            if p.slos else np.zeros((window.arrivals, 0), dtype=bool)
+        meets = np.column_stack([window.met(i) for i in range(len(p.slos))]) if p.slos \
+            else np.zeros((window.arrivals, 0), dtype=bool)
         return cls(window, window.good if p.slos else window.ok.copy(), meets, batch_index(window.arrivals))
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
@@ -64,14 +65,16 @@ def _signals(windows: Sequence[RateWindow]) -> dict[str, float]:
     return out
 
 
-def _design_effects(prepared: Sequence[_Arrivals]) -> tuple[float, float]:
-    """The SLO attainment's and the failures' design effects (stats.design_effect), as measured: every resample
-    carries them, so the gates read one rule measured and resampled."""
-    return design_effect([a.good for a in prepared]), design_effect([~a.window.ok for a in prepared])
+def _design_effects(prepared: Sequence[_Arrivals]) -> tuple[float, float, tuple[float, ...]]:
+    """The design effects (stats.design_effect) of the share meeting every SLO, of the failures and of each SLO's
+    attainment, as measured: every resample carries them, so the gates read one rule measured and resampled."""
+    slos = prepared[0].meets.shape[1] if prepared else 0
+    return (design_effect([a.good for a in prepared]), design_effect([~a.window.ok for a in prepared]),
+            tuple(design_effect([a.meets[:, i] for a in prepared]) for i in range(slos)))
 
 
 def _stats(k: int, parts: Sequence[tuple[_Arrivals, np.ndarray]], signals: Mapping[str, float],
-           deff: tuple[float, float] = (1.0, 1.0)) -> CellStats:
+           deff: tuple[float, float, tuple[float, ...]] = (1.0, 1.0, ())) -> CellStats:
     """A K's figures from (window, the arrivals drawn from it) pairs."""
     duration = sum(a.window.duration_s for a, _ in parts)
     ok = np.concatenate([a.window.ok[i] for a, i in parts]) if parts else np.empty(0, dtype=bool)
@@ -86,7 +89,7 @@ def _stats(k: int, parts: Sequence[tuple[_Arrivals, np.ndarray]], signals: Mappi
         output_tok_per_s=per_s(sum(np.nan_to_num(a.window.output_tok_per_s) * a.window.duration_s for a, _ in parts)),
         goodput=per_s(sum(int(a.good[i].sum()) for a, i in parts)), quantiles=column_quantiles(latency[ok], QUANTILES),
         slo_met=tuple(int(v) for v in met), throughput_units=len(parts), design_effect=deff[0],
-        failure_design_effect=deff[1], **signals)
+        failure_design_effect=deff[1], slo_design_effects=deff[2], **signals)
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,8 +119,23 @@ class RateCell:
 
     @property
     def behind(self) -> list[str]:
-        """Each window's finding where the K fell behind the rate ("falls behind at 12 req/s: ...")."""
-        return [w.behind for w in self.windows if not w.keeps_up]
+        """The finding where the K fell behind the rate, its repeats judged pooled (rate_window.windows_behind: one
+        repeat's excursion does not mark it): each window's that fell behind on its own ("falls behind at 12
+        req/s: ..."), or where only the pool does, one line for them all; [] where it keeps up."""
+        if not windows_behind(self.windows):
+            return []
+        own = [w.behind for w in self.windows if not w.keeps_up]
+        return own or [f"falls behind at {self.windows[0].rate:g} req/s over its {len(self.windows)} repeats "
+                       "pooled (none beyond its noise alone)"]
+
+    def behind_draws(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """Per resample, whether the K falls behind: its windows drawn with replacement (as `draws` draws them)
+        and judged pooled, so the finding's own uncertainty is carried into the resamples."""
+        n = len(self.windows)
+        if n <= 1:
+            return np.full(count, bool(self.behind))
+        picks = rng.integers(n, size=(count, n))
+        return np.array([windows_behind([self.windows[i] for i in row]) for row in picks], dtype=bool)
 
     def pooled(self, column: int) -> np.ndarray:
         """One latency column of its arrivals that succeeded."""

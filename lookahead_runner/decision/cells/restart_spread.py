@@ -7,9 +7,14 @@ measured once borrows it. Its own uncertainty travels with it: its degrees of fr
 borrowing K is drawn from, and its chi-square interval is shown beside it ("restart spread 3.1 % [2.0, 6.8]").
 What earlier runs on this server measured (the ledger, runfolder/spread_ledger.py, as plan.json recorded it)
 joins the pool as more degrees of freedom: unless this run's repeats are wider beyond the same F test (the server
-changed: then this run's alone), and never below what this run's data show (the pooled figure is at least this
-run's own spread, and a single-life K whose windows are noisier inside keeps that). Where no K has two lives,
-the earlier runs' spread is the spread, drawn as a repeat's (Student's t with their degrees of freedom).
+changed: then this run's alone). The figure shown is the estimate its degrees of freedom and chi-square interval
+belong to: the pool's, or this run's alone. Where no K has two lives, the earlier runs' spread is the spread, drawn
+as a repeat's (Student's t with their degrees of freedom). It is a fact of the stage it was measured at (the spread
+changes with concurrency: vLLM #53436): earlier runs' spread joins only the stage at their users.
+A life's spread holds its window's own noise (batch means of its bins) beside the server start's: the window part
+of the lives behind the spread is kept with it (`window_part`), and a K whose windows are noisier than theirs
+beyond chance adds its own window noise to the restart part (the spread less their window part) instead of
+borrowing theirs or keeping its own alone; its degrees of freedom are Satterthwaite's.
 Pure: the prepared cells and the noises `throughput_noises` made in, the noises with their origin out.
 """
 from __future__ import annotations
@@ -19,6 +24,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats
 
 from ...config.decision import DecisionConfig, EarlierSpread
@@ -40,11 +46,13 @@ class SpreadOrigin:
     this_df: int = 0
     earlier: EarlierSpread | None = None  # the earlier runs pooled in
     note: str = ""                       # why the earlier runs' spread was left out, when it was
-    # what the ledger keeps of this run: every K with two or more lives, a K apart (noisier beyond the F test)
-    # too: the next run's stages pool or set it apart again on their own data
+    # what the ledger keeps of this run: the pooled K's part (`squares`, `this_df`, `lives`), never a K set apart
+    # (noisier beyond the F test: an outlier pair would widen every later run's spread), and its window part
     ledger_squares: float = 0.0
     ledger_df: int = 0
     ledger_lives: int = 0
+    window_squares: float = 0.0          # the part of `squares` this run's windows' own noise makes
+    window_df: int = 0                   # ... the degrees of freedom of their bins behind it
 
     def text(self) -> str:
         """e.g. "restart spread 3.1 % [2.0, 6.8] per server life, from 2 earlier runs on this server (last
@@ -70,70 +78,126 @@ def chi2_bounds(rel_sd: float, df: int, level: float) -> tuple[float, float]:
             rel_sd * math.sqrt(df / stats.chi2.ppf(tail, df)))
 
 
+@dataclass(frozen=True)
+class Part:
+    """Restarted lives' part of a spread: squared relative deviations from their K's mean, the part of them the
+    windows' own noise makes, degrees of freedom, lives, and the K they are of."""
+
+    squares: float = 0.0
+    window_squares: float = 0.0
+    df: int = 0
+    lives: int = 0
+    ks: tuple[int, ...] = ()
+    window_df: int = 0     # the degrees of freedom of the bins behind `window_squares`
+
+
+def window_var(cell: PreparedCell) -> tuple[float, int]:
+    """The relative variance of one life's throughput its window alone makes (the variance of a window's mean from
+    its bins, batch means), the mean over the cell's windows; and the bins' degrees of freedom behind it."""
+    variances, df = [], 0
+    for window in cell.windows:
+        bins = np.asarray(window.bins_req, dtype=float)
+        if len(bins) >= 2 and bins.mean() > 0:
+            variances.append(float(((bins / bins.mean() - 1) ** 2).sum()) / (len(bins) - 1) / len(bins))
+            df += len(bins) - 1
+    return (sum(variances) / len(variances), df) if variances else (0.0, 0)
+
+
+def window_part(cell: PreparedCell) -> float:
+    """What the windows' own noise adds, in expectation, to a K's squared deviations between lives: (n - 1) x
+    their mean window variance (each life's mean is off by its window's noise besides its start's)."""
+    return (len(cell.windows) - 1) * window_var(cell)[0]
+
+
 def measured_now(cells: Mapping[int, PreparedCell], pooled: ThroughputNoise,
-                 by_k: Mapping[int, ThroughputNoise]) -> tuple[float, int, int, tuple[int, ...]]:
-    """This run's pooled part: (squares, degrees of freedom, lives, K) of the K with two or more lives that share
-    the stage's pool (a K noisier beyond the F test keeps its own and is not in it)."""
+                 by_k: Mapping[int, ThroughputNoise]) -> Part:
+    """This run's pooled part: the K with two or more lives that share the stage's pool (a K noisier beyond the F
+    test keeps its own and is in neither the pool nor the ledger)."""
     if pooled.source != "repeats":
-        return 0.0, 0, 0, ()
+        return Part()
     ks = tuple(k for k, cell in sorted(cells.items()) if len(cell.windows) >= 2 and by_k.get(k) is pooled)
     parts = [_spread(cells[k], "repeats") for k in ks]
-    return sum(sq for sq, _ in parts), sum(df for _, df in parts), sum(len(cells[k].windows) for k in ks), ks
+    return Part(sum(sq for sq, _ in parts), sum(window_part(cells[k]) for k in ks), sum(df for _, df in parts),
+                sum(len(cells[k].windows) for k in ks), ks, sum(window_var(cells[k])[1] for k in ks))
 
 
-def restarted(cells: Mapping[int, PreparedCell]) -> tuple[float, int, int]:
-    """(squares, degrees of freedom, lives) of every K with two or more lives, in the stage's pool or apart."""
-    ks = [k for k, cell in cells.items() if len(cell.windows) >= 2]
-    parts = [_spread(cells[k], "repeats") for k in ks]
-    return sum(sq for sq, _ in parts), sum(df for _, df in parts), sum(len(cells[k].windows) for k in ks)
+def _beyond_chance(own: tuple[float, int], typical: tuple[float, int]) -> bool:
+    """A K's window variance (and its bins' degrees of freedom) beyond the typical one of the lives behind the spread
+    by the one-sided F test the pool uses; a typical one of unknown degrees of freedom (a ledger entry that did not
+    keep them) is taken as known (it stands on the bins of every life behind it)."""
+    (own_var, own_df), (typical_var, typical_df) = own, typical
+    if not own_df or own_var <= typical_var:
+        return False
+    if typical_var <= 0:
+        return True
+    if not typical_df:
+        return own_var * own_df / typical_var > float(stats.chi2.ppf(0.95, own_df))
+    return _noisier((own_var * own_df, own_df), (typical_var * typical_df, typical_df)) > 1
 
 
-def _noisier_inside(cell: PreparedCell, spread: ThroughputNoise) -> tuple[float, int]:
-    """A single-life K's relative standard error from inside its window (batch means) and its degrees of freedom
-    where it is wider than the restart spread beyond the F test the pool uses (a few bins are a rough estimate:
-    their own degrees of freedom make its Student's t); (0, 0) otherwise."""
-    squares, df = _spread(cell, "bins")
-    if not df or not cell.throughput_units:
-        return 0.0, 0
-    per_life = squares / cell.throughput_units   # the variance of the window's mean, x its degrees of freedom
-    if _noisier((per_life, df), (spread.rel_sd ** 2 * spread.df, spread.df)) <= 1:
-        return 0.0, 0
-    return math.sqrt(per_life / df), df
+def _satterthwaite(a: float, df_a: int, b: float, df_b: int) -> int:
+    """The degrees of freedom of a sum of two variance estimates (Welch-Satterthwaite), at least 1."""
+    if a <= 0 or not df_a:
+        return max(df_b, 1)
+    return max(1, int((a + b) ** 2 / (a * a / df_a + (b * b / df_b if df_b else 0.0))))
 
 
 def _with_origin(cells: Mapping[int, PreparedCell], pooled: ThroughputNoise, by_k: dict[int, ThroughputNoise],
-                 new: ThroughputNoise) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
-    """`new` replaces the pool for every K on it; a single-life K whose window is noisier inside keeps that."""
+                 new: ThroughputNoise, window_squares: float,
+                 window_df: int) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
+    """`new` replaces the pool for every K on it; a K whose windows are noisier than those of the lives behind it
+    (their window part `window_squares` over `new`'s degrees of freedom, on `window_df` of bins) adds its own window
+    noise to the restart part instead."""
+    typical = window_squares / new.df if new.df else 0.0
+    restart = max(new.rel_sd ** 2 - typical, 0.0)
     out = {}
     for k, noise in by_k.items():
-        if noise is not pooled:
-            out[k] = noise
+        own, df = window_var(cells[k]) if noise is pooled else (0.0, 0)
+        if noise is not pooled or not _beyond_chance((own, df), (typical, window_df)):
+            out[k] = new if noise is pooled else noise
             continue
-        own, df = _noisier_inside(cells[k], new) if len(cells[k].windows) == 1 else (0.0, 0)
-        out[k] = new if not own else dataclasses.replace(
-            new, rel_sd=own, df=df, scope=f"K={k}'s own window, noisier inside than the restart spread", origin=None)
+        out[k] = dataclasses.replace(new, rel_sd=math.sqrt(restart + own), df=_satterthwaite(restart, new.df, own, df),
+                                     scope=f"K={k}'s: the restart spread with its own noisier windows", origin=None)
     return new, out
+
+
+def stage_users(cells: Mapping[int, PreparedCell]) -> int | None:
+    return next((cell.cell.users for cell in cells.values()), None)
+
+
+def earlier_at(p: DecisionConfig, users: int | None) -> EarlierSpread | None:
+    """The earlier runs' spread where it was measured at these users (0: as a plan.json before issue 46 took it,
+    at the run's target: the engine gives it to the target stage alone)."""
+    earlier = p.earlier_spread
+    return earlier if earlier is not None and earlier.users in (0, users) else None
 
 
 def with_restart_spread(cells: Mapping[int, PreparedCell], noises: tuple[ThroughputNoise, dict[int, ThroughputNoise]],
                         p: DecisionConfig) -> tuple[ThroughputNoise, dict[int, ThroughputNoise]]:
     """The stage's noises (`throughput_noises`) with the restart spread's origin, and the earlier runs' spread pooled
-    in where the config carries one (module docstring)."""
+    in where the config carries one measured at this stage's users (module docstring)."""
     pooled, by_k = noises
-    earlier, level = p.earlier_spread, p.interval_level
-    squares, df, lives, ks = measured_now(cells, pooled, by_k) if not p.one_life_per_k else (0.0, 0, 0, ())
-    if df:
+    earlier, level = earlier_at(p, stage_users(cells)), p.interval_level
+    part = measured_now(cells, pooled, by_k) if not p.one_life_per_k else Part()
+    if part.df:
         note = ""
-        if earlier is not None and _noisier((squares, df), (earlier.squares, earlier.df)) > 1:
+        if earlier is not None and _noisier((part.squares, part.df), (earlier.squares, earlier.df)) > 1:
             note = (f"the {earlier.runs} earlier run{'s' if earlier.runs != 1 else ''} on this server measured "
                     f"{earlier.rel_sd:.1%}, narrower beyond an F test: left out (the server changed?)")
             earlier = None
-        total_sq, total_df = squares + (earlier.squares if earlier else 0.0), df + (earlier.df if earlier else 0)
-        rel_sd = max(math.sqrt(total_sq / total_df), pooled.rel_sd)  # never below what this run shows
-        origin = SpreadOrigin(rel_sd, *chi2_bounds(rel_sd, total_df, level), total_df, lives, ks, squares, df,
-                              earlier, note, *restarted(cells))
+        # pooled where the F test finds them alike, this run's alone where not: either way the figure, its degrees
+        # of freedom and its interval are of one estimate
+        total_sq = part.squares + (earlier.squares if earlier else 0.0)
+        total_df = part.df + (earlier.df if earlier else 0)
+        window_sq = part.window_squares + (earlier.window_squares if earlier else 0.0)
+        known = earlier is None or earlier.window_df   # an entry that kept no bins: the window part's taken as known
+        window_df = part.window_df + (earlier.window_df if earlier else 0) if known else 0
+        rel_sd = math.sqrt(total_sq / total_df)
+        origin = SpreadOrigin(rel_sd, *chi2_bounds(rel_sd, total_df, level), total_df, part.lives, part.ks,
+                              part.squares, part.df, earlier, note, part.squares, part.df, part.lives,
+                              part.window_squares, part.window_df)
         new = dataclasses.replace(pooled, rel_sd=rel_sd, df=total_df, origin=origin)
-        return _with_origin(cells, pooled, by_k, new)
+        return _with_origin(cells, pooled, by_k, new, window_sq, window_df)
     if earlier is None or not earlier.df:
         return pooled, by_k
     origin = SpreadOrigin(earlier.rel_sd, *chi2_bounds(earlier.rel_sd, earlier.df, level), earlier.df,
@@ -144,7 +208,7 @@ def with_restart_spread(cells: Mapping[int, PreparedCell], noises: tuple[Through
                 {k: dataclasses.replace(n, **prior) if n.source != "none" else n for k, n in by_k.items()})
     # every K one life: each life's throughput varies by the earlier runs' spread, drawn as a repeat's
     new = ThroughputNoise(earlier.rel_sd, earlier.df, "repeats", "from earlier runs on this server", origin=origin)
-    return _with_origin(cells, pooled, {k: pooled for k in by_k}, new)
+    return _with_origin(cells, pooled, {k: pooled for k in by_k}, new, earlier.window_squares, earlier.window_df)
 
 
 def measured(noise: ThroughputNoise) -> bool:
@@ -190,26 +254,49 @@ def lives_advice(noise: ThroughputNoise, cells: Mapping[int, PreparedCell], a: i
 
 
 
-# a single life this far from what earlier runs on this server measured for its K (the larger of these many restart
-# spreads and this share) is taken for an outlier until a second life says otherwise: a life on a host whose other
-# work took the server's CPUs read 40 % of its K's level (benchmarks/README.md, issue 38's real-vLLM runs)
+# A single life this far from the level earlier runs on this server measured for its K is taken for an outlier until
+# a second life says otherwise (a life on a host whose other work took the server's CPUs read 40 % of its level;
+# a restart can land in a slow regime, vLLM #39903): beyond SUSPECT_SPREADS of its spread (the life's own and the
+# level's, `off_earlier`) or SUSPECT_TIE_BANDS tie bands, whichever is larger.
+# - The spreads term tests the life against the spread the ledger claims: the deviation over the estimated spread
+#   is Student's t with the spread's degrees of freedom, so a life the spread does describe is called an outlier in
+#   P(|t| > 4) of sweeps: 15.6 % at 1 degree of freedom, 5.7 % at 2, 1.6 % at 4, 0.4 % at 8, 0.07 % at 20 (the price
+#   of a false alarm is one more life; of a miss, a confident verdict on an outlier).
+# - The tie-band floor: a deviation of two tie bands carries a gain from one edge of the tie band to the other, so no
+#   outlier that could turn a tie into a confident "Set K" (or hide a gain) by itself passes, however narrow the
+#   spread; at the 3 % band it keeps the false alarms at 0.002 % at most at a spread of 1 %, 0.26 % at 1.5 % and
+#   1.6 % at 2 % (the worst: one earlier run, one degree of freedom; 0.02 % and 0.3 % over five runs), and it is what
+#   catches the issue's 15 %-slow baseline under a 1 % spread (4 spreads over two runs: 4.9 %), which the old 25 %
+#   floor let through.
+# The rates: P(|d| > max(4 s (1 + 1/runs)^0.5, 2 band)) with d ~ N(0, sigma^2 (1 + 1/runs)) and s^2 ~ sigma^2
+# chi2(df) / df, integrated over the chi-square; the spreads term alone is exactly P(|t_df| > 4).
 SUSPECT_SPREADS = 4.0
-SUSPECT_FLOOR = 0.25
+SUSPECT_TIE_BANDS = 2.0
 
 
-def off_earlier(objective: Mapping[int, float], lives: Mapping[int, int], noise: ThroughputNoise,
-                earlier: EarlierSpread | None) -> dict[int, float]:
+def off_earlier(objective: Mapping[int, float], lives: Mapping[int, int], noises: Mapping[int, ThroughputNoise],
+                earlier: EarlierSpread | None, tie_band: float) -> dict[int, float]:
     """K measured once whose objective is off the level earlier runs on this server measured for it (beyond
-    SUSPECT_SPREADS x the spread, and SUSPECT_FLOOR): K -> its relative deviation."""
+    SUSPECT_SPREADS x its spread, the life's and the level's over the earlier runs, and SUSPECT_TIE_BANDS x
+    `tie_band`): K -> its relative deviation."""
     if earlier is None or not earlier.levels:
         return {}
-    limit = max(SUSPECT_SPREADS * (noise.rel_sd if math.isfinite(noise.rel_sd) else 0.0), SUSPECT_FLOOR)
     out = {}
     for k, value in objective.items():
         level = earlier.levels.get(str(k))
+        noise = noises.get(k)
+        spread = noise.rel_sd if noise is not None and math.isfinite(noise.rel_sd) else 0.0
+        limit = max(SUSPECT_SPREADS * spread * math.sqrt(1 + 1 / max(earlier.runs, 1)), SUSPECT_TIE_BANDS * tie_band)
         if lives.get(k) == 1 and level and math.isfinite(value) and abs(value / level - 1) > limit:
             out[k] = value / level - 1
     return out
+
+
+def unchecked(lives: Mapping[int, int], earlier: EarlierSpread | None) -> frozenset[int]:
+    """K measured once that earlier runs on this server hold no level for: no outlier check can see their life."""
+    if earlier is None:
+        return frozenset()
+    return frozenset(k for k, n in lives.items() if n == 1 and str(k) not in earlier.levels)
 
 
 def off_earlier_text(deviations: Mapping[int, float], earlier: EarlierSpread) -> list[str]:

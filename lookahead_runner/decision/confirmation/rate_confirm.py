@@ -1,7 +1,7 @@
 """The confirmation of a verdict at an arrival rate (a run of rate stages only, decision.confirm = "always"): the
 recommended K started in a life of its own, exactly as the report prints it, running the target rate stage
-alone; it is confirmed where that life keeps up with the rate and its SLO attainment is not below
-decision.slo_attainment beyond its interval (the gates the verdict judged, gates/rate_gates.py), as the user-stage
+alone; it is confirmed where that life keeps up with the rate and no SLO's attainment is below its own
+percentile beyond its interval (the gates the verdict judged, gates/rate_gates.py), as the user-stage
 confirmation holds a K to what the per-K lives showed within the noise. A window whose drafting says the K was
 not in effect is "not in effect"; one that falls behind or misses the SLO is "not confirmed", and the verdict is
 then not decided (its own life disagreed). Pure: the plan, the decision and the windows in, a `Confirmation` out.

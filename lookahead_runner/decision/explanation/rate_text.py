@@ -1,7 +1,11 @@
 """The decision at an arrival rate in words (decision/rate_decision.py judges it; `ev` is its RateEval):
 "At 20 req/s: set K=4: p99 TTFT 610 -> 340 ms [-320, -210], SLO met by 99.4 % [98.8, 99.7] vs 93.0 % at K=0;
-K=4 wins in 97 % of 1000 resamples; K=0 falls behind at 20 req/s: 9.8 served, waiting 3 -> 41." Every figure with
-its interval; nothing here changes what is decided.
+K=4 wins in 97 % of 1000 resamples; K=0 falls behind at 20 req/s: 9.8 served, waiting 3 -> 41." Where every K
+holds the rate, what decided is named with its figures and their intervals: "set K=4, decided by its capacity
+within the SLO (the headroom at 30 req/s): 50.8 req/s [48.0, 60.0] against K=0's 31.4 req/s [30.0, 36.0]" or
+"set K=4, decided by the latency at the rate: p90 e2e 3259 -> 1294 ms [-1990, -1915]; capacity within the SLO K=4
+> 48 req/s against K=0's 38.7 req/s [36.0, 48.0]: not told apart beyond the tie band (3%)". Nothing here changes
+what is decided.
 """
 from __future__ import annotations
 
@@ -10,18 +14,21 @@ from collections.abc import Sequence
 
 from ...config import DecisionConfig
 from ...telemetry.drafting import LIKELY_CAUSES
-from ..cells.rate_window import RateWindow
+from ..cells.rate_window import RateWindow, windows_too_short
 from ..cells.stats import Bounds
 from ..gates.in_effect import PREFIX
-from ..gates.rate_gates import GATE_ATTAINMENT, GATE_KEEPS_UP, attainment, attainment_bounds, objective
+from ..gates.rate_gates import GATE_ATTAINMENT, GATE_KEEPS_UP, attainment, attainment_bounds, missed
+from ..gates.rate_pick import rank
 from .text import share
 
 SLO_QUANTILES = (0.5, 0.9, 0.99)   # the percentiles a cell keeps (cells/measure.py QUANTILES)
+DECIDED_BY_TEXT = {"capacity": "the capacity within the SLO decided", "latency": "the latency at the rate decided",
+                   "gates": "every smaller K fails a gate", "tie": "no K beats the smallest"}
 
 
 def objective_name(p: DecisionConfig) -> str:
-    return ("goodput at the rate (req/s meeting every SLO)" if p.slos
-            else f"1000 / e2e p{p.latency_percentile:g} ms (lower latency wins)")
+    latency = f"1000 / e2e p{p.latency_percentile:g} ms (lower latency wins)"
+    return f"capacity within the SLO (the headroom at the rate), then {latency} at the rate" if p.slos else latency
 
 
 def latency_change(label: str, base_ms: float, k_ms: float, bounds: Bounds) -> str:
@@ -60,13 +67,45 @@ def why_out(ev, k: int, p: DecisionConfig) -> str:
     if check.name == GATE_KEEPS_UP:
         return check.evidence
     if check.name == GATE_ATTAINMENT:
-        return f"misses the SLO: met by {_attained(ev, k, p)} (needs {p.slo_attainment:.1%})"
+        return f"misses the SLO: {missed(ev.stats[k], p)}"
     return f"is blocked by {check.name}: {check.evidence}"
 
 
 def _runner_up(ev, p: DecisionConfig) -> int | None:
-    others = [k for k in ev.ks if k != ev.pick]
-    return max(others, key=lambda k: (objective(ev.stats[k], p), -k)) if others else None
+    """The K the rule would set without the pick (None where no other K passes every gate)."""
+    others = [k for k in ev.eligible if k != ev.pick]
+    return rank(ev.standings, others, p.tie_tolerance_frac).pick if others else None
+
+
+def _speed_change(ev, k: int, other: int, p: DecisionConfig) -> str:
+    """"p90 e2e 3259 -> 1294 ms [-1990, -1915]": `other`'s e2e at decision.latency_percentile -> K's."""
+    q = p.latency_percentile / 100
+    _, bounds = ev.difference(k, "e2e_ms", q, p.interval_level, other)
+    return latency_change(f"p{p.latency_percentile:g} e2e", ev.stats[other].quantile("e2e_ms", q),
+                          ev.stats[k].quantile("e2e_ms", q), bounds)
+
+
+def _besides_speed(figures: list[str], p: DecisionConfig) -> list[str]:
+    """The latency figures but the e2e at decision.latency_percentile (`_speed_change` names it)."""
+    return [f for f in figures if not f.startswith(f"p{p.latency_percentile:g} e2e ")]
+
+
+def _capacities(ev, k: int, other: int) -> str:
+    """"K=4 > 48 req/s against K=0's 38.7 req/s [36.0, 48.0]" ("" without a capacity for both)."""
+    mine, theirs = ev.capacity_text.get(k, ""), ev.capacity_text.get(other, "")
+    return f"K={k} {mine} against K={other}'s {theirs}" if mine and theirs else ""
+
+
+def _set_apart(ev, p: DecisionConfig) -> str:
+    """What set the pick apart from the smaller K that passes every gate (ev.compared), with its figures."""
+    k, other = ev.pick, ev.compared
+    capacity = _capacities(ev, k, other)
+    if ev.decided_by == "capacity":
+        return (f"decided by its capacity within the SLO (the headroom at {ev.rate:g} req/s): "
+                f"{capacity.removeprefix(f'K={k} ')}; {_speed_change(ev, k, other, p)}")
+    tie = f"not told apart beyond the tie band ({p.tie_tolerance_frac:.0%})"
+    return (f"decided by the latency at the rate: {_speed_change(ev, k, other, p)}"
+            + (f"; capacity within the SLO {capacity}: {tie}" if capacity else ""))
 
 
 def verdict(ev, p: DecisionConfig) -> str:
@@ -74,7 +113,7 @@ def verdict(ev, p: DecisionConfig) -> str:
     lost = "; ".join(f"K={k} {why_out(ev, k, p)}" for k in ev.ks if ev.blocked_by(k))
     if ev.pick is None:
         return (f"No K keeps the SLO at {at}: {lost}. Nothing to set at this rate: lower it below a K's capacity "
-                "within the SLO (the capacity table), or relax decision.slo / decision.slo_attainment.")
+                "within the SLO (the capacity table), or relax decision.slo (a limit or its percentile).")
     if ev.status == "not_decided":
         return f"Not decided yet at {at}: K={ev.pick} leads, but {'; '.join(ev.why_not)}. See what to run next."
     wins = f"K={ev.pick} wins in {share(ev.shares.get(ev.pick, 0.0))} of {ev.resamples} resamples"
@@ -82,32 +121,49 @@ def verdict(ev, p: DecisionConfig) -> str:
         figures = _latencies(ev, ev.pick, ev.base_k, p)
         if p.slos:
             figures.append(f"SLO met by {_attained(ev, ev.pick, p)} vs {_attained(ev, ev.base_k, p)} at K={ev.base_k}")
-        text = f"At {at}: set K={ev.pick}: {', '.join(figures)}; {wins}"
+        if ev.compared is None:     # every smaller K fails a gate here
+            text = f"At {at}: set K={ev.pick}: {', '.join(figures)}; {wins}"
+        else:
+            parts = [_set_apart(ev, p), ", ".join(_besides_speed(figures, p))]
+            text = f"At {at}: set K={ev.pick}, {'; '.join(part for part in parts if part)}; {wins}"
     else:
         text = f"At {at}: keep K={ev.base_k}" + (f": SLO met by {_attained(ev, ev.base_k, p)}" if p.slos else "")
         other = _runner_up(ev, p)
         if other is not None and not ev.blocked_by(other):
-            text += (f"; K={other} keeps it too with no more "
-                     f"{'goodput' if p.slos else 'speed'} beyond the tie band ({p.tie_tolerance_frac:.0%}) "
-                     f"({', '.join(_latencies(ev, other, ev.base_k, p))})")
+            capacity = _capacities(ev, other, ev.base_k)
+            latency = [_speed_change(ev, other, ev.base_k, p), *_besides_speed(_latencies(ev, other, ev.base_k, p), p)]
+            text += (f"; K={other} holds it too, not told apart beyond the tie band ({p.tie_tolerance_frac:.0%})"
+                     + (f" by capacity within the SLO ({capacity}) nor" if capacity else "")
+                     + f" by latency at the rate ({', '.join(latency)})")
         text += f"; {wins}"
     return text + (f"; {lost}." if lost else ".")
 
 
 def reasons(ev, p: DecisionConfig) -> list[str]:
-    lines = [f"At {ev.rate:g} req/s every K that keeps up serves the offered rate, so the objective is "
-             + ("goodput there, the arrivals meeting every SLO per second (as the SLO attainment ranks them); where "
-                f"several K hold decision.slo_attainment = {p.slo_attainment:.1%}, the smallest within the tie band "
-                f"({p.tie_tolerance_frac:.0%}) is kept." if p.slos else
-                f"the e2e p{p.latency_percentile:g} latency (no decision.slo given): the lowest wins, the smallest K "
-                f"within the tie band ({p.tie_tolerance_frac:.0%}).")]
+    tie = f"({p.tie_tolerance_frac:.0%})"
+    lines = [f"At {ev.rate:g} req/s every K that keeps up serves the offered rate, so its goodput there tells the K "
+             "apart only once one saturates. Among the K that pass every gate "
+             + ("(keeping up, and each SLO of decision.slo met by its own percentile of the arrivals), "
+                "the capacity within the SLO decides first, the headroom at the rate: a K that holds a rate more "
+                f"than the tie band {tie} above one where another does not puts it out (a capacity between two rates "
+                "measured could sit anywhere between them); then the lower "
+                if p.slos else "(no decision.slo given: no capacity within it), the lower ")
+             + f"e2e p{p.latency_percentile:g} at the rate, beyond the tie band {tie}; then the smallest K."
+             + (f" Here: {DECIDED_BY_TEXT[ev.decided_by]}." if ev.decided_by in DECIDED_BY_TEXT else "")]
     for k in ev.ks:
         s = ev.stats[k]
         figures = f"{s.finished} arrivals over {len(ev.cells[k].windows)} window(s), {s.req_per_s:.2f} served per s"
+        latency = s.quantile("e2e_ms", p.latency_percentile / 100)
+        if math.isfinite(latency):
+            figures += f", e2e p{p.latency_percentile:g} {latency:.0f} ms"
         if p.slos:
             figures += f", SLO met by {_attained(ev, k, p)}"
+        if ev.capacity_text.get(k):
+            figures += f", capacity within the SLO {ev.capacity_text[k]}"
         lost = why_out(ev, k, p)
-        lines.append(f"K={k} at {ev.rate:g} req/s: {figures}" + (f"; {lost}" if lost else "; keeps up") + ".")
+        short = windows_too_short(ev.cells[k].windows)
+        kept = f"; keeping up not judged ({short})" if short else "; keeps up"
+        lines.append(f"K={k} at {ev.rate:g} req/s: {figures}" + (f"; {lost}" if lost else kept) + ".")
     return lines
 
 
@@ -124,12 +180,17 @@ def next_runs(ev, p: DecisionConfig) -> list[str]:
     out = []
     for k in ev.ks:
         for check in ev.unknown(k):
+            short = windows_too_short(ev.cells[k].windows) if check.name == GATE_KEEPS_UP else ""
+            if short:
+                stage_s = next(w.queue.needed_stage_s for w in ev.cells[k].windows if w.queue is not None)
+                out.append(f"Lengthen the rate stage at {ev.rate:g} req/s to about {stage_s:,.0f} s so whether "
+                           f"K={k} keeps up can be judged ({short.split('; ')[0]}).")
             if check.name == GATE_ATTAINMENT and "about " in check.evidence:
                 needed = int(check.evidence.rsplit("about ", 1)[1].split(" ")[0].replace(",", ""))
                 seconds = needed / ev.rate / max(len(ev.cells[k].windows), 1)
                 out.append(f"Lengthen the rate stage at {ev.rate:g} req/s to about {seconds:,.0f} s of window "
-                           f"(about {needed:,} arrivals) so K={k}'s SLO attainment can be told from "
-                           f"{p.slo_attainment:.1%}, or add repeats (load.repeats).")
+                           f"(about {needed:,} arrivals) so K={k}'s SLO attainment can be told from its "
+                           "percentile, or add repeats (load.repeats).")
     if ev.status == "not_decided" and ev.pick is not None and ev.shares.get(ev.pick, 0.0) < p.confidence:
         out.append(f"Add repeats (load.repeats) of the K at {ev.rate:g} req/s: K={ev.pick} leads in "
                    f"{share(ev.shares.get(ev.pick, 0.0))} of the resamples.")

@@ -274,8 +274,8 @@ def diagnoses(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig)
                          f"preemptions); the limit is {_concurrency_limit(s, p)}.")
     if p.earlier_spread is not None:
         lives = {k: len(cell.windows) for k, cell in stage.prepared.items()}
-        off = off_earlier({k: s.objective(p.objective) for k, s in stage.stats.items()}, lives, stage.noise,
-                          p.earlier_spread)
+        off = off_earlier({k: s.objective(p.objective) for k, s in stage.stats.items()}, lives, stage.noise_by_k,
+                          p.earlier_spread, p.tie_tolerance_frac)
         notes += off_earlier_text(off, p.earlier_spread)
     if stage.blocked_by(stage.base_k):
         notes.append(f"The baseline K={stage.base_k} itself fails {_blockers(stage, stage.base_k)}: the target "
@@ -283,10 +283,11 @@ def diagnoses(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig)
     return notes
 
 
-def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
+def next_runs(stage: StageEval, p: DecisionConfig, contender_share: float) -> list[str]:
     """What to measure so an undecided verdict can be decided, the cheapest fact first: with the restart spread
     unknown, the one life that measures it (no count of repeats from an assumed spread); with it measured, the
-    lives each contender needs, from that spread."""
+    lives each contender needs, from that spread. `contender_share`: the win share that keeps a K in the running
+    at the verdict's bar (engine.contender_share)."""
     if stage.status != "not_decided" or stage.pick is None:
         return []
     out = []
@@ -298,7 +299,8 @@ def next_runs(stage: StageEval, p: DecisionConfig) -> list[str]:
                    "sweep.strategy given, or sweep.strategy = \"adaptive\") and remembers the spread for this "
                    "server; or set decision.restart_spread to a spread measured here. No count of repeats is given "
                    "from the assumed spread.")
-    contenders = sorted(k for k, v in stage.shares.items() if k is not None and k != stage.pick and v >= 0.02)
+    contenders = sorted(k for k, v in stage.shares.items()
+                        if k is not None and k != stage.pick and v >= contender_share)
     repeats = min(s.repeats for s in stage.stats.values())
     for other in [] if assumed else contenders:  # no repeat count from an assumed spread
         b = gain_bounds(stage, stage.pick, other, p)

@@ -1,11 +1,15 @@
 """The gates of one K at one arrival rate (decision/rate_decision.py), beside the user-stage ones it reuses
 (checks.py's failures, memory and latency checks): keeping up with the rate and the SLO attainment.
 
-- keeps up: a K whose backlog grows through a window at the rate (it falls behind: cells/rate_window.py) fails,
-  with the finding's figures; that is a K losing at that rate, not a window to drop.
-- SLO attainment: the share of arrivals meeting every SLO of decision.slo holds decision.slo_attainment, by its
-  Wilson interval on the arrivals over their design effect (cells/stats.py: the requests behind one queue miss
-  together): pass above the target, fail below it, unknown across it (too few arrivals to tell; how many would).
+- keeps up: a K whose backlog grows through a window at the rate (it falls behind: cells/rate_window.py, its
+  repeats pooled) fails, with the finding's figures; that is a K losing at that rate, not a window to drop. Where
+  every window at the rate was a stage too short for its answers, keeping up cannot be judged: unknown ("cannot be
+  judged: stage too short for answers of N s; lengthen to M s"), never a pass, so no verdict rests on it.
+- SLO attainment: each SLO of decision.slo holds at its own percentile (`ttft_p90_ms = 500`: 90 % of the arrivals
+  get their first token within 500 ms of their scheduled arrival), as the users verdict reads it
+  (cells/slo_attainment.py): by each one's Wilson interval on the arrivals over their design effect
+  (cells/stats.py: the requests behind one queue miss together); pass where every SLO's interval lies at or
+  above its percentile, fail where one lies below it, unknown otherwise (too few arrivals to tell; how many would).
 No real-batch gate: at one rate a K that serves faster holds fewer requests at once, which is no server limit.
 """
 from __future__ import annotations
@@ -15,6 +19,8 @@ import math
 from ...config import DecisionConfig
 from ..cells.measure import CellStats
 from ..cells.rate_cell import RateCell
+from ..cells.rate_window import windows_too_short
+from ..cells.slo_attainment import SloAttainment, combined_status
 from ..cells.stats import Bounds, wilson
 from ..schema import Check
 from . import rules
@@ -25,7 +31,7 @@ GATE_ATTAINMENT = "SLO attainment"
 
 
 def attainment(s: CellStats) -> float:
-    """The share of arrivals meeting every SLO (the cell's goodput over its arrivals)."""
+    """The share of arrivals meeting every SLO at once (the cell's goodput over its arrivals): shown, not the gate."""
     return s.goodput * s.duration_s / s.finished if s.finished else math.nan
 
 
@@ -34,10 +40,9 @@ def good_count(s: CellStats) -> int:
 
 
 def objective(s: CellStats, p: DecisionConfig) -> float:
-    """Goodput at the rate with an SLO; without one, the inverse of the e2e latency percentile (higher is better,
-    so the tie band reads as a relative latency difference)."""
-    if p.slos:
-        return s.goodput
+    """The speed at the rate: the inverse of the e2e latency percentile (higher is better, so the tie band reads as
+    a relative latency difference). The pick reads it after the capacity within the SLO (gates/rate_pick.py);
+    goodput, the rate itself for every K that keeps up and holds the SLO, tells them nothing."""
     latency = s.quantile("e2e_ms", p.latency_percentile / 100)
     return 1000.0 / latency if latency > 0 else math.nan
 
@@ -60,7 +65,7 @@ def point_statuses(s: CellStats, base: CellStats, behind: bool, p: DecisionConfi
     """Every gate at the rate on point figures (the rule each resample applies)."""
     out = {GATE_KEEPS_UP: rules.FAIL if behind else rules.PASS}
     if p.slos:
-        out[GATE_ATTAINMENT] = rules.PASS if attainment(s) >= p.slo_attainment else rules.FAIL
+        out[GATE_ATTAINMENT] = rules.PASS if all(a.holds for a in slo_attainments(s, p)) else rules.FAIL
     out[rules.GATE_FAILURES] = rules.failures_status(s, base, p)
     out[rules.GATE_MEMORY] = rules.memory_status(s, p)
     if not p.slos:
@@ -70,14 +75,29 @@ def point_statuses(s: CellStats, base: CellStats, behind: bool, p: DecisionConfi
 
 
 def attainment_bounds(s: CellStats, p: DecisionConfig) -> Bounds:
-    """The attainment's Wilson interval, its arrivals counted as s.design_effect times fewer independent ones."""
+    """The Wilson interval of the share meeting every SLO at once, its arrivals counted as s.design_effect times
+    fewer independent ones."""
     return wilson(good_count(s), s.finished, p.interval_level, s.design_effect)
 
 
-def _correlated(s: CellStats) -> str:
-    if s.design_effect <= 1.0:
+def slo_attainments(s: CellStats, p: DecisionConfig) -> tuple[SloAttainment, ...]:
+    """Each SLO's attainment at the rate: the arrivals meeting it of all arrivals, its Wilson interval on them over
+    that SLO's design effect."""
+    deffs = s.slo_design_effects or (1.0,) * len(p.slos)
+    return tuple(SloAttainment(slo, met, s.finished, wilson(met, s.finished, p.interval_level, deff), deff)
+                 for slo, met, deff in zip(p.slos, s.slo_met, deffs))
+
+
+def missed(s: CellStats, p: DecisionConfig) -> str:
+    """The SLOs whose share measured at the rate is below their percentile, with their figures."""
+    below = [a.text("arrivals") for a in slo_attainments(s, p) if not a.holds]
+    return "; ".join(below) or "every SLO reaches its percentile"
+
+
+def _correlated(a: SloAttainment) -> str:
+    if a.design_effect <= 1.0:
         return ""
-    return (f" (arrivals correlated: missing the SLO in runs, they count as {s.finished / s.design_effect:.0f} "
+    return (f" (arrivals correlated: missing the SLO in runs, they count as {a.n / a.design_effect:.0f} "
             "independent ones)")
 
 
@@ -87,36 +107,43 @@ def _check(name: str, status: str, evidence: str, because: str = "", n: int | No
 
 
 def keeps_up_check(cell: RateCell, rate: float) -> Check:
+    """Fail where the K falls behind (its repeats pooled), unknown where every window at the rate was a stage too
+    short for its answers (nothing judged: no verdict may rest on it), pass otherwise."""
     if cell.behind:
         return _check(GATE_KEEPS_UP, rules.FAIL, "; ".join(cell.behind), n=len(cell.windows))
-    w = cell.windows[0]
+    if short := windows_too_short(cell.windows):
+        count = len(cell.windows)
+        return _check(GATE_KEEPS_UP, rules.UNKNOWN, f"cannot be judged at {rate:g} req/s: {short} "
+                                                    f"({count} window{'s' if count != 1 else ''})",
+                      "too little data", n=count)
+    w = next(w for w in cell.windows if not w.too_short)
     return _check(GATE_KEEPS_UP, rules.PASS, f"at {rate:g} req/s: {w.achieved_per_s:.1f} served of "
                                              f"{w.offered_per_s:.1f} offered, outstanding {w.outstanding[0]:.0f} -> "
                                              f"{w.outstanding[1]:.0f} through the window", n=len(cell.windows))
 
 
 def attainment_check(s: CellStats, p: DecisionConfig) -> Check:
-    n, good = s.finished, good_count(s)
-    if not n:
+    """Every SLO at its own percentile, each by its interval: "TTFT p90 <= 500 ms met by 950/1000 arrivals = 95.0%
+    [93.5%, 96.2%] (needs 90%)", and for one too close to tell, how many arrivals would tell it."""
+    if not s.finished:
         return _check(GATE_ATTAINMENT, rules.UNKNOWN, "no arrival in the window", "not measured", 0)
-    bounds = attainment_bounds(s, p)
-    limits = "; ".join(f"{slo.metric.upper()} <= {slo.max_ms:g} ms" for slo in p.slos)
-    text = (f"every SLO ({limits}) met by {good}/{n} arrivals = {good / n:.1%} [{bounds.low:.1%}, {bounds.high:.1%}] "
-            f"(needs {p.slo_attainment:.1%}){_correlated(s)}")
-    if bounds.low >= p.slo_attainment:
-        return _check(GATE_ATTAINMENT, rules.PASS, text, n=n)
-    if bounds.high < p.slo_attainment:
-        return _check(GATE_ATTAINMENT, rules.FAIL, text, n=n)
-    return _check(GATE_ATTAINMENT, rules.UNKNOWN, text + "; too few arrivals to tell: "
-                  + _arrivals_to_tell(good, n, s.design_effect, p), "too little data", n)
+    found = slo_attainments(s, p)
+    parts = []
+    for a in found:
+        part = a.text("arrivals") + _correlated(a)
+        if a.status == rules.UNKNOWN:
+            part += f"; too few arrivals to tell: {_arrivals_to_tell(a, p.interval_level)}"
+        parts.append(part)
+    status = combined_status(found)
+    return _check(GATE_ATTAINMENT, status, "; ".join(parts), "too little data", s.finished)
 
 
-def _arrivals_to_tell(good: int, n: int, deff: float, p: DecisionConfig) -> str:
-    """Arrivals at which the attainment measured would have an interval clear of the target, as correlated as
+def _arrivals_to_tell(a: SloAttainment, level: float) -> str:
+    """Arrivals at which the attainment measured would have an interval clear of its percentile, as correlated as
     these."""
-    if deff <= 1.0:
-        return _requests_to_tell(good, n, p.slo_attainment, p.interval_level).replace("requests", "arrivals")
-    needed = _requests_needed(good / deff, n / deff, p.slo_attainment, p.interval_level)
+    if a.design_effect <= 1.0:
+        return _requests_to_tell(a.met, a.n, a.slo.share, level).replace("requests", "arrivals")
+    needed = _requests_needed(a.met / a.design_effect, a.n / a.design_effect, a.slo.share, level)
     if needed is None:
         return "more arrivals than any run gives"
-    return f"about {math.ceil(needed * deff):,} arrivals at this attainment, as correlated"
+    return f"about {math.ceil(needed * a.design_effect):,} arrivals at this attainment, as correlated"

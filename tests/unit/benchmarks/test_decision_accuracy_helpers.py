@@ -97,8 +97,10 @@ def test_the_adaptive_replay_reveals_the_recorded_repeats_in_the_drawn_order_and
     order = {k: [5, 3, 1, 0, 2, 4] for k in rates}
     run = replay.replay(recording, order, config, price, max_lives=8)
     assert run.stop == "decided" and run.lives < 8
-    # the leader twice, in the drawn order; the baseline once: K=4 is more than twice as fast (decision/adaptive.py)
-    assert run.revealed[0] == [5] and run.revealed[4] == [5, 3]
+    # the leader twice, in the drawn order; the baseline once, spared where K=4 (more than twice as fast) clears the
+    # early-stop bar, or its second recorded repeat next: one pair measures the spread with one degree of freedom,
+    # whose Student's t has Cauchy tails, so a one-life K=0 still wins ~1 % of 200 resamples (decision/adaptive.py)
+    assert run.revealed[4] == [5, 3] and run.revealed[0] in ([5], [5, 3])
     assert replay.server_seconds(run.revealed, price, start_s=120.0) == run.lives * 127.0
     tight = replay.replay(recording, {k: [5] for k in rates}, config, price, max_lives=8)
     assert tight.stop == "recording exhausted"                    # it wanted a second life of the leader

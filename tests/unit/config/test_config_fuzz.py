@@ -259,6 +259,8 @@ NAMED = [
      "load.stages.0: give the stage users (closed loop)"),
     ("burstiness 0", "[load]\nburstiness = 0.0\n", "load.burstiness: burstiness = 0: give the gamma shape"),
     ("a negative burstiness", "[load]\nburstiness = -1\n", "load.burstiness: burstiness = -1: give the gamma shape"),
+    ("a burstiness below its floor", "[load]\nburstiness = 1e-7\n",
+     "load.burstiness: burstiness = 1e-07: give the gamma shape of the gaps between arrivals, 5.4e-06 or more"),
     ("burstiness with constant arrivals", "[load]\narrival = \"constant\"\nburstiness = 2.0\n",
      "load: burstiness shapes poisson arrivals' gaps"),
     ("a negative max_in_flight", "[load]\nmax_in_flight = -1\n",

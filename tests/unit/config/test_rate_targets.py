@@ -20,7 +20,7 @@ def _load(tmp_path, text):
      "or remove decision.target_rate"),
     (RATES + "[decision]\ntarget_rate = 6\n", "decision.target_rate = 6 is not a rate stage's rate [4, 8]"),
     (RATES + "[decision]\ntarget_rate = -1\n", "decision.target_rate"),
-    ("[decision]\nslo_attainment = 1.5\n", "decision.slo_attainment"),
+    ("[decision]\nslo_attainment = 1.5\n", "decision: slo_attainment = 1.5 is gone"),
     ("[sweep]\nstrategy = \"capacity\"\n[decision]\nslo = { ttft_p99_ms = 500 }\n",
      "sweep.strategy = \"capacity\" probes rate stages"),
     (RATES + "[sweep]\nstrategy = \"capacity\"\n", "sweep.strategy = \"capacity\" finds the highest rate within the "

@@ -6,9 +6,11 @@ from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, S
                                                 run_note, standing_of, valid_lives)
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import decide, evidence
+from lookahead_runner.decision.engine import contender_share
 
 KS = [0, 2, 4, 8]
 ROOMY = Budget(max_lives=20)
+IN_THE_RUNNING = contender_share(DecisionConfig(), 1000)   # at 90 %: 2 %
 
 
 def spent(**lives_by_k) -> Spent:
@@ -17,7 +19,7 @@ def spent(**lives_by_k) -> Spent:
 
 
 def standing(status="not_decided", leader=None, shares=None, objective=None, **rest) -> Standing:
-    return Standing(status, leader, shares or {}, objective or {}, **rest)
+    return Standing(status, leader, shares or {}, objective or {}, **{"contender_share": IN_THE_RUNNING, **rest})
 
 
 def test_starts_with_the_baseline_then_the_middle_of_the_grid_without_a_model():
@@ -299,6 +301,25 @@ def test_a_verdict_decided_short_of_the_early_stop_bar_buys_the_life_it_hangs_on
 def test_a_rivals_small_share_is_written_to_a_tenth_of_a_percent_not_as_0():
     from lookahead_runner.decision.adaptive import _share_text
 
-    standing = Standing("not_decided", leader=4, shares={4: 0.985, 2: 0.006})
+    standing = Standing("not_decided", leader=4, shares={4: 0.985, 2: 0.006}, contender_share=IN_THE_RUNNING)
     assert _share_text(standing, 2) == "wins in 0.6% of the resamples"
     assert _share_text(standing, 4) == "leads in 98% of the resamples"
+
+
+def test_a_k_above_a_stop_short_of_the_early_stop_bar_is_not_left_out():
+    """The adaptive sweep never runs a K at or above an agreed stop: agreed past the early-stop bar (99 %), as its
+    verdict is, not at 90 % (a stop firing in 94 % of the resamples left K=8 out)."""
+    from unit.decision.test_decision import _stop_at_k4_in_94_percent
+
+    assert standing_of(_stop_at_k4_in_94_percent(), DecisionConfig(resamples=1000)).stopped_at is None
+
+
+def test_a_rival_holding_back_the_early_stop_bar_widens_the_bracket():
+    """K=2 leads in ~99 % and K=4 wins ~1.3 %: judged at the early-stop bar K=4 is still in the running (a fifth of the
+    1 % the bar leaves, at least 5 draws), so K=8, above it, could be the best and is run before more repeats (a
+    hard-coded 2 % held the bracket below 4 while the verdict's own look wanted K=4's next life)."""
+    p = DecisionConfig(resamples=1000)
+    now = standing_of(table({0: {32: 20.0}, 2: {32: 45.0}, 4: {32: 39.0}}, 32, spread=0.06), p)
+    assert now.status == "not_decided" and now.decided_at_last_look and 0.005 <= now.shares[4] < 0.02
+    lives = Spent({0: 2, 2: 2, 4: 2}, {0: 2, 2: 2, 4: 2})
+    assert choose(KS, now, lives, ModelView(), ROOMY, 5).k == 8

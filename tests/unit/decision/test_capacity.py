@@ -41,13 +41,14 @@ def test_a_cliff_keeps_the_estimate_inside_the_brackets_middle_half_and_behind_a
 
 def test_the_interval_is_never_narrower_than_the_bracket_nothing_between_two_rates_being_measured():
     c = _cross([Point(10, 1000, 1000), Point(20, 0, 1000)])
-    assert c.low < 10 * 2 ** 0.05 and c.high > 10 * 2 ** 0.95
+    assert (c.low, c.high) == (10, 20)
 
 
 def test_few_arrivals_widen_the_interval_a_rate_that_holds_by_chance_is_not_proof():
     sure = _cross([Point(8, 2000, 2000), Point(10, 2000, 2000), Point(12, 0, 2000)], 0.99)
     thin = _cross([Point(8, 40, 40), Point(10, 40, 40), Point(12, 0, 40)], 0.99)
-    assert sure.low > 10 and thin.low is None or thin.low < 8
+    # sure: the interval starts at the last rate that holds; thin: 40 of 40 met is no proof of 99 % at 10 or 8
+    assert sure.low == 10 and (thin.low is None or thin.low < 10)
 
 
 def test_a_noisy_low_rate_is_pooled_with_the_next_the_attainment_falling_as_the_rate_rises():
@@ -162,7 +163,7 @@ def test_an_unbounded_interval_end_says_beyond_the_loads_measured_not_a_question
 
 
 def test_a_burst_of_misses_at_a_rate_that_holds_widens_the_capacity_interval_below_it():
-    p = DecisionConfig(slo={"ttft_p99_ms": 500.0}, slo_attainment=0.97)
+    p = DecisionConfig(slo={"ttft_p97_ms": 500.0})
 
     def row(burst):
         windows = [rate_window(0, 8.0, 600, 600, p=p), rate_window(0, 12.0, 600, 590, p=p, burst=burst),
@@ -171,7 +172,7 @@ def test_a_burst_of_misses_at_a_rate_that_holds_widens_the_capacity_interval_bel
         assert capacity.rate_bracket == [12, 16]
         return capacity
 
-    assert row(False).rate_range.low > 12 and row(True).rate_range.low < 12
+    assert row(False).rate_range.low == 12 and row(True).rate_range.low < 12
 
 
 def test_a_probe_ended_early_clearly_over_counts_as_failing_its_rate_even_where_its_short_window_is_invalid():
@@ -228,3 +229,87 @@ def test_a_rate_whose_probes_gave_no_valid_window_twice_is_not_probed_again():
     assert (again.k, again.rate) == (0, 16.0)      # once may have been bad luck (a server that failed)
     stuck = next_probe([0], points, {0: 3}, Spent({0: 4}), Budget(20), 0.9, 0.1, REACH, tried={0: [16.0, 16.0]})
     assert stuck.k is None and stuck.stop == "exhausted" and "K=0's probes at 16 req/s gave no valid window" in stuck.why
+
+
+# ------------------------------------------------------------------ the interval against the truth (issue 46)
+
+
+def _point(rate: float, truth: float, target: float, n: int, shape: str, rng: np.random.Generator) -> Point:
+    """One load measured with `n` arrivals against a K whose capacity is `truth`. "behind": the K meets every SLO
+    until its queue grows without bound past `truth` (the simulator's K=0 on tight-kv meets it at 44 req/s, its
+    truth 34); "slope": its misses grow by (rate / truth) ** 20, crossing `target` at `truth`."""
+    if shape == "behind":
+        return Point(rate, n, n, behind=rate > truth)
+    attained = float(np.clip(1 - (1 - target) * (rate / truth) ** 20, 0.0, 1.0))
+    return Point(rate, int(rng.binomial(n, attained)), n)
+
+
+@pytest.mark.parametrize("shape", ["behind", "slope"])
+@pytest.mark.parametrize("where", [0.01, 0.1, 0.5, 0.9, 0.99])
+def test_the_stated_interval_contains_the_truth_at_its_level_wherever_the_truth_sits_in_the_bracket(where, shape):
+    # rates 8, 16, 32 measured, 600 arrivals each; the truth at `where` (geometric) between 8 and 16. The interval
+    # once placed each draw uniformly inside its bracket: 95 % of the bracket's middle, missing a truth near its ends
+    target, level, trials, n = 0.99, 0.95, 60, 600
+    truth = 8 * 2 ** where
+    rng = np.random.default_rng(int(where * 1000))
+    covered = 0
+    for _ in range(trials):
+        c = crossing([_point(x, truth, target, n, shape, rng) for x in (8.0, 16.0, 32.0)], target, level, rng,
+                     draws=400)
+        low, high = -math.inf if c.low is None else c.low, math.inf if c.high is None else c.high
+        covered += low <= truth <= high
+    # at least the level, less three standard errors of a coverage measured over `trials` trials
+    assert covered / trials >= level - 3 * math.sqrt(level * (1 - level) / trials), (truth, covered)
+
+
+# ------------------------------------------------------------------ keeping up as the rate windows judge it (issue 46)
+
+
+def test_a_too_short_window_is_neither_a_hold_nor_a_fail_in_the_capacity_bracket():
+    from . import queue_findings_factory as found
+
+    # 8 req/s met every SLO in a stage too short to tell whether K=0 kept up: the bracket is [4, 16], not [8, 16]
+    windows = [found.with_queue(rate_window(0, 4.0, 60, 60), found.keeps_up()),
+               found.with_queue(rate_window(0, 8.0, 120, 120), found.too_short()),
+               found.with_queue(rate_window(0, 16.0, 240, 240), found.behind())]
+    (row,) = capacities(windows, None, P)
+    assert row.rate_bracket == [4.0, 16.0] and 4.0 < row.rate < 16.0
+    points = rate_points(windows)[0]
+    assert [(pt.x, pt.behind, pt.unjudged) for pt in points] == [(4.0, False, False), (8.0, False, True),
+                                                                (16.0, True, False)]
+    assert (row.rate_range.low or 0.0) <= 4.0 and row.rate_range.high >= 16.0
+    # its SLO missed, a too-short window still fails: the attainment is measured whatever the queue
+    missed = windows[:1] + [found.with_queue(rate_window(0, 8.0, 120, 60), found.too_short())] + windows[2:]
+    (row,) = capacities(missed, None, P)
+    assert row.rate_bracket == [4.0, 8.0]
+    # the search bisects [4, 32], not [8, 32]; and does not probe again a rate whose stage was too short to tell
+    wider = points[:2] + [Point(32.0, 240, 240, behind=True)]
+    assert plan_for(0, wider, 0.99, 0.1, REACH).rate == pytest.approx(math.sqrt(4 * 32), abs=1e-3)
+    again = plan_for(0, points, 0.99, 0.1, REACH)
+    assert again.rate is None and "stage too short" in again.why
+    assert next_probe([0], {0: points}, {0: 1}, Spent({0: 2}), Budget(20), 0.99, 0.1, REACH).stop == "exhausted"
+
+
+def test_repeats_at_a_rate_are_judged_pooled_in_the_capacity_bracket_one_excursion_not_marking_the_k():
+    from . import queue_findings_factory as found
+
+    repeats = [found.with_queue(rate_window(0, 8.0, 120, 120, repeat=i), f) for i, f in enumerate(found.excursion())]
+    windows = [found.with_queue(rate_window(0, 4.0, 60, 60), found.keeps_up())] + repeats + \
+              [found.with_queue(rate_window(0, 16.0, 240, 240), found.behind())]
+    assert not repeats[2].keeps_up     # the third repeat alone reads behind
+    assert [pt.behind for pt in rate_points(windows)[0]] == [False, False, True]
+    (row,) = capacities(windows, None, P)
+    assert row.rate_bracket == [8.0, 16.0]
+
+
+def test_a_probe_is_clearly_over_by_its_queues_own_noise_whatever_the_queues_size():
+    # a probe at 10 req/s serving half of it, its waiting queue already long: 350 -> 400 through 10 s, read twice
+    # a second with a little jitter. Three square roots of the queue (60) hid a growth of 50 twice beyond the fifth
+    # of the arrivals (20)
+    rng = np.random.default_rng(3)
+    t = np.arange(0, 11, 0.5)
+    long_queue = 345 + 5 * t + rng.integers(-2, 3, len(t))
+    assert clearly_over(t, long_queue, 10.0, 1.0, 10.0).startswith("clearly over capacity at 10 req/s: waiting ")
+    # a queue coming and going by whole waves (answers admitted together end together) is not over
+    waves = 20 + 30 * (np.arange(len(t)) % 2)
+    assert clearly_over(t, waves, 4.0, 1.0, 10.0) == ""

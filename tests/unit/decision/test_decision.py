@@ -353,7 +353,7 @@ def test_no_valid_window_at_the_target():
 def test_decision_json_round_trips_with_its_schema_version():
     decision = decide(table({0: {32: 10}, 4: {32: 15}}, 32), P, {})
     again = Decision.model_validate_json(decision.model_dump_json())
-    assert again == decision and again.schema_version == 3
+    assert again == decision and again.schema_version == 4
     assert again.thresholds["tie_tolerance_frac"] == P.tie_tolerance_frac
 
 
@@ -375,9 +375,57 @@ def test_a_rival_holding_back_the_early_stop_is_wanted_not_only_the_leader():
     from lookahead_runner.decision.engine import wanted_of
 
     stage = SimpleNamespace(status="not_decided", pick=4, ks=[0, 2, 4, 8], shares={4: 0.987, 2: 0.01, 8: 0.003},
-                            unknown_gates=lambda k: [], share_range=SimpleNamespace(low=0.97),
+                            resamples=1000, unknown_gates=lambda k: [], share_range=SimpleNamespace(low=0.97),
                             noise=SimpleNamespace(source="repeats"), base_k=0)
     p = DecisionConfig(resamples=1000)
     assert wanted_of(stage, early_look(p)) == [2, 4]
     assert wanted_of(stage, p) == [4]
     assert wanted_of(SimpleNamespace(**{**vars(stage), "shares": {4: 0.975, 2: 0.02, 8: 0.005}}), p) == [2, 4]
+
+
+def _stop_at_k4_in_94_percent():
+    """K=4's memory rose clearly for a loss against K=2: the stop rule fires at K=4 in ~94 % of the resamples."""
+    ev = table({0: {32: 10}, 2: {32: 13}, 4: {32: 12.0}}, 32, spread=0.06)
+    for w in ev.cells[(4, 32)].windows:
+        w.server["kv_usage_mean"] = 0.8
+    return ev
+
+
+def test_skipping_the_k_above_a_stop_clears_the_early_stop_bar():
+    """Skipping larger K is a look that cannot be taken back: the stop rule must fire in the early-stop bar's share of
+    the resamples (99 % at a confidence of 90 %), as an early verdict must, not in 90 % (it skipped K=8 here)."""
+    from lookahead_runner.decision.engine import target_stage
+
+    p = DecisionConfig(resamples=1000)
+    ev = _stop_at_k4_in_94_percent()
+    stage = target_stage(ev, p)
+    assert stage.stopped_at == 4 and p.confidence <= stage.stop_share < early_look(p).confidence
+    assert next_setting(ev, p, [0, 2, 4, 8]) == (8, None)
+
+
+def test_the_contender_floor_counts_the_draws_the_shares_come_from():
+    """MIN_CONTENDER_DRAWS is a count of draws: where the stage drew 8 x the resamples near the bar, a K winning 28 of
+    8,000 draws (0.35 %) is a rival at the early-stop bar (0.2 %), 3 of 8,000 are not (it took 5 / 1,000 = 0.5 %
+    whatever the stage drew)."""
+    from types import SimpleNamespace
+
+    from lookahead_runner.decision.engine import contender_share, wanted_of
+
+    p = DecisionConfig(resamples=1000)
+    stage = SimpleNamespace(status="not_decided", pick=4, ks=[0, 2, 4, 8], shares={4: 0.99612, 8: 0.0035, 2: 0.000375},
+                            resamples=8000, unknown_gates=lambda k: [], share_range=SimpleNamespace(low=0.995),
+                            noise=SimpleNamespace(source="repeats"), base_k=0)
+    assert wanted_of(stage, early_look(p)) == [4, 8]
+    assert contender_share(early_look(p), 8000) == pytest.approx(0.002)
+    assert contender_share(early_look(p), 1000) == pytest.approx(0.005)
+    assert contender_share(p, 1000) == pytest.approx(0.02)
+
+
+def test_the_next_runs_name_every_rival_at_the_verdicts_own_bar():
+    """At decision.confidence = 0.99 a K winning ~1.3 % of the resamples holds the verdict back (a fifth of the 1 % the
+    bar leaves, at least 5 draws: 0.5 %): the next runs price its comparison (a hard-coded 2 % left it out)."""
+    p = DecisionConfig(resamples=1000, confidence=0.99)
+    decision = decide(table({0: {32: 20.0}, 2: {32: 45.0}, 4: {32: 39.0}}, 32, spread=0.06), p, {})
+    rival = next(c for c in decision.candidates if c.k == 4)
+    assert decision.status == "not_decided" and decision.leading_k == 2 and 0.005 <= rival.win_share < 0.02
+    assert any(line.startswith("K=2 vs K=4:") for line in decision.next_runs), decision.next_runs

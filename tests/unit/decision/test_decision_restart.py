@@ -180,3 +180,29 @@ def test_the_stages_of_one_life_share_its_restart_draw():
     (own, across), (own_bare, across_bare) = spreads(vllm()), spreads(vllm(restart_spread=0.0))
     assert own > 0.13 > own_bare  # each stage alone carries the 15 % restart spread
     assert across == pytest.approx(across_bare, rel=0.25)  # the ratio between a life's stages does not
+
+
+def _robust_sd(values) -> float:
+    """The spread of draws whose Student's t may have 1 degree of freedom (no variance): the interquartile range
+    over a normal's (1.349)."""
+    q1, q3 = np.percentile(values, [25, 75])
+    return float(q3 - q1) / 1.349
+
+
+def test_a_borrowed_restart_spread_is_shared_by_the_stages_of_one_life():
+    """A single-life K borrows the restart spread K=0's two lives measure at each stage, as a repeat's Student's t:
+    drawn at each stage alone, the knee's stage-to-stage ratio of K=4's one life carried its luck twice (23 % wide
+    where its windows' own noise makes 1 %). The life's draw is shared by its stages, as an assumed spread's is; its
+    windows' own noise is not."""
+    one_life = [window(k, users, rate * users / 4, 0, duration_s=30.0) for k, rate in ((0, 10.0), (4, 15.0))
+                for users in (2, 4)]
+    ws, p = one_life + [window(0, users, 10.0 * 1.12 * users / 4, 1, duration_s=30.0) for users in (2, 4)], vllm()
+    stages = evaluate_stages(evidence(ws, 4), p)
+    assert stages[4].noise_by_k[4].source == stages[2].noise_by_k[4].source == "repeats"
+    target, below = (stages[u].objective_draws(4, "req_per_s") for u in (4, 2))
+    own = _robust_sd(target) / stages[4].stats[4].req_per_s
+    ratio = target / below
+    bare = evaluate_stages(evidence(one_life, 4), vllm(restart_spread=0.0))   # the windows' own noise alone
+    bare_ratio = bare[4].objective_draws(4, "req_per_s") / bare[2].objective_draws(4, "req_per_s")
+    assert own > 0.05                                                   # each stage alone carries the spread
+    assert _robust_sd(ratio) / np.median(ratio) < 2 * _robust_sd(bare_ratio) / np.median(bare_ratio) + 0.01

@@ -1,16 +1,19 @@
 """A ramp over rates (`ramp --rates`, decision/ramp.py) on synthetic rate windows: the knee is the last rate the K
 holds before the first where the achieved rate stops following the offered one, the queue grows through the
-window, or the SLO attainment measured falls below decision.slo_attainment (the point, as the SLO gate and the
+window, or an SLO's attainment measured falls below its own percentile (the point, as the SLO gate and the
 simulator's capacity read it)."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from lookahead_runner.config import DecisionConfig, config_from_dict
 from lookahead_runner.decision.cells.evidence import Evidence
+from lookahead_runner.decision.cells.keeping_up import queue_finding
 from lookahead_runner.decision.cells.rate_window import RateWindow
-from lookahead_runner.decision.ramp import ramp_decision, rate_knee
+from lookahead_runner.decision.ramp import ramp_decision, rate_knee, rate_step_text
 from lookahead_runner.run.ramp import ramp_config
 
 P = DecisionConfig(slo={"ttft_p99_ms": 500}, resamples=200)
@@ -39,7 +42,8 @@ def test_the_knee_is_where_the_queue_starts_to_grow():
     assert [step.holds for step in knee.steps] == [True, True, True, False]
     broken = knee.steps[-1]
     assert not broken.follows and not broken.keeps_up and not broken.meets_slo
-    assert broken.reason.startswith("5.1 of 8.0 req/s served; the queue grows (waiting 3 -> 41); SLO met by 40.0% [")
+    assert broken.reason.startswith("5.1 of 8.0 req/s served; the queue grows (waiting 3 -> 41); TTFT p99 <= 500 ms "
+                                    "met by 40.0% [")
     assert knee.reason.startswith("the knee at K=0 lies between 4 and 8 req/s: it holds 4 (4.0 of 4.0 req/s served, "
                                   "SLO met by 100.0% [")
 
@@ -66,12 +70,12 @@ def test_the_knee_is_where_the_slo_attainment_falls_below_its_target():
     fall = knee.steps[2]
     assert fall.follows and fall.keeps_up and fall.attainment == pytest.approx(0.98)
     assert fall.attainment_range.high > 0.99 and fall.reason.endswith(
-        "< 99.0% (its interval reaches the target: a longer stage would tell)")
+        "< 99.0% (its interval reaches the percentile: a longer stage would tell)")
     # clearly below: no such remark
     clear = rate_knee(0, [rate_window(40, good_share=0.9, duration_s=2.5)], P).steps[0]
     assert not clear.meets_slo and clear.reason.endswith("] < 99.0%")
-    # a stricter target moves it: 99 % of 100 is below 99.9 %
-    strict = rate_knee(0, windows, P.model_copy(update={"slo_attainment": 0.999}))
+    # a stricter percentile moves it: 99 % of 100 is below 99.9 %
+    strict = rate_knee(0, windows, DecisionConfig(slo={"ttft_p99.9_ms": 500}, resamples=200))
     assert (strict.rate, strict.next_rate) == (10.0, 20.0)
 
 
@@ -114,3 +118,33 @@ def test_ramp_rates_become_rate_stages_of_one_k():
     assert [(s.rate, s.users, s.duration_s) for s in config.load.stages] == [(r, None, 4.0) for r in (1, 2, 4, 8)]
     assert config.speculation.k == [2] and config.load.repeats == 1 and config.target_users == 0
     assert not config.load.user_stages
+
+
+def _too_short(rate: float) -> RateWindow:
+    """`rate` req/s through a 20 s stage whose answers take 25 s, on a server with room for all (issue 46)."""
+    arrived = 1000.0 + (np.arange(int(rate * 20)) + 0.5) / rate
+    finding = queue_finding(arrived, arrived + 0.07, arrived + 25.07, 1005.0, 1020.0, 1000.0)
+    return replace(rate_window(rate, achieved=0.0, growth=finding.judged.change, duration_s=15.0, has_slo=False),
+                   queue=finding, outstanding=(10.0, 10.0 + 1.5 * rate * 10))
+
+
+def test_a_stage_shorter_than_its_answers_cannot_be_judged_and_never_reads_as_not_held_or_behind():
+    knee = rate_knee(0, [_too_short(2.0), _too_short(4.0)], NO_SLO)
+    first = knee.steps[0]
+    assert first.keeps_up and not first.holds and first.too_short == ("stage too short for answers of 25 s; "
+                                                                      "lengthen to 50 s")
+    assert knee.rate is None and knee.next_rate is None
+    assert knee.reason == ("K=0 cannot be judged at 2 req/s, the lowest rate: stage too short for answers of 25 s; "
+                           "lengthen to 50 s")
+    assert rate_step_text(first) == ("2 req/s: ? of 2.0 served, waiting 0 -> 0; cannot be judged: stage too short "
+                                     "for answers of 25 s; lengthen to 50 s.")
+    for text in (knee.reason, rate_step_text(first)):
+        assert "behind" not in text and "does not hold" not in text and "queue grows" not in text
+    # after a rate that holds: the knee lies above it, not found
+    later = rate_knee(0, [rate_window(1.0, has_slo=False), _too_short(4.0)], NO_SLO)
+    assert later.rate is None and later.reason.startswith("no knee found above 1 req/s at K=0: it holds 1 (1.0 of "
+                                                          "1.0 req/s served); at 4 req/s it cannot be judged: stage")
+    # a rate above that clearly does not hold is named too
+    over = rate_knee(0, [_too_short(2.0), rate_window(8, achieved=3.0, growth=40.0)], NO_SLO)
+    assert over.reason.endswith("lengthen to 50 s; at 8 req/s it does not hold: 3.0 of 8.0 req/s served; the queue "
+                                "grows (waiting 0 -> 0)")

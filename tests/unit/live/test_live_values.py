@@ -221,17 +221,42 @@ def test_a_rate_arrivals_row_says_when_it_was_scheduled_and_whether_it_succeeded
 
 
 def test_a_rate_run_offers_its_schedule_and_counts_what_succeeded_and_what_is_outstanding():
-    # 10 req/s from t=1000: one arrival every 0.1 s
+    # 10 req/s from t=1000: one arrival every 0.1 s, each answered in 2 s, one in five failing
     progress = RateProgress(1000.0, [1000.0 + 0.1 * (1 + i) for i in range(200)])
     assert progress.values(1000.0) == (None, None, 0.0)   # its first instant: no span to rate over
-    for i in range(30):                                     # 30 of the first 40 arrivals finished, 25 well
-        progress.observe(1003.0 + 0.01 * i, 1000.1 + 0.1 * i, ok=i < 25)
+    for i in range(30):                                     # the first 30 arrivals finished
+        progress.observe(1002.1 + 0.1 * i, 1000.1 + 0.1 * i, ok=i % 5 != 4)
     progress.observe(1003.5, 990.0, ok=True)                # an earlier run's straggler: not this run's
-    offered, achieved, outstanding = progress.values(1004.0)
-    assert offered == pytest.approx(10.0) and achieved == pytest.approx(25 / 4.0) and outstanding == 10.0
+    offered, achieved, outstanding = progress.values(1005.0)
+    assert offered == pytest.approx(10.0) and achieved == pytest.approx(8.0, rel=0.05) and outstanding == 20.0
     # later, over the last 10 s only: nothing more succeeded, 120 arrived since
-    offered, achieved, outstanding = progress.values(1014.0)
-    assert offered == pytest.approx(10.0) and achieved == 0.0 and outstanding == 140 - 30
+    offered, achieved, outstanding = progress.values(1015.0)
+    assert offered == pytest.approx(10.0) and achieved == 0.0 and outstanding == 150 - 30
+
+
+def _served(progress: RateProgress, schedule, served_per_s: float, latency_s: float, until_s: float) -> None:
+    """A server answering the schedule first come first served, `served_per_s` at most, each answer `latency_s`
+    once begun: every end up to `until_s` observed."""
+    free_s = 0.0
+    for scheduled in schedule:
+        free_s = max(free_s, scheduled) + 1.0 / served_per_s
+        if free_s - 1.0 / served_per_s + latency_s <= until_s:
+            progress.observe(free_s - 1.0 / served_per_s + latency_s, scheduled, ok=True)
+
+
+def test_the_achieved_rate_is_this_stages_arrivals_served_in_step_as_the_rate_windows_is():
+    # stage 0: 10 req/s for 20 s; stage 1 from t=20: 5 req/s. Answers take 2 s. The last 10 s at t=25 hold
+    # stage 0's last answers: counting every success there read 8.5 req/s served at a rate of 5
+    schedule = [0.1 * (1 + i) for i in range(199)] + [20.0 + 0.2 * (1 + i) for i in range(99)]
+    progress = RateProgress(0.0, schedule, stage_starts_s=(0.0, 20.0))
+    _served(progress, schedule, 100.0, 2.0, 25.0)
+    assert progress.values(21.0)[1] is None                   # stage 1's first answers not in yet: filling up
+    assert progress.values(25.0)[1] == pytest.approx(5.0, rel=0.05)
+    # a server that serves 4 of stage 1's 5 req/s reads 4 once its own answers come in
+    behind = RateProgress(0.0, schedule, stage_starts_s=(0.0, 20.0))
+    _served(behind, schedule[:199], 100.0, 2.0, 40.0)
+    _served(behind, schedule[199:], 4.0, 2.0, 40.0)
+    assert behind.values(38.0)[1] == pytest.approx(4.0, rel=0.1)
 
 
 def test_the_rate_values_are_read_in_a_rate_stage_only_and_shown_there():
@@ -239,11 +264,13 @@ def test_the_rate_values_are_read_in_a_rate_stage_only_and_shown_there():
     progress.observe(109.0, 100.5, ok=True)
     rate_stage = StageNow("running", 1, 0, 2, 10.0, 20.0, rate=4.0)
     values = live_values(110.5, "k0/r0", rate_stage, CounterWindow(), LatencyWindow(), None, "", "", rate=progress)
-    # the last 10 s hold 39 of the 40 arrivals (the first, at 100.5, is just older); all 40 arrived, one finished
-    assert (values.offered_per_s, values.achieved_per_s, values.outstanding) == (3.9, 0.1, 39.0)
+    # the last 10 s hold 39 of the 40 arrivals (the first, at 100.5, is just older); all 40 arrived, one finished,
+    # 8.5 s in the system: served since 108.5 s, one of the 6 arrivals due in step (100.5-101.75 s) at 4 req/s
+    assert (values.offered_per_s, values.outstanding) == (3.9, 39.0)
+    assert values.achieved_per_s == pytest.approx(4.0 / 6)
     rows = {row["signal"]: row["value"] for row in now_rows(values)}
-    assert rows["Rate (offered / achieved)"] == "3.9 / 0.1 req/s" and rows["Outstanding requests"] == "39"
-    assert history_tab_row(values, "12:00:00")["rate"] == "3.9 / 0.1"
+    assert rows["Rate (offered / achieved)"] == "3.9 / 0.7 req/s" and rows["Outstanding requests"] == "39"
+    assert history_tab_row(values, "12:00:00")["rate"] == "3.9 / 0.7"
     assert history_row(values)["offered_per_s"] == "3.90"
     users_stage = live_values(110.5, "k0/r0", StageNow("running", 0, 8, 2, 1.0, 20.0), CounterWindow(),
                               LatencyWindow(), None, "", "", rate=progress)

@@ -111,3 +111,13 @@ def test_with_workload_variants_one_frontier_each_with_its_own_verdicts_mark(var
     assert [c["id"] for c in charts] == ["frontier-v0", "frontier-v1"]
     assert [c["title"].rsplit(" · ", 1)[1] for c in charts] == list(variants)
     assert "recommended K=0 at 8 users" in charts[0]["note"] and "recommended K=4 at 8 users" in charts[1]["note"]
+
+
+def test_a_rate_point_whose_stage_was_too_short_to_tell_says_so_not_that_it_kept_up():
+    short = "stage too short for answers of 25 s; lengthen to 50 s"
+    (row,) = frontier_rows([point(4, RATE, 4, 210, 9, too_short=short)], STYLES)
+    assert row["keeps_up"] == f"cannot tell: {short}"
+    (entry,) = frontier_charts([point(4, RATE, 4, 210, 9, too_short=short), point(4, RATE, 8, 400, 12)], STYLES,
+                               Decision(status="not_decided", verdict="v"), ())
+    texts = json.loads(entry["figure_json"])["data"][0]["text"]
+    assert sum("4 req/s (keeping up not judged: stage too short)" in text for text in texts) == 1

@@ -39,3 +39,11 @@ def test_the_users_charts_read_user_stages_only():
     assert user_rows(_summary())["stage"].tolist() == [0]
     before_rate_stages = _summary().drop(columns="rate")
     assert len(user_rows(before_rate_stages)) == 3 and rate_stage_view(before_rate_stages) == []
+
+
+def test_a_window_too_short_to_tell_says_so_instead_of_yes():
+    summary = _summary()
+    summary.loc[2, "too_short"] = "stage too short for answers of 25 s; lengthen to 50 s"
+    _first, second = rate_stage_view(summary)
+    assert second["keeps_up"] == "cannot tell: stage too short for answers of 25 s; lengthen to 50 s"
+    assert rate_stage_view(_summary())[1]["keeps_up"] == "yes"          # a summary from before: no such column

@@ -159,13 +159,16 @@ def test_two_slots_run_two_lives_at_once_and_end_in_the_serial_verdict(tmp_path,
     choice, said = start(tmp_path / "two", monkeypatch, lives, pool=pool)
     assert pool.started[:2] == [("k0/r0", ["k0/r0"]), ("k4/r0", ["k0/r0", "k4/r0"])]  # the first two at once
     assert "adaptive: 2 lives at once on 2 slots" in said
-    # the same verdict; the baseline's second life may start beside a window still short of the early-stop bar, where
-    # the serial sweep, seeing that window first, spares it
+    # the same verdict; a life may start beside another in flight on a look the other's window then changes, where
+    # the serial sweep, seeing that window first, spares it (the baseline's second life; a third of the leader,
+    # wanted before K=2's 2 % of 1,600 draws held the early-stop bar back)
     assert not pool.running and choice.stop == alone.stop == "decided"
     assert choice.why.startswith("decided: K=4 wins in") and alone.why.startswith("decided: K=4 wins in")
     plan = read_plan(tmp_path / "two")
     assert all(l.chosen for l in plan.lives)
-    assert set(key for key, _ in serial.ran) <= {l.dir for l in plan.lives} <= set(key for key, _ in serial.ran) | {"k0/r1"}
+    extra = {l.dir for l in plan.lives} - set(key for key, _ in serial.ran)
+    assert set(key for key, _ in serial.ran) <= {l.dir for l in plan.lives}
+    assert all(len(at_once) == 2 for key, at_once in pool.started if key in extra), (extra, pool.started)
     ran = [key for key, _ in lives.ran]
     assert sorted(ran) == sorted(l.dir for l in plan.lives) and len(set(ran)) == len(ran)  # none twice
     # no K chosen twice for one reason: every K's lives are numbered 0, 1, ... in the order chosen

@@ -347,3 +347,36 @@ def test_a_slots_preflight_is_kept_after_the_highest_number_there(tmp_path, ray_
     assert sorted(p.name for p in (run / cluster_pool.SLOT_PREFLIGHTS).iterdir()) == [
         "001-a", "003-b", "004-10.0.0.1_cccccccc_GPU-1_GPU-2"]
     assert (run / cluster_pool.SLOT_PREFLIGHTS / "004-10.0.0.1_cccccccc_GPU-1_GPU-2" / "preflight.json").exists()
+
+
+def test_a_slots_preflight_stop_collects_the_lives_that_ended_on_the_other_slots(tmp_path, fake_ray, monkeypatch,
+                                                                                 ray_installed):
+    """Slot a's pre-flight stops the sweep while slot b's life has ended but is not collected yet (its reference is
+    ready behind a's): b's life is collected as it ended, done with its files, not marked failed "not measured"
+    for --resume to run again (before, every life of the other slots was cut, finished or not)."""
+    def stop(url):
+        if "ray-gpu:a" in url:
+            raise cluster_pool.PreflightError("pre-flight at 8 users: Locust lags")
+
+    def life(config, caps, setting, repeats, run_dir, say, server, placement=None, preflight=None, where=None,
+             **kwargs):
+        out = results.life_dir(run_dir, setting.name, repeats[0])
+        out.mkdir(parents=True)
+        if preflight is not None and "ray-gpu:a" in where["slot"]:
+            preflight(SimpleNamespace(external=True, base_url=where["slot"]), placement)
+        (out / "requests.csv").write_text("t_done_s\n1.0\n")
+        write_status(out, "done")
+
+    monkeypatch.setattr(cluster_life, "run_server_life", life)
+    monkeypatch.setattr(preflight_turn, "run_preflight", _preflight_writing(stop))
+    pool, config, said = make_pool(tmp_path, fake_ray, "run", "run", due=True)
+    a, b = pool.owner.slots
+    pool.start(config, [Life(K0, 0)], a)
+    pool.start(config, [Life(K4, 0)], b)
+    with pytest.raises(cluster_pool.PreflightError):
+        pool.wait_some()
+    assert status(tmp_path, "k0/r0").state == "failed"
+    ended = status(tmp_path, "k4/r0")
+    assert ended.state == "done", ended
+    assert (tmp_path / "run" / "k4" / "r0" / "requests.csv").read_text() == "t_done_s\n1.0\n"
+    assert "k4/r0: done" in said and "credit k4/r0" in said and not pool.busy

@@ -107,3 +107,16 @@ def test_invalid_rate_windows_and_windows_without_a_tpot_make_no_point_and_falli
     (point,) = frontier_points(data)
     assert (point.k, point.kind, point.keeps_up) == (4, RATE, False)
     assert math.isclose(point.tokens_per_s_per_user, 1000 / 9)
+
+
+def test_a_rate_points_keeping_up_is_its_repeats_judged_pooled_and_a_stage_too_short_says_so():
+    from dataclasses import replace
+
+    from tests.unit.decision import queue_findings_factory as found
+
+    _, steady, excursion = found.excursion()   # the second repeat reads behind alone; the two pooled do not
+    k0 = [replace(rate_window(0, r, 4.0, 250.0, [15.0] * 40), queue=f) for r, f in enumerate((steady, excursion))]
+    k4 = [replace(rate_window(4, r, 4.0, 260.0, [9.0] * 40), queue=found.too_short()) for r in (0, 1)]
+    points = {p.k: p for p in frontier_points(run_data([], k0 + k4))}
+    assert not k0[1].keeps_up and points[0].keeps_up and points[0].too_short == ""
+    assert points[4].keeps_up and points[4].too_short == "stage too short for answers of 25 s; lengthen to 50 s"

@@ -47,6 +47,19 @@ def test_a_schema_1_folder_re_renders_to_the_same_lives_and_verdict(old_run):
 
 
 
+def test_a_folder_saved_with_decision_slo_attainment_still_re_analyses(old_run):
+    """Runs made before issue 46 saved decision.slo_attainment, a key a config may no longer set: `report` on
+    such a folder reads it as each SLO's own percentile says, and does not refuse the folder."""
+    raw = json.loads((old_run / "plan.json").read_text())
+    raw["config"]["decision"] |= {"slo_attainment": 0.99, "slo": {"ttft_p90_ms": 500.0}}
+    (old_run / "plan.json").write_text(json.dumps(raw))
+    plan, config = read_plan_and_config(old_run)
+    assert config.decision.slo == {"ttft_p90_ms": 500.0}
+    assert "slo_attainment" not in config.decision.model_dump()
+    finalize(old_run, render=False)
+    assert json.loads((old_run / "decision.json").read_text())["status"]
+
+
 def test_the_run_reads_its_preflight_typed_beside_the_placement_it_planned(old_run):
     from lookahead_runner.runfolder.read import read_run
     from lookahead_runner.runfolder.preflight import PreflightRecord, write_preflight

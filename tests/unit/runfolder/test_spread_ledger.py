@@ -67,12 +67,14 @@ def test_a_run_remembers_its_spread_and_the_next_on_the_same_server_reads_it(cac
     cfg = config()
     first, said = ledger.use_for_run(cfg, "0.32.0", True, gear=GPU)
     assert first.earlier is None and "no earlier run on this server at 4 users" in said
-    ledger.remember(first, "run-1", 4, squares=2 * 0.03 ** 2, df=2, lives=4, today="2026-12-01")
-    ledger.remember(first, "run-2", 4, squares=0.04 ** 2, df=1, lives=2, today="2026-12-02")
-    ledger.remember(first, "run-2", 4, squares=0.04 ** 2, df=1, lives=2, today="2026-12-02")  # once per run
+    workload = ledger.workload_key(cfg)
+    ledger.remember(first, "run-1", 4, squares=2 * 0.03 ** 2, df=2, lives=4, today="2026-12-01", workload=workload)
+    ledger.remember(first, "run-2", 4, squares=0.04 ** 2, df=1, lives=2, today="2026-12-02", workload=workload)
+    ledger.remember(first, "run-2", 4, squares=0.04 ** 2, df=1, lives=2, today="2026-12-02",  # once per run
+                    workload=workload)
     second, said = ledger.use_for_run(cfg, "0.32.0", True, gear=GPU)
     earlier = second.earlier_spread()
-    assert earlier == EarlierSpread(2 * 0.03 ** 2 + 0.04 ** 2, 3, 2, 6, "2026-12-02")
+    assert earlier == EarlierSpread(2 * 0.03 ** 2 + 0.04 ** 2, 3, 2, 6, "2026-12-02", users=4)
     assert said == ("restart spread ledger: restart spread 3.4% from 2 earlier runs on this server (last "
                     "2026-12-02, 3 degrees of freedom)")
     # another fingerprint, another concurrency, --no-ledger: not used
@@ -93,7 +95,8 @@ def _runs(cache_dir: Path) -> list:
 def test_only_the_newest_runs_count(cache_dir):
     use, _ = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
     for day in range(1, ledger.MAX_RUNS + 3):
-        ledger.remember(use, f"run-{day}", 4, squares=float(day), df=1, lives=2, today=f"2026-11-{day:02d}")
+        ledger.remember(use, f"run-{day}", 4, squares=float(day), df=1, lives=2, today=f"2026-11-{day:02d}",
+                        workload=ledger.workload_key(config()))
     earlier = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)[0].earlier_spread()
     assert earlier.runs == ledger.MAX_RUNS and earlier.squares == sum(range(3, ledger.MAX_RUNS + 3))
 
@@ -131,13 +134,12 @@ def test_plan_json_carries_what_was_used_and_the_decision_reads_it_from_there():
     assert older.restart_spread is None and older.sweep_config().decision.earlier_spread is None
 
 
-def test_each_ks_level_is_remembered_for_the_same_workload_only(cache_dir):
+def test_each_ks_level_and_the_spread_are_remembered_for_the_same_workload_only(cache_dir):
     cfg = config()
     use, _ = ledger.use_for_run(cfg, "0.32.0", True, gear=GPU)
     ledger.remember(use, "run-1", 4, 0.002, 2, 4, workload=ledger.workload_key(cfg), levels={"0": 12.0, "4": 13.0})
     ledger.remember(use, "run-2", 4, 0.002, 2, 4, workload=ledger.workload_key(cfg), levels={"0": 14.0})
     earlier = ledger.use_for_run(cfg, "0.32.0", True, gear=GPU)[0].earlier_spread()
     assert earlier.levels == {"0": 13.0, "4": 13.0} and earlier.runs == 2
-    longer = config(load={"output_tokens": 256})                   # another workload: the spread, not the levels
-    other = ledger.use_for_run(longer, "0.32.0", True, gear=GPU)[0].earlier_spread()
-    assert other.runs == 2 and other.levels == {}
+    longer = config(load={"output_tokens": 256})      # another workload: neither the spread nor the levels (issue 46)
+    assert ledger.use_for_run(longer, "0.32.0", True, gear=GPU)[0].earlier_spread() is None

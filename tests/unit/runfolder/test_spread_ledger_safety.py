@@ -50,7 +50,8 @@ def test_another_binary_is_another_server():
     assert ledger.key_of(ledger.fingerprint(template, "0.32.0", GPU)) != base
 
 
-GOOD = {"run_id": "run-1", "date": "2026-12-01", "users": 4, "squares": 0.002, "df": 2, "lives": 4, "rel_sd": 0.03}
+GOOD = {"run_id": "run-1", "date": "2026-12-01", "users": 4, "squares": 0.002, "df": 2, "lives": 4, "rel_sd": 0.03,
+        "workload": ledger.workload_key(config())}
 
 
 @pytest.mark.parametrize("bad", [{"squares": math.nan}, {"squares": -0.5}, {"rel_sd": math.inf}, {"df": -1},
@@ -80,7 +81,7 @@ def test_a_corrupt_server_is_one_warning_line(servers, cache_dir):
     use, said = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
     assert said.count("\n") == 1 and said.startswith(f"warning: the restart spread ledger {path} ")
     assert use.earlier is None
-    assert ledger.remember(use, "run-1", 4, 0.002, 2, 4).startswith("warning:")
+    assert ledger.remember(use, "run-1", 4, 0.002, 2, 4, workload=ledger.workload_key(config())).startswith("warning:")
     assert ledger.use_for_run(config(), "0.32.0", True, gear=GPU)[0].earlier_spread().runs == 1
 
 
@@ -148,7 +149,8 @@ def test_a_ledger_rewritten_keeps_the_unreadable_file_aside_and_a_newer_ones_is_
     newer = json.dumps({"version": ledger.LEDGER_VERSION + 1, "servers": {"y": {"runs": "a newer layout"}}})
     path.write_text(newer)
     again, said = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
-    assert again.earlier is None and "written by a newer lookahead-runner (version 2): not used nor written" in said
+    assert again.earlier is None and (f"written by a newer lookahead-runner (version {ledger.LEDGER_VERSION + 1}): "
+                                      "not used nor written") in said
     assert ledger.remember(use, "run-2", 4, 0.002, 2, 4).startswith("warning:") and path.read_text() == newer
 
 

@@ -101,10 +101,11 @@ def test_on_a_schedule_a_disagreement_is_a_note_not_a_fault():
     assert first["in_effect"] and first["valid"] and "the requests' own metrics 2.0" in first["drafted_note"]
 
 
-def test_on_a_schedule_without_counters_the_requests_figure_is_judged_against_any_of_its_k():
-    """The requests' own figure cannot say what a schedule drafted at the window's batch (their steps reach outside
-    the window, at other batches and so other K, as the module's docstring says): it is judged against every K the
-    schedule runs, never with the single-K tolerance around the K at the window's batch."""
+def test_on_a_schedule_without_counters_or_a_batch_read_the_requests_figure_is_judged_against_any_of_its_k():
+    """The requests' own figure cannot say what a schedule drafted at the window's batch alone (their steps reach
+    outside the window, at other batches and so other K, as the module's docstring says): with no batch read while
+    they ran (no `request_batches`) it is judged against every K the schedule runs, never with the single-K
+    tolerance around the K at the window's batch."""
     down = [[1, 20, 4], [21, 128, 2]]
     at_30 = expected_drafts(4, down, [30, 31, 30])                   # K=2 at the window's batch
     mixed = check_window(4, None, 3.0, at_30, schedule=down)         # requests that started below 21 drafted 4
@@ -143,3 +144,46 @@ def test_the_summary_keeps_both_figures_and_the_source_beside_the_counters():
     frame = summary_frame(rows(per_request=lambda i: (10, 40), drop_counters=True))
     assert frame["drafted_source"].tolist() == [REQUESTS, REQUESTS]
     assert frame["drafted_per_step_requests"].tolist() == [4.0, 4.0] and "drafted_note" not in frame
+
+
+DEMO_SCHEDULE = ((1, 24, 8), (25, 84, 4), (85, 1_000_000, 0))   # the demo's (16 users K=8, 64 K=4, 128 K=0)
+
+
+def _confirm_rows(running: list[float], per_request, send_before_s: float = 1.0):
+    """The confirmation life's two windows on the demo's schedule with the counters missing (the requests' own figure
+    decides): `running` the real batch read at test_analysis's six scrapes, each request sent `send_before_s` before
+    it finished."""
+    reqs, stages, server, gpu = life()
+    for i, req in enumerate(reqs):
+        req.update(t_send_s=req["t_done_s"] - send_before_s, spec_steps=per_request(i)[0],
+                   spec_draft_tokens=per_request(i)[1])
+    server = server.drop(columns=list(COUNTER_NAMES)).assign(running=running)
+    return stage_rows(pd.DataFrame(reqs), stages, server, gpu, "confirm", 8, 0,
+                      WindowRules(warmup_s=2.5, min_requests=5), Drafting(8, DEMO_SCHEDULE, invalidates=False))
+
+
+def test_a_schedule_the_server_ignores_is_not_in_effect_by_the_requests_own_figure():
+    """The demo with --sim-fault ignore-spec-schedule (vLLM #51510) and its confirmation judged by the requests' own
+    metrics: every step drafts num_speculative_tokens, the schedule's largest K (8), at a real batch of ~52 where the
+    schedule runs K=4, and above its K=0 boundary. Judged against any K of the schedule, 8.0 passed at every stage
+    (it is one of them: an ignored schedule could never be caught so), and the verdict blamed a fall in req/s. The
+    requests' figure is judged against the K at the batches read while they ran: there K=4, or no draft."""
+    ignored = _confirm_rows([0, 51, 52, 53, 90, 91], lambda i: (10, 80))
+    first, second = ignored
+    assert first["drafted_source"] == REQUESTS and first["drafted_per_step_requests"] == 8.0
+    assert not first["in_effect"] and first["not_in_effect"] == (
+        "the schedule drafted 8.0 tokens per step at batch 52 (expected 4, from the requests' own metrics: the "
+        "counters missing)")
+    assert not second["in_effect"] and second["not_in_effect"].startswith(
+        "the schedule drafted 8.0 tokens per step at batch 90 (expected no drafts: K=0 at that batch")
+    applied = _confirm_rows([0, 51, 52, 53, 90, 91], lambda i: (10, 40))
+    assert applied[0]["in_effect"] and applied[0]["not_in_effect"] == ""
+
+
+def test_a_schedules_requests_that_ran_below_a_boundary_before_the_window_are_in_effect():
+    """Issue 36's case kept: requests finishing in a window on the K=0 side ran part of their steps before it, at a
+    batch below the boundary (read at 105 s, before the second window's start at 112.5 s), and drafted K=4 there."""
+    reqs_ran_below = _confirm_rows([0, 51, 52, 80, 90, 91], lambda i: (10, 40), send_before_s=8.0)
+    assert reqs_ran_below[1]["in_effect"], reqs_ran_below[1]["not_in_effect"]
+    same_but_short = _confirm_rows([0, 51, 52, 80, 90, 91], lambda i: (10, 40), send_before_s=1.0)
+    assert not same_but_short[1]["in_effect"]    # no reading below the boundary while they ran

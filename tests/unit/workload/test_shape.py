@@ -84,6 +84,9 @@ def test_options_parse_to_their_types():
         (["--arrival-seed", "-1"], "argument --arrival-seed: must be >= 0"),
         # a schedule drawn whole: 10^9 arrivals would be 8 GB in every Locust process
         (["--stages", "1e6/s:1000"], "argument --stages: bad stage '1e6/s:1000'"),
+        # review (issue 46): an infinite shape drew NaN gaps, so every rate stage silently sent nothing
+        (["--burstiness", "inf"], "argument --burstiness: give the gamma shape"),
+        (["--burstiness", "nan"], "argument --burstiness: give the gamma shape"),
     ],
 )
 def test_bad_options_are_argparse_errors(argv, fragment, capsys):

@@ -1,0 +1,222 @@
+"""The product's own decision code, one small function per call the suite makes.
+
+Claim: none of its own; every figure the suite scores comes from these calls into lookahead_runner (the engine,
+the adaptive chooser, auto repeats, the rate window, the rate verdict, the capacity estimate and search), never
+from a re-implementation. Other work moves these APIs: a changed signature is a one-line fix here.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from lookahead_runner.config import DecisionConfig
+from lookahead_runner.config.decision import EarlierSpread
+from lookahead_runner.config.slo import Slo, parse_slos
+from lookahead_runner.decision import Evidence, Window, decide, evidence
+from lookahead_runner.decision.capacity import estimate
+from lookahead_runner.decision.cells import rate_window as rate_window_module
+from lookahead_runner.decision.cells.rate_cell import RateCell
+from lookahead_runner.decision.cells.rate_window import RateWindow
+from lookahead_runner.decision.engine import auto_repeats_wanted
+from lookahead_runner.decision.gates import rate_gates
+from lookahead_runner.decision.rate_decision import decide_at_rate
+from lookahead_runner.decision.schema import Decision
+from lookahead_runner.runfolder.analysis import WindowRules
+from lookahead_runner.runfolder.rate_windows import rate_window as window_from_frames
+from lookahead_runner.workload.arrivals import ArrivalProcess, stage_offsets
+
+SERVER_KIND = "simulator drawing a restart spread"   # a kind with no documented spread: it is measured or assumed
+
+
+def decision_config(slo: Mapping[str, float] | None = None) -> DecisionConfig:
+    """The product's defaults (confidence 90 %, intervals at 95 %, tie band 3 %), for a server whose restart spread
+    is not known in advance; each SLO held at its key's percentile (ttft_p90_ms: 90 % within)."""
+    fields = {"confirm": "off", **({"slo": dict(slo)} if slo else {})}
+    return DecisionConfig.model_validate(fields).for_server(SERVER_KIND)
+
+
+def with_ledger(p: DecisionConfig, squares: float, df: int, levels: Mapping[str, float]) -> DecisionConfig:
+    """`p` (a copy) with what one earlier run on this server measured (the ledger, as plan.json carries it): the
+    restart spread's squares and degrees of freedom, each K's level where it ran this workload."""
+    copy = p.model_copy(deep=True).for_server(SERVER_KIND)
+    return copy.with_earlier(EarlierSpread(squares=squares, df=df, runs=1, lives=df + 1, last="2026-12-01",
+                                           levels=dict(levels)))
+
+
+def outlier_flagged(decision: Decision) -> set[int]:
+    """The K whose one life the decision calls off what earlier runs measured (restart_spread.off_earlier_text's
+    diagnosis: "K=4's one life reads -22% off the ... an outlier life?")."""
+    return {int(text.split("'", 1)[0][2:]) for text in decision.diagnoses
+            if text.startswith("K=") and "an outlier life?" in text}
+
+
+def outlier_false_alarm_stated(df: int) -> float:
+    """The outlier flag's stated false-alarm rate on a life the spread describes: its spreads term alone,
+    P(|t_df| > SUSPECT_SPREADS) (restart_spread.py; its tie-band floor only lowers it)."""
+    from scipy import stats
+
+    from lookahead_runner.decision.cells.restart_spread import SUSPECT_SPREADS
+
+    return float(2 * stats.t.sf(SUSPECT_SPREADS, df))
+
+
+def slos(key: str, limit_ms: float) -> tuple[Slo, ...]:
+    return parse_slos(((key, limit_ms),))
+
+
+def users_evidence(windows: Sequence[Window], target_users: int) -> Evidence:
+    return evidence(windows, target_users)
+
+
+def decide_users(ev: Evidence, p: DecisionConfig) -> Decision:
+    return decide(ev, p, {})
+
+
+def gain_range(decision: Decision, k: int) -> tuple[float | None, float | None]:
+    """The gain interval decision.json states for K over the baseline (users or rate)."""
+    for c in decision.candidates:
+        if c.k == k:
+            return c.gain_range.low, c.gain_range.high
+    return None, None
+
+
+def objective_range(decision: Decision, k: int) -> tuple[float | None, float | None]:
+    for c in decision.candidates:
+        if c.k == k:
+            return c.objective_range.low, c.objective_range.high
+    return None, None
+
+
+def verdict(decision: Decision) -> tuple[bool, int | None, float | None]:
+    """(decided, the K recommended, its stated confidence)."""
+    decided = decision.status == "decided" and decision.recommended is not None
+    return decided, decision.recommended.k if decided else None, decision.confidence
+
+
+def spread_interval(decision: Decision) -> tuple[float, float | None, float | None] | None:
+    """decision.json's restart spread (rel SD, its interval) where the verdict rests on a measured one."""
+    s = decision.restart_spread
+    return None if s is None else (s.rel_sd, s.low, s.high)
+
+
+def auto_repeats(ev: Evidence, p: DecisionConfig) -> list[int]:
+    """load.repeats = "auto": the K the runner repeats once more (run/runner.py's loop asks exactly this)."""
+    return auto_repeats_wanted([ev], p)[0]
+
+
+def client_split(cap: int, processes: int, count: int) -> list[tuple[int, np.ndarray]]:
+    """Per Locust process: its part of load.max_in_flight and the indexes of the `count` arrivals it sends, as the
+    dispatcher deals them (workload/arrivals.py); without a cap, each process's share and 0 slots."""
+    from lookahead_runner.workload import arrivals as schedule
+
+    ids = list(range(processes))
+    if not hasattr(schedule, "slots_per_process"):   # the dispatcher before issue 46: every n-th arrival
+        from lookahead_runner.workload.dispatcher import cap_share
+
+        return [(cap_share(cap, processes, i), np.arange(i, count, processes)) for i in ids]
+    slots = schedule.slots_per_process(cap, ids)
+    shares = schedule.arrival_shares(count, ids, cap)
+    return [(slots[i], shares[i]) for i in ids]
+
+
+def arrival_process(burstiness: float, seed: int) -> ArrivalProcess:
+    return ArrivalProcess("poisson", burstiness, seed)
+
+
+def arrivals(rate: float, stage_s: float, burstiness: float, seed: int) -> np.ndarray:
+    """The rate stage's seeded schedule as the dispatcher sends it (workload/arrivals.py)."""
+    return stage_offsets(rate, stage_s, arrival_process(burstiness, seed), 0)
+
+
+def behind_stated() -> float:
+    """The false-alarm rate the keeps-up rule states: two counts (queued, then outstanding) each tested at
+    keeping_up.GROWTH_ALPHA one-sided, so at most 1 - (1 - alpha)^2; before that rule, one count beyond
+    rate_window.BEHIND_NOISE_SDS normal SDs."""
+    try:
+        from lookahead_runner.decision.cells.keeping_up import GROWTH_ALPHA
+    except ImportError:
+        from scipy import stats
+
+        return float(stats.norm.sf(rate_window_module.BEHIND_NOISE_SDS))
+    return 1 - (1 - GROWTH_ALPHA) ** 2
+
+
+def behind_noise_sds() -> float:
+    """The Poisson bar of the old keeps-up rule (cells/rate_window.py), which the suite's "clearly behind" reads."""
+    return float(rate_window_module.BEHIND_NOISE_SDS)
+
+
+def warmup_s(stage_s: float) -> float:
+    """The runner's default warm-up of a stage (the window starts after it)."""
+    return WindowRules().warmup_for(stage_s)
+
+
+def rate_window(k: int, repeat: int, rate: float, stage_s: float, requests: pd.DataFrame,
+                slo: tuple[Slo, ...] = (), process: ArrivalProcess | None = None) -> RateWindow:
+    """The window of one rate stage as the runner reads it from a life's requests.csv rows (runfolder/
+    rate_windows.py): the stage's steady part after the warm-up, its arrivals followed to their end, checked
+    against the stage's schedule (`process`) for arrivals with no row."""
+    t0, t1 = warmup_s(stage_s), stage_s
+    done = pd.to_numeric(requests["t_done_s"], errors="coerce").to_numpy(dtype=float)
+    completed = int(((done >= t0) & (done < t1) & (requests["ok"].to_numpy() == 1)).sum())
+    row = {"k": k, "repeat": repeat, "users": 0, "stage": 0, "duration_s": t1 - t0, "requests": completed,
+           "failures": 0, "top_error": "", "client_lag_p99_ms": math.nan, "length_mismatches": 0,
+           "output_tok_per_s": math.nan}
+    if "process" not in inspect.signature(window_from_frames).parameters:
+        # the reader before issue 46 (no stage bounds, no schedule): to measure that code too. Told by its signature,
+        # never by catching a TypeError, which would take a bug inside today's reader for the older one
+        return window_from_frames(row, requests, pd.DataFrame(), 0, rate, t0, t1, slo, WindowRules())
+    return window_from_frames(row, requests, pd.DataFrame(), 0, rate, t0, t1, slo, WindowRules(), 0.0, stage_s,
+                              process)
+
+
+def too_short(window: RateWindow) -> bool:
+    """The window says its stage is too short to tell (neither keeps up nor behind)."""
+    return bool(getattr(window, "too_short", ""))
+
+
+def keeps_up(window: RateWindow) -> bool:
+    return bool(window.keeps_up)
+
+
+def window_attainment(window: RateWindow, level: float) -> tuple[float | None, float | None]:
+    """The window's SLO attainment interval (summary.csv's slo_attainment_low / high)."""
+    b = window.attainment_bounds(level)
+    return b.low, b.high
+
+
+def cell_attainment(windows: Sequence[RateWindow], p: DecisionConfig) -> tuple[float | None, float | None]:
+    """The SLO attainment gate's interval over a K's windows at one rate (gates/rate_gates.py)."""
+    b = rate_gates.attainment_bounds(RateCell(windows[0].k, tuple(windows)).measure(p), p)
+    return b.low, b.high
+
+
+def decide_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConfig) -> Decision:
+    return decide_at_rate(windows, rate, p, {})
+
+
+def capacity_ranges(windows: Sequence[RateWindow], p: DecisionConfig) -> dict[int, tuple[float | None, float | None,
+                                                                                        float | None]]:
+    """Per K: the capacity within the SLO decision.json states (rate, its interval)."""
+    return {row.k: (row.rate, row.rate_range.low, row.rate_range.high)
+            for row in estimate.capacities(windows, None, p)}
+
+
+# sweep.max_lives a capacity search runs under here: the config's first life, then up to 7 probes (the product's
+# default, 2 lives per K, leaves a single K one probe)
+CAPACITY_MAX_LIVES = 8
+CAPACITY_PRECISION = 0.10   # sweep.capacity_precision's default
+
+
+def next_probe(points, probes: int, spent, budget, target: float, reach: tuple[float, float],
+               tried: Sequence[float]) -> float | None:
+    """The capacity search's next rate for the one K (0) measured, or None where it stops (`target`: the SLO's
+    percentile, as a share)."""
+    from lookahead_runner.decision.capacity.search import next_probe as choose
+
+    probe = choose([0], points, {0: probes}, spent, budget, target, CAPACITY_PRECISION, reach, {0: list(tried)})
+    return probe.rate if probe.k is not None else None

@@ -1,0 +1,80 @@
+"""The calibration suite's CI slice (benchmarks/calibration, issue 46): a bounded number of independent trials per
+group through the product's own decision code, and every claim's measured rate inside the band its stated rate
+allows over those trials (tally.py: the binomial's central 99 %).
+
+The slice runs once for the module (about 70-90 s on two busy cores: CALIBRATION_TRIALS per group, times each
+group's weight); each claim is its own test. A claim that misses today is marked with its cause (KNOWN_MISSES,
+strict: once it is met the mark fails, so it is taken off). The full run: `python -m benchmarks.calibration`.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+
+from benchmarks.calibration import run as calibration  # noqa: E402
+from benchmarks.calibration.tally import SHOWN, Tallies  # noqa: E402
+
+CALIBRATION_TRIALS = 25     # x each group's weight: 25 sweeps, 25 rates, 50 capacities, 250 queues
+CALIBRATION_SEED = 46
+
+STRATEGIES = ("grid x1", "grid x2", "ledger", "adaptive", "auto")
+CLAIMS = (
+    *(f"gain (users): {s}" for s in STRATEGIES),
+    *(f"restart spread: {s}" for s in ("grid x2", "ledger alike", "ledger unlike", "adaptive", "auto")),
+    *(f"verdict {s}, every decided" for s in STRATEGIES),
+    "SLO attainment: one window", "SLO attainment: the gate, 1-3 repeats", "gain (rate): e2e percentile, K=4 / K=0",
+    "capacity (rate): rate ramp", "capacity (rate): capacity search",
+    "falls behind: false alarm", "falls behind: miss", "outlier flag: false alarm",
+)
+# Claims this slice measures missing today, with their cause (the suite's per-factor tallies and trials read by
+# hand): strict, so a fix that brings one inside its band turns its test red until it is taken off this list.
+KNOWN_MISSES: dict[str, str] = {
+    "restart spread: ledger unlike": "a ledger measured at another stage, window or workload (its spread 0.4-0.8 x or "
+                                     "1.25-2.5 x this run's) is stated as this server's spread: one life per K "
+                                     "cannot show that it differs",
+    "SLO attainment: one window": "at utilisation >= 0.7 a queue's misses are correlated over longer than the window: "
+                                  "the design effect from batch means inside it cannot see that (a window all met or "
+                                  "all missed reads 1), and a cold start's window sits below the steady state",
+    "capacity (rate): capacity search": "the search's final bracket is 10 % narrow, and its points' attainments are "
+                                        "drawn with the window's design effect, too small where the queue's misses "
+                                        "run longer than a window (utilisation >= 0.7; the ramp's wider brackets "
+                                        "meet the claim)",
+}
+
+
+@pytest.fixture(scope="module")
+def tallies() -> Tallies:
+    found, _ = calibration.run(list(calibration.GROUPS), CALIBRATION_TRIALS, CALIBRATION_SEED,
+                               say=lambda *args, **kwargs: None)
+    return found
+
+
+def _judged(tallies: Tallies, name: str) -> None:
+    claim = tallies.claims.get(name)
+    assert claim is not None and claim.trials > 0, f"{name}: no trial measured it"
+    low, high = claim.band
+    assert claim.met, (f"{name}: stated {claim.stated_rate:.1%}, measured {claim.measured:.1%} over {claim.trials} "
+                       f"trials, outside [{low:.1%}, {high:.1%}]; worst regime {claim.worst() or '-'}")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[n]))
+                                  if n in KNOWN_MISSES else n for n in CLAIMS])
+def test_each_claims_measured_rate_lies_within_its_stated_rates_band(tallies, name):
+    _judged(tallies, name)
+
+
+def test_each_verdict_is_right_as_often_as_its_stated_confidence_band_says(tallies):
+    bands = [c.name for c in tallies if c.name.startswith("verdict ") and ", stated " in c.name]
+    assert bands, "no decided verdict in the slice"
+    missed = [name for name in bands if not tallies.claims[name].met and name not in KNOWN_MISSES]
+    assert not missed, "; ".join(f"{n}: {tallies.claims[n].measured:.1%} of {tallies.claims[n].trials}"
+                                 for n in missed)
+
+
+def test_every_claim_the_slice_scores_is_one_this_file_judges(tallies):
+    scored = {c.name for c in tallies if c.kind != SHOWN and ", stated " not in c.name}
+    assert scored == set(CLAIMS)
