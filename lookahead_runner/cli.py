@@ -267,7 +267,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .run.steps import Steps
 
     steps = Steps(verbose=args.verbose)
-    print(f"report: {finalize(Path(args.run_dir), steps=steps, ledger=not args.no_ledger)}")
+    # the folder may be anyone's: its spread goes into this user's ledger only when asked (a sweep's own finalize does)
+    remember = args.remember_spread and not args.no_ledger
+    print(f"report: {finalize(Path(args.run_dir), steps=steps, ledger=remember)}")
     if args.verbose:
         print(f"total: {steps.total_s():.2f} s")
     return 0
@@ -329,8 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", help="a run folder (holds plan.json)")
     report.add_argument("--verbose", action="store_true", help="print the time of each step (reading the folder, "
                                                                "the decision, the performance model, the page)")
+    report.add_argument("--remember-spread", action="store_true",
+                        help="remember the restart spread this run measured in your ledger, for the next sweeps on "
+                             "its server (only for a run of this machine's server; the sweep itself always does)")
     report.add_argument("--no-ledger", action="store_true",
-                        help="do not remember the restart spread this run measured (decision.ledger)")
+                        help="do not remember the restart spread this run measured (the default for report)")
     report.set_defaults(func=cmd_report)
     locustfile = sub.add_parser("locustfile", help="print the path of the package's locustfile, for "
                                                     "locust -f \"$(lookahead-runner locustfile)\"")

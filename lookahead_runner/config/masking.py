@@ -8,9 +8,11 @@ A paste-ready command reads it back from the shell: `--api-key "$VLLM_API_KEY"` 
 
 Recognised: vLLM's `--api-key K1 [K2 ...]` and `--api-key=K` (VLLM_API_KEY, VLLM_API_KEY_2, ...),
 `--hf-token [V]` (HF_TOKEN), each flag of `server.secret_flags` (one value; NAME is the flag in
-capitals: --my-token -> MY_TOKEN), `NAME=VALUE` inside an argv element for each NAME of
-`server.secret_env` (a launcher's `-e HF_TOKEN=...`), and `server.env` values under such a name or
-a name that says it holds one (HF_TOKEN, OPENAI_API_KEY, DB_PASSWORD, ...).
+capitals: --my-token -> MY_TOKEN), and wherever a name and a value stand together, by the name alone
+(one of `server.secret_env`, or one that says it holds a secret: SECRET_WORDS, the one list): `NAME=VALUE`
+inside any argv element (a launcher's `-e HF_TOKEN=...`, `env OPENAI_KEY=... vllm`), a `server.env` pair,
+and a `"key": "value"` of a JSON text in either (`--model-loader-extra-config '{"token": ...}'`: NAME is
+the key in capitals).
 """
 from __future__ import annotations
 
@@ -23,11 +25,22 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, quote_plus
 
 from ..vllm.knob import flag_name
-from ..vllm.secrets import API_KEY_FLAG, SECRET_FLAGS, SERVER_KEY_ENV
+from ..vllm.secrets import API_KEY_FLAG, HF_TOKEN_ENV, HF_TOKEN_FLAG, SECRET_FLAGS, SERVER_KEY_ENV
 
 PLACEHOLDER_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-SECRET_NAME_RE = re.compile(r"(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)(_|$)", re.IGNORECASE)
+# The one list of words that make a name (an environment variable, a NAME=VALUE in an argv, a JSON key) name a
+# secret: a whole word of a snake_case name in any case, or of a camelCase one ("apiKey", "hfToken"). KEY alone counts
+# only in capitals (OPENAI_KEY, AZURE_OPENAI_KEY): lower-case "key" and "spec_key" are this product's own fields.
+SECRET_WORDS = ("API_?KEY", "ACCESS_?KEY", "PRIVATE_?KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE",
+                "CREDENTIALS?", "CREDS", "AUTH")
+SECRET_NAME_RE = re.compile(rf"(?i:(^|_)({'|'.join(SECRET_WORDS)})(_|$))|(^|_)KEY(_|$)"
+                            rf"|(?<=[a-z0-9])(ApiKey|Key|Token|Secret|Password|Credentials?)(?=[A-Z_]|$)")
+# NAME=VALUE inside an argv element (a launcher's `-e`, `env NAME=V cmd`, a command string): the value quoted or a word
+ASSIGNMENT_RE = re.compile(r"""(?<![\w$])([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|'[^']*'|[^\s'"]+)""")
+WHOLE_ASSIGNMENT_RE = re.compile(r"(-[\w-]*=)?([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
+# "key": "value" inside a JSON text (a flag's JSON value, an environment value): the value as JSON escapes it
+JSON_PAIR_RE = re.compile(r'"((?:[^"\\]|\\.)+)"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
 PLAIN_SETTING_RE = re.compile(r"(?i:true|false|yes|no|on|off|none|null|-?\d+(\.\d+)?)")  # no secret ("1", "false")
 MIN_TEXT_LEN = 4  # shorter values are masked where they are recognised, not in free text (a log)
 
@@ -67,6 +80,8 @@ class Secrets:
     values: dict[str, str] = field(default_factory=dict, repr=False)
     missing: list[tuple[str, str]] = field(default_factory=list)  # (config field, NAME) without a value
     api_key_names: list[str] = field(default_factory=list)  # the --api-key values, in order
+    # a value's other form that text may hold (masked there, never filled in): a JSON value as the server parsed it
+    text_forms: dict[str, str] = field(default_factory=dict, repr=False)
     _patterns: "_Patterns | None" = field(default=None, repr=False)  # compiled on use, reset by a new value
 
     @classmethod
@@ -121,20 +136,52 @@ class Secrets:
             self.api_key_names.append(named[1])
         return masked
 
+    def _secret_name(self, name: str, value: str) -> bool:
+        return name in self.env_names or looks_secret(name, value)
+
     def _mask_assignments(self, arg: str) -> str:
-        """`NAME=VALUE` as a whole element (`-e`, `--env=`): the rest of it; inside a command string: a word."""
-        for name in self.env_names:
-            whole = re.fullmatch(rf"(-[\w-]*=)?{re.escape(name)}=(.*)", arg, re.DOTALL)
-            if whole:
-                arg = f"{whole[1] or ''}{name}={self.take(name, whole[2])}"
-                continue
-            arg = re.sub(rf"(?<![\w$]){re.escape(name)}=([^\s'\"]+)",
-                         lambda m, name=name: f"{name}={self.take(name, m[1])}", arg)
-        return arg
+        """`NAME=VALUE` for a secret NAME (server.secret_env, or a name that says so): as a whole element (`-e`,
+        `--env=`) the rest of it; inside a command string (or where the value opens with a quote) a word or a quoted
+        value; and each secret key of a JSON text in it."""
+        whole = WHOLE_ASSIGNMENT_RE.fullmatch(arg)
+        if whole and whole[3][:1] not in "'\"" and not PLACEHOLDER_RE.fullmatch(whole[3]) \
+                and self._secret_name(whole[2], whole[3]):
+            return f"{whole[1] or ''}{whole[2]}={self.take(whole[2], whole[3])}"
+
+        def word(m: re.Match) -> str:
+            value = m[2][1:-1] if m[2][:1] in "'\"" else m[2]
+            if not self._secret_name(m[1], value):
+                return m[0]
+            quote = m[2][0] if m[2][:1] in "'\"" else ""
+            return f"{m[1]}={quote}{self.take(m[1], value)}{quote}"
+
+        return self._mask_json(ASSIGNMENT_RE.sub(word, arg))
+
+    def _mask_json(self, text: str) -> str:
+        """Each `"key": "value"` of a JSON text whose key names a secret: the value (as JSON escapes it, so the text
+        filled in is the same JSON) taken under the key's name in capitals."""
+        if "{" not in text:
+            return text
+
+        def pair(m: re.Match) -> str:
+            if not looks_secret(m[1], m[3]) or PLACEHOLDER_RE.fullmatch(m[3]):
+                return m[0]
+            taken = self.take(env_name_of_flag(m[1]), m[3])
+            try:
+                parsed = json.loads(f'"{m[3]}"')
+            except ValueError:
+                parsed = m[3]
+            if parsed != m[3]:
+                self.text_forms[PLACEHOLDER_RE.fullmatch(taken)[1]] = parsed
+                self._patterns = None
+            return f'"{m[1]}"{m[2]}"{taken}"'
+
+        return JSON_PAIR_RE.sub(pair, text)
 
     def mask_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """server.env with secret values replaced: under a name of secret_env, or one that looks secret."""
-        return {key: self.take(key, value) if key in self.env_names or looks_secret(key, value) else value
+        """server.env with secret values replaced: under a name of secret_env, or one that looks secret; in any other
+        value, a secret key of a JSON text."""
+        return {key: self.take(key, value) if self._secret_name(key, value) else self._mask_json(value)
                 for key, value in env.items()}
 
     def fill(self, fields: Mapping[str, Iterable[str]], environ: Mapping[str, str]) -> None:
@@ -177,7 +224,8 @@ class Secrets:
 
     def _compiled(self) -> "_Patterns":
         if self._patterns is None:
-            self._patterns = _Patterns.of({form: placeholder(name) for name, value in self.values.items()
+            self._patterns = _Patterns.of({form: placeholder(name)
+                                           for name, value in [*self.values.items(), *self.text_forms.items()]
                                            if len(value) >= MIN_TEXT_LEN for form in encodings(value)})
         return self._patterns
 
@@ -299,8 +347,18 @@ def api_key_to_env(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     """A lone `--api-key ${NAME}` taken off the argv: (the argv without it, {VLLM_API_KEY: "${NAME}"}).
     vLLM reads its key from VLLM_API_KEY when the flag is absent, so the key stays out of the process
     table and the server's own "non-default args" log line. Several keys stay on the argv."""
+    return _flag_to_env(argv, API_KEY_FLAG, SERVER_KEY_ENV)
+
+
+def hf_token_to_env(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`--hf-token ${NAME}` taken off the argv: (the argv without it, {HF_TOKEN: "${NAME}"}), which vLLM reads
+    through huggingface_hub when the flag is absent (vllm/secrets.py). A bare --hf-token (the saved login) stays."""
+    return _flag_to_env(argv, HF_TOKEN_FLAG, HF_TOKEN_ENV)
+
+
+def _flag_to_env(argv: list[str], flag: str, env_name: str) -> tuple[list[str], dict[str, str]]:
     for i, arg in enumerate(argv):
-        if flag_name(arg) != API_KEY_FLAG:
+        if flag_name(arg) != flag:
             continue
         _, eq, value = arg.partition("=")
         rest = argv[i + 1:]
@@ -311,5 +369,5 @@ def api_key_to_env(argv: list[str]) -> tuple[list[str], dict[str, str]]:
                 return argv, {}  # more than one key
         if not PLACEHOLDER_RE.fullmatch(value):
             return argv, {}
-        return argv[:i] + rest, {SERVER_KEY_ENV: value}
+        return argv[:i] + rest, {env_name: value}
     return argv, {}

@@ -4,7 +4,8 @@ Two extended tabs ("vLLM live": the values now; "vLLM history": one row a second
 their tables (the page loads plotly.js and static/live_charts.js from this web UI, which answer
 charts.json) and two CSV downloads (same values), computed in `values` and shown by `tables` and
 `charts` (this package) from:
-- the server's /metrics (``--host``), scraped once a second by the process serving the web UI;
+- the server's /metrics (``--host`` as Locust started: the address is fixed then, whatever a form or a plugin makes of
+  Locust's host later), scraped once a second by the process serving the web UI;
 - GPU memory: the simulator's NVML-like file when ``LOOKAHEAD_SIM_GPU_FILE`` is set, else NVML;
 - the requests.csv rows of the requests that finish: the scenario's request log on this process is
   tapped, and in distributed mode every worker's rows already reach the master's log
@@ -19,6 +20,7 @@ the page also loads static/follow_sweep.js: it asks ``lookahead/life.json`` ever
 answers, says so while none does (the runner is between server lives), and reloads once the next life's
 Locust does, so a tab left open follows the sweep from life to life.
 
+Who may reach the web UI (every route, Locust's own too) and where its load may go: live/guard.py.
 Headless runs (the runner's default) get none of this: no web UI, no extra scrapes.
 Locust's tab components read ``extended_tabs``/``extended_tables``/``extended_csv_files`` from the
 page's template args and the rows from ``extended_stats`` in each ``/stats/requests`` answer
@@ -45,7 +47,8 @@ import gevent
 from flask import Response, abort, make_response, request, send_file
 from locust.env import Environment
 
-from lookahead_runner.contracts.auth import bearer_header, key_from_environment
+from lookahead_runner.contracts.auth import LIVE_TOKEN_ENV, bearer_header, key_from_environment
+from lookahead_runner.live import guard
 from lookahead_runner.live.charts import Mark, chart_specs, chart_update, marks_between
 from lookahead_runner.live.tables import (
     HISTORY_COLUMNS,
@@ -129,6 +132,7 @@ def on_init(environment: Environment, **_kwargs: Any) -> None:
     else:
         state.request_log = RowTap(state.request_log, view)
     _install(environment, view)
+    guard.install(environment.web_ui, view.server_url, os.environ.get(LIVE_TOKEN_ENV, ""))
     setattr(environment, STATE_ATTRIBUTE, view)
     view.start()
 
@@ -165,6 +169,8 @@ class LiveView:
 
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
+        # the server this Locust was started for: the scrapes (and the key) go there, never to a host set later
+        self.server_url = (environment.host or "").rstrip("/")
         self.counters = CounterWindow()
         self.latency = LatencyWindow()
         self.history: deque[LiveValues] = deque(maxlen=HISTORY_MAX_ROWS)
@@ -196,7 +202,8 @@ class LiveView:
         if self._rate is None or self._rate.t_start_s != run.t_start_s:
             state = getattr(self.environment, scenario.STATE_ATTRIBUTE, None)
             process = state.settings.arrival_process if state is not None else ArrivalProcess()
-            self._rate = RateProgress(run.t_start_s, run.arrival_times(process))
+            self._rate = RateProgress(run.t_start_s, run.arrival_times(process),
+                                      stage_starts_s=[run.start_s(i) for i in range(run.first, run.last + 1)])
         return self._rate
 
     def reset(self, **_kwargs: Any) -> None:
@@ -219,10 +226,9 @@ class LiveView:
             gevent.sleep(max(POLL_INTERVAL_S - (time.monotonic() - started), 0.05))
 
     def tick(self) -> None:
-        host = (self.environment.host or "").rstrip("/")
-        if host:
+        if self.server_url:
             try:
-                text = scrape(host + METRICS_PATH, SCRAPE_TIMEOUT_S, bearer_header(key_from_environment()))
+                text = scrape(self.server_url + METRICS_PATH, SCRAPE_TIMEOUT_S, bearer_header(key_from_environment()))
                 self.counters.add(time.time(), parse(signal_lines(text)))
                 self.metrics_error = ""
             except Exception as exc:  # refused, timeout, HTTP error, unparsable text

@@ -17,6 +17,8 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+from ..contracts.paths import inside
+
 CHUNK_BYTES = 8 * 1024 * 1024
 STAGING_PREFIX = ".unpacking-"
 
@@ -55,7 +57,7 @@ def receive(chunk_at: Callable[[int], bytes], size: int, run_dir: Path, life_dir
         others = [entry.name for entry in files.iterdir() if entry.name not in settings] if files.exists() else []
         for name in [*life_dirs, *others]:
             if (files / name).exists():
-                _replace(files / name, run_dir / name)
+                _replace(files / name, inside(run_dir, name))  # never a folder outside the run folder
         return others
     finally:
         shutil.rmtree(staging, ignore_errors=True)

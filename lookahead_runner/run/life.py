@@ -21,8 +21,10 @@ from pathlib import Path
 
 from ..runfolder import columns, results
 from ..config import ResolvedServer, SweepConfig
+from ..contracts.auth import keyed_request
+from ..contracts.paths import inside
 from ..contracts.records import SIM_LIFE_ENV
-from .load import live_port_now, locust_argv, locust_deadline_s, run_locust
+from .load import live_env, live_port_now, locust_argv, locust_deadline_s, run_locust
 from .launch import Life, server_launch
 from .placement import Placement
 from .probe_watch import probe_watch
@@ -96,13 +98,13 @@ def answers(base_url: str, model: str, headers: dict[str, str], timeout_s: float
 
 
 def _post(url: str, body: dict, headers: dict[str, str]) -> urllib.request.Request:
-    return urllib.request.Request(url, data=json.dumps(body).encode(),
-                                  headers={"Content-Type": "application/json", **headers})
+    return keyed_request(url, {"Content-Type": "application/json", **headers}, json.dumps(body).encode())
 
 
 def fresh_life_dir(run_dir: Path, life: Life) -> Path:
-    """The life's folder, emptied: a rerun must not append to a cut run's files."""
-    out = results.life_dir(run_dir, life.setting.name, life.repeat)
+    """The life's folder, emptied: a rerun must not append to a cut run's files. Only ever one inside the run folder
+    (contracts/paths.py `inside` raises OutsideFolder for any other)."""
+    out = inside(run_dir, life.key)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -290,8 +292,8 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
                                setting_name=life.key, web_port=port, variant_name=variant.label)
             block = {"key": variant.key, "label": variant.label, "t_start_s": time.time()}
             # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
-            load = run_locust(argv, folder / "locust.log", deadline_s, env=served.load_env | sim_env, abort=abort,
-                              cpus=placement.load_cpus, end_early=probe_watch(config, sampler))
+            load = run_locust(argv, folder / "locust.log", deadline_s, env=served.load_env | sim_env | live_env(port),
+                              abort=abort, cpus=placement.load_cpus, end_early=probe_watch(config, sampler))
             if load.ended_early:
                 say(f"  {load.ended_early}")
             if variant.key:

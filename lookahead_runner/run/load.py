@@ -1,6 +1,7 @@
 """One server life's load: headless Locust as a subprocess running the scenario's stages
 (or, with `sweep --web`, Locust with its web UI, still starting and ending the stages by itself, on one port
-for the whole sweep: `live_view_port`).
+for the whole sweep: `live_view_port`, on 127.0.0.1 only, behind the sweep's token: `web_url` prints it, `live_env`
+hands it to Locust; live/guard.py checks it).
 
 The runner never imports locust (it monkey-patches the process); it only builds the argv,
 runs it under a deadline and hands back where the files are.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -21,11 +23,15 @@ from . import reaper
 from .package_files import NEEDED, package_file
 from .placement import pin
 from .server import free_port, port_is_free
+from ..contracts.auth import LIVE_TOKEN_ENV
 from ..workload.stages import DRAIN_GRACE_S, kind_changes
 
 # inside the package (an installed wheel has it too); `lookahead-runner locustfile` prints it
 DEFAULT_LOCUSTFILE = package_file(NEEDED["locustfile"])
 WEB_HOST = "127.0.0.1"
+# The live view's token: one per runner process, so one per sweep; in the printed address, never on an argv.
+# 24 URL-safe characters: 144 random bits.
+LIVE_TOKEN = secrets.token_urlsafe(18)
 WEB_LINGER_S = 5.0  # with --web, the UI stays up this long after the last stage, showing the final values
 
 
@@ -89,13 +95,15 @@ def locust_argv(base_url: str, out_dir: Path, model: str, load, locustfile: Path
 
 def _processes_args(processes: int) -> list[str]:
     """--processes N, with the master on a free port: on Locust's default 5557, the workers of another
-    run on this host (a lingering one, or a parallel test) would join this master."""
+    run on this host (a lingering one, or a parallel test) would join this master; and on 127.0.0.1 (Locust's
+    default is every interface), where a process of another machine cannot join it and send rows."""
     if processes <= 1:
         return []
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((WEB_HOST, 0))
         port = str(probe.getsockname()[1])
-    return ["--processes", str(processes), "--master-port", port, "--master-bind-port", port]
+    return ["--processes", str(processes), "--master-port", port, "--master-bind-port", port,
+            "--master-bind-host", WEB_HOST]
 
 
 def _sampling_args(load) -> list[str]:
@@ -133,8 +141,13 @@ def _ui_args(web_port: int | None) -> list[str]:
 
 
 def web_url(web_port: int) -> str:
-    """The live view of a life's Locust web UI (opens on the "vLLM live" tab)."""
-    return f"http://{WEB_HOST}:{web_port}/?tab=lookahead"
+    """The live view of a life's Locust web UI (opens on the "vLLM live" tab), with the sweep's token."""
+    return f"http://{WEB_HOST}:{web_port}/?tab=lookahead&token={LIVE_TOKEN}"
+
+
+def live_env(web_port: int | None) -> dict[str, str]:
+    """What Locust's environment carries for its web UI: the sweep's token (none without a web UI)."""
+    return {LIVE_TOKEN_ENV: LIVE_TOKEN} if web_port is not None else {}
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import reaper
+from ..contracts.auth import keyed_request
 from ..config.masking import PLACEHOLDER_RE, MissingSecret, Secrets, StreamMasker
 from .placement import pin
 from ..vllm.endpoints import HEALTH_PATH
@@ -177,7 +178,7 @@ class ServerProcess:
                           f"{tail(self.log_path)}")
 
     def _health_ok(self) -> bool:
-        request = urllib.request.Request(self.base_url + HEALTH_PATH, headers=self.headers)
+        request = keyed_request(self.base_url + HEALTH_PATH, self.headers)
         try:
             with urllib.request.urlopen(request, timeout=2.0) as response:
                 return response.status == 200

@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 
 from ..config import ResolvedServer, SweepConfig
+from ..contracts.auth import keyed_request
 from ..vllm.endpoints import CHAT_PATH, COMPLETIONS_PATH, MODELS_PATH
 from ..workload.request import chat_payload, completion_payload
 from ..workload.sse import error_message, model_ids
@@ -31,7 +32,7 @@ def served_models(base_url: str, headers: dict[str, str], key_env: str = "", tim
     PreflightError in one line); no answer at all is [] (the caller says what it needed it for)."""
     url = base_url.rstrip("/") + MODELS_PATH
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as response:
+        with urllib.request.urlopen(keyed_request(url, headers), timeout=timeout_s) as response:
             body = response.read()
     except urllib.error.HTTPError as err:
         said = error_message(_body(err)) or err.reason
@@ -73,8 +74,7 @@ def check_workload(config: SweepConfig, base_url: str, headers: dict[str, str]) 
         body = completion_payload(model, "warm up", CHECK_TOKENS, variant.temperature, load.top_p, load.seed)
         if not exact:  # natural lengths: the load sends neither (workload/request.set_payload)
             del body["min_tokens"], body["ignore_eos"]
-    request = urllib.request.Request(base_url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json", **headers})
+    request = keyed_request(base_url + path, {"Content-Type": "application/json", **headers}, json.dumps(body).encode())
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             response.read()

@@ -39,15 +39,28 @@ def cache_path(path: Path) -> Path:
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    """A CSV of a life (missing or empty: an empty frame), through its typed copy when that is current."""
+    """A CSV of a life (missing or empty: an empty frame), through its typed copy when that is current. A CSV that is
+    a link reads as missing and a cache folder that is a link is neither read nor written: what a run folder someone
+    sent holds is read inside it, and nothing is written through it elsewhere."""
     path = Path(path)
     try:
         source = path.stat()
     except OSError:
         return pd.DataFrame()
+    if path.is_symlink():
+        return pd.DataFrame()
     copy = cache_path(path)
+    if copy.parent.is_symlink() or copy.is_symlink():
+        return _read_csv(path)
     frame = _read_copy(path, copy, source)
     return frame if frame is not None else _read_csv_and_copy(path, copy)
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return results.read_csv(io.BytesIO(path.read_bytes()))
+    except OSError:
+        return pd.DataFrame()
 
 
 def keep(life_dir: Path) -> None:

@@ -6,6 +6,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..contracts.auth import keyed_request
 from ..vllm.metrics import ACCEPTED_PER_POSITION, KV_POOL_INFO, POSITION_SIGNAL, SIGNALS, kv_pool_tokens
 
 AVERAGED = frozenset({"kv_usage"})
@@ -46,6 +47,7 @@ def parse(text: str) -> dict[str, float]:
 
 
 def scrape(url: str, timeout_s: float = 2.0, headers: dict[str, str] | None = None) -> str:
-    request = urllib.request.Request(url, headers=headers or {})
+    """/metrics as text; the key (in `headers`) goes to `url` only, never on to where a redirect points."""
+    request = keyed_request(url, headers)
     with urllib.request.urlopen(request, timeout=timeout_s) as response:
         return response.read().decode("utf-8", "replace")

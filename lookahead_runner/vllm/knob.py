@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..contracts.paths import path_safe
 from .probe import LOOKAHEAD_FLAG, SPEC_METRICS_FLAG, SPEC_METRICS_LEVEL, SPEC_STYLE_FLAGS, Capabilities
 from .schedule import Schedule, render_argv
 from .spec_keys import facts_for, typed_constants
@@ -99,12 +100,14 @@ class Setting:
 
     @property
     def name(self) -> str:
+        """k4, k4-max-num-seqs64, ...: the life's folder name too, so one safe folder name whatever the grid's value
+        (contracts/paths.py: a value with a separator or a quote gets its safe characters and a digest)."""
         if self.label:
-            return self.label
+            return path_safe(self.label)
         base = f"slots{self.k}" if self.raw_slots else f"k{self.k}"
         if self.spec_key:
-            return f"{base}-{self.spec_key}-{self.axis_value}"
-        return f"{base}-{self.axis_flag.lstrip('-')}{self.axis_value}" if self.axis_flag else base
+            return path_safe(f"{base}-{self.spec_key}-{self.axis_value}")
+        return path_safe(f"{base}-{self.axis_flag.lstrip('-')}{self.axis_value}") if self.axis_flag else base
 
 
 def check_raw_mode(caps: Capabilities) -> None:

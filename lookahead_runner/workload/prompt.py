@@ -38,6 +38,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..contracts.auth import keyed_request
 from .sse import error_message
 
 METHOD_TOKENIZE = "tokenize"
@@ -311,7 +312,7 @@ def tokenize_counter(
 
     def count_tokens(text: str) -> int:
         body = json.dumps(tokenize_body(model, text, chat, template_kwargs)).encode()
-        request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **headers})
+        request = keyed_request(url, {"Content-Type": "application/json", **headers}, body)
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 answer = json.loads(response.read())

@@ -72,6 +72,8 @@ class StreamingCompletionsBase(FastHttpUser):
     abstract = True
     concurrency = 1
     wait_time = constant(0)
+    # the request (and its API key) goes to the server's address only: a redirect is an answer, never followed
+    max_redirects = 0
     # Called with (raw line without b"\n", arrival time in unix seconds) for every line read; for
     # instrumentation (benchmarks/client_accuracy.py), None in normal runs.
     observe_line: Callable[[bytes, float], None] | None = None

@@ -127,6 +127,30 @@ def test_the_live_charts_draw_beside_the_table_follow_the_load_and_log_no_errors
         browser.close()
 
 
+LINK = '<a href="https://evil.example/">k4</a>&amp;'
+READ_TITLES_JS = """Array.from(document.querySelectorAll('.lookahead-chart')).map(div => ({
+  drawn: !!div.querySelector('.main-svg'), links: div.querySelectorAll('a').length,
+  title: (div.querySelector('.gtitle') || {}).textContent || ''}))"""
+
+
+@pytest.mark.parametrize("sim_and_locust", [{"stages": "2:30", "setting": LINK}], indirect=True)
+def test_a_setting_name_with_markup_is_drawn_as_text_not_as_a_link(chromium, sim_and_locust, tmp_path):
+    """plotly reads HTML in a chart's title: a setting's name (a label from the command line or a run folder)
+    shows as written, with no link in any chart."""
+    browser = DevTools(chromium, tmp_path / "chromium-profile", tmp_path / "chromium.log")
+    try:
+        target = browser.call("Target.createTarget", url="about:blank")["targetId"]
+        session = browser.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        browser.call("Page.navigate", session, url=sim_and_locust.web_url + "/?tab=lookahead")
+        titles = _wait_for(lambda: browser.evaluate(session, READ_TITLES_JS) or [],
+                           lambda charts: len(charts) == 5 and all(c["drawn"] and "·" in c["title"] for c in charts),
+                           PAGE_TIMEOUT_S, "the charts were not drawn")
+        assert [chart["links"] for chart in titles] == [0] * 5, titles
+        assert all(chart["title"].endswith(f"· {LINK}") for chart in titles), titles
+    finally:
+        browser.close()
+
+
 READ_RATE_JS = """(() => {
   const div = document.querySelector('.lookahead-chart[data-chart="rate"]');
   if (!div || !div.data) return null;

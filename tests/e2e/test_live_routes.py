@@ -44,6 +44,7 @@ if IN_CHILD:
     from locust.argument_parser import get_empty_argument_parser, setup_parser_arguments
     from locust.env import Environment
 
+    from lookahead_runner.contracts.auth import LIVE_TOKEN_ENV, LOAD_KEY_ENV
     from lookahead_runner.run.load import WEB_HOST, locust_argv
     from lookahead_runner.contracts.records import SIM_GPU_FILE_ENV, RequestRecord
     from lookahead_runner.live import webui
@@ -72,8 +73,15 @@ if IN_CHILD:
         pass
 
     @pytest.fixture
-    def live(tmp_path, monkeypatch, request):
+    def live_token():
+        """The sweep's token the runner hands Locust (LOOKAHEAD_LIVE_TOKEN); none here unless a test says."""
+        return ""
+
+    @pytest.fixture
+    def live(tmp_path, monkeypatch, request, live_token):
         """Parameter (indirect): more Locust arguments."""
+        if live_token:
+            monkeypatch.setenv(LIVE_TOKEN_ENV, live_token)
         gpu = tmp_path / "sim_gpu.json"
         gpu.write_text(json.dumps({"used_mib": 1000.0, "total_mib": 4000.0}))
         monkeypatch.setenv(SIM_GPU_FILE_ENV, str(gpu))
@@ -267,6 +275,60 @@ if IN_CHILD:
         view.tick()
         rows = {row["signal"]: row["value"] for row in _rows(environment.web_ui.app.test_client())[webui.NOW_TAB]}
         assert rows["Server /metrics"].startswith("failing: ConnectionRefusedError")
+
+    FORM = {"user_count": "1", "spawn_rate": "1"}
+    EVIL = "https://evil.example"
+    TOKEN = "tok-0123456789abcdef"
+
+    def test_the_scrape_goes_to_the_server_the_life_started_whatever_the_host_becomes(live, monkeypatch):
+        """A /swarm with another host (its form sets Locust's host) is refused, and however the host changes the
+        scrape, key and all, goes to the address the life started with."""
+        environment, view = live
+        seen = []
+
+        def record(url, timeout_s, headers):
+            seen.append((url, headers))
+            return METRICS.format(running=1.0, generated=0.0, drafts=0.0, draft_tokens=0.0, accepted=0.0)
+
+        monkeypatch.setattr(webui, "scrape", record)
+        monkeypatch.setenv(LOAD_KEY_ENV, "sk-LIVE-SECRET-123456")
+        client = environment.web_ui.app.test_client()
+        answer = client.post("/swarm", data=FORM | {"host": "http://127.0.0.1:9"})
+        assert answer.status_code == 403 and environment.host == "http://sim.invalid"
+        environment.host = "http://127.0.0.1:9"  # however it changes (a Locust of another version, a plugin)
+        view.tick()
+        assert seen == [("http://sim.invalid/metrics", {"Authorization": "Bearer sk-LIVE-SECRET-123456"})]
+
+    def test_a_cross_origin_request_is_refused_and_answered_without_cors(live):
+        environment, _view = live
+        client = environment.web_ui.app.test_client()
+        evil = client.get("/lookahead/life.json", headers={"Origin": EVIL})
+        assert evil.status_code == 403 and "Access-Control-Allow-Origin" not in evil.headers
+        assert client.post("/swarm", data=FORM | {"host": "http://sim.invalid"}, headers={"Origin": EVIL}).status_code \
+            == 403
+        assert client.post("/stop", headers={"Origin": "null"}).status_code == 403
+        assert client.get("/stats/requests", headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+        # a name of the attacker's that resolves to this host (DNS rebinding): the browser calls it same-origin
+        assert client.get("/", headers={"Host": "evil.example:8089"}).status_code == 403
+        own = client.get("/lookahead/life.json", headers={"Origin": "http://localhost"})
+        assert own.status_code == 200 and "Access-Control-Allow-Origin" not in own.headers
+        assert own.headers["Referrer-Policy"] == "no-referrer"
+
+    @pytest.mark.parametrize("live_token", [TOKEN])
+    def test_with_the_sweep_s_token_every_route_needs_it(live):
+        environment, _view = live
+        client = environment.web_ui.app.test_client()
+        for method, path in [("get", "/"), ("get", "/stats/requests"), ("get", "/lookahead/charts.json"),
+                             ("get", "/lookahead/now.csv"), ("post", "/swarm"), ("post", "/stop"),
+                             ("post", "/stats/reset")]:
+            assert getattr(client, method)(path).status_code == 403, path
+        assert client.get("/?tab=lookahead&token=wrong").status_code == 403
+        page = client.get(f"/?tab=lookahead&token={TOKEN}")
+        assert page.status_code == 200
+        cookie = page.headers["Set-Cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and TOKEN in cookie
+        assert client.get("/stats/requests").status_code == 200  # the page's own requests carry the cookie
+        assert client.post("/stop", headers={"Origin": EVIL}).status_code == 403  # the cookie is not enough
 
     def test_without_a_web_ui_nothing_is_installed():
         environment = Environment(user_classes=[_User], host="http://sim.invalid",

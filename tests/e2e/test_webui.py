@@ -90,7 +90,7 @@ class Sweep:
 
 @pytest.fixture
 def sim_and_locust(request, tmp_path) -> Iterator[Sweep]:
-    """Parameters (indirect): processes (Locust workers), sim_args (extra simulator flags), stages."""
+    """Parameters (indirect): processes (Locust workers), sim_args (extra simulator flags), stages, setting."""
     params = getattr(request, "param", {})
     processes = params.get("processes", 0)
     gpu_file = tmp_path / "sim_gpu.json"
@@ -113,7 +113,7 @@ def sim_and_locust(request, tmp_path) -> Iterator[Sweep]:
                 [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--host", server_url,
                  "--web-host", "127.0.0.1", "--web-port", str(web_port), "--autostart", "--autoquit", "1",
                  "--stages", params.get("stages", "3:20,6:40"), "--prompt-tokens", "64", "--output-tokens", "48",
-                 "--setting-name", "k4/r0", "--requests-csv", str(tmp_path / "requests.csv"),
+                 "--setting-name", params.get("setting", "k4/r0"), "--requests-csv", str(tmp_path / "requests.csv"),
                  *(["--processes", str(processes)] if processes else [])],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         started.append(locust)

@@ -49,8 +49,8 @@ READ_BAR_JS = """(() => { const bar = document.querySelector('.lookahead-follow'
   return bar && bar.style.display !== 'none' ? bar.textContent : ''; })()"""
 
 
-def _tab(web: str) -> dict[str, str]:
-    with urllib.request.urlopen(web + "/stats/requests", timeout=5) as response:
+def _tab(web: str, token: str) -> dict[str, str]:
+    with urllib.request.urlopen(f"{web}/stats/requests?token={token}", timeout=5) as response:
         body = json.loads(response.read())
     rows = next(tab["data"] for tab in body.get("extended_stats", []) if tab["key"] == "lookahead")
     return {row["signal"]: row["value"] for row in rows}
@@ -82,11 +82,11 @@ def test_sweep_web_serves_one_live_url_that_follows_every_life(tmp_path):
                 assert runner.poll() is None, "".join(seen)
                 continue
             seen.append(line)
-            match = re.search(r"live view, one address for every server life: (http://127\.0\.0\.1:\d+/\?tab=lookahead)",
-                              line)
+            match = re.search(r"live view, one address for every server life: "
+                              r"(http://127\.0\.0\.1:\d+/\?tab=lookahead&token=[\w-]+)", line)
             url = match.group(1) if match else None
         assert url, f"no live view URL within {URL_TIMEOUT_S} s:\n{''.join(seen)}"
-        web = url.split("/?", 1)[0]
+        web, token = url.split("/?", 1)[0], url.rsplit("token=", 1)[1]
         session = None
         if chromium:  # opened once, before the first life's load: the test never navigates it again
             browser = DevTools(chromium, tmp_path / "chromium-profile", tmp_path / "chromium.log")
@@ -100,7 +100,7 @@ def test_sweep_web_serves_one_live_url_that_follows_every_life(tmp_path):
         deadline = time.monotonic() + FOLLOW_TIMEOUT_S
         while time.monotonic() < deadline and runner.poll() is None:
             try:
-                tab = _tab(web)
+                tab = _tab(web, token)
                 _seen(by_http, tab.get("Setting"))
             except (OSError, StopIteration, ValueError):
                 pass
@@ -117,7 +117,7 @@ def test_sweep_web_serves_one_live_url_that_follows_every_life(tmp_path):
         assert tab["Stage"].startswith("1 of 1: 4 users"), tab
         assert tab["Acceptance rate"].endswith("%"), tab
         assert tab["GPU memory"].endswith("%)"), tab  # the life's simulator memory file reached Locust
-        with urllib.request.urlopen(web + "/lookahead/charts.json", timeout=5) as response:
+        with urllib.request.urlopen(f"{web}/lookahead/charts.json?token={token}", timeout=5) as response:
             charts = json.loads(response.read())
         assert charts["setting"] == "k2/r0", charts["setting"]  # every chart's title carries it
         assert charts["columns"]["t_s"] and any(v is not None for v in charts["columns"]["acceptance_pct"])

@@ -34,6 +34,9 @@
     .${PANEL_CLASS} .lookahead-chart { height: 230px; }`;
   document.head.appendChild(style);
 
+  // plotly reads a subset of HTML in every text it draws (<a href> makes a link): text from the server (a setting's
+  // name, a stage's label) is given to it with its markup as entities, so it shows as written
+  const plotlyText = (text) => String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
   const pad = (n, width = 2) => String(n).padStart(width, "0");
   // plotly shows date strings as written: local time, as Locust's own charts
   const localTime = (t_s) => {
@@ -107,13 +110,13 @@
   function traces(chart) {
     const x = (state.columns.t_s || []).map(localTime);
     const lines = chart.series.map((series) => ({
-      type: "scatter", mode: "lines", name: series.name, x: x.slice(), y: (state.columns[series.column] || []).slice(),
+      type: "scatter", mode: "lines", name: plotlyText(series.name), x: x.slice(), y: (state.columns[series.column] || []).slice(),
       yaxis: series.axis, line: { dash: series.dash, shape: series.shape, width: 1.5 }, connectgaps: false,
     }));
     if (chart.preemptions) {
       const marks = state.marks.filter((mark) => mark.kind === "preemptions");
       lines.push({ type: "scatter", mode: "markers", name: "preemptions", x: marks.map((m) => localTime(m.t_s)),
-                   y: marks.map((m) => m.value), text: marks.map((m) => m.label), hoverinfo: "x+text",
+                   y: marks.map((m) => m.value), text: marks.map((m) => plotlyText(m.label)), hoverinfo: "x+text",
                    marker: { symbol: "x", size: 9, color: "#d62728" } });
     }
     return lines;
@@ -122,7 +125,7 @@
   function layout(chart, first) {
     const stages = state.marks.filter((mark) => mark.kind === "stage");
     const ink = getComputedStyle(panel).color || "#444";
-    const title = state.setting ? `${chart.title} · ${state.setting}` : chart.title;
+    const title = plotlyText(state.setting ? `${chart.title} · ${state.setting}` : chart.title);
     const axis = { gridcolor: "rgba(128,128,128,0.25)", zerolinecolor: "rgba(128,128,128,0.4)" };
     return {
       title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" },
@@ -136,7 +139,7 @@
                                        rangemode: "tozero", showgrid: false, tickformat: ".1f" } } : {}),
       shapes: stages.map((mark) => ({ ...STAGE_LINE, x0: localTime(mark.t_s), x1: localTime(mark.t_s) })),
       annotations: first ? stages.map((mark) => ({ x: localTime(mark.t_s), y: 1, xref: "x", yref: "paper",
-                                                   text: mark.label, showarrow: false, xanchor: "left",
+                                                   text: plotlyText(mark.label), showarrow: false, xanchor: "left",
                                                    yanchor: "top", font: { size: 10 } })) : [],
     };
   }

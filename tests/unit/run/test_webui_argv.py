@@ -8,7 +8,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from lookahead_runner.cli import build_parser
-from lookahead_runner.run.load import WEB_HOST, live_port_now, live_view_port, locust_argv, web_url
+import pytest
+
+from lookahead_runner.config import ConfigError, config_from_dict
+from lookahead_runner.contracts.auth import LIVE_TOKEN_ENV
+from lookahead_runner.run.load import WEB_HOST, live_env, live_port_now, live_view_port, locust_argv, web_url
 
 LOAD = SimpleNamespace(stages=[SimpleNamespace(users=2, duration_s=5.0)], prompt_tokens=32, output_tokens=16,
                        temperature=0.0, request_timeout_s=30.0, processes=1, locust_extra_args=[])
@@ -42,7 +46,33 @@ def test_web_mode_serves_the_ui_locally_and_still_runs_the_stages_unattended():
     assert _value(argv, "--setting-name") == "k2/r1"
     assert _value(argv, "--stages") == "2:5"
     assert "--follow-sweep" in argv  # the page follows the sweep to the next life's UI on the same port
-    assert web_url(18089) == "http://127.0.0.1:18089/?tab=lookahead"
+    assert web_url(18089).startswith("http://127.0.0.1:18089/?tab=lookahead&token=")
+
+
+def test_the_live_view_address_carries_the_sweep_token_which_locust_gets_by_its_environment_only():
+    token = web_url(18089).rsplit("token=", 1)[1]
+    assert len(token) >= 22 and web_url(18090).endswith(f"token={token}")  # one token for the whole sweep
+    assert live_env(18089) == {LIVE_TOKEN_ENV: token} and live_env(None) == {}
+    argv = locust_argv("http://127.0.0.1:8000", Path("/tmp/life"), "m", LOAD, web_port=18089)
+    assert not any(token in arg for arg in argv)  # an argv is readable by every local user (ps)
+
+
+def test_locust_workers_master_listens_on_this_machine_only():
+    argv = locust_argv("http://h", Path("/tmp/life"), "m", SimpleNamespace(**{**vars(LOAD), "processes": 2}))
+    assert _value(argv, "--master-bind-host") == "127.0.0.1"
+
+
+@pytest.mark.parametrize("extra", [["--web-host", "0.0.0.0"], ["--web-host=0.0.0.0"], ["--web-port", "80"], ["-P", "80"],
+                                   ["-P80"], ["--master-bind-host", "*"], ["--web_host", "::"]])
+def test_locust_arguments_that_rebind_or_expose_the_web_ui_are_refused(extra):
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"load": {"locust_extra_args": extra}}, "c")
+    assert str(err.value).startswith("c: load.locust_extra_args: ") and "\n" not in str(err.value)
+    assert "127.0.0.1" in str(err.value)
+
+
+def test_other_locust_arguments_still_pass():
+    assert config_from_dict({"load": {"locust_extra_args": ["--loglevel", "INFO", "-L", "DEBUG"]}}, "c")
 
 
 def test_without_a_setting_name_no_option_is_passed():
