@@ -12,7 +12,9 @@ capitals: --my-token -> MY_TOKEN), and wherever a name and a value stand togethe
 (one of `server.secret_env`, or one that says it holds a secret: SECRET_WORDS, the one list): `NAME=VALUE`
 inside any argv element (a launcher's `-e HF_TOKEN=...`, `env OPENAI_KEY=... vllm`), a `server.env` pair,
 and a `"key": "value"` of a JSON text in either (`--model-loader-extra-config '{"token": ...}'`: NAME is
-the key in capitals).
+the key in capitals). In either too, where no name stands before the value: a secret flag inside a command string
+(`bash -lc "vllm serve ... --api-key K"`: its one value), a URL's password (`http://me:PW@proxy`: URL_PASSWORD) and
+an Authorization header's credentials (AUTHORIZATION).
 """
 from __future__ import annotations
 
@@ -41,6 +43,11 @@ ASSIGNMENT_RE = re.compile(r"""(?<![\w$])([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|'[^']
 WHOLE_ASSIGNMENT_RE = re.compile(r"(-[\w-]*=)?([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 # "key": "value" inside a JSON text (a flag's JSON value, an environment value): the value as JSON escapes it
 JSON_PAIR_RE = re.compile(r'"((?:[^"\\]|\\.)+)"(\s*:\s*)"((?:[^"\\]|\\.)*)"')
+# Where no name stands before the value: a secret flag inside a command string (`bash -lc "vllm serve --api-key K"`;
+# the value a word or quoted, one value), a URL's user:password (`http://me:PW@proxy:3128`), an Authorization header
+INLINE_FLAG_RE = re.compile(r"""(?<![\w-])(--?[A-Za-z][\w-]*)(=|\s+)("[^"]*"|'[^']*'|[^\s'"-][^\s'"]*)""")
+URL_PASSWORD_RE = re.compile(r"""(?<=://)([^/\s:@'"]*:)([^/\s@'"]+)(?=@)""")
+AUTHORIZATION_RE = re.compile(r"""(?i)(\bauthorization\s*:\s*(?:(?:bearer|basic|token)\s+)?)([^\s'"]+)""")
 PLAIN_SETTING_RE = re.compile(r"(?i:true|false|yes|no|on|off|none|null|-?\d+(\.\d+)?)")  # no secret ("1", "false")
 MIN_TEXT_LEN = 4  # shorter values are masked where they are recognised, not in free text (a log)
 
@@ -155,7 +162,24 @@ class Secrets:
             quote = m[2][0] if m[2][:1] in "'\"" else ""
             return f"{m[1]}={quote}{self.take(m[1], value)}{quote}"
 
-        return self._mask_json(ASSIGNMENT_RE.sub(word, arg))
+        return self._mask_inline(self._mask_json(ASSIGNMENT_RE.sub(word, arg)))
+
+    def _mask_inline(self, text: str) -> str:
+        """In a text (a command string, an environment value): each secret flag's value (INLINE_FLAG_RE), a URL's
+        password and an Authorization header's credentials."""
+        def flag(m: re.Match) -> str:
+            rule = self.flags.get(flag_name(m[1]))
+            if rule is None or PLACEHOLDER_RE.search(m[3]):
+                return m[0]
+            quote = m[3][0] if m[3][:1] in "'\"" else ""
+            value = m[3][1:-1] if quote else m[3]
+            return f"{m[1]}{m[2]}{quote}{self._take_flag_value(m[1], rule[0], value)}{quote}"
+
+        def after(name: str):  # a value holding a placeholder (masked already) is left whole: filled in once
+            return lambda m: m[0] if PLACEHOLDER_RE.search(m[2]) else m[1] + self.take(name, m[2])
+
+        text = INLINE_FLAG_RE.sub(flag, text) if "-" in text else text
+        return AUTHORIZATION_RE.sub(after("AUTHORIZATION"), URL_PASSWORD_RE.sub(after("URL_PASSWORD"), text))
 
     def _mask_json(self, text: str) -> str:
         """Each `"key": "value"` of a JSON text whose key names a secret: the value (as JSON escapes it, so the text
@@ -181,8 +205,8 @@ class Secrets:
     def mask_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """server.env with secret values replaced: under a name of secret_env, or one that looks secret; in any other
         value, a secret key of a JSON text."""
-        return {key: self.take(key, value) if self._secret_name(key, value) else self._mask_json(value)
-                for key, value in env.items()}
+        return {key: self.take(key, value) if self._secret_name(key, value)
+                else self._mask_inline(self._mask_json(value)) for key, value in env.items()}
 
     def fill(self, fields: Mapping[str, Iterable[str]], environ: Mapping[str, str]) -> None:
         """Take the value of every `${NAME}` in these fields that the config did not give from `environ`;

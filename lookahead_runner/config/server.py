@@ -5,6 +5,7 @@ import argparse
 import datetime
 import sys
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
@@ -163,6 +164,16 @@ class ServerConfig(Strict):
             raise ValueError("add an element \"{args}\" where the vLLM flags go, and {port} where the port goes")
         if value and not any("{port}" in part for part in value):
             raise ValueError("use {port} where the server's port goes, e.g. \"-p\", \"{port}:8000\"")
+        return value
+
+    @field_validator("url", "dcgm_url")
+    @classmethod
+    def _no_password_in_the_address(cls, value: str) -> str:
+        """No client of the runner sends a URL's user:password (urllib takes "me:pw@host" for the host name), and the
+        address is written into plan.json as given."""
+        if "@" in urlsplit(value).netloc:
+            raise ValueError("a user or password in the address is never sent and would be written into the run "
+                             "folder; remove it (the API key goes in the variable server.api_key_env names)")
         return value
 
     @field_validator("command")

@@ -32,10 +32,11 @@ def path_safe(text: str) -> str:
 
 
 def relative_inside(relative: str) -> bool:
-    """A relative POSIX path with no "..", "." or empty part: it cannot name a folder above where it starts."""
+    """A relative POSIX path with no "..", "." or empty part: it cannot name a folder above where it starts (and no
+    NUL, which no file name holds: os.path would raise on it)."""
     parts = relative.split("/")
     return bool(relative) and not PurePosixPath(relative).is_absolute() and "\\" not in relative \
-        and all(part not in ("", ".", "..") for part in parts)
+        and "\0" not in relative and all(part not in ("", ".", "..") for part in parts)
 
 
 def inside(root: Path, relative: str) -> Path:

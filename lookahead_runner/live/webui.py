@@ -124,6 +124,9 @@ def on_init(environment: Environment, **_kwargs: Any) -> None:
     """``events.init`` listener, registered after the scenario's (whose request log it taps)."""
     if environment.web_ui is None:
         return
+    # first: Locust logs a listener's exception and serves the web UI all the same, so whatever fails below, every
+    # route is guarded (the address as Locust started, as LiveView.server_url)
+    guard.install(environment.web_ui, (environment.host or "").rstrip("/"), os.environ.get(LIVE_TOKEN_ENV, ""))
     view = LiveView(environment)
     state = getattr(environment, scenario.STATE_ATTRIBUTE, None)
     if state is None:
@@ -132,7 +135,6 @@ def on_init(environment: Environment, **_kwargs: Any) -> None:
     else:
         state.request_log = RowTap(state.request_log, view)
     _install(environment, view)
-    guard.install(environment.web_ui, view.server_url, os.environ.get(LIVE_TOKEN_ENV, ""))
     setattr(environment, STATE_ATTRIBUTE, view)
     view.start()
 

@@ -341,6 +341,31 @@ if IN_CHILD:
         assert getattr(environment, scenario.STATE_ATTRIBUTE).request_log is log  # untouched
         environment.runner.quit()
 
+    def test_a_live_view_that_fails_to_start_still_leaves_every_route_guarded(monkeypatch):
+        """Locust logs an init listener's exception and serves its web UI all the same: the guard goes on first."""
+        from locust import log as locust_log
+
+        monkeypatch.setattr(locust_log, "unhandled_greenlet_exception", False)  # Locust's flag, set by the failure
+        monkeypatch.setattr("sys.argv", ["locust", "-f", "x.py"])
+        parser = get_empty_argument_parser(default_config_files=[])
+        setup_parser_arguments(parser)
+        add_scenario_options(parser)
+        webui.add_options(parser)
+        environment = Environment(user_classes=[_User], shape_class=_Shape(), host="http://sim.invalid",
+                                  parsed_options=parser.parse_args(["-f", "x.py", "--stages", "2:10"]))
+        environment.create_local_runner()
+        environment.create_web_ui("127.0.0.1", 0, delayed_start=True)
+
+        def fails(*_args, **_kwargs):
+            raise RuntimeError("the live view could not start")
+
+        monkeypatch.setattr(webui.LiveView, "__init__", fails)
+        environment.events.init.add_listener(webui.on_init)
+        environment.events.init.fire(environment=environment, runner=environment.runner, web_ui=environment.web_ui)
+        evil = environment.web_ui.app.test_client().get("/stats/requests", headers={"Origin": EVIL})
+        assert evil.status_code == 403 and "Access-Control-Allow-Origin" not in evil.headers
+        environment.runner.quit()
+
     LOAD = SimpleNamespace(stages=[SimpleNamespace(users=2, duration_s=5.0)], prompt_tokens=32, output_tokens=16,
                            temperature=0.0, request_timeout_s=30.0, processes=1, locust_extra_args=[])
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lookahead_runner.config import ResolvedServer, config_from_dict
+from lookahead_runner.config import ConfigError, ResolvedServer, config_from_dict
 from lookahead_runner.config.masking import Secrets, looks_secret
 from lookahead_runner.run.launch import server_launch
 from lookahead_runner.runfolder.results import redact
@@ -79,6 +79,31 @@ def test_environment_pairs_and_json_values_in_the_environment():
     assert masked["S3_CREDENTIALS"] == "${S3_CREDENTIALS}" and json.loads(masked["VLLM_X"]) == {"token": "${TOKEN}"}
     assert masked["TOKENIZERS_PARALLELISM"] == "false" and masked["HF_HUB_DISABLE_TOKEN"] == "1"
     assert secrets.resolve_env(masked) == env
+
+
+def test_a_secret_flag_in_a_command_string_a_url_password_and_an_authorization_header_are_masked():
+    """Where no name stands before the value: vLLM's flags inside a launcher's command string, a URL's user:password
+    (a proxy), an Authorization header; each masked, filled back as it was, and --api-key's the key the load sends."""
+    secrets = Secrets.for_rules()
+    argv = ["bash", "-lc", f"exec vllm serve m --api-key {SK} --hf-token '{HF}' --port 8000",
+            "--header", f"Authorization: Bearer {SK}-2", "--model", f"https://me:{HF}-3@models.example/m"]
+    env = {"HTTPS_PROXY": f"http://me:{HF}-4@proxy:3128", "PLAIN": "http://proxy:3128", "URLS": "a@b c:d"}
+    masked, masked_env = secrets.mask_argv(argv), secrets.mask_env(env)
+    assert not any(secret in json.dumps([masked, masked_env]) for secret in (SK, HF))
+    assert masked[2] == "exec vllm serve m --api-key ${VLLM_API_KEY} --hf-token '${HF_TOKEN}' --port 8000"
+    assert masked_env["PLAIN"] == env["PLAIN"] and masked_env["URLS"] == env["URLS"]
+    assert secrets.resolve_argv(masked) == argv and secrets.resolve_env(masked_env) == env
+    assert secrets.server_key == SK
+
+
+@pytest.mark.parametrize("field", ["url", "dcgm_url"])
+def test_a_server_address_with_a_password_is_refused_in_one_line(field):
+    """No client of the runner sends a URL's user:password (urllib takes "me:pw@host" for the host name), and the
+    address is written into plan.json as given: refused where it is read, naming the field."""
+    with pytest.raises(ConfigError) as err:
+        config_from_dict({"server": {field: f"http://me:{HF}@127.0.0.1:8000"}, "speculation": {"k": [4]}}, "c")
+    assert str(err.value).startswith(f"c: server.{field}: ") and HF not in str(err.value) and "\n" not in str(err.value)
+    assert config_from_dict({"server": {field: "http://127.0.0.1:8000"}, "speculation": {"k": [4]}}, "c")
 
 
 def test_the_plan_keeps_its_own_fields_named_like_keys():

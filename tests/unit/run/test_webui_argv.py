@@ -63,7 +63,11 @@ def test_locust_workers_master_listens_on_this_machine_only():
 
 
 @pytest.mark.parametrize("extra", [["--web-host", "0.0.0.0"], ["--web-host=0.0.0.0"], ["--web-port", "80"], ["-P", "80"],
-                                   ["-P80"], ["--master-bind-host", "*"], ["--web_host", "::"]])
+                                   ["-P80"], ["--master-bind-host", "*"], ["--web_host", "::"],
+                                   # Locust's parser takes a unique prefix of a flag (argparse's allow_abbrev)
+                                   ["--web-po", "80"], ["--master-bind-h=0.0.0.0"],
+                                   # a master of its own, listening on every interface (Locust's default)
+                                   ["--processes", "4"], ["--proc=4"], ["--master"]])
 def test_locust_arguments_that_rebind_or_expose_the_web_ui_are_refused(extra):
     with pytest.raises(ConfigError) as err:
         config_from_dict({"load": {"locust_extra_args": extra}}, "c")

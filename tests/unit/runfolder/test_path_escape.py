@@ -71,8 +71,9 @@ def sent(tmp_path, fixtures_dir):
     return folder, mine
 
 
-@pytest.mark.parametrize("where", ["../mine", "absolute"])
+@pytest.mark.parametrize("where", ["../mine", "absolute", "k2/r0\0"])
 def test_report_reads_no_life_folder_outside_the_run_folder(sent, where):
+    """A NUL in the name (no file system's) is one line too, not os.path's ValueError as a traceback."""
     folder, mine = sent
     plan = json.loads((folder / "plan.json").read_text())
     plan["lives"][1]["dir"] = str(mine) if where == "absolute" else where
