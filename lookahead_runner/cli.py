@@ -1,4 +1,5 @@
-"""`lookahead-runner`: demo, sweep, ramp, report, locustfile. Bad input is one line on stderr and exit code 2."""
+"""`lookahead-runner`: demo, sweep, ramp, init, report, locustfile, example. Bad input is one line on stderr and exit
+code 2."""
 from __future__ import annotations
 
 import argparse
@@ -15,6 +16,7 @@ from .runfolder.plan import RunDirError, has_plan, plan_path, read_plan
 from .config import ConfigError, ResolvedServer, SweepConfig, config_from_dict, error_line, load_config
 
 DEMO_CONFIG = resources.files("lookahead_runner") / "presets" / "demo.toml"
+COMMANDS_SOURCE = "--serve-cmd/--bench-cmd"   # what a config error names where the config is the commands'
 EXIT_NOT_DECIDED = 3
 CONFIRM_WHAT = {"schedule": "when it is a per-batch-size schedule", "always": "a schedule or a single K"}
 
@@ -70,14 +72,29 @@ def _parse_set(items: list[str]) -> dict:
 
 
 def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
-    overrides = _parse_set(args.set)
+    from .config.vllm_commands import overrides as command_overrides
+
+    given = _parse_set(args.set)
+    overrides = command_overrides(_command_entries(args)) | given  # --set wins over the commands
     if args.out:
         overrides["out"] = args.out
     if getattr(args, "confirm", None) is not None:
         overrides["decision.confirm"] = args.confirm
     if getattr(args, "no_ledger", False):
         overrides["decision.ledger"] = False
-    return load_config(path, overrides)
+    return load_config(path, overrides, source=COMMANDS_SOURCE, set_keys=tuple(given))  # errors blamed on --set
+
+
+def _command_entries(args: argparse.Namespace) -> list:
+    """The config keys --serve-cmd, --bench-cmd and --k set (config/vllm_commands/), their notes printed once."""
+    from .config.vllm_commands import command_entries, parse_bench_cmd, parse_k_list, parse_serve_cmd
+
+    serve = parse_serve_cmd(args.serve_cmd) if getattr(args, "serve_cmd", None) else None
+    bench = parse_bench_cmd(args.bench_cmd) if getattr(args, "bench_cmd", None) else None
+    k_list = parse_k_list(args.k_list) if getattr(args, "k_list", None) else None
+    for line in bench.note_lines() if bench is not None else []:
+        print(one_line(f"lookahead-runner: note: {line}"), file=sys.stderr)
+    return command_entries(serve, bench, k_list)
 
 
 def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep") -> int:
@@ -86,6 +103,11 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
 
     placement = sweep_placement(config)  # a placement this host cannot give is refused first
     server = ResolvedServer.resolve(config.server)  # the secrets and the load's key, once for the whole run
+    from .run.before_lives import check_models, slo_warning
+
+    for warning in [*check_models(config), slo_warning(config, mode)]:  # a model no life could load: refused here
+        if warning:
+            print(one_line(f"lookahead-runner: warning: {warning}"), file=sys.stderr)
     # on a Ray cluster the slots come first: the probe runs on a worker node, whose vLLM is the one that counts
     with cluster_slots(config, len(plan_lives(config)), print) as slots:
         return _probe_and_run(config, args, mode, placement, server, slots)
@@ -100,13 +122,10 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
     from .run.server_check import with_served_model
     from .run.runner import blocks_order, ledger_gear, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
-    from .vllm.probe import LOOKAHEAD_FLAG
 
     caps = probe_and_check(config, server, Path(args.resume) if args.resume else None, slots)
     config, server = with_served_model(config, server)   # server.url without a model: the one it serves
-    print(f"vLLM {caps.version} ({caps.generation}); flags from {caps.help_source}; "
-          f"{LOOKAHEAD_FLAG}: {caps.lookahead_flag}; K written as "
-          f"{resolve_style(caps, config.speculation.flag_style)}")
+    print(caps.summary(resolve_style(caps, config.speculation.flag_style)))
     if note := request_set_note(config):
         print(note)
     if args.dry_run:
@@ -136,8 +155,10 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
             lives = [life for life in lives if life.repeat == 0]
             adaptive_max_lives = capacity_sweep.default_max_lives(config)
         print(expected_text(config, adaptive_max_lives))
+        if not config.server.port and not config.server.url:
+            print("server.port = 0: each server life listens on a free port picked when it starts (PORT below)")
         for group in server_lives(lives, config.load.repeat_mode == "same-server"):
-            argv = render_argv(config, caps, group[0].setting, config.server.port or 8000, server)
+            argv = render_argv(config, caps, group[0].setting, config.server.port or "PORT", server)
             print(f"{', '.join(life.key for life in group)}: {shell_join(argv)}")
         if mode == "sweep" and config.decision.confirm != "off":
             print(f"then a confirmation life of the recommendation (decision.confirm = {config.decision.confirm}: "
@@ -151,8 +172,8 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
         run_dir = results.new_run_dir(Path(config.out), config.name)
     print(f"run folder: {run_dir}")
     try:
-        report = run_sweep(config, run_dir, caps, early_stop=not args.no_early_stop, mode=mode, web=args.web,
-                           placement=placement, server=server, slots=slots, verbose=args.verbose)
+        report = run_sweep(config, run_dir, caps, early_stop=not getattr(args, "no_early_stop", False), mode=mode,
+                           web=args.web, placement=placement, server=server, slots=slots, verbose=args.verbose)
     except KeyboardInterrupt:
         _ignore_interrupts()  # everything is stopped: another Ctrl-C must not cut the goodbye short
         raise Interrupted(run_dir) from None
@@ -191,6 +212,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    if args.resume and (args.serve_cmd or args.bench_cmd):
+        raise UsageError(f"--resume {args.resume} runs the config its plan.json recorded; remove --serve-cmd and "
+                         "--bench-cmd")
     if args.resume and not args.config:
         if not has_plan(Path(args.resume)):
             raise UsageError(f"--resume {args.resume}: no plan.json there; pass a folder made by an earlier sweep")
@@ -204,16 +228,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             data["decision"]["ledger"] = False
         config = config_from_dict(data, str(plan_path(Path(args.resume))))
         return _start_run(config, args)
-    if not args.config:
-        raise UsageError("sweep: --config FILE.toml is required (see examples/sweep.toml)")
-    return _start_run(_config(Path(args.config), args), args)
+    if not args.config and not args.serve_cmd:
+        raise UsageError("sweep: --config FILE.toml or --serve-cmd \"vllm serve ...\" is required (lookahead-runner "
+                         "example sweep writes a template)")
+    return _start_run(_config(Path(args.config) if args.config else None, args), args)
 
 
 def cmd_ramp(args: argparse.Namespace) -> int:
     from .run.ramp import ramp_config
 
-    if args.config:
-        config = _config(Path(args.config), args)
+    if args.config or args.serve_cmd:
+        config = _config(Path(args.config) if args.config else None, args)
     else:
         with resources.as_file(DEMO_CONFIG) as path:
             config = _config(path, args)
@@ -237,8 +262,8 @@ def cmd_ramp(args: argparse.Namespace) -> int:
     if args.stage_s is not None and not 0 < args.stage_s < float("inf"):
         raise UsageError(f"--stage-s {args.stage_s:g}: give the seconds per stage, e.g. --stage-s 30")
     # the user's model (their config's, or --set server.model), not the demo's
-    model_given = (bool(args.config) and "model" in config.server.model_fields_set) or "server.model" in (
-        _parse_set(args.set))
+    model_given = (bool(args.config or args.serve_cmd) and "model" in config.server.model_fields_set) or (
+        "server.model" in _parse_set(args.set))
     try:
         config = ramp_config(config, args.k, users, args.stage_s, rates)
     except ValidationError as err:
@@ -275,6 +300,37 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    """The TOML of --serve-cmd, --bench-cmd and --k, every key commented, secrets as ${NAME}: checked as `sweep
+    --config` reads it, then written (or printed)."""
+    import shlex
+
+    from .config.vllm_commands import masked, masked_command, overrides, to_toml
+
+    if not args.serve_cmd:
+        raise UsageError("init: --serve-cmd \"vllm serve MODEL ...\" is required (the command you run in production)")
+    entries = _command_entries(args)
+    load_config(None, overrides(entries), source=COMMANDS_SOURCE)  # what cannot run stops here, before any file
+    written, secret_names = masked(entries)
+    commands = [f"--{name.replace('_', '-')} {masked_command(shlex.split(text))}"
+                for name, text in (("serve_cmd", args.serve_cmd), ("bench_cmd", args.bench_cmd)) if text]
+    header = ["Written by lookahead-runner init from:", *[f"  {command}" for command in commands],
+              f"Run: lookahead-runner sweep --config {args.out or 'FILE.toml'} [--dry-run]; every key: "
+              "docs/reference/config.md"]
+    if secret_names:
+        header.append(f"Secrets are read from the environment when the sweep runs: export {', '.join(secret_names)}")
+    text = to_toml(written, header)
+    if not args.out:
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise UsageError(f"--out {out}: the file is already there; pick another name or add --force")
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out.as_posix()}; check it with: lookahead-runner sweep --config {out.as_posix()} --dry-run")
+    return 0
+
+
 def cmd_locustfile(args: argparse.Namespace) -> int:
     from .run.load import DEFAULT_LOCUSTFILE
 
@@ -282,24 +338,55 @@ def cmd_locustfile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_example(args: argparse.Namespace) -> int:
+    from .examples import ExampleError, find, listing, write
+
+    if not args.name:
+        print(listing())
+        return 0
+    try:
+        example = find(args.name)
+        out = Path(args.out or f"{example.name}.toml")
+        written = write(example, out, force=args.force)
+    except ExampleError as err:
+        raise UsageError(str(err)) from None
+    print(f"wrote {', '.join(path.as_posix() for path in written)}; check it with: "
+          f"lookahead-runner sweep --config {out.as_posix()} --dry-run")
+    return 0
+
+
+def _installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lookahead-runner")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lookahead-runner", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"lookahead-runner {_installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def run_options(p: argparse.ArgumentParser) -> None:
+    def run_options(p: argparse.ArgumentParser, several_k: bool = True) -> None:
+        """The options of a command that starts lives; `several_k`: it compares K (a ramp runs one: no early stop
+        over K, no confirmation of a recommendation)."""
         p.add_argument("--out", help="output root for run folders (default: reports/)")
         p.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override a config value, e.g. --set load.repeats=3 (repeatable)")
         p.add_argument("--dry-run", action="store_true", help="print the probe and every server argv; start nothing")
         p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run; finished lives are kept")
-        p.add_argument("--no-early-stop", action="store_true",
-                       help="measure every K even after the stop rule fired at the target concurrency")
-        confirm = p.add_mutually_exclusive_group()
-        confirm.add_argument("--confirm", dest="confirm", action="store_const", const="always",
-                             help="after the decision, confirm a single recommended K in a life of its own too "
-                                  "(decision.confirm = \"always\"; a per-batch-size schedule is confirmed by default)")
-        confirm.add_argument("--no-confirm", dest="confirm", action="store_const", const="off",
-                             help="no confirmation life, not even of a schedule (decision.confirm = \"off\")")
+        if several_k:
+            p.add_argument("--no-early-stop", action="store_true",
+                           help="measure every K even after the stop rule fired at the target concurrency")
+            confirm = p.add_mutually_exclusive_group()
+            confirm.add_argument("--confirm", dest="confirm", action="store_const", const="always",
+                                 help="after the decision, confirm a single recommended K in a life of its own too "
+                                      "(decision.confirm = \"always\"; a per-batch-size schedule is confirmed by "
+                                      "default)")
+            confirm.add_argument("--no-confirm", dest="confirm", action="store_const", const="off",
+                                 help="no confirmation life, not even of a schedule (decision.confirm = \"off\")")
         p.add_argument("--verbose", action="store_true",
                        help="print the time of each step of the decision and report after the last life")
         p.add_argument("--no-ledger", action="store_true",
@@ -309,12 +396,26 @@ def build_parser() -> argparse.ArgumentParser:
                             "whole sweep, its URL printed once: a browser tab follows the sweep from life to life; "
                             "the stages still start and end by themselves")
 
+    def command_options(p: argparse.ArgumentParser, k_list: bool = True) -> None:
+        p.add_argument("--serve-cmd", metavar="\"vllm serve ...\"",
+                       help="your vllm serve command as you run it (as vllm bench sweep serve takes it): the model, "
+                            "the speculative config and every other flag (docs/on-your-gpu.md)")
+        p.add_argument("--bench-cmd", metavar="\"vllm bench serve ...\"",
+                       help="your vllm bench serve command: the dataset, lengths, --request-rate (rate stages), "
+                            "--max-concurrency, --goodput (the SLOs); a flag the runner cannot honour stops it")
+        if k_list:
+            p.add_argument("--k", dest="k_list", metavar="K,K,...",
+                           help="the K values to sweep, e.g. 0,2,4 (default: 0,2,4,8 and the serve command's own)")
+
     demo = sub.add_parser("demo", help="sweep K in {0,2,4,8} on the simulated vLLM server and write a report")
     run_options(demo)
     demo.set_defaults(func=cmd_demo)
-    sweep = sub.add_parser("sweep", help="run the sweep described by a TOML config")
-    sweep.add_argument("--config", metavar="FILE.toml", help="sweep configuration (see examples/sweep.toml)")
+    sweep = sub.add_parser("sweep", help="run the sweep described by a TOML config, or by your vllm serve and vllm "
+                                         "bench serve commands")
+    sweep.add_argument("--config", metavar="FILE.toml",
+                       help="sweep configuration (lookahead-runner example lists the examples)")
     run_options(sweep)
+    command_options(sweep)
     sweep.set_defaults(func=cmd_sweep)
     ramp = sub.add_parser("ramp", help="the scaling check alone: one K, rising stages (users, or --rates), the knee")
     ramp.add_argument("--config", metavar="FILE.toml", help="server and load settings (default: the demo's)")
@@ -325,8 +426,15 @@ def build_parser() -> argparse.ArgumentParser:
                                       "queue grows or the SLO attainment falls)")
     ramp.add_argument("--stage-s", type=float, help="seconds per stage")
     ramp.add_argument("--url", help="ramp an already-running server instead of starting one")
-    run_options(ramp)
+    run_options(ramp, several_k=False)
+    command_options(ramp, k_list=False)
     ramp.set_defaults(func=cmd_ramp)
+    init = sub.add_parser("init", help="write the sweep config of your vllm serve (and vllm bench serve) command, "
+                                       "every key commented, to keep in git")
+    command_options(init)
+    init.add_argument("--out", metavar="FILE.toml", help="where to write it (default: print it)")
+    init.add_argument("--force", action="store_true", help="overwrite the file if it is already there")
+    init.set_defaults(func=cmd_init)
     report = sub.add_parser("report", help="re-analyse a run folder's files and re-render its report")
     report.add_argument("run_dir", help="a run folder (holds plan.json)")
     report.add_argument("--verbose", action="store_true", help="print the time of each step (reading the folder, "
@@ -340,6 +448,12 @@ def build_parser() -> argparse.ArgumentParser:
     locustfile = sub.add_parser("locustfile", help="print the path of the package's locustfile, for "
                                                     "locust -f \"$(lookahead-runner locustfile)\"")
     locustfile.set_defaults(func=cmd_locustfile)
+    example = sub.add_parser("example", help="list the example configs, or write one (with its request set) to "
+                                              "start from")
+    example.add_argument("name", nargs="?", help="the example to write (none: list them with their first line)")
+    example.add_argument("--out", help="where to write it (default: NAME.toml here); its request set goes beside it")
+    example.add_argument("--force", action="store_true", help="overwrite files that are already there")
+    example.set_defaults(func=cmd_example)
     return parser
 
 

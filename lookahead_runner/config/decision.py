@@ -94,10 +94,10 @@ class DecisionConfig(Strict):
     confidence: float = Field(0.90, ge=0.5, le=1, description="share of resamples the recommended K must win; "
                                                               "below it the verdict is \"not decided yet\"")
     interval_level: float = Field(0.95, gt=0.5, lt=1, description="confidence level of every interval shown")
-    resamples: int = Field(1000, ge=50, le=100_000, description="bootstrap resamples behind intervals and confidence")
+    resamples: int = Field(1000, ge=50, le=100_000, description="resamples of the evidence behind intervals and confidence")
     seed: int = Field(0, description="seed of the resampling (the same run gives the same report)")
-    bin_min_s: float = Field(1.0, gt=0, description="shortest throughput bin inside a window (batch means); bins "
-                                                    "are at least one median request long")
+    bin_min_s: float = Field(1.0, gt=0, description="shortest throughput bin inside a window (its throughput noise "
+                                                    "is read from the bins); bins are at least one median request long")
     knee_gain_per_doubling: float = Field(0.10, ge=0, description="more users buying less throughput than this per "
                                                                   "doubling, at a latency or KV cost, is the knee")
     knee_latency_rise_frac: float = Field(0.25, ge=0, description="a TTFT or e2e p50 rise this large is a latency "

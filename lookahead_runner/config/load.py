@@ -17,6 +17,8 @@ AUTO_FIRST_REPEATS = 2
 # Locust flags that would bind its web UI or its master elsewhere than the runner's 127.0.0.1 (-P: --web-port's short
 # form, written -P 80 or -P80)
 REBINDING_FLAGS = frozenset({"--web-host", "--web-port", "-P", "--master-bind-host"})
+# Locust flags that start a master of its own, on every interface (Locust's default): load.processes starts one here
+MASTER_FLAGS = frozenset({"--master", "--processes"})
 
 
 class StageConfig(Strict):
@@ -65,7 +67,7 @@ class LoadConfig(Strict):
         description="the stages, in order, e.g. [{users = 8, duration_s = 20}, {users = 32, duration_s = 20}]")
     prompt_tokens: int | list[int] = Field(
         128, json_schema_extra={"allowed": ">= 1; a list: unique values"}, description="prompt length in tokens; a list is a workload axis measured in each server life, e.g. "
-                         "[512, 4096] (variants.py)")
+                         "[512, 4096]")
     output_tokens: int | list[int] | Literal["natural"] = Field(
         64, json_schema_extra={"allowed": ">= 2; a list: unique values"}, description="output length in tokens (>= 2); a list is an axis too; \"natural\": each request of "
                         "load.requests ends at its end of sequence, capped by its own max_tokens")
@@ -99,8 +101,9 @@ class LoadConfig(Strict):
     prompt_file: str = Field("", description="JSONL prompt corpus ({\"text\": ...} per line); empty = built-in")
     locust_extra_args: list[str] = Field(default_factory=list, description="more `locust` arguments for every "
                                                                            "life's load, appended as given (not "
-                                                                           "--web-host, --web-port or "
-                                                                           "--master-bind-host: the web UI and the "
+                                                                           "--web-host, --web-port, "
+                                                                           "--master-bind-host, --master or "
+                                                                           "--processes: the web UI and the "
                                                                            "master stay on 127.0.0.1)")
     # --- the endpoint (issue 28): raw completions, or chat with the server's chat template applied
     endpoint: Literal["completions", "chat"] = Field(
@@ -116,9 +119,13 @@ class LoadConfig(Strict):
         """They go last on Locust's argv, where the last of a flag wins: none may bind what the runner keeps local."""
         for arg in value:
             name = arg.split("=", 1)[0].replace("_", "-")
-            if name in REBINDING_FLAGS or (arg.startswith("-P") and not arg.startswith("--")):
+            # Locust's parser takes a unique prefix of a long flag as the flag (argparse's allow_abbrev): --web-po
+            flags = [flag for flag in REBINDING_FLAGS | MASTER_FLAGS
+                     if flag == name or (len(name) > 2 and name.startswith("--") and flag.startswith(name))]
+            if flags or (arg.startswith("-P") and not arg.startswith("--")):
+                hint = " (load.processes sets Locust's processes)" if set(flags) & MASTER_FLAGS else ""
                 raise ValueError(f"{arg}: the runner keeps Locust's web UI and master on 127.0.0.1 (the live view "
-                                 "behind the sweep's token); remove it")
+                                 f"behind the sweep's token); remove it{hint}")
         return value
 
     @field_validator("chat_template_kwargs")

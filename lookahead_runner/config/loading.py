@@ -1,13 +1,16 @@
 """TOML and `--set` overrides -> a checked SweepConfig, or one ConfigError line naming the field and the fix."""
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from . import error_text
 from .cluster import check_ray_installed
+from .error_text import Source
 from .resolved_server import ResolvedServer
 from .strict import ConfigError
 from .sweep import SweepConfig
@@ -18,27 +21,22 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 
-def error_line(err: ValidationError, source: str) -> str:
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "config"
-    msg = first["msg"]
-    if first["type"] == "extra_forbidden":
-        msg = "unknown key; remove it or check its spelling"
-    elif msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-    return f"{source}: {field}: {msg}"
+def error_line(err: ValidationError, source: str | Source) -> str:
+    """A SweepConfig's validation error as one line (config/error_text.py)."""
+    return error_text.error_line(err, source, SweepConfig)
 
 
-def config_from_dict(data: dict, source: str = "config") -> SweepConfig:
+def config_from_dict(data: dict, source: str | Source = "config") -> SweepConfig:
     try:
         config = SweepConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(error_line(err, source)) from None
-    check_ray_installed(config.cluster, source)
+    name = source.name if isinstance(source, Source) else source
+    check_ray_installed(config.cluster, name)
     request_set = check_files(config, source)
     if _own_lengths_by_default(config, request_set):
         config = config_from_dict(data | {"load": data.get("load", {}) | {"output_tokens": "natural"}}, source)
-    check_environment(config, source)
+    check_environment(config, name)
     return config
 
 
@@ -56,66 +54,70 @@ def check_environment(config: SweepConfig, source: str = "config", environ=os.en
     ResolvedServer.resolve(config.server, environ, source)
 
 
-def check_files(config: SweepConfig, source: str = "config"):
+def check_files(config: SweepConfig, source: str | Source = "config"):
     """Files the config names must be readable now, not hours into the sweep; the request set read (or None)."""
     request_set = check_request_set(config, source)
     path = config.load.prompt_file
     if not path:
         return request_set
+    line = (source if isinstance(source, Source) else Source(source)).line
     if not os.path.isfile(path):
         why = "is not a file" if os.path.exists(path) else "does not exist"
-        raise ConfigError(f"{source}: load.prompt_file: {path!r} {why}; give a JSONL file "
-                          "({\"text\": ...} per line) or leave it empty for the built-in corpus")
+        raise ConfigError(line("load.prompt_file", f"{path!r} {why}; give a JSONL file "
+                               "({\"text\": ...} per line) or leave it empty for the built-in corpus"))
     from ..workload.prompt import read_corpus_file  # pure (no Locust): the same reader the load uses
 
     try:
         read_corpus_file(path)
     except OSError as err:
-        raise ConfigError(f"{source}: load.prompt_file: cannot read {path!r} ({err.strerror}); "
-                          "check its permissions") from None
+        raise ConfigError(line("load.prompt_file", f"cannot read {path!r} ({err.strerror}); check its permissions")) \
+            from None
     except UnicodeDecodeError:
-        raise ConfigError(f"{source}: load.prompt_file: {path!r} is not UTF-8 text; "
-                          "write one {\"text\": ...} per line") from None
+        raise ConfigError(line("load.prompt_file", f"{path!r} is not UTF-8 text; "
+                               "write one {\"text\": ...} per line")) from None
     except ValueError as err:
-        raise ConfigError(f"{source}: load.prompt_file: {err}") from None
+        raise ConfigError(line("load.prompt_file", str(err))) from None
     return request_set
 
 
-def check_request_set(config: SweepConfig, source: str = "config"):
+def check_request_set(config: SweepConfig, source: str | Source = "config"):
     """load.requests read whole now: a bad line is one error naming the file and the line, before anything starts.
     The RequestSet read, or None without one."""
     path = config.load.requests
     if not path:
         return None
+    line = functools.partial((source if isinstance(source, Source) else Source(source)).line, "load.requests")
     from ..workload.request_set import RequestSetError, read_request_set  # pure: the reader the load uses
 
     if not os.path.isfile(path):
         why = "is not a file" if os.path.exists(path) else "does not exist"
-        raise ConfigError(f"{source}: load.requests: {path!r} {why}; give a JSONL request set "
-                          "({\"prompt\": ...} or {\"messages\": [...]} per line) or leave it empty")
+        raise ConfigError(line(f"{path!r} {why}; give a JSONL request set "
+                               "({\"prompt\": ...} or {\"messages\": [...]} per line) or leave it empty"))
     try:
         request_set = read_request_set(path)
     except OSError as err:
-        raise ConfigError(f"{source}: load.requests: cannot read {path!r} ({err.strerror}); check its permissions") \
-            from None
+        raise ConfigError(line(f"cannot read {path!r} ({err.strerror}); check its permissions")) from None
     except UnicodeDecodeError:
-        raise ConfigError(f"{source}: load.requests: {path!r} is not UTF-8 text; save it as UTF-8") from None
+        raise ConfigError(line(f"{path!r} is not UTF-8 text; save it as UTF-8")) from None
     except RequestSetError as err:
-        raise ConfigError(f"{source}: load.requests: {err}") from None
+        raise ConfigError(line(str(err))) from None
     if request_set.has_chat and config.load.endpoint != "chat":
         first = next(r for r in request_set.requests if r.is_chat)
         what = {"turns": "\"turns\" (a benchmark's: its first turn is a user message)",
                 "conversations": "\"conversations\""}.get(first.source, "\"messages\"")
         noun = "conversation" if first.source == "conversations" else "line"
-        raise ConfigError(f"{source}: load.requests: {path}: {noun} {first.line} has {what}, which need "
-                          "load.endpoint = \"chat\"; set it, or give every request a \"prompt\"")
+        raise ConfigError(line(f"{path}: {noun} {first.line} has {what}, which need "
+                               "load.endpoint = \"chat\"; set it, or give every request a \"prompt\""))
     return request_set
 
 
-def load_config(path: Path | None, overrides: dict | None = None) -> SweepConfig:
-    """Read TOML (or defaults when path is None) and apply dotted CLI overrides."""
+def load_config(path: Path | None, overrides: dict | None = None, source: str = "",
+                set_keys: tuple[str, ...] | None = None) -> SweepConfig:
+    """Read TOML (or defaults when path is None) and apply dotted CLI overrides; `source` names them in an error
+    where there is no file (e.g. "--serve-cmd/--bench-cmd"). An error in a key of `set_keys` (default: every
+    override) is blamed on `--set KEY`, not on the file."""
     data: dict = {}
-    source = str(path) if path else "defaults"
+    source = str(path) if path else source or "defaults"
     if path is not None:
         try:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
@@ -136,4 +138,4 @@ def load_config(path: Path | None, overrides: dict | None = None) -> SweepConfig
                 raise ConfigError(f"--set {dotted}: {'.'.join(parents[:depth + 1])} is not a table; "
                                   "set a key inside a table, e.g. --set load.repeats=3")
         node[leaf] = value
-    return config_from_dict(data, source)
+    return config_from_dict(data, Source(source, tuple(overrides or ()) if set_keys is None else set_keys))

@@ -59,7 +59,7 @@ class GridConfig(Strict):
 
 
 class StrategyConfig(Strict):
-    """How the sweep chooses its server lives: the whole grid, or each next life on what is measured (decision/adaptive.py)."""
+    """How the sweep chooses its server lives: the whole grid, or each next life on what is measured."""
 
     strategy: Literal["grid", "adaptive", "capacity"] = Field(
         "grid", description="grid: every K x load.repeats; adaptive: the baseline and one K, then each next life "
@@ -244,6 +244,17 @@ class SweepConfig(Strict):
             raise ValueError(f"{' and '.join(missing)}: {started_by} starts a real vLLM, and {defaults} {whose}: "
                              f"set {'each' if len(missing) > 1 else 'it'} to what your vLLM loads (a path or "
                              "Hugging Face name)")
+        return self
+
+    @model_validator(mode="after")
+    def _k_above_0_has_its_draft(self) -> "SweepConfig":
+        """A method that loads a draft, a K > 0 and no draft named: every such life would die at its start."""
+        spec = self.speculation
+        if (not self.server.url and any(spec.k) and not spec.raw_lookahead_slots and loads_draft_model(spec.method)
+                and not spec.draft_model.strip()):
+            raise ValueError(f"speculation.draft_model: method \"{spec.method}\" loads a draft for every K > 0 and "
+                             "none is given; set draft_model to its folder or Hugging Face name, or use a method that "
+                             "loads none (ngram, suffix, mtp)")
         return self
 
     @model_validator(mode="after")

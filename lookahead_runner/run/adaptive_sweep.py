@@ -54,9 +54,12 @@ def describe(config: SweepConfig, model: ModelView, slots: int | None = 1) -> st
             if slots <= 1 else f"up to {slots} lives at once (one per Ray slot)")
     chosen = (" (no sweep.strategy given, on a server whose restart spread is unknown: one repeated life measures "
               "it, then every K measured once borrows it)" if config.adaptive_by_default else "")
+    bound = ("sweep.max_lives" if config.sweep.max_lives else
+             f"{len(ks)} K x {max(2, config.load.planned_repeats)}, sweep.max_lives to change it")
     return (f"adaptive sweep{chosen}: the baseline K={ks[0]} and {why}, then {pace} where the verdict at "
             f"{config.target_users} users is least sure, until it is decided (at most {default_max_lives(config)} "
-            f"lives{minutes}; the full grid: {grid_lives(config)[0]})")
+            f"server lives: {bound}{minutes}; sweep.strategy = \"grid\" would run {grid_lives(config)[0]}: each K x "
+            "load.repeats)")
 
 
 def model_view(data, config: SweepConfig) -> ModelView:

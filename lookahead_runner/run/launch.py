@@ -25,9 +25,10 @@ class Life:
         return results.life_key(self.setting.name, self.repeat)
 
 
-def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port: int,
+def render_argv(config: SweepConfig, caps: Capabilities, setting: Setting, port: int | str,
                 server: ResolvedServer) -> list[str]:
-    """The server argv as recorded and shown: each secret value as ${NAME} (config/masking.py)."""
+    """The server argv as recorded and shown: each secret value as ${NAME} (config/masking.py); `port` may be the
+    dry run's placeholder for a port picked when the life starts."""
     s, spec = server.masked, config.speculation
     return server_argv(caps, s.command, s.model, s.host, port, s.extra_args, setting, spec.method, spec.draft_model,
                        s.argv_template or None, spec.flag_style, spec.config)

@@ -170,10 +170,22 @@ def _processes(load, room: int) -> tuple[int, bool, str]:
     if load.processes != "auto":
         return wanted, False, ""
     processes = min(wanted, room)  # two processes sharing a core are no headroom
-    peak = load.peak_users
-    return processes, True, (f"processes auto: {wanted} planned for {peak} users from {CHUNK_CPU_US:g} us per chunk "
+    return processes, True, (f"processes auto: {wanted} planned for {_planned_for(load)} from {CHUNK_CPU_US:g} us "
+                             "per chunk "
                              f"until the pre-flight measures it" + (f", {room} CPU{'s' if room != 1 else ''} for the "
                                                                     "load" if processes < wanted else ""))
+
+
+def _planned_for(load) -> str:
+    """What Locust's processes are planned for (load.peak_users): the most users of a users stage, or with rate
+    stages only the requests in flight, the cap or the highest rate's arrivals in a second."""
+    peak = load.peak_users
+    if load.user_stages:
+        return f"{peak} users"
+    if load.max_in_flight:
+        return f"{peak} requests in flight (load.max_in_flight)"
+    rate = max(stage.rate or 0.0 for stage in load.stages)
+    return f"{peak} requests in flight ({rate:g} requests per second for a second)"
 
 
 def plan_placement(config, cpus: Sequence[int]) -> Placement:

@@ -43,7 +43,7 @@ from .preflight import PreflightError
 from .preflight_turn import PreflightTurn
 from .progress import SweepProgress
 from .start_failure import may_stop_at_first_start, stop_if_shared
-from ..vllm.knob import KnobError, Setting, check_flags, check_raw_mode, knob_flag, resolve_style
+from ..vllm.knob import KnobError, Setting, check_flags, check_method, check_raw_mode, knob_flag, resolve_style
 from ..vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
 from ..vllm.spec_keys import SpecAxis, check_spec_axis, typed_constants
 
@@ -73,6 +73,8 @@ def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
         check_raw_mode(caps)
     else:
         resolve_style(caps, config.speculation.flag_style)
+        if any(config.speculation.k):  # only a life with K > 0 names the method
+            check_method(caps, config.speculation.method)
     check_flags(caps, config.server.extra_args + ([config.grid.flag] if config.grid.flag else []))
     spec = config.speculation
     axis = SpecAxis(spec.method, tuple(spec.k), tuple(config.server.extra_args))
@@ -98,16 +100,17 @@ def probe_and_check(config: SweepConfig, server: ResolvedServer, run_dir: Path |
     elif slots is not None:
         caps = dataclasses.replace(probe_cluster(slots, config, server), command=tuple(server.masked.command))
     else:
-        caps = _probe_command(server)
+        caps = _probe_command(server, lambda flags_known: check_capabilities(config, flags_known))
     check_capabilities(config, caps)
     return caps
 
 
-def _probe_command(server: ResolvedServer) -> Capabilities:
-    """The probe of server.command, secrets filled in for it and masked in what it says and records."""
+def _probe_command(server: ResolvedServer, check=None) -> Capabilities:
+    """The probe of server.command, secrets filled in for it and masked in what it says and records; `check` runs
+    once the flags are known (run_probe)."""
     masked, secrets = server.masked, server.secrets
     try:
-        caps = run_probe(secrets.resolve_argv(masked.command), env=secrets.resolve_env(masked.env))
+        caps = run_probe(secrets.resolve_argv(masked.command), env=secrets.resolve_env(masked.env), check=check)
     except (ProbeError, MissingSecret) as err:
         raise ProbeError(secrets.mask_text(str(err))) from None
     return dataclasses.replace(caps, command=tuple(masked.command))

@@ -8,6 +8,7 @@ The literal `--num-lookahead-slots` is only rendered in raw mode, and only where
 """
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 
@@ -152,6 +153,18 @@ def resolve_style(caps: Capabilities, wanted: str = "auto") -> str:
 NGRAM_LOOKUP_MAX = 4  # the runner's prompt_lookup_max for ngram (vLLM's own default is 5)
 
 
+def check_method(caps: Capabilities, method: str) -> None:
+    """Refuse a speculative method this vLLM's `--spec-method` does not offer (a life would die of it), naming the
+    nearest it offers; where the help lists no methods (before 0.32), vLLM itself answers at the start."""
+    if not caps.spec_methods or method in caps.spec_methods:
+        return
+    choices = sorted(caps.spec_methods)
+    near = difflib.get_close_matches(method, choices, n=1)
+    hint = f'did you mean "{near[0]}"?' if near else f"its methods: {', '.join(choices)}"
+    raise KnobError(f'speculation.method = "{method}": vLLM {caps.version} has no such speculative method '
+                    f"(`serve --help=all` lists them under --spec-method); {hint}")
+
+
 def loads_draft_model(method: str) -> bool:
     """Whether the runner names a draft model for this method. vLLM 0.32's SpeculativeConfig fills `model` itself
     for ngram, ngram_gpu and suffix (they look tokens up) and for mtp (the target's own MTP layers; the *_mtp
@@ -221,7 +234,7 @@ def server_argv(
     command: list[str],
     model: str,
     host: str,
-    port: int,
+    port: int | str,
     extra_args: list[str],
     setting: Setting,
     method: str,

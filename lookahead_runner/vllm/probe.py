@@ -1,7 +1,9 @@
-"""What vLLM is installed: its version, the flags `vllm serve` accepts, and whether its speculative
-config takes a per-batch-size schedule (and in which form).
+"""What vLLM is installed: its version, the flags `vllm serve` accepts, the speculative methods its
+`--spec-method` offers (0.32+), and whether its speculative config takes a per-batch-size schedule (and in which
+form). A `--version` that prints none is one line naming the command, its exit code and its last line.
 
-Parsing is pure (`parse_version`, `parse_help_flags`, `capabilities_from`, `schedule_from_answer`);
+Parsing is pure (`parse_version`, `parse_help_flags`, `parse_method_choices`, `capabilities_from`,
+`schedule_from_answer`);
 `run_probe` is the only function that starts processes (the CLI with `--version` and
 `serve --help[=all]`, and vLLM's Python through introspect.py). Version facts come from
 docs/vllm-facts.md.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from dataclasses import asdict, dataclass, field, replace
 
@@ -20,6 +23,7 @@ from .introspect import ask_speculative_config
 _VERSION_RE = re.compile(r"\b(\d+)\.(\d+)(?:\.(\d+))?[\w.+-]*")
 _OPTION_LINE_RE = re.compile(r"^ {1,4}(-{1,2}[A-Za-z0-9].*)$")
 _FLAG_RE = re.compile(r"^--[A-Za-z0-9][\w.-]*")
+_METHODS_RE = re.compile(r"^ {1,4}--spec-method \{([^}]*)\}", re.MULTILINE)  # argparse's choices, maybe wrapped
 
 LOOKAHEAD_FLAG = "--num-lookahead-slots"
 SPEC_STYLE_FLAGS = {  # how K can be written, best first, and the flags each way needs
@@ -27,6 +31,10 @@ SPEC_STYLE_FLAGS = {  # how K can be written, best first, and the flags each way
     "config-json": ("--speculative-config",),
     "legacy-flags": ("--speculative-model", "--num-speculative-tokens"),
 }
+SPEC_STYLE_TEXT = {"shorthand": "--spec-method/--spec-model/--spec-tokens", "config-json": "--speculative-config JSON",
+                   "legacy-flags": "--speculative-model/--num-speculative-tokens"}
+LOOKAHEAD_TEXT = {"absent": f"no {LOOKAHEAD_FLAG}", "ignored": f"{LOOKAHEAD_FLAG} accepted but never read",
+                  "effective": f"{LOOKAHEAD_FLAG} in effect"}
 
 
 class ProbeError(RuntimeError):
@@ -83,6 +91,7 @@ class Capabilities:
     help_source: str = "--help=all"
     command: tuple[str, ...] = ()
     schedule: ScheduleCapability | None = None     # None: not asked; the version table answers
+    spec_methods: frozenset[str] = field(default_factory=frozenset)  # --spec-method's choices; empty: not listed
 
     @property
     def schedule_capability(self) -> ScheduleCapability:
@@ -103,6 +112,19 @@ class Capabilities:
         if v < (0, 12, 0):
             return "v1"
         return "v1-no-slots"
+
+    @property
+    def engine(self) -> str:
+        """The engine by the name vLLM's docs give it: V0 up to 0.8.2, V1 after."""
+        return "V0 engine" if self.generation in ("v0", "v0-config") else "V1 engine"
+
+    def summary(self, style: str) -> str:
+        """The probe in one line of words (the sweep's first line, the dry run's): version, engine, where the flags
+        came from, how K is written (`style`: knob.resolve_style's) and what --num-lookahead-slots does here."""
+        flags = (f"flags read from `serve {self.help_source}`" if self.help_source != "none" else
+                 "flags unknown (extra_args are passed unchecked)")
+        return (f"vLLM {self.version} ({self.engine}): {flags}; K written as {SPEC_STYLE_TEXT[style]}; "
+                f"{LOOKAHEAD_TEXT[self.lookahead_flag]}")
 
     @property
     def spec_styles(self) -> tuple[str, ...]:
@@ -140,6 +162,7 @@ class Capabilities:
         data = asdict(self)
         data["flags"] = sorted(self.flags)
         data["command"] = list(self.command)
+        data["spec_methods"] = sorted(self.spec_methods)
         del data["schedule"]
         data.update(
             schedule_capability=self.schedule_capability.to_dict(),
@@ -159,6 +182,7 @@ class Capabilities:
             command=tuple(data.get("command", [])),
             schedule=ScheduleCapability.from_dict(data["schedule_capability"]) if data.get("schedule_capability")
             else None,
+            spec_methods=frozenset(data.get("spec_methods", [])),
         )
 
 
@@ -175,7 +199,27 @@ def version_from_output(text: str) -> str:
         match = _VERSION_RE.search(line.strip())
         if match and line.strip().startswith(match[0][:1]):
             return match[0]
-    raise ProbeError(f"no version number in the output {text.strip()[-120:]!r}")
+    raise ProbeError(f"no version number in the output: {last_line(text) or 'nothing'}")
+
+
+def last_line(output: str) -> str:
+    """The last line of a process's output a person reads for why it failed: not blank, not a traceback's frame
+    or source line (indented), not a caret marker; "" when there is none."""
+    for line in reversed(output.splitlines()):
+        text = line.strip()
+        if text and not line[:1].isspace() and text.strip("^~ ") and not text.startswith("Traceback "):
+            return text
+    return ""
+
+
+def version_from_run(argv: list[str], exit_code: int, output: str) -> str:
+    """The version a `--version` run printed; else one line naming the command, its exit code and its last line."""
+    try:
+        return version_from_output(output)
+    except ProbeError:
+        said = last_line(output) or "no output"
+        raise ProbeError(f"server.command: `{' '.join(argv)}` exited with code {exit_code} and printed no version: "
+                         f"{said}; check that vLLM runs in the environment server.command gives it") from None
 
 
 def parse_help_flags(text: str) -> frozenset[str]:
@@ -193,6 +237,15 @@ def parse_help_flags(text: str) -> frozenset[str]:
     return frozenset(flags)
 
 
+def parse_method_choices(text: str) -> frozenset[str]:
+    """The speculative methods `--spec-method {a,b,...}` offers in a help text (its "None" left out); empty where
+    the help has no such flag (before 0.32: the methods are then not known here)."""
+    match = _METHODS_RE.search(text or "")
+    if not match:
+        return frozenset()
+    return frozenset(name.strip() for name in match[1].split(",") if name.strip() and name.strip() != "None")
+
+
 def help_is_summary(text: str) -> bool:
     """vLLM >= 0.11 prints only config groups for plain --help."""
     return "--help=all" in text and len(parse_help_flags(text)) < 10
@@ -202,13 +255,20 @@ def capabilities_from(version_text: str, help_all: str | None, help_plain: str |
                       command: tuple[str, ...] = ()) -> Capabilities:
     version = version_from_output(version_text)
     if help_all and len(parse_help_flags(help_all)) >= 10:
-        return Capabilities(version, parse_help_flags(help_all), "--help=all", command)
+        return Capabilities(version, parse_help_flags(help_all), "--help=all", command,
+                            spec_methods=parse_method_choices(help_all))
     if help_plain and not help_is_summary(help_plain):
-        return Capabilities(version, parse_help_flags(help_plain), "--help", command)
+        return Capabilities(version, parse_help_flags(help_plain), "--help", command,
+                            spec_methods=parse_method_choices(help_plain))
     return Capabilities(version, frozenset(), "none", command)
 
 
 def _run(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> str:
+    return _run_status(argv, timeout_s, env)[1]
+
+
+def _run_status(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """(exit code, stdout and stderr) of one probe command."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
                               env=os.environ | env if env else None)
@@ -216,29 +276,36 @@ def _run(argv: list[str], timeout_s: float, env: dict[str, str] | None = None) -
         raise ProbeError(f"server.command: {argv[0]!r} not found; install vLLM or fix the command") from None
     except subprocess.TimeoutExpired:
         raise ProbeError(f"server.command: {' '.join(argv[:4])} took over {timeout_s:.0f} s") from None
-    return done.stdout + done.stderr
+    return done.returncode, done.stdout + done.stderr
 
 
-def run_probe(command: list[str], timeout_s: float = 180.0, env: dict[str, str] | None = None) -> Capabilities:
-    """Ask the installed vLLM CLI for its version and flags."""
-    version_text = _version_text(command, timeout_s, env)
+def run_probe(command: list[str], timeout_s: float = 180.0, env: dict[str, str] | None = None,
+              check: Callable[[Capabilities], None] | None = None) -> Capabilities:
+    """Ask the installed vLLM CLI for its version and flags; `check` refuses what the flags already tell before
+    vLLM's Python is asked about the schedule (a refusal comes one import sooner)."""
+    version = version_from_run(*_version_text(command, timeout_s, env))
     help_all = _run([*command, "serve", "--help=all"], timeout_s, env)
     help_plain = None if len(parse_help_flags(help_all)) >= 10 else _run([*command, "serve", "--help"], timeout_s, env)
-    caps = capabilities_from(version_text, help_all, help_plain, tuple(command))
+    caps = capabilities_from(version, help_all, help_plain, tuple(command))
+    if check is not None:
+        check(caps)
     return replace(caps, schedule=probe_schedule(command, caps.version, timeout_s, env))
 
 
-def _version_text(command: list[str], timeout_s: float, env: dict[str, str] | None) -> str:
-    text = _run([*command, "--version"], timeout_s, env)
+def _version_text(command: list[str], timeout_s: float, env: dict[str, str] | None) -> tuple[list[str], int, str]:
+    """(the argv asked, its exit code, its output)."""
+    argv = [*command, "--version"]
+    code, text = _run_status(argv, timeout_s, env)
     if not _VERSION_RE.search(text) and Path(command[0]).name.startswith("python"):
         # `python -m vllm.entrypoints...` has no --version: ask the package itself
-        text = _run([command[0], "-c", "import vllm; print(vllm.__version__)"], timeout_s, env)
-    return text
+        argv = [command[0], "-c", "import vllm; print(vllm.__version__)"]
+        code, text = _run_status(argv, timeout_s, env)
+    return argv, code, text
 
 
 def probe_version(command: list[str], timeout_s: float = 180.0, env: dict[str, str] | None = None) -> str:
     """Only the version (a cluster's nodes are compared on it: run/cluster_nodes.py)."""
-    return version_from_output(_version_text(command, timeout_s, env))
+    return version_from_run(*_version_text(command, timeout_s, env))
 
 
 def probe_schedule(command: list[str], version: str, timeout_s: float = 180.0,

@@ -221,3 +221,88 @@ def test_every_glossary_link_lands_on_a_term():
 def test_the_glossary_slug_is_the_headings_own():
     assert _slug('Confidence, resamples, "not decided yet"') == "confidence-resamples-not-decided-yet"
     assert _slug("K (the lookahead)") == "k-the-lookahead"
+
+
+# Pages for developers: where the code lives, how it works inside, the tests that show each fault handled, how to
+# test and what was measured. They may name modules and test files; a page for users may not (a user who installed
+# the wheel has neither), and says what the runner does in words.
+DEVELOPER_PAGES = [REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md", DOCS / "layout.md",
+                   DOCS / "internals.md", DOCS / "reliability.md"]
+PAGES_FOR_USERS = [path for path in [REPO / "README.md", *sorted(DOCS.rglob("*.md"))] if path not in DEVELOPER_PAGES]
+
+# A module or test of this project: a path into the package or tests/, any .py file (vLLM's own source, vllm/...,
+# cited for a fact about vLLM, stays: a user can read it in the vLLM they run), or a module of the package by its
+# dotted name (the simulator's command, `python -m lookahead_runner.sim serve`, stays: a user runs it).
+CODE_CITATION = re.compile(r"(?<![\w/.-])(?:lookahead_runner/|tests/|(?!vllm/)[\w./-]+\.py\b)"
+                           r"|\blookahead_runner\.(?!sim\b(?!\.))\w")
+HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)   # not shown to a reader
+
+
+def code_citations(text: str) -> list[str]:
+    """The lines of `text` a reader sees that name a module or a test file of this project."""
+    return [line.strip() for line in HTML_COMMENT.sub("", text).splitlines() if CODE_CITATION.search(line)]
+
+
+def test_the_developer_pages_exist_and_are_in_their_own_nav_section():
+    assert all(path.is_file() for path in DEVELOPER_PAGES)
+    nav = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    section = nav[nav.index("  - For developers:"):]
+    assert all(f": {path.relative_to(DOCS).as_posix()}" in section for path in DEVELOPER_PAGES if DOCS in path.parents)
+
+
+@pytest.mark.parametrize("path", PAGES_FOR_USERS, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_user_page_names_a_module_or_a_test_file(path):
+    assert code_citations(path.read_text(encoding="utf-8")) == [], \
+        f"{path.relative_to(REPO)}: say what it does; the module or test goes to docs/internals.md"
+
+
+@pytest.mark.parametrize("line", ["drawn at once (`decision/cells/resample.py`)", "(`lookahead_runner/decision/`)",
+                                  "tests/e2e/test_capacity_sim.py, one run", "on a real card (`tests/gpu/`, one run)",
+                                  "python -m lookahead_runner.sim.open_loop --k 0,2,4", "telemetry/sampler.py",
+                                  "measured by `benchmarks/decision_accuracy.py`", "`locustfiles/completions.py`",
+                                  "the reader (lookahead_runner.config.reference)", "see variants.py"])
+def test_the_code_citation_check_sees_each_kind(line):
+    assert code_citations(f"ok\n{line}\nok") == [line]
+
+
+@pytest.mark.parametrize("line", ["vLLM's `vllm/config/speculative.py` lists them", "`vllm/benchmarks/serve.py`",
+                                  "`python -m lookahead_runner.sim serve MODEL --port 8000`",
+                                  '`["python", "-m", "lookahead_runner.sim"]`', "pip install lookahead_runner-*.whl",
+                                  "[the method](method.md), docs/method.md", "the request set chat.jsonl",
+                                  "<!-- tests/unit/test_docs.py checks it -->", "vLLM 0.32.0, tests and figures"])
+def test_the_code_citation_check_passes_what_a_user_can_read_or_run(line):
+    assert code_citations(line) == []
+
+
+# The names of the formulas: on the statistics page, where each is written out; a page for users says what the
+# interval or the rule does in plain words and links there.
+FORMULA_NAMES = re.compile(r"\b(?:Wilson|design effect|Jeffreys|Haybittle|Peto|Newcombe|bootstrap|order statistics?|"
+                           r"binomial|multinomial|Student|chi-square|F test|Cauchy|Monte Carlo|degrees of freedom|"
+                           r"posterior|batch means)\b", re.I)
+STATISTICS_PAGE = DOCS / "decision-statistics.md"
+CODE_BLOCK = re.compile(r"^```.*?^```|^    \S.*?$", re.M | re.S)   # fenced, or indented by four spaces
+
+
+@pytest.mark.parametrize("path", [p for p in PAGES_FOR_USERS if p != STATISTICS_PAGE],
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_a_user_page_says_the_statistics_in_words_and_leaves_the_formulas_to_their_page(path):
+    """The prose; what the runner prints, quoted in a code block, is quoted as it is."""
+    prose = CODE_BLOCK.sub("", path.read_text(encoding="utf-8"))
+    lines = [line.strip() for line in prose.splitlines() if FORMULA_NAMES.search(line)]
+    assert lines == [], f"{path.relative_to(REPO)}: in plain words, the formula on docs/decision-statistics.md"
+
+
+def test_the_statistics_page_holds_the_formulas():
+    text = STATISTICS_PAGE.read_text(encoding="utf-8")
+    assert {"wilson", "design effect", "jeffreys", "haybittle", "bootstrap", "student", "f test"} <= {
+        match.lower() for match in FORMULA_NAMES.findall(text)}
+
+
+def test_the_index_opens_with_your_first_sweep_on_a_gpu():
+    """Before the map of the site: from a `vllm serve` line to a dry run, the sweep, the wall time, the verdict."""
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## (.+)$", text, re.M)
+    assert headings[0] == "Your first sweep on a GPU"
+    first = text[text.index("## Your first sweep on a GPU"):text.index(f"## {headings[1]}")]
+    assert "vllm serve" in first and "--dry-run" in first and "lookahead-runner sweep" in first
+    assert re.search(r"\d+ (?:minutes|hours?)\b", first) and "verdict" in first

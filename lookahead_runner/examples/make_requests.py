@@ -1,8 +1,8 @@
-"""Writes the example request sets: examples/requests/mixed.jsonl, three categories of prompt requests (code, chat,
-summarise), each with its own max_tokens, and chat.jsonl, the same requests as chat messages (a system message,
-then the user's); written by the project (no downloaded data). Deterministic:
+"""Writes the example request sets: requests/mixed.jsonl, three categories of prompt requests (code, chat,
+summarise), each with its own max_tokens, and requests/chat.jsonl, the same requests as chat messages (a system
+message, then the user's); written by the project (no downloaded data). Deterministic:
 
-    python examples/requests/make_requests.py            # rewrites mixed.jsonl and chat.jsonl beside this script
+    python -m lookahead_runner.examples.make_requests    # rewrites requests/mixed.jsonl and requests/chat.jsonl
 
 The category word stands in each prompt's first sentence, which is where the simulator looks for it when a
 scenario sets an acceptance per category (--sim-set category_alpha=code:0.9,chat:0.5).
@@ -61,7 +61,7 @@ def as_chat(request: dict) -> dict:
 
 
 def main() -> None:
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent / "requests"
     prompts = requests()
     for name, rows in (("mixed.jsonl", prompts), ("chat.jsonl", [as_chat(r) for r in prompts])):
         (here / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")

@@ -1,0 +1,1 @@
+"""Tests of lookahead_runner/examples/."""
