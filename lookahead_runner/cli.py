@@ -459,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from .contracts.paths import OutsideFolder
     from .run.package_files import PackageFileError, check_package_files
     from .run.placement import PlacementError
     from .run.preflight import PreflightError
@@ -471,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         check_package_files(web=getattr(args, "web", False))  # a damaged install fails here, before any life
         return args.func(args)
     except (ConfigError, UsageError, KnobError, SpecKeyError, ProbeError, RunDirError, ServerError, PlacementError,
-            PreflightError, PackageFileError) as err:
+            PreflightError, PackageFileError, OutsideFolder) as err:
         message = str(err).splitlines()[0] if isinstance(err, ServerError) and str(err) else str(err)
         print(one_line(f"lookahead-runner: {message}"), file=sys.stderr)
         return 2

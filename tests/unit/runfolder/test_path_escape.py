@@ -101,3 +101,19 @@ def test_a_cache_folder_that_is_a_link_is_neither_read_nor_written(sent, tmp_pat
     assert list(elsewhere.iterdir()) == []
     os.symlink(tmp_path / "mine" / "requests.csv", folder / "k0" / "r0" / "linked.csv")
     assert read_table(folder / "k0" / "r0" / "linked.csv").empty  # a CSV that is a link is not read
+
+
+def test_a_folder_leading_outside_the_run_is_one_line_and_exit_2_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """A life folder that is a link out of the run folder stops a resume in `fresh_life_dir` or `receive` with
+    OutsideFolder: the CLI says it in one line, exit 2, as any other bad run folder."""
+    from lookahead_runner import cli
+    from lookahead_runner.contracts.paths import OutsideFolder
+    from lookahead_runner.run import finalize
+
+    def outside(*_args, **_kwargs):
+        raise OutsideFolder(f"k0/r0 leads outside the run folder {tmp_path} (a link)")
+
+    monkeypatch.setattr(finalize, "finalize", outside)
+    assert cli.main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "k0/r0 leads outside the run folder" in err and "Traceback" not in err
