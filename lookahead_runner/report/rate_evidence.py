@@ -5,8 +5,8 @@ The rows read summary.csv's rate windows (runfolder/rate_windows.py) and decisio
 Pooled over a K's windows at a rate: arrivals, failures and preemptions are summed, the share meeting every SLO is
 over all their arrivals, every other figure is the median over the windows with [min, max]. Whether a K holds a
 rate is its capacity row's (decision.json `capacity`): its bracket, [the highest rate that holds, the lowest that
-does not] over the rates measured, places every measured rate on one side; a K without one (no capacity row) holds
-where it keeps up in every window. Falling behind is each window's finding (summary.csv `keeps_up`, `behind`). The
+does not] over the rates its windows were offered, places every measured rate on one side (at the rate it offered);
+a K without one (no capacity row) holds where it keeps up in every window. Falling behind is each window's finding (summary.csv `keeps_up`, `behind`). The
 verdict at the target rate, with its intervals and resamples, is decision.json's. Pure: frames and the decision
 in, display text out (the template escapes it).
 """
@@ -110,6 +110,13 @@ def verdict_at_rate(decision: Decision) -> Decision | None:
     return decision if decision.target_rate is not None else None
 
 
+def offered_rate(windows: pd.DataFrame, rate: float) -> float:
+    """The rate a K's windows at a configured rate were offered, pooled (their arrivals over their seconds, rounded
+    as the capacity's points are: capacity/estimate.rate_points); `rate` where they do not say."""
+    arrivals, seconds = _sum(windows, "arrivals"), _sum(windows, "duration_s")
+    return round(arrivals / seconds, 6) if arrivals is not None and seconds else rate
+
+
 def holds_measured(row: Capacity | None, rate: float) -> bool | None:
     """Whether a capacity row's bracket puts a measured `rate` among those its K holds (None: no bracket)."""
     if row is None or not row.rate_bracket:
@@ -127,7 +134,7 @@ def _k_state(windows: pd.DataFrame, k: int, rate: float, capacity: Capacity | No
     if not behind.empty:
         finding = str(behind["behind"].iloc[0]) if "behind" in behind.columns else f"falls behind at {rate:g} req/s"
         return "behind", f"K={k} {finding} (in {len(behind)} of {len(windows)} windows)"
-    if holds_measured(capacity, rate) is False:
+    if holds_measured(capacity, offered_rate(windows, rate)) is False:
         attained = pooled_attainment(windows)
         met = "" if attained is None else f": every SLO met by {attained:.1%} of its arrivals"
         return "short", f"K={k} (capacity {capacity.rate_text or MISSING}{met})"

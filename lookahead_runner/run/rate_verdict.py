@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from ..decision.capacity.estimate import capacities, holds_at
+from ..decision.cells.rate_cell import same_rate
 from ..decision.cells.rate_window import RateWindow
 from ..decision.gates import rules
 from ..decision.gates.rate_gates import GATE_ATTAINMENT, GATE_KEEPS_UP
@@ -124,12 +125,13 @@ def combined(users: Decision, at_rate: Decision) -> Decision:
     return out
 
 
-def _consistency(at_rate: Decision, rows: list[Capacity]) -> list[str]:
-    """Where the capacity table and the gates at the target rate disagree on a K (attainment not monotone)."""
+def _consistency(at_rate: Decision, rows: list[Capacity], offered: Mapping[int, float]) -> list[str]:
+    """Where the capacity table and the gates at the target rate disagree on a K (attainment not monotone), each K
+    placed at the rate its windows there were offered (`offered`; the capacity's brackets are of offered rates)."""
     out = []
     for c in at_rate.candidates:
         row = next((x for x in rows if x.k == c.k and x.variant == at_rate.variant), None)
-        says = holds_at(row, at_rate.target_rate) if row is not None else None
+        says = holds_at(row, offered.get(c.k, at_rate.target_rate)) if row is not None else None
         gates = {g.name: g.status for g in c.gates}
         failed = rules.FAIL in (gates.get(GATE_KEEPS_UP), gates.get(GATE_ATTAINMENT))
         passed = gates.get(GATE_KEEPS_UP) == rules.PASS and gates.get(GATE_ATTAINMENT) == rules.PASS
@@ -140,14 +142,26 @@ def _consistency(at_rate: Decision, rows: list[Capacity]) -> list[str]:
     return out
 
 
-def _with_capacity(at_rate: Decision, rows: list[Capacity]) -> Decision:
+def _with_capacity(at_rate: Decision, rows: list[Capacity], offered: Mapping[int, float]) -> Decision:
     mine = [row for row in rows if row.variant == at_rate.variant and row.rate_text]
     if not mine or at_rate.target_rate is None:
         return at_rate
     out = at_rate.model_copy(deep=True)
     out.verdict += " Capacity within the SLO: " + "; ".join(f"K={row.k} {row.rate_text}" for row in mine) + "."
-    out.diagnoses += _consistency(at_rate, rows)
+    out.diagnoses += _consistency(at_rate, rows, offered)
     return out
+
+
+def offered_at(data: RunData, rate: float, variant: str = "") -> dict[int, float]:
+    """Per K, the rate its valid windows at `rate` were offered, pooled (as capacity/estimate.rate_points places
+    them)."""
+    seconds: dict[int, float] = {}
+    arrivals: dict[int, int] = {}
+    for _, w in data.rate_windows:
+        if w.valid and w.variant == variant and same_rate(w.rate, rate):
+            seconds[w.k] = seconds.get(w.k, 0.0) + w.duration_s
+            arrivals[w.k] = arrivals.get(w.k, 0) + w.arrivals
+    return {k: round(arrivals[k] / s, 6) for k, s in seconds.items() if s > 0}
 
 
 def with_rate_verdict(decision: Decision, data: RunData) -> Decision:
@@ -158,7 +172,8 @@ def with_rate_verdict(decision: Decision, data: RunData) -> Decision:
     if rate is None:
         return decision.model_copy(update={"capacity": rows})
     variants = config.load.variants
-    parts = [(v.label, _with_capacity(rate_decision(data, rate, v.label), rows)) for v in variants]
+    parts = [(v.label, _with_capacity(rate_decision(data, rate, v.label), rows, offered_at(data, rate, v.label)))
+             for v in variants]
     at_rate = parts[0][1] if len(parts) == 1 else by_variant(parts).model_copy(update={"target_rate": rate})
     if config.load.user_stages:
         out = combined(decision, at_rate)

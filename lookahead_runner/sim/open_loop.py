@@ -13,9 +13,15 @@ are) each SLO holds where its own percentile of the arrivals meets it (decision/
 `ttft_p90_ms = 500`, 90 % within 500 ms), and `capacity_within_slo` is the highest rate at which every SLO holds
 while the K keeps up: found by doubling the rate until it fails, then bisecting.
 
-Whether a K keeps up at a rate is the model's own answer, not the runner's rule: the rate is below what the
-engine completes with a backlog it never empties (`saturated_per_s`: requests topped up so some always wait,
-completions counted over many answers' lengths), the most any arrival rate can be served at. `OpenLoopRun.finding`
+Whether a K keeps up at a rate is the model's own answer, not the runner's rule: the rate its window was offered
+(`offered_per_s`: one draw of Poisson arrivals offers a window some 1 / sqrt(arrivals) more or fewer than
+configured; the runner places a window there too) is below what the engine completes with a backlog it never
+empties (`saturated_per_s`: requests topped up so some always wait, completions counted over many answers'
+lengths), the most any arrival rate can be served at for good. An engine short of KV (tight-kv) holds a rate
+somewhat above that for a while: below the top of its batch it preempts nothing and serves more, until a burst
+fills the batch, preemptions waste its work and the queue grows for good (K=0, 256-token answers: 9.3 req/s
+with a backlog, constant arrivals at 9.9 held through 300 s, Poisson at 9.3 broke within 300 s); a stage
+shorter than that hold cannot see it. `OpenLoopRun.finding`
 is the runner's rule (decision/cells/keeping_up.py) read on the model's arrivals, first tokens and ends, so the
 two can be held against each other. The truth an end-to-end rate sweep on the simulator is held against:
 
@@ -87,9 +93,16 @@ class OpenLoopRun:
         met = meets(self.latency_ms[inside], np.isfinite(self.done_s[inside]), slos)
         return all(float(met[:, i].mean()) >= slo.share for i, slo in enumerate(slos))
 
+    @property
+    def offered_per_s(self) -> float:
+        """The arrivals of the steady window per second of it: the rate this draw offered (a Poisson draw offers
+        a window some 1 / sqrt(arrivals) more or fewer than configured), as the runner places a window."""
+        length = (1 - WARMUP_FRAC) * self.duration_s
+        return float(self.window().sum()) / length if length > 0 else math.nan
+
     def keeps_up(self) -> bool:
-        """The truth: the rate is below what the engine completes with a backlog."""
-        return self.rate < self.saturated_per_s
+        """The truth: the rate the window was offered is below what the engine completes with a backlog."""
+        return self.offered_per_s < self.saturated_per_s
 
     def finding(self, warmup_frac: float = WARMUP_FRAC) -> QueueFinding:
         """The runner's rule on the steady window (keeping_up.queue_finding)."""
@@ -197,9 +210,10 @@ def capacity_within_slo(server_args: Sequence[str], k: int, slos: Sequence[Slo],
                         output: int = 64, temperature: float = 0.0, duration_s: float = 60.0,
                         process: ArrivalProcess = ArrivalProcess(), start_rate: float = 1.0,
                         precision: float = 0.02, max_rate: float = 10_000.0) -> float:
-    """The highest arrival rate (req/s) at which every SLO of K holds its own percentile and K keeps up:
-    the rate doubled from `start_rate` until it fails, then bisected to within `precision` (relative). 0.0 when
-    even `start_rate` / 1024 fails."""
+    """The highest arrival rate (req/s, configured) at which every SLO of K holds its own percentile and K keeps
+    up: the rate doubled from `start_rate` until it fails, then bisected to within `precision` (relative). 0.0 when
+    even `start_rate` / 1024 fails. What its window was offered (as the runner states a capacity): that rate's
+    `run_open_loop(...).offered_per_s`."""
     good, bad = 0.0, start_rate
     while holds(server_args, k, bad, slos, prompt, output, temperature, duration_s, process):
         good, bad = bad, bad * 2

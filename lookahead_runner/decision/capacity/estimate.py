@@ -66,6 +66,12 @@ class Point:
     design_effect: float = 1.0       # arrivals per independent one (cells/stats.py), rate points only
     smoothed: float | None = None    # the attainment made non-increasing over the loads (`monotone`)
     unjudged: bool = False
+    rate: float = math.nan           # a rate point: the configured rate its windows ran (x: what they offered)
+
+    @property
+    def configured(self) -> float:
+        """The load the config asked for: a rate point's configured rate, else x."""
+        return self.x if math.isnan(self.rate) else self.rate
 
     @property
     def attainment(self) -> float:
@@ -94,9 +100,9 @@ class Crossing:
         if lo is None and hi is None:
             return "not told: no load measured holds or fails (keeping up not judged, its stages too short)"
         if self.value is None:
-            return f"> {lo:g} {unit}" if hi is None else f"< {hi:g} {unit}"
-        low = f"below {self.measured[0]:g} (the lowest measured)" if self.low is None else f"{self.low:.{digits}f}"
-        high = f"beyond {self.measured[1]:g} (the highest measured)" if self.high is None \
+            return f"> {lo:.3g} {unit}" if hi is None else f"< {hi:.3g} {unit}"
+        low = f"below {self.measured[0]:.3g} (the lowest measured)" if self.low is None else f"{self.low:.{digits}f}"
+        high = f"beyond {self.measured[1]:.3g} (the highest measured)" if self.high is None \
             else f"{self.high:.{digits}f}"
         return f"{self.value:.{digits}f} {unit} [{low}, {high}]"
 
@@ -223,8 +229,10 @@ def crossing(points: Sequence[Point], target: float, level: float, rng: np.rando
 
 def rate_points(windows: Iterable[RateWindow], slo: int | None = None) -> dict[int, list[Point]]:
     """Per K, one point per rate measured: its valid windows pooled (behind where they fall behind judged pooled,
-    rate_window.windows_behind; unjudged where every one was a stage too short to tell); `good` its arrivals meeting
-    SLO number `slo` of decision.slo (from their scheduled arrival), or every SLO (None)."""
+    rate_window.windows_behind; unjudged where every one was a stage too short to tell), placed at the rate they
+    were offered (their arrivals per second of window: one draw of Poisson arrivals offers a 30 s window some 6 %
+    more or fewer than configured, and the K held what it was offered), the configured rate kept beside it; `good`
+    its arrivals meeting SLO number `slo` of decision.slo (from their scheduled arrival), or every SLO (None)."""
     pooled: dict[tuple[int, float], list[RateWindow]] = {}
     for w in windows:
         if w.valid and w.has_slo and w.arrivals:
@@ -235,9 +243,11 @@ def rate_points(windows: Iterable[RateWindow], slo: int | None = None) -> dict[i
         in_system = sum(float(np.nansum(w.latency_ms[w.ok, E2E])) / 1000.0 for w in ws) / duration \
             if duration > 0 else math.nan
         met = [w.good if slo is None else w.met(slo) for w in ws]
-        out.setdefault(k, []).append(Point(rate, sum(int(m.sum()) for m in met), sum(w.arrivals for w in ws),
+        arrivals = sum(w.arrivals for w in ws)
+        offered = round(arrivals / duration, 6) if duration > 0 else rate
+        out.setdefault(k, []).append(Point(offered, sum(int(m.sum()) for m in met), arrivals,
                                            windows_behind(ws), in_system, design_effect(met),
-                                           unjudged=bool(windows_too_short(ws))))
+                                           unjudged=bool(windows_too_short(ws)), rate=rate))
     return out
 
 
@@ -299,13 +309,14 @@ def binding(per_slo: Sequence[tuple[float, Sequence[Point]]]) -> tuple[list[Poin
 
 def with_over(points: Mapping[int, Sequence[Point]], over: Mapping[int, Sequence[float]]) -> dict[int, list[Point]]:
     """`points` with a failing point (fell behind) at each rate a capacity probe ended early at, clearly over
-    capacity (`over`: per K), where no valid window measured that rate: a probe cut short at a low rate holds too
-    few arrivals for a valid window, and without its point the search would probe that rate again and again."""
+    capacity (`over`: per K), where no valid window measured that rate (placed at the configured rate: no window
+    says what it offered): a probe cut short at a low rate holds too few arrivals for a valid window, and without
+    its point the search would probe that rate again and again."""
     out = {k: list(ps) for k, ps in points.items()}
     for k, rates in over.items():
         for rate in rates:
-            if not any(math.isclose(p.x, rate, rel_tol=1e-9) for p in out.get(k, [])):
-                out.setdefault(k, []).append(Point(rate, 0, 1, behind=True))
+            if not any(math.isclose(p.configured, rate, rel_tol=1e-9) for p in out.get(k, [])):
+                out.setdefault(k, []).append(Point(rate, 0, 1, behind=True, rate=rate))
     return out
 
 

@@ -8,7 +8,10 @@ profile and AIPerf's monotonic max-concurrency-under-sla search do it (bracket, 
   fails first, estimate.binding): double the highest;
 - none holds: halve the lowest;
 - else the bracket [the last rate that holds, the first that does not]: bisect it (its geometric middle) until
-  it is sweep.capacity_precision narrow (relative), which ends that K's search. Not where a line between the
+  it is sweep.capacity_precision narrow (relative), which ends that K's search. The bracket is of the rates the
+  windows were offered (estimate.rate_points), the probe runs the configured rate between its ends' configured
+  ones; a K whose stages are too short to tell whether it keeps up there, or whose rate between them was run and
+  offered a rate outside the bracket, is left bracketed as it is. Not where a line between the
   bracket's ends crosses the target (regula falsi): the attainment falls off a cliff at capacity (all met, then a
   backlog), so such a guess sits next to the end that holds and narrows the bracket slowly; the capacity itself
   is read on that line inside the final bracket (estimate.py).
@@ -66,42 +69,50 @@ def plan_for(k: int, points: Sequence[Point], target: float, precision: float, r
     failing = [i for i, p in enumerate(points) if fails(p, target)]
     low_reach, high_reach = reach
     if not failing:
-        top = points[-1].x
-        rate = top * 2
+        top = points[-1]
+        rate = top.configured * 2
         return Plan(k, rate if rate <= high_reach else None,
-                    f"K={k} holds the SLO at every rate measured, up to {top:g} req/s: doubling to {rate:g}"
-                    if rate <= high_reach else f"K={k} holds the SLO up to {top:g} req/s, as far as the search reaches",
-                    math.inf)
+                    f"K={k} holds the SLO at every rate measured, up to {top.x:.4g} req/s: doubling to {rate:g}"
+                    if rate <= high_reach
+                    else f"K={k} holds the SLO up to {top.x:.4g} req/s, as far as the search reaches", math.inf)
     j = failing[0]
     held = [i for i in range(j) if holds(points[i], target)]
     if not held:
-        bottom = points[0].x
-        rate = bottom / 2
+        bottom = points[0]
+        rate = bottom.configured / 2
         return Plan(k, rate if rate >= low_reach else None,
-                    f"K={k} misses the SLO even at {bottom:g} req/s: halving to {rate:.3g}" if rate >= low_reach
-                    else f"K={k} misses the SLO at every rate the search reaches (down to {bottom:g} req/s)",
+                    f"K={k} misses the SLO even at {bottom.x:.4g} req/s: halving to {rate:.3g}" if rate >= low_reach
+                    else f"K={k} misses the SLO at every rate the search reaches (down to {bottom.x:.4g} req/s)",
                     math.inf)
-    low, high = points[held[-1]].x, points[j].x
+    below, above = points[held[-1]], points[j]
+    low, high = below.x, above.x
     if high / low <= 1 + precision:
-        return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s, within "
+        return Plan(k, None, f"K={k}: its capacity lies in [{low:.4g}, {high:.4g}] req/s, within "
                              f"{precision:.0%}", high / low)
-    middle = math.sqrt(low * high)
+    # the rates offered are measured, the configured ones run: the configured rate between the ends' (the ratio of
+    # the two moves little between near rates, the same arrival draws scaled)
+    ends = sorted((below.configured, above.configured))
+    middle = math.sqrt(ends[0] * ends[1])
     rate = round(middle, 3)   # a readable rate, where rounding keeps it inside the bracket
-    rate = rate if low < rate < high else middle
-    if not low < rate < high:
-        return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s, too narrow to bisect",
+    rate = rate if ends[0] < rate < ends[1] else middle
+    if not ends[0] < rate < ends[1]:
+        return Plan(k, None, f"K={k}: its capacity lies in [{low:.4g}, {high:.4g}] req/s, too narrow to bisect",
                     high / low)
-    if any(p.unjudged and math.isclose(p.x, rate, rel_tol=1e-9) for p in points):
-        return Plan(k, None, f"K={k}: its capacity lies in [{low:g}, {high:g}] req/s; whether it keeps up at "
-                             f"{rate:g} req/s cannot be told, the stage too short for its answers (lengthen the "
-                             "rate stages: see their too_short)", math.inf)   # not narrowed: stuck, not done
-    return Plan(k, rate, f"K={k}: bisecting [{low:g}, {high:g}] req/s at {rate:g}", high / low)
+    if done := next((p for p in points if math.isclose(p.configured, rate, rel_tol=1e-9)), None):
+        # not narrowed: stuck, not done
+        return Plan(k, None, f"K={k}: its capacity lies in [{low:.4g}, {high:.4g}] req/s; whether it keeps up at "
+                             f"{done.x:.4g} req/s cannot be told, the stage too short for its answers (lengthen the "
+                             "rate stages: see their too_short)" if done.unjudged else
+                             f"K={k}: its capacity lies in [{low:.4g}, {high:.4g}] req/s; the rate between them, "
+                             f"{rate:g}, was run and offered {done.x:.4g}, outside it", math.inf)
+    offered = "" if below.configured == below.x and above.configured == above.x else " offered"
+    return Plan(k, rate, f"K={k}: bisecting [{low:.4g}, {high:.4g}] req/s{offered} at {rate:g}", high / low)
 
 
 def _given_up(k: int, plan: Plan, points: Sequence[Point], tried: Sequence[float]) -> str:
     """Why K's planned rate is not probed again: MAX_FAILED_STARTS probes there gave no valid window (a probe that
     ended early, clearly over, is a point: estimate.with_over) ("" where it may be)."""
-    if plan.rate is None or any(math.isclose(p.x, plan.rate, rel_tol=1e-9) for p in points):
+    if plan.rate is None or any(math.isclose(p.configured, plan.rate, rel_tol=1e-9) for p in points):
         return ""
     times = sum(1 for rate in tried if math.isclose(rate, plan.rate, rel_tol=1e-9))
     if times < MAX_FAILED_STARTS:

@@ -9,15 +9,18 @@ from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision.cells.rate_window import RateWindow, met_every_slo
 
 
-def rate_window(k: int, rate: float, arrivals: int, met: int, *, behind: bool = False, duration_s: float = 10.0,
+def rate_window(k: int, rate: float, arrivals: int, met: int, *, behind: bool = False, duration_s: float | None = None,
                 repeat: int = 0, ok: int | None = None, p: DecisionConfig | None = None, valid: bool = True,
                 invalid_reason: str = "", fast_ms: float = 100.0, server: dict | None = None,
                 burst: bool = False, service_ms: float = 1000.0) -> RateWindow:
     """`arrivals` at `rate`, of which `met` have a TTFT of `fast_ms` and the other succeeded ones 900 ms (over a
     500 ms SLO), each e2e its TTFT + `service_ms`; `ok` of them succeeded (default all); `behind`: the backlog grew
-    through the window. In arrival order each kind is spread evenly through the window, or with `burst` the misses
-    and failures come one after another at its end (a queue's burst: correlated arrivals)."""
+    through the window (`duration_s` long; default: as long as `arrivals` at `rate` take). In arrival order each
+    kind is spread evenly through the window, or with `burst` the misses and failures come one after another at its
+    end (a queue's burst: correlated arrivals)."""
     p = p or DecisionConfig(slo={"ttft_p99_ms": 500.0})
+    if duration_s is None:   # the window offered its rate (10 s without an arrival)
+        duration_s = arrivals / rate if arrivals else 10.0
     ok_count = arrivals if ok is None else ok
     latency = np.full((arrivals, 4), np.nan)
     for i in range(ok_count):

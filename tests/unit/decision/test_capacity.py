@@ -313,3 +313,19 @@ def test_a_probe_is_clearly_over_by_its_queues_own_noise_whatever_the_queues_siz
     # a queue coming and going by whole waves (answers admitted together end together) is not over
     waves = 20 + 30 * (np.arange(len(t)) % 2)
     assert clearly_over(t, waves, 4.0, 1.0, 10.0) == ""
+
+
+def test_a_rate_is_placed_at_the_rate_its_windows_were_offered_not_the_configured_one():
+    # one Poisson draw (seed 0, stage 0) offers 9 % fewer arrivals than configured in a 30 s window at 9-12 req/s:
+    # 10 configured is 9.1 offered. The server held 9.1 req/s, not 10: the capacity is placed in what it held
+    windows = [rate_window(0, 10.0, 273, 273, duration_s=30.0), rate_window(0, 12.0, 330, 100, duration_s=30.0)]
+    (row,) = capacities(windows, None, P)
+    assert row.rate_bracket == [9.1, 11.0] and 9.1 < row.rate < 11.0
+    points = rate_points(windows)[0]
+    assert [(pt.x, pt.rate) for pt in points] == [(9.1, 10.0), (11.0, 12.0)]
+    # the search narrows the bracket of offered rates, probing the configured rate between its ends'
+    plan = plan_for(0, points, 0.99, 0.1, REACH)
+    assert plan.rate == pytest.approx(math.sqrt(120), abs=1e-3) and "[9.1, 11] req/s offered" in plan.why
+    # a configured rate already probed is not probed again, whatever it offered
+    again = points + [Point(9.0, 270, 270, rate=round(math.sqrt(120), 3))]
+    assert plan_for(0, again, 0.99, 0.1, REACH).rate is None

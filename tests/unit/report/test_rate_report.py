@@ -186,3 +186,21 @@ def test_a_window_too_short_to_tell_is_not_shown_as_keeping_up(run):
     summary.loc[(summary["k"] == 4) & (summary["rate"] == 12.0) & (summary["repeat"] == 1), "too_short"] = short
     rows = build_view(summary, *rest)["decisions"][0]["rate_evidence"]
     assert rows[3]["keeps_up"] == f"cannot tell in 1 of 2 windows: {short}" and rows[4]["keeps_up"] == "yes"
+
+
+def test_a_rate_is_placed_against_a_capacity_bracket_at_the_rate_its_windows_were_offered():
+    # issue 46: a capacity bracket is of offered rates (decision/capacity/estimate.rate_points): configured at
+    # 11.314 req/s, one Poisson draw offered 10.2 and K=0 held it; 12.338 offered 11.3 and it missed the SLO
+    from lookahead_runner.decision.schema import Capacity, Range
+    from lookahead_runner.report.rate_evidence import per_rate_rows
+
+    windows = pd.DataFrame([{"k": 0, "rate": 11.314, "arrivals": 306, "duration_s": 30.0, "offered_per_s": 10.2,
+                             "keeps_up": True, "slo_attainment": 0.9902},
+                            {"k": 0, "rate": 12.338, "arrivals": 339, "duration_s": 30.0, "offered_per_s": 11.3,
+                             "keeps_up": True, "slo_attainment": 0.5516}])
+    row = Capacity(k=0, rate=10.46, rate_range=Range(low=8.0, high=11.3), rate_bracket=[10.2, 11.3],
+                   rate_text="10.5 req/s [8.0, 11.3]")
+    rows = per_rate_rows(windows, Decision(status="not_decided", verdict="v"), [row])
+    assert [(r["rate"], r["holds"], r["short"]) for r in rows] == [
+        ("11.314", "K=0", ""), ("12.338", "none", "K=0 (capacity 10.5 req/s [8.0, 11.3]: every SLO met by 55.2% of "
+                                                   "its arrivals)")]

@@ -64,3 +64,18 @@ def test_only_a_capacity_searchs_one_rate_stage_life_is_a_probe_that_may_end_ear
     assert is_probe(config("capacity", one))
     assert not is_probe(config("capacity", one + [{"rate": 16.0, "duration_s": 10}]))
     assert not is_probe(config("grid", one)) and probe_watch(config("grid", one), None) is None
+
+
+def test_the_capacity_table_and_the_gates_at_the_rate_are_held_together_at_the_rate_its_windows_were_offered():
+    # issue 46: a capacity bracket is of offered rates; configured at 20 req/s the windows offered 18.2, which K=0's
+    # capacity holds, as its gates there say: no disagreement to report
+    from lookahead_runner.decision.schema import Capacity, Range
+    from lookahead_runner.run.rate_verdict import _with_capacity
+
+    row = Capacity(k=0, rate=18.8, rate_range=Range(low=18.2, high=19.5), rate_bracket=[18.2, 19.5],
+                   rate_text="18.8 req/s [18.2, 19.5]")
+    out = _with_capacity(_at_rate(), [row], {0: 18.2, 8: 18.2})
+    assert out.diagnoses == [] and "Capacity within the SLO: K=0 18.8 req/s [18.2, 19.5]." in out.verdict
+    # offered where the capacity fails it, the gates passing: that disagreement is told
+    told = _with_capacity(_at_rate(), [row], {0: 19.5, 8: 19.5})
+    assert told.diagnoses and told.diagnoses[0].startswith("K=0: its capacity within the SLO (18.8 req/s")
