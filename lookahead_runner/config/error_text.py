@@ -19,24 +19,34 @@ _NO_EXAMPLE = {"extra_forbidden", "value_error", "assertion_error", "literal_err
 
 @dataclass(frozen=True)
 class Source:
-    """Where a config's values came from: a file (or "defaults", "config", "ramp") and the keys --set gave."""
+    """Where a config's values came from: a file (or "defaults", "config", "ramp"), the keys --set gave, and the keys
+    other flags gave beside the file (`command_keys`, from what `command_name` names: --serve-cmd/--bench-cmd)."""
 
     name: str
     set_keys: tuple[str, ...] = ()
+    command_keys: tuple[str, ...] = ()
+    command_name: str = ""
 
     def set_key(self, field: str) -> str:
         """The --set key that gave `field` (the key itself, a table above it, or a key inside it), or ""."""
-        for key in self.set_keys:
-            if field and (field == key or field.startswith(key + ".") or key.startswith(field + ".")):
-                return key
-        return ""
+        return _giver(self.set_keys, field)
 
     def line(self, field: str, message: str) -> str:
-        """`FILE: FIELD: MESSAGE`, or `--set KEY: MESSAGE` where --set gave the field."""
+        """`FILE: FIELD: MESSAGE`, `--set KEY: MESSAGE` where --set gave the field, or `COMMANDS: FIELD: MESSAGE`
+        where the commands did."""
         key = self.set_key(field)
         if key:
             return f"--set {key}: {message}" if key == field else f"--set {key}: {field}: {message}"
-        return f"{self.name}: {field}: {message}" if field else f"{self.name}: {message}"
+        name = self.command_name if self.command_name and _giver(self.command_keys, field) else self.name
+        return f"{name}: {field}: {message}" if field else f"{name}: {message}"
+
+
+def _giver(keys: tuple[str, ...], field: str) -> str:
+    """The key of `keys` that gave `field` (the key itself, a table above it, or a key inside it), or ""."""
+    for key in keys:
+        if field and (field == key or field.startswith(key + ".") or key.startswith(field + ".")):
+            return key
+    return ""
 
 
 def _model_of(annotation) -> type[BaseModel] | None:

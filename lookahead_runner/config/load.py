@@ -75,8 +75,9 @@ class LoadConfig(Strict):
                                              description="sampling temperature (>= 0); a list is an axis too")
     repeats: int | Literal["auto"] = Field(
         1, json_schema_extra={"allowed": "1 to 100, or \"auto\""}, description="repeats of every setting; \"auto\" = 2, then one more of each K the verdict hangs on "
-                       "until it is decided (at 99 % of the resamples while lives can still be added, the last "
-                       "round at decision.confidence) or max_repeats is reached")
+                       "until it is decided (each round a look with a bar of its own that spends the verdict's "
+                       "error, so decision.confidence holds over all rounds; a tie as soon as every K is inside the "
+                       "tie band) or max_repeats is reached")
     max_repeats: int = Field(5, ge=2, le=100, description="the cap of repeats = \"auto\"")
     repeat_mode: Literal["restart", "same-server"] = Field(
         "restart", description="restart: a fresh server per repeat (its startup varies too); same-server: "

@@ -112,12 +112,11 @@ def check_request_set(config: SweepConfig, source: str | Source = "config"):
 
 
 def load_config(path: Path | None, overrides: dict | None = None, source: str = "",
-                set_keys: tuple[str, ...] | None = None) -> SweepConfig:
+                set_keys: tuple[str, ...] | None = None, command_keys: tuple[str, ...] = ()) -> SweepConfig:
     """Read TOML (or defaults when path is None) and apply dotted CLI overrides; `source` names them in an error
     where there is no file (e.g. "--serve-cmd/--bench-cmd"). An error in a key of `set_keys` (default: every
-    override) is blamed on `--set KEY`, not on the file."""
+    override) is blamed on `--set KEY`, not on the file; one in a key of `command_keys` on `source`, beside a file."""
     data: dict = {}
-    source = str(path) if path else source or "defaults"
     if path is not None:
         try:
             data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
@@ -138,4 +137,5 @@ def load_config(path: Path | None, overrides: dict | None = None, source: str = 
                 raise ConfigError(f"--set {dotted}: {'.'.join(parents[:depth + 1])} is not a table; "
                                   "set a key inside a table, e.g. --set load.repeats=3")
         node[leaf] = value
-    return config_from_dict(data, Source(source, tuple(overrides or ()) if set_keys is None else set_keys))
+    given = tuple(overrides or ()) if set_keys is None else set_keys
+    return config_from_dict(data, Source(str(path) if path else source or "defaults", given, command_keys, source))

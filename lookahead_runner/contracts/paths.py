@@ -1,6 +1,7 @@
 """Names and paths that stay where they belong: a name built from the config (a grid value in a life's folder name)
 is one plain folder name, a path read or written under a run folder is inside it, links followed, and a file of the
-user's own (the restart-spread ledger) is theirs alone: 0600, in a 0700 folder they own, no link followed."""
+user's own (the restart-spread ledger) is theirs alone: 0600, in a 0700 folder they own, no link followed; a file
+written for the user to keep is there whole or not at all, over another only where asked."""
 from __future__ import annotations
 
 import errno
@@ -104,3 +105,33 @@ def write_private(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_whole(path: Path, data: bytes, replace: bool = False) -> None:
+    """`data` into a file the user keeps (a config `init` or `example` writes), whole or not at all: through a new file
+    of a name of its own beside it, renamed over `path` where `replace` (a link there replaced, not followed), else
+    linked to it, which fails (FileExistsError) where anything is there, even one made since it was looked for. The
+    file gets the mode the user's umask gives a new file."""
+    path = Path(path)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(handle, 0o666 & ~umask)
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        try:
+            if replace:
+                os.replace(tmp, path)
+                return
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise
+            except OSError:   # a file system without hard links: made exclusively, written in place
+                with open(path, "xb") as file:
+                    file.write(data)
+        except OSError as err:   # named by the file asked for, not by the temporary one
+            raise OSError(err.errno, err.strerror, os.fspath(path)) from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)

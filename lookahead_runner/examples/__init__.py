@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..contracts.paths import write_whole
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -82,8 +84,15 @@ def write(example: Example, out: Path, force: bool = False) -> list[Path]:
         for part in example.request_set.split("/"):   # Traversable.joinpath takes one part before Python 3.11
             source = source / part
         target = out.parent / source.name
+        if target.resolve() == out.resolve():
+            raise ExampleError(f"{out.as_posix()} is where the example's request set goes; write the config to "
+                               "another name, e.g. --out my-sweep.toml")
         text = _renamed(text, example.request_set, target.as_posix())
-        files = [(out, text.encode("utf-8")), (target, source.read_bytes())]
+        try:
+            files = [(out, text.encode("utf-8")), (target, source.read_bytes())]
+        except UnicodeEncodeError:
+            raise ExampleError(f"{out.as_posix()}: the path is not UTF-8 text, which the config's load.requests "
+                               "must be; write it to another folder") from None
     if not force:
         for path, data in files:
             if path.exists() and (path == out or path.read_bytes() != data):
@@ -93,6 +102,6 @@ def write(example: Example, out: Path, force: bool = False) -> list[Path]:
         if path != out and path.exists() and path.read_bytes() == data:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        write_whole(path, data, replace=force)
         done.append(path)
     return done

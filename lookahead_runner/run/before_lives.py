@@ -9,7 +9,8 @@ far; rate stages with no decision.slo, naming what the verdict then reads.
 Only the models that a server the runner starts here loads are checked: not those of a running server
 (server.url), a launcher's (server.argv_template, docker or ssh: the path is the container's or the other host's),
 a Ray worker's, or the simulator's names. The Hugging Face rules are huggingface_hub's (validate_repo_id, the
-cache's `models--ORG--NAME` folders, HF_HUB_CACHE / HF_HOME / XDG_CACHE_HOME, HF_HUB_OFFLINE), read from the
+cache's `models--ORG--NAME` folders, HF_HUB_CACHE / HF_HOME / XDG_CACHE_HOME, HF_HUB_OFFLINE; the weights may be in
+the folder of vLLM's --download-dir instead, its cache_dir), read from the
 huggingface_hub 2.4 that vLLM 0.32 installs; nothing goes over the network.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import ConfigError, SweepConfig
-from ..vllm.knob import loads_draft_model
+from ..vllm.knob import flag_value, loads_draft_model
 from .launch import environment_reaches_server
 
 # huggingface_hub's REPO_ID_REGEX (a name, or namespace/name, each of ASCII word characters, "-" and ".", starting
@@ -30,6 +31,7 @@ _REPO_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
 _REPO_ID_RE = re.compile(rf"(?:{_REPO_PART}/)?{_REPO_PART}")
 _TRUE = {"1", "ON", "YES", "TRUE"}   # huggingface_hub's _is_true
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+DOWNLOAD_DIR_FLAG = "--download-dir"   # vLLM hands it to huggingface_hub as the weights' cache_dir (weight_utils.py)
 
 
 def is_hub_name(name: str) -> bool:
@@ -99,7 +101,8 @@ def check_models(config: SweepConfig, environ: Mapping[str, str] = os.environ) -
             continue  # ModelScope's names and cache, not Hugging Face's
         cache = hub_cache(env)
         entry = cache_entry(cache, name)
-        if entry.complete:
+        download_dir = flag_value(config.server.extra_args, DOWNLOAD_DIR_FLAG)
+        if entry.complete or (download_dir and cache_entry(Path(download_dir), name).complete):
             continue
         so_far = f"; {entry.bytes_so_far / 2**20:.1f} MiB of it downloaded so far" if entry.bytes_so_far else ""
         if is_offline(env):

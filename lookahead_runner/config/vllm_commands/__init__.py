@@ -8,12 +8,12 @@ from __future__ import annotations
 from ...vllm.knob import flag_value
 from ..server import SERVED_MODEL_NAME_FLAG
 from .bench_cmd import BenchCommand, parse_bench_cmd
-from .entries import CommandError, Mapped, k_entry, overrides, parse_k_list
+from .entries import CommandError, Mapped, k_entry, overrides, parse_k_list, split_command
 from .serve_cmd import ServeCommand, parse_serve_cmd
 from .to_toml import masked, masked_command, to_toml
 
 __all__ = ["BenchCommand", "CommandError", "Mapped", "ServeCommand", "command_entries", "masked", "masked_command",
-           "overrides", "parse_bench_cmd", "parse_k_list", "parse_serve_cmd", "to_toml"]
+           "overrides", "parse_bench_cmd", "parse_k_list", "parse_serve_cmd", "split_command", "to_toml"]
 
 
 def command_entries(serve: ServeCommand | None, bench: BenchCommand | None,

@@ -24,12 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 from dataclasses import dataclass, field
 
 from ..load import LoadConfig
 from ...workload.request_set import DEFAULT_MAX_TOKENS
-from .entries import CommandError, Mapped
+from .entries import CommandError, Mapped, split_command
 
 FLAG = "--bench-cmd"
 # vLLM 0.32's defaults (vllm/benchmarks/datasets/datasets.py, serve.py, the MTBench loader)
@@ -84,11 +83,26 @@ VALUE_FLAGS = ("--dataset-name", "--dataset-path", "--random-input-len", "--rand
                "--max-concurrency", "--metric-percentiles", "--num-prompts", "--temperature", "--top-p", "--seed",
                "--model", "--served-model-name")
 SWITCHES = ("--ignore-eos", "--skip-chat-template")
+# the flags vllm bench reads with one dataset only (datasets.py get_samples; serve.py maps --input-len to random's and
+# --output-len to every set's length but SPEED-Bench's): with another dataset each is named as doing nothing
+DATASET_FLAGS = {
+    "random": ("--random-input-len", "--random-output-len", "--random-range-ratio", "--random-prefix-len",
+               "--input-len", "--output-len", "--dataset-path", "--ignore-eos"),
+    "custom": ("--dataset-path", "--custom-output-len", "--output-len", "--skip-chat-template", "--ignore-eos"),
+    "spec_bench": ("--dataset-path", "--spec-bench-output-len", "--output-len", "--skip-chat-template",
+                   "--ignore-eos"),
+    "speed_bench": ("--dataset-path", "--speed-bench-output-len", "--speed-bench-dataset-subset",
+                    "--skip-chat-template", "--ignore-eos"),
+    "hf": ("--dataset-path", "--hf-name", "--hf-output-len", "--output-len", "--skip-chat-template", "--ignore-eos"),
+}
 LISTS = ("--request-rate", "--goodput")
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
+        if message.startswith("unrecognized arguments: "):   # the flags alone: a value after one may be a key
+            flags = [part.split("=", 1)[0] for part in message.split()[2:] if part.startswith("-")]
+            message = f"unrecognized arguments: {' '.join(flags) or 'a value with no flag before it'}"
         raise CommandError(f"{FLAG}: {message} (not a flag of vllm bench serve 0.32 the runner knows; write it as "
                            "`vllm bench serve --help` lists it)")
 
@@ -125,10 +139,7 @@ class BenchCommand:
 
 def parse_bench_cmd(text: str) -> BenchCommand:
     """The bench command line -> BenchCommand, or CommandError naming the first flag the runner cannot honour."""
-    try:
-        argv = shlex.split(text)
-    except ValueError as err:
-        raise CommandError(f"{FLAG}: {err} (quote it as a shell would)") from None
+    argv = split_command(text, FLAG)
     at = next((i for i in range(1, len(argv)) if argv[i - 1:i + 1] == ["bench", "serve"]), None)
     if at is None:
         raise CommandError(f"{FLAG}: write it as you run it, e.g. \"vllm bench serve --dataset-name random ...\" "
@@ -145,8 +156,23 @@ def parse_bench_cmd(text: str) -> BenchCommand:
     entries, notes = _workload(given)
     entries += _arrivals(given)
     entries += _goodput(given)
+    notes += _doing_nothing(given)
     model = given.get("--served-model-name") or given.get("--model")
     return BenchCommand(tuple(entries), model, not_used, tuple(notes))
+
+
+def _doing_nothing(given: dict) -> list[str]:
+    """The given flags vllm bench reads with another dataset only, or for its report only (the percentiles without
+    --goodput), as a note."""
+    dataset = given.get("--dataset-name", "random")
+    own = DATASET_FLAGS.get(dataset, ())
+    other = [flag for flag in given if flag not in own and any(flag in flags for flags in DATASET_FLAGS.values())]
+    notes = [f"{FLAG}: no effect with --dataset-name {dataset} (vllm bench reads them with another dataset only): "
+             f"{', '.join(other)}"] if other else []
+    if "--metric-percentiles" in given and "--goodput" not in given:
+        notes.append(f"{FLAG}: --metric-percentiles: which percentiles vllm bench prints; with no --goodput it sets "
+                     "no SLO here (the report shows the runner's own)")
+    return notes
 
 
 def _normal(arg: str) -> str:
@@ -267,7 +293,7 @@ def _request_set(dataset: str, given: dict) -> tuple[list[Mapped], bool]:
     if skip and dataset != "custom":
         raise CommandError(f"{FLAG}: --skip-chat-template with {dataset}: the runner sends its turns as chat messages; "
                            "remove it")
-    flag = "--output-len" if "--output-len" in given else SET_OUTPUT_FLAG[dataset]
+    flag = "--output-len" if "--output-len" in given and dataset != "speed_bench" else SET_OUTPUT_FLAG[dataset]
     n = _number(given, flag, VLLM_SET_OUTPUT_LEN[dataset])
     said = f"{flag} {n}" + ("" if flag in given else " (vllm bench's default)")
     ignore_eos = "--ignore-eos" in given
@@ -340,10 +366,11 @@ def _goodput(given: dict) -> list[Mapped]:
         return []
     text = given.get("--metric-percentiles", VLLM_METRIC_PERCENTILES)
     try:
-        percentile = max(float(p) for p in text.split(","))
+        percentiles = [float(p) for p in text.split(",")]
     except ValueError:
-        percentile = float("nan")
-    if not 0 < percentile < 100:
+        percentiles = [float("nan")]
+    percentile = max(percentiles)
+    if not (all(0 <= p <= 100 for p in percentiles) and 0 < percentile < 100):   # numpy's range; the SLO's below 100
         raise CommandError(f"{FLAG}: --metric-percentiles {text}: the SLOs hold at a percentile between 0 and 100, "
                            "e.g. 99")
     slo: dict[str, float] = {}

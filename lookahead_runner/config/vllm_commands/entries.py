@@ -3,11 +3,17 @@ command it came from). One list of them gives both the config of `sweep --serve-
 overrides) and the TOML `init` writes (to_toml.py), so the two cannot disagree. Pure."""
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass
 
 from ..strict import ConfigError
 from ..server import SpeculationConfig
 
+# a shell's line continuation (a command written over several lines, as vLLM's docs write them): removed, as the
+# shell removes it; shlex.split alone would make an argument of the newline. Inside single quotes a shell keeps it:
+# no value vLLM reads there (a JSON text, a name) holds one.
+CONTINUATION_RE = re.compile(r"\\\r?\n")
 # the default K list of a sweep (speculation.k's default), to which a serve command's own K is added
 DEFAULT_K = tuple(SpeculationConfig.model_fields["k"].default_factory())
 
@@ -24,6 +30,14 @@ class Mapped:
     key: str
     value: object
     origin: str
+
+
+def split_command(text: str, flag: str) -> list[str]:
+    """A command line split as a shell splits it (`vllm bench sweep serve` splits its commands with shlex.split)."""
+    try:
+        return shlex.split(CONTINUATION_RE.sub("", text))
+    except ValueError as err:
+        raise CommandError(f"{flag}: {err} (quote it as a shell would)") from None
 
 
 def overrides(entries: list[Mapped]) -> dict[str, object]:

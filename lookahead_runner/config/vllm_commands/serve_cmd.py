@@ -21,13 +21,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from dataclasses import dataclass, field
 
 from ..masking import ENV_NAME_RE
-from ..server import is_simulator_command
-from ...vllm.knob import NGRAM_LOOKUP_MAX, loads_draft_model
-from .entries import CommandError, Mapped, k_entry
+from ..server import SERVED_MODEL_NAME_FLAG, is_simulator_command
+from ...vllm.knob import ADDRESS_FLAGS, NGRAM_LOOKUP_MAX, SPEC_FLAG_CARRIES, loads_draft_model
+from ...vllm.probe import LOOKAHEAD_FLAG, SPEC_METRICS_FLAG
+from ...vllm.secrets import SECRET_FLAGS
+from .entries import CommandError, Mapped, k_entry, split_command
 
 FLAG = "--serve-cmd"
 SPEC_JSON_FLAGS = ("--speculative-config", "-sc")
@@ -40,7 +41,16 @@ IMAGE_RE = re.compile(r"(^|/)vllm-openai[^/]*$")
 DOCKER_PROGRAMS = ("docker", "podman")
 PUBLISH_FLAGS = ("-p", "--publish")
 HOST_NETWORK = ("--network=host", "--net=host")
+# docker run options whose value is a name or a path (one may end in "vllm-openai"): the value is not the image
+NAME_OPTIONS = ("--name", "--hostname", "-h", "--network", "--net", "-v", "--volume", "--mount", "-w", "--workdir",
+                "-e", "--env", "--env-file", "-l", "--label", "--entrypoint", "--tmpfs", "--device", "--cidfile")
 SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
+# The flags the runner reads from the line or writes itself. vLLM's parser also takes an unambiguous start of a flag
+# (argparse's allow_abbrev): `--api-k K`, `--spec-tok 5` passed on unread would write a key in clear and set K behind
+# the runner's back. No start of one of these is a flag of vLLM 0.32's own (checked against its `serve --help=all`).
+READ_FLAGS = ("--model", "--config", SERVED_MODEL_NAME_FLAG, SPEC_METRICS_FLAG, LOOKAHEAD_FLAG, *ADDRESS_FLAGS,
+              *SECRET_FLAGS, *(flag for flag in SPEC_FLAG_CARRIES if flag.startswith("--")))
+HUMAN_INT_RE = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 
 
 @dataclass(frozen=True)
@@ -89,11 +99,7 @@ class ServeCommand:
 
 def parse_serve_cmd(text: str) -> ServeCommand:
     """The serve command line -> ServeCommand, or CommandError naming what cannot be honoured."""
-    try:
-        argv = shlex.split(text)
-    except ValueError as err:
-        raise CommandError(f"{FLAG}: {err} (quote it as a shell would)") from None
-    env, argv = _leading_env(argv)
+    env, argv = _leading_env(split_command(text, FLAG))
     host_network = False
     if os.path.basename(argv[0]) in DOCKER_PROGRAMS and argv[1:2] == ["run"]:
         command, template, args, host_network = _docker(argv)
@@ -137,7 +143,7 @@ def _docker(argv: list[str]) -> tuple[list[str], list[str], list[str], bool]:
     """(the probe's command, the template up to the image, the arguments after it, whether the container runs on the
     host's network)."""
     image_at = next((i for i, part in enumerate(argv[2:], start=2) if IMAGE_RE.search(part)
-                     and argv[i - 1] not in ("--name", "--hostname", "-h", "--network", "--net")), None)
+                     and argv[i - 1] not in NAME_OPTIONS), None)
     if image_at is None:
         raise CommandError(f"{FLAG}: {argv[0]} run without a vllm/vllm-openai image: the runner knows that image's "
                            "entrypoint (vllm serve); for another launcher write server.argv_template in a config")
@@ -230,6 +236,9 @@ class _ServeArgs:
             elif name == "--config":
                 raise CommandError(f"{FLAG}: --config FILE: the runner reads the flags on the command line; put the "
                                    "file's flags there")
+            elif whole := _abbreviated(base):
+                raise CommandError(f"{FLAG}: {base}: vLLM would read it as {whole} (the start of a flag); write "
+                                   f"{whole} in full, the runner reads it")
             else:
                 out.extra.append(arg)
         if not out.model:
@@ -252,7 +261,7 @@ class _ServeArgs:
         try:
             value = json.loads(text)
         except ValueError:
-            value = text
+            value = _human_readable_int(text)
         node = self.dotted.setdefault(base, {})
         *parents, leaf = path.split(".")
         for key in parents:
@@ -312,6 +321,29 @@ def _with_speculation(serve: ServeCommand, spec: dict) -> ServeCommand:
     return ServeCommand(serve.model, serve.command, serve.extra_args, serve.env, serve.argv_template, serve.host,
                         serve.port, method, method_origin, model if loads_draft_model(method) else None, k, spec,
                         origins)
+
+
+def _abbreviated(name: str) -> str:
+    """The flag of READ_FLAGS that `name` (a flag's name alone) is a shorter start of, or ""."""
+    if len(name) <= 2 or not name.startswith("--"):
+        return ""
+    return next((flag for flag in READ_FLAGS if flag.startswith(name) and flag != name), "")
+
+
+def _human_readable_int(text: str) -> int | str:
+    """vLLM 0.32's reading of a dotted value that is no JSON (utils/argparse_utils.py human_readable_int): "4k" =
+    4000, "4K" = 4096, "1_000" = 1000; the text itself where that refuses it ("1.5K", "greedy")."""
+    value = text.strip()
+    match = HUMAN_INT_RE.fullmatch(value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in "kmgt":
+            return int(float(number) * 10 ** (3 + 3 * "kmgt".index(suffix)))
+        return int(number) * 2 ** (10 + 10 * "KMGT".index(suffix)) if "." not in number else text
+    try:
+        return int(value)
+    except ValueError:
+        return text
 
 
 def _k_of(value: object) -> int | None:

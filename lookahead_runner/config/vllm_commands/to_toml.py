@@ -15,10 +15,11 @@ COMMENT_WIDTH = 116
 SECTION_ORDER = ("server", "speculation", "load", "decision")
 
 
-def masked(entries: list[Mapped]) -> tuple[list[Mapped], list[str]]:
+def masked(entries: list[Mapped], secrets: Secrets | None = None) -> tuple[list[Mapped], list[str]]:
     """The entries with every secret of the server's argv and environment as `${NAME}` (the names in order of
-    appearance), as every file the runner writes records them (config/masking.py)."""
-    secrets = Secrets.for_rules()
+    appearance), as every file the runner writes records them (config/masking.py); `secrets`: one shared with the
+    header's commands (masked_command), so that a value has one NAME in both."""
+    secrets = secrets if secrets is not None else Secrets.for_rules()
     out = []
     for entry in entries:
         value = entry.value
@@ -30,14 +31,14 @@ def masked(entries: list[Mapped]) -> tuple[list[Mapped], list[str]]:
     return out, list(secrets.values)
 
 
-def masked_command(argv: list[str]) -> str:
+def masked_command(argv: list[str], secrets: Secrets | None = None) -> str:
     """A command line for a comment: its secrets as shell variables ("$HF_TOKEN")."""
-    return shell_join(Secrets.for_rules().mask_argv(argv))
+    return shell_join((secrets if secrets is not None else Secrets.for_rules()).mask_argv(argv))
 
 
 def to_toml(entries: list[Mapped], header: list[str]) -> str:
     """`header` as comment lines, then one table per section, each key with its origin as a comment above it."""
-    lines = [f"# {line}" if line else "#" for line in header]
+    lines = [f"# {_comment(line)}" if line else "#" for line in header]
     sections = sorted({entry.key.split(".", 1)[0] for entry in entries},
                       key=lambda name: SECTION_ORDER.index(name) if name in SECTION_ORDER else len(SECTION_ORDER))
     for section in sections:
@@ -46,9 +47,15 @@ def to_toml(entries: list[Mapped], header: list[str]) -> str:
             head, _, key = entry.key.partition(".")
             if head != section:
                 continue
-            lines += [f"# {part}" for part in textwrap.wrap(entry.origin, COMMENT_WIDTH)]
+            lines += [f"# {part}" for part in textwrap.wrap(_comment(entry.origin), COMMENT_WIDTH)]
             lines.append(f"{_key(key)} = {_value(entry.value)}")
     return "\n".join(lines) + "\n"
+
+
+def _comment(text: str) -> str:
+    """A comment's text on one line: a TOML comment holds no control character (a newline in a quoted argument would
+    end it), each shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _key(key: str) -> str:

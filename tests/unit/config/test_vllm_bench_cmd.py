@@ -120,3 +120,42 @@ def test_what_has_no_bearing_on_the_load_is_named_not_dropped():
     bench = parse_bench_cmd("HF_TOKEN=hf_x vllm bench serve --request-rate 2 --port 8001 --save-result --label a")
     assert bench.not_used == ("HF_TOKEN=...", "--port", "--save-result", "--label")
     assert "hf_x" not in " ".join(bench.note_lines())
+
+
+def test_a_line_continued_with_a_backslash_reads_as_the_shell_reads_it():
+    bench = parse_bench_cmd("vllm bench serve \\\n  --request-rate 4 \\\n  --num-prompts 40")
+    assert {e.key: e.value for e in bench.entries}["load.stages"] == [{"rate": 4.0, "duration_s": 10.0}]
+
+
+def test_speed_bench_keeps_its_own_length_where_output_len_is_given():
+    # vllm bench maps --output-len to every set's length flag but SPEED-Bench's (serve.py): its 4096 stands
+    bench = parse_bench_cmd("vllm bench serve --dataset-name speed_bench --dataset-path /data/speed --output-len 64 "
+                            "--ignore-eos --request-rate 2")
+    assert {e.key: e.value for e in bench.entries}["load.output_tokens"] == 4096
+    assert any("--output-len" in line and "speed_bench" in line for line in bench.note_lines())
+
+
+@pytest.mark.parametrize("line, unused", [
+    ("--dataset-name random --custom-output-len 64 --hf-name philschmid/mt-bench", "--custom-output-len, --hf-name"),
+    ("--dataset-name custom --dataset-path c.jsonl --custom-output-len -1 --random-input-len 64 --input-len 9",
+     "--random-input-len, --input-len"),
+    ("--metric-percentiles 90", "--metric-percentiles"),
+])
+def test_a_flag_that_does_nothing_with_this_dataset_is_named_not_dropped(line, unused):
+    # vllm bench reads a dataset's own flags only with that dataset (and the percentiles only for its report)
+    notes = " ".join(parse_bench_cmd(f"vllm bench serve --request-rate 4 {line}").note_lines())
+    assert unused in notes
+
+
+def test_a_percentile_that_is_no_number_is_refused_not_skipped():
+    with pytest.raises(CommandError, match="--metric-percentiles 50,nan"):
+        parse_bench_cmd("vllm bench serve --request-rate 4 --goodput ttft:500 --metric-percentiles 50,nan")
+
+
+@pytest.mark.parametrize("line", ["--api-key sk-in-clear", "--api-key=sk-in-clear", "--hf-token hf_in_clear"])
+def test_an_unknown_flag_is_named_without_the_value_after_it(line):
+    # a serve flag carried over by mistake: its value may be a key, and the line goes to the terminal and CI logs
+    with pytest.raises(CommandError) as err:
+        parse_bench_cmd(f"vllm bench serve --request-rate 4 {line}")
+    said = str(err.value)
+    assert line.split()[0].split("=")[0] in said and "in_clear" not in said and "in-clear" not in said

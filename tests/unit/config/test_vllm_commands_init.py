@@ -80,3 +80,79 @@ def test_sweep_and_ramp_refuse_a_bench_flag_they_cannot_honour_before_anything_s
 def test_resume_runs_its_plans_config_not_the_commands(tmp_path, capsys):
     assert main(["sweep", "--resume", str(tmp_path), "--serve-cmd", SERVE]) == 2
     assert "remove --serve-cmd" in capsys.readouterr().err
+
+
+def test_a_newline_or_control_character_in_the_commands_keeps_inits_file_toml(capsys):
+    serve = f"{SERVE} --chat-template 'line one\nbias = 1' --served-model-name 'a\x01b'"
+    assert main(["init", "--serve-cmd", serve]) == 0
+    data = tomllib.loads(capsys.readouterr().out)   # the header's comment holds the command as it was given
+    assert data["server"]["extra_args"][-4:] == ["--chat-template", "line one\nbias = 1", "--served-model-name",
+                                                 "a\x01b"]
+
+
+def test_the_header_names_each_secret_as_the_file_does(capsys):
+    # two values that both want HF_TOKEN: the header's "$NAME" and the file's ${NAME} must name the same one
+    serve = "HF_TOKEN=hf_from_env " + SERVE.replace("VLLM_LOGGING_LEVEL=INFO ", "") + " --hf-token hf_from_flag"
+    assert main(["init", "--serve-cmd", serve]) == 0
+    text = capsys.readouterr().out
+    header = text.split("\n\n", 1)[0]
+    env_name = re.search(r'HF_TOKEN="\$(\w+)"', header)[1]
+    flag_name = re.search(r'--hf-token "\$(\w+)"', header)[1]
+    data = tomllib.loads(text)
+    assert data["server"]["env"]["HF_TOKEN"] == f"${{{env_name}}}" and env_name != flag_name
+    assert data["server"]["extra_args"][-1] == f"${{{flag_name}}}" and "hf_from" not in text
+
+
+def test_inits_config_errors_are_blamed_on_the_commands_not_on_set(capsys):
+    assert main(["init", "--serve-cmd", SERVE, "--bench-cmd", "vllm bench serve --request-rate 4 --burstiness 0"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("lookahead-runner: --serve-cmd/--bench-cmd: load.burstiness: ") and "--set" not in err
+
+
+def test_a_command_a_toml_file_cannot_hold_is_one_line_and_no_file(tmp_path, capsys):
+    toml = tmp_path / "sweep.toml"
+    assert main(["init", "--serve-cmd", SERVE + " --served-model-name x\udcff", "--out", str(toml)]) == 2
+    assert "UTF-8" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+    toml.write_text("# mine\n")
+    assert main(["init", "--serve-cmd", SERVE + " --served-model-name x\udcff", "--out", str(toml), "--force"]) == 2
+    assert toml.read_text() == "# mine\n" and list(tmp_path.iterdir()) == [toml]
+
+
+def test_init_force_replaces_the_file_whole(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("VLLM_API_KEY", "sk-not-in-the-file")
+    toml = tmp_path / "sweep.toml"
+    toml.write_text("# mine\n")
+    assert main(["init", *FLAGS, "--out", str(toml), "--force"]) == 0
+    assert load_config(toml).speculation.k == [0, 2, 4] and list(tmp_path.iterdir()) == [toml]
+
+
+def test_resume_refuses_a_k_list_it_would_not_use(tmp_path, capsys):
+    assert main(["sweep", "--resume", str(tmp_path), "--k", "0,2"]) == 2
+    assert "--k" in capsys.readouterr().err
+
+
+def test_with_a_config_file_an_error_of_the_commands_is_blamed_on_them_not_on_the_file(tmp_path, capsys):
+    toml = tmp_path / "base.toml"
+    toml.write_text("[load]\nrepeats = 1\n")
+    bench = "vllm bench serve --request-rate 4 --burstiness 0"
+    assert main(["sweep", "--config", str(toml), "--bench-cmd", bench, "--dry-run"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("lookahead-runner: --serve-cmd/--bench-cmd: load.burstiness: ") and str(toml) not in err
+
+
+@pytest.mark.parametrize("argv", [["init", "--serve-cmd", SERVE, "--k", ""],
+                                  ["init", "--serve-cmd", SERVE, "--bench-cmd", ""],
+                                  ["sweep", "--config", "base.toml", "--serve-cmd", "", "--dry-run"]])
+def test_an_empty_command_or_k_list_is_refused_not_skipped(argv, tmp_path, monkeypatch, capsys):
+    # `--serve-cmd "$SERVE_CMD"` with the variable unset: the sweep would run something other than asked
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "base.toml").write_text("[load]\nrepeats = 1\n")
+    assert main(argv) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_file_init_cannot_write_is_named_not_its_temporary(tmp_path, capsys):
+    (tmp_path / "a-folder").mkdir()
+    assert main(["init", "--serve-cmd", SERVE, "--out", str(tmp_path / "a-folder"), "--force"]) == 74
+    assert capsys.readouterr().err == f"lookahead-runner: {tmp_path / 'a-folder'}: Is a directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-folder"]

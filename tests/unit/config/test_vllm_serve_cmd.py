@@ -104,3 +104,42 @@ def test_what_it_cannot_honour_is_one_line_naming_it(line, named):
 def test_the_simulator_needs_no_speculative_config():
     serve = parse_serve_cmd("python -m lookahead_runner.sim serve sim/llama-3-8b --max-num-seqs 64")
     assert serve.method is None and serve.command == ["python", "-m", "lookahead_runner.sim"]
+
+
+@pytest.mark.parametrize("flag, whole", [("--api-k sk-in-clear", "--api-key"), ("--spec-tok 5", "--spec-tokens"),
+                                         ("--hos=0.0.0.0", "--host"), ("--served-model my-name", "--served-model-name"),
+                                         ("--hf-tok hf_in_clear", "--hf-token")])
+def test_a_flag_the_runner_reads_given_abbreviated_is_refused_not_passed_on(flag, whole):
+    # vLLM's parser takes an unambiguous prefix (allow_abbrev): passed on unread, --api-k's key would be written in
+    # clear and --spec-tok would set K behind the runner's back
+    with pytest.raises(CommandError) as err:
+        parse_serve_cmd(f"vllm serve {LLAMA} --spec-method ngram {flag}")
+    said = str(err.value)
+    assert said.startswith("--serve-cmd: ") and whole in said and "\n" not in said and "in_clear" not in said \
+        and "in-clear" not in said
+
+
+def test_a_longer_flag_and_the_end_of_options_are_not_taken_for_abbreviations():
+    serve = parse_serve_cmd(f"vllm serve {LLAMA} --spec-method ngram --model-impl vllm --config-format hf")
+    assert serve.extra_args == ["--model-impl", "vllm", "--config-format", "hf"]
+
+
+def test_a_line_continued_with_a_backslash_reads_as_the_shell_reads_it():
+    # vLLM's docs write `vllm serve` over several lines; pasted in single quotes, the backslash-newline reaches the
+    # runner, where shlex.split alone would make a "\n" argument of it
+    serve = parse_serve_cmd(f"vllm serve {LLAMA} \\\n  --spec-method ngram \\\r\n  --spec-tokens 3 \\\n"
+                            "--max-model-len 4096")
+    assert (serve.method, serve.k, serve.extra_args) == ("ngram", 3, ["--max-model-len", "4096"])
+
+
+def test_a_dotted_speculative_key_takes_vllms_human_readable_numbers():
+    # FlexibleArgumentParser: a dotted value that is no JSON is read by human_readable_int ("4k" = 4000) first
+    serve = parse_serve_cmd(f"vllm serve {LLAMA} --speculative-config.method ngram "
+                            "--speculative-config.max_model_len 4k --speculative-config.prompt_lookup_max 1_0")
+    assert serve.spec_config["max_model_len"] == 4000 and serve.spec_config["prompt_lookup_max"] == 10
+
+
+def test_a_docker_option_value_ending_in_the_images_name_is_not_taken_for_the_image():
+    serve = parse_serve_cmd(f"docker run -p 8000:8000 -v /data/vllm-openai:/vllm-openai --workdir /vllm-openai "
+                            f"vllm/vllm-openai:v0.32.0 {LLAMA} --spec-method ngram")
+    assert serve.model == LLAMA and serve.command[-1] == "vllm/vllm-openai:v0.32.0"

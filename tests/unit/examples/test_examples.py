@@ -145,3 +145,19 @@ def test_the_gpu_examples_start_a_real_vllm_with_their_method(name, method, draf
     tp = int(flag_value(config.server.extra_args, "--tensor-parallel-size") or 1)
     gpus = config.server.env.get("CUDA_VISIBLE_DEVICES")
     assert gpus is None or len(gpus.split(",")) == tp
+
+
+def test_a_config_written_where_its_request_set_goes_is_refused_not_overwritten(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["example", "chat", "--out", "chat.jsonl"]) == 2
+    assert "chat.jsonl" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+    assert cli.main(["example", "chat", "--out", "chat.jsonl", "--force"]) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_force_replaces_the_files_whole_and_leaves_nothing_beside_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("chat.toml").write_text("mine\n", encoding="utf-8")
+    write(find("chat"), Path("chat.toml"), force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chat.jsonl", "chat.toml"]
+    assert Path("chat.toml").stat().st_mode & 0o777 == Path("chat.jsonl").stat().st_mode & 0o777
