@@ -23,7 +23,10 @@ import numpy as np
 
 from lookahead_runner.decision.adaptive import Budget, Choice, ModelView, Spent, choose, standing_of, valid_lives
 from lookahead_runner.config import SweepConfig
-from lookahead_runner.decision import Evidence
+from lookahead_runner.decision import Decision, Evidence, decide
+from lookahead_runner.decision.engine import verdict_at_end
+from lookahead_runner.decision.gates.looks import Looks
+from lookahead_runner.runfolder.price import FIRST_LOOK_LIVES
 from lookahead_runner.runfolder.plan import LifeStatus, PlannedLife
 
 GRID_REPEATS = 2
@@ -75,11 +78,20 @@ class Replayed:
         return sum(len(r) for r in self.revealed.values())
 
 
+def looks_for(config: SweepConfig, max_lives: int) -> Looks:
+    """The adaptive sweep's looks (runfolder/price.looks_of) with the replay's cap of lives."""
+    return Looks(FIRST_LOOK_LIVES, max_lives, 1 - config.decision.confidence, "lives")
+
+
 def replay(evidence: Evidence, order: dict[int, list[int]], config: SweepConfig, price: dict[int, Price],
-           max_lives: int, model_of: Callable[[Evidence], ModelView] = lambda seen: ModelView()) -> Replayed:
+           max_lives: int, model_of: Callable[[Evidence], ModelView] = lambda seen: ModelView(),
+           fixed_bar: bool = False) -> Replayed:
     """The chooser run over the recording: each life it asks for is the next recorded repeat of that K.
-    `model_of(windows revealed)` is the performance model as the chooser sees it (the product fits it the same way)."""
+    `model_of(windows revealed)` is the performance model as the chooser sees it (the product fits it the same way).
+    Each life a look judged by the error-spending rule (decision/gates/looks.py, as the product's sweep judges it);
+    `fixed_bar`: by the fixed 99 % early-stop bar instead (the rule before issue 49), for a comparison."""
     ks, p, target = sorted(order), config.decision, config.target_users
+    looks = None if fixed_bar else looks_for(config, max_lives)
     revealed: dict[int, list[int]] = {k: [] for k in ks}
     trusted = 0
     for step in range(max_lives + 1):
@@ -89,8 +101,8 @@ def replay(evidence: Evidence, order: dict[int, list[int]], config: SweepConfig,
                       float(np.mean(seconds)) if seconds else 0.0)
         model = model_of(seen) if len(seen.ks) >= 2 else ModelView(why_not="fewer than two K measured")
         trusted += model.trusted
-        choice: Choice = choose(ks, standing_of(seen, p), spent, model, Budget(max_lives), config.load.max_repeats,
-                                2, p.tie_tolerance_frac)
+        choice: Choice = choose(ks, standing_of(seen, p, looks=looks), spent, model, Budget(max_lives),
+                                config.load.max_repeats, 2, p.tie_tolerance_frac)
         if choice.k is None:
             return Replayed(revealed, choice.stop, choice.why, trusted, step + 1)
         left = [r for r in order[choice.k] if r not in revealed[choice.k]]
@@ -99,6 +111,18 @@ def replay(evidence: Evidence, order: dict[int, list[int]], config: SweepConfig,
                             trusted, step + 1)
         revealed[choice.k].append(left[0])
     return Replayed(revealed, "budget", "the replay's bound", trusted, max_lives + 1)
+
+
+def decide_replayed(evidence: Evidence, revealed: dict[int, list[int]], config: SweepConfig, max_lives: int,
+                    fixed_bar: bool = False) -> Decision:
+    """The verdict on the lives the adaptive sweep revealed, as the product's finalize judges it: at the bar of
+    the look it stopped at (engine.verdict_at_end); `fixed_bar`: at decision.confidence (the rule before)."""
+    seen = evidence.subset(revealed)
+    looks = None if fixed_bar else looks_for(config, max_lives)
+    p, stop, tie_bar = verdict_at_end(seen, config.decision, looks)
+    decision = decide(seen, p, {}, tie_bar=tie_bar)
+    decision.looks = stop
+    return decision
 
 
 def grid_subset(order: dict[int, list[int]]) -> dict[int, list[int]]:

@@ -330,8 +330,10 @@ def adaptive_vs_grid(s: BenchScenario, data, evidence: Evidence, config: SweepCo
         grid = replay.grid_subset(order)
         adaptive = replay.replay(evidence, order, config, price, grid_max, model_of if args.adaptive_model else
                                  lambda seen: ModelView(why_not="--no-adaptive-model"))
-        verdicts = [Verdict.of(decide(seen, config.decision, argv), s.truth, set(seen.at(s.users)))
-                    for seen in (evidence.subset(grid), evidence.subset(adaptive.revealed))]
+        looked = replay.decide_replayed(evidence, adaptive.revealed, config, grid_max)   # at its look's bar
+        verdicts = [Verdict.of(decide(evidence.subset(grid), config.decision, argv), s.truth, set(evidence.subset(
+                        grid).at(s.users))),
+                    Verdict.of(looked, s.truth, set(evidence.subset(adaptive.revealed).at(s.users)))]
         pairs.append((*verdicts, adaptive.stop))
         if s.production_users:
             production.append([production_pick(evidence.subset(seen)) for seen in (grid, adaptive.revealed)])

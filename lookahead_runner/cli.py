@@ -75,23 +75,27 @@ def _config(path: Path | None, args: argparse.Namespace) -> SweepConfig:
     from .config.vllm_commands import overrides as command_overrides
 
     given = _parse_set(args.set)
-    overrides = command_overrides(_command_entries(args)) | given  # --set wins over the commands
+    from_commands = command_overrides(_command_entries(args))
+    overrides = from_commands | given  # --set wins over the commands
     if args.out:
         overrides["out"] = args.out
     if getattr(args, "confirm", None) is not None:
         overrides["decision.confirm"] = args.confirm
     if getattr(args, "no_ledger", False):
         overrides["decision.ledger"] = False
-    return load_config(path, overrides, source=COMMANDS_SOURCE, set_keys=tuple(given))  # errors blamed on --set
+    # an error is blamed on --set, on the commands or on the file, whichever gave the key
+    return load_config(path, overrides, source=COMMANDS_SOURCE, set_keys=tuple(given),
+                       command_keys=tuple(from_commands))
 
 
 def _command_entries(args: argparse.Namespace) -> list:
     """The config keys --serve-cmd, --bench-cmd and --k set (config/vllm_commands/), their notes printed once."""
     from .config.vllm_commands import command_entries, parse_bench_cmd, parse_k_list, parse_serve_cmd
 
-    serve = parse_serve_cmd(args.serve_cmd) if getattr(args, "serve_cmd", None) else None
-    bench = parse_bench_cmd(args.bench_cmd) if getattr(args, "bench_cmd", None) else None
-    k_list = parse_k_list(args.k_list) if getattr(args, "k_list", None) else None
+    # given empty (an unset $SERVE_CMD) is refused by the parsers, never skipped
+    serve = parse_serve_cmd(args.serve_cmd) if getattr(args, "serve_cmd", None) is not None else None
+    bench = parse_bench_cmd(args.bench_cmd) if getattr(args, "bench_cmd", None) is not None else None
+    k_list = parse_k_list(args.k_list) if getattr(args, "k_list", None) is not None else None
     for line in bench.note_lines() if bench is not None else []:
         print(one_line(f"lookahead-runner: note: {line}"), file=sys.stderr)
     return command_entries(serve, bench, k_list)
@@ -136,7 +140,8 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
             print(warning)
         from .runfolder.spread_ledger import use_for_run
 
-        if said := use_for_run(config, caps.version, config.decision.ledger, gear=ledger_gear(config, slots))[1]:
+        use, said = use_for_run(config, caps.version, config.decision.ledger, gear=ledger_gear(config, slots))
+        if said:
             print(said)
         if len(config.load.variants) > 1:
             print(blocks_order(config.load.variants))
@@ -154,7 +159,9 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
             print(capacity_sweep.describe(config))
             lives = [life for life in lives if life.repeat == 0]
             adaptive_max_lives = capacity_sweep.default_max_lives(config)
-        print(expected_text(config, adaptive_max_lives))
+        from .runfolder.price import dry_run_range
+
+        print(expected_text(config, adaptive_max_lives, dry_run_range(config, use)))
         if not config.server.port and not config.server.url:
             print("server.port = 0: each server life listens on a free port picked when it starts (PORT below)")
         for group in server_lives(lives, config.load.repeat_mode == "same-server"):
@@ -212,9 +219,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    if args.resume and (args.serve_cmd or args.bench_cmd):
-        raise UsageError(f"--resume {args.resume} runs the config its plan.json recorded; remove --serve-cmd and "
-                         "--bench-cmd")
+    if args.resume and (args.serve_cmd or args.bench_cmd or args.k_list):
+        raise UsageError(f"--resume {args.resume} runs the config its plan.json recorded; remove --serve-cmd, "
+                         "--bench-cmd and --k")
     if args.resume and not args.config:
         if not has_plan(Path(args.resume)):
             raise UsageError(f"--resume {args.resume}: no plan.json there; pass a folder made by an earlier sweep")
@@ -303,16 +310,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_init(args: argparse.Namespace) -> int:
     """The TOML of --serve-cmd, --bench-cmd and --k, every key commented, secrets as ${NAME}: checked as `sweep
     --config` reads it, then written (or printed)."""
-    import shlex
-
-    from .config.vllm_commands import masked, masked_command, overrides, to_toml
+    from .config.masking import Secrets
+    from .config.vllm_commands import masked, masked_command, overrides, split_command, to_toml
+    from .contracts.paths import write_whole
 
     if not args.serve_cmd:
         raise UsageError("init: --serve-cmd \"vllm serve MODEL ...\" is required (the command you run in production)")
     entries = _command_entries(args)
-    load_config(None, overrides(entries), source=COMMANDS_SOURCE)  # what cannot run stops here, before any file
-    written, secret_names = masked(entries)
-    commands = [f"--{name.replace('_', '-')} {masked_command(shlex.split(text))}"
+    # what cannot run stops here, before any file; no key came from --set
+    load_config(None, overrides(entries), source=COMMANDS_SOURCE, set_keys=())
+    secrets = Secrets.for_rules()   # one for the file and its header: a value has one NAME in both
+    written, secret_names = masked(entries, secrets)
+    commands = [f"--{name.replace('_', '-')} {masked_command(split_command(text, ''), secrets)}"
                 for name, text in (("serve_cmd", args.serve_cmd), ("bench_cmd", args.bench_cmd)) if text]
     header = ["Written by lookahead-runner init from:", *[f"  {command}" for command in commands],
               f"Run: lookahead-runner sweep --config {args.out or 'FILE.toml'} [--dry-run]; every key: "
@@ -320,13 +329,19 @@ def cmd_init(args: argparse.Namespace) -> int:
     if secret_names:
         header.append(f"Secrets are read from the environment when the sweep runs: export {', '.join(secret_names)}")
     text = to_toml(written, header)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise UsageError(f"{COMMANDS_SOURCE}: {err.object[err.start:err.end]!r} is no UTF-8 text, which a TOML file "
+                         "holds only; write the command in UTF-8") from None
     if not args.out:
         sys.stdout.write(text)
         return 0
     out = Path(args.out)
     if out.exists() and not args.force:
         raise UsageError(f"--out {out}: the file is already there; pick another name or add --force")
-    out.write_text(text, encoding="utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_whole(out, data, replace=args.force)   # whole or not at all; without --force never over a file
     print(f"wrote {out.as_posix()}; check it with: lookahead-runner sweep --config {out.as_posix()} --dry-run")
     return 0
 

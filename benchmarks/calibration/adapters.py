@@ -103,9 +103,29 @@ def spread_interval(decision: Decision) -> tuple[float, float | None, float | No
     return None if s is None else (s.rel_sd, s.low, s.high)
 
 
-def auto_repeats(ev: Evidence, p: DecisionConfig) -> list[int]:
-    """load.repeats = "auto": the K the runner repeats once more (run/runner.py's loop asks exactly this)."""
-    return auto_repeats_wanted([ev], p)[0]
+def auto_repeats(ev: Evidence, p: DecisionConfig, looks=None) -> list[int]:
+    """load.repeats = "auto": the K the runner repeats once more (run/runner.py's loop asks exactly this, with
+    `looks` = runfolder/price.looks_of(config))."""
+    return auto_repeats_wanted([ev], p, looks)[0]
+
+
+def auto_looks(config):
+    """The looks load.repeats = "auto" takes with this config's cap of repeats (runfolder/price.looks_of)."""
+    from lookahead_runner.runfolder.price import looks_of
+
+    load = config.load.model_copy(update={"repeats": "auto"})
+    return looks_of(config.model_copy(update={"load": load}))
+
+
+def decide_looked(ev: Evidence, p: DecisionConfig, looks) -> Decision:
+    """The verdict where the sweep looked as lives ended: at the bar of the look it stopped at, as the run's
+    finalize judges it (run/finalize.decide_looked: engine.verdict_at_end, then the decision)."""
+    from lookahead_runner.decision.engine import verdict_at_end
+
+    judged_at, stop, tie_bar = verdict_at_end(ev, p, looks)
+    decision = decide(ev, judged_at, {}, tie_bar=tie_bar)
+    decision.looks = stop
+    return decision
 
 
 def client_split(cap: int, processes: int, count: int) -> list[tuple[int, np.ndarray]]:

@@ -6,10 +6,12 @@ the decisions the strategies would reach, for verdicts.py and intervals.py to sc
 - grid x2: two restarted lives per K (the spread measured);
 - ledger: one life per K, borrowing the spread earlier runs on this server measured (lives.ledger_squares) and,
   where they ran this workload, each K's level (lives.ledger_levels: the outlier check's reference);
-- adaptive: the chooser of decision/adaptive.py replayed over the lives (benchmarks/adaptive_replay.py), its
-  early stop at the stricter bar included, under the product's default budget;
+- adaptive: the chooser of decision/adaptive.py replayed over the lives (benchmarks/adaptive_replay.py), each life
+  a look judged at the error-spending rule's bar (decision/gates/looks.py), under the product's default budget;
 - auto: load.repeats = "auto": two lives per K, then one more of each K the engine asks for
-  (engine.auto_repeats_wanted), up to load.max_repeats.
+  (engine.auto_repeats_wanted, each round a look), up to load.max_repeats.
+The adaptive and auto verdicts are judged at the bar of the look they stopped at (run/finalize.decide_looked);
+the others at decision.confidence (one look).
 """
 from __future__ import annotations
 
@@ -47,10 +49,10 @@ def sweep_config(r: ClosedLoopRegime) -> SweepConfig:
     return config
 
 
-def _auto(ev, p, max_repeats: int) -> dict[int, list[int]]:
+def _auto(ev, p, max_repeats: int, looks) -> dict[int, list[int]]:
     revealed = {k: [0, 1] for k in KS}
     for _ in range(len(KS) * max_repeats):
-        wanted = [k for k in adapters.auto_repeats(ev.subset(revealed), p) if len(revealed[k]) < max_repeats]
+        wanted = [k for k in adapters.auto_repeats(ev.subset(revealed), p, looks) if len(revealed[k]) < max_repeats]
         if not wanted:
             break
         for k in wanted:
@@ -73,9 +75,12 @@ def run_trial(r: ClosedLoopRegime, rng: np.random.Generator, strategies: tuple[s
         replayed = adaptive_replay.replay(ev, order, config, price, default_max_lives(config),
                                           lambda seen: ModelView(why_not="two K: nothing to predict"))
         shown["adaptive"] = replayed.revealed
+    looks = {"adaptive": adaptive_replay.looks_for(config, default_max_lives(config)),
+             "auto": adapters.auto_looks(config)}   # each judged at the bar of the look it stopped at
     if "auto" in strategies:
-        shown["auto"] = _auto(ev, p, config.load.max_repeats)
-    decisions = {name: adapters.decide_users(ev.subset(revealed), p) for name, revealed in shown.items()}
+        shown["auto"] = _auto(ev, p, config.load.max_repeats, looks["auto"])
+    decisions = {name: adapters.decide_looked(ev.subset(revealed), p, looks.get(name))
+                 for name, revealed in shown.items()}
     if "ledger" in strategies:
         borrowing = adapters.with_ledger(p, ledger_squares(r, rng), r.ledger_df, ledger_levels(r, rng))
         shown["ledger"] = {k: [0] for k in KS}

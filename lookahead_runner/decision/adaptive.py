@@ -7,15 +7,17 @@ It starts with the baseline and one K, then asks, as lives end, where the verdic
    model's best K at decision.production_users. Without one, model-free: the objective is taken to rise then fall
    with K (unimodal, as the stop rule assumes), so a K not run between the nearest measured K below and above
    the K still in the running (the leader and every K winning engine.contender_share of the resamples at the
-   look's bar: 2 % at 90 %, 0.5 % at the early-stop bar) could be it, the smallest first. K at or above a stop
-   the resamples agree on past the early-stop bar (engine.agreed_stop) are never run.
-2. Otherwise, is it decided? The engine says so past the early-stop bar (99 % of the resamples at a confidence
-   of 90 %, engine.early_look: a stop while lives could still be bought is one more look at the data), and the
-   restart spread is measured (one repeated life of any K measures it for every K, or earlier runs on this
-   server did; a K measured once then borrows it). Until it is, the leader and the baseline (both ends of the
-   stated gain) want `min_leader_lives` lives each, the leader first, so the first repeat measures the spread
-   (`purpose` "spread"); then the
-   baseline keeps its second (one outlier life of it would move every gain), spared where the leader is more
+   look's bar: 2 % at 90 %, 0.5 % at a bar of 99 %) could be it, the smallest first. K at or above a stop
+   the resamples agree on past the look's bar (engine.agreed_stop) are never run.
+2. Otherwise, is it decided? Each life measured is a look, numbered by the lives measured, of at most
+   sweep.max_lives; the engine says decided past the bar the error-spending rule sets for the look (gates/
+   looks.py: at a confidence of 90 %, 99.3 % at look 3 of at most 8, 96.9 % at look 5, 92.7 % at look 8, so the
+   verdict is wrong no more often over all its looks than one look is), or on a tie: every other K's gain over the
+   smallest K inside the tie band at that bar (gates/stage.tie_confidence); and the restart spread is measured
+   (one repeated life of any K measures it for every K, or earlier runs on this server did; a K measured once then
+   borrows it). Until it is, the leader and the baseline (both ends of the stated gain) want `min_leader_lives`
+   lives each, the leader first, so the first repeat measures the spread (`purpose` "spread"); then the baseline
+   keeps its second (one outlier life of it would move every gain), spared where the leader is more
    than twice as fast (on the simulator only: a real host's outlier life read 40 % of its level), or where
    earlier runs on this server measured the spread (one life per K), unless a life is far from the level those
    runs measured for its K (`off_earlier`, past 4 spreads or two tie bands: a second life of it), or it is an end of
@@ -36,7 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from .cells.restart_spread import measured, off_earlier, unchecked
-from .explanation.text import pct
+from .explanation.text import pct, stop_text
+from .gates.looks import Look
 
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
 BASELINE_OUTLIER_FACTOR = 0.5   # the worst a baseline life could read of its true figure (_baseline_spared)
@@ -61,6 +64,9 @@ class Standing:
     unchecked: frozenset[int] = frozenset()       # K on one life earlier runs hold no level for (no outlier check)
     # the win share that keeps a K in the running at the bar this look judged (engine.contender_share)
     contender_share: float = field(kw_only=True)
+    look: Look | None = field(default=None, kw_only=True)       # this look and its bar (None: the fixed early bar)
+    last_look: Look | None = field(default=None, kw_only=True)  # ... as the last look (all the error left spent)
+    tie: bool = field(default=False, kw_only=True)              # decided as a tie by equivalence at the look's bar
 
     @property
     def measured(self) -> list[int]:
@@ -304,8 +310,8 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
             spared_text = (f" (the baseline on {spent.valid.get(base, 0)} life: K={leader} is more than twice as "
                            "fast)" if spared and spent.valid.get(base, 0) < min_leader_lives
                            and not standing.spread_from_earlier else "")
-            return Choice(None, why=f"decided: K={leader} wins in {share:.0%} of the resamples{spared_text}",
-                          stop="decided")
+            return Choice(None, why=stop_text(leader, share, standing.look, standing.tie, tie_tolerance)
+                          + spared_text, stop="decided")
         wanted = short
     else:
         wanted = [k for k in standing.wanted if not spent.pending.get(k, 0)] + short  # one repeat in flight: asked
@@ -316,7 +322,8 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
             return Choice(None, why="the repeats the verdict hangs on are in flight", stop="wait")
         why = ("every K the verdict hangs on has load.max_repeats lives" if standing.wanted or leader is not None
                else "nothing left to measure could decide it")
-        said = ("decided at decision.confidence, short of an early stop's bar" if standing.decided_at_last_look
+        said = (("decided at decision.confidence, short of an early stop's bar" if standing.last_look is None else
+                 f"decided as the last look ({standing.last_look.text()})") if standing.decided_at_last_look
                 else "not decided")
         return Choice(None, why=f"{said}: {why}", stop="exhausted")
     k = wanted[0]
@@ -357,16 +364,18 @@ def _share_text(standing: Standing, k: int) -> str:
     return f"{lead} in {pct(share, digits=0 if share >= 0.1 else 1)} of the resamples"
 
 
-def standing_of(evidence, p, early_stop: bool = True) -> Standing:
+def standing_of(evidence, p, early_stop: bool = True, looks=None) -> Standing:
     """The engine's target stage (decision/engine.py `target_stage`, as the verdict judges it) as a `Standing`:
-    `decided` only past the early-stop bar (engine.early_look), with the K the verdict hangs on until then."""
+    `decided` only past the bar of this look (`looks`: the error-spending rule's, decision/gates/looks.py; None: the fixed
+    early-stop bar, engine.early_look) or on a tie by equivalence, with the K the verdict hangs on until then."""
     from .engine import agreed_stop, contender_share, early_judged, wanted_of
 
-    stage, judged, look = early_judged(evidence, p)
+    seen = early_judged(evidence, p, looks)
+    stage, judged, look = seen.stage, seen.judged, seen.config
     if stage is None:
         return Standing("no_measurement", contender_share=contender_share(p, p.resamples))
     wanted = wanted_of(judged, look)
-    stopped = agreed_stop(stage, p) if early_stop else None
+    stopped = agreed_stop(stage, p, seen.look) if early_stop else None
     objective = {k: s.objective(p.objective) for k, s in stage.stats.items()}
     lives = {k: len(cell.windows) for k, cell in stage.prepared.items()}
     return Standing(judged.status, stage.pick, {k: s for k, s in stage.shares.items() if k is not None}, objective,
@@ -375,8 +384,9 @@ def standing_of(evidence, p, early_stop: bool = True) -> Standing:
                     measured(stage.noise) and stage.noise.origin.earlier is not None,
                     off_earlier(objective, lives, stage.noise_by_k, p.earlier_spread, p.tie_tolerance_frac),
                     not p.spread_unknown,
-                    decided_at_last_look=stage.status == "decided", unchecked=unchecked(lives, p.earlier_spread),
-                    contender_share=contender_share(look, stage.resamples))
+                    decided_at_last_look=seen.decided_at_last_look, unchecked=unchecked(lives, p.earlier_spread),
+                    contender_share=contender_share(look, stage.resamples), look=seen.look, last_look=seen.last,
+                    tie=seen.tie)
 
 
 def valid_lives(evidence, users: int) -> dict[int, int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -15,10 +16,13 @@ from .gates import rules
 from .gates.checks import not_measured
 from .cells.evidence import Evidence
 from .gates.knee import find_knee, scaling_check
+from .gates.looks import RULE, Look, Looks
 from .cells.measure import QUANTILES, PreparedCell
 from .confirmation.schedule import schedule_from_picks
-from .schema import Candidate, CellSummary, Check, Decision, Percentile, Range, Recommended, RestartSpread, StagePick
-from .gates.stage import MAX_RESAMPLE_FACTOR, StageEval, evaluate, gain_bounds
+from .schema import (Candidate, CellSummary, Check, Decision, LookStop, Percentile, Range, Recommended,
+                     RestartSpread, StagePick)
+from .gates.stage import (MAX_RESAMPLE_FACTOR, StageEval, evaluate, gain_bounds, held_back_by_the_share_alone,
+                          tie_confidence)
 from .explanation.tradeoffs import tradeoffs
 from .cells.stats import interval, quantile_bounds, wilson
 
@@ -132,8 +136,11 @@ def checklist(stage: StageEval, k: int, knee_check: Check, p: DecisionConfig) ->
 
 
 def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]],
-           schedule_form: str | None = None, setting_names: Mapping[int, str] | None = None) -> Decision:
-    """`setting_names`: each K's Setting.name in this run (a raw-slots or grid setting is not "kK")."""
+           schedule_form: str | None = None, setting_names: Mapping[int, str] | None = None,
+           tie_bar: float | None = None) -> Decision:
+    """`setting_names`: each K's Setting.name in this run (a raw-slots or grid setting is not "kK"). `tie_bar`: a
+    target stage that only its share holds back is decided as a tie where every other K's gain lies inside the tie
+    band at this bar (gates/stage.tie_confidence; the looks of a sweep, `verdict_at_end`, say where)."""
     thresholds = p.model_dump(mode="json")
     base = {"objective": p.objective, "target_users": evidence.target_users,
             "confidence_threshold": p.confidence, "thresholds": thresholds}
@@ -144,6 +151,7 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
                         verdict=explain.no_measurement(evidence.target_users, evidence.invalid),
                         reasons=["Every window at the target concurrency was invalid or missing; see summary.csv."],
                         resamples=p.resamples, **base)
+    tie = _decided_as_a_tie(target, p, tie_bar)
     focus = target.pick if target.pick is not None else target.base_k
     ramp = {u: st for u, st in stages.items() if focus in st.stats}
     knee = find_knee(focus, {u: st.stats[focus] for u, st in ramp.items()}, {u: st.draws[focus] for u, st in ramp.items()},
@@ -154,11 +162,12 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
                               argv=list(argv_by_k.get(target.pick, []))) if decided else None
     return Decision(
         status=target.status, baseline_k=target.base_k,
-        verdict=explain.verdict(target, p) + explain.unmeasured(evidence.invalid, users=evidence.target_users,
-                                                             all_failed_only=True),
+        verdict=explain.verdict(target, p) + (explain.tie_text(target, p, tie, tie_bar) if tie is not None else "")
+        + explain.unmeasured(evidence.invalid, users=evidence.target_users, all_failed_only=True),
         recommended=recommended, leading_k=target.pick,
-        confidence=target.shares.get(target.pick) if target.pick is not None else None,
-        confidence_range=_range(target.share_range) if target.pick is not None else Range(),
+        confidence=tie if tie is not None else target.shares.get(target.pick) if target.pick is not None else None,
+        confidence_range=(_range(wilson(tie * p.resamples, p.resamples, p.interval_level)) if tie is not None else
+                          _range(target.share_range) if target.pick is not None else Range()),
         resamples=target.resamples,
         checklist=checklist(target, focus, scaling_check(knee, evidence.target_users, p), p),
         candidates=candidates(target, p), cells=cell_summaries(stages, p), per_stage=per_stage,
@@ -167,6 +176,17 @@ def decide(evidence: Evidence, p: DecisionConfig, argv_by_k: dict[int, list[str]
         diagnoses=explain.diagnoses(target, stages, p),
         next_runs=explain.next_runs(target, p, contender_share(p, target.resamples)),
         restart_spread=spread_summary(target.noise), **base)
+
+
+def _decided_as_a_tie(target: StageEval, p: DecisionConfig, bar: float | None) -> float | None:
+    """Where the target is a tie told by equivalence at `bar`: marked decided, and its confidence (the least
+    one-sided share of its tests); else None, the target untouched."""
+    if bar is None or not held_back_by_the_share_alone(target, p):
+        return None
+    confidence = tie_confidence(target, p, bar)
+    if confidence is not None:
+        target.status, target.why_not_decided = "decided", []
+    return confidence
 
 
 def spread_summary(noise) -> RestartSpread | None:
@@ -211,58 +231,138 @@ def next_setting(evidence: Evidence, p: DecisionConfig, planned_ks: list[int]) -
 # A sweep that looks at its verdict after each life and stops buying lives once it is decided is wrong more often
 # than the confidence it states: each look is one more chance for a lucky streak (two restarted lives per K, a
 # spread of 8 % per life, a true gain of +5 %, 2 points past the tie band: 11 % wrong stopping at the first decided
-# look, 7.7 % deciding once; benchmarks/spread_calibration.py). So a look that could still buy a life stops only
-# past a stricter bar, the verdict's error share times EARLY_STOP_ERROR_SHARE (99 % at a confidence of 90 %: a
-# Haybittle-Peto-style bar); the last look, when the budget or the repeats are spent, decides at
-# decision.confidence as a single look would. Every look judges this one bar: the verdict (`early_judged`), the stop
-# that skips larger K (`agreed_stop`), the K in the running (`contender_share`).
+# look, 7.7 % deciding once; benchmarks/spread_calibration.py). Where the sweep plans its looks (`Looks`: the
+# adaptive sweep, load.repeats = "auto"), each look that could still buy a life stops past the bar the error-spending
+# rule sets for it (decision/gates/looks.py: 96.9 % at look 5 of at most 8 lives at a confidence of 90 %), the last look
+# spends what the earlier ones left, and a tie stops as soon as every rival's gain lies inside the tie band at the
+# look's bar (gates/stage.tie_confidence). Without planned looks (the grid's early stop, which skips larger K) a look
+# stops past a fixed stricter bar, the verdict's error share times EARLY_STOP_ERROR_SHARE (99 % at 90 %: a
+# Haybittle-Peto-style bar). Every look judges its one bar: the verdict (`early_judged`), the stop that skips larger
+# K (`agreed_stop`), the K in the running (`contender_share`).
 EARLY_STOP_ERROR_SHARE = 0.1
 CONTENDER_FRACTION = 0.2
 MIN_CONTENDER_DRAWS = 5
 
 
-def early_look(p: DecisionConfig) -> DecisionConfig:
-    """The decision config a look before the last judges by: `confidence` raised to the early-stop bar, kept
-    within what the resamples can show (a share's Monte Carlo interval over all the draws the stage may take)."""
+def _reachable(p: DecisionConfig) -> float:
+    """The highest share the resamples can show: a share won in every draw the stage may take (its Monte Carlo
+    interval's low end), less a margin."""
     draws = MAX_RESAMPLE_FACTOR * p.resamples
-    reachable = wilson(draws, draws, p.interval_level).low - 0.002   # a share won in every draw, less a margin
-    bar = max(p.confidence, min(1 - (1 - p.confidence) * EARLY_STOP_ERROR_SHARE, reachable))
-    return p.model_copy(update={"confidence": bar})
+    return wilson(draws, draws, p.interval_level).low - 0.002
 
 
-def agreed_stop(stage: StageEval | None, p: DecisionConfig) -> int | None:
-    """The K the stop rule fires at where it fires in at least the early-stop bar's share of the resamples
+def early_look(p: DecisionConfig, look: Look | None = None) -> DecisionConfig:
+    """The decision config a look judges by: `confidence` raised to `look`'s bar (without one, to the fixed
+    early-stop bar), kept within what the resamples can show."""
+    wanted = look.bar if look is not None else 1 - (1 - p.confidence) * EARLY_STOP_ERROR_SHARE
+    return p.model_copy(update={"confidence": max(p.confidence, min(wanted, _reachable(p)))})
+
+
+def agreed_stop(stage: StageEval | None, p: DecisionConfig, look: Look | None = None) -> int | None:
+    """The K the stop rule fires at where it fires in at least the look's bar's share of the resamples
     (`early_look`), else None. Skipping the K at and above it is a look before the last that cannot be undone (the
     grid's early stop, the adaptive sweep's K never run), so it clears the bar an early verdict clears."""
     if stage is None or stage.stopped_at is None:
         return None
-    return stage.stopped_at if stage.stop_share >= early_look(p).confidence else None
+    return stage.stopped_at if stage.stop_share >= early_look(p, look).confidence else None
 
 
-def early_judged(evidence: Evidence, p: DecisionConfig) -> tuple[StageEval | None, StageEval | None, DecisionConfig]:
-    """The target stage at `confidence`, and as a look that could still buy a life judges it (a decided stage
-    judged again at the early-stop bar), with the config of that look."""
-    stage = target_stage(evidence, p)
-    if stage is None or stage.status != "decided":
-        return stage, stage, p
-    look = early_look(p)
-    return stage, target_stage(evidence, look), look
+def look_number(evidence: Evidence, looks: Looks) -> int:
+    """The look the evidence stands at: its lives with a valid window at the target (the adaptive sweep), or the
+    most repeats of any K there (load.repeats = "auto")."""
+    lives = [len({w.repeat for w in cell.windows}) for cell in evidence.at(evidence.target_users).values()]
+    return (sum(lives) if looks.unit == "lives" else max(lives, default=0))
 
 
-def auto_repeats_wanted(evidences: list[Evidence], p: DecisionConfig) -> tuple[list[int], str]:
+@dataclass
+class Judged:
+    """A look at the target stage: as the last look would judge it (`stage`, by `stage_config`: the last look's
+    bar; decision.confidence without planned looks) and as a look that could still buy a life judges it
+    (`judged`, by `config`: the look's bar). `tie`: `judged` is decided as a tie by equivalence at the look's bar;
+    `tie_at_last`: `stage` would be, at the last look's bar."""
+
+    stage: StageEval | None
+    judged: StageEval | None
+    config: DecisionConfig
+    stage_config: DecisionConfig
+    look: Look | None = None      # this look, at the bar of a look that could still buy a life
+    last: Look | None = None      # the same look, as the last (all the error left spent)
+    tie: bool = False
+    tie_at_last: bool = False
+
+    @property
+    def decided_at_last_look(self) -> bool:
+        return self.stage is not None and (self.stage.status == "decided" or self.tie_at_last)
+
+
+def _tie(stage: StageEval | None, p: DecisionConfig, look: Look | None) -> bool:
+    """A tie by equivalence at the look's bar (planned looks only: a single look decides by the share)."""
+    return (look is not None and stage is not None and stage.status != "decided"
+            and held_back_by_the_share_alone(stage, p) and tie_confidence(stage, p, look.bar) is not None)
+
+
+def early_judged(evidence: Evidence, p: DecisionConfig, looks: Looks | None = None) -> Judged:
+    """The target stage judged at a look: as the last look would (the verdict if no life follows) and as a look
+    that could still buy a life (decided past the look's stricter bar, or as a tie by equivalence at it)."""
+    number = look_number(evidence, looks) if looks is not None else 0
+    look, last = (looks.at(number), looks.at(number, last=True)) if looks is not None else (None, None)
+    final = p.model_copy(update={"confidence": max(p.confidence, min(last.bar, _reachable(p)))}) if last else p
+    stage = target_stage(evidence, final)
+    tie_at_last = _tie(stage, final, last)
+    if stage is None or (stage.status != "decided" and not tie_at_last) or stage.pick is None:
+        return Judged(stage, stage, final, final, look, last, tie_at_last=tie_at_last)
+    config = early_look(p, look)
+    judged = target_stage(evidence, config)
+    if _tie(judged, config, look):
+        return Judged(stage, replace(judged, status="decided", why_not_decided=[]), config, final, look, last, True,
+                      tie_at_last)
+    return Judged(stage, judged, config, final, look, last, tie_at_last=tie_at_last)
+
+
+def verdict_at_end(evidence: Evidence, p: DecisionConfig, looks: Looks | None
+                   ) -> tuple[DecisionConfig, LookStop | None, float | None]:
+    """How the final verdict is judged where the sweep looked as lives ended: the config, where it stopped, and
+    the bar a tie is told by equivalence at (None: by the share alone). At a look that could still buy a life it
+    stopped past its bar ("boundary") or on a tie ("tie"); else at its last look, by the bar that spends the error
+    the earlier looks left ("last look", or "tie" told at it). Without planned looks: `p`, None, None."""
+    seen = early_judged(evidence, p, looks)
+    if looks is None or seen.stage is None or seen.look is None:
+        return p, None, None
+    early = seen.judged is not None and seen.judged.status == "decided" and seen.look.number < looks.at_most
+    look = seen.look if early else seen.last
+    tie = seen.tie if early else seen.tie_at_last
+    stopped_by = "tie" if tie else "boundary" if early else "last look"
+    where = f"look {look.number} of at most {look.at_most}"
+    text = {"boundary": f"stopped at {look.text()}",
+            "tie": f"stopped at {where} on a tie: every other K's gain inside the ±{p.tie_tolerance_frac:.0%} tie "
+                   f"band at {look.bar * 100:.1f} % (equivalence)",
+            "last look": f"the last look, {where}: boundary {look.bar * 100:.1f} % (the error the earlier looks "
+                         "left)"}[stopped_by]
+    config = seen.config if early else seen.stage_config
+    return config, LookStop(rule=RULE, look=look.number, at_most=look.at_most, unit=looks.unit,
+                            boundary=round(look.bar, 4), stopped_by=stopped_by, confidence=p.confidence,
+                            text=text), \
+        (look.bar if tie else None)
+
+
+def auto_repeats_wanted(evidences: list[Evidence], p: DecisionConfig, looks: Looks | None = None
+                        ) -> tuple[list[int], str]:
     """load.repeats = "auto": the K to repeat once more over every workload variant's evidence, judged as a look
-    that could still buy a life (`early_judged`), and the words for why."""
+    that could still buy a life (`early_judged`, at `looks`' bar), and the words for why."""
     wanted: set[int] = set()
     undecided = False
+    short: list[str] = []
     for ev in evidences:
-        _, judged, look = early_judged(ev, p)
-        now = wanted_of(judged, look)
+        seen = early_judged(ev, p, looks)
+        now = wanted_of(seen.judged, seen.config)
         wanted.update(now)
-        undecided = undecided or (look is p and bool(now))
+        undecided = undecided or (seen.judged is seen.stage and bool(now))
+        if now and seen.judged is not seen.stage:
+            at = "" if seen.look is None else f" at look {seen.look.number} of at most {seen.look.at_most}"
+            short.append(f"{seen.config.confidence:.1%} an early stop needs{at}")
     if not wanted:
         return [], ""
-    return sorted(wanted), ("not decided yet" if undecided else
-                            f"decided, short of the {early_look(p).confidence:.1%} an early stop needs")
+    return sorted(wanted), ("not decided yet" if undecided else f"decided, short of the {short[0]}")
 
 
 def repeats_wanted(evidence: Evidence, p: DecisionConfig) -> list[int]:

@@ -18,6 +18,10 @@ Version 4 (issue 46) changes what two saved fields of the verdict at a rate mean
 (`decided_by` says which decided: "capacity", "latency", "gates" or "tie"), where it was the goodput at the rate; and
 a capacity's `rate_range` holds the loads measured around it (its bracket, drawn), where it placed each draw inside
 the bracket. A version 3 file reads unchanged, its `decided_by` empty.
+
+Version 5 (issue 49) adds `looks`: where a sweep that looks at its verdict as lives end (the adaptive sweep,
+load.repeats = "auto") stopped, by which rule, and the share bar of that look (decision/gates/looks.py). A version 4 file
+reads unchanged, its `looks` None (a grid that looks once, or a run before the rule).
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from .perfmodel.summary import ModelSummary
 from .schema_base import Model, Range
 from .traffic.schema import RequestSetSummary
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 CheckStatus = Literal["pass", "fail", "unknown", "waived"]
 # decided: confident; not_decided: a leader exists but is not sure yet (or a gate lacks data);
@@ -294,7 +298,27 @@ class Cost(Model):
     gpu_s: float | None = None           # each life's server-seconds x the GPUs it held (cost.py); None: older file
     wall_s: float | None = None          # the first life's start to the last life's end; None: a start unrecorded
     spread_lives: int = 0                # adaptive: lives chosen to measure the restart spread (issue 38)
+    # issue 49: a verdict like this one at best, expected (None: nothing measured says) and at worst, in lives, each
+    # priced at `life_s` (a life's mean measured server-seconds); None: not priced (an older file, a capacity search)
+    best_lives: int | None = None
+    expected_lives: float | None = None
+    worst_lives: int | None = None
+    life_s: float | None = None
+    expected_basis: str = ""
     text: str = ""                       # e.g. "4 lives, 11 server-minutes (...), 11 GPU-minutes, 6.2 wall minutes; ..."
+
+
+class LookStop(Model):
+    """Where a sweep that looks at its verdict as lives end stopped (decision/gates/looks.py, engine.verdict_at_end)."""
+
+    rule: str                            # "error spending (O'Brien-Fleming type)"
+    look: int                            # lives (or repeats) measured when it stopped
+    at_most: int                         # the most looks the budget allows (sweep.max_lives, load.max_repeats)
+    unit: Literal["lives", "repeats"] = "lives"
+    boundary: float                      # the share the verdict needed at that look
+    stopped_by: Literal["boundary", "tie", "last look"]
+    confidence: float = 0.9              # decision.confidence: what the verdict holds over all the looks together
+    text: str = ""                       # "stopped at look 3 of at most 6: boundary 97.1 %"
 
 
 class RestartSpread(Model):
@@ -395,3 +419,4 @@ class Decision(Model):
     capacity: list[Capacity] = Field(default_factory=list)
     capacity_target: float | None = None    # runs before issue 46: the decision.slo_attainment it held (now None)
     restart_spread: RestartSpread | None = None     # measured: where from (issue 38); None: assumed or not needed
+    looks: LookStop | None = None    # version 5 (issue 49): where a sweep that looks as lives end stopped; None: one look

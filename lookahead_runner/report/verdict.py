@@ -62,10 +62,25 @@ def verdict_tone(decision: Decision) -> str:
 def confidence_text(decision: Decision) -> str:
     if decision.confidence is None or decision.leading_k is None or decision.mode == "ramp":
         return ""
+    looks = decision.looks
+    if looks is not None and looks.stopped_by == "tie" and decision.status == "decided":
+        return (f"K={decision.leading_k} is kept on a tie: every other K stays inside the tie band in at least "
+                f"{math.floor(decision.confidence * 100):.0f}% of {decision.resamples} resamples of the evidence; "
+                + looks_text(decision))
+    needs = (looks_text(decision) if looks is not None else
+             f"a verdict needs {decision.confidence_threshold:.0%}.")
     return (f"K={decision.leading_k} was picked in {math.floor(decision.confidence * 100):.0f}% of "
             f"{decision.resamples} resamples of the evidence (requests within windows, and repeats or, with one "
-            f"server life per K, a restart spread per life); a verdict "
-            f"needs {decision.confidence_threshold:.0%}.")
+            f"server life per K, a restart spread per life); {needs}")
+
+
+def looks_text(decision: Decision) -> str:
+    """Where a sweep that looked at its verdict as lives ended stopped, and why its bar is not one look's."""
+    looks = decision.looks
+    counted = "life measured" if looks.unit == "lives" else "round of repeats"
+    return (f"the sweep looked at its verdict after each {counted}: {looks.text} (each look's bar spends part of "
+            f"the {1 - looks.confidence:.0%} error a verdict at {looks.confidence:.0%} may make, so it holds over all "
+            "the looks together).")
 
 
 def candidate_rows(decision: Decision) -> list[dict]:

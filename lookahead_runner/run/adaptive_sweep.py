@@ -21,6 +21,7 @@ from ..decision.adaptive import (Budget, Choice, ModelView, Prediction, Spent, c
                                  valid_lives)
 from ..config import ResolvedServer, SweepConfig
 from ..runfolder.cost import grid_lives, life_costs
+from ..runfolder.price import default_max_lives, looks_of
 from ..runfolder.read import read_run
 from .finalize import write_tables
 from .launch import Life, append_to_plan
@@ -31,11 +32,6 @@ from ..vllm.knob import Setting
 from ..vllm.probe import Capabilities
 
 MIN_LEADER_LIVES = 2
-
-
-def default_max_lives(config: SweepConfig) -> int:
-    """sweep.max_lives, else the grid's lives with 2 repeats per K: never more lives than that grid."""
-    return config.sweep.max_lives or len(config.speculation.k) * max(2, config.load.planned_repeats)
 
 
 def start_plan(plan: Plan) -> Plan:
@@ -124,7 +120,7 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
     life is coming."""
     budget = Budget(default_max_lives(config),
                     config.sweep.max_server_minutes * 60 if config.sweep.max_server_minutes else None)
-    ks, target = sorted(config.speculation.k), config.target_users
+    ks, target, looks = sorted(config.speculation.k), config.target_users, looks_of(config)
     for entry in read_plan(run_dir).sweep_lives():  # a resumed run: the lives chosen before, on every free slot
         life = Life(Setting(entry.k, config.speculation.raw_lookahead_slots), entry.repeat)
         announce(life, stages_of(config, entry.stages).load.stages)
@@ -143,7 +139,7 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
                 "measured around the leader (the objective taken to rise, then fall with K), in grid order")
             said_model = model.trusted
         spent = spent_so_far(data.plan.sweep_lives(), data.statuses, valid_lives(evidence, target), pool.in_flight())
-        batch = choose_batch(pool.free(), ks, standing_of(evidence, config.decision, early_stop), spent, model,
+        batch = choose_batch(pool.free(), ks, standing_of(evidence, config.decision, early_stop, looks), spent, model,
                              budget, config.load.max_repeats, MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
         if len(batch.lives) > 1:
             say(f"adaptive: {len(batch.lives)} lives at once on {pool.slots} slots")

@@ -12,8 +12,10 @@ from types import SimpleNamespace
 from ..runfolder import results
 from ..decision.adaptive import run_note
 from ..runfolder.cost import life_costs, run_cost
+from ..runfolder.price import lives_range, looks_of
 from ..runfolder.frontier import frontier_points
 from ..decision import Cell, Decision, decide
+from ..decision.engine import verdict_at_end
 from ..decision.cells.gpu_spread import LifeOnGpu, confound_line, gpu_spread_line
 from ..decision.cells.rate_window import behind_findings
 from ..decision.gates.in_effect import findings_from, with_settings_in_effect
@@ -65,8 +67,8 @@ def decide_grid(data: RunData, variant: str = "", steps: Steps | None = None) ->
     schedule_form = capability.form if capability.supported else None
     values = config.grid.values or [""]
     with steps.step("decide (resampling every stage)"):
-        decisions = [(value, decide(data.evidence(value, variant), config.decision, data.argv_by_k(value),
-                                    schedule_form, data.setting_names(value))) for value in values]
+        decisions = [(value, decide_looked(data.evidence(value, variant), config, data.argv_by_k(value),
+                                           schedule_form, data.setting_names(value))) for value in values]
     decisions = [(value, note_repeat_mode(d, config.load.repeat_mode)) for value, d in decisions]
     if not config.grid.axis:
         with steps.step("performance model"):
@@ -84,6 +86,25 @@ def decide_grid(data: RunData, variant: str = "", steps: Steps | None = None) ->
                                  objective=score(d) if d.recommended else None, verdict=d.verdict)
                     for v, d in decisions]
     return best
+
+
+def decide_looked(evidence, config, argv_by_k, schedule_form, setting_names) -> Decision:
+    """The decision; where the sweep looked at its verdict as lives ended (the adaptive sweep, load.repeats =
+    "auto"), judged at the bar of the look it stopped at (decision/gates/looks.py), which decision.json's `looks` names."""
+    p, stop, tie_bar = verdict_at_end(evidence, config.decision, looks_of(config))
+    decision = decide(evidence, p, argv_by_k, schedule_form, setting_names, tie_bar)
+    decision.looks = stop
+    return decision
+
+
+def priced_range(decision: Decision, config):
+    """What a verdict like this one costs at best, expected (at the K's levels and the restart spread the decision
+    measured, the ledger's in it) and at worst; None for a capacity search (its probes are no verdict's lives)."""
+    if config.sweep.strategy == "capacity" or config.grid.axis:
+        return None
+    spread = decision.restart_spread.rel_sd if decision.restart_spread is not None else None
+    levels = {c.k: c.objective for c in decision.candidates if c.objective is not None}
+    return lives_range(config, looks_of(config), spread, levels, spread_known=True)
 
 
 def confirmed(data: RunData, decision: Decision, variant: str | None = None) -> Decision:
@@ -231,7 +252,8 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None, led
     if note := request_set_note(config):
         decision.diagnoses.append(note)
     costs = life_costs(plan.lives, data.statuses)
-    decision.cost = run_cost(costs, config, config.sweep.strategy, plan.adaptive.stopped if plan.adaptive else "")
+    decision.cost = run_cost(costs, config, config.sweep.strategy, plan.adaptive.stopped if plan.adaptive else "",
+                             priced_range(decision, config))
     if plan.adaptive is not None and config.sweep.strategy == "capacity":
         decision.reasons.append(capacity_note(data))
     elif plan.adaptive is not None:

@@ -7,7 +7,8 @@ Every life runs on the sweep's CPU placement; the first server life runs the pre
 in K order; after each K summary.csv and lives.csv are re-made from the files, and once the method's
 stop rule fires at the target concurrency (in most resamples) the larger K are skipped (early stop,
 switchable). With load.repeats = "auto", one more repeat of each K the verdict hangs on is added
-(to plan.json) until it is decided past the early-stop bar (engine.early_look) or load.max_repeats is reached; then the confirmation life runs
+(to plan.json) until it is decided past the bar of its look (each round of repeats a look: decision/gates/looks.py) or on a
+tie, or load.max_repeats is reached; then the confirmation life runs
 what the decision recommends (confirm_life.py). A life whose status is `done` is kept by --resume;
 any other life is rerun. The decision itself is made once, at the end, from the files.
 """
@@ -26,6 +27,7 @@ from ..runfolder import spread_ledger
 from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, read_plan, write_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import auto_repeats_wanted
+from ..runfolder.price import looks_of
 from .cluster_nodes import probe_cluster
 from .confirm_life import run_confirmations, switch_off
 from .early_stop import skip_beyond, stop_k
@@ -273,7 +275,8 @@ def _run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, server: R
             run_lives(config, run_dir, lives, tag, say, progress, run_life, early_stop)
         while config.load.repeats == "auto" and config.sweep.strategy == "grid":  # never with a grid axis (config/sweep.py)
             data = read_run(run_dir)
-            asked, why = auto_repeats_wanted([data.evidence(variant=v.label) for v in variants], config.decision)
+            asked, why = auto_repeats_wanted([data.evidence(variant=v.label) for v in variants], config.decision,
+                                             looks_of(config))
             wanted = [k for k in asked if sum(life.setting.k == k for life in lives) < config.load.max_repeats]
             if not wanted:
                 break

@@ -38,6 +38,15 @@ class LifeCost:
     spread: bool = False             # adaptive: chosen to measure the restart spread (PlannedLife.purpose)
 
 
+@dataclass(frozen=True)
+class LivesRange:
+    best: int
+    expected: float | None
+    worst: int
+    basis: str = ""          # where the expected comes from, or why there is none
+
+
+
 def life_costs(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus]) -> list[LifeCost]:
     """The lives that ran, each with its server-seconds as its status.json recorded them (0 when missing)."""
     out = []
@@ -64,7 +73,10 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def run_cost(costs: list[LifeCost], config: SweepConfig, strategy: str = "grid", stopped_because: str = "") -> Cost:
+def run_cost(costs: list[LifeCost], config: SweepConfig, strategy: str = "grid", stopped_because: str = "",
+             lives_range: LivesRange | None = None) -> Cost:
+    """`lives_range`: what a verdict like this one costs at best, expected and at worst (price.lives_range), priced
+    at a life's mean measured server-seconds."""
     lives, starts = grid_lives(config)
     confirm = [c for c in costs if c.confirm]
     start_each = _mean([c.start_s for c in costs if c.new_server and c.done and c.start_s > 0])
@@ -80,6 +92,10 @@ def run_cost(costs: list[LifeCost], config: SweepConfig, strategy: str = "grid",
                 grid_lives=lives + len(confirm), grid_server_s=None if grid_s is None else round(grid_s, 1),
                 stopped_because=stopped_because, gpu_s=round(gpu_s, 1), wall_s=wall_seconds(costs),
                 spread_lives=sum(c.spread and c.done for c in costs))  # a failed one measured nothing
+    if lives_range is not None and start_each is not None:
+        cost = cost.model_copy(update={"best_lives": lives_range.best, "expected_lives": lives_range.expected,
+                                       "worst_lives": lives_range.worst, "life_s": round(start_each + load_each, 1),
+                                       "expected_basis": lives_range.basis})
     return cost.model_copy(update={"text": cost_text(cost)})
 
 
@@ -112,14 +128,20 @@ def cost_text(cost: Cost) -> str:
     elif cost.grid_lives != cost.lives or cost.strategy != "grid":
         grid = f"~{minutes(cost.grid_server_s)} server-minutes" if cost.grid_server_s is not None else "its starts unmeasured"
         text += f"; the full grid: {cost.grid_lives} lives, {grid}"
+    if cost.best_lives is not None and cost.life_s:
+        text += "; a verdict like this one: " + range_text(LivesRange(cost.best_lives, cost.expected_lives,
+                                                                      cost.worst_lives or 0, cost.expected_basis),
+                                                           cost.life_s)
     return text
 
 
-def expected_text(config: SweepConfig, adaptive_max_lives: int | None = None) -> str:
+def expected_text(config: SweepConfig, adaptive_max_lives: int | None = None,
+                  lives_range: LivesRange | None = None) -> str:
     """What the sweep will cost, said before it starts (--dry-run): its server lives and starts, the server-minutes
     of their load (the stages' seconds, each workload variant's), and what the starts may add (their time to ready
     is known only once measured: at most server.ready_timeout_s each). `adaptive_max_lives`: the adaptive sweep's
-    cap of lives (adaptive_sweep.default_max_lives)."""
+    cap of lives (adaptive_sweep.default_max_lives); `lives_range`: at best, expected and at worst
+    (price.lives_range)."""
     load_s = sum(stage.duration_s for stage in config.load.stages) * len(config.load.variants)
     lives, starts = grid_lives(config)
     most_lives, most_starts = lives, starts
@@ -145,4 +167,15 @@ def expected_text(config: SweepConfig, adaptive_max_lives: int | None = None) ->
             f"{minutes(most_starts * config.server.ready_timeout_s)} server-minutes at worst)")
     if config.sweep.max_server_minutes and adaptive_max_lives is not None:
         text += f"; no life started past sweep.max_server_minutes = {config.sweep.max_server_minutes:g}"
+    if lives_range is not None:
+        text += f"; {range_text(lives_range, load_s, 'server-minutes of load')}"
     return text
+
+
+def range_text(r: LivesRange, life_s: float, what: str = "server-minutes") -> str:
+    """e.g. "at best 3 lives (~6.5 server-minutes), expected 4.7 (~10; at a restart spread of ...), at worst 8
+    (~17)"; `life_s`: the server-seconds of one life, `what` the words for them."""
+    expected = (f"expected {r.expected:g} (~{minutes(r.expected * life_s)}; {r.basis})" if r.expected is not None
+                else f"expected: not known ({r.basis})")
+    return (f"at best {r.best} {'life' if r.best == 1 else 'lives'} (~{minutes(r.best * life_s)} {what}), "
+            f"{expected}, at worst {r.worst} (~{minutes(r.worst * life_s)})")

@@ -10,6 +10,8 @@ from types import SimpleNamespace
 import pytest
 from fault_kit import cli, interrupt, no_traceback, processes_of, start, stop_group, wait_for, write_config
 
+from lookahead_runner.decision.gates.looks import Looks
+
 pytestmark = pytest.mark.e2e
 
 GRID_LIVES = 8  # 4 K x load.repeats = 2
@@ -86,7 +88,13 @@ def test_adaptive_reaches_the_grids_verdict_with_fewer_lives(cut_and_resumed):
     assert len(lives) < GRID_LIVES
     cost = decision["cost"]
     assert cost["strategy"] == "adaptive" and cost["lives"] == len(lives) and cost["grid_lives"] == GRID_LIVES
-    assert cost["stopped_because"].startswith("decided: K=4 wins")
+    # each life a look of at most the grid's 8, stopped past the bar the error-spending rule set for it
+    bar = Looks(2, GRID_LIVES, 0.1).bar(len(lives))
+    assert cost["stopped_because"].startswith(f"decided at look {len(lives)} of at most {GRID_LIVES}: boundary "
+                                              f"{bar * 100:.1f} %: K=4 wins"), cost["stopped_because"]
+    assert decision["looks"]["stopped_by"] == "boundary" and decision["looks"]["text"] == (
+        f"stopped at look {len(lives)} of at most {GRID_LIVES}: boundary {bar * 100:.1f} %")
+    assert "; a verdict like this one: at best " in cost["text"] and f"at worst {GRID_LIVES} " in cost["text"]
     assert cost["start_s"] > 0 and cost["measure_s"] >= 10 * len(lives)
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith(f"this verdict cost {len(lives)} lives,") and f"the full grid: {GRID_LIVES} lives" in last

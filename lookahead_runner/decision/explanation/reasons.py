@@ -97,6 +97,13 @@ def verdict(stage: StageEval, p: DecisionConfig) -> str:
             if stage.status == "decided" else text)
 
 
+def tie_text(stage: StageEval, p: DecisionConfig, confidence: float, bar: float) -> str:
+    """A verdict decided as a tie told by equivalence (a sweep's look, gates/stage.tie_confidence), in words."""
+    return (f" A tie, told by equivalence: every other K's {_label(p)} stays within ±{pct(p.tie_tolerance_frac)} "
+            f"of K={stage.pick} on each side in at least {share(confidence)} of the resamples (the look's bar "
+            f"{bar * 100:.1f} %), so the smallest K is kept.")
+
+
 def _restart_note(stage: StageEval) -> str:
     """A verdict decided on one life per K with the restart spread assumed: said, so it is not read as measured."""
     if not stage.noise.restart_unknown:

@@ -1,4 +1,4 @@
-"""How the decision writes numbers in its sentences: one format per kind of figure."""
+"""How the decision writes numbers in its sentences: one format per kind of figure (and the sweep's stop in words)."""
 from __future__ import annotations
 
 import math
@@ -35,3 +35,14 @@ def rate(value: float | None) -> str:
 def share(value: float | None) -> str:
     """A resampling share, rounded down so 99.7 % never reads as 100 %."""
     return "?" if _missing(value) else f"{math.floor(value * 100 + 1e-9):.0f}%"
+
+
+def stop_text(leader: int, share_won: float, look, tie: bool, tie_tolerance: float) -> str:
+    """Why a decided sweep stops, naming its look (gates/looks.py `Look`; None: the fixed early-stop bar): "decided
+    at look 5 of at most 8: boundary 96.9 %: K=4 wins in 98% of the resamples", or a tie told by equivalence."""
+    if tie and look is not None:
+        return (f"tie at look {look.number} of at most {look.at_most}: every other K's gain over K={leader} inside "
+                f"the ±{pct(tie_tolerance)} tie band at {look.bar * 100:.1f} % (equivalence): keep the smallest K, "
+                f"K={leader}")
+    at = f" at {look.text()}" if look is not None else ""
+    return f"decided{at}: K={leader} wins in {share_won:.0%} of the resamples"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -183,6 +183,37 @@ def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
     elif share < p.confidence:
         why.append(f"K={stage.pick} wins in {share:.1%} of {stage.resamples} resamples (needs {p.confidence:.0%})")
     return ("not_decided" if why else "decided"), why
+
+
+def held_back_by_the_share_alone(stage: StageEval, p: DecisionConfig) -> bool:
+    """Whether the stage would be decided if its leader won every resample: only the share holds it back (no
+    unknown gate, its noise measured or assumed, the Monte Carlo error aside)."""
+    if stage.pick is None or stage.status == "decided":
+        return False
+    won = replace(stage, shares={**stage.shares, stage.pick: 1.0}, share_range=Bounds(1.0, 1.0))
+    return _status(won, p)[0] == "decided"
+
+
+def tie_confidence(stage: StageEval, p: DecisionConfig, bar: float) -> float | None:
+    """A tie told by equivalence at `bar`, and how sure: where the leader is the smallest K in the running and
+    every other K (no gate failing, below the stop) has its resampled gain over the leader inside the tie band on
+    both sides in at least `bar` of the resamples (two one-sided tests per K: its 1 - bar and bar quantiles within
+    +-decision.tie_tolerance_frac), the least of those one-sided shares; else None. Each K tested at `bar` alone is
+    enough (intersection-union): "keep the smallest K" is wrong only where some K truly gains more than the band,
+    and that K's own test lets it through at most 1 - bar of the time."""
+    leader = stage.pick
+    rivals = [k for k in stage.ks if k != leader and not stage.blocked_by(k)
+              and (stage.stopped_at is None or k < stage.stopped_at)]
+    if leader is None or not rivals or leader > min(rivals):
+        return None
+    least = 1.0
+    for k in rivals:
+        gains = stage.relative_draws(k, leader, p.objective)
+        gains = gains[np.isfinite(gains)]
+        if len(gains) < 2:
+            return None
+        least = min(least, float(np.mean(gains < p.tie_tolerance_frac)), float(np.mean(gains > -p.tie_tolerance_frac)))
+    return least if least >= bar else None
 
 
 def restart_unknown_text(noise: ThroughputNoise, base_k: int, p: DecisionConfig) -> str:

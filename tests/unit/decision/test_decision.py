@@ -353,8 +353,11 @@ def test_no_valid_window_at_the_target():
 def test_decision_json_round_trips_with_its_schema_version():
     decision = decide(table({0: {32: 10}, 4: {32: 15}}, 32), P, {})
     again = Decision.model_validate_json(decision.model_dump_json())
-    assert again == decision and again.schema_version == 4
+    assert again == decision and again.schema_version == 5 and again.looks is None   # one look: no looks named
     assert again.thresholds["tie_tolerance_frac"] == P.tie_tolerance_frac
+    older = {**decision.model_dump(mode="json"), "schema_version": 4}
+    older.pop("looks")
+    assert Decision.model_validate(older).looks is None   # a version 4 file reads, with no looks
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -385,6 +385,21 @@ def test_the_report_says_what_the_verdict_cost(tmp_path: Path, inputs):
     assert build_view(*inputs)["cost"] == "–" and not build_view(*inputs)["cost_stopped"]
 
 
+def test_the_report_names_the_look_the_sweep_stopped_at_and_its_boundary(tmp_path: Path, inputs):
+    from lookahead_runner.decision.schema import LookStop
+
+    summary, decision, plan, timelines = inputs
+    looked = decision.model_copy(update={"looks": LookStop(
+        rule="error spending (O'Brien-Fleming type)", look=5, at_most=8, boundary=0.9689, stopped_by="boundary",
+        text="stopped at look 5 of at most 8: boundary 96.9 %")})
+    shown = build_view(summary, looked, plan, timelines)["verdict"]["confidence"]
+    assert "stopped at look 5 of at most 8: boundary 96.9 %" in shown and "a verdict needs" not in shown
+    assert "the 10% error a verdict at 90% may make" in shown
+    page = write_report(tmp_path, summary, looked, plan, timelines).read_text(encoding="utf-8")
+    assert "stopped at look 5 of at most 8: boundary 96.9 %" in page
+    assert "a verdict needs 90%" in build_view(*inputs)["verdict"]["confidence"]   # one look: no looks named
+
+
 def test_performance_model_section_with_curves_and_held_out_escaped(tmp_path: Path, inputs):
     from lookahead_runner.decision.perfmodel.summary import Curve, CurvePoint, HeldOutRow, ModelSummary, ProductionPoint
 

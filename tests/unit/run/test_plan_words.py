@@ -76,3 +76,16 @@ def test_rate_stages_without_an_slo_say_what_the_verdict_reads():
     assert "the e2e latency at p95 (decision.latency_percentile) alone" in slo_warning(rates)
     assert slo_warning(rates, "ramp").startswith("decision.slo is empty: the knee in rate terms is where the K stops")
     assert slo_warning(config_from_dict({})) == ""
+
+
+def test_weights_in_the_download_dir_vllm_is_given_are_in_the_cache(tmp_path):
+    # vLLM hands --download-dir to huggingface_hub as its cache_dir: the weights are looked for there
+    download = tmp_path / "weights"
+    snapshot = download / "models--org--m" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "model.safetensors").write_bytes(b"0")
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    for extra in (["--download-dir", str(download)], [f"--download_dir={download}"]):
+        config = real("org/m", "org/d", extra_args=extra).model_copy()
+        only_base = config.model_copy(update={"speculation": config.speculation.model_copy(update={"k": [0]})})
+        assert check_models(only_base, env) == []

@@ -88,7 +88,7 @@ def test_a_decision_json_cost_from_before_gpu_and_wall_minutes_still_reads():
     old = {"strategy": "grid", "lives": 2, "starts": 2, "start_s": 6.0, "measure_s": 120.0, "grid_lives": 2,
            "text": "2 lives, 2.1 server-minutes (0.1 starting, 2.0 measuring)"}
     cost = Cost.model_validate(old)
-    assert (cost.gpu_s, cost.wall_s, cost.text) == (None, None, old["text"]) and SCHEMA_VERSION == 4
+    assert (cost.gpu_s, cost.wall_s, cost.text) == (None, None, old["text"]) and SCHEMA_VERSION == 5  # issue 49: looks
     assert cost_text(cost) == old["text"]
 
 
