@@ -109,16 +109,16 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
     server = ResolvedServer.resolve(config.server)  # the secrets and the load's key, once for the whole run
     from .run.before_lives import check_models, slo_warning
 
-    for warning in [*check_models(config), slo_warning(config, mode)]:  # a model no life could load: refused here
-        if warning:
-            print(one_line(f"lookahead-runner: warning: {warning}"), file=sys.stderr)
+    # a model no life could load is refused here; the warnings wait for the probe, so a server command that cannot
+    # run is the one line it prints
+    warnings = [warning for warning in [*check_models(config), slo_warning(config, mode)] if warning]
     # on a Ray cluster the slots come first: the probe runs on a worker node, whose vLLM is the one that counts
     with cluster_slots(config, len(plan_lives(config)), print) as slots:
-        return _probe_and_run(config, args, mode, placement, server, slots)
+        return _probe_and_run(config, args, mode, placement, server, slots, warnings)
 
 
 def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, placement, server: ResolvedServer,
-                   slots) -> int:
+                   slots, warnings: list[str]) -> int:
     from .runfolder import results
     from .run.launch import render_argv
     from .config.masking import shell_join
@@ -128,6 +128,8 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
     from .vllm.knob import resolve_style
 
     caps = probe_and_check(config, server, Path(args.resume) if args.resume else None, slots)
+    for warning in warnings:
+        print(one_line(f"lookahead-runner: warning: {warning}"), file=sys.stderr)
     config, server = with_served_model(config, server)   # server.url without a model: the one it serves
     print(caps.summary(resolve_style(caps, config.speculation.flag_style)))
     if note := request_set_note(config):

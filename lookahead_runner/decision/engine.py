@@ -252,9 +252,13 @@ def _reachable(p: DecisionConfig) -> float:
 
 
 def early_look(p: DecisionConfig, look: Look | None = None) -> DecisionConfig:
-    """The decision config a look judges by: `confidence` raised to `look`'s bar (without one, to the fixed
-    early-stop bar), kept within what the resamples can show."""
-    wanted = look.bar if look is not None else 1 - (1 - p.confidence) * EARLY_STOP_ERROR_SHARE
+    """The decision config a look judges by: `confidence` raised to `look`'s bar as it is, even past what the
+    resamples readily show (judged lower, the look would spend more than its share of the error the looks hold
+    together): it stops only where the share's Monte Carlo interval clears its bar; without one, to the fixed
+    early-stop bar, kept within what the resamples can show."""
+    if look is not None:
+        return p.model_copy(update={"confidence": max(p.confidence, look.bar)})
+    wanted = 1 - (1 - p.confidence) * EARLY_STOP_ERROR_SHARE
     return p.model_copy(update={"confidence": max(p.confidence, min(wanted, _reachable(p)))})
 
 
@@ -306,7 +310,7 @@ def early_judged(evidence: Evidence, p: DecisionConfig, looks: Looks | None = No
     that could still buy a life (decided past the look's stricter bar, or as a tie by equivalence at it)."""
     number = look_number(evidence, looks) if looks is not None else 0
     look, last = (looks.at(number), looks.at(number, last=True)) if looks is not None else (None, None)
-    final = p.model_copy(update={"confidence": max(p.confidence, min(last.bar, _reachable(p)))}) if last else p
+    final = early_look(p, last) if last else p
     stage = target_stage(evidence, final)
     tie_at_last = _tie(stage, final, last)
     if stage is None or (stage.status != "decided" and not tie_at_last) or stage.pick is None:

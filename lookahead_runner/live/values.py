@@ -139,8 +139,11 @@ class RateProgress:
         start_s = max(now_s - self.window_s, stage_s + lag_s)
         if now_s - start_s <= 0:
             return None
-        served = sum(1 for t, _ in recent if start_s <= t < now_s)   # [start, now) as the due [start, now) - lag
-        due = self._due(max(start_s - lag_s, stage_s), now_s - lag_s)
+        # the arrivals due in step, [start, now) - lag, and of them those served: counted by their schedule, not by
+        # when their rows came in (rows are forwarded in batches, so a second's rows would read as served at once)
+        due_from, due_to = max(start_s - lag_s, stage_s), now_s - lag_s
+        served = sum(1 for _, scheduled in recent if due_from <= scheduled < due_to)
+        due = self._due(due_from, due_to)
         offered = self._due(start_s, now_s) / (now_s - start_s)
         return offered * served / due if due else served / (now_s - start_s)
 

@@ -49,7 +49,8 @@ def dry_run_range(config: SweepConfig, ledger_use=None) -> LivesRange | None:
     if config.sweep.strategy == "capacity" or config.grid.axis:
         return None
     earlier = ledger_use.earlier_spread() if ledger_use is not None else None
-    levels = {int(k): v for k, v in earlier.levels.items()} if earlier is not None else {}
+    # the K this sweep runs: the ledger keeps every K earlier runs measured, its keys as it read them
+    levels = {k: earlier.levels[str(k)] for k in config.speculation.k if str(k) in earlier.levels} if earlier else {}
     return lives_range(config, looks_of(config), earlier.rel_sd if earlier is not None else None, levels,
                        spread_known=earlier is not None or not config.decision.spread_unknown)
 
@@ -83,6 +84,7 @@ def lives_range(config: SweepConfig, looks: Looks | None, spread: float | None =
     else:
         best = looks.first + (0 if spread_known else 1)
         worst, per_k = looks.at_most, looks.at_most / ks
+    best = min(best, worst)
     margin = hardest_margin(levels or {}, config.decision.tie_tolerance_frac)
     if spread is None or not math.isfinite(spread) or spread <= 0 or margin is None:
         return LivesRange(best, None, worst, "no restart spread and levels measured on this server yet")

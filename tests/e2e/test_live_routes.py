@@ -251,7 +251,10 @@ if IN_CHILD:
         view.tick()
         update = client.get("/lookahead/charts.json").get_json()["columns"]
         assert update["offered_per_s"][-1] == pytest.approx(4.0, rel=0.05)
-        assert update["achieved_per_s"][-1] == pytest.approx(2.0, rel=0.05)
+        # served in step: every arrival due one median time in the system (3.6 s) ago was served, so the stage is
+        # served at the 4 req/s it offered, counted over the 1.4 s since its answers settled (one arrival in it is
+        # 18 %); rows forwarded at once read 8.7 before, twice the rate offered
+        assert update["achieved_per_s"][-1] == pytest.approx(4.0, rel=0.2)
         assert (update["outstanding"][-1], update["waiting"][-1]) == (8.0, 3.0)
         rows = {row["signal"]: row["value"] for row in _rows(client)[webui.NOW_TAB]}
         assert rows["Outstanding requests"] == "8" and rows["Rate (offered / achieved)"].endswith(" req/s")

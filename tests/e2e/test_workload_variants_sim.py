@@ -16,6 +16,7 @@ import pytest
 from fault_kit import processes_of
 
 from lookahead_runner.sim.closed_loop import best_k
+from lookahead_runner.decision.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.e2e
 
@@ -69,7 +70,7 @@ def check_keyed_by_variant(run_dir, labels, lives=("k0/r0", "k4/r0")):
     assert len(table) == len(lives) * len(labels) and set(table["variant"]) == set(labels)
     assert (table["difference"] == 0).all() and (table["client_output_tokens"] > 0).all(), table.to_string()
     decision = json.loads((run_dir / "decision.json").read_text())
-    assert decision["schema_version"] == 3
+    assert decision["schema_version"] == SCHEMA_VERSION
     assert {c["variant"] for c in decision["cells"]} == set(labels)
     assert [d["variant"] for d in decision["by_variant"]] == labels
     html = (run_dir / "report.html").read_text()

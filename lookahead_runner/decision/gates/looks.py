@@ -40,25 +40,36 @@ def spent(t: float, error: float) -> float:
     return float(2 - 2 * stats.norm.cdf(stats.norm.ppf(1 - error / 2) / math.sqrt(min(t, 1.0))))
 
 
-@lru_cache(maxsize=256)
 def boundaries(fractions: tuple[float, ...], error: float, last: bool = False) -> tuple[float, ...]:
     """The z boundary of each look at these information fractions (increasing), each spending its share of
     `error`; `last`: the final look spends all the error left, wherever it falls."""
-    out: list[float] = []
+    planned, as_last = _recursion(tuple(fractions), error)
+    return planned[:-1] + as_last[-1:] if last else planned
+
+
+@lru_cache(maxsize=256)
+def _recursion(fractions: tuple[float, ...], error: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """One pass over the looks: each look's z boundary as planned, and as the last (all the error left spent there).
+    A look's boundaries depend on the looks before it only, so every look's bar comes from the plan's one pass."""
+    planned: list[float] = []
+    as_last: list[float] = []
     grid = density = None
     before_t = before_spent = 0.0
-    for i, t in enumerate(fractions):
-        final = last and i == len(fractions) - 1
-        target = (error if final else spent(t, error)) - before_spent
+    for t in fractions:
         root = math.sqrt(t)
         if grid is None:
             crossing = (lambda c: stats.norm.sf(c / root))
         else:
             sd = math.sqrt(t - before_t)
             crossing = (lambda c, g=grid, d=density, s=sd: np.trapezoid(d * stats.norm.sf((c - g) / s), g))
-        c = math.inf if target <= 0 else optimize.brentq(lambda c: crossing(c) - target, -SCORE_SDS * root,
-                                                         (SCORE_SDS + 30) * root, xtol=1e-10)
-        out.append(c / root)
+
+        def solve(target: float) -> float:
+            return math.inf if target <= 0 else optimize.brentq(lambda c: crossing(c) - target, -SCORE_SDS * root,
+                                                                (SCORE_SDS + 30) * root, xtol=1e-10)
+        target = spent(t, error) - before_spent
+        c = solve(target)
+        planned.append(c / root)
+        as_last.append(solve(error - before_spent) / root)
         top = c if math.isfinite(c) else SCORE_SDS * root
         points = np.linspace(-SCORE_SDS * root, top, GRID_POINTS)
         if grid is None:
@@ -69,7 +80,7 @@ def boundaries(fractions: tuple[float, ...], error: float, last: bool = False) -
                                    grid, axis=1)
         grid = points
         before_t, before_spent = t, before_spent + max(target, 0.0)
-    return tuple(out)
+    return tuple(planned), tuple(as_last)
 
 
 @dataclass(frozen=True)
@@ -86,21 +97,28 @@ class Looks:
         look = min(max(look, self.first), self.at_most)
         return tuple(j / self.at_most for j in range(min(self.first, self.at_most), look + 1))
 
+    def _z(self, look: int, last: bool) -> float:
+        """`look`'s boundary from the one pass over every planned look (a look past them: the last planned)."""
+        look = min(max(look, self.first), self.at_most)
+        planned, as_last = _recursion(self._fractions(self.at_most), round(self.error, 12))
+        return (as_last if last else planned)[look - min(self.first, self.at_most)]
+
     def bar(self, look: int) -> float:
         """The share a verdict needs at `look` where a life could still be bought."""
         if self.error <= 0:
             return 1.0
-        return float(stats.norm.cdf(boundaries(self._fractions(look), round(self.error, 12))[-1]))
+        return float(stats.norm.cdf(self._z(look, last=False)))
 
     def last_bar(self, look: int) -> float:
         """The share a verdict needs at `look` when it is the last (all the error left spent there)."""
         if self.error <= 0:
             return 1.0
-        return float(stats.norm.cdf(boundaries(self._fractions(look), round(self.error, 12), last=True)[-1]))
+        return float(stats.norm.cdf(self._z(look, last=True)))
 
     def at(self, look: int, last: bool = False) -> "Look":
-        number = min(max(look, self.first), self.at_most)
-        return Look(number, self.at_most, self.last_bar(look) if last else self.bar(look), last, self.unit)
+        """`look` (the lives or repeats measured, as they are: below `first` or past `at_most` too) at the bar of
+        the nearest planned look."""
+        return Look(look, self.at_most, self.last_bar(look) if last else self.bar(look), last, self.unit)
 
 
 def expected_look(looks: "Looks", drift: float) -> float:

@@ -209,10 +209,11 @@ def tie_confidence(stage: StageEval, p: DecisionConfig, bar: float) -> float | N
     least = 1.0
     for k in rivals:
         gains = stage.relative_draws(k, leader, p.objective)
-        gains = gains[np.isfinite(gains)]
-        if len(gains) < 2:
+        finite = np.isfinite(gains)   # a draw with no finite gain is outside the band, never left out of the share
+        if finite.sum() < 2:
             return None
-        least = min(least, float(np.mean(gains < p.tie_tolerance_frac)), float(np.mean(gains > -p.tie_tolerance_frac)))
+        least = min(least, float(np.mean(finite & (gains < p.tie_tolerance_frac))),
+                    float(np.mean(finite & (gains > -p.tie_tolerance_frac))))
     return least if least >= bar else None
 
 

@@ -76,3 +76,21 @@ def test_the_cost_line_prices_best_expected_and_worst_at_a_lifes_mean_cost():
     assert (cost.best_lives, cost.worst_lives, cost.life_s) == (2, 8, 180.0) and cost.expected_lives is not None
     assert "; a verdict like this one: at best 2 lives (~6.0 server-minutes), expected " in cost.text
     assert cost.text.endswith(", at worst 8 (~24)")
+
+
+def test_at_best_is_never_past_at_worst():
+    two = config_from_dict({"speculation": {"k": [0, 4]}, "sweep": {"strategy": "adaptive", "max_lives": 2},
+                            "load": {"stages": STAGES}, "decision": {"target_users": 32}})
+    priced = lives_range(two, looks_of(two))               # the spread unknown: a third life would measure it
+    assert priced.best <= priced.worst == 2, priced
+
+
+def test_the_dry_run_prices_only_the_k_it_runs_from_the_ledgers_levels():
+    """The ledger holds each K's level as its runs measured them, a K this sweep does not run among them (and a
+    hand-edited key that is no K at all was a ValueError): the margin is of the K this sweep runs."""
+    ours = {"0": 20.0, "2": 40.0, "4": 48.0, "8": 36.0}
+    earlier = EarlierSpread(squares=0.0025 * 4, df=4, runs=1, lives=5, last="2026-12-01", levels=ours)
+    other = EarlierSpread(squares=0.0025 * 4, df=4, runs=1, lives=5, last="2026-12-01",
+                          levels={**ours, "16": 47.5, "x": 1.0})
+    priced = dry_run_range(ADAPTIVE, LedgerUse(key="x", fingerprint={}).with_earlier(other))
+    assert priced == dry_run_range(ADAPTIVE, LedgerUse(key="x", fingerprint={}).with_earlier(earlier))
