@@ -176,6 +176,6 @@ def range_text(r: LivesRange, life_s: float, what: str = "server-minutes") -> st
     """e.g. "at best 3 lives (~6.5 server-minutes), expected 4.7 (~10; at a restart spread of ...), at worst 8
     (~17)"; `life_s`: the server-seconds of one life, `what` the words for them."""
     expected = (f"expected {r.expected:g} (~{minutes(r.expected * life_s)}; {r.basis})" if r.expected is not None
-                else f"expected: not known ({r.basis})")
+                else f"the expected number not known ({r.basis})")
     return (f"at best {r.best} {'life' if r.best == 1 else 'lives'} (~{minutes(r.best * life_s)} {what}), "
             f"{expected}, at worst {r.worst} (~{minutes(r.worst * life_s)})")
