@@ -172,7 +172,7 @@ def _run_client(client: str, url: str, users: int, duration_s: float, out: Path,
     """One client through one run; its raw measurements (every Locust process's, merged)."""
     raw_path = out / "raw.json"
     if client == "locust":
-        from lookahead_runner.run.load import _processes_args
+        from lookahead_runner.run.life.load import _processes_args
 
         argv = [sys.executable, "-m", "locust", "-f", str(Path(__file__).resolve()), "--headless", "--host", url,
                 "--stages", f"{users}:{duration_s:g}", "--prompt-tokens", str(PROMPT_TOKENS), "--output-tokens",
@@ -204,7 +204,7 @@ def _run_client(client: str, url: str, users: int, duration_s: float, out: Path,
 
 def _auto_processes(users: int, itl_ms: float, cpus: tuple[int, ...] | None) -> tuple[int, str]:
     """What load.processes = "auto" plans for this case (placement.py), at most one per client CPU."""
-    from lookahead_runner.run.placement import CHUNK_CPU_US, processes_for
+    from lookahead_runner.run.life.placement import CHUNK_CPU_US, processes_for
 
     wanted = processes_for(users, 1000.0 / itl_ms if itl_ms else 1000.0, CHUNK_CPU_US)
     room = len(cpus) if cpus else (os.cpu_count() or 1)

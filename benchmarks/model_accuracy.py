@@ -46,7 +46,7 @@ from lookahead_runner.config import config_from_dict  # noqa: E402
 from lookahead_runner.decision.perfmodel.model import fit_performance_model  # noqa: E402
 from lookahead_runner.decision.perfmodel.trust import SCHEME_K, SCHEME_STAGE, summarize  # noqa: E402
 from lookahead_runner.runfolder.read import read_run  # noqa: E402
-from lookahead_runner.run.perfmodel_run import fit_run  # noqa: E402
+from lookahead_runner.run.verdict.perfmodel_run import fit_run  # noqa: E402
 
 STAGE_SHARES = (0.125, 0.25, 0.5, 1.0)
 GOAL = 0.10

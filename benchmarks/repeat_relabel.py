@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lookahead_runner.run.finalize import decide_all
+from lookahead_runner.run.verdict.finalize import decide_all
 from lookahead_runner.runfolder.read import read_run
 
 

@@ -24,7 +24,7 @@ Figures: `report_cold_s` is `python -m lookahead_runner report FULL` in a new pr
 file, the decision, decision.json, the page: what a user waits for). Then, in this process, the page step
 (report/render.py write_report over what read_run gives back) is timed cold once (`full_cold_s`: it pays for
 loading plotly.js and the template), then baseline and full alternate warm, for the page step (`full_warm_s`,
-`baseline_warm_s`) and for the whole of `report` (run/finalize.finalize: `report_warm_s`,
+`baseline_warm_s`) and for the whole of `report` (run/verdict/finalize.finalize: `report_warm_s`,
 `report_baseline_warm_s`); medians of --runs. The baseline, grown from the same seed in the same run, is 1 setting
 (K=0) x 1 repeat with the same stages and sample rate, so the ratios say how the report scales with the sweep,
 independent of the machine. `meets_goal`: `full_cold_s` <= 5 s.
@@ -49,7 +49,7 @@ from run_growth import Shape, grow  # noqa: E402
 
 from lookahead_runner.decision.schema import Decision  # noqa: E402
 from lookahead_runner.report.render import write_report  # noqa: E402
-from lookahead_runner.run.finalize import finalize  # noqa: E402
+from lookahead_runner.run.verdict.finalize import finalize  # noqa: E402
 from lookahead_runner.runfolder.read import read_run  # noqa: E402
 
 GOAL_S = 5.0

@@ -119,7 +119,7 @@ def sweep_once(server: str, index: int, out: Path, lock: Path | None, timeout_s:
 def judge(run_dir: Path) -> dict:
     """The run's verdict as decided now, the same windows without the restart term, and each K's figures."""
     from lookahead_runner.decision.engine import target_stage
-    from lookahead_runner.run.finalize import decide_grid
+    from lookahead_runner.run.verdict.finalize import decide_grid
     from lookahead_runner.runfolder.read import read_run
 
     data = read_run(run_dir)

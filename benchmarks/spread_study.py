@@ -26,7 +26,7 @@ import numpy as np
 import adaptive_replay as replay
 from lookahead_runner.decision import decide
 from lookahead_runner.decision.adaptive import ModelView
-from lookahead_runner.run.adaptive_sweep import MIN_LEADER_LIVES
+from lookahead_runner.run.strategies.adaptive_sweep import MIN_LEADER_LIVES
 from lookahead_runner.runfolder.read import read_run
 
 STRATEGIES = ("adaptive", "grid_repeats_1", "grid_repeats_2")

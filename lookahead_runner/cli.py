@@ -102,7 +102,7 @@ def _command_entries(args: argparse.Namespace) -> list:
 
 
 def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep") -> int:
-    from .run.placement import sweep_placement
+    from .run.life.placement import sweep_placement
     from .run.runner import cluster_slots, plan_lives
 
     placement = sweep_placement(config)  # a placement this host cannot give is refused first
@@ -120,10 +120,10 @@ def _start_run(config: SweepConfig, args: argparse.Namespace, mode: str = "sweep
 def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, placement, server: ResolvedServer,
                    slots, warnings: list[str]) -> int:
     from .runfolder import results
-    from .run.launch import render_argv
+    from .run.life.launch import render_argv
     from .config.masking import shell_join
-    from .run.request_set_run import request_set_note
-    from .run.server_check import with_served_model
+    from .run.verdict.request_set_run import request_set_note
+    from .run.life.server_check import with_served_model
     from .run.runner import blocks_order, ledger_gear, plan_lives, probe_and_check, run_sweep, server_lives
     from .vllm.knob import resolve_style
 
@@ -150,13 +150,13 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
         lives = plan_lives(config)
         adaptive_max_lives = None
         if config.sweep.strategy == "adaptive":  # the settings it chooses from, each life chosen as it goes
-            from .run.adaptive_sweep import default_max_lives, describe, model_view
+            from .run.strategies.adaptive_sweep import default_max_lives, describe, model_view
 
             print(describe(config, model_view(None, config), len(slots.slots) if slots is not None else 1))
             lives = [life for life in lives if life.repeat == 0]
             adaptive_max_lives = default_max_lives(config)
         elif config.sweep.strategy == "capacity":  # every K once, then probes chosen as it goes
-            from .run import capacity_sweep
+            from .run.strategies import capacity_sweep
 
             print(capacity_sweep.describe(config))
             lives = [life for life in lives if life.repeat == 0]
@@ -244,7 +244,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_ramp(args: argparse.Namespace) -> int:
-    from .run.ramp import ramp_config
+    from .run.strategies.ramp import ramp_config
 
     if args.config or args.serve_cmd:
         config = _config(Path(args.config) if args.config else None, args)
@@ -297,8 +297,8 @@ def _rates(text: str) -> list[float]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .run.finalize import finalize
-    from .run.steps import Steps
+    from .run.verdict.finalize import finalize
+    from .run.verdict.steps import Steps
 
     steps = Steps(verbose=args.verbose)
     # the folder may be anyone's: its spread goes into this user's ledger only when asked (a sweep's own finalize does)
@@ -349,7 +349,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_locustfile(args: argparse.Namespace) -> int:
-    from .run.load import DEFAULT_LOCUSTFILE
+    from .run.life.load import DEFAULT_LOCUSTFILE
 
     print(DEFAULT_LOCUSTFILE)
     return 0
@@ -477,10 +477,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from .contracts.paths import OutsideFolder
-    from .run.package_files import PackageFileError, check_package_files
-    from .run.placement import PlacementError
-    from .run.preflight import PreflightError
-    from .run.server import ServerError
+    from .run.life.package_files import PackageFileError, check_package_files
+    from .run.life.placement import PlacementError
+    from .run.life.preflight import PreflightError
+    from .run.life.server import ServerError
     from .vllm.knob import KnobError
     from .vllm.probe import ProbeError
     from .vllm.spec_keys import SpecKeyError

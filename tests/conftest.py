@@ -116,6 +116,19 @@ def pytest_xdist_make_scheduler(config, log):
     return None
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """pyproject's `-m 'not vllm_cpu and not slow'` deselects a slow test even in a file named on the command line
+    (CI runs them): a run of such a file says why it ran less than the file holds, -q or not."""
+    if "not slow" not in (config.getoption("markexpr", "") or ""):
+        return
+    named = {arg.split("::", 1)[0] for arg in config.args}
+    slow = sorted(path for path in named if path.endswith(".py") and Path(path).is_file()
+                  and "pytest.mark.slow" in Path(path).read_text())
+    if slow:
+        terminalreporter.write_line(f"{', '.join(slow)}: its slow tests were deselected by pyproject's "
+                                    "-m 'not vllm_cpu and not slow'; add -m slow to run them")
+
+
 def niceness(scope: str) -> int:
     if not scope.startswith("tests/e2e/"):
         return 10

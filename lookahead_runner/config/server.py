@@ -115,7 +115,7 @@ class ServerConfig(Strict):
     @classmethod
     def _running_servers_model(cls, data: object) -> object:
         """A running server (url) without a model named: the one it serves, asked once it is reached
-        (run/server_check.with_served_model), never the default name of a server the runner starts."""
+        (run/life/server_check.with_served_model), never the default name of a server the runner starts."""
         if isinstance(data, dict) and data.get("url") and "model" not in data:
             return {**data, "model": ""}
         return data

@@ -2,7 +2,7 @@
 of this host) can neither read nor drive it, that with the sweep's token nobody without the printed address can, and
 that its load and scrapes go to the server the life started, whatever a form says.
 
-Locust's web UI (bound to 127.0.0.1 by the runner: run/load.py) answers without a login and with CORS headers that
+Locust's web UI (bound to 127.0.0.1 by the runner: run/life/load.py) answers without a login and with CORS headers that
 echo any Origin. On it, before any route answers:
 - a request whose Origin is not the web UI's own, or that a browser marks as sent from another site
   (Sec-Fetch-Site; a top-level navigation aside), is refused, and no answer carries CORS headers;

@@ -15,7 +15,7 @@ charts.json) and two CSV downloads (same values), computed in `values` and shown
   and the rows of its arrivals that finished: the offered and achieved rate and the requests outstanding,
   charted beside the server's waiting queue (a chart the page has only when the stages have a rate stage).
 
-In a sweep (``--follow-sweep``: the runner serves every life's web UI on one port, run/load.py live_view_port)
+In a sweep (``--follow-sweep``: the runner serves every life's web UI on one port, run/life/load.py live_view_port)
 the page also loads static/follow_sweep.js: it asks ``lookahead/life.json`` every two seconds which Locust
 answers, says so while none does (the runner is between server lives), and reloads once the next life's
 Locust does, so a tab left open follows the sweep from life to life.

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..config import ConfigError, SweepConfig
 from ..vllm.knob import flag_value, loads_draft_model
-from .launch import environment_reaches_server
+from .life.launch import environment_reaches_server
 
 # huggingface_hub's REPO_ID_REGEX (a name, or namespace/name, each of ASCII word characters, "-" and ".", starting
 # and ending with a word character, at most 96), and validate_repo_id's "--" / ".." / ".git" rules

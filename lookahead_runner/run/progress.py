@@ -46,7 +46,7 @@ class SweepProgress:
         self._variant, self._block_s = "", 0.0
 
     def variant_started(self, variant) -> None:
-        """A workload variant's block starts (life.py); its label is shown beside the stage."""
+        """A workload variant's block starts (life/life.py); its label is shown beside the stage."""
         if self._variant:
             self._block_s += sum(s.duration_s for s in self._now)
         self._variant = variant.label

@@ -9,7 +9,7 @@ stop rule fires at the target concurrency (in most resamples) the larger K are s
 switchable). With load.repeats = "auto", one more repeat of each K the verdict hangs on is added
 (to plan.json) until it is decided past the bar of its look (each round of repeats a look: decision/gates/looks.py) or on a
 tie, or load.max_repeats is reached; then the confirmation life runs
-what the decision recommends (confirm_life.py). A life whose status is `done` is kept by --resume;
+what the decision recommends (strategies/confirm_life.py). A life whose status is `done` is kept by --resume;
 any other life is rerun. The decision itself is made once, at the end, from the files.
 """
 from __future__ import annotations
@@ -22,29 +22,30 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import adaptive_sweep, capacity_sweep, reaper
+from .strategies import adaptive_sweep, capacity_sweep
+from .life import reaper
 from ..runfolder import spread_ledger
 from ..runfolder.plan import PLAN_VERSION, Plan, has_plan, read_plan, write_plan
 from ..config import ResolvedServer, SweepConfig
 from ..decision.engine import auto_repeats_wanted
 from ..runfolder.price import looks_of
-from .cluster_nodes import probe_cluster
-from .confirm_life import run_confirmations, switch_off
-from .early_stop import skip_beyond, stop_k
-from .finalize import decide_all, finalize, write_tables
-from .steps import Steps
-from .rate_verdict import with_rate_verdict
+from .cluster.nodes import probe_cluster
+from .strategies.confirm_life import run_confirmations, switch_off
+from .strategies.early_stop import skip_beyond, stop_k
+from .verdict.finalize import decide_all, finalize, write_tables
+from .verdict.steps import Steps
+from .verdict.rate_verdict import with_rate_verdict
 from ..runfolder.read import read_run
-from .launch import Life, append_to_plan, plan_entry
-from .life_pool import OneAtATime
-from .load import live_view_port, web_url
-from .life import LifeEvents, ended, left_to_run, not_measured, run_server_life
+from .life.launch import Life, append_to_plan, plan_entry
+from .strategies.life_pool import OneAtATime
+from .life.load import live_view_port, web_url
+from .life.life import LifeEvents, ended, left_to_run, not_measured, run_server_life
 from ..config.masking import MissingSecret
-from .placement import Placement, sweep_placement
-from .preflight import PreflightError
-from .preflight_turn import PreflightTurn
+from .life.placement import Placement, sweep_placement
+from .life.preflight import PreflightError
+from .life.preflight_turn import PreflightTurn
 from .progress import SweepProgress
-from .start_failure import may_stop_at_first_start, stop_if_shared
+from .strategies.start_failure import may_stop_at_first_start, stop_if_shared
 from ..vllm.knob import KnobError, Setting, check_flags, check_method, check_raw_mode, knob_flag, resolve_style
 from ..vllm.probe import Capabilities, ProbeError, probe_running_server, run_probe
 from ..vllm.spec_keys import SpecAxis, check_spec_axis, typed_constants
@@ -92,7 +93,7 @@ def check_capabilities(config: SweepConfig, caps: Capabilities) -> None:
 def probe_and_check(config: SweepConfig, server: ResolvedServer, run_dir: Path | None = None,
                     slots=None) -> Capabilities:
     """The probe cached in a resumed run's plan.json, or a fresh one (`--version`, `serve --help=all`); on a Ray
-    cluster (`slots`) it runs on a worker node and every node is compared (cluster_nodes.py)."""
+    cluster (`slots`) it runs on a worker node and every node is compared (cluster/nodes.py)."""
     if run_dir and has_plan(run_dir):
         caps = Capabilities.from_dict(read_plan(run_dir).probe)
         if slots is not None:  # the cluster may have changed since: its nodes must still run the planned vLLM
@@ -162,18 +163,19 @@ def sigterm_as_interrupt():
 @dataclass
 class LifeRunner:
     """Starts each server life of a sweep on the sweep's placement; the life whose turn it is runs the pre-flight
-    (preflight_turn.py: it may re-size Locust; a server that dies first leaves it to the next life)."""
+    (life/preflight_turn.py: it may re-size Locust; a server that dies first leaves it to the next life)."""
 
     config: SweepConfig
     caps: Capabilities
     run_dir: Path
     say: Callable[[str], None]
     events: LifeEvents
-    web_port: int | None  # sweep --web: every life's Locust web UI on this port (load.live_view_port)
+    web_port: int | None  # sweep --web: every life's Locust web UI on this port (life.load.live_view_port)
     preflight: PreflightTurn
     server: ResolvedServer
-    cluster: object | None = None  # cluster.RaySlots with cluster.engine = "ray": lives run there, in parallel
-    first_start_of: int = 0  # the server starts planned, while the first one decides for all (start_failure.py)
+    cluster: object | None = None  # cluster.slots.RaySlots with cluster.engine = "ray": lives run there, in parallel
+    # the server starts planned, while the first one decides for all (strategies/start_failure.py)
+    first_start_of: int = 0
 
     def __call__(self, config: SweepConfig, setting: Setting, repeats: list[int]) -> None:
         try:
@@ -194,8 +196,8 @@ def run_sweep(config: SweepConfig, run_dir: Path, caps: Capabilities, *, server:
               placement: Placement | None = None, slots=None, verbose: bool = False) -> Path:
     """`server`: the server config resolved once at the run's start (cli.py); `slots`: the Ray slots the probe
     ran on (cli.py), else the sweep starts its own where cluster.engine = "ray"; `verbose`: print the time of each
-    step of the decision and report after the last life (run/steps.py)."""
-    placement = placement or sweep_placement(config)  # on a Ray slot: placement.slot_placement
+    step of the decision and report after the last life (run/verdict/steps.py)."""
+    placement = placement or sweep_placement(config)  # on a Ray slot: life.placement.slot_placement
     with nullcontext(slots) if slots is not None else cluster_slots(config, len(plan_lives(config)), say) as slots:
         return _run_sweep(config, run_dir, caps, server, say, early_stop, mode, web, placement, slots, verbose)
 
@@ -207,10 +209,10 @@ def ledger_gear(config: SweepConfig, slots) -> str:
 
 
 def cluster_slots(config: SweepConfig, lives_planned: int, say):
-    """cluster.engine = "ray": Ray and the sweep's slots (cluster.py); local: none."""
+    """cluster.engine = "ray": Ray and the sweep's slots (cluster/start.py); local: none."""
     if config.cluster.engine != "ray":
         return nullcontext(None)
-    from .cluster_start import ray_slots  # Ray loads only for a sweep that runs on it
+    from .cluster.start import ray_slots  # Ray loads only for a sweep that runs on it
 
     return ray_slots(config, lives_planned, say or print)
 
@@ -306,7 +308,8 @@ def blocks_order(variants) -> str:
 
 def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
                            number: dict[str, int], tag) -> None:
-    """The confirmation life of what the decision recommends (confirm_life.py), once the per-K lives are done."""
+    """The confirmation life of what the decision recommends (strategies/confirm_life.py), once the per-K lives are
+    done."""
     if config.decision.confirm == "off":
         switch_off(run_dir, say)
         return
@@ -327,9 +330,9 @@ def confirm_recommendation(config: SweepConfig, caps: Capabilities, run_dir: Pat
 
 def run_adaptively(config: SweepConfig, caps: Capabilities, run_dir: Path, say, progress, run_life,
                    number: dict[str, int], tag, early_stop: bool, capacity: bool = False) -> None:
-    """sweep.strategy = "adaptive": lives chosen on what is measured (adaptive_sweep.py), one at a time here, as many
-    at once as there are free slots on a Ray cluster; "capacity" (`capacity`): the capacity search's probes
-    (capacity_sweep.py)."""
+    """sweep.strategy = "adaptive": lives chosen on what is measured (strategies/adaptive_sweep.py), one at a time
+    here, as many at once as there are free slots on a Ray cluster; "capacity" (`capacity`): the capacity search's probes
+    (strategies/capacity_sweep.py)."""
     def announce(life: Life, stages) -> None:
         if life.key not in number:
             number[life.key] = len(number) + 1
@@ -363,7 +366,7 @@ def add_repeats(config: SweepConfig, caps: Capabilities, run_dir: Path, lives: l
 def run_lives(config: SweepConfig, run_dir: Path, lives: list[Life], tag, say, progress, run_life,
               early_stop: bool) -> None:
     """Every life not done yet, one server life per group; larger K skipped once the stop rule fires. On a Ray
-    cluster the groups run in parallel (cluster.py)."""
+    cluster the groups run in parallel (cluster/slots.py)."""
     cluster = getattr(run_life, "cluster", None)  # a bare callable (tests) runs here
     if cluster is not None:
         cluster.run_groups(config, run_dir, lives, server_lives(lives, config.load.repeat_mode == "same-server"),

@@ -12,7 +12,7 @@ from fault_kit import cli, interrupt, no_traceback, processes_of, start, stop_gr
 
 from lookahead_runner.decision.gates.looks import Looks
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a sweep at 64 users cut, resumed: 108 s; CI runs it
 
 GRID_LIVES = 8  # 4 K x load.repeats = 2
 

@@ -20,7 +20,7 @@ from lookahead_runner.config.slo import parse_slos
 from lookahead_runner.sim.open_loop import capacity_within_slo, holds
 from lookahead_runner.workload.arrivals import ArrivalProcess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # one capacity search of 3 K: 192 s in CI (2026-12-06); CI runs it
 
 SERVER_ARGS = ["--max-num-seqs", "16", "--sim-scenario", "roomy-kv"]
 KS = (0, 2, 4)

@@ -59,6 +59,7 @@ def sweep(tmp_path, endpoint: str):
     return done, run_dir
 
 
+@pytest.mark.slow  # two sweeps of 12-s stages for a verdict each: 75-83 s in CI (2026-12-06); CI runs it
 def test_chat_and_completions_end_in_the_verdicts_of_the_simulators_truth_and_differ(tmp_path):
     truth = {}
     for endpoint in ENDPOINTS:

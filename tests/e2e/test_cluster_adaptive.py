@@ -1,4 +1,4 @@
-"""sweep.strategy = "adaptive" on a local Ray of two GPU slots (run/cluster.py's SlotPool), through the real CLI:
+"""sweep.strategy = "adaptive" on a local Ray of two GPU slots (run/cluster/pool.py's SlotPool), through the real CLI:
 the chooser proposes two lives at once, they overlap in time, each plan.json entry says why it was chosen, the
 verdict is the serial adaptive sweep's on the same config, and the cost has GPU-minutes and wall minutes.
 Skipped where Ray is not installed (pip install '.[test,ray]')."""
@@ -11,7 +11,7 @@ from fault_kit import FINISHED, cli, kill_all, no_traceback, only_run_dir, proce
     write_config
 
 ray = pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
-pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+pytestmark = [pytest.mark.e2e, pytest.mark.ray, pytest.mark.slow]  # a local Ray a test: minutes a file; CI runs it
 
 ADAPTIVE = """
 name = "cluster-adaptive"

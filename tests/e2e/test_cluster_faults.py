@@ -15,7 +15,7 @@ from fault_kit import (FINISHED, cli, in_session, kill_group, no_traceback, only
                        sweep_toml, unique_model, wait_for, write_config)
 
 pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
-pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+pytestmark = [pytest.mark.e2e, pytest.mark.ray, pytest.mark.slow]  # a local Ray a test: minutes a file; CI runs it
 
 GRACE_S = 60   # the slots die with their driver, then each watchdog stops its server (stop_grace_s = 5) and Locust
 

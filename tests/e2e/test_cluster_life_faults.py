@@ -13,10 +13,10 @@ import pytest
 from fault_kit import (FINISHED, faults_at_k, kill_all, kill_group, no_traceback, only_run_dir, processes_of, start,
                        survivors, sweep_toml, unique_model, wait_for, write_config)
 
-from lookahead_runner.run.cluster_queue import handout_order
+from lookahead_runner.run.cluster.queue import handout_order
 
 pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
-pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+pytestmark = [pytest.mark.e2e, pytest.mark.ray, pytest.mark.slow]  # a local Ray a test: minutes a file; CI runs it
 
 TWO_SLOTS = "[cluster]\nengine = \"ray\"\ngpus = 2\n"
 GRACE_S = 60  # a killed slot's watchdog stops its server (stop_grace_s = 5) and Locust, then removes its files

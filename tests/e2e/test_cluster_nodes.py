@@ -1,4 +1,4 @@
-"""One probe for the cluster (run/cluster_nodes.py), through the real CLI on a Ray cluster of this machine's
+"""One probe for the cluster (run/cluster/nodes.py), through the real CLI on a Ray cluster of this machine's
 processes (ray.cluster_utils.Cluster): the head holds no slot, each worker node one GPU slot.
 
 A node's vLLM is what its processes see: the simulator answers `--version` with the vLLM it emulates, which
@@ -11,7 +11,7 @@ import pytest
 from fault_kit import cli, no_traceback, processes_of, sweep_toml, unique_model, write_config
 
 pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
-pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+pytestmark = [pytest.mark.e2e, pytest.mark.ray, pytest.mark.slow]  # a local Ray a test: minutes a file; CI runs it
 
 WORKER_VLLM = "0.10.2"   # a profile of the simulator other than the driver's default
 NODE = {"num_cpus": 1, "num_gpus": 1, "object_store_memory": 100 * 1024 * 1024}

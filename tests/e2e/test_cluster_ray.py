@@ -1,4 +1,4 @@
-"""Server lives in parallel on a local Ray (cluster.engine = "ray", run/cluster.py), through the real CLI.
+"""Server lives in parallel on a local Ray (cluster.engine = "ray", run/cluster/slots.py), through the real CLI.
 
 Ray accepts GPU slots without GPUs (cluster.gpus = 2) and sets CUDA_VISIBLE_DEVICES in each slot; the
 simulator needs none. Each test starts (and its CLI stops) one small Ray: 1 CPU a life, no dashboard.
@@ -14,7 +14,7 @@ from fault_kit import (FINISHED, cli, in_session, kill_all, kill_group, no_trace
                        survivors, unique_model, wait_for, write_config)
 
 pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
-pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+pytestmark = [pytest.mark.e2e, pytest.mark.ray, pytest.mark.slow]  # a local Ray a test: minutes a file; CI runs it
 
 
 def sweep(model: str, cluster: str, stages: str) -> str:

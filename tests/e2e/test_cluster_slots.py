@@ -1,4 +1,4 @@
-"""The sweep's slots counted node by node, and a slot that cannot start (run/cluster_start.py), through the real CLI.
+"""The sweep's slots counted node by node, and a slot that cannot start (run/cluster/start.py), through the real CLI.
 
 Ray accepts GPU slots without GPUs and the simulator needs none. A node "without lookahead-runner" is a Ray node of
 this machine whose processes find a package of that name that fails to import first on their path (PYTHONPATH,
@@ -17,7 +17,7 @@ from fault_kit import (FINISHED, cli, kill_all, no_traceback, only_run_dir, proc
                        sweep_toml, unique_model, wait_for, write_config)
 
 pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
-pytestmark = [pytest.mark.e2e, pytest.mark.ray]
+pytestmark = [pytest.mark.e2e, pytest.mark.ray, pytest.mark.slow]  # a local Ray a test: minutes a file; CI runs it
 
 STORE = 100 * 1024 * 1024
 

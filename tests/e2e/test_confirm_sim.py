@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from fault_kit import processes_of
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a sweep, its confirmation, two resumes: 231 s; CI runs it
 
 SWEEP = """
 name = "confirm"

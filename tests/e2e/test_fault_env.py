@@ -14,7 +14,7 @@ import pytest
 from fault_kit import (FINISHED, cli, kill_all, kill_group, life_line, no_traceback, only_run_dir, processes_of, snapshot,
                        start, status, survivors, sweep_toml, unique_model, wait_for, write_config)
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # five sweeps, each a failing environment: 86 s; CI runs it
 
 ONE_STAGE = ((2, 3),)
 
@@ -184,7 +184,7 @@ def test_disk_full_while_writing_results(tmp_path, small_disk):
 def test_locust_is_stopped_as_soon_as_the_server_is_gone(tmp_path):
     """The mechanism behind "server dies mid-stage": run_locust asks abort() twice a second and stops
     the load group at once (SIGTERM, then SIGKILL) instead of waiting for the stages to end."""
-    from lookahead_runner.run.load import run_locust
+    from lookahead_runner.run.life.load import run_locust
 
     started = time.monotonic()
     result = run_locust([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "locust.log", 120,

@@ -15,7 +15,7 @@ import pytest
 from fault_kit import (FINISHED, FAST, cli, faults_at_k, kill_all, life_line, no_traceback, only_run_dir, snapshot, status,
                        survivors, sweep_toml, unique_model, write_config)
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # 15 lives (9, then 6 resumed): 123 s in CI (2026-12-06); CI runs it
 
 K = [0, 1, 2, 3, 4, 5, 6, 7, 8]
 FAULTS = {

@@ -16,7 +16,7 @@ import pytest
 from fault_kit import (FINISHED, cli, kill_all, kill_group, life_line, no_traceback, only_run_dir, processes_of, snapshot,
                        start, status, survivors, sweep_toml, unique_model, wait_for, write_config)
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # four sweeps cut by signals and resumed: 89 s alone; CI runs it
 
 STAGES = ((2, 4),)  # long enough for the signal (sent once requests.csv exists) to land mid-stage when loaded
 

@@ -45,7 +45,7 @@ if IN_CHILD:
     from locust.env import Environment
 
     from lookahead_runner.contracts.auth import LIVE_TOKEN_ENV, LOAD_KEY_ENV
-    from lookahead_runner.run.load import WEB_HOST, locust_argv
+    from lookahead_runner.run.life.load import WEB_HOST, locust_argv
     from lookahead_runner.contracts.records import SIM_GPU_FILE_ENV, RequestRecord
     from lookahead_runner.live import webui
     from lookahead_runner.workload import scenario

@@ -21,8 +21,8 @@ import pytest
 from fault_kit import stop_group, wait_for
 
 from lookahead_runner.contracts.auth import LIVE_TOKEN_ENV, LOAD_KEY_ENV
-from lookahead_runner.run.load import locust_argv
-from lookahead_runner.run.server import free_port
+from lookahead_runner.run.life.load import locust_argv
+from lookahead_runner.run.life.server import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from fault_kit import stop_group as _stop
 
-from lookahead_runner.run.server import free_port as _free_port
+from lookahead_runner.run.life.server import free_port as _free_port
 
 from lookahead_runner.contracts.records import REQUEST_COLUMNS, STAGE_COLUMNS
 

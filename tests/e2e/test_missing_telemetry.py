@@ -20,7 +20,7 @@ from fault_kit import FAST, cli, kill_all, no_traceback, only_run_dir, survivors
 from lookahead_runner.config import SIM_COMMAND
 from lookahead_runner.decision import Decision
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two sweeps of 2 repeats: 120 s; CI runs it
 
 KV = "vllm:kv_cache_usage_perc"
 ACCEPTANCE = ["vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",

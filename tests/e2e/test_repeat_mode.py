@@ -16,7 +16,7 @@ import pytest
 from fault_kit import FINISHED, processes_of, wait_for
 from test_runner_lives import life_is_loading, start_runner, sweep_toml
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # four sweeps of repeats: 142 s alone; CI runs it
 
 
 def run_sweep(tmp_path, toml):

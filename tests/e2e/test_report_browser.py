@@ -40,7 +40,7 @@ import pandas as pd
 from lookahead_runner.config import SweepConfig
 from lookahead_runner.decision.schema import Decision
 from lookahead_runner.report.render import write_report
-from lookahead_runner.run.finalize import finalize
+from lookahead_runner.run.verdict.finalize import finalize
 from lookahead_runner.contracts.records import REQUEST_COLUMNS
 from lookahead_runner.report.charts import PALETTE
 from lookahead_runner.runfolder.plan import LifeResult, RunRecord, read_plan, read_status

@@ -23,7 +23,7 @@ import pytest
 
 from lookahead_runner.config import SweepConfig
 from lookahead_runner.contracts.records import REQUEST_COLUMNS
-from lookahead_runner.run.finalize import finalize
+from lookahead_runner.run.verdict.finalize import finalize
 from lookahead_runner.vllm.probe import SPEC_METRICS_FLAG
 from test_report_browser import chromium, console_messages, page_requests, run_chromium  # noqa: F401 (a fixture)
 

@@ -147,6 +147,7 @@ def chat_run(tmp_path_factory):
     return swept(tmp_path_factory.mktemp("request-set-chat"), CHAT_SWEEP, chat_set())
 
 
+@pytest.mark.slow  # with the next, a sweep of 15-s stages at 16 users of its own (chat_run); CI runs it
 def test_a_set_of_messages_goes_to_the_chat_endpoint_with_natural_lengths(chat_run):
     """Requests with messages and load.endpoint = "chat": every K sends them to /v1/chat/completions (the
     chat-drafter's chat format accepts 0.85), each ends at its own end of sequence, and a category's own acceptance
@@ -165,6 +166,7 @@ def test_a_set_of_messages_goes_to_the_chat_endpoint_with_natural_lengths(chat_r
         assert table[(category, K)]["acceptance_length"] == pytest.approx(truth(alpha), rel=0.08)
 
 
+@pytest.mark.slow  # a verdict per category: chat_run's 15-s stages at 16 users; CI runs it
 def test_the_verdict_per_category_names_the_one_whose_acceptance_differs_and_the_others_are_within_the_tie_band(
         chat_run):
     """Issue 36: a category is judged by its own per-request speed beside the mix's under one K. Code (accepted
@@ -187,7 +189,7 @@ def test_the_verdict_per_category_names_the_one_whose_acceptance_differs_and_the
 def test_the_report_reads_each_requests_csv_once_and_gives_the_same_request_set_figures(run_dir, monkeypatch):
     """Issue 39: the request set's figures come from the rows read_run read (RunData.requests), so a report reads
     each life's requests once (through its typed copy: not the CSV at all) and says what the sweep said."""
-    from lookahead_runner.run.finalize import finalize
+    from lookahead_runner.run.verdict.finalize import finalize
     from lookahead_runner.runfolder import columns, results
 
     before = json.loads((run_dir / "decision.json").read_text())["request_set"]

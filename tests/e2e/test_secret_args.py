@@ -22,7 +22,7 @@ import pytest
 from fault_kit import (FINISHED, FAST, FAULT_SIM, cli, kill_all, kill_group, life_line, no_traceback, only_run_dir,
                        processes_of, start, status, survivors, sweep_toml, wait_for, write_config)
 from lookahead_runner.config.masking import Secrets
-from lookahead_runner.run.server import ServerError, ServerProcess
+from lookahead_runner.run.life.server import ServerError, ServerProcess
 
 pytestmark = pytest.mark.e2e
 

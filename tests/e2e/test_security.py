@@ -15,7 +15,7 @@ from fault_kit import (FINISHED, cli, faults_at_k, kill_all, life_line, no_trace
                        write_config)
 from lookahead_runner.config import config_from_dict
 from lookahead_runner.config import ResolvedServer
-from lookahead_runner.run.server import RunningServer
+from lookahead_runner.run.life.server import RunningServer
 from lookahead_runner.telemetry.memory import NoMemory
 from lookahead_runner.telemetry.sampler import Sampler
 

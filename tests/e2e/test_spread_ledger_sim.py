@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from fault_kit import cli, write_config
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two adaptive sweeps: 95 s in CI (2026-12-06); CI runs it
 
 CONFIG = """
 name = "ledger"

@@ -10,7 +10,7 @@ import pytest
 from fault_kit import cli, faults_at_k, kill_all, no_traceback, only_run_dir, status, survivors, sweep_toml, \
     unique_model, write_config
 
-from lookahead_runner.run.server import ServerProcess, StartFailed
+from lookahead_runner.run.life.server import ServerProcess, StartFailed
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +66,7 @@ def test_a_first_life_that_cannot_start_stops_a_sweep_of_lives_that_differ_in_k_
 
 def test_a_server_that_dies_later_is_not_blamed_on_an_exception_it_survived(tmp_path):
     """died() reads the end of the log: a traceback logged and survived long before is not the cause."""
-    from lookahead_runner.run.life import DEATH_LOG_LINES, died
+    from lookahead_runner.run.life.life import DEATH_LOG_LINES, died
 
     script = ("import sys; print('Traceback (most recent call last):'); print('  File \"a.py\", line 1'); "
               "print('ValueError: a request it answered 400'); [print(f'INFO step {i}') for i in range(1000)]; "

@@ -34,7 +34,7 @@ import pytest
 from fault_kit import stop_group as _stop
 
 from lookahead_runner.contracts.records import SIM_GPU_FILE_ENV
-from lookahead_runner.run.server import free_port as _free_port
+from lookahead_runner.run.life.server import free_port as _free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ try:
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
-from lookahead_runner.run.package_files import NEEDED, NEEDED_WITH_WEB
+from lookahead_runner.run.life.package_files import NEEDED, NEEDED_WITH_WEB
 
 pytestmark = pytest.mark.e2e
 

@@ -83,6 +83,7 @@ def check_keyed_by_variant(run_dir, labels, lives=("k0/r0", "k4/r0")):
     return decision, html
 
 
+@pytest.mark.slow  # two lives of two 16-s blocks: 86-122 s in CI (2026-12-06); CI runs it
 def test_temperature_variants_end_in_different_verdicts_matching_the_simulator(tmp_path):
     expected = {}
     for temperature, label in ((0.0, "temperature 0"), (1.0, "temperature 1")):
@@ -144,6 +145,7 @@ batch_drop_frac = 0.3
 """
 
 
+@pytest.mark.slow  # five lives and a confirmation: 74-130 s in CI (2026-12-06); CI runs it
 def test_a_variants_schedule_is_confirmed_in_a_life_running_that_variant_alone(tmp_path):
     done, run_dir = sweep(tmp_path, CONFIRM_SWEEP)
     assert done.returncode in (0, 3), done.stdout[-3000:] + done.stderr[-2000:]

@@ -1,8 +1,8 @@
 """Who may import whom (read from the source, nothing imported): the scenario side, the live dashboard
 and the runner side stay apart, so each runs where it belongs (the runner never loads Locust's gevent
 patching; the scenario runs without the runner's telemetry). Imports run down the floors and in no circle,
-every file has a home (no module at the package's top but the commands; decision/ in subpackages), and
-tests/unit mirrors the package's folders."""
+every file has a home (no module at the package's top but the commands; decision/ in subpackages; run/ in rooms
+on floors of their own, its driver at its top), and tests/unit mirrors the package's folders."""
 
 from __future__ import annotations
 
@@ -111,13 +111,14 @@ FLOORS = [
     {"runfolder"},                                    # the run folder's files: plan.json, status.json, summary rows
     {"report", "live", "sim"},                        # the report page, the live dashboard, the simulated vLLM
     {"run"},                                          # the runner side: sweep loop, server lives, Locust, finalize
+                                                      # (its rooms have floors of their own: RUN_FLOORS)
     {"cli", "__main__", "__init__"},                  # the commands
 ]
 FLOOR_OF = {unit: floor for floor, units in enumerate(FLOORS) for unit in units}
 
 
 def _unit(module: str) -> str:
-    """lookahead_runner.run.life -> "run"; lookahead_runner.config -> "config"."""
+    """lookahead_runner.run.life.life -> "run"; lookahead_runner.config -> "config"."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
@@ -219,8 +220,8 @@ def test_the_circle_check_finds_a_circle_and_reads_function_level_imports():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"a"}}) == [["a"]] and _circles({"a": {"b"}, "b": set()}) == []
     graph = _graph()
-    assert "lookahead_runner.run.perfmodel_run" in graph["lookahead_runner.run.finalize"]
-    assert "lookahead_runner.report.render" in graph["lookahead_runner.run.finalize"]  # imported in a function
+    assert "lookahead_runner.run.verdict.perfmodel_run" in graph["lookahead_runner.run.verdict.finalize"]
+    assert "lookahead_runner.report.render" in graph["lookahead_runner.run.verdict.finalize"]  # imported in a function
     assert "lookahead_runner.decision.gates.rules" in graph["lookahead_runner.decision.engine"]  # `from .gates import`
 
 
@@ -247,6 +248,73 @@ def test_decision_is_built_of_subpackages():
     subpackages = sorted(p.name for p in decision.iterdir() if (p / "__init__.py").is_file())
     assert {"cells", "gates", "explanation", "confirmation", "perfmodel"} <= set(subpackages)
     assert all(len(list((decision / name).glob("*.py"))) >= 3 for name in subpackages)  # a group, not a wrapper
+
+
+# run/ keeps at its top the sweep's driver (the loop, its checks before the first life, its progress display); the rest
+# lives in rooms named for their part of the trip, on floors of their own, lowest first: a room imports itself and the
+# rooms on the floors below, never a room above it nor one beside it on its floor (life/ and verdict/ stay apart)
+RUN_TOP = {"__init__", "runner", "before_lives", "progress"}
+RUN_FLOORS = [
+    {"life", "verdict"},   # one server life's parts; the run folder's files -> tables, decision.json, report.html
+    {"strategies"},        # which lives a sweep runs and when it stops: adaptive, capacity, the early stop, confirm
+    {"cluster"},           # cluster.engine = "ray": the slots, the lives on them, their files back
+    {""},                  # run/'s top: the sweep's driver
+]
+RUN_FLOOR_OF = {room: floor for floor, rooms in enumerate(RUN_FLOORS) for room in rooms}
+RUN = "lookahead_runner.run"
+
+
+def _room(module: str) -> str | None:
+    """lookahead_runner.run.life.server -> "life"; lookahead_runner.run.runner -> "" (the top); outside run/ -> None."""
+    if not module.startswith(RUN + "."):
+        return None
+    first = module[len(RUN) + 1:].split(".")[0]
+    return first if (PACKAGE / "run" / first).is_dir() else ""
+
+
+def _room_arrows(graph: dict[str, set[str]]) -> set[tuple[str, str, str, str]]:
+    """(module, its room, the module it imports, that one's room) for every import between two rooms of run/."""
+    return {(source, _room(source), target, _room(target)) for source, targets in graph.items() for target in targets
+            if _room(source) is not None and _room(target) is not None and _room(source) != _room(target)}
+
+
+def _room_arrows_not_down(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{source} ({room or 'top'}, floor {RUN_FLOOR_OF.get(room)}) imports {target} "
+                  f"({to or 'top'}, floor {RUN_FLOOR_OF.get(to)})" for source, room, target, to in _room_arrows(graph)
+                  if room not in RUN_FLOOR_OF or to not in RUN_FLOOR_OF or RUN_FLOOR_OF[to] >= RUN_FLOOR_OF[room])
+
+
+def test_run_keeps_its_driver_at_the_top_and_the_rest_in_rooms():
+    run = PACKAGE / "run"
+    top = {path.stem for path in run.glob("*.py")}
+    assert top <= RUN_TOP, f"put {sorted(top - RUN_TOP)} in a room of run/"
+    rooms = {path.name for path in run.iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert rooms == set(RUN_FLOOR_OF) - {""}, "give each room of run/ a floor in RUN_FLOORS"
+    for room in rooms:  # each says its part of the trip, and holds a group, not a wrapper
+        assert ast.get_docstring(ast.parse((run / room / "__init__.py").read_text(encoding="utf-8"))), room
+        assert len(list((run / room).glob("*.py"))) >= 3, room
+
+
+def test_no_import_runs_back_up_runs_rooms_nor_across_a_floor():
+    assert _room_arrows_not_down(_graph()) == []
+
+
+def test_the_room_check_reads_the_real_arrows_and_flags_one_up_or_across():
+    arrows = {(room, to) for _, room, _, to in _room_arrows(_graph())}
+    assert {("cluster", "life"), ("cluster", "strategies"), ("strategies", "verdict"), ("", "cluster")} <= arrows
+    assert ("lookahead_runner.run.cluster.worker_life", "cluster", "lookahead_runner.run.life.reaper", "life") in \
+        _room_arrows(_graph())  # `from ..life import reaper`
+    up = {f"{RUN}.life.load": {f"{RUN}.cluster.pool"}, f"{RUN}.verdict.finalize": {f"{RUN}.life.life"},
+          f"{RUN}.strategies.ramp": {f"{RUN}.runner", f"{RUN}.life.launch"}}
+    assert [line.split(" imports ")[1].split(" (")[0] for line in _room_arrows_not_down(up)] == [
+        f"{RUN}.cluster.pool", f"{RUN}.runner", f"{RUN}.life.life"]  # up two floors, up to the top, across
+
+
+def test_runs_rooms_form_no_circle():
+    rooms: dict[str, set[str]] = {}
+    for _, room, _, to in _room_arrows(_graph()):
+        rooms.setdefault(room, set()).add(to)
+    assert _circles(rooms) == []
 
 
 def test_unit_tests_mirror_the_package_folders():

@@ -13,7 +13,7 @@ import pytest
 
 from lookahead_runner.config import ResolvedServer, load_config
 from lookahead_runner.examples import find, write
-from lookahead_runner.run.launch import render_argv
+from lookahead_runner.run.life.launch import render_argv
 from lookahead_runner.run.runner import check_capabilities, plan_lives
 from lookahead_runner.vllm.knob import loads_draft_model
 from lookahead_runner.vllm.probe import run_probe

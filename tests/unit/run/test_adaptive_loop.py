@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 from unit.synthetic import window
 
-from lookahead_runner.run import adaptive_sweep
-from lookahead_runner.run.life_pool import OneAtATime
+from lookahead_runner.run.strategies import adaptive_sweep
+from lookahead_runner.run.strategies.life_pool import OneAtATime
 from lookahead_runner.runfolder import results
 from lookahead_runner.decision.adaptive import ModelView, Prediction
 from lookahead_runner.config import config_from_dict
@@ -223,7 +223,7 @@ def test_the_loops_own_bound_waits_for_the_lives_in_flight(tmp_path, monkeypatch
 def test_the_capacity_loops_own_bound_waits_for_the_last_probe(tmp_path, monkeypatch):
     """The capacity search's counterpart: a chooser that never stops, and the probe running at the bound ends."""
     from lookahead_runner.decision.capacity.search import Probe
-    from lookahead_runner.run import capacity_sweep
+    from lookahead_runner.run.strategies import capacity_sweep
 
     config = config_from_dict({
         "speculation": {"k": [0, 4]}, "sweep": {"strategy": "capacity"},

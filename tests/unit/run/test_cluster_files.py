@@ -1,4 +1,4 @@
-"""A life's files from a Ray slot into the run folder (run/cluster_files.py): packed on the node, pulled a chunk at
+"""A life's files from a Ray slot into the run folder (run/cluster/files.py): packed on the node, pulled a chunk at
 a time, unpacked whole or not at all."""
 import io
 import random
@@ -6,8 +6,8 @@ import tarfile
 
 import pytest
 
-from lookahead_runner.run import cluster_files
-from lookahead_runner.run.cluster_files import CHUNK_BYTES, pack, read_chunk, receive
+from lookahead_runner.run.cluster import files as cluster_files
+from lookahead_runner.run.cluster.files import CHUNK_BYTES, pack, read_chunk, receive
 
 
 def unpack(archive, run_dir, life_dirs):

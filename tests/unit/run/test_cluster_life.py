@@ -1,15 +1,16 @@
-"""A life on a Ray slot (run/cluster_life.py): its scratch folder on the node, listed with the slot's watchdog, its
+"""A life on a Ray slot (run/cluster/worker_life.py): its scratch folder on the node, listed with the slot's watchdog, its
 archive pulled a chunk at a time, and gone once the driver has it."""
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.run import cluster_life, reaper
-from lookahead_runner.run.cluster_files import CHUNK_BYTES
-from lookahead_runner.run.cluster_life import LifeOrder, SlotWorker, Where
-from lookahead_runner.run.placement import slot_placement
-from lookahead_runner.run.preflight_turn import PreflightTurn
+from lookahead_runner.run.cluster import worker_life as cluster_life
+from lookahead_runner.run.life import reaper
+from lookahead_runner.run.cluster.files import CHUNK_BYTES
+from lookahead_runner.run.cluster.worker_life import LifeOrder, SlotWorker, Where
+from lookahead_runner.run.life.placement import slot_placement
+from lookahead_runner.run.life.preflight_turn import PreflightTurn
 from lookahead_runner.runfolder import results
 from lookahead_runner.runfolder.plan import write_status
 from lookahead_runner.vllm.knob import Setting

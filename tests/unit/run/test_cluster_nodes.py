@@ -1,10 +1,10 @@
-"""A cluster's nodes compared before any life (run/cluster_nodes.py): the pure parts and the NVML facts."""
+"""A cluster's nodes compared before any life (run/cluster/nodes.py): the pure parts and the NVML facts."""
 from types import SimpleNamespace
 
 import pytest
 
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.run.cluster_nodes import (NodeFacts, _gpus, cause_line, differences, model_paths, unreadable,
+from lookahead_runner.run.cluster.nodes import (NodeFacts, _gpus, cause_line, differences, model_paths, unreadable,
                                                with_node_versions)
 
 A = NodeFacts("10.0.0.1/aaaaaaaa", "0.32.0", ("NVIDIA H100 80GB HBM3",), "550.54.15")

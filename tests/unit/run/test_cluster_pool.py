@@ -1,4 +1,4 @@
-"""Lives on Ray slots (run/cluster_pool.py), with Ray's calls answered in this process: each slot's life runs at once
+"""Lives on Ray slots (run/cluster/pool.py), with Ray's calls answered in this process: each slot's life runs at once
 through cluster_life.run_here (its server life stubbed), or its actor fails as Ray says it does."""
 import tempfile
 from dataclasses import dataclass
@@ -10,14 +10,15 @@ import pytest
 ray = pytest.importorskip("ray", reason="the pool waits on Ray: pip install 'lookahead-runner[ray]'")
 
 from lookahead_runner.config import config_from_dict  # noqa: E402
-from lookahead_runner.run import cluster_life, cluster_pool, preflight_turn  # noqa: E402
-from lookahead_runner.run.cluster import RaySlots  # noqa: E402
-from lookahead_runner.run.cluster_files import read_chunk  # noqa: E402
-from lookahead_runner.run.cluster_life import Where, run_here  # noqa: E402
-from lookahead_runner.run.cluster_pool import ClusterError, Slot, SlotPool  # noqa: E402
-from lookahead_runner.run.launch import Life  # noqa: E402
-from lookahead_runner.run.placement import slot_placement  # noqa: E402
-from lookahead_runner.run.preflight_turn import PreflightTurn  # noqa: E402
+from lookahead_runner.run.cluster import pool as cluster_pool, worker_life as cluster_life  # noqa: E402
+from lookahead_runner.run.life import preflight_turn  # noqa: E402
+from lookahead_runner.run.cluster.slots import RaySlots  # noqa: E402
+from lookahead_runner.run.cluster.files import read_chunk  # noqa: E402
+from lookahead_runner.run.cluster.worker_life import Where, run_here  # noqa: E402
+from lookahead_runner.run.cluster.pool import ClusterError, Slot, SlotPool  # noqa: E402
+from lookahead_runner.run.life.launch import Life  # noqa: E402
+from lookahead_runner.run.life.placement import slot_placement  # noqa: E402
+from lookahead_runner.run.life.preflight_turn import PreflightTurn  # noqa: E402
 from lookahead_runner.runfolder import results  # noqa: E402
 from lookahead_runner.runfolder.plan import read_status, write_status  # noqa: E402
 from lookahead_runner.vllm.knob import Setting  # noqa: E402

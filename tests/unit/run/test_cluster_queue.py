@@ -1,14 +1,14 @@
-"""Lives handed to Ray slots so that K and GPU are not confounded (run/cluster_queue.py), and the GPUs a slot
-names (run/cluster_life.py)."""
+"""Lives handed to Ray slots so that K and GPU are not confounded (run/cluster/queue.py), and the GPUs a slot
+names (run/cluster/worker_life.py)."""
 from types import SimpleNamespace
 
 import pytest
 
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.run.cluster import RaySlots
-from lookahead_runner.run.cluster_life import Where, gpus_here
-from lookahead_runner.run.cluster_pool import Slot
-from lookahead_runner.run.cluster_queue import handout_order, next_for
+from lookahead_runner.run.cluster.slots import RaySlots
+from lookahead_runner.run.cluster.worker_life import Where, gpus_here
+from lookahead_runner.run.cluster.pool import Slot
+from lookahead_runner.run.cluster.queue import handout_order, next_for
 
 # server lives as (K, repeat), in the plan's order: K ascending, repeats innermost
 PLAN = [(k, r) for k in (0, 2, 4) for r in range(3)]

@@ -1,4 +1,4 @@
-"""The slots a Ray cluster holds, counted node by node (run/cluster_start.py): a life's GPUs and CPUs are all on
+"""The slots a Ray cluster holds, counted node by node (run/cluster/start.py): a life's GPUs and CPUs are all on
 one node; Ray stopped once, beside the report or on the way out."""
 import sys
 import threading
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lookahead_runner.run.cluster_start import lives_on, no_fit_line, ray_slots, slots_on
+from lookahead_runner.run.cluster.start import lives_on, no_fit_line, ray_slots, slots_on
 
 
 @pytest.mark.parametrize("resources, gpus, cpus, slots", [

@@ -1,9 +1,9 @@
-"""Which GPUs each life ran on, read from the run folder's statuses (run/finalize.gpu_spread)."""
+"""Which GPUs each life ran on, read from the run folder's statuses (run/verdict/finalize.gpu_spread)."""
 from types import SimpleNamespace
 
 import pandas as pd
 
-from lookahead_runner.run.finalize import gpu_spread
+from lookahead_runner.run.verdict.finalize import gpu_spread
 from lookahead_runner.runfolder.plan import LifeStatus
 
 

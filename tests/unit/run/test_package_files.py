@@ -1,4 +1,4 @@
-"""The start-up check of the package's own files (run/package_files.py): a damaged install is refused with one
+"""The start-up check of the package's own files (run/life/package_files.py): a damaged install is refused with one
 line and exit 2 before anything starts, and `lookahead-runner locustfile` prints the locustfile the runner uses."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from lookahead_runner import cli
-from lookahead_runner.run import load, package_files
-from lookahead_runner.run.package_files import NEEDED, NEEDED_WITH_WEB, PackageFileError, check_package_files
+from lookahead_runner.run.life import load, package_files
+from lookahead_runner.run.life.package_files import NEEDED, NEEDED_WITH_WEB, PackageFileError, check_package_files
 
 EVERY_FILE = NEEDED | NEEDED_WITH_WEB
 

@@ -1,4 +1,4 @@
-"""The performance model's fit kept in the run folder under its inputs' hash (run/perfmodel_run.py
+"""The performance model's fit kept in the run folder under its inputs' hash (run/verdict/perfmodel_run.py
 FolderFitStore): the same inputs read back, not fitted again (a report that changed only thresholds); other
 windows, another seed or a damaged file: fitted again."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from unit.perfmodel_world import SHAPE, World
 
 from lookahead_runner.decision.perfmodel import model as model_module
 from lookahead_runner.decision.perfmodel.model import fit_performance_model
-from lookahead_runner.run.perfmodel_run import FolderFitStore
+from lookahead_runner.run.verdict.perfmodel_run import FolderFitStore
 
 WORLD = World()
 

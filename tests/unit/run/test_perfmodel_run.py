@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lookahead_runner.run.perfmodel_run import life_positions, max_num_seqs
+from lookahead_runner.run.verdict.perfmodel_run import life_positions, max_num_seqs
 
 
 def write_life(folder, drafts, per_position):

@@ -8,11 +8,11 @@ import pytest
 from lookahead_runner.config import ConfigError, config_from_dict
 from lookahead_runner.contracts.cpus import format_cpus, parse_cpus
 from lookahead_runner.runfolder.lag_advice import lag_reason
-from lookahead_runner.run.placement import (Placement, PlacementError, plan_placement, processes_for,
+from lookahead_runner.run.life.placement import (Placement, PlacementError, plan_placement, processes_for,
                                            slot_placement)
 from lookahead_runner.runfolder.lag_advice import advice_for
 from lookahead_runner.vllm.cpu_binding import OMP_BIND_ENV, omp_bind_cpus
-from lookahead_runner.run.preflight import LoadedFigures, loaded_figures, resized
+from lookahead_runner.run.life.preflight import LoadedFigures, loaded_figures, resized
 from lookahead_runner.runfolder.preflight import PlacementRecord
 
 

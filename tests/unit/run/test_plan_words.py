@@ -4,9 +4,9 @@ with where it comes from; and the warnings of run/before_lives.py."""
 import pytest
 
 from lookahead_runner.config import ConfigError, config_from_dict
-from lookahead_runner.run.adaptive_sweep import ModelView, describe
+from lookahead_runner.run.strategies.adaptive_sweep import ModelView, describe
 from lookahead_runner.run.before_lives import cache_entry, check_models, hub_cache, is_hub_name, slo_warning
-from lookahead_runner.run.placement import plan_placement
+from lookahead_runner.run.life.placement import plan_placement
 
 
 def test_processes_for_rate_stages_are_planned_for_requests_in_flight():

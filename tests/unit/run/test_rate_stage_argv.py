@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.run.load import locust_argv
-from lookahead_runner.run.preflight import in_flight, preflight_stage
+from lookahead_runner.run.life.load import locust_argv
+from lookahead_runner.run.life.preflight import in_flight, preflight_stage
 from lookahead_runner.workload.stages import parse_stages
 
 
@@ -49,7 +49,7 @@ def test_rate_stages_only_preflight_at_the_highest_rate():
 
 
 def test_each_change_of_kind_gives_locust_time_to_drain_before_the_life_kills_it():
-    from lookahead_runner.run.load import locust_deadline_s
+    from lookahead_runner.run.life.load import locust_deadline_s
     from lookahead_runner.workload.stages import DRAIN_GRACE_S
 
     users_only = _config([{"users": 2, "duration_s": 10}, {"users": 4, "duration_s": 10}], request_timeout_s=30)

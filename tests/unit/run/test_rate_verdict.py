@@ -1,13 +1,13 @@
 """Both targets given (decision.target_users and decision.target_rate): both verdicts in the headline, the status
 and the exit code the least settled of the two, the users K recommended where it also passes every gate at the
-rate, else the rate's K with what the users K misses there (run/rate_verdict.py)."""
+rate, else the rate's K with what the users K misses there (run/verdict/rate_verdict.py)."""
 from __future__ import annotations
 
 import pytest
 
 from lookahead_runner.cli import EXIT_NOT_DECIDED, exit_code
 from lookahead_runner.decision.schema import Candidate, Check, Decision, Recommended
-from lookahead_runner.run.rate_verdict import combined
+from lookahead_runner.run.verdict.rate_verdict import combined
 
 USERS = Decision(status="decided", verdict="Set K=8 at 64 users: +40% req/s.", target_users=64,
                  recommended=Recommended(k=8, setting="k8", argv=["serve", "8"]), leading_k=8)
@@ -54,7 +54,7 @@ def test_the_least_settled_verdict_sets_the_status_and_the_exit_code(rate_status
 
 def test_only_a_capacity_searchs_one_rate_stage_life_is_a_probe_that_may_end_early():
     from lookahead_runner.config import config_from_dict
-    from lookahead_runner.run.probe_watch import is_probe, probe_watch
+    from lookahead_runner.run.life.probe_watch import is_probe, probe_watch
 
     def config(strategy, stages):
         return config_from_dict({"sweep": {"strategy": strategy}, "decision": {"slo": {"ttft_p99_ms": 500}},
@@ -70,7 +70,7 @@ def test_the_capacity_table_and_the_gates_at_the_rate_are_held_together_at_the_r
     # issue 46: a capacity bracket is of offered rates; configured at 20 req/s the windows offered 18.2, which K=0's
     # capacity holds, as its gates there say: no disagreement to report
     from lookahead_runner.decision.schema import Capacity, Range
-    from lookahead_runner.run.rate_verdict import _with_capacity
+    from lookahead_runner.run.verdict.rate_verdict import _with_capacity
 
     row = Capacity(k=0, rate=18.8, rate_range=Range(low=18.2, high=19.5), rate_bracket=[18.2, 19.5],
                    rate_text="18.8 req/s [18.2, 19.5]")

@@ -1,7 +1,7 @@
-"""The watchdog's protocol (run/reaper.py): what a runner or a Ray slot lists is cleaned up when it ends."""
+"""The watchdog's protocol (run/life/reaper.py): what a runner or a Ray slot lists is cleaned up when it ends."""
 import io
 
-from lookahead_runner.run import reaper
+from lookahead_runner.run.life import reaper
 
 
 def test_folders_a_slot_listed_are_removed_when_its_process_ends(tmp_path, monkeypatch):

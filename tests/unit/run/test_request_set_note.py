@@ -3,7 +3,7 @@ decision.json's diagnoses (the report's), never a key dropped without a word."""
 import json
 
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.run.request_set_run import request_set_note
+from lookahead_runner.run.verdict.request_set_run import request_set_note
 
 
 def test_the_note_names_the_format_the_ignored_keys_and_a_fixed_length_that_overrides_the_sets(tmp_path):

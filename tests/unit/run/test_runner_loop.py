@@ -2,9 +2,10 @@
 from types import SimpleNamespace
 
 from lookahead_runner.runfolder import results
-from lookahead_runner.run import early_stop, runner
+from lookahead_runner.run import runner
+from lookahead_runner.run.strategies import early_stop
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.run.launch import Life
+from lookahead_runner.run.life.launch import Life
 from lookahead_runner.runfolder.plan import life_state, write_status
 from lookahead_runner.vllm.knob import Setting
 

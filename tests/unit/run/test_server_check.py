@@ -4,7 +4,7 @@ it serves, never the default name of a server the runner starts."""
 import pytest
 
 from lookahead_runner.config import ConfigError, config_from_dict
-from lookahead_runner.run.server_check import refusal
+from lookahead_runner.run.life.server_check import refusal
 
 NOT_SERVED = "The model `sim/llama-3-8b` does not exist. Valid aliases: tiny-target."
 
@@ -62,8 +62,8 @@ def test_a_models_answer_without_a_model_id_is_one_line_with_the_fix(body):
     import threading
 
     from lookahead_runner.config import ResolvedServer
-    from lookahead_runner.run.preflight import PreflightError
-    from lookahead_runner.run.server_check import served_models, with_served_model
+    from lookahead_runner.run.life.preflight import PreflightError
+    from lookahead_runner.run.life.server_check import served_models, with_served_model
 
     class Answer(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -96,8 +96,8 @@ def test_a_server_that_cuts_its_answer_short_leaves_the_run_to_the_loads_own_rec
     import socket
     import threading
 
-    from lookahead_runner.run.life import answers as still_answers, warm_up
-    from lookahead_runner.run.server_check import check_workload, served_models
+    from lookahead_runner.run.life.life import answers as still_answers, warm_up
+    from lookahead_runner.run.life.server_check import check_workload, served_models
 
     answers = [b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
                b"40\r\ndata: {\"choices\": [", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"data\": [",

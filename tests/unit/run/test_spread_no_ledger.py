@@ -1,5 +1,5 @@
 """--no-ledger on a resumed run, and plan.json's restart_spread read as one line when it is not what this version
-writes (runfolder/spread_ledger.py LedgerUse, run/finalize.py remember_spread, cli.py)."""
+writes (runfolder/spread_ledger.py LedgerUse, run/verdict/finalize.py remember_spread, cli.py)."""
 import json
 from types import SimpleNamespace
 
@@ -8,7 +8,7 @@ import pytest
 from lookahead_runner import cli
 from lookahead_runner.config import config_from_dict
 from lookahead_runner.decision.schema import RestartSpread
-from lookahead_runner.run.finalize import remember_spread
+from lookahead_runner.run.verdict.finalize import remember_spread
 from lookahead_runner.runfolder import results, spread_ledger
 from lookahead_runner.runfolder.plan import Plan, RunDirError, read_plan, write_plan
 

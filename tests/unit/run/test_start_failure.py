@@ -1,13 +1,13 @@
-"""When the first server life's failed start decides for the whole sweep (run/start_failure.py)."""
+"""When the first server life's failed start decides for the whole sweep (run/strategies/start_failure.py)."""
 from __future__ import annotations
 
 import pytest
 
 from lookahead_runner.config import config_from_dict
-from lookahead_runner.run.launch import Life
-from lookahead_runner.run.life import Outcome
+from lookahead_runner.run.life.launch import Life
+from lookahead_runner.run.life.life import Outcome
 from lookahead_runner.run.runner import plan_lives
-from lookahead_runner.run.start_failure import SharedStartFailure, may_stop_at_first_start, stop_if_shared
+from lookahead_runner.run.strategies.start_failure import SharedStartFailure, may_stop_at_first_start, stop_if_shared
 from lookahead_runner.runfolder import results
 from lookahead_runner.runfolder.plan import write_status
 

@@ -1,12 +1,12 @@
-"""run/steps.py: finalize's steps timed; a progress line only for a step still running after a second; each
+"""run/verdict/steps.py: finalize's steps timed; a progress line only for a step still running after a second; each
 step's time printed with --verbose."""
 import io
 import time
 
 from rich.console import Console
 
-from lookahead_runner.run import steps as steps_module
-from lookahead_runner.run.steps import Steps
+from lookahead_runner.run.verdict import steps as steps_module
+from lookahead_runner.run.verdict.steps import Steps
 
 
 def terminal() -> tuple[Console, io.StringIO]:

@@ -12,7 +12,7 @@ import pytest
 
 from lookahead_runner.config import ConfigError, config_from_dict
 from lookahead_runner.contracts.auth import LIVE_TOKEN_ENV
-from lookahead_runner.run.load import WEB_HOST, live_env, live_port_now, live_view_port, locust_argv, web_url
+from lookahead_runner.run.life.load import WEB_HOST, live_env, live_port_now, live_view_port, locust_argv, web_url
 
 LOAD = SimpleNamespace(stages=[SimpleNamespace(users=2, duration_s=5.0)], prompt_tokens=32, output_tokens=16,
                        temperature=0.0, request_timeout_s=30.0, processes=1, locust_extra_args=[])

@@ -1,0 +1,165 @@
+"""The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (decision/adaptive.py) for as many lives
+as the pool (life_pool.py) has free slots, write them to plan.json, start them as real server lives (same
+readiness and memory rules as the grid), and ask again each time one ends, the lives in flight counted, until
+the chooser stops with none in flight; the stop and its reason go to plan.json's "adaptive". Here the pool runs
+one life at a time; on a Ray cluster one per slot, in parallel.
+
+plan.json starts with no lives; each life chosen is appended before it starts (with the stages it runs
+when it runs a subset, and why it was chosen), so --resume reruns a life cut half-way with the same stages
+(the lives cut on a cluster in parallel again), keeps every life done, and the chooser carries on from the
+windows measured: the same evidence gives the same next choice. The decision is made at the end by the
+decision engine on the measured windows, as for the grid; the model (when there is a trusted one) only chooses
+what to measure.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from collections import Counter
+
+from ...decision.adaptive import (Budget, Choice, ModelView, Prediction, Spent, choose_batch, first_k, standing_of,
+                                 valid_lives)
+from ...config import ResolvedServer, SweepConfig
+from ...runfolder.cost import grid_lives, life_costs
+from ...runfolder.price import default_max_lives, looks_of
+from ...runfolder.read import read_run
+from ..verdict.finalize import write_tables
+from ..life.launch import Life, append_to_plan
+from .life_pool import LifePool, drain
+from ..verdict.perfmodel_run import fit_run
+from ...runfolder.plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
+from ...vllm.knob import Setting
+from ...vllm.probe import Capabilities
+
+MIN_LEADER_LIVES = 2
+
+
+def start_plan(plan: Plan) -> Plan:
+    """An adaptive plan.json: no lives yet (they are chosen one at a time), the stop not reached."""
+    return plan.model_copy(update={"lives": [], "adaptive": AdaptiveState()})
+
+
+def describe(config: SweepConfig, model: ModelView, slots: int | None = 1) -> str:
+    """What an adaptive sweep will do, for --dry-run and its first line (`slots`: lives it can run at once; None: a
+    Ray cluster's, not counted yet)."""
+    ks = sorted(config.speculation.k)
+    k, why = first_k(ks, model)
+    minutes = (f", at most {config.sweep.max_server_minutes:g} server-minutes" if config.sweep.max_server_minutes
+               else "")
+    pace = ("as many lives at once as the Ray cluster has slots" if slots is None else "one life at a time"
+            if slots <= 1 else f"up to {slots} lives at once (one per Ray slot)")
+    chosen = (" (no sweep.strategy given, on a server whose restart spread is unknown: one repeated life measures "
+              "it, then every K measured once borrows it)" if config.adaptive_by_default else "")
+    bound = ("sweep.max_lives" if config.sweep.max_lives else
+             f"{len(ks)} K x {max(2, config.load.planned_repeats)}, sweep.max_lives to change it")
+    return (f"adaptive sweep{chosen}: the baseline K={ks[0]} and {why}, then {pace} where the verdict at "
+            f"{config.target_users} users is least sure, until it is decided (at most {default_max_lives(config)} "
+            f"server lives: {bound}{minutes}; sweep.strategy = \"grid\" would run {grid_lives(config)[0]}: each K x "
+            "load.repeats)")
+
+
+def model_view(data, config: SweepConfig) -> ModelView:
+    """The performance model (decision/perfmodel/model.py) fitted on the run so far, as the chooser sees it."""
+    if data is None or len(data.evidence().ks) < 2:
+        return ModelView(why_not="fewer than two K measured")
+    return view_of(fit_run(data.run_dir, data), config)
+
+
+def view_of(model, config: SweepConfig) -> ModelView:
+    """A fitted `PerformanceModel` as the chooser sees it: its objective at the target for every planned K (and
+    its best K at decision.production_users), or why it drives nothing."""
+    objective = config.decision.objective
+    if objective not in PREDICTED:
+        return ModelView(why_not=f"the model does not predict decision.objective = {objective!r}")
+    if not model.trusted:
+        reason = model.trust_reason
+        return ModelView(why_not=f"the performance model is {reason}" if reason.startswith("not trusted")
+                         else f"the performance model is not trusted: {reason}")
+    field = PREDICTED[objective]
+    predicted = {k: model.predict(k, config.target_users) for k in config.speculation.k}
+    production = config.decision.production_users
+    return ModelView(True, {k: Prediction(getattr(p, field), getattr(p, f"{field}_low"), getattr(p, f"{field}_high"),
+                                          p.preempting) for k, p in predicted.items()}, "",
+                     model.best_k_at(production, config.speculation.k)[0] if production else None)
+
+
+PREDICTED = {"req_per_s": "requests_per_s", "output_tok_per_s": "output_tokens_per_s"}
+
+
+def stages_of(config: SweepConfig, users: list[int] | None) -> SweepConfig:
+    """The config a life runs: every stage, or the ones listed in its plan entry."""
+    if not users:
+        return config
+    stages = [stage for stage in config.load.stages if stage.is_rate or stage.users in users]
+    return config.model_copy(update={"load": config.load.model_copy(update={"stages": stages})})
+
+
+def spent_so_far(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus], valid: dict[int, int],
+                 in_flight: list[Life] = ()) -> Spent:
+    """The lives ended (from their status.json), and those in flight per K."""
+    costs = [c for c in life_costs(plan_lives, statuses) if not c.confirm]
+    lives: dict[int, int] = {}
+    for c in costs:
+        lives[c.k] = lives.get(c.k, 0) + 1
+    seconds = [c.start_s + c.measure_s for c in costs]
+    return Spent(lives, valid, sum(seconds), sum(seconds) / len(seconds) if seconds else 0.0,
+                 dict(Counter(life.setting.k for life in in_flight)))
+
+
+def next_life(plan_lives: list[PlannedLife], config: SweepConfig, k: int) -> Life:
+    """K's next repeat number in this run."""
+    repeats = [l.repeat for l in plan_lives if l.k == k and not l.confirms]
+    return Life(Setting(k, config.speculation.raw_lookahead_slots), max(repeats) + 1 if repeats else 0)
+
+
+def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, pool: LifePool, server: ResolvedServer,
+                 early_stop: bool = True, announce=lambda life, stages: None) -> Choice:
+    """Choose and run lives until the chooser stops with none in flight; returns its last choice (the stop and why).
+
+    `pool` runs the lives (a life done earlier is kept); `announce(life, stages)` tells the progress display a
+    life is coming."""
+    budget = Budget(default_max_lives(config),
+                    config.sweep.max_server_minutes * 60 if config.sweep.max_server_minutes else None)
+    ks, target, looks = sorted(config.speculation.k), config.target_users, looks_of(config)
+    for entry in read_plan(run_dir).sweep_lives():  # a resumed run: the lives chosen before, on every free slot
+        life = Life(Setting(entry.k, config.speculation.raw_lookahead_slots), entry.repeat)
+        announce(life, stages_of(config, entry.stages).load.stages)
+        while not pool.free():
+            pool.wait()
+        pool.submit(stages_of(config, entry.stages), life)
+    said_model = None
+    # bounded: each round starts a life or waits for one to end, and the budget stops the lives first
+    for _ in range(2 * (budget.max_lives + len(ks) * MIN_LEADER_LIVES) + 1):
+        data = read_run(run_dir)
+        evidence = data.evidence()
+        model = model_view(data, config)
+        if said_model != model.trusted:  # at the start, and whenever the model's trust changes
+            say("adaptive: the performance model is trusted: it chooses which K not run yet could be the best" if
+                model.trusted else f"adaptive: {model.why_not}: a K not run yet is run when it lies between the K "
+                "measured around the leader (the objective taken to rise, then fall with K), in grid order")
+            said_model = model.trusted
+        spent = spent_so_far(data.plan.sweep_lives(), data.statuses, valid_lives(evidence, target), pool.in_flight())
+        batch = choose_batch(pool.free(), ks, standing_of(evidence, config.decision, early_stop, looks), spent, model,
+                             budget, config.load.max_repeats, MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
+        if len(batch.lives) > 1:
+            say(f"adaptive: {len(batch.lives)} lives at once on {pool.slots} slots")
+        for choice in batch.lives:
+            life = next_life(read_plan(run_dir).sweep_lives(), config, choice.k)
+            users = None if choice.all_stages else [target]
+            append_to_plan(config, caps, run_dir, [life], server, stages=users, chosen=choice.why,
+                           model_trust="trusted" if model.trusted else model.why_not, purpose=choice.purpose)
+            say(f"adaptive: next {life.key}: {choice.why}")
+            announce(life, stages_of(config, users).load.stages)
+            pool.submit(stages_of(config, users), life)
+        if pool.in_flight():
+            pool.wait()  # its windows may change the next choice, or a stop
+        elif batch.ends_sweep:
+            choice = batch.reason
+            break
+    else:
+        choice = Choice(None, why="the loop's own bound was reached", stop="budget")
+    drain(pool)  # the bound may leave a life running
+    record_adaptive_stop(run_dir, choice.why, choice.stop)
+    write_tables(run_dir)
+    say(f"adaptive: stopped: {choice.why}")
+    return choice
