@@ -75,10 +75,10 @@ from lookahead_runner.decision.cells.stats import wilson  # noqa: E402
 from lookahead_runner.runfolder.read import read_run  # noqa: E402
 from lookahead_runner.runfolder.plan import RunDirError, life_state, read_plan_and_config  # noqa: E402
 from lookahead_runner.decision.adaptive import ModelView  # noqa: E402
-from lookahead_runner.run.adaptive_sweep import view_of  # noqa: E402
+from lookahead_runner.run.strategies.adaptive_sweep import view_of  # noqa: E402
 from lookahead_runner.decision.perfmodel.model import fit_performance_model  # noqa: E402
 from lookahead_runner.config.server import is_simulator_command  # noqa: E402
-from lookahead_runner.run.perfmodel_run import model_inputs  # noqa: E402
+from lookahead_runner.run.verdict.perfmodel_run import model_inputs  # noqa: E402
 
 RIGHT, NOT_DECIDED, WRONG, UNSCORED = "right", "not decided", "wrong", "unscored"
 SUBSET_REPEATS = 2            # the demo's repeats

@@ -38,7 +38,7 @@ from lookahead_runner.config import SweepConfig
 from lookahead_runner.decision import decide, engine, evidence
 from lookahead_runner.decision.adaptive import ModelView
 from lookahead_runner.decision.cells.stats import wilson
-from lookahead_runner.run.adaptive_sweep import MIN_LEADER_LIVES
+from lookahead_runner.run.strategies.adaptive_sweep import MIN_LEADER_LIVES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 from synthetic import window  # noqa: E402

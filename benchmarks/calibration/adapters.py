@@ -39,12 +39,19 @@ def decision_config(slo: Mapping[str, float] | None = None) -> DecisionConfig:
     return DecisionConfig.model_validate(fields).for_server(SERVER_KIND)
 
 
-def with_ledger(p: DecisionConfig, squares: float, df: int, levels: Mapping[str, float]) -> DecisionConfig:
-    """`p` (a copy) with what one earlier run on this server measured (the ledger, as plan.json carries it): the
-    restart spread's squares and degrees of freedom, each K's level where it ran this workload."""
+def with_ledger(p: DecisionConfig, entry, users: int, workload: str) -> DecisionConfig:
+    """`p` (a copy) with what a ledger holding one earlier run on this server (`entry`: lives.LedgerEntry, as
+    runfolder/spread_ledger.LedgerRun records it) gives a run at `users` on `workload`: the product's own selection
+    (spread_ledger.earlier_of: only the same users and workload), as plan.json carries it; nothing where it gives
+    none."""
+    from lookahead_runner.runfolder.spread_ledger import Ledger, LedgerRun, LedgerServer, earlier_of
+
+    run = LedgerRun(run_id="earlier", date="2026-12-01", users=entry.users, squares=entry.squares, df=entry.df,
+                    lives=entry.lives, rel_sd=math.sqrt(entry.squares / entry.df), workload=entry.workload,
+                    levels=dict(entry.levels), window_squares=entry.window_squares, window_df=entry.window_df)
+    ledger = Ledger(servers={"server": LedgerServer(fingerprint={}, runs=[run])})
     copy = p.model_copy(deep=True).for_server(SERVER_KIND)
-    return copy.with_earlier(EarlierSpread(squares=squares, df=df, runs=1, lives=df + 1, last="2026-12-01",
-                                           levels=dict(levels)))
+    return copy.with_earlier(earlier_of(ledger, "server", users, workload=workload))
 
 
 def outlier_flagged(decision: Decision) -> set[int]:
@@ -54,14 +61,17 @@ def outlier_flagged(decision: Decision) -> set[int]:
             if text.startswith("K=") and "an outlier life?" in text}
 
 
-def outlier_false_alarm_stated(df: int) -> float:
-    """The outlier flag's stated false-alarm rate on a life the spread describes: its spreads term alone,
-    P(|t_df| > SUSPECT_SPREADS) (restart_spread.py; its tie-band floor only lowers it)."""
+def outlier_false_alarm_stated(decision: Decision, df: int, checked: int) -> float:
+    """The outlier flag's stated false-alarm rate on a life the spread describes, per K: restart_spread.
+    outlier_false_alarm (1 - decision.interval_level over the `checked` K); before issue 46's spread-derived floor,
+    P(|t_df| > SUSPECT_SPREADS) (its tie-band floor only lowered it)."""
+    from lookahead_runner.decision.cells import restart_spread
+
+    if hasattr(restart_spread, "outlier_false_alarm"):
+        return restart_spread.outlier_false_alarm(float(decision.thresholds.get("interval_level", 0.95)), checked)
     from scipy import stats
 
-    from lookahead_runner.decision.cells.restart_spread import SUSPECT_SPREADS
-
-    return float(2 * stats.t.sf(SUSPECT_SPREADS, df))
+    return float(2 * stats.t.sf(restart_spread.SUSPECT_SPREADS, df))
 
 
 def slos(key: str, limit_ms: float) -> tuple[Slo, ...]:
@@ -119,7 +129,7 @@ def auto_looks(config):
 
 def decide_looked(ev: Evidence, p: DecisionConfig, looks) -> Decision:
     """The verdict where the sweep looked as lives ended: at the bar of the look it stopped at, as the run's
-    finalize judges it (run/finalize.decide_looked: engine.verdict_at_end, then the decision)."""
+    finalize judges it (run/verdict/finalize.decide_looked: engine.verdict_at_end, then the decision)."""
     from lookahead_runner.decision.engine import verdict_at_end
 
     judged_at, stop, tie_bar = verdict_at_end(ev, p, looks)

@@ -55,19 +55,20 @@ def score_queue(r: QueueRegime, window, tallies: Tallies) -> None:
 
 
 def score_outlier_flag(trial: SweepTrial, tallies: Tallies) -> None:
-    """The ledger strategy's outlier flag (restart_spread.off_earlier), where the ledger holds levels: a false alarm
-    is a flag on a K whose one life is no outlier (stated: P(|t_df| > SUSPECT_SPREADS) at the ledger's degrees of
-    freedom); on the outlier life (10-25 % slow), the share flagged is shown (its floor of two tie bands, 6 %,
-    and four spreads decide what it can see)."""
+    """The ledger strategy's outlier flag (restart_spread.off_earlier), where the ledger it borrowed holds levels
+    (measured alike or with another window): a false alarm is a flag on a K whose one life is no outlier (stated per
+    K: adapters.outlier_false_alarm_stated); on the outlier life (10-25 % slow), the share flagged is shown (what
+    the spread explains decides what it can see)."""
     r = trial.regime
     decision = trial.decisions.get("ledger")
-    if decision is None or r.named.factors.get("ledger") != "alike":
+    if decision is None or r.ledger not in ("alike", "another window"):
         return
     flagged = adapters.outlier_flagged(decision)
+    stated = adapters.outlier_false_alarm_stated(decision, r.ledger_df, len(KS))
     for k in KS:
         if r.outlier and k == r.outlier_k:
             tallies.add("outlier flag: caught (slow life)", FAMILY, SHOWN, 0.0, "shown, not scored", k in flagged,
                         r.named.factors)
         else:
             tallies.add("outlier flag: false alarm", FAMILY, ERROR, 0.0, "a life the spread describes",
-                        k in flagged, r.named.factors, adapters.outlier_false_alarm_stated(r.ledger_df))
+                        k in flagged, r.named.factors, stated)

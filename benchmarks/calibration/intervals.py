@@ -5,10 +5,10 @@ in 95 % of the trials; more is conservative, less a miss):
 - the gain of K=4 over K=0 at the target users (a candidate's gain_range), per strategy (sweeps.py): the truth
   the ratio of the K's true levels;
 - the restart spread (decision.json's restart_spread, its chi-square interval), where this run measured it
-  (grid x2, adaptive, auto) or borrowed the ledger's (alike: measured on lives like this run's; unlike: at
-  another stage, window or workload, its spread 0.4-0.8 x or 1.25-2.5 x this run's): the truth the relative SD
-  of a life's throughput, the drawn restart spread and the window's own Poisson noise together
-  (lives.life_spread);
+  (grid x2, adaptive, auto) or borrowed the ledger's (alike: measured on lives like this run's; unlike: on
+  windows 0.25-4 x as long, the ledger's runs at another stage or on another workload being no spread the product
+  borrows, spread_ledger.earlier_of): the truth the relative SD of a life's throughput, the drawn restart spread
+  and this run's window's own Poisson noise together (lives.life_spread);
 - the SLO attainment at a rate: one window's (summary.csv's slo_attainment_low / high) and the gate's over a K's
   repeats (gates/rate_gates.py), the truth the M/M/c steady state's share (lives.mmc_attainment);
 - the gain at a rate (the rate verdict's gain_range: K=4's e2e percentile against K=0's, as speeds) against the
@@ -49,7 +49,7 @@ def score_sweep(trial: SweepTrial, tallies: Tallies) -> None:
         if spread is not None:
             _, low, high = spread
             name = f"restart spread: {strategy}"
-            if strategy == "ledger":   # measured at another stage, window or workload, or alike
+            if strategy == "ledger":   # measured alike, or on other windows (regimes.LEDGER_KINDS)
                 name += " alike" if factors.get("ledger") == "alike" else " unlike"
             tallies.add(name, FAMILY, COVERAGE, level,
                         "sqrt(restart spread^2 + 1/completions)", holds(low, high, life_spread(trial.regime)), factors)

@@ -4,6 +4,9 @@ Claim: none of its own; it builds the inputs every claim is scored on, each with
 - `closed_loop_lives`: a users stage's windows per K and life: each life at its own speed (lognormal of mean 1,
   the regime's restart spread, as sim/restart.py draws it) times its K's true level, completions a Poisson
   stream over the window, e2e by Little's law, so the true gain is the ratio of the K's levels.
+- `ledger_entry`: the one earlier run a trial's ledger holds, as the ledger records it (users, workload, spread,
+  the part its windows' noise made, each K's level), measured alike, on other windows, at another stage or on
+  another workload (regimes.LEDGER_KINDS).
 - `queue_run`: a rate stage on a server of c slots, first come first served, arrivals from the product's own
   schedule (workload/arrivals.py) split over Locust processes (every n-th arrival) with the max_in_flight cap
   split as the dispatcher splits it; from an empty server (the runner's stage) or from the steady state of an
@@ -62,26 +65,54 @@ def closed_loop_lives(r: ClosedLoopRegime, rng: np.random.Generator) -> list[Win
     return windows
 
 
-def life_spread(r: ClosedLoopRegime) -> float:
+def life_spread(r: ClosedLoopRegime, window_ratio: float = 1.0) -> float:
     """The relative SD of one life's measured throughput: the restart spread and the window's Poisson count
-    together (Var(N/T) / mean^2 = spread^2 + 1 / expected completions, the mean over the K)."""
-    counts = [r.base_rate * (1 + r.gain if k else 1.0) * r.window_s for k in KS]
-    return math.sqrt(r.spread ** 2 + sum(1 / c for c in counts) / len(counts))
+    together (Var(N/T) / mean^2 = spread^2 + 1 / expected completions, the mean over the K); `window_ratio`: with
+    windows that many times this run's."""
+    return math.sqrt(r.spread ** 2 + window_noise(r, window_ratio))
 
 
-def ledger_levels(r: ClosedLoopRegime, rng: np.random.Generator) -> dict[str, float]:
-    """Each K's level the ledger's one earlier run measured on this workload (a life of it: the true level times
-    a life's draw); none where the ledger was measured on another workload or stage (regime "narrower", "wider")."""
-    if r.named.factors.get("ledger") != "alike":
-        return {}
-    draws = life_speeds(rng, life_spread(r), len(KS))
-    return {str(k): float(r.base_rate * (1 + r.gain if k else 1.0) * d) for k, d in zip(KS, draws)}
+def window_noise(r: ClosedLoopRegime, window_ratio: float = 1.0) -> float:
+    """The relative variance one life's window adds by its Poisson count (1 / expected completions, the mean over
+    the K), with windows `window_ratio` times this run's."""
+    counts = [r.base_rate * (1 + r.gain if k else 1.0) * r.window_s * window_ratio for k in KS]
+    return sum(1 / c for c in counts) / len(counts)
 
 
-def ledger_squares(r: ClosedLoopRegime, rng: np.random.Generator) -> float:
-    """What the ledger's earlier runs measured: squared relative deviations with `ledger_df` degrees of freedom
-    of lives whose true spread is this run's (`life_spread`) times the ledger factor (chi-square)."""
-    return float((life_spread(r) * r.ledger_factor) ** 2 * rng.chisquare(r.ledger_df))
+THIS_WORKLOAD, OTHER_WORKLOAD = "this run's workload", "another workload"
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """The one earlier run a trial's ledger holds, as runfolder/spread_ledger.LedgerRun records it."""
+
+    users: int
+    workload: str
+    squares: float
+    df: int
+    lives: int
+    window_squares: float
+    window_df: int
+    levels: dict[str, float]
+
+
+def ledger_entry(r: ClosedLoopRegime, rng: np.random.Generator, bin_min_s: float) -> LedgerEntry:
+    """What the ledger's one earlier run on this server measured (regimes.LEDGER_KINDS): squared relative deviations
+    with `ledger_df` degrees of freedom of lives whose true spread is this server's restart spread with the window
+    noise of its windows (chi-square), the part of them its windows' noise makes and the bins behind it (as
+    decision/cells/restart_spread.window_part keeps it), and each K's level (a life of it: the true level times a
+    life's draw). Another stage: measured at twice this run's users; another workload: under another key."""
+    ratio = r.ledger_window
+    squares = float(life_spread(r, ratio) ** 2 * rng.chisquare(r.ledger_df))
+    bins = max(1, int(r.window_s * ratio // max(bin_min_s, r.users / r.base_rate)))
+    lives = r.ledger_df + len(KS)
+    draws = life_speeds(rng, life_spread(r, ratio), len(KS))
+    levels = {str(k): float(r.base_rate * (1 + r.gain if k else 1.0) * d) for k, d in zip(KS, draws)}
+    return LedgerEntry(users=r.users * (2 if r.ledger == "another stage" else 1),
+                       workload=OTHER_WORKLOAD if r.ledger == "another workload" else THIS_WORKLOAD,
+                       squares=squares, df=r.ledger_df, lives=lives,
+                       window_squares=r.ledger_df * window_noise(r, ratio), window_df=lives * (bins - 1),
+                       levels=levels)
 
 
 # --- the queue ---------------------------------------------------------------------------------------------------

@@ -53,7 +53,8 @@ class ClosedLoopRegime:
     users: int = 32
     outlier: float = 0.0        # one life (the first of `outlier_k`) this much slower; 0 = none
     outlier_k: int = 0
-    ledger_factor: float = 1.0  # the ledger's true spread / this server's now (a ledger measured elsewhere)
+    ledger: str = "alike"       # where the ledger's earlier run was measured: LEDGER_KINDS
+    ledger_window: float = 1.0  # its windows' length over this run's ("another window"; 1 otherwise)
     ledger_df: int = 4          # its degrees of freedom
     named: Named = Named()
 
@@ -66,11 +67,17 @@ def _zone(gain: float) -> str:
     return "near" if abs(gain - TIE) <= 0.03 + 1e-12 else "far"
 
 
+# Where the one earlier run in a trial's ledger was measured, as the ledger records it (runfolder/spread_ledger.py:
+# the target users, the workload's key, the part of its spread its windows' noise makes): like this run; with windows
+# 0.25-4 x as long (the same restart spread, another window noise); at another stage (users); on another workload.
+LEDGER_KINDS = ("alike", "another window", "another stage", "another workload")
+
+
 def draw_closed_loop(rng: np.random.Generator) -> ClosedLoopRegime:
     """Gains near the tie band (within 0.5-3 points of its edge, either side) or far from it (-20 to -5 %,
     +10 to +40 %); spreads 1-20 % (log-uniform); windows 10-120 s; a third of the trials with an outlier life
-    10-25 % slow; a ledger measured alike, narrower (0.4-0.8 x: another stage, a longer window) or wider
-    (1.25-2.5 x: another workload, a shorter window)."""
+    10-25 % slow; a ledger measured alike (a third), with windows 0.25-4 x as long (a third), at another stage or
+    on another workload (a sixth each)."""
     if rng.uniform() < 0.5:
         gain = TIE + float(rng.choice((-1, 1))) * rng.uniform(0.005, 0.03)
     else:
@@ -80,14 +87,14 @@ def draw_closed_loop(rng: np.random.Generator) -> ClosedLoopRegime:
     base_rate = log_uniform(rng, 5.0, 40.0)
     outlier = rng.uniform(0.10, 0.25) if rng.uniform() < 1 / 3 else 0.0
     outlier_k = int(rng.choice((0, 4)))
-    kind = rng.choice(("alike", "narrower", "wider"))
-    factor = {"alike": 1.0, "narrower": rng.uniform(0.4, 0.8), "wider": rng.uniform(1.25, 2.5)}[str(kind)]
+    kind = LEDGER_KINDS[int(np.searchsorted((1 / 3, 2 / 3, 5 / 6), rng.uniform(), side="right"))]
+    ratio = log_uniform(rng, 0.25, 4.0) if kind == "another window" else 1.0
     df = int(rng.integers(2, 9))
     named = Named({"gain": _zone(gain), "spread": "1-5%" if spread < 0.05 else "5-10%" if spread < 0.10 else "10-20%",
                    "window": "10-30s" if window_s < 30 else "30-120s",
-                   "outlier": "slow life" if outlier else "none", "ledger": str(kind)})
+                   "outlier": "slow life" if outlier else "none", "ledger": kind})
     return ClosedLoopRegime(gain, spread, window_s, base_rate, outlier=outlier, outlier_k=outlier_k,
-                            ledger_factor=factor, ledger_df=df, named=named)
+                            ledger=kind, ledger_window=ratio, ledger_df=df, named=named)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from . import adapters  # noqa: E402
 def _sweeps(rng: np.random.Generator, tallies: Tallies) -> None:
     trial = run_trial(draw_closed_loop(rng), rng)
     verdicts.score_sweep(trial, tallies)
+    verdicts.score_reference(trial, tallies)
     intervals.score_sweep(trial, tallies)
     findings.score_outlier_flag(trial, tallies)
 

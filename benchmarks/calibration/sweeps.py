@@ -4,13 +4,15 @@ Claim: none of its own; it turns one trial's lives (lives.closed_loop_lives: fiv
 the decisions the strategies would reach, for verdicts.py and intervals.py to score:
 - grid x1: one life per K, the restart spread unknown (the product assumes 15 % and says so);
 - grid x2: two restarted lives per K (the spread measured);
-- ledger: one life per K, borrowing the spread earlier runs on this server measured (lives.ledger_squares) and,
-  where they ran this workload, each K's level (lives.ledger_levels: the outlier check's reference);
+- ledger: one life per K, borrowing what the ledger gives this run of one earlier run on this server (lives.
+  ledger_entry, selected by the product's spread_ledger.earlier_of: the same users and workload only): its spread,
+  the part its windows' noise made, each K's level (the outlier check's reference); a ledger it does not take
+  leaves the spread unknown, as grid x1;
 - adaptive: the chooser of decision/adaptive.py replayed over the lives (benchmarks/adaptive_replay.py), each life
   a look judged at the error-spending rule's bar (decision/gates/looks.py), under the product's default budget;
 - auto: load.repeats = "auto": two lives per K, then one more of each K the engine asks for
   (engine.auto_repeats_wanted, each round a look), up to load.max_repeats.
-The adaptive and auto verdicts are judged at the bar of the look they stopped at (run/finalize.decide_looked);
+The adaptive and auto verdicts are judged at the bar of the look they stopped at (run/verdict/finalize.decide_looked);
 the others at decision.confidence (one look).
 """
 from __future__ import annotations
@@ -25,10 +27,10 @@ from benchmarks.decision_scenarios import SPREAD_SCENARIOS, config_toml
 from lookahead_runner.config import SweepConfig
 from lookahead_runner.decision.adaptive import ModelView
 from lookahead_runner.decision.schema import Decision
-from lookahead_runner.run.adaptive_sweep import default_max_lives
+from lookahead_runner.run.strategies.adaptive_sweep import default_max_lives
 
 from . import adapters
-from .lives import KS, closed_loop_lives, ledger_levels, ledger_squares
+from .lives import KS, THIS_WORKLOAD, closed_loop_lives, ledger_entry
 from .regimes import ClosedLoopRegime
 
 STRATEGIES = ("grid x1", "grid x2", "ledger", "adaptive", "auto")
@@ -82,7 +84,7 @@ def run_trial(r: ClosedLoopRegime, rng: np.random.Generator, strategies: tuple[s
     decisions = {name: adapters.decide_looked(ev.subset(revealed), p, looks.get(name))
                  for name, revealed in shown.items()}
     if "ledger" in strategies:
-        borrowing = adapters.with_ledger(p, ledger_squares(r, rng), r.ledger_df, ledger_levels(r, rng))
+        borrowing = adapters.with_ledger(p, ledger_entry(r, rng, p.bin_min_s), r.users, THIS_WORKLOAD)
         shown["ledger"] = {k: [0] for k in KS}
         decisions["ledger"] = adapters.decide_users(ev.subset(shown["ledger"]), borrowing)
     return SweepTrial(r, decisions, {name: sum(map(len, revealed.values())) for name, revealed in shown.items()})

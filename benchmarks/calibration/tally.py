@@ -19,6 +19,7 @@ from scipy import stats
 # seed is fixed, so its outcome is the same each run: a chance miss there would show at once, not intermittently).
 BAND_LEVEL = 0.99
 COVERAGE, ERROR, SHOWN = "coverage", "error rate", "shown"   # SHOWN: a share printed beside the claims, no claim
+REFERENCE = "reference"   # a coverage of no product code, printed with its band to read the claims by: no claim
 
 
 def band(stated: float, trials: int, level: float = BAND_LEVEL) -> tuple[float, float]:
@@ -75,8 +76,8 @@ class Claim:
         """met | missed | conservative (a coverage above its band) | no trials | shown (no claim)."""
         if not self.trials:
             return "no trials"
-        if self.kind == SHOWN:
-            return "shown"
+        if self.kind in (SHOWN, REFERENCE):
+            return self.kind
         low, high = self.band
         if self.kind == COVERAGE:
             return "missed" if self.measured < low else "conservative" if self.measured > high else "met"
@@ -84,12 +85,12 @@ class Claim:
 
     @property
     def met(self) -> bool:
-        return self.outcome in ("met", "conservative", "no trials", "shown")
+        return self.outcome in ("met", "conservative", "no trials", SHOWN, REFERENCE)
 
     def worst(self, min_trials: int = 10) -> str:
         """The factor label whose own rate misses the claim the most (over at least `min_trials`), "" if none."""
         worst, gap = "", 0.0
-        if self.kind == SHOWN:
+        if self.kind in (SHOWN, REFERENCE):
             return ""
         for (factor, label), (hits, trials) in self.by_factor.items():
             if trials < min_trials:

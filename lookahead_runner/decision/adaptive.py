@@ -17,11 +17,13 @@ It starts with the baseline and one K, then asks, as lives end, where the verdic
    (one repeated life of any K measures it for every K, or earlier runs on this server did; a K measured once then
    borrows it). Until it is, the leader and the baseline (both ends of the stated gain) want `min_leader_lives`
    lives each, the leader first, so the first repeat measures the spread (`purpose` "spread"); then the baseline
-   keeps its second (one outlier life of it would move every gain), spared where the leader is more
-   than twice as fast (on the simulator only: a real host's outlier life read 40 % of its level), or where
+   keeps its second (one outlier life of it would move every gain), and where the baseline leads, so does the K
+   nearest it (one slow life of it would hide its gain), each spared where a life at half its figure could not
+   turn the verdict (on the simulator only: a real host's outlier life read 40 % of its level), or where
    earlier runs on this server measured the spread (one life per K), unless a life is far from the level those
-   runs measured for its K (`off_earlier`, past 4 spreads or two tie bands: a second life of it), or it is an end of
-   the verdict those runs hold no level for (`unchecked`: no outlier check sees it, so it keeps its second). If not
+   runs measured for its K (`off_earlier`, past what the spread explains at a stated false-alarm rate: a second life
+   of it, first), or it is an end of the verdict those runs hold no level for (`unchecked`: no outlier check sees
+   it, so it keeps its second). If not
    decided, one more life (the target stage only) of a K the verdict hangs on (`repeats_wanted`), the fewest
    lives first.
 With N free slots, `choose_batch` proposes up to N, asking again with each proposal in flight. A life in flight
@@ -37,7 +39,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .cells.restart_spread import measured, off_earlier, unchecked
+from .cells.restart_spread import measured, unchecked
 from .explanation.text import pct, stop_text
 from .gates.looks import Look
 
@@ -296,11 +298,17 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     # whose life no level of theirs can check (`unchecked`): the outlier guard is blind there
     spared = standing.spare_baseline and _baseline_spared(standing, base, tie_tolerance)
     ends = (leader,) if spared else (leader, base)
+    # where the baseline leads, its nearest rival is the other end of the closest gain the verdict states: one slow
+    # life of it hides its gain as one of the baseline hides a loss (a 20 %-slow life of a K truly +3.5 % read
+    # "decided, K=0, 99 %"), so it keeps its second life too, on the same terms as the baseline
+    rival = _nearest_rival(standing, base) if leader == base else None
+    if rival is not None and not (standing.spare_baseline and _rival_spared(standing, rival, tie_tolerance)):
+        ends += (rival,)
     measuring = standing.spread_measured or any(spent.pending.get(k, 0) and spent.chosen(k) >= 2 for k in ks)
     if standing.spread_from_earlier:
         ends = tuple(k for k in ends if k in standing.unchecked)
     elif measuring:
-        ends = tuple(k for k in ends if k == base)
+        ends = tuple(k for k in ends if k in (base, rival))
     ends += tuple(sorted(standing.off_earlier))  # one life far from what earlier runs measured for its K
     short = [k for k in dict.fromkeys(ends) if k is not None
              and spent.valid.get(k, 0) + spent.pending.get(k, 0) < min_leader_lives]
@@ -316,7 +324,8 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
     else:
         wanted = [k for k in standing.wanted if not spent.pending.get(k, 0)] + short  # one repeat in flight: asked
     wanted = sorted({k for k in wanted if spent.chosen(k) < max_lives_per_k},
-                    key=lambda k: (spent.valid.get(k, 0), k != leader, -standing.shares.get(k, 0.0), k))
+                    key=lambda k: (k not in standing.off_earlier, spent.valid.get(k, 0), k != leader,
+                                   -standing.shares.get(k, 0.0), k))   # a life off earlier runs' level: first
     if not wanted:
         if spent.in_flight:
             return Choice(None, why="the repeats the verdict hangs on are in flight", stop="wait")
@@ -327,7 +336,8 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
                 else "not decided")
         return Choice(None, why=f"{said}: {why}", stop="exhausted")
     k = wanted[0]
-    who = f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
+    who = (f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
+           if k == base else f"the K nearest the baseline K={base} that leads")
     spread = "the restart spread, which every K measured once borrows"
     if k in standing.off_earlier and k in short:
         why = (f"its one life reads {standing.off_earlier[k]:+.0%} off what earlier runs on this server measured for "
@@ -353,6 +363,20 @@ def _baseline_spared(standing: Standing, base: int, tie_tolerance: float) -> boo
     if standing.status != "decided" or leader is None or leader == base:
         return False
     ahead, behind = standing.objective.get(leader, math.nan), standing.objective.get(base, math.nan)
+    return behind > 0 and ahead >= behind / BASELINE_OUTLIER_FACTOR * (1 + tie_tolerance)
+
+
+def _nearest_rival(standing: Standing, base: int) -> int | None:
+    """The measured K other than the baseline whose objective is nearest the baseline's (the highest): the K a slow
+    life could hide a gain of. A K a gate fails counts: a slow life lengthens its latency too."""
+    rivals = [k for k in standing.objective if k != base and math.isfinite(standing.objective[k])]
+    return max(rivals, key=lambda k: (standing.objective[k], -k)) if rivals else None
+
+
+def _rival_spared(standing: Standing, rival: int, tie_tolerance: float) -> bool:
+    """The baseline's lead so large that the rival's life reading half its true figure (BASELINE_OUTLIER_FACTOR, as
+    `_baseline_spared`) could not turn the verdict."""
+    ahead, behind = standing.objective.get(standing.leader, math.nan), standing.objective.get(rival, math.nan)
     return behind > 0 and ahead >= behind / BASELINE_OUTLIER_FACTOR * (1 + tie_tolerance)
 
 
@@ -382,7 +406,7 @@ def standing_of(evidence, p, early_stop: bool = True, looks=None) -> Standing:
                     frozenset(k for k in stage.ks if stage.blocked_by(k)), stopped,
                     tuple(wanted), measured(stage.noise),
                     measured(stage.noise) and stage.noise.origin.earlier is not None,
-                    off_earlier(objective, lives, stage.noise_by_k, p.earlier_spread, p.tie_tolerance_frac),
+                    dict(stage.off_earlier),
                     not p.spread_unknown,
                     decided_at_last_look=seen.decided_at_last_look, unchecked=unchecked(lives, p.earlier_spread),
                     contender_share=contender_share(look, stage.resamples), look=seen.look, last_look=seen.last,

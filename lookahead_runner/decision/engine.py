@@ -397,6 +397,7 @@ def wanted_of(stage: StageEval | None, p: DecisionConfig) -> list[int]:
         return []  # a metric is missing: repeats would not bring it
     bar = contender_share(p, stage.resamples)
     wanted = {stage.pick} | {k for k, share in stage.shares.items() if k is not None and share >= bar}
+    wanted |= set(stage.off_earlier)   # a life off what earlier runs measured: its second life tells
     if stage.unknown_gates(stage.pick) or stage.noise.source != "repeats":
         wanted.add(stage.base_k)
     return sorted(wanted)

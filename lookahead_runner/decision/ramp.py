@@ -24,8 +24,9 @@ from collections.abc import Sequence
 from ..config import DecisionConfig
 from .engine import cell_summaries, evaluate_stages
 from .cells.evidence import Evidence
-from .cells.rate_window import RateWindow, falls_behind, windows_behind
-from .cells.slo_attainment import SloAttainment, attainment as slo_attainment
+from .cells.rate_window import RateWindow, effective_arrivals, falls_behind, windows_behind
+from .cells.slo_attainment import SloAttainment
+from .cells.stats import wilson
 from .explanation.reasons import unmeasured
 from .explanation.text import pct
 from .gates.knee import find_knee
@@ -137,9 +138,14 @@ def _span(window: RateWindow) -> float:
 
 def _attainments(windows: Sequence[RateWindow], p: DecisionConfig) -> tuple[SloAttainment, ...]:
     """Each SLO's attainment over a rate's windows pooled: its Wilson interval on the arrivals over their design
-    effect."""
-    return tuple(slo_attainment(slo, [w.met(i) for w in windows], p.interval_level, in_arrival_order=True)
-                 for i, slo in enumerate(p.slos))
+    effect (rate_window.effective_arrivals, as the gate at a rate reads it)."""
+    n = sum(w.arrivals for w in windows)
+    found = []
+    for i, slo in enumerate(p.slos):
+        met = sum(int(w.met(i).sum()) for w in windows)
+        deff = effective_arrivals(windows, i).design_effect_at(p.interval_level)
+        found.append(SloAttainment(slo, met, n, wilson(met, n, p.interval_level, deff), deff))
+    return tuple(found)
 
 
 def _queue(first: RateWindow, last: RateWindow) -> str:

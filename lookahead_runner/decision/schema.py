@@ -412,7 +412,7 @@ class Decision(Model):
     by_variant: list["Decision"] = Field(default_factory=list)  # one per workload variant when there are several
     request_set: RequestSetSummary | None = None   # load.requests: per category, natural outputs (issue 28)
     # issue 37: the verdict at an arrival rate (decision/rate_decision.py); with user stages beside it, that verdict
-    # is `at_rate` and the headline speaks for both (run/rate_verdict.py); capacity within the SLO per K
+    # is `at_rate` and the headline speaks for both (run/verdict/rate_verdict.py); capacity within the SLO per K
     target_rate: float | None = None
     decided_by: str = ""    # at a rate (issue 46): capacity | latency | gates | tie (gates/rate_pick.py); "" undecided
     at_rate: "Decision | None" = None

@@ -46,7 +46,7 @@ def split_suggestion(cpus: Sequence[int]) -> tuple[str, str]:
 
 
 def advice_for(placement: PlacementRecord | None) -> LagAdvice:
-    """The fixes for this placement (plan.json's or preflight.json's record of run/placement.py Placement)."""
+    """The fixes for this placement (plan.json's or preflight.json's record of run/life/placement.py Placement)."""
     if placement is None:
         return LagAdvice()
     if placement.mode == "slot":  # a Ray slot: nothing pinned, its CPUs held through Ray's accounting

@@ -82,7 +82,7 @@ class AdaptiveState(Record):
 
 class ClusterRecord(Record):
     """plan.json's "cluster" (cluster.engine = "ray"): the slots lives ran on and the order they were handed out,
-    shuffled with `seed` so that K and GPU are not confounded (run/cluster_queue.py)."""
+    shuffled with `seed` so that K and GPU are not confounded (run/cluster/queue.py)."""
 
     address: str = ""                # "" = a Ray started on the driver's machine
     slots: list[str] = Field(default_factory=list)   # each slot's node and GPUs, as it described itself
@@ -102,7 +102,7 @@ class Plan(Record):
     target_users: int
     is_simulator: bool = False
     lives: list[PlannedLife] = Field(default_factory=list)
-    placement: PlacementRecord | None = None  # run/placement.py Placement.to_record
+    placement: PlacementRecord | None = None  # run/life/placement.py Placement.to_record
     confirm: ConfirmPlan | None = None
     confirm_variants: list[ConfirmPlan] = Field(default_factory=list)  # each workload variant's, with several
     adaptive: AdaptiveState | None = None  # sweep.strategy "adaptive" or "capacity" (their loops); None for the grid

@@ -3,9 +3,9 @@
     preflight.json  PreflightRecord: the placement the pre-flight started from, the client-lag gate, the idle
                     probe (IdleLag), each loaded Locust run (PreflightRun), the verdict (ok | not judged | stop),
                     why it stopped, and the placement the lives use
-    plan.json       Plan.placement: a PlacementRecord (run/placement.py Placement.to_record writes it)
+    plan.json       Plan.placement: a PlacementRecord (run/life/placement.py Placement.to_record writes it)
 
-run/preflight.py writes it (write_preflight); finalize and the report read it (read_preflight). On a Ray cluster each
+run/life/preflight.py writes it (write_preflight); finalize and the report read it (read_preflight). On a Ray cluster each
 slot's own is kept in preflight-slots/<n>-<slot>/ too (read_slot_preflights), preflight.json being the last. Every field has a
 default, so a file cut short or written by another version still reads; fields this version does not name are
 kept. Floats the pre-flight did not measure are NaN, written as JSON's NaN token (as results.write_json always
@@ -31,7 +31,7 @@ NAN = math.nan
 
 
 class PlacementRecord(Record):
-    """Where a run put its processes (run/placement.py Placement), CPU lists as `taskset -c` writes them."""
+    """Where a run put its processes (run/life/placement.py Placement), CPU lists as `taskset -c` writes them."""
 
     mode: str = "off"                 # auto | manual | off | user | single-cpu | slot (a Ray slot: nothing pinned)
     server_cpus: str = ""             # "" = not pinned
@@ -46,7 +46,7 @@ class PlacementRecord(Record):
 
 
 class IdleLag(Record):
-    """The idle probe (run/lagprobe.py) on the load's CPUs: how late a sleep wakes there while the server is idle.
+    """The idle probe (run/life/lagprobe.py) on the load's CPUs: how late a sleep wakes there while the server is idle.
     lagprobe's other figures (samples, lag_max_ms, cpu_pct) are kept as they come."""
 
     lag_p50_ms: float = NAN
@@ -55,7 +55,7 @@ class IdleLag(Record):
 
 
 class PreflightRun(Record):
-    """One loaded Locust run of the pre-flight: run/preflight.py LoadedFigures, the process count it ran with and
+    """One loaded Locust run of the pre-flight: run/life/preflight.py LoadedFigures, the process count it ran with and
     the CPU cost of one chunk it measured (NaN: not measured)."""
 
     users: int = 0
@@ -71,7 +71,7 @@ class PreflightRun(Record):
 
 
 class PreflightRecord(Record):
-    """preflight.json: what the pre-flight measured and decided (run/preflight.py's module docstring)."""
+    """preflight.json: what the pre-flight measured and decided (run/life/preflight.py's module docstring)."""
 
     version: int = PREFLIGHT_VERSION
     placement_before: PlacementRecord | None = None  # the placement it started from

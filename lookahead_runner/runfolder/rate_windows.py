@@ -154,7 +154,8 @@ def rate_window(row: dict, scheduled: pd.DataFrame, server: pd.DataFrame, stage:
         achieved_span_s=t1 - served_from,
         output_tok_per_s=float(row.get("output_tok_per_s", math.nan)),
         outstanding=(float(counts[0]), float(counts[-1])), growth=queue.judged.change, queue=queue,
-        waiting=_waiting(server, t0, t1), has_slo=bool(slos), variant=str(row.get("variant", "") or ""),
+        waiting=_waiting(server, t0, t1), has_slo=bool(slos), slo_columns=tuple(slo.column for slo in slos),
+        variant=str(row.get("variant", "") or ""),
         server={name: float(row[name]) if row.get(name) is not None else math.nan
                 for name in SERVER_SIGNALS if name in row})
     valid, reason = _rate_validity(row, window, rules, _refused(errors[~_succeeded(mine)]))

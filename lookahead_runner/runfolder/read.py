@@ -149,7 +149,7 @@ def read_run(run_dir: Path) -> RunData:
                   else frames["stages"] for v, frames in blocks]
         data.timelines[life.dir] = {"server": server, "gpu": gpu, "stages": pd.concat(stages, ignore_index=True),
                                     "positions": read_table(directory / "spec_positions.csv")}
-        if config.load.requests:  # the request set's figures read them (run/request_set_run.py); else not kept
+        if config.load.requests:  # the request set's figures read them (run/verdict/request_set_run.py); else not kept
             for variant, frames in blocks:
                 data.requests[(life.dir, "" if alone else variant.key)] = BlockRequests(frames["requests"])
         result.tokens = life_token_check(pd.concat([f["requests"] for _, f in blocks], ignore_index=True),
@@ -176,7 +176,7 @@ def read_run(run_dir: Path) -> RunData:
                     (data.confirm_rate_windows if life.confirms else data.rate_windows).append((life.axis_value, rate))
                     continue
                 rows.append(row | ({"variant_order": order} if variant.key else {}))
-                if row["valid"] and config.load.requests:  # the request set's figures read them (run/request_set_run)
+                if row["valid"] and config.load.requests:  # the request set's figures read them (run/verdict/request_set_run)
                     data.requests[(life.dir, "" if alone else variant.key)].windows.append(
                         (row["users"], row["duration_s"], ok))
                 if row["valid"] and life.confirms:

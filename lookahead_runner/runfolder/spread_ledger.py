@@ -143,7 +143,7 @@ def ledger_path(environ: dict[str, str] | None = None) -> Path:
 def hardware(config: SweepConfig, node_gpus: tuple[str, ...] | None = None) -> str:
     """The GPUs the server gets (model and count), else the CPU and how many the server may use. On a Ray cluster
     the lives run on its nodes, not here: `node_gpus` are the models of one slot's GPUs as the probe found them
-    there (run/cluster_nodes.py; every slot holds the same), None where no slot was probed."""
+    there (run/cluster/nodes.py; every slot holds the same), None where no slot was probed."""
     if config.server.is_simulator:
         return "simulated"
     if config.cluster.engine == "ray":

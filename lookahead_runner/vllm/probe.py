@@ -304,7 +304,7 @@ def _version_text(command: list[str], timeout_s: float, env: dict[str, str] | No
 
 
 def probe_version(command: list[str], timeout_s: float = 180.0, env: dict[str, str] | None = None) -> str:
-    """Only the version (a cluster's nodes are compared on it: run/cluster_nodes.py)."""
+    """Only the version (a cluster's nodes are compared on it: run/cluster/nodes.py)."""
     return version_from_run(*_version_text(command, timeout_s, env))
 
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(len(ALL.gpus) < 2, reason=f"needs two NVIDIA GPU
 
 
 def test_two_slots_hold_two_gpus_and_sample_only_their_own():
-    from lookahead_runner.run.cluster_life import SlotWorker
+    from lookahead_runner.run.cluster.worker_life import SlotWorker
 
     class Probe(SlotWorker):  # an actor holds its GPU while it lives, as a slot does for the sweep
         def sampled(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]]:

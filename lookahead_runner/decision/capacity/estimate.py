@@ -6,7 +6,7 @@ share met and its percentile, and the first load at which any SLO fails ends the
 The field's definition: AIPerf's max-concurrency-under-sla / max-goodput-under-slo recipes and GuideLLM's goodput
 profile take the largest load whose requests meet every threshold for at least the target share (DistServe's
 attainment), found between the highest load that passes and the lowest that fails. Here the loads are the
-stages (and the capacity search's probes, run/capacity_sweep.py, each a rate stage): per K, the measured points
+stages (and the capacity search's probes, run/strategies/capacity_sweep.py, each a rate stage): per K, the measured points
 sorted by load, their attainments made non-increasing in the load (pool adjacent violators weighed by their
 requests, as AIPerf's smooth-isotonic search denoises: the attainment falls as the load rises, so a point reading
 higher than the one below it is noise, pooled with it); the first one that does not hold ends the range. A rate
@@ -19,19 +19,15 @@ finished, failures included) is below the target.
   often falls off a cliff (all met, then a backlog), where the line would sit on the end that holds; the middle
   of the bracket (geometric: rates and users double) where the failing point fails by falling behind alone (its
   attainment still at the target: a backlog only starting).
-- Its interval: what the data support, the bracket itself, drawn: each point's attainment is drawn from its
-  Jeffreys posterior (Beta(good + 1/2, missed + 1/2), which, unlike a bootstrap, knows that 200 of 200 met is not
-  proof of 99 %; both counts over the point's design effect, cells/stats.py: arrivals behind one queue miss
-  together), made non-increasing, and each draw gives its bracket [the last load that holds, the first that does
-  not]; the interval runs from the lower tail of the brackets' low ends to the upper tail of their high ends.
-  Nothing between two loads was measured, so the capacity may sit anywhere in its bracket: the interval is never
-  narrower than the bracket (the capacity search narrows it), and holds the truth at its level wherever the truth
-  sits in it (a line or a uniform draw inside the bracket would be a model, not data, and misses a truth near its
-  ends). A draw whose first point fails is below every load measured, one whose every point holds above them:
-  such a side is unbounded when more than its tail of draws lands there.
+- Its interval: from the lower tail of drawn brackets' low ends (each point's attainment drawn from its Jeffreys
+  posterior, Beta(good + 1/2, missed + 1/2) on its counts over its design effect, cells/arrival_correlation.py:
+  200 of 200 met is no proof of 99 %; made non-increasing; each draw's [last load that holds, first that does
+  not]) to the lowest load that fails beyond doubt, by test inversion (bounds.py says why that end is not the
+  draws'); an end no data settle is unbounded. Nothing between two loads was measured, so the interval is never
+  narrower than the bracket, and holds the truth at its level wherever the truth sits in it.
 - Without a user stage the concurrency is Little's law at the rate capacity: requests in the system (arrival rate
   x mean time in it), read from the bracketing windows.
-Pure numpy: the windows in, `Capacity` rows out; run/rate_verdict.py reads them from a run folder.
+Pure numpy: the windows in, `Capacity` rows out; run/verdict/rate_verdict.py reads them from a run folder.
 """
 from __future__ import annotations
 
@@ -43,10 +39,10 @@ import numpy as np
 
 from ...config import DecisionConfig
 from ..cells.evidence import LATENCY_COLUMNS, Evidence
-from ..cells.rate_window import RateWindow, windows_behind, windows_too_short
+from ..cells.rate_window import RateWindow, effective_arrivals, windows_behind, windows_too_short
 from ..cells.slo_attainment import meets as slo_meets
-from ..cells.stats import design_effect
 from ..schema import Capacity, Range
+from .bounds import lowest_failing
 
 E2E = LATENCY_COLUMNS.index("e2e_ms")
 DRAWS = 2000
@@ -63,10 +59,11 @@ class Point:
     n: int
     behind: bool = False
     in_system: float = math.nan      # mean requests in the system (Little's L), rate points only
-    design_effect: float = 1.0       # arrivals per independent one (cells/stats.py), rate points only
+    design_effect: float = 1.0       # arrivals per independent one (cells/arrival_correlation.py), rate points only
     smoothed: float | None = None    # the attainment made non-increasing over the loads (`monotone`)
     unjudged: bool = False
     rate: float = math.nan           # a rate point: the configured rate its windows ran (x: what they offered)
+    df: float = math.inf             # degrees of freedom of its independent count (Student's t on it)
 
     @property
     def configured(self) -> float:
@@ -207,6 +204,25 @@ def drawn_brackets(points: Sequence[Point], target: float, rng: np.random.Genera
     return ends[:, 0], ends[:, 1]
 
 
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _found(value: float, confident: tuple[float, float], bracket: tuple[float, float], xs: Sequence[float]
+           ) -> Crossing:
+    """The Crossing of an estimate, its interval (the draws' low end, bounds.lowest_failing's high end; never
+    narrower than the bracket measured: each end a load measured, or unbounded) and the bracket."""
+    (low, high), (lo, hi) = confident, bracket
+    return Crossing(_finite(value), _finite(min(low, lo)), _finite(max(high, hi)), (_finite(lo), _finite(hi)),
+                    (float(min(xs)), float(max(xs))))
+
+
+def _low_end(drawn_low: np.ndarray, level: float) -> float:
+    """The lower tail of the drawn brackets' low ends: an order statistic, never interpolated (a load measured, or
+    -inf)."""
+    return float(np.quantile(drawn_low, (1 - level) / 2, method="lower"))
+
+
 def crossing(points: Sequence[Point], target: float, level: float, rng: np.random.Generator,
              draws: int = DRAWS) -> Crossing | None:
     """Where the attainment of `points` (any order; one per load) leaves `target` (None without a point)."""
@@ -214,17 +230,9 @@ def crossing(points: Sequence[Point], target: float, level: float, rng: np.rando
     if not points:
         return None
     xs, attained, behind, unjudged = _arrays(points)
-    lo, hi = measured_bracket(points, target)
-    value = _cross(xs, attained, behind, target, unjudged)
-    drawn_low, drawn_high = drawn_brackets(points, target, rng, draws)
-    tail = (1 - level) / 2
-    # order statistics, never interpolated: each end is a load measured, or unbounded
-    low = float(np.quantile(drawn_low, tail, method="lower"))
-    high = float(np.quantile(drawn_high, 1 - tail, method="higher"))
-    return Crossing(value if math.isfinite(value) else None, low if math.isfinite(low) else None,
-                    high if math.isfinite(high) else None, (lo if math.isfinite(lo) else None,
-                                                            hi if math.isfinite(hi) else None),
-                    (float(xs[0]), float(xs[-1])))
+    low = _low_end(drawn_brackets(points, target, rng, draws)[0], level)
+    return _found(_cross(xs, attained, behind, target, unjudged), (low, lowest_failing(points, target, level)),
+                  measured_bracket(points, target), xs)
 
 
 def rate_points(windows: Iterable[RateWindow], slo: int | None = None) -> dict[int, list[Point]]:
@@ -232,7 +240,8 @@ def rate_points(windows: Iterable[RateWindow], slo: int | None = None) -> dict[i
     rate_window.windows_behind; unjudged where every one was a stage too short to tell), placed at the rate they
     were offered (their arrivals per second of window: one draw of Poisson arrivals offers a 30 s window some 6 %
     more or fewer than configured, and the K held what it was offered), the configured rate kept beside it; `good`
-    its arrivals meeting SLO number `slo` of decision.slo (from their scheduled arrival), or every SLO (None)."""
+    its arrivals meeting SLO number `slo` of decision.slo (from their scheduled arrival), or every SLO (None); its
+    design effect and degrees of freedom rate_window.effective_arrivals' for that share."""
     pooled: dict[tuple[int, float], list[RateWindow]] = {}
     for w in windows:
         if w.valid and w.has_slo and w.arrivals:
@@ -245,9 +254,10 @@ def rate_points(windows: Iterable[RateWindow], slo: int | None = None) -> dict[i
         met = [w.good if slo is None else w.met(slo) for w in ws]
         arrivals = sum(w.arrivals for w in ws)
         offered = round(arrivals / duration, 6) if duration > 0 else rate
+        effective = effective_arrivals(ws, slo)
         out.setdefault(k, []).append(Point(offered, sum(int(m.sum()) for m in met), arrivals,
-                                           windows_behind(ws), in_system, design_effect(met),
-                                           unjudged=bool(windows_too_short(ws)), rate=rate))
+                                           windows_behind(ws), in_system, effective.design_effect,
+                                           unjudged=bool(windows_too_short(ws)), rate=rate, df=effective.df))
     return out
 
 
@@ -275,7 +285,8 @@ def slo_brackets(per_slo: Sequence[tuple[float, Sequence[Point]]], rng: np.rando
 def slo_crossing(per_slo: Sequence[tuple[float, Sequence[Point]]], level: float, rng: np.random.Generator,
                  draws: int = DRAWS) -> Crossing | None:
     """`crossing` of every SLO at its own percentile (one K's points of each, over the same loads): the lowest
-    estimate and bracket, the interval from the draws' lowest brackets (`slo_brackets`). One SLO: `crossing`."""
+    estimate and bracket, the low end from the draws' lowest brackets (`slo_brackets`), the high end the lowest
+    SLO's, each SLO's points tested with the others' (bounds.py). One SLO: `crossing`."""
     found = [(share, monotone(points)) for share, points in per_slo]
     found = [(share, points) for share, points in found if points]
     if not found:
@@ -289,15 +300,11 @@ def slo_crossing(per_slo: Sequence[tuple[float, Sequence[Point]]], level: float,
 
     value = min(estimate(share, points) for share, points in found)
     ends = [measured_bracket(points, share) for share, points in found]
-    lo, hi = min(end[0] for end in ends), min(end[1] for end in ends)
-    drawn_low, drawn_high = slo_brackets(found, rng, draws)
-    tail = (1 - level) / 2
-    low = float(np.quantile(drawn_low, tail, method="lower"))
-    high = float(np.quantile(drawn_high, 1 - tail, method="higher"))
-    xs = [pt.x for _, points in found for pt in points]
-    return Crossing(value if math.isfinite(value) else None, low if math.isfinite(low) else None,
-                    high if math.isfinite(high) else None,
-                    (lo if math.isfinite(lo) else None, hi if math.isfinite(hi) else None), (min(xs), max(xs)))
+    tests = sum(len(points) for _, points in found)
+    high = min(lowest_failing(points, share, level, tests) for share, points in found)
+    return _found(value, (_low_end(slo_brackets(found, rng, draws)[0], level), high),
+                  (min(end[0] for end in ends), min(end[1] for end in ends)),
+                  [pt.x for _, points in found for pt in points])
 
 
 def binding(per_slo: Sequence[tuple[float, Sequence[Point]]]) -> tuple[list[Point], float]:
@@ -333,6 +340,11 @@ def user_points(evidence: Evidence, p: DecisionConfig, slo: int | None = None) -
     return out
 
 
+def rate_rng(p: DecisionConfig, k: int) -> np.random.Generator:
+    """K's own draws of its rate capacity: the same interval wherever it is stated (the table, the verdict)."""
+    return np.random.default_rng([p.seed, 37, k])
+
+
 def littles_users(points: Sequence[Point], rate: float | None) -> float | None:
     """Requests in the system at the rate capacity (Little's law), read between the windows around it."""
     known = sorted((p for p in points if math.isfinite(p.in_system) and not p.behind), key=lambda p: p.x)
@@ -344,11 +356,6 @@ def littles_users(points: Sequence[Point], rate: float | None) -> float | None:
 
 def _range(crossing_: Crossing | None) -> Range:
     return Range() if crossing_ is None else Range(low=crossing_.low, high=crossing_.high)
-
-
-def rate_rng(p: DecisionConfig, k: int) -> np.random.Generator:
-    """K's own draws of its rate capacity: the same interval wherever it is stated (the table, the verdict)."""
-    return np.random.default_rng([p.seed, 37, k])
 
 
 def capacities(windows: Sequence[RateWindow], evidence: Evidence | None, p: DecisionConfig, variant: str = "",

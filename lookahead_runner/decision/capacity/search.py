@@ -1,4 +1,4 @@
-"""The capacity search's chooser (sweep.strategy = "capacity"; run/capacity_sweep.py runs it): which rate to probe
+"""The capacity search's chooser (sweep.strategy = "capacity"; run/strategies/capacity_sweep.py runs it): which rate to probe
 next for which K, or why to stop, and when a probe is clearly over capacity. Pure.
 
 Every K first runs the config's stages once; each probe after that is one rate stage in a server life of its own.
@@ -21,7 +21,7 @@ sweep.max_server_minutes ("budget"), or when no rate left in reach could narrow 
 gave no valid window in MAX_FAILED_STARTS probes ("exhausted").
 
 Above capacity an open-loop backlog grows without bound, so a probe need not run its whole stage to say it is
-over: `clearly_over` reads the server's waiting queue since the warm-up (run/probe_watch.py) and says so once it
+over: `clearly_over` reads the server's waiting queue since the warm-up (run/life/probe_watch.py) and says so once it
 grows by more than OVER_SHARE of the arrivals meanwhile (the K serves under ~80 % of the rate) and beyond its own
 noise (keeping_up.count_growth, the rule a window's queued count is judged by), after at least MIN_OVER_S.
 """

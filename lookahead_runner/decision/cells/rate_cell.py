@@ -4,10 +4,12 @@ figures as measured and resampled, in `CellStats` so the user-stage gates (gates
 Every arrival of a window is a finished request (one that failed, timed out, was cut or never sent is a failure:
 it counts against the K), its latencies those of the arrivals that succeeded, its goodput the arrivals meeting
 every SLO per second of the windows. One resample: the windows drawn with replacement (with several repeats) and,
-inside each, runs of consecutive arrivals (stats.batch_index) drawn with replacement, not single arrivals: the
-requests behind one queue are slow together (a block bootstrap); the server's signals (memory, batch) are the
-windows' own. The design effects (stats.design_effect) of every SLO's attainment come with the figures as
-measured; each arrival's SLOs met are the window's (from its scheduled arrival: slo_attainment.py).
+inside each, n / tau of its n arrivals drawn with replacement, each counted tau times (tau the window's correlation
+time in arrival order, the longest of its SLOs' share's and its e2e latency's: arrival_correlation.py): the requests
+behind one queue are slow together, so a window's percentiles and shares vary as those of n / tau independent
+arrivals; the server's signals (memory, batch) are the windows' own. The design effects of every SLO's attainment
+(rate_window.effective_arrivals, Student's t on their count folded in at decision.interval_level) come with the
+figures as measured; each arrival's SLOs met are the window's (from its scheduled arrival: slo_attainment.py).
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ import numpy as np
 
 from ...config import DecisionConfig
 from .measure import QUANTILES, CellStats, column_quantiles
-from .rate_window import RateWindow, windows_behind
-from .stats import batch_index, design_effect
+from .rate_window import RateWindow, effective_arrivals, windows_behind
+from .stats import design_effect
 
 # signal -> how a cell's windows combine it (as measure.py's)
 SIGNALS = {"running_mean": np.nanmean, "waiting_mean": np.nanmean, "kv_usage_mean": np.nanmean,
@@ -35,26 +37,25 @@ class _Arrivals:
     window: RateWindow
     good: np.ndarray         # per arrival: met every SLO (succeeded, without SLOs)
     meets: np.ndarray        # arrivals x SLOs
-    runs: np.ndarray         # per arrival: its run of consecutive arrivals (stats.batch_index)
+    tau: float               # arrivals per independent one in what the resamples read (the module's docstring)
 
     @classmethod
     def of(cls, window: RateWindow, p: DecisionConfig) -> "_Arrivals":
         meets = np.column_stack([window.met(i) for i in range(len(p.slos))]) if p.slos \
             else np.zeros((window.arrivals, 0), dtype=bool)
-        return cls(window, window.good if p.slos else window.ok.copy(), meets, batch_index(window.arrivals))
+        tau = max(window.correlation_time(None if p.slos else -1), window.correlation_time(-1))
+        return cls(window, window.good if p.slos else window.ok.copy(), meets, tau)
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
-        """The arrivals of one resample: runs drawn with replacement, one after another, cut at the window's own
-        count of arrivals (every K had the same arrivals: their count is no noise to add)."""
-        n = len(self.runs)
+        """The arrivals of one resample: ceil(n / tau) of the window's n drawn with replacement, each counted
+        n / that many times (near-equal whole counts), so the resample keeps the window's own count of arrivals
+        (every K had the same arrivals: their count is no noise to add)."""
+        n = self.window.arrivals
         if not n:
             return np.empty(0, dtype=int)
-        sizes = np.bincount(self.runs)
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        picked = rng.integers(len(sizes), size=len(sizes) + 1)   # the shortest runs come to more than n
-        lengths = sizes[picked]
-        offsets = np.repeat(starts[picked] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-        return (offsets + np.arange(int(lengths.sum())))[:n]
+        draws = min(n, math.ceil(n / self.tau))
+        counts = np.diff(np.round(np.linspace(0, n, draws + 1)).astype(int))
+        return np.repeat(rng.integers(n, size=draws), counts)
 
 
 def _signals(windows: Sequence[RateWindow]) -> dict[str, float]:
@@ -65,12 +66,15 @@ def _signals(windows: Sequence[RateWindow]) -> dict[str, float]:
     return out
 
 
-def _design_effects(prepared: Sequence[_Arrivals]) -> tuple[float, float, tuple[float, ...]]:
-    """The design effects (stats.design_effect) of the share meeting every SLO, of the failures and of each SLO's
-    attainment, as measured: every resample carries them, so the gates read one rule measured and resampled."""
+def _design_effects(prepared: Sequence[_Arrivals], level: float) -> tuple[float, float, tuple[float, ...]]:
+    """The design effects of the share meeting every SLO and of each SLO's attainment (rate_window.effective_arrivals
+    at `level`) and of the failures (stats.design_effect), as measured: every resample carries them, so the gates
+    read one rule measured and resampled."""
     slos = prepared[0].meets.shape[1] if prepared else 0
-    return (design_effect([a.good for a in prepared]), design_effect([~a.window.ok for a in prepared]),
-            tuple(design_effect([a.meets[:, i] for a in prepared]) for i in range(slos)))
+    windows = [a.window for a in prepared]
+    return (effective_arrivals(windows).design_effect_at(level) if slos else 1.0,
+            design_effect([~a.window.ok for a in prepared]),
+            tuple(effective_arrivals(windows, i).design_effect_at(level) for i in range(slos)))
 
 
 def _stats(k: int, parts: Sequence[tuple[_Arrivals, np.ndarray]], signals: Mapping[str, float],
@@ -105,12 +109,12 @@ class RateCell:
     def measure(self, p: DecisionConfig) -> CellStats:
         prepared = self._prepared(p)
         return _stats(self.k, [(a, np.arange(a.window.arrivals)) for a in prepared], _signals(self.windows),
-                      _design_effects(prepared))
+                      _design_effects(prepared, p.interval_level))
 
     def draws(self, p: DecisionConfig, rng: np.random.Generator, count: int) -> list[CellStats]:
         """`count` resamples (see the module's docstring)."""
         prepared, signals = self._prepared(p), _signals(self.windows)
-        deff = _design_effects(prepared)
+        deff = _design_effects(prepared, p.interval_level)
         out = []
         for _ in range(count):
             picked = rng.integers(len(prepared), size=len(prepared)) if len(prepared) > 1 else [0]

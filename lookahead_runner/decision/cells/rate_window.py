@@ -14,9 +14,10 @@ cut or was never sent counts against it. Of them:
   hidden, and an arrival of the schedule with no row in requests.csv as missing, a failure;
 - SLO attainment: per SLO of decision.slo, the arrivals that succeeded and met it from their scheduled arrival
   (`meets`; each SLO holds at its own percentile: slo_attainment.py); the summary's share and its Wilson interval
-  (stats.wilson) are of the arrivals meeting every SLO at once, on the arrivals over their design effect
-  (stats.design_effect: the requests behind one queue miss together, so n arrivals are fewer than n independent
-  trials); goodput: those requests per second of the window;
+  (stats.wilson) are of the arrivals meeting every SLO at once, on the arrivals worth as many independent ones as
+  their correlation in arrival order allows (`effective`: arrival_correlation.py, from the met flags and the SLOs'
+  latencies, so a window all met whose queue ran near the limit is not read as independent trials); goodput: those
+  requests per second of the window;
 - the queue: requests outstanding (arrived, not finished: at the server or held by the client) and the
   server's own waiting queue (vllm:num_requests_waiting) from the window's start to its end. Whether the K keeps
   up is keeping_up.queue_finding's (`queue`): its queued requests (arrived, not started) grow through the window,
@@ -39,9 +40,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...config.slo import Slo
+from . import arrival_correlation
+from .arrival_correlation import Effective
+from .evidence import LATENCY_COLUMNS
 from .keeping_up import QueueFinding, counts_at, pooled_behind
 from .slo_attainment import meets
-from .stats import Bounds, design_effect, wilson
+from .stats import Bounds, wilson
 
 # summary.csv's columns for a rate stage's window (empty in a user stage's row), after the closed-loop ones
 RATE_SUMMARY_COLUMNS = (
@@ -88,6 +92,9 @@ class RateWindow:
     meets: np.ndarray | None = None
     missing: int = 0                # arrivals of the schedule with no row (counted among the arrivals, failed)
     queue: QueueFinding | None = None   # whether it keeps up (keeping_up.queue_finding); None: judged by `growth`
+    # the LATENCY_COLUMNS each SLO of decision.slo is judged on (meets' order); (): TTFT and e2e stand for each
+    slo_columns: tuple[str, ...] = ()
+    _times: dict = field(default_factory=dict, init=False, repr=False)   # correlation_time's, per SLO index
 
     def met(self, index: int) -> np.ndarray:
         """Per arrival: it met SLO `index` of decision.slo."""
@@ -113,7 +120,27 @@ class RateWindow:
     def attainment_bounds(self, level: float) -> Bounds:
         if not self.has_slo:
             return Bounds(None, None)
-        return wilson(int(self.good.sum()), self.arrivals, level, design_effect([self.good]))
+        return wilson(int(self.good.sum()), self.arrivals, level, self.effective().design_effect_at(level))
+
+    def correlation_time(self, index: int | None = None) -> float:
+        """tau of the share meeting SLO `index` of decision.slo (None: every SLO at once; `good`), in arrival order
+        (arrival_correlation.window_time over its flags and its SLOs' latencies); -1 for the e2e latency alone, the
+        figure the verdict at a rate reads."""
+        if index not in self._times:
+            columns = self.slo_columns or ("ttft_ms", "e2e_ms")
+            if index == -1:
+                flags, names = self.ok, ("e2e_ms",)
+            elif index is None:
+                flags, names = self.good, columns
+            else:
+                flags, names = self.met(index), (columns[index],) if self.slo_columns else columns
+            values = [self.latency_ms[:, LATENCY_COLUMNS.index(name)] for name in names]
+            self._times[index] = arrival_correlation.window_time(flags, values, self.ok)
+        return self._times[index]
+
+    def effective(self, index: int | None = None) -> Effective:
+        """Its arrivals as independent ones for the share meeting SLO `index` (None: every SLO)."""
+        return arrival_correlation.one(self.arrivals, self.correlation_time(index))
 
     @property
     def goodput_per_s(self) -> float:
@@ -199,6 +226,16 @@ def windows_behind(windows: Sequence[RateWindow]) -> bool:
     given only their growth, each by its own."""
     judged = [w.queue for w in windows if w.queue is not None]
     return (bool(judged) and pooled_behind(judged)) or any(not w.keeps_up for w in windows if w.queue is None)
+
+
+def effective_arrivals(windows: Sequence[RateWindow], index: int | None = None) -> Effective:
+    """The arrivals of windows pooled (a K's repeats at one rate) as independent ones for the share meeting SLO
+    `index` of decision.slo (None: every SLO; -1: succeeded), arrival_correlation.pooled: never worth more than
+    the spread between the windows shows."""
+    def met(w: RateWindow) -> int:
+        return int((w.ok if index == -1 else w.good if index is None else w.met(index)).sum())
+
+    return arrival_correlation.pooled([(w.effective(index), met(w)) for w in windows])
 
 
 def windows_too_short(windows: Sequence[RateWindow]) -> str:

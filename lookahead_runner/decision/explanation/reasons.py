@@ -13,7 +13,7 @@ from ...contracts.records import ALL_FAILED_REASON
 from ..gates import rules
 from ..schema import Check
 from ..gates.stage import StageEval, gain_bounds
-from ..cells.restart_spread import borrowed, lives_advice, measured, off_earlier, off_earlier_text
+from ..cells.restart_spread import borrowed, lives_advice, measured, off_earlier_text
 from ..cells.stats import interval, repeats_needed
 from .text import pct, rate, share
 from .tradeoffs import tradeoffs
@@ -280,10 +280,7 @@ def diagnoses(stage: StageEval, stages: dict[int, StageEval], p: DecisionConfig)
                          f"({s.waiting_mean:.1f} waiting, KV peak {pct(s.kv_usage_peak)}, {s.preemptions:.0f} "
                          f"preemptions); the limit is {_concurrency_limit(s, p)}.")
     if p.earlier_spread is not None:
-        lives = {k: len(cell.windows) for k, cell in stage.prepared.items()}
-        off = off_earlier({k: s.objective(p.objective) for k, s in stage.stats.items()}, lives, stage.noise_by_k,
-                          p.earlier_spread, p.tie_tolerance_frac)
-        notes += off_earlier_text(off, p.earlier_spread)
+        notes += off_earlier_text(stage.off_earlier, p.earlier_spread)
     if stage.blocked_by(stage.base_k):
         notes.append(f"The baseline K={stage.base_k} itself fails {_blockers(stage, stage.base_k)}: the target "
                      "concurrency is past what this server holds; lower it or --max-num-seqs before tuning K.")

@@ -8,7 +8,8 @@
 - SLO attainment: each SLO of decision.slo holds at its own percentile (`ttft_p90_ms = 500`: 90 % of the arrivals
   get their first token within 500 ms of their scheduled arrival), as the users verdict reads it
   (cells/slo_attainment.py): by each one's Wilson interval on the arrivals over their design effect
-  (cells/stats.py: the requests behind one queue miss together); pass where every SLO's interval lies at or
+  (cells/arrival_correlation.py: the requests behind one queue miss together, for as long as their correlation in
+  arrival order shows; rate_window.effective_arrivals over repeats); pass where every SLO's interval lies at or
   above its percentile, fail where one lies below it, unknown otherwise (too few arrivals to tell; how many would).
 No real-batch gate: at one rate a K that serves faster holds fewer requests at once, which is no server limit.
 """
@@ -143,7 +144,9 @@ def _arrivals_to_tell(a: SloAttainment, level: float) -> str:
     these."""
     if a.design_effect <= 1.0:
         return _requests_to_tell(a.met, a.n, a.slo.share, level).replace("requests", "arrivals")
-    needed = _requests_needed(a.met / a.design_effect, a.n / a.design_effect, a.slo.share, level)
+    # whole counts: its bisection halves an integer range (a fractional count can step below its low end for ever)
+    independent = max(round(a.n / a.design_effect), 1)
+    needed = _requests_needed(round(a.share * independent), independent, a.slo.share, level)
     if needed is None:
         return "more arrivals than any run gives"
     return f"about {math.ceil(needed * a.design_effect):,} arrivals at this attainment, as correlated"

@@ -22,7 +22,7 @@ from .checks import gate_checks
 from ..cells.evidence import LATENCY_COLUMNS
 from ..cells.measure import CellStats, PreparedCell, ThroughputNoise, throughput_noises
 from ..cells.resample import CellDraws
-from ..cells.restart_spread import with_restart_spread
+from ..cells.restart_spread import earlier_at, off_earlier, with_restart_spread
 from ..schema import Check
 from ..cells.stats import Bounds, interval, single_life_gains, wilson
 
@@ -50,6 +50,9 @@ class StageEval:
     resamples: int = 0                              # drawn in all (more than asked near the threshold)
     share_range: Bounds = Bounds(None, None)        # the leader's share with its Monte Carlo error
     stop_gaps: list[tuple[int, int]] = field(default_factory=list)  # K steps the stop rule could not weigh
+    # K on one life whose objective is off the level earlier runs on this server measured for it beyond what the
+    # restart spread explains (cells/restart_spread.off_earlier): K -> its deviation; the verdict waits for them
+    off_earlier: dict[int, float] = field(default_factory=dict)
 
     @property
     def ks(self) -> list[int]:
@@ -140,9 +143,13 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
         judge(draw_stats(prepared, more, rng, noise_by_k, lives))
         total += more
     shares = {k: n / total for k, n in picks.items()}
+    lives_by_k = {k: len(cell.windows) for k, cell in prepared.items()}
+    off = off_earlier({k: s.objective(p.objective) for k, s in stats.items()}, lives_by_k, noise_by_k,
+                      earlier_at(p, users), p.interval_level)
     stage = StageEval(users, prepared, stats, draws, pooled, base_k, checks, stopped, chosen, shares,
                       stop_share=stops[stopped] / total, noise=noise, noise_by_k=noise_by_k, resamples=total,
-                      share_range=wilson(picks[chosen], total, p.interval_level), stop_gaps=rules.stop_gaps(stats))
+                      share_range=wilson(picks[chosen], total, p.interval_level), stop_gaps=rules.stop_gaps(stats),
+                      off_earlier=off)
     stage.status, stage.why_not_decided = _status(stage, p)
     return stage
 
@@ -174,6 +181,10 @@ def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
                for (name, text), ks in unmeasured.items()]
     if stage.noise.source == "none":
         why.append(f"at {stage.users} users the {stage.noise.text()}")
+    # a life the spread does not describe: the share, drawn with that spread, cannot say how sure the verdict is
+    why += [f"K={k}'s one life reads {deviation:+.0%} off the level earlier runs on this server measured for it, more "
+            f"than the restart spread explains: an outlier life? one more life of K={k} would tell"
+            for k, deviation in sorted(stage.off_earlier.items())]
     share, bounds = stage.shares.get(stage.pick, 0.0), stage.share_range
     if stage.noise.restart_unknown and share < p.confidence:
         why.append(restart_unknown_text(stage.noise, stage.base_k, p))

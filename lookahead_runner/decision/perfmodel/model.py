@@ -223,7 +223,7 @@ class PerformanceModel:
 
 
 class FitStore(Protocol):
-    """Where fitted parts are kept between reports (run/perfmodel_run.py: a file in the run folder)."""
+    """Where fitted parts are kept between reports (run/verdict/perfmodel_run.py: a file in the run folder)."""
 
     def get(self, key: str) -> tuple[Params, list[HeldOut]] | None: ...
 

@@ -74,6 +74,35 @@ def test_every_regime_is_named_by_its_factors_and_drawn_inside_the_issues_ranges
         assert c.truth == (4 if c.gain > regimes.TIE else 0)
 
 
+def test_a_trials_ledger_is_what_the_products_ledger_gives_the_run():
+    """Issue 46: the ledger strategy borrowed a spread built by hand as if alike, whatever it was measured at; it now
+    passes the product's own selection (spread_ledger.earlier_of): another stage or workload gives nothing, another
+    window gives the spread with the part its windows' noise made, and levels where the workload is this run's."""
+    p = adapters.decision_config()
+    rng = np.random.default_rng(46)
+    base = regimes.ClosedLoopRegime(gain=0.05, spread=0.04, window_s=30.0, base_rate=20.0, ledger_df=4)
+    borrowed = {}
+    for kind in regimes.LEDGER_KINDS:
+        r = regimes.ClosedLoopRegime(**{**base.__dict__, "ledger": kind,
+                                        "ledger_window": 4.0 if kind == "another window" else 1.0})
+        entry = lives.ledger_entry(r, rng, p.bin_min_s)
+        borrowed[kind] = adapters.with_ledger(p, entry, r.users, lives.THIS_WORKLOAD).earlier_spread
+    assert borrowed["another stage"] is None and borrowed["another workload"] is None
+    alike, other = borrowed["alike"], borrowed["another window"]
+    assert alike.levels and other.levels and alike.window_df and other.window_df
+    # its windows 4 x as long: a quarter of the Poisson part per life
+    assert other.window_squares / other.df == pytest.approx(lives.window_noise(base) / 4)
+
+
+def test_the_exact_tests_reference_is_printed_with_its_band_and_never_counts_as_a_miss():
+    tallies = tally.Tallies()
+    for i in range(100):
+        tallies.add("reference x", "verdict", tally.REFERENCE, 0.9, "t", i < 50, {}, 0.97)
+    claim = tallies.claims["reference x"]
+    assert claim.outcome == "reference" and claim.met and claim.band[0] > 0.9
+    assert "[" in tally.table([claim])
+
+
 def test_a_capped_client_serves_no_faster_than_its_slots_however_the_processes_split_them():
     assert regimes.binding_service_rate(slots=32, cap=0, processes=3, service_mean_s=2.0) == 16.0
     assert regimes.binding_service_rate(slots=32, cap=8, processes=3, service_mean_s=2.0) == pytest.approx(4.0)

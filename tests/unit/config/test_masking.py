@@ -126,7 +126,7 @@ def test_a_lone_api_key_moves_to_the_environment_several_stay():
 
 
 def test_a_key_moves_to_the_environment_only_where_the_environment_reaches_the_server():
-    from lookahead_runner.run.launch import server_launch
+    from lookahead_runner.run.life.launch import server_launch
     from lookahead_runner.config import ResolvedServer
     from lookahead_runner.vllm.knob import Setting
     from lookahead_runner.vllm.probe import Capabilities

@@ -8,7 +8,7 @@ import pytest
 
 from lookahead_runner.config import ConfigError, ResolvedServer, config_from_dict
 from lookahead_runner.config.masking import Secrets, looks_secret
-from lookahead_runner.run.launch import server_launch
+from lookahead_runner.run.life.launch import server_launch
 from lookahead_runner.runfolder.results import redact
 from lookahead_runner.vllm.knob import Setting
 from lookahead_runner.vllm.probe import Capabilities

@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from lookahead_runner.contracts.auth import bearer_header
-from lookahead_runner.run.life import answers
-from lookahead_runner.run.server import RunningServer
-from lookahead_runner.run.server_check import served_models
+from lookahead_runner.run.life.life import answers
+from lookahead_runner.run.life.server import RunningServer
+from lookahead_runner.run.life.server_check import served_models
 from lookahead_runner.telemetry.prometheus import scrape
 from lookahead_runner.workload.prompt import tokenize_counter
 

@@ -24,7 +24,8 @@ def rate_window(k: int, rate: float, arrivals: int, met: int, *, behind: bool = 
     ok_count = arrivals if ok is None else ok
     latency = np.full((arrivals, 4), np.nan)
     for i in range(ok_count):
-        ttft = fast_ms + i % 7 if i < met else 900.0 + i % 5
+        # a jitter of 0-6 ms whose neighbours in arrival order are unalike (no drift a queue would make)
+        ttft = fast_ms + (3 * i) % 7 if i < met else 900.0 + (2 * i) % 5
         latency[i] = (ttft, 20.0, 25.0, ttft + service_ms)
     succeeded = np.arange(arrivals) < ok_count
     if not burst:   # each kind (met, missed, failed) spread evenly through the arrivals

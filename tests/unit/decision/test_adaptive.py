@@ -273,6 +273,25 @@ def test_on_a_real_server_the_baseline_is_never_spared_and_an_outlier_life_is_me
     assert choose([0, 4], usual, spent(k0=1, k4=1), ModelView(), ROOMY, 5).stop == "decided"
 
 
+def test_where_the_baseline_leads_its_nearest_rival_on_one_life_keeps_its_second():
+    """Issue 46: with K=0 leading, K=4 stood on one life, which no outlier guard saw: a 20 %-slow life of a K truly at
+    +3.5 % (past the tie band) read "decided, K=0, 99 %" and the sweep stopped. A slow life hides a rival's gain as
+    one hides the baseline's loss, so the K nearest the baseline it leads keeps its second life too."""
+    p = DecisionConfig(resamples=1000).for_server("vllm")
+    ev = evidence([window(0, 32, 20.0, 0, duration_s=30.0), window(0, 32, 20.1, 1, duration_s=30.0),
+                   window(4, 32, 16.0, 0, duration_s=30.0)], 32)
+    now = standing_of(ev, p)
+    assert now.status == "decided" and now.leader == 0
+    again = choose([0, 4], now, Spent({0: 2, 4: 1}, {0: 2, 4: 1}), ModelView(), Budget(8), 4, 2, p.tie_tolerance_frac)
+    assert again.k == 4 and "outlier" in again.why, again.why
+    both = Spent({0: 2, 4: 2}, {0: 2, 4: 2})
+    assert choose([0, 4], now, both, ModelView(), Budget(8), 4, 2, p.tie_tolerance_frac).stop == "decided"
+    # on the simulator (a documented spread) a rival so far behind that a life at half its figure could not turn
+    # the verdict is spared, as the baseline is
+    far = standing("decided", 0, {0: 1.0}, {0: 20.0, 4: 9.0}, spread_measured=True)
+    assert choose([0, 4], far, spent(k0=2, k4=1), ModelView(), ROOMY, 5).stop == "decided"
+
+
 def _k0_twice_and_k4_once(k4_req_per_s: float, second_k0: float = 20.6):
     return evidence([window(0, 32, 20.0, 0, duration_s=5.0), window(0, 32, second_k0, 1, duration_s=5.0),
                      window(4, 32, k4_req_per_s, 0, duration_s=5.0)], 32)
@@ -295,7 +314,10 @@ def test_a_verdict_decided_short_of_the_early_stop_bar_buys_the_life_it_hangs_on
     assert capped.stop == "exhausted" and capped.why.startswith("decided at decision.confidence, short of")
     clear = standing_of(_k0_twice_and_k4_once(10.0, second_k0=20.1), p)
     assert clear.status == "decided" and clear.shares[0] >= 0.99
-    assert choose([0, 4], clear, lives, ModelView(), Budget(6), 5).stop == "decided"
+    # K=4 on one life is the baseline's nearest rival: it keeps its second (a slow life could hide its gain)
+    assert choose([0, 4], clear, lives, ModelView(), Budget(6), 5).k == 4
+    assert choose([0, 4], clear, Spent({0: 2, 4: 2}, {0: 2, 4: 2}, server_s=0.0), ModelView(), Budget(6),
+                  5).stop == "decided"
 
 
 def test_a_rivals_small_share_is_written_to_a_tenth_of_a_percent_not_as_0():

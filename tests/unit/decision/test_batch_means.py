@@ -1,6 +1,9 @@
 """Arrivals of an open-loop window are not independent trials (cells/stats.py): the design effect by batch means
-over runs of consecutive arrivals, and the runs a resample draws (cells/rate_cell.py)."""
+over runs of consecutive arrivals (the failures' at a rate), and the arrivals a rate resample draws
+(cells/rate_cell.py: n / tau of them, tau their correlation time, cells/arrival_correlation.py)."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -26,21 +29,22 @@ def test_wilson_on_an_effective_count_is_wilson_on_the_counts_over_the_design_ef
     assert wilson(950, 1000, 0.95, 10.0) == wilson(95, 100, 0.95)
 
 
-def test_runs_are_about_sqrt_n_consecutive_arrivals_and_a_resample_draws_whole_runs():
+def test_runs_are_about_sqrt_n_consecutive_arrivals():
     index = batch_index(400)
     assert index[0] == 0 and index[-1] == 19 and np.all(np.diff(index) >= 0) and np.bincount(index).min() == 20
     assert batch_index(15).tolist() == [0] * 15 and len(batch_index(0)) == 0
-    window = rate_window(0, 10.0, 410, 400)
+
+
+def test_a_resample_draws_n_over_tau_arrivals_each_counted_alike_and_keeps_the_windows_count():
+    window = rate_window(0, 10.0, 410, 400, burst=True)      # its 10 misses in one run: tau well over 1
     arrivals = _Arrivals.of(window, DecisionConfig(slo={"ttft_p99_ms": 500.0}))
+    assert arrivals.tau > 1
+    distinct = math.ceil(410 / arrivals.tau)
     rng = np.random.default_rng(0)
-    index = batch_index(410)
     for _ in range(20):
         drawn = arrivals.draw(rng)
         assert len(drawn) == 410 and drawn.min() >= 0 and drawn.max() < 410
-        at = 0
-        while at < 410:   # whole runs one after another, the last one cut
-            run = np.flatnonzero(index == index[drawn[at]])
-            assert drawn[at:at + len(run)].tolist() == run[:410 - at].tolist()
-            at += len(run)
+        _, counts = np.unique(drawn, return_counts=True)
+        assert len(counts) <= distinct and counts.min() >= 410 // distinct    # each drawn arrival counted alike
     empty = _Arrivals.of(rate_window(0, 10.0, 0, 0), DecisionConfig(slo={"ttft_p99_ms": 500.0}))
     assert len(empty.draw(rng)) == 0

@@ -188,7 +188,7 @@ def test_the_confirmation_life_runs_the_plan_on_the_grid_value_it_came_from(deci
     import pandas as pd
 
     from lookahead_runner.config import SweepConfig
-    from lookahead_runner.run.confirm_life import axis_value_of, config_of, setting_of
+    from lookahead_runner.run.strategies.confirm_life import axis_value_of, config_of, setting_of
     from lookahead_runner.runfolder.read import RunData
     from lookahead_runner.runfolder.plan import Plan, PlannedLife
 
@@ -212,7 +212,7 @@ def test_the_confirmation_life_runs_the_plan_on_the_grid_value_it_came_from(deci
 def test_no_confirm_on_a_resumed_run_retires_the_confirmation_planned_before(tmp_path):
     """--resume --no-confirm: the confirmation planned (and maybe half run) before is kept aside, not run."""
     from lookahead_runner.runfolder import results
-    from lookahead_runner.run.confirm_life import switch_off
+    from lookahead_runner.run.strategies.confirm_life import switch_off
     from lookahead_runner.runfolder.plan import CONFIRM_ROLE
 
     plan_doc = {"run_id": "r", "probe": {"version": "0.32.0"}, "config": {}, "target_users": 32,

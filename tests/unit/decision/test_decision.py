@@ -379,7 +379,7 @@ def test_a_rival_holding_back_the_early_stop_is_wanted_not_only_the_leader():
 
     stage = SimpleNamespace(status="not_decided", pick=4, ks=[0, 2, 4, 8], shares={4: 0.987, 2: 0.01, 8: 0.003},
                             resamples=1000, unknown_gates=lambda k: [], share_range=SimpleNamespace(low=0.97),
-                            noise=SimpleNamespace(source="repeats"), base_k=0)
+                            noise=SimpleNamespace(source="repeats"), base_k=0, off_earlier={})
     p = DecisionConfig(resamples=1000)
     assert wanted_of(stage, early_look(p)) == [2, 4]
     assert wanted_of(stage, p) == [4]
@@ -417,7 +417,7 @@ def test_the_contender_floor_counts_the_draws_the_shares_come_from():
     p = DecisionConfig(resamples=1000)
     stage = SimpleNamespace(status="not_decided", pick=4, ks=[0, 2, 4, 8], shares={4: 0.99612, 8: 0.0035, 2: 0.000375},
                             resamples=8000, unknown_gates=lambda k: [], share_range=SimpleNamespace(low=0.995),
-                            noise=SimpleNamespace(source="repeats"), base_k=0)
+                            noise=SimpleNamespace(source="repeats"), base_k=0, off_earlier={})
     assert wanted_of(stage, early_look(p)) == [4, 8]
     assert contender_share(early_look(p), 8000) == pytest.approx(0.002)
     assert contender_share(early_look(p), 1000) == pytest.approx(0.005)

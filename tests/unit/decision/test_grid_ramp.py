@@ -4,7 +4,7 @@ from unit.synthetic import window
 from lookahead_runner.config import ConfigError, DecisionConfig, config_from_dict
 from lookahead_runner.decision import evidence
 from lookahead_runner.decision.ramp import ramp_decision
-from lookahead_runner.run.ramp import ramp_config
+from lookahead_runner.run.strategies.ramp import ramp_config
 from lookahead_runner.run.runner import plan_lives
 from lookahead_runner.vllm.knob import Setting, server_argv, with_axis
 from lookahead_runner.vllm.probe import Capabilities

@@ -18,7 +18,7 @@ from lookahead_runner.decision.engine import auto_repeats_wanted, early_look
 from lookahead_runner.decision.gates.looks import Looks, boundaries, expected_look, spent
 from lookahead_runner.decision.gates.stage import tie_confidence
 from lookahead_runner.runfolder.price import looks_of
-from lookahead_runner.run.finalize import decide_looked
+from lookahead_runner.run.verdict.finalize import decide_looked
 
 P = DecisionConfig(resamples=1000)
 

@@ -239,3 +239,29 @@ def test_the_share_of_resamples_where_a_k_falls_behind_is_carried_into_the_verdi
     assert 0.1 < behind < 0.5
     assert decision.confidence == pytest.approx(1 - behind, abs=0.05)
     assert decision.status == "not_decided" and "K=4 wins in " in decision.verdict
+
+
+def test_how_many_arrivals_would_tell_is_found_for_a_fractional_independent_count():
+    # 794 of 817 arrivals met a p99 SLO, counted as 817 / 21.6 = 37.8 independent ones: the bisection over that
+    # fractional count stepped below its low end and never ended (the gate's evidence hung)
+    import signal
+
+    from lookahead_runner.config.slo import parse_slos
+    from lookahead_runner.decision.cells.slo_attainment import SloAttainment
+    from lookahead_runner.decision.cells.stats import wilson
+    from lookahead_runner.decision.gates.rate_gates import _arrivals_to_tell
+
+    slo, deff = parse_slos((("ttft_p99_ms", 500.0),))[0], 21.615516034712403
+    found = SloAttainment(slo, 794, 817, wilson(794, 817, 0.95, deff), deff)
+
+    def hung(*_):
+        raise TimeoutError("the bisection did not end in 10 s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        text = _arrivals_to_tell(found, 0.95)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert text.startswith("about ") and text.endswith("arrivals at this attainment, as correlated")

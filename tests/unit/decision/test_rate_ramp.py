@@ -14,7 +14,7 @@ from lookahead_runner.decision.cells.evidence import Evidence
 from lookahead_runner.decision.cells.keeping_up import queue_finding
 from lookahead_runner.decision.cells.rate_window import RateWindow
 from lookahead_runner.decision.ramp import ramp_decision, rate_knee, rate_step_text
-from lookahead_runner.run.ramp import ramp_config
+from lookahead_runner.run.strategies.ramp import ramp_config
 
 P = DecisionConfig(slo={"ttft_p99_ms": 500}, resamples=200)
 NO_SLO = DecisionConfig(resamples=200)

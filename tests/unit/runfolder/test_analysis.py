@@ -69,7 +69,7 @@ def test_validity_gates():
 def test_lagging_client_is_named_saturated_or_starved_with_this_runs_fix():
     """High lag + a busy Locust process = saturated (more processes); high lag + an idle one = starved by
     other processes (placement): each reason carries the run's own fix."""
-    from lookahead_runner.run.placement import Placement
+    from lookahead_runner.run.life.placement import Placement
     from lookahead_runner.runfolder.lag_advice import advice_for
 
     reqs, stages, server, gpu = life()

@@ -24,7 +24,7 @@ def test_report_on_a_folder_remembers_its_spread_only_when_asked(tmp_path, monke
     """A run folder someone sends must not write their server's spread into my ledger: `report` remembers it only
     with --remember-spread (a sweep, whose server ran here, always does)."""
     asked = []
-    monkeypatch.setattr("lookahead_runner.run.finalize.finalize",
+    monkeypatch.setattr("lookahead_runner.run.verdict.finalize.finalize",
                         lambda run_dir, steps=None, ledger=True, render=True: asked.append(ledger) or run_dir)
     assert cli.main(["report", str(tmp_path)]) == 0
     assert cli.main(["report", str(tmp_path), "--remember-spread"]) == 0

@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from lookahead_runner.contracts.paths import OutsideFolder, inside, path_safe
-from lookahead_runner.run.launch import Life
-from lookahead_runner.run.life import fresh_life_dir
+from lookahead_runner.run.life.launch import Life
+from lookahead_runner.run.life.life import fresh_life_dir
 from lookahead_runner.runfolder.columns import read_table
 from lookahead_runner.runfolder.plan import RunDirError
 from lookahead_runner.runfolder.read import read_run
@@ -108,7 +108,7 @@ def test_a_folder_leading_outside_the_run_is_one_line_and_exit_2_not_a_traceback
     OutsideFolder: the CLI says it in one line, exit 2, as any other bad run folder."""
     from lookahead_runner import cli
     from lookahead_runner.contracts.paths import OutsideFolder
-    from lookahead_runner.run import finalize
+    from lookahead_runner.run.verdict import finalize
 
     def outside(*_args, **_kwargs):
         raise OutsideFolder(f"k0/r0 leads outside the run folder {tmp_path} (a link)")

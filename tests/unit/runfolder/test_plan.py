@@ -5,7 +5,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from lookahead_runner.run.finalize import finalize
+from lookahead_runner.run.verdict.finalize import finalize
 from lookahead_runner.runfolder.plan import (CONFIRM_ROLE, PLAN_VERSION, LifeStatus, Plan, PlannedLife, RunDirError, append_lives,
                                    life_state, add_confirmation, read_plan, read_plan_and_config, read_status,
                                    retire_confirmation, write_plan, write_status)
@@ -166,7 +166,7 @@ def test_each_variants_confirmation_is_planned_and_retired_alone_and_the_adaptiv
 
 
 def test_requests_are_kept_in_memory_only_for_a_request_set(old_run, monkeypatch):
-    """RunData.requests holds every life's requests for the request set's figures (run/request_set_run.py), its
+    """RunData.requests holds every life's requests for the request set's figures (run/verdict/request_set_run.py), its
     only reader: without load.requests nothing is kept (the peak memory of a 3M-request report)."""
     from lookahead_runner.runfolder import read as read_module
 

@@ -5,8 +5,8 @@ import json
 import math
 
 from lookahead_runner.report.view import placement_rows
-from lookahead_runner.run.placement import Placement
-from lookahead_runner.run.preflight import LoadedFigures, idle_lag
+from lookahead_runner.run.life.placement import Placement
+from lookahead_runner.run.life.preflight import LoadedFigures, idle_lag
 from lookahead_runner.runfolder.lag_advice import lag_advice
 from lookahead_runner.runfolder.lag_advice import LagAdvice
 from lookahead_runner.runfolder.preflight import (PREFLIGHT_VERSION, IdleLag, PlacementRecord, PreflightRecord,

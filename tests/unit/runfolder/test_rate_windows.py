@@ -10,6 +10,7 @@ import pytest
 
 from lookahead_runner.config.slo import parse_slos
 from lookahead_runner.contracts.records import NOT_SENT_ERROR, REQUEST_COLUMNS
+from lookahead_runner.decision.cells.arrival_correlation import one
 from lookahead_runner.decision.cells.rate_window import behind_findings
 from lookahead_runner.decision.cells.stats import wilson
 from lookahead_runner.runfolder.analysis import SUMMARY_COLUMNS, WindowRules, stage_windows, summary_frame
@@ -58,7 +59,10 @@ def test_a_k_that_keeps_up_meets_its_slo_in_the_share_of_arrivals_with_a_wilson_
     assert window.arrivals == len(inside) == 80 and row["arrivals"] == 80
     assert row["offered_per_s"] == pytest.approx(10.0)
     assert row["slo_attainment"] == pytest.approx(good / 80) == pytest.approx(0.9)
-    bounds = wilson(good, 80, 0.95)
+    # a miss every 10th arrival is no run of misses: tau 1, the 80 arrivals worth 80 on 79 degrees of freedom
+    assert window.correlation_time() == 1.0
+    bounds = wilson(good, 80, 0.95, one(80, 1.0).design_effect_at(0.95))
+    assert bounds.low < wilson(good, 80, 0.95).low   # Student's t on 79 df: a little wider than z's
     assert (row["slo_attainment_low"], row["slo_attainment_high"]) == (round(bounds.low, 6), round(bounds.high, 6))
     assert row["goodput_per_s"] == pytest.approx(good / 8.0)
     assert row["achieved_per_s"] == pytest.approx(10.0, rel=0.05) == pytest.approx(row["req_per_s"], rel=0.05)

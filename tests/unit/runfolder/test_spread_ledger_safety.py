@@ -97,7 +97,7 @@ def test_on_a_ray_cluster_the_gpus_are_those_of_the_nodes_that_run_the_lives(mon
     pytest.importorskip("ray", reason="cluster.engine = 'ray' is refused without Ray (the ray extra)")
     from types import SimpleNamespace
 
-    from lookahead_runner.run.cluster import RaySlots
+    from lookahead_runner.run.cluster.slots import RaySlots
     from lookahead_runner.run.runner import ledger_gear
 
     def driver_gpus(*_):

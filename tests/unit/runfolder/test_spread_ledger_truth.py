@@ -1,4 +1,4 @@
-"""Issue 46: what the restart spread ledger claims, checked (runfolder/spread_ledger.py, run/finalize.py
+"""Issue 46: what the restart spread ledger claims, checked (runfolder/spread_ledger.py, run/verdict/finalize.py
 remember_spread): the fingerprint tells servers apart whatever flag comes before a flag; a spread is pooled only
 from runs of the same workload, never from an outlier run; a run keeps its own date when its report is made again;
 a ledger of the previous version is read."""
@@ -10,7 +10,7 @@ import pytest
 from lookahead_runner.config import DecisionConfig, config_from_dict
 from lookahead_runner.decision import decide, evidence
 from lookahead_runner.decision.schema import RestartSpread
-from lookahead_runner.run.finalize import remember_spread
+from lookahead_runner.run.verdict.finalize import remember_spread
 from lookahead_runner.runfolder import spread_ledger as ledger
 from lookahead_runner.runfolder.plan import Plan
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from lookahead_runner.config import ConfigError, ResolvedServer, config_from_dict
-from lookahead_runner.run.launch import render_argv
+from lookahead_runner.run.life.launch import render_argv
 from lookahead_runner.run.runner import check_capabilities, plan_lives
 from lookahead_runner.sim.cli import parse_serve
 from lookahead_runner.sim.profiles import get_profile

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from lookahead_runner.config.loading import config_from_dict
 from lookahead_runner.config.strict import ConfigError
-from lookahead_runner.run.load import locust_argv
+from lookahead_runner.run.life.load import locust_argv
 from lookahead_runner.workload.options import ScenarioSettings
 from lookahead_runner.workload.prompt import (METHOD_TEXT, METHOD_TOKENIZE, CalibrationFailed, calibrate_chat,
                                               plan_prompt, tokenize_body)

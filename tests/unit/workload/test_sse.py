@@ -88,7 +88,7 @@ def test_malformed_message_is_a_short_excerpt():
     (b'{"data": [{"id": null}, "m", {"id": 7}, {"id": " "}, {"id": "x"}]}', ["x"]),
 ])
 def test_the_models_a_v1_models_answer_lists_are_names_only(body, ids):
-    """One reading of GET /v1/models for the runner (run/server_check.py) and the standalone scenario
+    """One reading of GET /v1/models for the runner (run/life/server_check.py) and the standalone scenario
     (workload/scenario.first_model_id): a page, a list that is not vLLM's, an id that is no name list none."""
     from lookahead_runner.workload.sse import model_ids
 

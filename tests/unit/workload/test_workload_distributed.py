@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from lookahead_runner.run.load import locust_argv
+from lookahead_runner.run.life.load import locust_argv
 from lookahead_runner.contracts.records import REQUEST_COLUMNS
 from lookahead_runner.workload.distributed import (
     MSG_ROWS,
