@@ -53,8 +53,10 @@ def life_is_loading(run_root, life):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_mid_load_leaves_no_process_and_resume_finishes(tmp_path, sig):
     model = f"sim/lives-{uuid.uuid4().hex[:8]}"
-    runner = start_runner(tmp_path, sweep_toml(model, "[0, 2]", [(4, 3), (8, 3)], 4))
+    runner = start_runner(tmp_path, sweep_toml(model, "[0, 2]", [(4, 3), (8, 10)], 4))
     try:
+        # the second life's last stage is 10 s, so the signal lands mid-load on a host at load average 5 (at 3 s
+        # the sweep had ended, exit 3, before the test process got its turn)
         wait_for(lambda: life_is_loading(tmp_path / "runs", "k2/r0"), 90, "the second life's load")
         assert processes_of(model), "the server of the second life should be running"
         os.kill(runner.pid, sig)

@@ -122,7 +122,9 @@ def test_interrupted_run_keeps_the_key_out_and_resume_takes_it_from_the_environm
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
     key = secret("sk-int")
     model = f"sim/sec-int-{uuid.uuid4().hex[:8]}"
-    config = write_config(tmp_path, sweep_toml(model, [0, 2], stages=((2, 6),),
+    # a 12 s stage: the checks below take seconds on a busy host, and Ctrl-C must still land mid-load (at 6 s the
+    # sweep had ended, exit 3)
+    config = write_config(tmp_path, sweep_toml(model, [0, 2], stages=((2, 12),),
                                                 server={"extra_args": [*FAST, f"--api-key={key}"]}))
     runs = tmp_path / "runs"
     runner = start("sweep", "--config", str(config), "--out", str(runs))
