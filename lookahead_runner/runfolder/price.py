@@ -70,7 +70,7 @@ def hardest_margin(levels: Mapping[int, float], tie: float) -> float | None:
 
 def lives_range(config: SweepConfig, looks: Looks | None, spread: float | None = None,
                 levels: Mapping[int, float] | None = None, spread_known: bool = False) -> LivesRange:
-    """`looks`: the sweep's (run/strategies/adaptive_sweep.looks_of; None: a grid that looks once); `spread`: the restart
+    """`looks`: the sweep's (`looks_of`; None: a grid that looks once); `spread`: the restart
     spread per life (relative SD) and `levels` each K's objective, where earlier runs or this one measured them;
     `spread_known`: the spread needs no life of this run to be measured (the ledger's, or a documented one)."""
     ks = len(config.speculation.k)

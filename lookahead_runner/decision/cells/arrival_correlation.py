@@ -105,7 +105,8 @@ def pooled(parts: Sequence[tuple[Effective, int]]) -> Effective:
     """Windows pooled (independent server lives or stages): their independent counts summed, each window's degrees
     of freedom summed; with several windows, never worth more than the spread of their shares (`parts`: each
     window's Effective and its arrivals meeting the share) shows, the floor for what no window shows inside (one
-    life unlike another, a correlation longer than a window)."""
+    life unlike another, a correlation longer than a window), and where that floor binds, on the windows' count less
+    one degrees of freedom."""
     parts = [(e, met) for e, met in parts if e.arrivals > 0]
     if not parts:
         return Effective(0.0, 0.0)
@@ -122,4 +123,7 @@ def pooled(parts: Sequence[tuple[Effective, int]]) -> Effective:
     # the pooled share's variance from the windows' spread (unbiased for independent windows of equal weight)
     between = float(np.sum(weights ** 2 * (shares - share) ** 2)) * len(parts) / (len(parts) - 1)
     floor = share * (1 - share) / between if between > 0 else math.inf
-    return Effective(arrivals, min(independent, floor), df)
+    if floor < independent:
+        # the spread of len(parts) windows' shares carries len(parts) - 1 degrees of freedom, not the arrivals'
+        return Effective(arrivals, floor, float(len(parts) - 1))
+    return Effective(arrivals, independent, df)

@@ -126,3 +126,16 @@ def test_a_capacity_point_counts_its_arrivals_as_independent_ones_by_their_corre
     window = _window(200.0 + 20.0 * _ar1(rng, 4000, 0.95))
     point = rate_points([window])[0][0]
     assert point.good == point.n == 4000 and point.design_effect > 20
+
+
+def test_repeats_whose_spread_sets_the_interval_carry_their_count_less_one_degrees_of_freedom():
+    """Where the lives' spread is the floor, that spread is estimated on lives - 1 degrees of freedom, not on the
+    arrivals' (measured: three lives of 500 arrivals, shares drawn around 0.8 with sd 0.05, held the truth 84 % of
+    4000 times at a stated 95 % on the arrivals' degrees of freedom, 94 % of 6000 on the lives')."""
+    from lookahead_runner.decision.cells.arrival_correlation import Effective, one, pooled
+
+    unlike = pooled([(one(1000, 1.0), 800), (one(1000, 1.0), 990), (one(1000, 1.0), 900)])
+    alike = pooled([(one(1000, 1.0), 900), (one(1000, 1.0), 905)])
+    assert unlike.independent < 3000 and unlike.df == 2.0
+    assert alike.independent == 2000 and alike.df == 1998.0
+    assert unlike.design_effect_at(0.95) > 4 * Effective(3000, unlike.independent).design_effect
