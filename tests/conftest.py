@@ -1,4 +1,6 @@
 import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,15 @@ except ImportError:  # a bare host (tests/gpu on a GPU machine): one test at a t
     LoadFileScheduling = None
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "vllm-0.32.0-cpu"
+
+# The tests that send a runner SIGINT stand for a terminal's Ctrl-C. A shell without job control (a script, a tool
+# running commands) starts what it puts in the background (`python -m pytest ... &`) with SIGINT ignored, every
+# process started from there inherits that, and a Python that starts with SIGINT ignored keeps ignoring it (it
+# installs its Ctrl-C handler only over the default; the runner keeps what a shell or nohup ignored): in such a run
+# the Ctrl-C tests' runners ran to their end, exit 3, instead of stopping with 130. Every test process takes Ctrl-C
+# back, so what its tests start gets SIGINT at its default (a handler set here is the default in an exec'd child).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN and threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # The restart spread ledger lives in the user's cache folder (runfolder/spread_ledger.py): no test reads or writes the

@@ -174,7 +174,22 @@ def no_traceback(*texts: str) -> None:
         assert "Traceback" not in text, text[-3000:]
 
 
+def ignored_signals(pid: int) -> set[int]:
+    """The signals a live process ignores (Linux: SigIgn in /proc/PID/status); empty where that cannot be read."""
+    try:
+        status_text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return set()
+    mask = next((int(line.split()[1], 16) for line in status_text.splitlines() if line.startswith("SigIgn:")), 0)
+    return {bit + 1 for bit in range(mask.bit_length()) if mask >> bit & 1}
+
+
 def interrupt(process: subprocess.Popen, sig: int) -> None:
+    """Send `sig` to the runner, after checking it does not ignore it: a runner that inherited SIGINT ignored would
+    run to its end (exit 3) instead of stopping (130), and the assertion on its exit code would not say why."""
+    assert sig not in ignored_signals(process.pid), (
+        f"the runner (pid {process.pid}) ignores {signal.Signals(sig).name}: it inherited that from the test process "
+        "(pytest started as a background job of a shell without job control?); tests/conftest.py restores Ctrl-C")
     os.kill(process.pid, sig)
 
 
