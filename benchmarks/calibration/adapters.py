@@ -113,6 +113,13 @@ def spread_interval(decision: Decision) -> tuple[float, float | None, float | No
     return None if s is None else (s.rel_sd, s.low, s.high)
 
 
+def spread_ks(decision: Decision) -> tuple[int, ...]:
+    """The K whose restarted lives this run's restart spread was measured on (decision.json's restart_spread.ks;
+    none where it is earlier runs' alone)."""
+    s = decision.restart_spread
+    return () if s is None else tuple(s.ks)
+
+
 def auto_repeats(ev: Evidence, p: DecisionConfig, looks=None) -> list[int]:
     """load.repeats = "auto": the K the runner repeats once more (run/runner.py's loop asks exactly this, with
     `looks` = runfolder/price.looks_of(config))."""

@@ -8,7 +8,12 @@ in 95 % of the trials; more is conservative, less a miss):
   (grid x2, adaptive, auto) or borrowed the ledger's (alike: measured on lives like this run's; unlike: on
   windows 0.25-4 x as long, the ledger's runs at another stage or on another workload being no spread the product
   borrows, spread_ledger.earlier_of): the truth the relative SD of a life's throughput, the drawn restart spread
-  and this run's window's own Poisson noise together (lives.life_spread);
+  and this run's window's own Poisson noise together (lives.life_spread). Measured on this run's lives, it is
+  claimed where the spread describes every one of them; an outlier life among them (10-25 % slow: no draw of the
+  spread) is one of a pair that two lives per K cannot tell from a wide spread (the pool's F test on 1 and 1
+  degrees of freedom sets it apart only past 161 x the other's square), so the spread it states takes the outlier
+  in: there the claim is one-sided, the interval never below the truth ((1 + L) / 2, its upper end's share), and
+  how often it holds the truth is shown;
 - the SLO attainment at a rate: one window's (summary.csv's slo_attainment_low / high) and the gate's over a K's
   repeats (gates/rate_gates.py), the truth the M/M/c steady state's share (lives.mmc_attainment);
 - the gain at a rate (the rate verdict's gain_range: K=4's e2e percentile against K=0's, as speeds) against the
@@ -46,13 +51,22 @@ def score_sweep(trial: SweepTrial, tallies: Tallies) -> None:
             tallies.add(f"gain (users): {strategy}", FAMILY, COVERAGE, level, "ratio of the K's true levels - 1",
                         holds(low, high, r.gain), factors)
         spread = adapters.spread_interval(decision)
-        if spread is not None:
-            _, low, high = spread
-            name = f"restart spread: {strategy}"
-            if strategy == "ledger":   # measured alike, or on other windows (regimes.LEDGER_KINDS)
-                name += " alike" if factors.get("ledger") == "alike" else " unlike"
-            tallies.add(name, FAMILY, COVERAGE, level,
-                        "sqrt(restart spread^2 + 1/completions)", holds(low, high, life_spread(trial.regime)), factors)
+        if spread is None:
+            continue
+        _, low, high = spread
+        truth, name = life_spread(r), f"restart spread: {strategy}"
+        if strategy == "ledger":   # measured alike or on other windows (regimes.LEDGER_KINDS): none of this run's lives
+            name += " alike" if factors.get("ledger") == "alike" else " unlike"
+        elif r.outlier and r.outlier_k in adapters.spread_ks(decision):   # this run's lives measured it, the
+            # outlier among them (its K's first life; a K of two or more lives has its first among them)
+            tallies.add(f"{name}, outlier life: not below the truth", FAMILY, COVERAGE, (1 + level) / 2,
+                        "the spread the lives are drawn with, the outlier apart", high is None or truth <= high,
+                        factors)
+            tallies.add(f"{name}, outlier life: holds the truth", FAMILY, SHOWN, 0.0, "shown, not scored",
+                        holds(low, high, truth), factors)
+            continue
+        tallies.add(name, FAMILY, COVERAGE, level, "sqrt(restart spread^2 + 1/completions)", holds(low, high, truth),
+                    factors)
 
 
 def score_attainment(trial: AttainmentTrial, tallies: Tallies) -> None:

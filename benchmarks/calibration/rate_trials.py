@@ -9,14 +9,19 @@ truths:
   each K's SLO and the gain at the rate (the rate verdict's objective: the e2e percentile's inverse, K=4's over
   K=0's) in closed form (lives.mmc_attainment);
 - `capacity_trial`: one K measured at a ladder of rates (a rate ramp) or at the rates the capacity search
-  (decision/capacity/search.py) asks for: the true capacity is the rate whose attainment is the target.
+  (decision/capacity/search.py) asks for: the true capacity is the rate whose attainment is the target;
+- `spread_trial`: K=0 and K=4 at one rate on M/M/c servers, two server lives each, every life's service times
+  x a life factor exp(spread x N(0, 1)) (spread 1-20 %, the restart spread), the same seeded arrivals for both K
+  in a life: the verdict at the rate on the first life of each K and on both, against the true gain (K=4's e2e
+  percentile's speed over K=0's at the median life, factor 1) in closed form.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy import optimize
 
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision.adaptive import Budget, Spent
@@ -150,3 +155,80 @@ def capacity_trial(r: AttainmentRegime, rng: np.random.Generator, probe: bool) -
         tried.append(choice)
         windows.append(measure(choice, life))
     return CapacityTrial(r, p, windows, capacity)
+
+
+@dataclass(frozen=True)
+class SpreadRegime:
+    servers: int
+    service_mean_s: float       # K=0's, at the median life
+    rho: float                  # K=0's utilisation at the median life
+    speed: float                # K=4 serves each request this many times as fast
+    spread: float               # the restart spread: SD of a life's log service-time factor
+    stage_s: float
+    named: Named = Named()
+
+    @property
+    def rate(self) -> float:
+        return self.rho * self.servers / self.service_mean_s
+
+
+SPREAD_LIVES = 2          # lives per K a spread trial measures (its verdicts read the first one, then both)
+SPREAD_MAX_ARRIVALS = 1_500   # per window: the verdict's resamples take about 1 s per 1,000 arrivals of a K
+
+
+def draw_spread(rng: np.random.Generator) -> SpreadRegime:
+    """M/M/c: 1-32 servers, answers 0.2-10 s, K=0's utilisation 0.2-0.7 (a life up to 1.4 x slower stays under
+    1), stages 30-300 s holding 100-SPREAD_MAX_ARRIVALS arrivals; K=4 as fast as K=0 in a fifth of the trials (a
+    tie), else 0.7-1.6 x; the restart spread log-uniform 1-20 %."""
+    for _ in range(100):
+        servers = int(2 ** rng.integers(0, 6))
+        service = log_uniform(rng, 0.2, 10.0)
+        rho = rng.uniform(0.2, 0.7)
+        stage_s = log_uniform(rng, 30.0, 300.0)
+        if 100 <= rho * servers / service * stage_s <= SPREAD_MAX_ARRIVALS:
+            break
+    speed = 1.0 if rng.uniform() < 0.2 else log_uniform(rng, 0.7, 1.6)
+    spread = log_uniform(rng, 0.01, 0.2)
+    named = Named({"spread": "1-5%" if spread < 0.05 else "5-10%" if spread < 0.1 else "10-20%",
+                   "rho": "<0.5" if rho < 0.5 else ">=0.5", "servers": "1" if servers == 1 else "2-32"})
+    return SpreadRegime(servers, service, rho, speed, spread, stage_s, named)
+
+
+@dataclass(frozen=True)
+class SpreadTrial:
+    regime: SpreadRegime
+    p: DecisionConfig
+    windows: dict[int, list[RateWindow]]   # per K, its lives in order
+    factors: dict[int, list[float]]        # per K, each life's service-time factor (the truth behind its luck)
+    gain: float                             # the true gain of K=4 at the rate (median lives)
+    gain_named: Named
+
+    @property
+    def truth(self) -> int:
+        return 4 if self.gain > TIE else 0
+
+
+def spread_at_the_edge(r: SpreadRegime) -> SpreadRegime:
+    """The regime with K=4 as much faster as puts its true gain at the rate on the tie band's edge (the worst truth:
+    K=0 the truth there, K=4 at any gain past it), everything else as drawn."""
+    q = adapters.decision_config().latency_percentile / 100
+    latency = (lambda speed: mmc_limit(r.servers, r.rate, r.service_mean_s / speed, q, "e2e"))
+    base = latency(1.0)
+    speed = float(optimize.brentq(lambda v: base / latency(v) - 1 - TIE, 1.0, 1.5, xtol=1e-9))
+    return replace(r, speed=speed, named=Named({**r.named.factors, "gain": "edge"}))
+
+
+def spread_trial(r: SpreadRegime, rng: np.random.Generator) -> SpreadTrial:
+    """Two lives of each K at the rate (no SLO: the latency at the rate decides, the pick rule's second step)."""
+    # memory is not simulated: its gate is waived, so the verdict is the pick rule's alone
+    p = adapters.decision_config().model_copy(update={"waive": ["memory"]})
+    service = {0: r.service_mean_s, 4: r.service_mean_s / r.speed}
+    seeds = [_seed(rng) for _ in range(SPREAD_LIVES)]
+    factors = {k: [float(math.exp(r.spread * rng.standard_normal())) for _ in range(SPREAD_LIVES)] for k in service}
+    windows = {k: [mmc_window(k, i, r.servers, r.rate, s * factors[k][i], r.stage_s, "stationary", seeds[i], (),
+                              rng) for i in range(SPREAD_LIVES)] for k, s in service.items()}
+    q = p.latency_percentile / 100
+    speed = {k: 1 / mmc_limit(r.servers, r.rate, s, q, "e2e") for k, s in service.items()}
+    gain = speed[4] / speed[0] - 1
+    named = Named({"gain": "near" if abs(gain - TIE) <= 0.03 else "far", **r.named.factors})
+    return SpreadTrial(r, p, windows, factors, gain, named)

@@ -25,10 +25,11 @@ if __package__ in (None, ""):   # run as a file: the repository root on the path
 
 import numpy as np  # noqa: E402
 
-from . import findings, intervals, verdicts  # noqa: E402
-from .rate_trials import attainment_trial, capacity_trial, queue_trial  # noqa: E402
+from . import findings, intervals, rate_verdicts, verdicts  # noqa: E402
+from .rate_trials import (attainment_trial, capacity_trial, draw_spread, queue_trial, spread_at_the_edge,  # noqa: E402
+                          spread_trial)
 from .regimes import draw_attainment, draw_closed_loop, draw_queue  # noqa: E402
-from .sweeps import run_trial  # noqa: E402
+from .sweeps import at_the_edge, run_trial  # noqa: E402
 from .tally import Tallies, table  # noqa: E402
 from . import adapters  # noqa: E402
 
@@ -39,11 +40,20 @@ def _sweeps(rng: np.random.Generator, tallies: Tallies) -> None:
     verdicts.score_reference(trial, tallies)
     intervals.score_sweep(trial, tallies)
     findings.score_outlier_flag(trial, tallies)
+    # the same regime with K=4's gain at the tie band's edge, from a child stream: the trials' draws stay as they were
+    edge_rng = rng.spawn(1)[0]
+    verdicts.score_edge(run_trial(at_the_edge(trial.regime), edge_rng), tallies)
 
 
 def _rate(rng: np.random.Generator, tallies: Tallies) -> None:
     trial = attainment_trial(draw_attainment(rng), rng)
     intervals.score_attainment(trial, tallies)
+    # the verdict with a restart spread draws from a child stream: the attainment trials' draws stay as they were;
+    # each regime twice, as drawn and with K=4's true gain at the tie band's edge
+    spread_rng = rng.spawn(1)[0]
+    regime = draw_spread(spread_rng)
+    rate_verdicts.score_spread(spread_trial(regime, spread_rng), tallies)
+    rate_verdicts.score_edge(spread_trial(spread_at_the_edge(regime), spread_rng), tallies)
 
 
 def _capacity(rng: np.random.Generator, tallies: Tallies) -> None:
@@ -72,9 +82,10 @@ class Group:
 
 
 GROUPS = {g.name: g for g in (
-    Group("sweeps", _sweeps, "closed-loop sweeps: verdicts (grid x1/x2, ledger, adaptive, auto), gain, restart spread",
-          1),
-    Group("rate", _rate, "a target rate on M/M/c: SLO attainment, the gain at the rate", 1),
+    Group("sweeps", _sweeps, "closed-loop sweeps: verdicts (grid x1/x2, ledger, adaptive, auto) and their error at "
+                             "the tie band's edge, gain, restart spread", 1),
+    Group("rate", _rate, "a target rate on M/M/c: SLO attainment, the gain at the rate, the verdict at the rate "
+                         "with a restart spread", 1),
     Group("capacity", _capacity, "capacity within the SLO: a rate ramp and the capacity search", 2),
     Group("behind", _behind, "falls behind / keeps up: false alarms and misses", 10),
 )}
@@ -91,7 +102,8 @@ NOT_YET = (
     ("the drafts-short flag", "drafting counters with a known schedule (telemetry/drafting.py)"),
     ("goodput (users and rate)", "a truth of the share meeting the SLO on the closed-loop lives; a rate's goodput "
                                  "has no interval printed now"),
-    ("the verdict at a rate", "the truth of its pick rule (gates/rate_pick.py, being reworked) on the true figures"),
+    ("the verdict at a rate where capacity decides", "lives measured at several rates with a true capacity per K "
+                                                     "(the latency step is measured: 'verdict at a rate')"),
 )
 
 

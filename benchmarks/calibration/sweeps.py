@@ -31,7 +31,7 @@ from lookahead_runner.run.strategies.adaptive_sweep import default_max_lives
 
 from . import adapters
 from .lives import KS, THIS_WORKLOAD, closed_loop_lives, ledger_entry
-from .regimes import ClosedLoopRegime
+from .regimes import TIE, ClosedLoopRegime
 
 STRATEGIES = ("grid x1", "grid x2", "ledger", "adaptive", "auto")
 
@@ -41,6 +41,13 @@ class SweepTrial:
     regime: ClosedLoopRegime
     decisions: dict[str, Decision]
     lives: dict[str, int]            # lives each strategy ran (every K together)
+    confidence: float = 0.9          # decision.confidence the verdicts were asked for (over all their looks)
+
+
+def at_the_edge(r: ClosedLoopRegime) -> ClosedLoopRegime:
+    """The regime with K=4's true gain at the tie band's edge (the worst truth of decision/gates/looks.py's claim:
+    K=0 the truth there, K=4 at any gain past it), everything else as drawn."""
+    return replace(r, gain=TIE, named=replace(r.named, factors={**r.named.factors, "gain": "edge"}))
 
 
 def sweep_config(r: ClosedLoopRegime) -> SweepConfig:
@@ -87,4 +94,5 @@ def run_trial(r: ClosedLoopRegime, rng: np.random.Generator, strategies: tuple[s
         borrowing = adapters.with_ledger(p, ledger_entry(r, rng, p.bin_min_s), r.users, THIS_WORKLOAD)
         shown["ledger"] = {k: [0] for k in KS}
         decisions["ledger"] = adapters.decide_users(ev.subset(shown["ledger"]), borrowing)
-    return SweepTrial(r, decisions, {name: sum(map(len, revealed.values())) for name, revealed in shown.items()})
+    return SweepTrial(r, decisions, {name: sum(map(len, revealed.values())) for name, revealed in shown.items()},
+                      float(p.confidence))

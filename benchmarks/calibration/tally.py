@@ -4,7 +4,8 @@ Claim: a claim is met when its measured rate lies inside the band its stated rat
 the binomial's central BAND_LEVEL range of the stated rate (`band`), one-sided: a coverage (an interval stated at
 95 %) misses when it falls below the band's low end (above is conservative, said as such), an error rate (false
 alarms, misses, confident-wrong verdicts) when it rises above the band's high end. Each trial carries its
-regime's labels, so a claim's rate is also tallied per factor (`worst`): a miss points at the regime behind it.
+regime's labels, so a claim's rate is also tallied per factor (`worst`): a miss points at the regime behind it. A row no
+claim of the product promises (SHOWN, REFERENCE, DESCRIPTIVE) is printed, never met or missed.
 """
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ from scipy import stats
 BAND_LEVEL = 0.99
 COVERAGE, ERROR, SHOWN = "coverage", "error rate", "shown"   # SHOWN: a share printed beside the claims, no claim
 REFERENCE = "reference"   # a coverage of no product code, printed with its band to read the claims by: no claim
+# a share the product's code reaches, printed with the band of the rate it states, that no claim of the product
+# promises (a verdict's right share among the decided, by the confidence stated: it depends on where the truths lie)
+DESCRIPTIVE = "described"
+UNCLAIMED = (SHOWN, REFERENCE, DESCRIPTIVE)
 
 
 def band(stated: float, trials: int, level: float = BAND_LEVEL) -> tuple[float, float]:
@@ -73,10 +78,11 @@ class Claim:
 
     @property
     def outcome(self) -> str:
-        """met | missed | conservative (a coverage above its band) | no trials | shown (no claim)."""
+        """met | missed | conservative (a coverage above its band) | no trials | shown, reference, described (no
+        claim)."""
         if not self.trials:
             return "no trials"
-        if self.kind in (SHOWN, REFERENCE):
+        if self.kind in UNCLAIMED:
             return self.kind
         low, high = self.band
         if self.kind == COVERAGE:
@@ -85,12 +91,12 @@ class Claim:
 
     @property
     def met(self) -> bool:
-        return self.outcome in ("met", "conservative", "no trials", SHOWN, REFERENCE)
+        return self.outcome in ("met", "conservative", "no trials", *UNCLAIMED)
 
     def worst(self, min_trials: int = 10) -> str:
         """The factor label whose own rate misses the claim the most (over at least `min_trials`), "" if none."""
         worst, gap = "", 0.0
-        if self.kind in (SHOWN, REFERENCE):
+        if self.kind in UNCLAIMED:
             return ""
         for (factor, label), (hits, trials) in self.by_factor.items():
             if trials < min_trials:

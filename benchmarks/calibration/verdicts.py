@@ -1,17 +1,25 @@
-"""The verdicts: how often a decided verdict is right, by the confidence it states (a reliability table).
+"""The verdicts: how often one is wrong where a wrong verdict is likeliest, and how often a decided one is right.
 
-Claim checked: a verdict decided at a stated confidence c (decision.json's `confidence`, the share of resamples
-picking the K) is right in at least c of the trials where it says so: per strategy (grid with one or two lives
-per K, a ledger's spread borrowed, the adaptive sweep with its early stop, auto repeats) and per band of stated
-confidence (90-95 %, 95-99 %, 99 % and over), against the mean confidence stated in the band. The truth: K=4
+Claim checked: a verdict decided at decision.confidence c, over every look its sweep takes, is wrong at most 1 - c of
+the time at the worst truth, a true gain at the tie band's edge (decision/gates/looks.py: each look's bar an
+error-spending share of 1 - c; a grid's one look at c): `score_edge`, per strategy (grid with one or two lives per
+K, a ledger's spread borrowed, the adaptive sweep with its early stop, auto repeats), on a second trial of each
+regime with K=4's true gain at the edge (sweeps.at_the_edge). There K=0 is the truth, so a verdict naming K=4 is
+wrong; a gain past the edge by any margin however small has the same lives in the limit and K=4 for its truth, so
+a verdict naming K=0 there is as wrong. Each is an error rate stated at 1 - c over every trial at the edge,
+decided or not.
+
+Described beside it, no claim: how often a decided verdict is right by the confidence it states (a reliability
+table: 90-95 %, 95-99 %, 99 % and over, and every decided), against the mean confidence stated. The share of
+resamples is a one-sided test's Phi(Z), not a probability of being right: how often a verdict at 95 % is right
+depends on where the truths lie (half of these trials put the gain 0.5-3 points from the edge). The truth: K=4
 where its true gain over K=0 passes the tie band, else K=0 (sweeps.py's lives; regimes.ClosedLoopRegime). A
-verdict not decided is no claim (its share of trials is shown as `decided`, not scored).
+verdict not decided is no claim (its share of trials is shown as `decided`).
 
 Beside them, what an exact test would score on the same truths (`score_reference`, no product code): the gain
 measured on 1 or 2 lives per K whose spread is known (normal on the log scale, no outlier), its confidence the
-share of its sampling distribution past the tie band's edge (what the resamples' share is), decided at 90 %. The
-reliability a stated confidence reaches depends on where the truths lie: half of these trials put the gain 0.5-3
-points from the edge, where even the exact test's decided verdicts are right far less often than they state.
+share of its sampling distribution past the tie band's edge (what the resamples' share is), decided at 90 %: where
+the truths crowd the edge, even its decided verdicts are right far less often than they state.
 """
 from __future__ import annotations
 
@@ -24,7 +32,7 @@ from . import adapters
 from .lives import life_spread
 from .regimes import TIE
 from .sweeps import SweepTrial
-from .tally import COVERAGE, REFERENCE, SHOWN, Tallies
+from .tally import DESCRIPTIVE, ERROR, REFERENCE, SHOWN, Tallies
 
 FAMILY = "verdict"
 BANDS = ((0.99, "99%+"), (0.95, "95-99%"), (0.90, "90-95%"), (0.0, "below 90%"))
@@ -42,7 +50,7 @@ def _score(tallies: Tallies, strategy: str, decided: bool, k: int | None, confid
         return
     right = k == truth
     for name in (f"verdict {strategy}, stated {band_of(confidence)}", f"verdict {strategy}, every decided"):
-        tallies.add(name, FAMILY, COVERAGE, 0.9, truth_text, right, factors, confidence)
+        tallies.add(name, FAMILY, DESCRIPTIVE, 0.9, truth_text, right, factors, confidence)
 
 
 def score_sweep(trial: SweepTrial, tallies: Tallies) -> None:
@@ -50,6 +58,24 @@ def score_sweep(trial: SweepTrial, tallies: Tallies) -> None:
         decided, k, confidence = adapters.verdict(decision)
         _score(tallies, strategy, decided, k, confidence, trial.regime.truth, trial.regime.named.factors,
                SWEEP_TRUTH)
+
+
+EDGE_TRUTH = {4: "gain at the tie band's edge: K=0 the truth", 0: "gain just past the edge: K=4 the truth"}
+
+
+def edge_claim(strategy: str, named: int) -> str:
+    return f"wrong at the edge: {strategy}, K={named} named"
+
+
+def score_edge(trial: SweepTrial, tallies: Tallies) -> None:
+    """A trial at the tie band's edge (module docstring): per strategy, a verdict naming K=4 (wrong: K=0 is the
+    truth at the edge) and one naming K=0 (wrong at a gain past it by any margin), each against 1 - c."""
+    stated = 1 - trial.confidence
+    for strategy, decision in trial.decisions.items():
+        decided, k, _ = adapters.verdict(decision)
+        for named in (4, 0):
+            tallies.add(edge_claim(strategy, named), FAMILY, ERROR, stated, EDGE_TRUTH[named],
+                        decided and k == named, trial.regime.named.factors)
 
 
 REFERENCE_DRAWS = 20      # measurements per trial and lives count: the reference's rate over 20 x the trials

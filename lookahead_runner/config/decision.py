@@ -142,6 +142,9 @@ class DecisionConfig(Strict):
     _one_life_per_k: bool = PrivateAttr(False)
     # what earlier runs on this server measured (plan.json's restart_spread, from the ledger): None = nothing
     _earlier: EarlierSpread | None = PrivateAttr(None)
+    # the level the gain and restart spread intervals are formed at where a sweep stopped at one of its planned
+    # looks (decision/gates/looks.Looks.interval_level): None = interval_level, one look's
+    _look_interval_level: float | None = PrivateAttr(None)
 
     @field_validator("restart_spread", mode="before")
     @classmethod
@@ -178,6 +181,18 @@ class DecisionConfig(Strict):
     @property
     def earlier_spread(self) -> EarlierSpread | None:
         return self._earlier
+
+    def at_look(self, level: float | None) -> "DecisionConfig":
+        """This config where the sweep stopped at a planned look: its gain and restart spread intervals formed at
+        `level`, so they hold at interval_level over the looks together (None: at interval_level)."""
+        self._look_interval_level = level
+        return self
+
+    @property
+    def reported_interval_level(self) -> float:
+        """The level the gain and restart spread intervals are formed at: interval_level, or where the sweep stopped
+        at a planned look, that look's (`at_look`)."""
+        return self._look_interval_level if self._look_interval_level is not None else self.interval_level
 
     def restart_prior(self) -> tuple[float, str]:
         """(relative SD per server life, where it comes from: "decision.restart_spread", "the simulator's

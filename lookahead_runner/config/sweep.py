@@ -160,13 +160,15 @@ class SweepConfig(Strict):
     def _measure_until_decided_where_the_spread_is_unknown(self) -> "SweepConfig":
         """No sweep.strategy and no load.repeats given, on a server whose restart spread is unknown (real vLLM, a
         simulator drawing one): the adaptive sweep, which buys the spread with one repeated life and measures until
-        decided, where it can choose lives (a restart per life, one decision at a users stage, two K or more, a
-        server it starts);
+        decided, where it can choose lives (a restart per life, one decision: at the users target, or with rate
+        stages only at the target rate; two K or more, a server it starts);
         the grid otherwise, and always on the simulator's own (the demo)."""
         if "strategy" in self.sweep.model_fields_set or "repeats" in self.load.model_fields_set:
             return self
+        one_decision = bool(self.load.user_stages) or self.target_rate is not None
         if (self.decision.spread_unknown and self.load.repeat_mode == "restart" and not self.grid.axis
-                and self.load.user_stages and len(self.load.variants) == 1 and len(self.speculation.k) >= 2 and not self.server.url):
+                and one_decision and len(self.load.variants) == 1 and len(self.speculation.k) >= 2
+                and not self.server.url):
             self.sweep.strategy = "adaptive"
             self._adaptive_by_default = True
         return self
@@ -175,6 +177,15 @@ class SweepConfig(Strict):
     def adaptive_by_default(self) -> bool:
         """The adaptive sweep was chosen because no strategy was given on a server of unknown restart spread."""
         return self._adaptive_by_default
+
+    @property
+    def adaptive_rate(self) -> float | None:
+        """The rate (req/s) the adaptive sweep judges its verdict at and chooses its lives by: the target rate where
+        the config has rate stages only; None for any other sweep, and where user stages decide (beside rate stages
+        too: their verdict is the one the lives are chosen for)."""
+        if self.sweep.strategy != "adaptive" or self.load.user_stages:
+            return None
+        return self.target_rate
 
     @model_validator(mode="after")
     def _auto_repeats_without_grid(self) -> "SweepConfig":

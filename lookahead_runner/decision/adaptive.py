@@ -1,14 +1,19 @@
 """The adaptive sweep's chooser: which server lives to run next, or why to stop (pure; adaptive_sweep.py runs it).
 
 It starts with the baseline and one K, then asks, as lives end, where the verdict at the target is least sure:
-1. Could a K not run yet be the best? With a trusted performance model: a K whose predicted objective (its
-   interval's top) reaches the leader's, both as the model predicts them (its bias cancels; the leader's measured
-   figure sets the scale), its KV pool not predicted to fill, the most promising first; before those, the
-   model's best K at decision.production_users. Without one, model-free: the objective is taken to rise then fall
-   with K (unimodal, as the stop rule assumes), so a K not run between the nearest measured K below and above
-   the K still in the running (the leader and every K winning engine.contender_share of the resamples at the
-   look's bar: 2 % at 90 %, 0.5 % at a bar of 99 %) could be it, the smallest first. K at or above a stop
-   the resamples agree on past the look's bar (engine.agreed_stop) are never run.
+1. Could a K not run yet be the best? Model-free: the objective is taken to rise then fall with K (unimodal, as
+   the stop rule assumes), so a K not run between the nearest measured K below and above the K still in the
+   running (the leader and every K winning engine.contender_share of the resamples at the look's bar: 2 % at 90 %,
+   0.5 % at a bar of 99 %) could be it, the smallest first. With a trusted performance model, first the model's
+   best K at decision.production_users; then a K whose predicted objective, at the edge of the model's held-out
+   error at the target (and its interval's top), reaches the leader's within the tie band, both as the model predicts them (its
+   bias cancels), the most promising first; then the model-free rule's K the model does not rule out. It rules a K
+   out (decision/perfmodel/prior.py) only where its KV pool is predicted to fill, or where it falls short of the
+   leader by more than that error with K measured below and above it (a K beyond every measured one is never
+   ruled out: its prediction is an extrapolation). A K ruled out on its objective is run after all when the
+   verdict comes to hang on it: it is the leader's neighbour in the grid and the sweep would otherwise stop not
+   decided with nothing else to measure. A stop names each K the model ruled out (`Choice.skipped`), with its
+   prediction. K at or above a stop the resamples agree on past the look's bar (engine.agreed_stop) are never run.
 2. Otherwise, is it decided? Each life measured is a look, numbered by the lives measured, of at most
    sweep.max_lives; the engine says decided past the bar the error-spending rule sets for the look (gates/
    looks.py: at a confidence of 90 %, 99.3 % at look 3 of at most 8, 96.9 % at look 5, 92.7 % at look 8, so the
@@ -42,6 +47,9 @@ from dataclasses import dataclass, field, replace
 from .cells.restart_spread import measured, unchecked
 from .explanation.text import pct, stop_text
 from .gates.looks import Look
+# ModelView and Prediction are the chooser's view of the model: imported from here by the loop and the benchmarks
+from .perfmodel.prior import (ModelSkip, ModelView, Prediction, as_skip, leader_mark, reach, ruled_out,
+                              skip_text)
 
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
 BASELINE_OUTLIER_FACTOR = 0.5   # the worst a baseline life could read of its true figure (_baseline_spared)
@@ -73,26 +81,6 @@ class Standing:
     @property
     def measured(self) -> list[int]:
         return sorted(self.objective)
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """The performance model's objective at the target for one K, with its interval."""
-
-    objective: float
-    low: float
-    high: float
-    preempting: bool = False    # the KV pool would fill at the target: the memory gate would block it
-
-
-@dataclass(frozen=True)
-class ModelView:
-    """What the performance model says about K not run yet; `trusted` false = it drives nothing."""
-
-    trusted: bool = False
-    predictions: Mapping[int, Prediction] = field(default_factory=dict)
-    why_not: str = "no performance model"
-    production_best: int | None = None     # its best K at decision.production_users (when that is set)
 
 
 @dataclass(frozen=True)
@@ -137,6 +125,7 @@ class Choice:
     stop: str = ""                  # "decided" | "budget" | "exhausted" (nothing left to run that could decide it)
     #                                 | "wait" (lives in flight first: only with some)
     purpose: str = ""               # "spread": a repeat that measures the restart spread for every K
+    skipped: tuple[ModelSkip, ...] = ()   # a stop: the K not run that the model ruled out, with its figures
 
 
 @dataclass(frozen=True)
@@ -186,23 +175,47 @@ def bracket(ks: list[int], standing: Standing) -> tuple[float, float]:
     return (max(below) if below else -math.inf), (min(above) if above else math.inf)
 
 
+def _untried(ks: list[int], standing: Standing, spent: Spent) -> list[int]:
+    """K with no life run or in flight, below an agreed stop."""
+    return [k for k in ks if not spent.chosen(k) and (standing.stopped_at is None or k < standing.stopped_at)]
+
+
+def model_skips(ks: list[int], standing: Standing, spent: Spent, model: ModelView,
+                p_tie: float = 0.03) -> tuple[ModelSkip, ...]:
+    """The K not run yet that a trusted model rules out against the leader (decision/perfmodel/prior.py), in K order."""
+    leader = standing.leader
+    if not model.trusted or leader is None or leader not in standing.objective:
+        return ()
+    out = ruled_out(_untried(ks, standing, spent), leader, standing.objective[leader], standing.measured, model, p_tie)
+    return tuple(out[k] for k in sorted(out))
+
+
 def could_win(ks: list[int], standing: Standing, spent: Spent, model: ModelView,
               p_tie: float = 0.03) -> tuple[list[int], str]:
     """K not run yet that could be the best, most promising first, and on what ground."""
-    untried = [k for k in ks if not spent.chosen(k) and (standing.stopped_at is None or k < standing.stopped_at)]
-    if model.trusted and standing.leader is not None and standing.leader in standing.objective:
-        bar = standing.objective[standing.leader] / (1 + p_tie) / _bias_at(standing.leader, standing, model)
-        hopeful = [k for k in untried if k in model.predictions and model.predictions[k].high >= bar
-                   and not model.predictions[k].preempting]
-        unknown = [k for k in untried if k not in model.predictions]
-        hopeful.sort(key=lambda k: -model.predictions[k].objective)
-        if model.production_best in untried:
-            return [model.production_best], "the model's best K at decision.production_users is not measured yet"
-        return hopeful + unknown, "the model predicts it could beat the leader without filling the KV pool"
+    untried = _untried(ks, standing, spent)
     low, high = bracket(ks, standing)
     running, waiting = contenders(standing), [k for k in spent.pending if k not in standing.objective]
-    return ([k for k in untried if low < k < high and not _past_one_in_flight(k, running, waiting)],
-            "it lies between the K measured around the leader")
+    between = [k for k in untried if low < k < high and not _past_one_in_flight(k, running, waiting)]
+    leader = standing.leader
+    if model.trusted and leader is not None and leader in standing.objective:
+        if model.production_best in untried:
+            return [model.production_best], "the model's best K at decision.production_users is not measured yet"
+        skipped = {s.k for s in model_skips(ks, standing, spent, model, p_tie)}
+        mark = leader_mark(model, leader, standing.objective[leader]) / (1 + p_tie)
+        hopeful = sorted((k for k in untried if k in model.predictions and k not in skipped
+                          and reach(model.predictions[k], model.heldout_error) >= mark),
+                         key=lambda k: -model.predictions[k].objective)
+        unknown = [k for k in untried if k not in model.predictions]
+        # behind the leader by the model, but not ruled out (no K measured on one side of it): the model-free rule's
+        extrapolated = sorted((k for k in between if k in model.predictions and k not in skipped and k not in hopeful),
+                              key=lambda k: -model.predictions[k].objective)
+        if hopeful or unknown:
+            return (hopeful + unknown + extrapolated,
+                    "the model predicts it could beat the leader without filling the KV pool")
+        return extrapolated, ("it lies between the K measured around the leader; the model cannot rule it out, with no "
+                              "K measured on one side of it")
+    return between, "it lies between the K measured around the leader"
 
 
 def _past_one_in_flight(k: int, running: list[int], waiting: list[int]) -> bool:
@@ -215,34 +228,25 @@ def _past_one_in_flight(k: int, running: list[int], waiting: list[int]) -> bool:
     return k < min(running) and any(k < w < min(running) for w in waiting)
 
 
-def _bias_at(leader: int, standing: Standing, model: ModelView) -> float:
-    """The model's measured / predicted objective at the leader, where both exist (else 1): a bias shared by every K
-    at the target (e.g. +9 % at stop-mid's 48 users, fitted on 12 and 24 too) would otherwise make a K the model
-    ranks clearly below the leader look able to beat its measured figure."""
-    predicted = model.predictions.get(leader)
-    if predicted is None or not predicted.objective > 0 or not standing.objective.get(leader, 0) > 0:
-        return 1.0
-    return standing.objective[leader] / predicted.objective
-
-
 def choose(ks: list[int], standing: Standing, spent: Spent, model: ModelView, budget: Budget,
            max_lives_per_k: int, min_leader_lives: int = 2, tie_tolerance: float = 0.03) -> Choice:
     """The next life, or the reason to stop. `ks` is the planned K, the baseline first."""
     ks = sorted(ks)
     pick = _next(ks, standing, spent, model, max_lives_per_k, min_leader_lives, tie_tolerance)
     if pick.k is None:
-        return pick
+        return replace(pick, skipped=model_skips(ks, standing, spent, model, tie_tolerance))
     running = f", {spent.in_flight} of them in flight" if spent.in_flight else ""
     if spent.total >= budget.max_lives:
         return Choice(None, why=f"budget: sweep.max_lives = {budget.max_lives} lives run{running} (next would have "
-                                f"been {pick.why})", stop="budget")
+                                f"been {pick.why})", stop="budget",
+                      skipped=model_skips(ks, standing, spent, model, tie_tolerance))
     booked = spent.server_s + spent.next_life_s * (1 + spent.in_flight)  # each life in flight at a life's mean cost
     if budget.max_server_s is not None and booked > budget.max_server_s:
         flight = f", ~{spent.next_life_s * spent.in_flight / 60:.1f} in flight" if spent.in_flight else ""
         return Choice(None, why=f"budget: another life (~{spent.next_life_s / 60:.1f} min) would pass "
                                 f"sweep.max_server_minutes = {budget.max_server_s / 60:g} "
                                 f"({spent.server_s / 60:.1f} spent{flight}; next would have been {pick.why})",
-                      stop="budget")
+                      stop="budget", skipped=model_skips(ks, standing, spent, model, tie_tolerance))
     return pick
 
 
@@ -323,12 +327,18 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
         wanted = short
     else:
         wanted = [k for k in standing.wanted if not spent.pending.get(k, 0)] + short  # one repeat in flight: asked
+    # a life off earlier runs' level first; among K on as few lives, an end the stop needs anyway (`short`) before
+    # a repeat it may not: no stop comes while one is short, and its life may settle the rest
     wanted = sorted({k for k in wanted if spent.chosen(k) < max_lives_per_k},
-                    key=lambda k: (k not in standing.off_earlier, spent.valid.get(k, 0), k != leader,
-                                   -standing.shares.get(k, 0.0), k))   # a life off earlier runs' level: first
+                    key=lambda k: (k not in standing.off_earlier, spent.valid.get(k, 0), k not in short, k != leader,
+                                   -standing.shares.get(k, 0.0), k))
     if not wanted:
         if spent.in_flight:
             return Choice(None, why="the repeats the verdict hangs on are in flight", stop="wait")
+        if standing.status != "decided" and not standing.decided_at_last_look:
+            after_all = _hangs_on_skipped(ks, standing, spent, model, tie_tolerance)
+            if after_all is not None:
+                return after_all
         why = ("every K the verdict hangs on has load.max_repeats lives" if standing.wanted or leader is not None
                else "nothing left to measure could decide it")
         said = (("decided at decision.confidence, short of an early stop's bar" if standing.last_look is None else
@@ -353,6 +363,23 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
                else f"the verdict hangs on it ({_share_text(standing, k)}); it measures {spread}")
     return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.chosen(k) + 1}): {why}",
                   purpose="" if measuring else "spread")
+
+
+def _hangs_on_skipped(ks: list[int], standing: Standing, spent: Spent, model: ModelView,
+                      tie_tolerance: float) -> Choice | None:
+    """A K the model ruled out on its objective that is the leader's neighbour in the grid, where the sweep would
+    otherwise stop not decided with nothing else to measure: the verdict then rests on the model's word about it
+    (one life of it tests that word where it matters). The one predicted highest first."""
+    at = ks.index(standing.leader) if standing.leader in ks else None
+    if at is None:
+        return None
+    neighbours = set(ks[max(at - 1, 0):at + 2]) - {standing.leader}
+    skips = [s for s in model_skips(ks, standing, spent, model, tie_tolerance) if s.k in neighbours and not s.kv_fills]
+    if not skips:
+        return None
+    skip = max(skips, key=lambda s: (s.predicted, -s.k))
+    return Choice(skip.k, why=f"K={skip.k} after all: not decided with nothing else to measure, and it neighbours the "
+                              f"leader K={standing.leader} (the model predicted it {pct(skip.behind)} behind)")
 
 
 def _baseline_spared(standing: Standing, base: int, tie_tolerance: float) -> bool:
@@ -418,13 +445,18 @@ def valid_lives(evidence, users: int) -> dict[int, int]:
     return {k: len({w.repeat for w in cell.windows}) for k, cell in evidence.at(users).items()}
 
 
-def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str, stop: str = "", slots: int = 1) -> str:
-    """The decision's reason line about an adaptive sweep: what it ran, what it left out, why it stopped."""
+def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str, stop: str = "", slots: int = 1,
+             skipped=()) -> str:
+    """The decision's reason line about an adaptive sweep: what it ran, what it left out (each K the model ruled out
+    with its prediction: `skipped`, ModelSkip or plan.json's record of one), why it stopped."""
     ran = ", ".join(f"K={k} x{n}" if n > 1 else f"K={k}" for k, n in sorted(lives_by_k.items()))
     left = [k for k in sorted(ks) if not lives_by_k.get(k)]
+    named = [as_skip(s) for s in skipped if s.k in left]
+    left = [k for k in left if k not in {s.k for s in named}]
     why_left = ("the budget ran out first" if stop == "budget" else "the sweep has not finished" if not stop else
                 "when it stopped, none could be the best on what was measured (or predicted by a trusted model)")
-    skipped = f"; K {', '.join(map(str, left))} not run: {why_left}" if left else ""
+    skipped = "".join(f"; {skip_text(s)}" for s in named)
+    skipped += f"; K {', '.join(map(str, left))} not run: {why_left}" if left else ""
     pace = "one at a time" if slots <= 1 else f"up to {slots} at a time (one per slot)"
     return (f"Adaptive sweep: {sum(lives_by_k.values())} lives chosen {pace} ({ran}){skipped}; "
             f"stopped: {stopped_because or 'not yet (interrupted)'}.")

@@ -328,7 +328,8 @@ def verdict_at_end(evidence: Evidence, p: DecisionConfig, looks: Looks | None
     """How the final verdict is judged where the sweep looked as lives ended: the config, where it stopped, and
     the bar a tie is told by equivalence at (None: by the share alone). At a look that could still buy a life it
     stopped past its bar ("boundary") or on a tie ("tie"); else at its last look, by the bar that spends the error
-    the earlier looks left ("last look", or "tie" told at it). Without planned looks: `p`, None, None."""
+    the earlier looks left ("last look", or "tie" told at it). Either way the config forms its gain and restart
+    spread intervals at the look's level (Looks.interval_level). Without planned looks: `p`, None, None."""
     seen = early_judged(evidence, p, looks)
     if looks is None or seen.stage is None or seen.look is None:
         return p, None, None
@@ -342,10 +343,12 @@ def verdict_at_end(evidence: Evidence, p: DecisionConfig, looks: Looks | None
                    f"band at {look.bar * 100:.1f} % (equivalence)",
             "last look": f"the last look, {where}: boundary {look.bar * 100:.1f} % (the error the earlier looks "
                          "left)"}[stopped_by]
-    config = seen.config if early else seen.stage_config
+    # its gain and restart spread intervals at the look's level: they hold at interval_level over the looks together
+    reported = looks.interval_level(look.number, p.interval_level, last=not early)
+    config = (seen.config if early else seen.stage_config).model_copy().at_look(reported)
     return config, LookStop(rule=RULE, look=look.number, at_most=look.at_most, unit=looks.unit,
                             boundary=round(look.bar, 4), stopped_by=stopped_by, confidence=p.confidence,
-                            text=text), \
+                            text=text, interval_level=reported), \
         (look.bar if tie else None)
 
 

@@ -8,19 +8,22 @@ their intervals as the user-stage verdict's do; a K that falls behind the rate o
 Among the K no gate fails the pick is gates/rate_pick.py's: the capacity within the SLO first (the headroom at the
 rate, each K's bracket from every rate it was measured at, capacity/estimate.py), then the e2e latency at
 decision.latency_percentile at the rate, then the smallest K; `decided_by` says which. Its confidence is the share
-of resamples picking it (cells/rate_cell.py draws each K's windows and arrivals, and its windows again for whether
+of resamples picking it (cells/rate_cell.py draws each K's arrivals, every window once, and its windows for whether
 it falls behind, judged pooled: a K behind in a resample cannot win it; estimate.drawn_brackets each K's capacity
-bracket); it is decided when that share reaches decision.confidence and no gate of the pick, or of a K the
-rule would set over it, is unknown. A K none of whose windows at the rate had its setting in effect cannot be
-recommended (explanation/rate_text.py says so, as gates/in_effect.py does for users). Pure: rate windows in, a
-`Decision` out.
+bracket; and cells/rate_spread.py a life factor per K from the restart spread at the rate, measured by a K's
+repeated lives there or else the config's prior, that stretches its latencies and shrinks its capacity bracket:
+one life per K on a server of unknown spread decides only a gain of about 35 %); it is decided when that share
+reaches decision.confidence and no gate of the pick, or of a K the rule would set over it, is unknown. A sweep that
+looked at it as lives ended (decision/rate_standing.py) has it judged at the bar where it stopped (`looks`). A K
+none of whose windows at the rate had its setting in effect cannot be recommended (explanation/rate_text.py says
+so, as gates/in_effect.py does for users). Pure: rate windows in, a `Decision` out.
 """
 from __future__ import annotations
 
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,15 +32,18 @@ from .capacity.estimate import Point, capacities, measured_bracket, of_k, slo_br
 from .cells.evidence import LATENCY_COLUMNS
 from .cells.measure import CellStats
 from .cells.rate_cell import RateCell, cells_at, same_rate
+from .cells.rate_spread import RateSpread, life_factors, slower, spread_at
 from .cells.rate_window import RateWindow
 from .cells.stats import Bounds, interval, wilson
+from .engine import early_look
 from .explanation import rate_text
 from .gates import rules
 from .gates.checks import failures_check, latency_check, memory_check, waive_key, waived
 from .gates.rate_gates import (attainment_check, keeps_up_check, latency_over_nothing, nothing_to_compare, objective,
                                point_statuses)
+from .gates.looks import RULE, Looks
 from .gates.rate_pick import Ranked, Standing, rank
-from .schema import Candidate, Check, Decision, Range, Recommended, Tradeoff
+from .schema import Candidate, Check, Decision, LookStop, Range, Recommended, Tradeoff
 
 TRADEOFFS = (("TTFT p99", "ttft_ms", 0.99), ("TPOT p99", "tpot_ms", 0.99), ("e2e p99", "e2e_ms", 0.99),
              ("TTFT p50", "ttft_ms", 0.5), ("e2e p50", "e2e_ms", 0.5))
@@ -63,6 +69,7 @@ class RateEval:
     capacity_text: dict[int, str] = field(default_factory=dict)    # "38.7 req/s [36.0, 48.0]" (the table's)
     status: str = "not_decided"
     why_not: list[str] = field(default_factory=list)
+    spread: RateSpread | None = None    # the restart spread at the rate each K's life factor is drawn from
 
     @property
     def compared(self) -> int | None:
@@ -87,7 +94,8 @@ class RateEval:
 
     def gain_bounds(self, k: int, p: DecisionConfig) -> Bounds:
         with np.errstate(all="ignore"):
-            return interval(self.objective_draws(k, p) / self.objective_draws(self.base_k, p) - 1, p.interval_level)
+            return interval(self.objective_draws(k, p) / self.objective_draws(self.base_k, p) - 1,
+                            p.reported_interval_level)
 
     def difference(self, k: int, column: str, q: float, level: float, other: int | None = None) -> tuple[float, Bounds]:
         """K's latency percentile minus `other`'s (the baseline's), in ms, with its interval."""
@@ -111,10 +119,12 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
     over every rate's windows; empty: no K told apart by capacity)."""
     rng = np.random.default_rng([p.seed, 37, int(round(rate * 1000))])
     stats = {k: cell.measure(p) for k, cell in sorted(cells.items())}
-    draws = {k: cells[k].draws(p, rng, p.resamples) for k in stats}
+    spread = spread_at(rate, cells, p)
+    factors = life_factors(spread, cells, p, p.resamples)
+    draws = {k: [slower(d, f) for d, f in zip(cells[k].draws(p, rng, p.resamples), factors[k])] for k in stats}
     mine = {k: [(share, points) for share, points in of_k(capacity, k) if points] for k in stats}
     ends = {k: _bracket(mine[k]) for k in stats}
-    drawn_ends = {k: slo_brackets(mine[k], rng, p.resamples) if mine[k]
+    drawn_ends = {k: tuple(end / factors[k] for end in slo_brackets(mine[k], rng, p.resamples)) if mine[k]
                   else (np.full(p.resamples, -math.inf), np.full(p.resamples, math.inf)) for k in stats}
     base_k = min(stats)
     behind = {k: bool(cells[k].behind) for k in stats}
@@ -149,9 +159,58 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
     out = RateEval(rate, dict(cells), stats, draws, base_k, checks, chosen.pick,
                    {k: n / p.resamples for k, n in picks.items()},
                    wilson(picks[chosen.pick], p.resamples, p.interval_level), p.resamples,
-                   standings(stats, ends), eligible(stats, behind), chosen.decided_by)
+                   standings(stats, ends), eligible(stats, behind), chosen.decided_by, spread=spread)
     out.status, out.why_not = _status(out, p)
     return out
+
+
+def judge_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConfig, variant: str = "",
+                  over: Mapping[int, Sequence[float]] | None = None) -> RateEval | None:
+    """The K at `rate` judged from the sweep's rate windows (every rate's: the others place each K's capacity within
+    the SLO), as `decide_at_rate` judges them; None where no K has a valid window there."""
+    cells = cells_at([w for w in windows if same_rate(w.rate, rate) and w.variant == variant], rate, variant)
+    if not cells:
+        return None
+    ours = [w for w in windows if w.variant == variant]
+    return evaluate(rate, cells, p, slo_rate_points(ours, p, over) if p.slos else ())
+
+
+def lives_at_rate(windows: Sequence[RateWindow], rate: float, variant: str = "") -> dict[int, int]:
+    """Per K, its lives (repeats) with a valid window at `rate`."""
+    return {k: len({w.repeat for w in cell.windows}) for k, cell in cells_at(windows, rate, variant).items()}
+
+
+def look_number(windows: Sequence[RateWindow], rate: float, looks: Looks, variant: str = "") -> int:
+    """The look the windows stand at (engine.look_number's rule at a rate): the lives with a valid window at `rate`
+    summed over K (looks counting lives), or the most of any K (counting repeats)."""
+    lives = lives_at_rate(windows, rate, variant).values()
+    return sum(lives) if looks.unit == "lives" else max(lives, default=0)
+
+
+def verdict_at_rate_end(ev: RateEval, p: DecisionConfig, looks: Looks, number: int
+                        ) -> tuple[DecisionConfig, LookStop]:
+    """engine.verdict_at_end at a rate: the config the final verdict is judged by and where the sweep stopped. At a
+    look that could still buy a life (before the budget's last) and where the verdict clears its bar: that bar
+    ("boundary"); else the bar of this look as the last, all the error the earlier looks left spent ("last look").
+    Either way the config forms its gain and restart spread intervals at the look's level (Looks.interval_level)."""
+    look, last = looks.at(number), looks.at(number, last=True)
+    early = (look.number < looks.at_most and judged_at(ev, early_look(p, last)).status == "decided"
+             and judged_at(ev, early_look(p, look)).status == "decided")
+    chosen = look if early else last
+    where = f"look {chosen.number} of at most {chosen.at_most}"
+    text = (f"stopped at {chosen.text()}" if early else
+            f"the last look, {where}: boundary {chosen.bar * 100:.1f} % (the error the earlier looks left)")
+    reported = looks.interval_level(chosen.number, p.interval_level, last=not early)
+    return early_look(p, chosen).model_copy().at_look(reported), LookStop(
+        rule=RULE, look=chosen.number, at_most=chosen.at_most, unit=looks.unit, boundary=round(chosen.bar, 4),
+        stopped_by="boundary" if early else "last look", confidence=p.confidence, text=text,
+        interval_level=reported)
+
+
+def judged_at(ev: RateEval, p: DecisionConfig) -> RateEval:
+    """`ev` with its status judged at `p`'s confidence (a look's bar: engine.early_look), the same resamples."""
+    status, why_not = _status(ev, p)
+    return replace(ev, status=status, why_not=why_not)
 
 
 def _status(ev: RateEval, p: DecisionConfig) -> tuple[str, list[str]]:
@@ -165,10 +224,21 @@ def _status(ev: RateEval, p: DecisionConfig) -> tuple[str, list[str]]:
         ev.standings, {k, ev.pick}, p.tie_tolerance_frac).pick == k)]
     why = [f"K={k}'s {c.name} is unknown ({c.unknown_because}): {c.evidence}" for k in better for c in ev.unknown(k)]
     share, bounds = ev.shares.get(ev.pick, 0.0), ev.share_range
+    if ev.spread is not None and ev.spread.unknown and share < p.confidence:
+        why.append(ev.spread.unknown_text(ev.base_k, p))
     if share < p.confidence:
         why.append(f"K={ev.pick} wins in {share:.1%} of {ev.resamples} resamples (needs {p.confidence:.0%}; "
                    f"Monte Carlo interval [{bounds.low:.1%}, {bounds.high:.1%}])")
     return ("not_decided" if why else "decided"), why
+
+
+def _spread_note(ev: RateEval) -> str:
+    """A verdict decided on one life per K with the restart spread at the rate assumed: said, so it is not read as
+    measured (the users verdict's words, explanation/reasons.py)."""
+    if ev.status != "decided" or ev.spread is None or not ev.spread.unknown:
+        return ""
+    return (f" One life per K: restart spread at {ev.rate:g} req/s unknown, taken as {ev.spread.rel_sd:.0%} per "
+            "server life; the verdict clears it.")
 
 
 def _range(bounds: Bounds) -> Range:
@@ -205,28 +275,40 @@ def candidates(ev: RateEval, p: DecisionConfig) -> list[Candidate]:
 
 def decide_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConfig,
                    argv_by_k: Mapping[int, list[str]], setting_names: Mapping[int, str] | None = None,
-                   variant: str = "", over: Mapping[int, Sequence[float]] | None = None) -> Decision:
+                   variant: str = "", over: Mapping[int, Sequence[float]] | None = None,
+                   looks: Looks | None = None) -> Decision:
     """The verdict at `rate` (req/s) from the sweep's rate windows, every rate's (valid or not: an invalid one says
     why a K has no measurement there, and whether its setting was in effect; the other rates place each K's
-    capacity within the SLO). `over`: per K, the rates its capacity probes ended early at (estimate.with_over)."""
-    base = {"objective": rate_text.objective_name(p), "target_rate": rate, "target_users": None,
-            "confidence_threshold": p.confidence, "thresholds": p.model_dump(mode="json"), "variant": variant}
+    capacity within the SLO). `over`: per K, the rates its capacity probes ended early at (estimate.with_over).
+    `looks`: the sweep looked at this verdict as lives ended (decision/rate_standing.py): it is judged at the bar
+    where it stopped (`verdict_at_rate_end`), and decision.json's `looks` says which."""
     mine = [w for w in windows if same_rate(w.rate, rate) and w.variant == variant]
-    cells = cells_at(mine, rate, variant)
     off = rate_text.not_in_effect(mine, rate)
-    if not cells:
+    ev = judge_at_rate(windows, rate, p, variant, over)
+    stop = None
+    if ev is not None and looks is not None:
+        p, stop = verdict_at_rate_end(ev, p, looks, look_number(windows, rate, looks, variant))
+        ev = judged_at(ev, p)
+        if ev.spread is not None:
+            ev.spread = replace(ev.spread, level=p.reported_interval_level)
+    base = {"objective": rate_text.objective_name(p), "target_rate": rate, "target_users": None,
+            "confidence_threshold": p.confidence, "thresholds": p.model_dump(mode="json"), "variant": variant,
+            "looks": stop}
+    if ev is None:
         return Decision(status="no_measurement", verdict=off + rate_text.no_measurement(rate, mine),
                         resamples=p.resamples, **base)
     ours = [w for w in windows if w.variant == variant]
-    ev = evaluate(rate, cells, p, slo_rate_points(ours, p, over) if p.slos else ())
     ev.capacity_text = {row.k: row.rate_text for row in capacities(ours, None, p, variant, over=over)}
     focus = ev.pick if ev.pick is not None else ev.base_k
     recommended = Recommended(k=ev.pick, setting=(setting_names or {}).get(ev.pick) or f"k{ev.pick}",
                               argv=list(argv_by_k.get(ev.pick, []))) if ev.status == "decided" else None
     return Decision(
-        status=ev.status, verdict=off + rate_text.verdict(ev, p), baseline_k=ev.base_k, recommended=recommended,
+        status=ev.status, verdict=off + rate_text.verdict(ev, p) + _spread_note(ev), baseline_k=ev.base_k,
+        recommended=recommended,
         leading_k=ev.pick, decided_by=ev.decided_by if ev.status == "decided" else "",
         confidence=ev.shares.get(ev.pick) if ev.pick is not None else None,
         confidence_range=_range(ev.share_range) if ev.pick is not None else Range(), resamples=ev.resamples,
-        checklist=ev.checks[focus], candidates=candidates(ev, p), reasons=rate_text.reasons(ev, p),
+        checklist=ev.checks[focus], candidates=candidates(ev, p),
+        reasons=rate_text.reasons(ev, p) + ([f"{ev.spread.text()[0].upper()}{ev.spread.text()[1:]}."]
+                                            if ev.spread is not None else []),
         diagnoses=rate_text.diagnoses(ev), next_runs=rate_text.next_runs(ev, p), **base)

@@ -319,6 +319,9 @@ class LookStop(Model):
     stopped_by: Literal["boundary", "tie", "last look"]
     confidence: float = 0.9              # decision.confidence: what the verdict holds over all the looks together
     text: str = ""                       # "stopped at look 3 of at most 6: boundary 97.1 %"
+    # the level its gain and restart spread intervals are formed at, so that over the looks together they hold at
+    # decision.interval_level whichever look it stopped at (gates/looks.Looks.interval_level); None: one look's
+    interval_level: float | None = None
 
 
 class RestartSpread(Model):
@@ -326,13 +329,13 @@ class RestartSpread(Model):
     by this run's restarted lives, by earlier runs on this server (the ledger), or both. Relative SD per life."""
 
     rel_sd: float
-    low: float | None = None             # its chi-square interval (interval_level)
+    low: float | None = None             # its chi-square interval (interval_level; looks.interval_level where set)
     high: float | None = None
     df: int = 0
     lives: int = 0                       # this run's lives behind it (of K with two or more)
     ks: list[int] = Field(default_factory=list)
-    squares: float = 0.0                 # this run's own part (the ledger keeps it): squared relative deviations
-    this_df: int = 0                     # ... and their degrees of freedom
+    squares: float = 0.0                 # this run's own part, every restarted life's (a K set apart included):
+    this_df: int = 0                     # ... squared relative deviations and their degrees of freedom
     ledger_squares: float = 0.0          # what the ledger keeps: the pooled K's part (never a K set apart)
     ledger_df: int = 0
     ledger_lives: int = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 
+from ..config import DecisionConfig
 from ..decision.schema import Check, Decision, Percentile, Range
 from ..decision.confirmation.schedule import OPEN_END
 from ..runfolder.plan import LifeResult
@@ -74,13 +75,24 @@ def confidence_text(decision: Decision) -> str:
             f"server life per K, a restart spread per life); {needs}")
 
 
+def _short_of_certainty(level: float) -> str:
+    """A level near 100 % with the decimals that keep it short of 100 % (an early look's: "99.999 %")."""
+    miss = (1 - level) * 100
+    if miss <= 0:
+        return "100 %"
+    return f"{level * 100:.{max(1, -math.floor(math.log10(miss)))}f} %"
+
+
 def looks_text(decision: Decision) -> str:
     """Where a sweep that looked at its verdict as lives ended stopped, and why its bar is not one look's."""
     looks = decision.looks
     counted = "life measured" if looks.unit == "lives" else "round of repeats"
+    level = decision.thresholds.get("interval_level", DecisionConfig.model_fields["interval_level"].default)
+    intervals = (f" Its gain and restart spread intervals are at {_short_of_certainty(looks.interval_level)} there, "
+                 f"so they hold at {float(level) * 100:g} % over the looks together." if looks.interval_level else "")
     return (f"the sweep looked at its verdict after each {counted}: {looks.text} (each look's bar spends part of "
             f"the {1 - looks.confidence:.0%} error a verdict at {looks.confidence:.0%} may make, so it holds over all "
-            "the looks together).")
+            f"the looks together).{intervals}")
 
 
 def candidate_rows(decision: Decision) -> list[dict]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..config import SweepConfig
 from ..decision.schema import Cost
+from ..decision.cells.rate_cell import same_rate
 from .plan import SPREAD_PURPOSE, LifeStatus, PlannedLife
 
 RUN_STATES = ("done", "failed")   # a life that started (a skipped or never-started one cost nothing)
@@ -44,6 +45,9 @@ class LivesRange:
     expected: float | None
     worst: int
     basis: str = ""          # where the expected comes from, or why there is none
+    # the seconds of load of those lives (best, expected, worst) where they differ in what they run (the adaptive
+    # sweep's repeat runs the target stage alone: load_seconds); None: every life runs every stage
+    seconds: tuple[float, float | None, float] | None = None
 
 
 
@@ -57,9 +61,33 @@ def life_costs(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus]) -
         new_server = (status.server_life or entry.dir) == entry.dir
         out.append(LifeCost(entry.dir, entry.k, entry.confirms, new_server,
                             (status.start_s or 0.0) if new_server else 0.0, status.measure_s or 0.0,
-                            not entry.stages, status.state == "done", len(status.gpus) if status.slot else None,
+                            not entry.stages and not entry.rates, status.state == "done",
+                            len(status.gpus) if status.slot else None,
                             status.t_start_s, status.t_s, entry.purpose == SPREAD_PURPOSE))
     return out
+
+
+def load_seconds(config: SweepConfig) -> tuple[float, float]:
+    """(a K's first life, a repeat): the seconds of stages each runs, every workload variant's. Every stage, but
+    the adaptive sweep's repeat runs the target stage alone (adaptive_sweep.stages_of): the users target's (with the
+    rate stages beside it), or with rate stages only the target rate's."""
+    variants = len(config.load.variants)
+    every = sum(stage.duration_s for stage in config.load.stages) * variants
+    if config.sweep.strategy != "adaptive":
+        return every, every
+    rate = config.adaptive_rate
+    if rate is not None:
+        target = [stage for stage in config.load.rate_stages if same_rate(stage.rate, rate)]
+    else:
+        target = [stage for stage in config.load.stages if stage.is_rate or stage.users == config.target_users]
+    return every, sum(stage.duration_s for stage in target) * variants
+
+
+def adaptive_load_s(config: SweepConfig, lives: float, firsts: float) -> float:
+    """The seconds of load of `lives` adaptive lives of which `firsts` are K's first lives (load_seconds)."""
+    first_s, repeat_s = load_seconds(config)
+    firsts = min(firsts, lives)
+    return firsts * first_s + (lives - firsts) * repeat_s
 
 
 def grid_lives(config: SweepConfig) -> tuple[int, int]:
@@ -76,7 +104,9 @@ def _mean(values: list[float]) -> float | None:
 def run_cost(costs: list[LifeCost], config: SweepConfig, strategy: str = "grid", stopped_because: str = "",
              lives_range: LivesRange | None = None) -> Cost:
     """`lives_range`: what a verdict like this one costs at best, expected and at worst (price.lives_range), priced
-    at a life's mean measured server-seconds."""
+    at a life's mean measured server-seconds; where its lives differ in what they run (LivesRange.seconds: the
+    adaptive sweep's repeat runs the target stage alone), each at a start and its stages' share of a whole life's
+    measured load."""
     lives, starts = grid_lives(config)
     confirm = [c for c in costs if c.confirm]
     start_each = _mean([c.start_s for c in costs if c.new_server and c.done and c.start_s > 0])
@@ -96,7 +126,22 @@ def run_cost(costs: list[LifeCost], config: SweepConfig, strategy: str = "grid",
         cost = cost.model_copy(update={"best_lives": lives_range.best, "expected_lives": lives_range.expected,
                                        "worst_lives": lives_range.worst, "life_s": round(start_each + load_each, 1),
                                        "expected_basis": lives_range.basis})
-    return cost.model_copy(update={"text": cost_text(cost)})
+    return cost.model_copy(update={"text": cost_text(cost, _priced_s(lives_range, config, start_each, load_each))})
+
+
+def _priced_s(lives_range: LivesRange | None, config: SweepConfig, start_each: float | None,
+              load_each: float) -> tuple[float, float | None, float] | None:
+    """The server-seconds of the range's lives (best, expected, worst) where they differ in what they run: a start
+    each, and their stages' seconds (LivesRange.seconds) at the load a whole life measured over the one it planned."""
+    if lives_range is None or lives_range.seconds is None or start_each is None:
+        return None
+    whole_s = load_seconds(config)[0]
+    scale = load_each / whole_s if whole_s > 0 else 1.0
+    best_s, expected_s, worst_s = lives_range.seconds
+    expected = (None if expected_s is None or lives_range.expected is None
+                else lives_range.expected * start_each + expected_s * scale)
+    return (lives_range.best * start_each + best_s * scale, expected,
+            lives_range.worst * start_each + worst_s * scale)
 
 
 def wall_seconds(costs: list[LifeCost]) -> float | None:
@@ -111,9 +156,10 @@ def minutes(seconds: float) -> str:
     return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
-def cost_text(cost: Cost) -> str:
+def cost_text(cost: Cost, priced_s: tuple[float, float | None, float] | None = None) -> str:
     """e.g. "5 lives, 2.3 server-minutes (0.4 starting, 1.9 measuring), 2.3 GPU-minutes, 1.4 wall minutes; 1 life
-    measured the restart spread; the full grid: 8 lives, ~3.6 server-minutes"."""
+    measured the restart spread; the full grid: 8 lives, ~3.6 server-minutes"; `priced_s`: the server-seconds of the
+    lives at best, expected and at worst where they differ in what they run (else each at `cost.life_s`)."""
     spent = cost.start_s + cost.measure_s
     text = (f"{cost.lives} {'life' if cost.lives == 1 else 'lives'}, {minutes(spent)} server-minutes "
             f"({minutes(cost.start_s)} starting, {minutes(cost.measure_s)} measuring)")
@@ -131,7 +177,7 @@ def cost_text(cost: Cost) -> str:
     if cost.best_lives is not None and cost.life_s:
         text += "; a verdict like this one: " + range_text(LivesRange(cost.best_lives, cost.expected_lives,
                                                                       cost.worst_lives or 0, cost.expected_basis),
-                                                           cost.life_s)
+                                                           cost.life_s, "server-minutes", priced_s)
     return text
 
 
@@ -142,7 +188,7 @@ def expected_text(config: SweepConfig, adaptive_max_lives: int | None = None,
     is known only once measured: at most server.ready_timeout_s each). `adaptive_max_lives`: the adaptive sweep's
     cap of lives (adaptive_sweep.default_max_lives); `lives_range`: at best, expected and at worst
     (price.lives_range)."""
-    load_s = sum(stage.duration_s for stage in config.load.stages) * len(config.load.variants)
+    load_s, repeat_s = load_seconds(config)
     lives, starts = grid_lives(config)
     most_lives, most_starts = lives, starts
     settings = len(config.speculation.k) * max(1, len(config.grid.values))
@@ -161,21 +207,34 @@ def expected_text(config: SweepConfig, adaptive_max_lives: int | None = None,
         stop = "; the early stop may skip larger K" if len(config.speculation.k) > 1 and not config.grid.axis else ""
         head = f"{lives} server lives ({shape}{stop})"
     up_to = f" (up to {minutes(most_lives * load_s)})" if most_lives != lives else ""
-    text = (f"expected: {head}, {starts} server start{'s' if starts != 1 else ''}: {minutes(lives * load_s)} "
-            f"server-minutes of load{up_to} ({load_s:g} s of stages a life) plus each start's time to ready (at most "
+    load = f"{minutes(lives * load_s)} server-minutes of load{up_to} ({load_s:g} s of stages a life)"
+    if adaptive_max_lives is not None and repeat_s != load_s:   # a repeat runs the target stage alone
+        ks = len(config.speculation.k)
+        target = (f"the {config.adaptive_rate:g} req/s stage" if config.adaptive_rate is not None
+                  else f"the {config.target_users}-users stage" + (" and the rate stages" if config.load.rate_stages
+                                                                    else ""))
+        load = (f"at most {minutes(adaptive_load_s(config, lives, ks))} server-minutes of load (a K's first life "
+                f"{load_s:g} s of stages, a repeat {repeat_s:g} s: {target} alone)")
+    text = (f"expected: {head}, {starts} server start{'s' if starts != 1 else ''}: {load} "
+            f"plus each start's time to ready (at most "
             f"server.ready_timeout_s = {config.server.ready_timeout_s:g} s: "
             f"{minutes(most_starts * config.server.ready_timeout_s)} server-minutes at worst)")
     if config.sweep.max_server_minutes and adaptive_max_lives is not None:
         text += f"; no life started past sweep.max_server_minutes = {config.sweep.max_server_minutes:g}"
     if lives_range is not None:
-        text += f"; {range_text(lives_range, load_s, 'server-minutes of load')}"
+        text += f"; {range_text(lives_range, load_s, 'server-minutes of load', lives_range.seconds)}"
     return text
 
 
-def range_text(r: LivesRange, life_s: float, what: str = "server-minutes") -> str:
+def range_text(r: LivesRange, life_s: float, what: str = "server-minutes",
+               seconds: tuple[float, float | None, float] | None = None) -> str:
     """e.g. "at best 3 lives (~6.5 server-minutes), expected 4.7 (~10; at a restart spread of ...), at worst 8
-    (~17)"; `life_s`: the server-seconds of one life, `what` the words for them."""
-    expected = (f"expected {r.expected:g} (~{minutes(r.expected * life_s)}; {r.basis})" if r.expected is not None
+    (~17)"; `life_s`: the server-seconds of one life, `what` the words for them; `seconds`: the seconds of those
+    lives (best, expected, worst) where their lives differ (LivesRange.seconds), instead of `life_s` each."""
+    best_s, expected_s, worst_s = seconds or (r.best * life_s, None, r.worst * life_s)
+    if r.expected is not None and expected_s is None:
+        expected_s = r.expected * life_s
+    expected = (f"expected {r.expected:g} (~{minutes(expected_s)}; {r.basis})" if r.expected is not None
                 else f"the expected number not known ({r.basis})")
-    return (f"at best {r.best} {'life' if r.best == 1 else 'lives'} (~{minutes(r.best * life_s)} {what}), "
-            f"{expected}, at worst {r.worst} (~{minutes(r.worst * life_s)})")
+    return (f"at best {r.best} {'life' if r.best == 1 else 'lives'} (~{minutes(best_s)} {what}), "
+            f"{expected}, at worst {r.worst} (~{minutes(worst_s)})")

@@ -9,11 +9,12 @@ them, writes them, appends lives to the plan and retires them from it.
 A field of plan.json is added here, on Plan or PlannedLife, with a default so older folders still read.
 Schema history: plan 1 (untyped, before issue 23: the same keys, "role" only on confirmation entries) reads
 as 2; a status.json without "version" is status 1. Fields added with a default (LifeStatus's node, gpus, slot and
-t_start_s, Plan.cluster: issue 30; Plan.restart_spread and PlannedLife.purpose: issue 38) keep the version: an older
-folder reads with their defaults.
+t_start_s, Plan.cluster: issue 30; Plan.restart_spread and PlannedLife.purpose: issue 38; AdaptiveState.model_skipped:
+issue 49) keep the version: an older folder reads with their defaults, and an older reader keeps them (Record).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -55,7 +56,9 @@ class PlannedLife(Record):
     spec_key: str = ""               # grid.spec_key: the --speculative-config key axis_value sets
     variant: str = ""                # a confirmation life of one workload variant (its label), running it alone
     stages: list[int] | None = None  # adaptive: the users of the stages it runs, when a subset (None: all)
-    rates: list[float] | None = None  # capacity: the rate stage(s) a probe runs instead of the config's stages
+    # capacity: the rate stage(s) a probe runs instead of the config's stages; adaptive at a rate: the target rate's
+    # stage a repeat runs alone (a rate stage of the config's)
+    rates: list[float] | None = None
     chosen: str = ""                 # adaptive: why the chooser picked this life
     model_trust: str = ""            # adaptive: "trusted", or why the performance model was not, when it was chosen
     purpose: str = ""                # adaptive: "spread" = chosen to measure the restart spread (cost.py counts it)
@@ -73,11 +76,31 @@ class PlannedLife(Record):
         return self.role == CONFIRM_ROLE
 
 
+class SkippedOnModel(Record):
+    """A K the adaptive sweep left out on the performance model's word, with the figures it was left out on (the
+    chooser's ModelSkip, decision/perfmodel/prior.py): its prediction at the target and interval, the leader's figure
+    as the model predicts it and as measured, the model's held-out error and where that figure comes from."""
+
+    k: int
+    predicted: float
+    low: float
+    high: float
+    leader: int
+    leader_predicted: float
+    leader_measured: float
+    heldout_error: float | None = None
+    error_scope: str = ""           # "" = at the target's concurrency
+    unit: str = ""
+    kv_fills: bool = False          # left out because its KV pool is predicted to fill at the target
+
+
 class AdaptiveState(Record):
-    """plan.json's "adaptive": why the adaptive sweep stopped ("" while it runs) and the stop's kind."""
+    """plan.json's "adaptive": why the adaptive sweep stopped ("" while it runs), the stop's kind, and the K it left
+    out on the performance model's word when it stopped."""
 
     stopped: str = ""
     stop: str = ""
+    model_skipped: list[SkippedOnModel] = Field(default_factory=list)
 
 
 class ClusterRecord(Record):
@@ -255,10 +278,12 @@ def retire_confirmation(run_dir: Path, variant: str = "") -> Plan:
     return plan
 
 
-def record_adaptive_stop(run_dir: Path, stopped: str, stop: str) -> Plan:
-    """The adaptive sweep's stop and why, in plan.json."""
+def record_adaptive_stop(run_dir: Path, stopped: str, stop: str, skipped=()) -> Plan:
+    """The adaptive sweep's stop and why, in plan.json, with the K the model ruled out (`skipped`: the chooser's
+    ModelSkip, each field kept)."""
     plan = read_plan(run_dir)
-    plan.adaptive = AdaptiveState(stopped=stopped, stop=stop)
+    plan.adaptive = AdaptiveState(stopped=stopped, stop=stop, model_skipped=[
+        SkippedOnModel.written(dataclasses.asdict(s)) for s in skipped])
     write_plan(run_dir, plan)
     return plan
 

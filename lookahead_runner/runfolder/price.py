@@ -3,12 +3,18 @@
 The claim: "at worst" is the budget (every K x load.repeats for a grid, load.max_repeats per K with repeats =
 "auto", sweep.max_lives for the adaptive sweep); "at best" is the fewest lives its stop rule can decide on (a grid
 whose early stop fires after two K; the first round of "auto" repeats; the adaptive sweep's first look, two lives,
-and one more where the restart spread is not known yet, the second life that measures it); "expected" is where the
-looks' error-spending rule (decision/gates/looks.py) stops on average, for the verdict's hardest comparison at the K's
-levels and the restart spread earlier runs on this server measured (the ledger) or this run measured: its margin
-from the tie band's edge over the standard error of a gain on the budget's lives per K (two lives' means, each K's
-lives apart by the spread), never below "at best". Without a spread and two K's levels, nothing says how far apart
-the K are before they are measured: no expected.
+and where the restart spread is not known yet two more: the chooser stops with neither end of the gain it states on
+one life, the leader's second measuring the spread and the baseline's guarding against one outlier life of it);
+"expected" is where the looks' error-spending rule (decision/gates/looks.py) stops on average, for the verdict's
+hardest comparison at the K's levels and the restart spread earlier runs on this server measured (the ledger) or
+this run measured: its margin from the tie band's edge over the standard error of a gain on the budget's lives per K
+(two lives' means, each K's lives apart by the spread), never below "at best". Without a spread and two K's levels,
+nothing says how far apart the K are before they are measured: no expected. The adaptive sweep's lives are priced in
+seconds of load as they run: a K's first life every stage, a repeat the target stage alone (at a rate, the target
+rate's), so at best the first look's two K's first lives and their repeats, at worst every K's first life and
+repeats to the budget. At a rate the ledger prices nothing: the chooser there (decision/rate_standing.py) buys the
+spread with a repeated life whatever the ledger holds, and the ledger's levels are of the users objective, not the
+speed at a rate.
 """
 from __future__ import annotations
 
@@ -17,10 +23,13 @@ from collections.abc import Mapping
 
 from ..config import SweepConfig
 from ..decision.gates.looks import Looks, expected_look
-from .cost import LivesRange, grid_lives
+from .cost import LivesRange, adaptive_load_s, grid_lives
 
 
 FIRST_LOOK_LIVES = 2   # the adaptive sweep's first look that can decide: two K measured
+# where the restart spread is unknown, the lives it adds before any stop: both ends of the first look's gain on two
+# lives (decision/adaptive.py: the leader's second measures the spread, the baseline is never spared there)
+SPREAD_UNKNOWN_LIVES = 2
 
 
 def default_max_lives(config: SweepConfig) -> int:
@@ -51,7 +60,10 @@ def dry_run_range(config: SweepConfig, ledger_use=None) -> LivesRange | None:
     earlier = ledger_use.earlier_spread() if ledger_use is not None else None
     # the K this sweep runs: the ledger keeps every K earlier runs measured, its keys as it read them
     levels = {k: earlier.levels[str(k)] for k in config.speculation.k if str(k) in earlier.levels} if earlier else {}
-    return lives_range(config, looks_of(config), earlier.rel_sd if earlier is not None else None, levels,
+    # at a rate the ledger prices nothing (the module's docstring)
+    at_rate = config.adaptive_rate is not None
+    return lives_range(config, looks_of(config), None if earlier is None or at_rate else earlier.rel_sd,
+                       {} if at_rate else levels,
                        spread_known=earlier is not None or not config.decision.spread_unknown)
 
 
@@ -72,7 +84,11 @@ def lives_range(config: SweepConfig, looks: Looks | None, spread: float | None =
                 levels: Mapping[int, float] | None = None, spread_known: bool = False) -> LivesRange:
     """`looks`: the sweep's (`looks_of`; None: a grid that looks once); `spread`: the restart
     spread per life (relative SD) and `levels` each K's objective, where earlier runs or this one measured them;
-    `spread_known`: the spread needs no life of this run to be measured (the ledger's, or a documented one)."""
+    `spread_known`: the spread needs no life of this run to be measured (the ledger's, or a documented one); at a
+    rate only a spread the config states (decision.restart_spread, the simulator's documented one) spares that life:
+    the chooser there buys it whatever earlier runs measured."""
+    if config.adaptive_rate is not None:
+        spread_known = not config.decision.spread_unknown
     ks = len(config.speculation.k)
     grid, _ = grid_lives(config)
     if looks is None:
@@ -82,14 +98,28 @@ def lives_range(config: SweepConfig, looks: Looks | None, spread: float | None =
     if looks.unit == "repeats":
         best, worst, per_k = ks * looks.first, ks * looks.at_most, looks.at_most
     else:
-        best = looks.first + (0 if spread_known else 1)
+        best = looks.first + (0 if spread_known else SPREAD_UNKNOWN_LIVES)
         worst, per_k = looks.at_most, looks.at_most / ks
     best = min(best, worst)
+
+    def seconds(lives: float | None) -> float | None:
+        """An adaptive plan's lives' seconds of load: the fewest K's first lives at best (the first look's), the
+        rest repeats; beyond it every K's first life before any repeat past those the unknown spread needs (the
+        most seconds those lives can take)."""
+        if lives is None:
+            return None
+        bought = 0 if spread_known else SPREAD_UNKNOWN_LIVES
+        firsts = looks.first if lives <= best else min(ks, max(looks.first, lives - bought))
+        return adaptive_load_s(config, lives, firsts)
+
+    adaptive = looks.unit == "lives"
     margin = hardest_margin(levels or {}, config.decision.tie_tolerance_frac)
     if spread is None or not math.isfinite(spread) or spread <= 0 or margin is None:
-        return LivesRange(best, None, worst, "no restart spread and levels measured on this server yet")
+        return LivesRange(best, None, worst, "no restart spread and levels measured on this server yet",
+                          (seconds(best), None, seconds(worst)) if adaptive else None)
     drift = max(margin, 0.0) / (spread * math.sqrt(2 / per_k))
     look = expected_look(looks, drift)
-    expected = ks * look if looks.unit == "repeats" else look
-    return LivesRange(best, round(min(max(expected, best), worst), 1), worst,
-                      f"at a restart spread of {spread:.1%} and a margin of {margin:+.1%} from the tie band")
+    expected = round(min(max(ks * look if looks.unit == "repeats" else look, best), worst), 1)
+    return LivesRange(best, expected, worst,
+                      f"at a restart spread of {spread:.1%} and a margin of {margin:+.1%} from the tie band",
+                      (seconds(best), seconds(expected), seconds(worst)) if adaptive else None)

@@ -308,14 +308,17 @@ def earlier_from(decision: Decision, measured_at: int, users: int, workload: str
 def use_for_run(config: SweepConfig, vllm_version: str, enabled: bool, path: Path | None = None,
                 gear: str | None = None) -> tuple[LedgerUse | None, str]:
     """What a new run takes from the ledger (for plan.json), and the line to say about it; None where the server's
-    restart spread is not unknown (the simulator's documented one, or decision.restart_spread), and for one K (a
-    ramp, a running server: nothing to compare)."""
+    restart spread is not unknown (the simulator's documented one, or decision.restart_spread), for one K (a
+    ramp, a running server: nothing to compare), and where none is ever written (a grid axis, workload variants,
+    rate stages only)."""
     if not config.decision.spread_unknown or len(config.speculation.k) < 2:
         return None, ""
     if config.grid.axis or len(config.load.variants) > 1:  # as finalize.remember_spread: never written for them
         what = "a grid axis: each value is another server" if config.grid.axis else \
             "workload variants: each has its own target users"
         return None, f"restart spread ledger: not used ({what})"
+    if not config.load.user_stages:  # the verdict at a rate carries no users stage's spread: none written, none read
+        return None, "restart spread ledger: not used (rate stages only: it holds the spread at users stages)"
     print_ = fingerprint(config, vllm_version, hardware(config) if gear is None else gear)
     key = key_of(print_)
     if not enabled:

@@ -184,3 +184,23 @@ def test_a_vllm_that_fails_its_version_names_the_command_its_exit_code_and_its_l
         f"lookahead-runner: server.command: `{fake.command} --version` exited with code 1 and printed no version: "
         "importlib.metadata.PackageNotFoundError: No package metadata was found for vllm; check that vLLM runs in "
         "the environment server.command gives it")
+
+
+def test_a_rate_only_config_on_a_real_server_plans_the_measure_until_decided_default(tmp_path, fixtures_dir):
+    """Issues 48/49: rate stages only, no strategy and no repeats given, on a vLLM whose restart spread is unknown:
+    the dry run plans the adaptive sweep at the target rate, says why, and its lives at best and at worst."""
+    fake = Fake(tmp_path, fixtures_dir)
+    done, _ = dry_run(tmp_path, fake, stage="{ rate = 2.0, duration_s = 30 }, { rate = 6.0, duration_s = 30 }",
+                      extra="[decision]\nslo = { e2e_p90_ms = 9000 }\ntarget_rate = 6.0")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    (plan,) = [line for line in lines if line.startswith("adaptive sweep")]
+    assert plan.startswith("adaptive sweep (no sweep.strategy given, rate stages on a server whose restart spread is "
+                           "unknown: one life per K would decide only a gain over K=0 of about +35%"), plan
+    assert "where the verdict at 6 req/s is least sure" in plan and "a repeat runs the 6 req/s stage alone" in plan
+    (expected,) = [line for line in lines if line.startswith("expected: ")]
+    assert expected.startswith("expected: at most 4 server lives (adaptive: each chosen on what is measured)")
+    # a K's first life 60 s of stages, a repeat 30 s; the spread unknown, both K twice before any stop: with two K the
+    # lives of the grid of 2 repeats, at 2 x 60 + 2 x 30 s of load instead of its 4 x 60
+    assert "at best 4 lives (~3.0 server-minutes of load)" in expected and expected.endswith("at worst 4 (~3.0)")
+    assert fake.served() == []

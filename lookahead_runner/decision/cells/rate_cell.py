@@ -3,8 +3,9 @@ figures as measured and resampled, in `CellStats` so the user-stage gates (gates
 
 Every arrival of a window is a finished request (one that failed, timed out, was cut or never sent is a failure:
 it counts against the K), its latencies those of the arrivals that succeeded, its goodput the arrivals meeting
-every SLO per second of the windows. One resample: the windows drawn with replacement (with several repeats) and,
-inside each, n / tau of its n arrivals drawn with replacement, each counted tau times (tau the window's correlation
+every SLO per second of the windows. One resample: every window once (the spread from one server life to the next
+is the life factor rate_spread.py draws: drawing the windows with replacement too would count it twice) and, inside
+each, n / tau of its n arrivals drawn with replacement, each counted tau times (tau the window's correlation
 time in arrival order, the longest of its SLOs' share's and its e2e latency's: arrival_correlation.py): the requests
 behind one queue are slow together, so a window's percentiles and shares vary as those of n / tau independent
 arrivals; the server's signals (memory, batch) are the windows' own. The design effects of every SLO's attainment
@@ -112,14 +113,10 @@ class RateCell:
                       _design_effects(prepared, p.interval_level))
 
     def draws(self, p: DecisionConfig, rng: np.random.Generator, count: int) -> list[CellStats]:
-        """`count` resamples (see the module's docstring)."""
+        """`count` resamples (see the module's docstring): every window once, its arrivals drawn."""
         prepared, signals = self._prepared(p), _signals(self.windows)
         deff = _design_effects(prepared, p.interval_level)
-        out = []
-        for _ in range(count):
-            picked = rng.integers(len(prepared), size=len(prepared)) if len(prepared) > 1 else [0]
-            out.append(_stats(self.k, [(prepared[i], prepared[i].draw(rng)) for i in picked], signals, deff))
-        return out
+        return [_stats(self.k, [(a, a.draw(rng)) for a in prepared], signals, deff) for _ in range(count)]
 
     @property
     def behind(self) -> list[str]:
@@ -133,8 +130,9 @@ class RateCell:
                        "pooled (none beyond its noise alone)"]
 
     def behind_draws(self, rng: np.random.Generator, count: int) -> np.ndarray:
-        """Per resample, whether the K falls behind: its windows drawn with replacement (as `draws` draws them)
-        and judged pooled, so the finding's own uncertainty is carried into the resamples."""
+        """Per resample, whether the K falls behind: its windows drawn with replacement and judged pooled, so the
+        finding's own uncertainty is carried into the resamples (the life factor, which `draws` carries the spread
+        between lives by, does not reach this finding)."""
         n = len(self.windows)
         if n <= 1:
             return np.full(count, bool(self.behind))

@@ -8,9 +8,14 @@ borrowing K is drawn from, and its chi-square interval is shown beside it ("rest
 What earlier runs on this server measured (the ledger, runfolder/spread_ledger.py, as plan.json recorded it)
 joins the pool as more degrees of freedom: unless this run's repeats are wider beyond the same F test (the server
 changed: then this run's alone). The figure shown is the estimate its degrees of freedom and chi-square interval
-belong to: the pool's, or this run's alone. Where no K has two lives, the earlier runs' spread is the spread, drawn
-as a repeat's (Student's t with their degrees of freedom). It is a fact of the stage it was measured at (the spread
-changes with concurrency: vLLM #53436): earlier runs' spread joins only the stage at their users.
+belong to: the pool's, or this run's alone, of every restarted life, a K set apart by the F test included (the K
+that agree are a selection where one is set apart: `every_restarted_life`). Its interval holds the spread at
+decision.interval_level where the spread describes every life (the calibration suite's "restart spread"); where an
+outlier life the test cannot set apart is among them, the spread stated takes the outlier in and is never below the
+spread of the other lives (the suite's "outlier life: not below the truth"). Where no K has two lives, the earlier
+runs' spread is the spread, drawn as a repeat's (Student's t with their degrees of freedom). It is a fact of the
+stage it was measured at (the spread changes with concurrency: vLLM #53436): earlier runs' spread joins only the
+stage at their users.
 A life's spread holds its window's own noise (batch means of its bins) beside the server start's: the window part
 of the lives behind the spread is kept with it (`window_part`), and a K whose windows are noisier than theirs
 beyond chance adds its own window noise to the restart part (the spread less their window part) instead of
@@ -116,10 +121,23 @@ def window_part(cell: PreparedCell) -> float:
 def measured_now(cells: Mapping[int, PreparedCell], pooled: ThroughputNoise,
                  by_k: Mapping[int, ThroughputNoise]) -> Part:
     """This run's pooled part: the K with two or more lives that share the stage's pool (a K noisier beyond the F
-    test keeps its own and is in neither the pool nor the ledger)."""
+    test keeps its own and is in neither the pool nor the ledger; the spread stated takes it in:
+    `every_restarted_life`)."""
     if pooled.source != "repeats":
         return Part()
     ks = tuple(k for k, cell in sorted(cells.items()) if len(cell.windows) >= 2 and by_k.get(k) is pooled)
+    return _part(cells, ks)
+
+
+def every_restarted_life(cells: Mapping[int, PreparedCell]) -> Part:
+    """Every K with two or more lives, a K set apart by the F test included: the spread the stage states. Where a K
+    is set apart, the K that agree are a selection, not an estimate: under one spread for every K a pair reading
+    close by chance is what sets the other apart (10 % of stages of two K on two lives each), and their pool read
+    0.0 % [0.0, 0.0] where the truth was several % (the calibration suite's "restart spread: grid x2")."""
+    return _part(cells, tuple(k for k, cell in sorted(cells.items()) if len(cell.windows) >= 2))
+
+
+def _part(cells: Mapping[int, PreparedCell], ks: tuple[int, ...]) -> Part:
     parts = [_spread(cells[k], "repeats") for k in ks]
     return Part(sum(sq for sq, _ in parts), sum(window_part(cells[k]) for k in ks), sum(df for _, df in parts),
                 sum(len(cells[k].windows) for k in ks), ks, sum(window_var(cells[k])[1] for k in ks))
@@ -202,9 +220,17 @@ def with_restart_spread(cells: Mapping[int, PreparedCell], noises: tuple[Through
         known = earlier is None or earlier.window_df   # an entry that kept no bins: the window part's taken as known
         window_df = part.window_df + (earlier.window_df if earlier else 0) if known else 0
         rel_sd = math.sqrt(total_sq / total_df)
-        origin = SpreadOrigin(rel_sd, *chi2_bounds(rel_sd, total_df, level), total_df, part.lives, part.ks,
-                              part.squares, part.df, earlier, note, part.squares, part.df, part.lives,
-                              part.window_squares, part.window_df)
+        # the figure stated: every restarted life's (the pool's where no K is set apart); measured on this run's
+        # lives, where the sweep stopped at a look, at that look's level (Looks.interval_level)
+        every = every_restarted_life(cells)
+        stated_sq, stated_df = every.squares + total_sq - part.squares, every.df + total_df - part.df
+        if apart := [f"K={k}" for k in every.ks if k not in part.ks]:
+            note = "; ".join(filter(None, (note, f"{', '.join(apart)} wider beyond an F test: the K that agree are "
+                                                 f"resampled with their own {rel_sd:.1%}")))
+        stated = math.sqrt(stated_sq / stated_df)
+        origin = SpreadOrigin(stated, *chi2_bounds(stated, stated_df, p.reported_interval_level), stated_df,
+                              every.lives, every.ks, every.squares, every.df, earlier, note, part.squares, part.df,
+                              part.lives, part.window_squares, part.window_df)
         new = dataclasses.replace(pooled, rel_sd=rel_sd, df=total_df, origin=origin)
         return _with_origin(cells, pooled, by_k, new, window_sq, window_df)
     if earlier is None or not earlier.df:

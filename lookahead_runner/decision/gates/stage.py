@@ -237,4 +237,5 @@ def restart_unknown_text(noise: ThroughputNoise, base_k: int, p: DecisionConfig)
 
 
 def gain_bounds(stage: StageEval, k: int, other: int, p: DecisionConfig) -> Bounds:
-    return interval(stage.relative_draws(k, other, p.objective), p.interval_level)
+    """K's gain over `other`, at the level of the look the sweep stopped at where it looked (engine.verdict_at_end)."""
+    return interval(stage.relative_draws(k, other, p.objective), p.reported_interval_level)

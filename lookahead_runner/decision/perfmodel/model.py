@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from ..cells.evidence import Evidence
-from .trust import HeldOut, Trust, held_out, mean_output_tokens, trust
+from .trust import ErrorAt, HeldOut, Trust, error_at, held_out, mean_output_tokens, trust
 from .acceptance import Acceptance, PositionCounts, fit_acceptance
 from .fit import Draws, Obs, Params, WorkloadShape, bootstrap, observations, pool_at, predict_draws
 
@@ -104,6 +104,10 @@ class PerformanceModel:
     @property
     def heldout_worst(self) -> float | None:
         return self.verdict.worst_error
+
+    def heldout_error_at(self, users: int) -> ErrorAt:
+        """The held-out error at `users` (trust.error_at): the figure a K is ruled out against there."""
+        return error_at(self.held_out, users)
 
     @property
     def ks(self) -> list[int]:

@@ -1,11 +1,13 @@
-"""The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (decision/adaptive.py) for as many lives
-as the pool (life_pool.py) has free slots, write them to plan.json, start them as real server lives (same
-readiness and memory rules as the grid), and ask again each time one ends, the lives in flight counted, until
-the chooser stops with none in flight; the stop and its reason go to plan.json's "adaptive". Here the pool runs
-one life at a time; on a Ray cluster one per slot, in parallel.
+"""The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (decision/adaptive.py) for as many lives as
+the pool (life_pool.py) has free slots, on the verdict at the users target (adaptive.standing_of) or, with rate
+stages only, at the target rate (decision/rate_standing.py), write them to plan.json, start them as real server
+lives (same readiness and memory rules as the grid), and ask again each time one ends, the lives in flight counted,
+until the chooser stops with none in flight; the stop and its reason go to plan.json's "adaptive". Here the pool
+runs one life at a time; on a Ray cluster one per slot, in parallel.
 
 plan.json starts with no lives; each life chosen is appended before it starts (with the stages it runs
-when it runs a subset, and why it was chosen), so --resume reruns a life cut half-way with the same stages
+when it runs a subset: a repeat runs the target stage alone, its users in `stages`, at a rate its rate in `rates`;
+and why it was chosen), so --resume reruns a life cut half-way with the same stages
 (the lives cut on a cluster in parallel again), keeps every life done, and the chooser carries on from the
 windows measured: the same evidence gives the same next choice. The decision is made at the end by the
 decision engine on the measured windows, as for the grid; the model (when there is a trusted one) only chooses
@@ -17,8 +19,11 @@ from pathlib import Path
 
 from collections import Counter
 
-from ...decision.adaptive import (Budget, Choice, ModelView, Prediction, Spent, choose_batch, first_k, standing_of,
-                                 valid_lives)
+from ...decision.adaptive import (Budget, Choice, ModelView, Prediction, Spent, Standing, choose_batch, first_k,
+                                 standing_of, valid_lives)
+from ...decision.cells.rate_cell import same_rate
+from ...decision.cells.stats import single_life_gains
+from ...decision.rate_standing import standing_at_rate, valid_lives_at_rate
 from ...config import ResolvedServer, SweepConfig
 from ...runfolder.cost import grid_lives, life_costs
 from ...runfolder.price import default_max_lives, looks_of
@@ -27,6 +32,7 @@ from ..verdict.finalize import write_tables
 from ..life.launch import Life, append_to_plan
 from .life_pool import LifePool, drain
 from ..verdict.perfmodel_run import fit_run
+from ..verdict.rate_verdict import ended_over, windows_of
 from ...runfolder.plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
 from ...vllm.knob import Setting
 from ...vllm.probe import Capabilities
@@ -48,18 +54,37 @@ def describe(config: SweepConfig, model: ModelView, slots: int | None = 1) -> st
                else "")
     pace = ("as many lives at once as the Ray cluster has slots" if slots is None else "one life at a time"
             if slots <= 1 else f"up to {slots} lives at once (one per Ray slot)")
-    chosen = (" (no sweep.strategy given, on a server whose restart spread is unknown: one repeated life measures "
-              "it, then every K measured once borrows it)" if config.adaptive_by_default else "")
+    rate = config.adaptive_rate
+    chosen = f" ({why_default(config)})" if config.adaptive_by_default else ""
     bound = ("sweep.max_lives" if config.sweep.max_lives else
              f"{len(ks)} K x {max(2, config.load.planned_repeats)}, sweep.max_lives to change it")
+    target = f"{config.target_users} users" if rate is None else f"{rate:g} req/s"
+    stages = ("" if rate is None or len(config.load.stages) < 2 else
+              f"; a K's first life runs every rate stage (the other rates place its capacity within the SLO), a "
+              f"repeat runs the {rate:g} req/s stage alone")
     return (f"adaptive sweep{chosen}: the baseline K={ks[0]} and {why}, then {pace} where the verdict at "
-            f"{config.target_users} users is least sure, until it is decided (at most {default_max_lives(config)} "
+            f"{target} is least sure, until it is decided{stages} (at most {default_max_lives(config)} "
             f"server lives: {bound}{minutes}; sweep.strategy = \"grid\" would run {grid_lives(config)[0]}: each K x "
             "load.repeats)")
 
 
+def why_default(config: SweepConfig) -> str:
+    """Why the adaptive sweep is the default here: what one life per K (the grid's one repeat) could decide with the
+    restart spread unknown, and how the adaptive sweep buys the spread instead."""
+    spread, _ = config.decision.restart_prior()
+    up, down = single_life_gains(spread, config.decision.confidence, config.decision.tie_tolerance_frac)
+    base = min(config.speculation.k)
+    where = "rate stages " if config.adaptive_rate is not None else ""
+    return (f"no sweep.strategy given, {where}on a server whose restart spread is unknown: one life per K would "
+            f"decide only a gain over K={base} of about {up:+.0%} (or a loss of about {down:+.0%}), the spread taken "
+            f"as {spread:.0%} per life; one repeated life measures it, then every K measured once borrows it")
+
+
 def model_view(data, config: SweepConfig) -> ModelView:
-    """The performance model (decision/perfmodel/model.py) fitted on the run so far, as the chooser sees it."""
+    """The performance model (decision/perfmodel/model.py) fitted on the run so far, as the chooser sees it; at a
+    rate it drives nothing (it predicts users stages)."""
+    if config.adaptive_rate is not None:
+        return ModelView(why_not="the performance model predicts users stages, not an arrival rate")
     if data is None or len(data.evidence().ks) < 2:
         return ModelView(why_not="fewer than two K measured")
     return view_of(fit_run(data.run_dir, data), config)
@@ -78,19 +103,26 @@ def view_of(model, config: SweepConfig) -> ModelView:
     field = PREDICTED[objective]
     predicted = {k: model.predict(k, config.target_users) for k in config.speculation.k}
     production = config.decision.production_users
+    held = model.heldout_error_at(config.target_users)  # what a K is ruled out against (decision/perfmodel/prior.py)
     return ModelView(True, {k: Prediction(getattr(p, field), getattr(p, f"{field}_low"), getattr(p, f"{field}_high"),
                                           p.preempting) for k, p in predicted.items()}, "",
-                     model.best_k_at(production, config.speculation.k)[0] if production else None)
+                     model.best_k_at(production, config.speculation.k)[0] if production else None,
+                     held.value, held.scope, UNIT[objective])
 
 
 PREDICTED = {"req_per_s": "requests_per_s", "output_tok_per_s": "output_tokens_per_s"}
+UNIT = {"req_per_s": "req/s", "output_tok_per_s": "output tok/s"}
 
 
-def stages_of(config: SweepConfig, users: list[int] | None) -> SweepConfig:
-    """The config a life runs: every stage, or the ones listed in its plan entry."""
-    if not users:
+def stages_of(config: SweepConfig, users: list[int] | None, rates: list[float] | None = None) -> SweepConfig:
+    """The config a life runs: every stage, or the ones its plan entry lists (`users`: those user stages and every
+    rate stage; `rates`: those rate stages alone)."""
+    if rates:
+        stages = [stage for stage in config.load.rate_stages if any(same_rate(stage.rate, r) for r in rates)]
+    elif users:
+        stages = [stage for stage in config.load.stages if stage.is_rate or stage.users in users]
+    else:
         return config
-    stages = [stage for stage in config.load.stages if stage.is_rate or stage.users in users]
     return config.model_copy(update={"load": config.load.model_copy(update={"stages": stages})})
 
 
@@ -112,6 +144,21 @@ def next_life(plan_lives: list[PlannedLife], config: SweepConfig, k: int) -> Lif
     return Life(Setting(k, config.speculation.raw_lookahead_slots), max(repeats) + 1 if repeats else 0)
 
 
+def standing_now(data, config: SweepConfig, early_stop: bool, looks) -> tuple[Standing, dict[int, int]]:
+    """The verdict the chooser reads on the run so far, and per K its lives with a valid window where it is made:
+    at the users target, or with rate stages only at the target rate (every rate's windows: the other rates place
+    each K's capacity within the SLO)."""
+    rate = config.adaptive_rate
+    if rate is None:
+        evidence = data.evidence()
+        return (standing_of(evidence, config.decision, early_stop, looks),
+                valid_lives(evidence, config.target_users))
+    windows = windows_of(data)
+    over = ended_over(data.plan.sweep_lives(), data.statuses)
+    return (standing_at_rate(windows, rate, config.decision, early_stop, looks, over=over),
+            valid_lives_at_rate(windows, rate))
+
+
 def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, pool: LifePool, server: ResolvedServer,
                  early_stop: bool = True, announce=lambda life, stages: None) -> Choice:
     """Choose and run lives until the chooser stops with none in flight; returns its last choice (the stop and why).
@@ -121,36 +168,39 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
     budget = Budget(default_max_lives(config),
                     config.sweep.max_server_minutes * 60 if config.sweep.max_server_minutes else None)
     ks, target, looks = sorted(config.speculation.k), config.target_users, looks_of(config)
+    rate = config.adaptive_rate
     for entry in read_plan(run_dir).sweep_lives():  # a resumed run: the lives chosen before, on every free slot
         life = Life(Setting(entry.k, config.speculation.raw_lookahead_slots), entry.repeat)
-        announce(life, stages_of(config, entry.stages).load.stages)
+        announce(life, stages_of(config, entry.stages, entry.rates).load.stages)
         while not pool.free():
             pool.wait()
-        pool.submit(stages_of(config, entry.stages), life)
+        pool.submit(stages_of(config, entry.stages, entry.rates), life)
     said_model = None
     # bounded: each round starts a life or waits for one to end, and the budget stops the lives first
     for _ in range(2 * (budget.max_lives + len(ks) * MIN_LEADER_LIVES) + 1):
         data = read_run(run_dir)
-        evidence = data.evidence()
         model = model_view(data, config)
         if said_model != model.trusted:  # at the start, and whenever the model's trust changes
             say("adaptive: the performance model is trusted: it chooses which K not run yet could be the best" if
                 model.trusted else f"adaptive: {model.why_not}: a K not run yet is run when it lies between the K "
                 "measured around the leader (the objective taken to rise, then fall with K), in grid order")
             said_model = model.trusted
-        spent = spent_so_far(data.plan.sweep_lives(), data.statuses, valid_lives(evidence, target), pool.in_flight())
-        batch = choose_batch(pool.free(), ks, standing_of(evidence, config.decision, early_stop, looks), spent, model,
-                             budget, config.load.max_repeats, MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
+        standing, valid = standing_now(data, config, early_stop, looks)
+        spent = spent_so_far(data.plan.sweep_lives(), data.statuses, valid, pool.in_flight())
+        batch = choose_batch(pool.free(), ks, standing, spent, model, budget, config.load.max_repeats,
+                             MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
         if len(batch.lives) > 1:
             say(f"adaptive: {len(batch.lives)} lives at once on {pool.slots} slots")
         for choice in batch.lives:
             life = next_life(read_plan(run_dir).sweep_lives(), config, choice.k)
-            users = None if choice.all_stages else [target]
-            append_to_plan(config, caps, run_dir, [life], server, stages=users, chosen=choice.why,
+            # a repeat runs the target stage alone: its users, or at a rate its rate
+            users = None if choice.all_stages or rate is not None else [target]
+            rates = None if choice.all_stages or rate is None else [rate]
+            append_to_plan(config, caps, run_dir, [life], server, stages=users, rates=rates, chosen=choice.why,
                            model_trust="trusted" if model.trusted else model.why_not, purpose=choice.purpose)
             say(f"adaptive: next {life.key}: {choice.why}")
-            announce(life, stages_of(config, users).load.stages)
-            pool.submit(stages_of(config, users), life)
+            announce(life, stages_of(config, users, rates).load.stages)
+            pool.submit(stages_of(config, users, rates), life)
         if pool.in_flight():
             pool.wait()  # its windows may change the next choice, or a stop
         elif batch.ends_sweep:
@@ -159,7 +209,7 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
     else:
         choice = Choice(None, why="the loop's own bound was reached", stop="budget")
     drain(pool)  # the bound may leave a life running
-    record_adaptive_stop(run_dir, choice.why, choice.stop)
+    record_adaptive_stop(run_dir, choice.why, choice.stop, choice.skipped)
     write_tables(run_dir)
     say(f"adaptive: stopped: {choice.why}")
     return choice

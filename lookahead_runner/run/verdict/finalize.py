@@ -259,7 +259,8 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None, led
     elif plan.adaptive is not None:
         lives_by_k = Counter(c.k for c in costs if not c.confirm)
         decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
-                                         plan.adaptive.stop, len(plan.cluster.slots) if plan.cluster else 1))
+                                         plan.adaptive.stop, len(plan.cluster.slots) if plan.cluster else 1,
+                                         plan.adaptive.model_skipped))
     if note := remember_spread(data, decision, ledger):
         decision.diagnoses.append(note)
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))

@@ -30,6 +30,7 @@ from ...decision.rate_decision import decide_at_rate
 from ...decision.confirmation.rate_confirm import is_rate_plan, judge_at_rate, with_rate_confirmation
 from ...decision.schema import Candidate, Capacity, ConfirmLife, Decision
 from ...runfolder.plan import LifeStatus, PlannedLife
+from ...runfolder.price import looks_of
 from ...runfolder.read import RunData
 
 NO_MEASUREMENT_AT_USERS = "Every window at the target concurrency"
@@ -40,12 +41,16 @@ def windows_of(data: RunData, axis_value: str = "") -> list[RateWindow]:
 
 
 def rate_decision(data: RunData, rate: float, variant: str = "") -> Decision:
-    """The verdict at `rate` of one workload variant; with a grid, one per flag value and the best decided one."""
+    """The verdict at `rate` of one workload variant; with a grid, one per flag value and the best decided one. An
+    adaptive sweep that chose its lives on this verdict looked at it as they ended: judged at the bar of the look it
+    stopped at (decision/gates/looks.py), as the users verdict of one is."""
     config = data.config
     values = config.grid.values or [""]
     over = ended_over(data.plan.sweep_lives(), data.statuses)
+    looked = config.adaptive_rate is not None and same_rate(config.adaptive_rate, rate)
+    looks = looks_of(config) if looked else None
     decisions = [(value, decide_at_rate(windows_of(data, value), rate, config.decision, data.argv_by_k(value),
-                                        data.setting_names(value), variant, over)) for value in values]
+                                        data.setting_names(value), variant, over, looks)) for value in values]
     if not config.grid.axis:
         return decisions[0][1]
 
@@ -72,12 +77,20 @@ def capacity_rows(data: RunData) -> list[Capacity]:
     """Each K's capacity within the SLO, per workload variant (none with a grid axis: one per value is not made)."""
     if data.config.grid.axis:
         return []
-    probes = Counter(entry.k for entry in data.plan.sweep_lives() if entry.rates)
+    probes = capacity_probes(data)
     over = ended_over(data.plan.sweep_lives(), data.statuses)
     windows = windows_of(data)
     return [row for v in data.config.load.variants
             for row in capacities(windows, data.evidence(variant=v.label) if data.config.load.user_stages else None,
                                   data.config.decision, v.label, dict(probes), over)]
+
+
+def capacity_probes(data: RunData) -> Counter:
+    """Per K, the capacity search's probes (an adaptive sweep's repeat at its target rate runs one rate stage too, and
+    is none)."""
+    if data.config.sweep.strategy != "capacity":
+        return Counter()
+    return Counter(entry.k for entry in data.plan.sweep_lives() if entry.rates)
 
 
 def _least_settled(*statuses: str) -> str:

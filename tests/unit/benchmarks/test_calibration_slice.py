@@ -2,8 +2,9 @@
 group through the product's own decision code, and every claim's measured rate inside the band its stated rate
 allows over those trials (tally.py: the binomial's central 99 %).
 
-The slice runs once for the module (about 70-90 s on two busy cores: CALIBRATION_TRIALS per group, times each
-group's weight); each claim is its own test. A claim that misses today is marked with its cause (KNOWN_MISSES,
+The slice runs once for the module (CALIBRATION_TRIALS per group, times each group's weight; each sweeps trial run a
+second time at the tie band's edge: 106 s of CPU, 160 s on two cores shared with three other jobs, 2026-12-06);
+each claim is its own test. A claim that misses today is marked with its cause (KNOWN_MISSES,
 strict: once it is met the mark fails, so it is taken off). The full run: `python -m benchmarks.calibration`.
 """
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from benchmarks.calibration import run as calibration  # noqa: E402
-from benchmarks.calibration.tally import REFERENCE, SHOWN, Tallies  # noqa: E402
+from benchmarks.calibration.tally import DESCRIPTIVE, UNCLAIMED, Tallies  # noqa: E402
+from benchmarks.calibration.verdicts import edge_claim  # noqa: E402
 
 CALIBRATION_TRIALS = 25     # x each group's weight: 25 sweeps, 25 rates, 50 capacities, 250 queues
 CALIBRATION_SEED = 46
@@ -25,19 +27,17 @@ STRATEGIES = ("grid x1", "grid x2", "ledger", "adaptive", "auto")
 CLAIMS = (
     *(f"gain (users): {s}" for s in STRATEGIES),
     *(f"restart spread: {s}" for s in ("grid x2", "ledger alike", "ledger unlike", "adaptive", "auto")),
-    *(f"verdict {s}, every decided" for s in STRATEGIES),
+    *(f"restart spread: {s}, outlier life: not below the truth" for s in ("grid x2", "adaptive", "auto")),
+    *(edge_claim(s, k) for s in STRATEGIES for k in (4, 0)),
     "SLO attainment: one window", "SLO attainment: the gate, 1-3 repeats", "gain (rate): e2e percentile, K=4 / K=0",
+    *(f"gain (rate) at a rate, spread 1-20%, x{n}" for n in (1, 2)),
+    *(edge_claim(f"at a rate, spread 1-20%, x{n}", k) for n in (1, 2) for k in (4, 0)),
     "capacity (rate): rate ramp", "capacity (rate): capacity search",
     "falls behind: false alarm", "falls behind: miss", "outlier flag: false alarm",
 )
 # Claims this slice measures missing today, with their cause (the suite's per-factor tallies and trials read by
 # hand): strict, so a fix that brings one inside its band turns its test red until it is taken off this list.
-KNOWN_MISSES: dict[str, str] = {
-    "restart spread: auto": "auto repeats stop once decided, and a spread that reads small by chance is what decides "
-                            "early: at the stop the spread of the lives so far reads 0.24 x the truth (median, two "
-                            "lives per K) and 0.71 x (three), covering it 75 % and 83 % of the time (the suite's "
-                            "seed 0); its interval is the fixed-sample chi-square's",
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +61,13 @@ def test_each_claims_measured_rate_lies_within_its_stated_rates_band(tallies, na
     _judged(tallies, name)
 
 
-def test_each_verdict_is_right_as_often_as_its_stated_confidence_band_says(tallies):
-    bands = [c.name for c in tallies if c.name.startswith("verdict ") and ", stated " in c.name]
-    assert bands, "no decided verdict in the slice"
-    missed = [name for name in bands if not tallies.claims[name].met and name not in KNOWN_MISSES]
-    assert not missed, "; ".join(f"{n}: {tallies.claims[n].measured:.1%} of {tallies.claims[n].trials}"
-                                 for n in missed)
+def test_how_often_a_decided_verdict_is_right_is_described_beside_the_claims_never_judged(tallies):
+    # a verdict's claim is its error at the worst truth (CLAIMS' "wrong at the edge"); its right share among the
+    # decided depends on where the truths lie, so the reliability table is printed with its band, as no claim
+    described = [c for c in tallies if c.name.startswith("verdict ")]
+    assert described and all(c.kind == DESCRIPTIVE and c.met for c in described)
 
 
 def test_every_claim_the_slice_scores_is_one_this_file_judges(tallies):
-    scored = {c.name for c in tallies if c.kind not in (SHOWN, REFERENCE) and ", stated " not in c.name}
+    scored = {c.name for c in tallies if c.kind not in UNCLAIMED}
     assert scored == set(CLAIMS)

@@ -99,3 +99,24 @@ def test_no_strategy_on_a_server_of_unknown_restart_spread_is_the_adaptive_sweep
     assert config.sweep.strategy == strategy and config.adaptive_by_default == (strategy == "adaptive")
     again = config_from_dict(config.model_dump(mode="json"))                    # plan.json's copy: as resolved
     assert again.sweep.strategy == strategy
+
+
+RATES = [{"rate": 4.0, "duration_s": 60}, {"rate": 16.0, "duration_s": 60}]
+
+
+@pytest.mark.parametrize("load, decision, strategy, at_rate", [
+    ({"stages": RATES}, {}, "adaptive", 16.0),                                   # the last rate stage's rate
+    ({"stages": RATES}, {"target_rate": 4.0}, "adaptive", 4.0),                  # the user's rate
+    ({"stages": RATES, "repeats": 2}, {}, "grid", None),                         # repeats given: the grid
+    ({"stages": RATES, "repeat_mode": "same-server"}, {}, "grid", None),
+    ({"stages": RATES}, {"restart_spread": 0.04}, "grid", None),                 # the spread is known
+    ({"stages": [{"users": 4, "duration_s": 60}, *RATES]}, {"target_rate": 16.0}, "adaptive", None),  # on users
+])
+def test_rate_stages_only_on_a_server_of_unknown_spread_measure_until_decided_at_the_target_rate(
+        load, decision, strategy, at_rate):
+    """Issues 48/49: a sweep of rate stages only gets the measure-until-decided default too, at its target rate
+    (decision.target_rate, else the last rate stage, as the verdict at a rate takes it); with users stages beside
+    them the adaptive sweep still decides at the users target."""
+    config = config_from_dict(REAL_VLLM | {"load": load, "decision": decision})
+    assert config.sweep.strategy == strategy and config.adaptive_by_default == (strategy == "adaptive")
+    assert config.adaptive_rate == at_rate

@@ -63,24 +63,31 @@ def test_no_k_at_or_above_an_agreed_stop_is_run():
 
 
 def test_a_trusted_model_skips_a_k_it_predicts_cannot_reach_the_leader():
-    model = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(30, 25, 35)}, "")
+    model = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(30, 25, 35)}, "", heldout_error=0.05)
     now = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0})
-    choice = choose(KS, now, spent(k0=1, k4=1), model, ROOMY, 5)
-    assert choice.k == 4 and not choice.all_stages  # neither 2 nor 8 can win: a repeat of the leader
-    hopeful = ModelView(True, {2: Prediction(40, 38, 49), 8: Prediction(30, 25, 35)}, "")
+    # K=2, between the measured 0 and 4, cannot win; K=8, beyond every K measured, is an extrapolation: run
+    assert choose(KS, now, spent(k0=1, k4=1), model, ROOMY, 5).k == 8
+    measured = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0, 8: 30.0})
+    choice = choose(KS, measured, spent(k0=1, k4=1, k8=1), model, ROOMY, 5)
+    assert choice.k == 4 and not choice.all_stages  # K=2 cannot win: a repeat of the leader
+    hopeful = ModelView(True, {2: Prediction(40, 38, 49), 8: Prediction(30, 25, 35)}, "", heldout_error=0.05)
     assert choose(KS, now, spent(k0=1, k4=1), hopeful, ROOMY, 5).k == 2  # 49 reaches 50 within the tie band
     production = ModelView(True, model.predictions, "", production_best=8)
     assert choose(KS, now, spent(k0=1, k4=1), production, ROOMY, 5).k == 8  # the best at production_users, unrun
-    full = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(70, 60, 80, preempting=True)}, "")
+    full = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(70, 60, 80, preempting=True)}, "",
+                     heldout_error=0.05)
     assert choose(KS, now, spent(k0=1, k4=1), full, ROOMY, 5).k == 4      # K=8 would fill the KV pool
 
 
 def test_a_k_is_held_against_the_leader_as_the_model_predicts_both_so_its_bias_cancels():
-    now = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0})
-    high = ModelView(True, {2: Prediction(49, 46, 52), 4: Prediction(55, 53, 57), 8: Prediction(30, 25, 35)}, "")
-    assert choose(KS, now, spent(k0=1, k4=1), high, ROOMY, 5).k == 4   # K=2's top 52 is 5 % under the leader's 55
-    low = ModelView(True, {2: Prediction(43, 41, 46), 4: Prediction(45, 43, 47), 8: Prediction(30, 25, 35)}, "")
-    assert choose(KS, now, spent(k0=1, k4=1), low, ROOMY, 5).k == 2    # 46 against 45: K=2 could be ahead
+    now = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0, 8: 30.0})
+    lives = spent(k0=1, k4=1, k8=1)
+    high = ModelView(True, {2: Prediction(49, 46, 52), 4: Prediction(55, 53, 57), 8: Prediction(30, 25, 35)}, "",
+                     heldout_error=0.05)
+    assert choose(KS, now, lives, high, ROOMY, 5).k == 4   # K=2's top 52 is 5 % under the leader's 55
+    low = ModelView(True, {2: Prediction(43, 41, 46), 4: Prediction(45, 43, 47), 8: Prediction(30, 25, 35)}, "",
+                    heldout_error=0.05)
+    assert choose(KS, now, lives, low, ROOMY, 5).k == 2    # 46 against 45: K=2 could be ahead
 
 
 def test_it_stops_when_decided_on_a_leader_and_a_baseline_with_two_lives_each():
@@ -142,7 +149,8 @@ def test_budgets_stop_it_and_say_which():
     time_spent = Spent({0: 1, 2: 1, 4: 2, 8: 1}, {0: 1, 2: 1, 4: 2, 8: 1}, server_s=560.0, next_life_s=120.0)
     minutes = choose(KS, now, time_spent, ModelView(), Budget(20, max_server_s=600.0), 5)
     assert minutes.k is None and "sweep.max_server_minutes = 10" in minutes.why
-    assert choose(KS, now, time_spent, ModelView(), Budget(20, max_server_s=700.0), 5).k == 2
+    # within the budget a life is chosen: the baseline's second (no stop comes while it is on one life) before K=2's
+    assert choose(KS, now, time_spent, ModelView(), Budget(20, max_server_s=700.0), 5).k == 0
 
 
 def test_a_life_without_a_valid_window_is_retried_once_then_given_up():

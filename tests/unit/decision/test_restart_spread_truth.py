@@ -202,5 +202,6 @@ def test_an_outlier_pair_set_apart_at_the_stage_is_not_written_to_the_ledger():
                    window(4, 4, 12.5, 0, duration_s=30.0), window(4, 4, 16.0, 1, duration_s=30.0),
                    window(8, 4, 11.0, 0, duration_s=30.0)], 4)
     spread = decide(ev, vllm(), {}).restart_spread
-    assert spread.ks == [0]
-    assert spread.ledger_squares == pytest.approx(spread.squares) and (spread.ledger_df, spread.ledger_lives) == (1, 2)
+    assert spread.ks == [0, 4]        # the spread stated is of every restarted life (issue 46); the ledger's, K=0's
+    assert spread.ledger_squares == pytest.approx(2 * (0.05 / 10.05) ** 2) and \
+        (spread.ledger_df, spread.ledger_lives) == (1, 2)

@@ -72,6 +72,8 @@ def test_the_real_vllm_eagle3_example_is_chat_at_rate_stages_with_an_slo(tmp_pat
     rates = [stage.rate for stage in config.load.stages]
     assert None not in rates and len(rates) >= 2
     assert config.decision.slo and config.decision.target_rate in rates
+    # no strategy and no repeats: it measures until decided at its target rate (issues 48/49)
+    assert config.adaptive_by_default and config.adaptive_rate == config.decision.target_rate
 
 
 def test_writing_never_overwrites_a_file_without_force(tmp_path, monkeypatch):

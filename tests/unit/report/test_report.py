@@ -398,6 +398,32 @@ def test_the_report_names_the_look_the_sweep_stopped_at_and_its_boundary(tmp_pat
     page = write_report(tmp_path, summary, looked, plan, timelines).read_text(encoding="utf-8")
     assert "stopped at look 5 of at most 8: boundary 96.9 %" in page
     assert "a verdict needs 90%" in build_view(*inputs)["verdict"]["confidence"]   # one look: no looks named
+    at_level = looked.model_copy(update={"looks": looked.looks.model_copy(update={"interval_level": 0.9837})})
+    assert ("Its gain and restart spread intervals are at 98.4 % there, so they hold at 95 % over the looks together"
+            in build_view(summary, at_level, plan, timelines)["verdict"]["confidence"])
+
+
+def test_the_level_the_looks_intervals_hold_together_is_stated_as_set_and_an_older_file_states_none(inputs):
+    """Issue 46 (review): decision.interval_level = 0.975 was said as "they hold at 98%", a level no interval was
+    formed for; a decision.json written before the looks' interval level (no `interval_level` in `looks`) reads as
+    it did, no level named."""
+    from lookahead_runner.decision.schema import Decision, LookStop
+
+    summary, decision, plan, timelines = inputs
+    stop = LookStop(rule="error spending (O'Brien-Fleming type)", look=3, at_most=5, unit="repeats", boundary=0.9926,
+                    stopped_by="boundary", text="stopped at look 3 of at most 5: boundary 99.3 %",
+                    interval_level=0.9963)
+    looked = decision.model_copy(update={"looks": stop, "thresholds": {**decision.thresholds,
+                                                                      "interval_level": 0.975}})
+    shown = build_view(summary, looked, plan, timelines)["verdict"]["confidence"]
+    assert "intervals are at 99.6 % there, so they hold at 97.5 % over the looks together" in shown
+    early = looked.model_copy(update={"looks": stop.model_copy(update={"interval_level": 1 - 1.47e-5})})
+    shown = build_view(summary, early, plan, timelines)["verdict"]["confidence"]
+    assert "intervals are at 99.999 % there" in shown and "100.0 %" not in shown   # not said as certainty
+    older = json.loads(looked.model_dump_json())
+    del older["looks"]["interval_level"]
+    shown = build_view(summary, Decision.model_validate(older), plan, timelines)["verdict"]["confidence"]
+    assert "stopped at look 3 of at most 5: boundary 99.3 %" in shown and "intervals are at" not in shown
 
 
 def test_performance_model_section_with_curves_and_held_out_escaped(tmp_path: Path, inputs):

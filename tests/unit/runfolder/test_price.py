@@ -22,7 +22,7 @@ AUTO = config_from_dict({"speculation": {"k": [0, 4]}, "load": {"stages": STAGES
 
 def test_at_worst_the_budget_at_best_the_first_look_that_can_decide():
     unknown = lives_range(ADAPTIVE, looks_of(ADAPTIVE))
-    assert (unknown.best, unknown.expected, unknown.worst) == (3, None, 8)   # a second life measures the spread
+    assert (unknown.best, unknown.expected, unknown.worst) == (4, None, 8)   # two lives of each end: below
     assert lives_range(ADAPTIVE, looks_of(ADAPTIVE), spread_known=True).best == 2
     auto = lives_range(AUTO, looks_of(AUTO))
     assert (auto.best, auto.worst) == (4, 10)                                 # 2 K x the first 2, x load.max_repeats
@@ -63,7 +63,7 @@ def test_the_dry_run_says_best_expected_and_worst_from_the_ledger():
     vllm = ADAPTIVE.model_copy(deep=True)
     vllm.decision.for_server("vllm")                  # its restart spread unknown until a life measures it
     alone = expected_text(vllm, 8, dry_run_range(vllm, None))
-    assert "at best 3 lives" in alone and "the expected number not known (no restart spread and levels" in alone
+    assert "at best 4 lives" in alone and "the expected number not known (no restart spread and levels" in alone
     assert "at best 2 lives" in expected_text(ADAPTIVE, 8, dry_run_range(ADAPTIVE, None))   # the simulator's: known
 
 
@@ -94,3 +94,71 @@ def test_the_dry_run_prices_only_the_k_it_runs_from_the_ledgers_levels():
                           levels={**ours, "16": 47.5, "x": 1.0})
     priced = dry_run_range(ADAPTIVE, LedgerUse(key="x", fingerprint={}).with_earlier(other))
     assert priced == dry_run_range(ADAPTIVE, LedgerUse(key="x", fingerprint={}).with_earlier(earlier))
+
+
+# rate stages only on a server drawing a restart spread per life: the measure-until-decided default, at 16 req/s
+RATE = config_from_dict({"server": {"extra_args": ["--sim-restart-spread", "0.05"]}, "speculation": {"k": [0, 2, 4]},
+                         "load": {"stages": [{"rate": r, "duration_s": 60} for r in (8.0, 16.0, 24.0)]},
+                         "decision": {"target_rate": 16.0, "slo": {"ttft_p99_ms": 500}}})
+
+
+def test_a_rate_plan_prices_a_repeat_at_the_one_stage_it_runs():
+    """A K's first life runs every rate stage (180 s), a repeat the target rate's alone (60 s): at best the baseline
+    and one K twice each (2 x 180 + 2 x 60 s), at worst 3 K x 2 lives (3 x 180 + 3 x 60 s)."""
+    assert RATE.sweep.strategy == "adaptive" and RATE.adaptive_by_default
+    priced = dry_run_range(RATE, None)
+    assert (priced.best, priced.expected, priced.worst) == (4, None, 6)
+    assert priced.seconds == (480.0, None, 720.0)
+    said = expected_text(RATE, 6, priced)
+    assert said.startswith("expected: at most 6 server lives (adaptive: each chosen on what is measured), 6 server "
+                           "starts: at most 12 server-minutes of load (a K's first life 180 s of stages, a repeat 60 s: "
+                           "the 16 req/s stage alone) plus each start's"), said
+    assert said.endswith("; at best 4 lives (~8.0 server-minutes of load), the expected number not known (no restart "
+                         "spread and levels measured on this server yet), at worst 6 (~12)"), said
+
+
+def test_an_adaptive_repeat_at_a_rate_is_no_life_of_every_stage():
+    lives = [PlannedLife(setting="k4", dir="k4/r1", k=4, repeat=1, argv=[], rates=[16.0])]
+    statuses = {"k4/r1": LifeStatus.model_validate({"state": "done", "start_s": 120.0, "measure_s": 60.0})}
+    assert [c.all_stages for c in life_costs(lives, statuses)] == [False]
+
+
+def test_at_a_rate_only_a_stated_spread_spares_the_life_that_measures_it():
+    """The chooser at a rate buys the spread with a repeated life whatever earlier runs (or this one) measured, so a
+    verdict like this one costs at best the baseline, one K and that life; a spread the config states spares it."""
+    assert lives_range(RATE, looks_of(RATE), 0.05, {0: 1.5, 4: 3.0}, spread_known=True).best == 4
+    stated = config_from_dict(RATE.model_dump(mode="json") | {"sweep": {"strategy": "adaptive"},
+                                                              "decision": {"target_rate": 16.0, "restart_spread": 0.05,
+                                                                           "slo": {"ttft_p99_ms": 500}}})
+    assert lives_range(stated, looks_of(stated), spread_known=False).best == 2
+
+
+def test_at_best_on_an_unknown_spread_both_ends_of_the_first_gain_have_two_lives():
+    """Where the restart spread is unknown the chooser never stops with the baseline (or the leader) on one life: the
+    leader's second life measures the spread, the baseline's guards against one outlier life of it (never spared
+    there). So no verdict comes before the first look's two K have two lives each."""
+    from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, Standing, choose
+
+    decided = Standing("decided", 4, {4: 1.0}, {0: 1.0, 4: 3.0}, spread_measured=True, spare_baseline=False,
+                       contender_share=0.02)
+    assert choose([0, 4], decided, Spent({0: 1, 4: 2}, {0: 1, 4: 2}), ModelView(), Budget(8), 5).k == 0
+    assert choose([0, 4], decided, Spent({0: 2, 4: 2}, {0: 2, 4: 2}), ModelView(), Budget(8), 5).stop == "decided"
+    assert lives_range(RATE, looks_of(RATE)).best == 4 and lives_range(ADAPTIVE, looks_of(ADAPTIVE)).best == 4
+
+
+def test_the_cost_line_prices_a_repeat_at_its_one_stage_and_a_start():
+    """After the run, as in the dry run: a K's first life at a start and the load measured of a life of every stage
+    (120 + 180 s here), a repeat at a start and the target rate's stage alone (120 + 60 s): at best 2 firsts and 2
+    repeats, 960 s (not 4 whole lives, 1200 s), at worst 3 and 3, 1440 s (not 1800)."""
+    def life(k, repeat, rates=None):
+        return PlannedLife(setting=f"k{k}", dir=f"k{k}/r{repeat}", k=k, repeat=repeat, argv=[], rates=rates)
+
+    lives = [life(0, 0), life(4, 0), life(4, 1, [16.0]), life(0, 1, [16.0])]
+    statuses = {l.dir: LifeStatus.model_validate({"state": "done", "start_s": 120.0,
+                                                  "measure_s": 60.0 if l.rates else 180.0}) for l in lives}
+    cost = run_cost(life_costs(lives, statuses), RATE, "adaptive", "", lives_range(RATE, looks_of(RATE),
+                                                                                    spread_known=True))
+    assert (cost.best_lives, cost.worst_lives) == (4, 6), cost
+    assert "; a verdict like this one: at best 4 lives (~16 server-minutes), the expected number not known" in \
+        cost.text, cost.text
+    assert cost.text.endswith(", at worst 6 (~24)"), cost.text

@@ -117,10 +117,13 @@ def test_on_a_ray_cluster_the_gpus_are_those_of_the_nodes_that_run_the_lives(mon
 
 @pytest.mark.parametrize("changes, why", [
     ({"grid": {"flag": "--max-num-seqs", "values": ["64", "128"]}}, "a grid axis"),
-    ({"load": {"stages": [{"users": 4, "duration_s": 10}], "prompt_tokens": [64, 512]}}, "workload variants")])
+    ({"load": {"stages": [{"users": 4, "duration_s": 10}], "prompt_tokens": [64, 512]}}, "workload variants"),
+    ({"load": {"stages": [{"rate": 4.0, "duration_s": 10}]}}, "rate stages only")])
 def test_a_run_whose_spread_is_never_remembered_never_reads_the_ledger(changes, why, cache_dir):
-    """A grid axis (each value another server, none in the fingerprint) or workload variants (each its own target
-    users): finalize.remember_spread writes none for them, and none is read for them."""
+    """A grid axis (each value another server, none in the fingerprint), workload variants (each its own target
+    users) or rate stages only (their verdict's spread is measured at the rate, no users stage's): finalize.
+    remember_spread writes none for them, and none is read for them (the dry run said "no earlier run on this
+    server at 0 users; this run measures it" for rate stages)."""
     use, _ = ledger.use_for_run(config(), "0.32.0", True, gear=GPU)
     ledger.remember(use, "run-1", 4, 0.002, 2, 4)
     other, said = ledger.use_for_run(config(**changes), "0.32.0", True, gear=GPU)

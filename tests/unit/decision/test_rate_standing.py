@@ -1,0 +1,115 @@
+"""The verdict at a rate as the adaptive sweep reads it between lives (decision/rate_standing.py): decided only past
+the look's bar, the lives it hangs on wanted while not, the restart spread at the rate measured by a repeated life."""
+from __future__ import annotations
+
+import dataclasses
+
+from lookahead_runner.config import DecisionConfig
+from lookahead_runner.decision.gates.looks import Looks
+from lookahead_runner.decision.rate_decision import decide_at_rate
+from lookahead_runner.decision.rate_standing import standing_at_rate, valid_lives_at_rate
+
+from .rate_windows_factory import rate_window
+
+RATE = 20.0
+
+
+def _config(**kw) -> DecisionConfig:
+    return DecisionConfig(slo={"ttft_p99_ms": 500.0}, resamples=300, **kw)
+
+
+def _vllm(**kw) -> DecisionConfig:
+    return _config(**kw).for_server("vllm")
+
+
+def test_valid_lives_count_repeats_with_a_valid_window_at_the_rate_only():
+    windows = [rate_window(0, RATE, 300, 300, repeat=0), rate_window(0, RATE, 300, 300, repeat=1),
+               rate_window(4, RATE, 300, 300, repeat=0), rate_window(4, RATE, 300, 300, repeat=1, valid=False),
+               rate_window(8, 10.0, 150, 150)]
+    assert valid_lives_at_rate(windows, RATE) == {0: 2, 4: 1}
+
+
+def test_no_window_at_the_rate_is_no_measurement():
+    standing = standing_at_rate([rate_window(0, 10.0, 150, 150)], RATE, _config())
+    assert standing.status == "no_measurement" and standing.leader is None and standing.contender_share > 0
+
+
+def test_a_large_gain_on_a_known_spread_stands_decided_with_its_speed_per_k():
+    windows = [rate_window(0, RATE, 400, 400, service_ms=3000.0), rate_window(4, RATE, 400, 400, service_ms=1000.0)]
+    standing = standing_at_rate(windows, RATE, _config())
+    assert standing.status == "decided" and standing.leader == 4 and standing.shares[4] >= 0.99
+    assert standing.objective[4] > 2 * standing.objective[0] and standing.wanted == ()
+    assert standing.spread_measured and standing.spare_baseline and standing.decided_at_last_look
+    assert standing.look is None and standing.last_look is None and not standing.blocked
+
+
+def test_one_life_per_k_on_an_unknown_spread_wants_the_baseline_and_the_leader_fewest_lives_first():
+    # a gain the assumed 15 % spread per life cannot decide: the sweep buys a second life where it hangs
+    windows = [rate_window(0, RATE, 400, 400, service_ms=1150.0), rate_window(4, RATE, 400, 400, service_ms=1000.0)]
+    standing = standing_at_rate(windows, RATE, _vllm())
+    assert standing.status == "not_decided" and standing.leader == 4
+    assert not standing.spread_measured and not standing.spare_baseline
+    assert set(standing.wanted) == {0, 4} and standing.wanted[0] == 4
+
+
+def test_decided_only_past_the_looks_bar_and_the_last_look_spends_the_rest():
+    windows = [rate_window(0, RATE, 400, 400, service_ms=1400.0, repeat=r) for r in (0, 1)] + \
+              [rate_window(4, RATE, 400, 400, service_ms=1000.0, repeat=r) for r in (0, 1)]
+    looks = Looks(first=2, at_most=8, error=0.1)
+    standing = standing_at_rate(windows, RATE, _vllm(), looks=looks)
+    assert standing.look.number == 4 and standing.look.bar > standing.last_look.bar > 0.9
+    assert standing.spread_measured and standing.leader == 4
+    assert standing.decided_at_last_look == (standing.shares[4] >= standing.last_look.bar)
+    assert (standing.status == "decided") == (standing.shares[4] >= standing.look.bar)
+
+
+def test_the_final_verdict_at_a_rate_is_judged_at_the_bar_where_the_looks_stopped():
+    windows = [rate_window(0, RATE, 400, 400, service_ms=3000.0, repeat=r) for r in (0, 1)] + \
+              [rate_window(4, RATE, 400, 400, service_ms=1000.0, repeat=r) for r in (0, 1)]
+    argv = {0: ["vllm"], 4: ["vllm", "--k4"]}
+    early = decide_at_rate(windows, RATE, _vllm(), argv, looks=Looks(first=2, at_most=8, error=0.1))
+    assert early.status == "decided" and early.looks.stopped_by == "boundary" and early.looks.look == 4
+    assert early.looks.text == f"stopped at look 4 of at most 8: boundary {early.looks.boundary * 100:.1f} %"
+    assert round(early.confidence_threshold, 4) == early.looks.boundary > 0.98
+    last = decide_at_rate(windows, RATE, _vllm(), argv, looks=Looks(first=2, at_most=4, error=0.1))
+    assert last.looks.stopped_by == "last look" and last.looks.text.startswith("the last look, look 4 of at most 4")
+    assert 0.9 < last.looks.boundary < early.looks.boundary
+    assert decide_at_rate(windows, RATE, _vllm(), argv).looks is None
+
+
+def test_a_repeated_life_measures_the_spread_at_the_rate_same_server_repeats_do_not():
+    windows = [rate_window(0, RATE, 400, 400, service_ms=1150.0, repeat=r) for r in (0, 1)] + \
+              [rate_window(4, RATE, 400, 400, service_ms=1000.0)]
+    restarted = standing_at_rate(windows, RATE, _vllm())
+    assert restarted.spread_measured and not restarted.spare_baseline
+    same_server = standing_at_rate(windows, RATE, _config().for_server("vllm", one_life_per_k=True))
+    assert not same_server.spread_measured
+
+
+def test_where_the_looks_stopped_the_gain_and_spread_intervals_are_formed_at_the_looks_level():
+    # engine.verdict_at_end's rule at a rate: the intervals reported where a sweep stopped hold at interval_level over
+    # its looks together (repeated confidence intervals), so they are wider than one look's. Before: one look's, and
+    # decision.json's looks.interval_level None
+    def life(k: int, service_ms: float, repeat: int, factor: float):   # every latency of the life x its factor
+        window = rate_window(k, RATE, 400, 400, service_ms=service_ms, repeat=repeat)
+        return dataclasses.replace(window, latency_ms=window.latency_ms * factor)
+    windows = [life(0, 3000.0, 0, 1.0), life(0, 3000.0, 1, 1.05), life(4, 1000.0, 0, 1.0), life(4, 1000.0, 1, 0.97)]
+    argv, looks, p = {0: ["vllm"], 4: ["vllm", "--k4"]}, Looks(first=2, at_most=8, error=0.1), _vllm()
+    stopped, once = decide_at_rate(windows, RATE, p, argv, looks=looks), decide_at_rate(windows, RATE, p, argv)
+    level = looks.interval_level(4, p.interval_level)
+    assert stopped.looks.look == 4 and stopped.looks.interval_level == level > p.interval_level
+    wide, narrow = stopped.candidates[1].gain_range, once.candidates[1].gain_range
+    assert wide.low < narrow.low and wide.high > narrow.high
+    spread = next(r for r in stopped.reasons if r.startswith("Restart spread at"))
+    assert spread != next(r for r in once.reasons if r.startswith("Restart spread at"))
+
+
+def test_a_sweep_at_a_rate_ended_before_its_planned_last_look_forms_its_intervals_as_its_verdict_spends_the_error():
+    # engine.verdict_at_end's rule (issue 46's review) at a rate: a sweep that ends at look 2 of at most 8, not
+    # decided, is judged at the bar that spends all the error left, and its intervals are that one look's, at
+    # interval_level itself (before: look 2's planned level, 0.99999..., stated rounded to 1.0)
+    windows = [rate_window(0, RATE, 400, 400, service_ms=1000.0), rate_window(4, RATE, 400, 400, service_ms=980.0)]
+    argv, looks, p = {0: ["vllm"], 4: ["vllm", "--k4"]}, Looks(first=2, at_most=8, error=0.1), _vllm()
+    stopped = decide_at_rate(windows, RATE, p, argv, looks=looks)
+    assert (stopped.looks.look, stopped.looks.stopped_by) == (2, "last look")
+    assert abs(stopped.looks.interval_level - p.interval_level) < 1e-6

@@ -1,0 +1,151 @@
+"""The adaptive sweep at an arrival rate (rate stages only, the measure-until-decided default on a server of unknown
+restart spread): its loop (adaptive_sweep.run_adaptive) with each server life stubbed by synthetic rate windows:
+every first life runs each rate stage, a repeat the target rate's alone; the verdict at the target rate is the one
+it measures until decided; what the dry run says of it."""
+from types import SimpleNamespace
+
+from unit.decision.rate_windows_factory import rate_window
+
+from lookahead_runner.config import ResolvedServer, config_from_dict
+from lookahead_runner.decision.adaptive import ModelView
+from lookahead_runner.run.strategies import adaptive_sweep
+from lookahead_runner.run.strategies.life_pool import OneAtATime
+from lookahead_runner.runfolder import results
+from lookahead_runner.runfolder.plan import (Plan, PlannedLife, has_plan, life_state, read_plan, read_status,
+                                             write_plan, write_status)
+from lookahead_runner.vllm.probe import Capabilities
+
+SERVICE_MS = {0: 1000.0, 2: 800.0, 4: 600.0}   # each K's e2e beyond its TTFT: K=4 the fastest at every rate
+STAGES = [{"rate": 8.0, "duration_s": 20}, {"rate": 16.0, "duration_s": 20}, {"rate": 24.0, "duration_s": 20}]
+# the simulator drawing a restart spread per life: a server whose spread is unknown, so the default is adaptive
+CONFIG = config_from_dict({
+    "server": {"extra_args": ["--sim-restart-spread", "0.05"]}, "speculation": {"k": [0, 2, 4]},
+    "load": {"stages": STAGES}, "decision": {"target_rate": 16.0, "slo": {"ttft_p99_ms": 500}, "resamples": 400}})
+GRID_OF_TWO_REPEATS = 6
+
+
+class Lives:
+    """Stands in for the server lives: each run writes its status and a rate window per stage it ran."""
+
+    def __init__(self, run_dir):
+        self.run_dir, self.ran, self.windows = run_dir, [], {}
+
+    def run_one(self, config, life):
+        out = results.life_dir(self.run_dir, life.setting.name, life.repeat)
+        if life_state(out) == "done":
+            return
+        out.mkdir(parents=True, exist_ok=True)
+        self.ran.append((life.key, [stage.rate for stage in config.load.stages]))
+        k, repeat = life.setting.k, life.repeat
+        self.windows[life.key] = [
+            rate_window(k, stage.rate, int(stage.rate * 20), int(stage.rate * 20 * (0.8 if k == 0 and stage.rate > 20
+                                                                                      else 1.0)),
+                        repeat=repeat, service_ms=SERVICE_MS[k] * (1 + repeat / 100), p=config.decision)
+            for stage in config.load.stages]
+        write_status(out, "done", start_s=120.0, measure_s=20.0 * len(config.load.stages))
+
+    def read_run(self, run_dir):
+        plan = read_plan(run_dir)
+        statuses = {l.dir: read_status(run_dir / l.dir) for l in plan.lives if life_state(run_dir / l.dir) != "missing"}
+        windows = [("", w) for key, ws in self.windows.items() if key in statuses and statuses[key].state == "done"
+                   for w in ws]
+        return SimpleNamespace(plan=plan, statuses=statuses, rate_windows=windows,
+                               evidence=lambda: (_ for _ in ()).throw(AssertionError("no users evidence at a rate")))
+
+
+def run(tmp_path, monkeypatch, lives: Lives, config=CONFIG):
+    monkeypatch.setattr(adaptive_sweep, "read_run", lives.read_run)
+    monkeypatch.setattr(adaptive_sweep, "write_tables", lambda run_dir: None)
+    if not has_plan(tmp_path):
+        write_plan(tmp_path, adaptive_sweep.start_plan(Plan(
+            run_id="t", config=config.model_dump(mode="json"), probe={"version": "0.32.0"}, target_users=0,
+            lives=[PlannedLife(setting="k0", k=0, repeat=0, argv=[], dir="x")])))
+    said = []
+    choice = adaptive_sweep.run_adaptive(config, Capabilities("0.32.0", frozenset({"--speculative-config"})),
+                                         tmp_path, said.append, OneAtATime(lives.run_one),
+                                         ResolvedServer.resolve(config.server))
+    return choice, said
+
+
+def test_the_default_at_a_rate_decides_there_in_fewer_lives_than_the_grid(tmp_path, monkeypatch):
+    assert CONFIG.sweep.strategy == "adaptive" and CONFIG.adaptive_by_default and CONFIG.adaptive_rate == 16.0
+    lives = Lives(tmp_path)
+    choice, said = run(tmp_path, monkeypatch, lives)
+    ran = dict(lives.ran)
+    assert choice.stop == "decided" and "K=4 wins" in choice.why, (choice, lives.ran)
+    assert len(lives.ran) < GRID_OF_TWO_REPEATS
+    # a K's first life runs every rate stage (the others place its capacity within the SLO); a repeat the target's
+    firsts = [key for key, _ in lives.ran if key.endswith("/r0")]
+    repeats = [key for key, _ in lives.ran if not key.endswith("/r0")]
+    assert all(ran[key] == [8.0, 16.0, 24.0] for key in firsts) and repeats
+    assert all(ran[key] == [16.0] for key in repeats)
+    plan = read_plan(tmp_path)
+    assert [l.dir for l in plan.lives] == [key for key, _ in lives.ran]
+    assert all(l.rates == [16.0] and l.stages is None for l in plan.lives if l.dir in repeats)
+    assert all(l.rates is None for l in plan.lives if l.dir in firsts)
+    assert any(l.purpose == "spread" for l in plan.lives)           # one repeated life measured the spread
+    assert any("predicts users stages" in line for line in said)    # the model drives nothing at a rate
+
+
+def test_a_resumed_sweep_at_a_rate_reruns_a_cut_repeat_at_the_target_rate_alone(tmp_path, monkeypatch):
+    whole = Lives(tmp_path / "whole")
+    (tmp_path / "whole").mkdir()
+    choice, _ = run(tmp_path / "whole", monkeypatch, whole)
+    repeat = next(key for key, _ in whole.ran if not key.endswith("/r0"))
+    cut = Lives(tmp_path / "cut")
+    (tmp_path / "cut").mkdir()
+    plan = read_plan(tmp_path / "whole")
+    upto = [l for l in plan.lives][: [l.dir for l in plan.lives].index(repeat) + 1]
+    write_plan(tmp_path / "cut", plan.model_copy(update={"lives": upto}))
+    for life in upto[:-1]:   # every life before the repeat done; the repeat cut half-way
+        cut.run_one(adaptive_sweep.stages_of(CONFIG, life.stages, life.rates),
+                    adaptive_sweep.Life(adaptive_sweep.Setting(life.k), life.repeat))
+    cut.ran.clear()
+    resumed, _ = run(tmp_path / "cut", monkeypatch, cut)
+    assert cut.ran[0] == (repeat, [16.0])
+    assert (resumed.stop, resumed.why) == (choice.stop, choice.why)
+
+
+def test_the_model_drives_nothing_at_a_rate():
+    view = adaptive_sweep.model_view(None, CONFIG)
+    assert not view.trusted and "predicts users stages" in view.why_not
+
+
+def test_what_the_plan_says_at_a_rate():
+    text = adaptive_sweep.describe(CONFIG, ModelView(why_not="fewer than two K measured"))
+    assert text.startswith("adaptive sweep (no sweep.strategy given, rate stages on a server whose restart spread "
+                           "is unknown: ")
+    assert "where the verdict at 16 req/s is least sure" in text and " users " not in text
+    assert "a repeat runs the 16 req/s stage alone" in text
+    assert "(at most 6 server lives: 3 K x 2" in text
+
+
+def test_its_verdict_at_the_rate_is_judged_at_the_look_it_stopped_at(tmp_path, monkeypatch):
+    """The final verdict of an adaptive sweep at a rate names the look and the bar it stopped at, as the users
+    verdict's does; its repeats (one rate stage each) are no capacity probes."""
+    from lookahead_runner.run.verdict.rate_verdict import capacity_rows, rate_decision
+
+    lives = Lives(tmp_path)
+    choice, _ = run(tmp_path, monkeypatch, lives)
+    data = lives.read_run(tmp_path)
+    data.config, data.argv_by_k, data.setting_names = CONFIG, lambda value="": {}, lambda value="": {}
+    decision = rate_decision(data, 16.0)
+    assert decision.status == "decided" and decision.recommended.k == 4
+    assert decision.looks is not None and decision.looks.look == len(lives.ran) and decision.looks.at_most == 6
+    assert choice.why.startswith("decided at " + decision.looks.text.removeprefix("stopped at "))
+    rows = capacity_rows(data)
+    assert rows and all(row.rate_from and "probed" not in row.rate_from for row in rows)
+
+
+def test_a_life_the_stop_needs_anyway_comes_before_one_it_may_not():
+    """The restart spread measured on the leader's two lives, the baseline on one (its second life is needed before
+    any stop: it is never spared where the spread is unknown), a rival on one life winning a few resamples: the
+    baseline's second life first (the simulator sweep at 16 req/s: with it, decided at look 5; the rival's first,
+    then the baseline's, took 6 lives, the grid's)."""
+    from lookahead_runner.decision.adaptive import Budget, Spent, Standing, choose
+
+    standing = Standing("not_decided", 4, {4: 0.939, 24: 0.041, 0: 0.02}, {0: 1.5, 4: 3.0, 24: 1.9},
+                        wanted=(0, 24, 4), spread_measured=True, spare_baseline=False, contender_share=0.02)
+    spent = Spent({0: 1, 4: 2, 24: 1}, {0: 1, 4: 2, 24: 1})
+    choice = choose([0, 4, 24], standing, spent, ModelView(why_not="-"), Budget(6), 5)
+    assert choice.k == 0 and "the baseline every gain is measured against" in choice.why, choice
