@@ -12,8 +12,9 @@ of resamples picking it (cells/rate_cell.py draws each K's arrivals, every windo
 it falls behind, judged pooled: a K behind in a resample cannot win it; estimate.drawn_brackets each K's capacity
 bracket; and cells/rate_spread.py a life factor per K from the restart spread at the rate, measured by a K's
 repeated lives there or else the config's prior, that stretches its latencies and shrinks its capacity bracket:
-one life per K on a server of unknown spread decides only a gain of about 35 %); it is decided when that share
-reaches decision.confidence and no gate of the pick, or of a K the rule would set over it, is unknown. A sweep that
+one life per K on a server of unknown spread decides only a gain of about 35 %); it is decided when that share's
+Monte Carlo interval clears decision.confidence (while it straddles it, more resamples are drawn, as for the users
+verdict: gates/stage.py) and no gate of the pick, or of a K the rule would set over it, is unknown. A sweep that
 looked at it as lives ended (decision/rate_standing.py) has it judged at the bar where it stopped (`looks`). A K
 none of whose windows at the rate had its setting in effect cannot be recommended (explanation/rate_text.py says
 so, as gates/in_effect.py does for users). Pure: rate windows in, a `Decision` out.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -32,7 +33,7 @@ from .capacity.estimate import Point, capacities, measured_bracket, of_k, slo_br
 from .cells.evidence import LATENCY_COLUMNS
 from .cells.measure import CellStats
 from .cells.rate_cell import RateCell, cells_at, same_rate
-from .cells.rate_spread import RateSpread, life_factors, slower, spread_at
+from .cells.rate_spread import RateSpread, life_factors, lives_of, slower, spread_at
 from .cells.rate_window import RateWindow
 from .cells.stats import Bounds, interval, wilson
 from .engine import early_look
@@ -43,6 +44,7 @@ from .gates.rate_gates import (attainment_check, keeps_up_check, latency_over_no
                                point_statuses)
 from .gates.looks import RULE, Looks
 from .gates.rate_pick import Ranked, Standing, rank
+from .gates.stage import MAX_RESAMPLE_FACTOR, _straddles, share_shortfall
 from .schema import Candidate, Check, Decision, LookStop, Range, Recommended, Tradeoff
 
 TRADEOFFS = (("TTFT p99", "ttft_ms", 0.99), ("TPOT p99", "tpot_ms", 0.99), ("e2e p99", "e2e_ms", 0.99),
@@ -70,6 +72,9 @@ class RateEval:
     status: str = "not_decided"
     why_not: list[str] = field(default_factory=list)
     spread: RateSpread | None = None    # the restart spread at the rate each K's life factor is drawn from
+    drawn_picks: Counter = field(default_factory=Counter)   # each K's wins in the `draws` (decision.resamples)
+    # the wins in the i-th batch of `count` more resamples (i from 1; the same draws whichever bar asks for them)
+    more_picks: Callable[[int, int], Counter] | None = None
 
     @property
     def compared(self) -> int | None:
@@ -117,18 +122,16 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
     """The K at `rate` judged from their windows there (`cells`) and each K's capacity within the SLO
     (`capacity`: each SLO's percentile and per K its points, one per rate measured, capacity/estimate.slo_rate_points
     over every rate's windows; empty: no K told apart by capacity)."""
-    rng = np.random.default_rng([p.seed, 37, int(round(rate * 1000))])
+    at = int(round(rate * 1000))
+    rng = np.random.default_rng([p.seed, 37, at])
     stats = {k: cell.measure(p) for k, cell in sorted(cells.items())}
     spread = spread_at(rate, cells, p)
-    factors = life_factors(spread, cells, p, p.resamples)
-    draws = {k: [slower(d, f) for d, f in zip(cells[k].draws(p, rng, p.resamples), factors[k])] for k in stats}
     mine = {k: [(share, points) for share, points in of_k(capacity, k) if points] for k in stats}
     ends = {k: _bracket(mine[k]) for k in stats}
-    drawn_ends = {k: tuple(end / factors[k] for end in slo_brackets(mine[k], rng, p.resamples)) if mine[k]
-                  else (np.full(p.resamples, -math.inf), np.full(p.resamples, math.inf)) for k in stats}
+    draws, drawn_ends, drawn_behind = _drawn(cells, mine, life_factors(spread, cells, p, p.resamples), p, rng,
+                                             p.resamples)
     base_k = min(stats)
     behind = {k: bool(cells[k].behind) for k in stats}
-    drawn_behind = {k: cells[k].behind_draws(rng, p.resamples) for k in stats}
     checks = {}
     for k, s in stats.items():
         ratio = np.array([rules.latency_ratio(d, b, p) for d, b in zip(draws[k], draws[base_k])])
@@ -151,17 +154,59 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
                behind_now: Mapping[int, bool]) -> Ranked:
         return rank(standings(figures, brackets), eligible(figures, behind_now), p.tie_tolerance_frac)
 
+    def wins(figures: Mapping[int, list[CellStats]], brackets: Mapping[int, tuple[np.ndarray, np.ndarray]],
+             behind_drawn: Mapping[int, np.ndarray], count: int) -> Counter:
+        return Counter(choose({k: figures[k][b] for k in stats},
+                              {k: (float(brackets[k][0][b]), float(brackets[k][1][b])) for k in stats},
+                              {k: bool(behind_drawn[k][b]) for k in stats}).pick for b in range(count))
+
+    more: dict[tuple[int, int], Counter] = {}
+
+    def more_picks(batch: int, count: int) -> Counter:
+        if (batch, count) not in more:    # a generator of the batch's own: alike whichever bar asked first
+            extra = np.random.default_rng([p.seed, 37, at, batch])
+            variances = spread.variances(extra, count)
+            factors = {k: spread.factors(lives_of(cells[k], p), extra, count, variances) for k in stats}
+            more[(batch, count)] = wins(*_drawn(cells, mine, factors, p, extra, count), count)
+        return more[(batch, count)]
+
     chosen = choose(stats, ends, behind)
-    picks = Counter(choose({k: draws[k][b] for k in stats},
-                           {k: (float(drawn_ends[k][0][b]), float(drawn_ends[k][1][b])) for k in stats},
-                           {k: bool(drawn_behind[k][b]) for k in stats}).pick
-                    for b in range(p.resamples))
+    picks = wins(draws, drawn_ends, drawn_behind, p.resamples)
     out = RateEval(rate, dict(cells), stats, draws, base_k, checks, chosen.pick,
                    {k: n / p.resamples for k, n in picks.items()},
                    wilson(picks[chosen.pick], p.resamples, p.interval_level), p.resamples,
-                   standings(stats, ends), eligible(stats, behind), chosen.decided_by, spread=spread)
-    out.status, out.why_not = _status(out, p)
-    return out
+                   standings(stats, ends), eligible(stats, behind), chosen.decided_by, spread=spread,
+                   drawn_picks=picks, more_picks=more_picks)
+    return judged_at(out, p)
+
+
+def _drawn(cells: Mapping[int, RateCell], mine: Mapping[int, list], factors: Mapping[int, np.ndarray],
+           p: DecisionConfig, rng: np.random.Generator, count: int
+           ) -> tuple[dict[int, list[CellStats]], dict[int, tuple[np.ndarray, np.ndarray]], dict[int, np.ndarray]]:
+    """`count` resamples of each K at the rate, each on its life factor: its figures, its capacity bracket's ends
+    (unbounded without points), whether it falls behind."""
+    ks = sorted(cells)
+    figures = {k: [slower(d, f) for d, f in zip(cells[k].draws(p, rng, count), factors[k])] for k in ks}
+    ends = {k: tuple(end / factors[k] for end in slo_brackets(mine[k], rng, count)) if mine[k]
+            else (np.full(count, -math.inf), np.full(count, math.inf)) for k in ks}
+    return figures, ends, {k: cells[k].behind_draws(rng, count) for k in ks}
+
+
+def _counted(ev: RateEval, p: DecisionConfig) -> RateEval:
+    """`ev`'s share counted as the users verdict counts its own (gates/stage.evaluate): over its `draws`, and while
+    the share's Monte Carlo interval straddles `p.confidence`, more resamples, doubling, up to MAX_RESAMPLE_FACTOR x
+    as many. Counted afresh at every bar from the same batches: the share at a bar does not hang on the bars asked
+    before it."""
+    picks, total = Counter(ev.drawn_picks), sum(ev.drawn_picks.values())
+    if not total or ev.pick is None:
+        return ev
+    batch, most = 0, MAX_RESAMPLE_FACTOR * total
+    while ev.more_picks is not None and _straddles(picks[ev.pick], total, p) and total < most:
+        batch, more = batch + 1, min(total, most - total)
+        picks.update(ev.more_picks(batch, more))
+        total += more
+    return replace(ev, shares={k: n / total for k, n in picks.items()}, resamples=total,
+                   share_range=wilson(picks[ev.pick], total, p.interval_level))
 
 
 def judge_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConfig, variant: str = "",
@@ -208,7 +253,9 @@ def verdict_at_rate_end(ev: RateEval, p: DecisionConfig, looks: Looks, number: i
 
 
 def judged_at(ev: RateEval, p: DecisionConfig) -> RateEval:
-    """`ev` with its status judged at `p`'s confidence (a look's bar: engine.early_look), the same resamples."""
+    """`ev` with its status judged at `p`'s confidence (a look's bar: engine.early_look), its share counted over
+    more resamples while its Monte Carlo interval straddles that bar (`_counted`)."""
+    ev = _counted(ev, p)
     status, why_not = _status(ev, p)
     return replace(ev, status=status, why_not=why_not)
 
@@ -226,10 +273,8 @@ def _status(ev: RateEval, p: DecisionConfig) -> tuple[str, list[str]]:
     share, bounds = ev.shares.get(ev.pick, 0.0), ev.share_range
     if ev.spread is not None and ev.spread.unknown and share < p.confidence:
         why.append(ev.spread.unknown_text(ev.base_k, p))
-    if share < p.confidence:
-        why.append(f"K={ev.pick} wins in {share:.1%} of {ev.resamples} resamples (needs {p.confidence:.0%}; "
-                   f"Monte Carlo interval [{bounds.low:.1%}, {bounds.high:.1%}])")
-    return ("not_decided" if why else "decided"), why
+    shortfall = share_shortfall(ev.pick, share, ev.resamples, bounds, p)
+    return ("not_decided" if why or shortfall else "decided"), why + ([shortfall] if shortfall else [])
 
 
 def _spread_note(ev: RateEval) -> str:

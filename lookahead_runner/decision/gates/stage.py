@@ -188,12 +188,20 @@ def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
     share, bounds = stage.shares.get(stage.pick, 0.0), stage.share_range
     if stage.noise.restart_unknown and share < p.confidence:
         why.append(restart_unknown_text(stage.noise, stage.base_k, p))
+    shortfall = share_shortfall(stage.pick, share, stage.resamples, bounds, p)
+    return ("not_decided" if why or shortfall else "decided"), why + ([shortfall] if shortfall else [])
+
+
+def share_shortfall(pick: int, share: float, resamples: int, bounds: Bounds, p: DecisionConfig) -> str:
+    """Why the leader's share of resamples does not decide at `p.confidence`: its Monte Carlo interval (`bounds`)
+    straddles the threshold, or the share is below it; "" where the interval clears it. The words every verdict
+    uses (the users stage's, the arrival rate's)."""
     if bounds.low is not None and bounds.low < p.confidence <= bounds.high:
-        why.append(f"K={stage.pick} wins in {share:.1%} of {stage.resamples} resamples, within their Monte Carlo "
-                   f"error of the {p.confidence:.0%} threshold ([{bounds.low:.1%}, {bounds.high:.1%}])")
-    elif share < p.confidence:
-        why.append(f"K={stage.pick} wins in {share:.1%} of {stage.resamples} resamples (needs {p.confidence:.0%})")
-    return ("not_decided" if why else "decided"), why
+        return (f"K={pick} wins in {share:.1%} of {resamples} resamples, within their Monte Carlo error of the "
+                f"{p.confidence:.0%} threshold ([{bounds.low:.1%}, {bounds.high:.1%}])")
+    if share < p.confidence:
+        return f"K={pick} wins in {share:.1%} of {resamples} resamples (needs {p.confidence:.0%})"
+    return ""
 
 
 def held_back_by_the_share_alone(stage: StageEval, p: DecisionConfig) -> bool:

@@ -113,3 +113,35 @@ def test_a_sweep_at_a_rate_ended_before_its_planned_last_look_forms_its_interval
     stopped = decide_at_rate(windows, RATE, p, argv, looks=looks)
     assert (stopped.looks.look, stopped.looks.stopped_by) == (2, "last look")
     assert abs(stopped.looks.interval_level - p.interval_level) < 1e-6
+
+
+def test_a_share_within_its_monte_carlo_error_of_the_looks_bar_is_not_decided_on_that_noise():
+    # the users verdict's rule (gates/stage.py) at a rate: K=4 wins 295 of 300 resamples, 98.3 % against look 4's bar
+    # of 98.2 %, its Monte Carlo interval [96.2 %, 99.3 %] across the bar. Before: decided on the point share, and the
+    # sweep stopped there; now more resamples are drawn (up to stage.MAX_RESAMPLE_FACTOR x) until the interval clears
+    # the bar, and where it never does the verdict says its share sits within its Monte Carlo error of the bar
+    from lookahead_runner.decision.engine import early_look
+    from lookahead_runner.decision.gates.stage import MAX_RESAMPLE_FACTOR
+    from lookahead_runner.decision.rate_decision import judge_at_rate, judged_at
+
+    def life(k: int, service_ms: float, repeat: int, factor: float):   # every latency of the life x its factor
+        window = rate_window(k, RATE, 400, 400, service_ms=service_ms, repeat=repeat)
+        return dataclasses.replace(window, latency_ms=window.latency_ms * factor)
+    windows = [life(0, 1160.0, 0, 1.0), life(0, 1160.0, 1, 1.05), life(4, 1000.0, 0, 1.0), life(4, 1000.0, 1, 0.97)]
+    p, looks = _vllm(), Looks(first=2, at_most=8, error=0.1)
+    bar = looks.at(4).bar
+    once = judge_at_rate(windows, RATE, p)
+    assert once.pick == 4 and once.resamples == 300 and bar <= once.shares[4] < once.share_range.high
+    assert once.share_range.low < bar          # the point share clears the bar, its Monte Carlo interval does not
+    judged = judged_at(once, early_look(p, looks.at(4)))
+    assert (judged.status == "decided") == (judged.share_range.low >= bar)
+    # 2400 resamples: K=4 wins 98.1 % [97.5 %, 98.6 %], still across the bar: not decided at this look
+    assert judged.status == "not_decided" and judged.resamples == MAX_RESAMPLE_FACTOR * 300
+    assert judged.why_not[-1].endswith("resamples, within their Monte Carlo error of the 98% threshold "
+                                       f"([{judged.share_range.low:.1%}, {judged.share_range.high:.1%}])")
+    standing = standing_at_rate(windows, RATE, p, looks=looks)
+    assert standing.look.number == 4 and standing.status == "not_decided" and standing.decided_at_last_look
+    # the final verdict: judged at the bar of this look as the last (90.0 %), which its share clears by far
+    decision = decide_at_rate(windows, RATE, p, {0: ["vllm"], 4: ["vllm", "--k4"]}, looks=looks)
+    assert decision.looks.stopped_by == "last look" and decision.status == "decided"
+    assert decision.confidence_range.low >= decision.looks.boundary
