@@ -90,7 +90,10 @@ def test_the_second_run_on_the_same_server_decides_with_one_life_per_k(two_runs)
     assert "restart spread ledger: restart spread" in second.stdout and "from 1 earlier run on this server" in \
         second.stdout
     earlier = second.plan["restart_spread"]["earlier"]
-    assert earlier["runs"] == 1 and earlier["df"] == measured["ledger_df"] >= measured["this_df"]  # every repeated K
+    # the ledger keeps the pooled K's degrees of freedom; the stated spread (this_df) takes in every restarted life,
+    # a K the F test set apart included, which the ledger leaves out (an outlier pair would widen later runs)
+    assert earlier["runs"] == 1 and earlier["df"] == measured["ledger_df"] >= 1
+    assert measured["this_df"] >= measured["ledger_df"]
     assert [life["dir"] for life in second.plan["lives"]] == ["k0/r0", "k4/r0"]
     assert second.decision["status"] == "decided" and second.decision["recommended"]["k"] == 4
     assert "K=0, K=4 on one life each, with the restart spread" in second.decision["verdict"]
