@@ -83,9 +83,11 @@ def test_signal_mid_load_leaves_no_process_and_resume_finishes(tmp_path, sig):
 
 
 def test_early_stop_skips_larger_k(tmp_path):
-    """Tight KV at 48 users: K=8 fills the pool without raising req/s, so K=16 is never run."""
+    """Tight KV at 48 users: K=8 fills the pool without raising req/s, so K=16 is never run. 12 s stages: at 6 s
+    (66 requests a life) the stop was agreed by the final verdict but not yet, short of the early bar, when K=8
+    ended (a fresh-clone run at load 3: K=16 ran)."""
     model = f"sim/early-{uuid.uuid4().hex[:8]}"
-    runner = start_runner(tmp_path, sweep_toml(model, "[0, 4, 8, 16]", [(48, 6)], 48))
+    runner = start_runner(tmp_path, sweep_toml(model, "[0, 4, 8, 16]", [(48, 12)], 48))
     stdout, stderr = runner.communicate(timeout=240)
     assert runner.returncode in FINISHED, stderr[-2000:]
     (run_dir,) = list((tmp_path / "runs").iterdir())
