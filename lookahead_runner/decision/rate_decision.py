@@ -44,7 +44,7 @@ from .gates.rate_gates import (attainment_check, keeps_up_check, latency_over_no
                                point_statuses)
 from .gates.looks import RULE, Looks
 from .gates.rate_pick import Ranked, Standing, rank
-from .gates.stage import MAX_RESAMPLE_FACTOR, _straddles, share_shortfall
+from .gates.stage import MAX_RESAMPLE_FACTOR, straddles, share_shortfall
 from .schema import Candidate, Check, Decision, LookStop, Range, Recommended, Tradeoff
 
 TRADEOFFS = (("TTFT p99", "ttft_ms", 0.99), ("TPOT p99", "tpot_ms", 0.99), ("e2e p99", "e2e_ms", 0.99),
@@ -201,7 +201,7 @@ def _counted(ev: RateEval, p: DecisionConfig) -> RateEval:
     if not total or ev.pick is None:
         return ev
     batch, most = 0, MAX_RESAMPLE_FACTOR * total
-    while ev.more_picks is not None and _straddles(picks[ev.pick], total, p) and total < most:
+    while ev.more_picks is not None and straddles(picks[ev.pick], total, p) and total < most:
         batch, more = batch + 1, min(total, most - total)
         picks.update(ev.more_picks(batch, more))
         total += more

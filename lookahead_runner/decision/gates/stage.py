@@ -138,7 +138,7 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
     judge(draws)
     total = p.resamples
     # the extra draws count for the share only: every stage keeps `resamples` draws, index-aligned (knee)
-    while _straddles(picks[chosen], total, p) and total < MAX_RESAMPLE_FACTOR * p.resamples:
+    while straddles(picks[chosen], total, p) and total < MAX_RESAMPLE_FACTOR * p.resamples:
         more = min(total, MAX_RESAMPLE_FACTOR * p.resamples - total)
         judge(draw_stats(prepared, more, rng, noise_by_k, lives))
         total += more
@@ -154,7 +154,7 @@ def evaluate(users: int, prepared: Mapping[int, PreparedCell], p: DecisionConfig
     return stage
 
 
-def _straddles(wins: int, total: int, p: DecisionConfig) -> bool:
+def straddles(wins: int, total: int, p: DecisionConfig) -> bool:
     """Whether the Monte Carlo interval of a share reaches across the confidence threshold."""
     bounds = wilson(wins, total, p.interval_level)
     return bounds.low < p.confidence <= bounds.high
