@@ -83,7 +83,8 @@ class LoadConfig(Strict):
         "restart", description="restart: a fresh server per repeat (its startup varies too); same-server: "
                                "all repeats of a setting on one server life (faster; caches stay warm)")
     warmup_s: float = Field(
-        -1.0, description="seconds excluded at each stage start; -1 = max(2 s, 25% of the stage)"
+        -1.0, description="seconds excluded at each stage start; -1 = max(2 s, 25% of the stage), in a users stage "
+                          "at least until every user's first request of it has ended"
     )
     request_timeout_s: float = Field(120.0, gt=0, description="seconds one request may take end to end "
                                                               "(also the socket timeout, and how long the last "

@@ -9,8 +9,9 @@ It starts with the baseline and one K, then asks, as lives end, where the verdic
    error at the target (and its interval's top), reaches the leader's within the tie band, both as the model predicts them (its
    bias cancels), the most promising first; then the model-free rule's K the model does not rule out. It rules a K
    out (decision/perfmodel/prior.py) only where its KV pool is predicted to fill, or where it falls short of the
-   leader by more than that error with K measured below and above it (a K beyond every measured one is never
-   ruled out: its prediction is an extrapolation). A K ruled out on its objective is run after all when the
+   leader by more than its held-out errors allow at the early-stop bar's error (a winner left out at most that
+   often), with K measured below and above it (a K beyond every measured one is never ruled out: its prediction
+   is an extrapolation). A K ruled out on its objective is run after all when the
    verdict comes to hang on it: it is the leader's neighbour in the grid and the sweep would otherwise stop not
    decided with nothing else to measure. A stop names each K the model ruled out (`Choice.skipped`), with its
    prediction. K at or above a stop the resamples agree on past the look's bar (engine.agreed_stop) are never run.
@@ -27,7 +28,7 @@ It starts with the baseline and one K, then asks, as lives end, where the verdic
    turn the verdict (on the simulator only: a real host's outlier life read 40 % of its level), or where
    earlier runs on this server measured the spread (one life per K), unless a life is far from the level those
    runs measured for its K (`off_earlier`, past what the spread explains at a stated false-alarm rate: a second life
-   of it, first), or it is an end of the verdict those runs hold no level for (`unchecked`: no outlier check sees
+   of it, first, where the verdict hangs on it), or it is an end of the verdict those runs hold no level for (`unchecked`: no outlier check sees
    it, so it keeps its second). If not
    decided, one more life (the target stage only) of a K the verdict hangs on (`repeats_wanted`), the fewest
    lives first.
@@ -420,6 +421,7 @@ def standing_of(evidence, p, early_stop: bool = True, looks=None) -> Standing:
     `decided` only past the bar of this look (`looks`: the error-spending rule's, decision/gates/looks.py; None: the fixed
     early-stop bar, engine.early_look) or on a tie by equivalence, with the K the verdict hangs on until then."""
     from .engine import agreed_stop, contender_share, early_judged, wanted_of
+    from .gates.stage import off_earlier_held
 
     seen = early_judged(evidence, p, looks)
     stage, judged, look = seen.stage, seen.judged, seen.config
@@ -433,7 +435,7 @@ def standing_of(evidence, p, early_stop: bool = True, looks=None) -> Standing:
                     frozenset(k for k in stage.ks if stage.blocked_by(k)), stopped,
                     tuple(wanted), measured(stage.noise),
                     measured(stage.noise) and stage.noise.origin.earlier is not None,
-                    dict(stage.off_earlier),
+                    off_earlier_held(judged, look),   # those the verdict hangs on: the others want no life
                     not p.spread_unknown,
                     decided_at_last_look=seen.decided_at_last_look, unchecked=unchecked(lives, p.earlier_spread),
                     contender_share=contender_share(look, stage.resamples), look=seen.look, last_look=seen.last,

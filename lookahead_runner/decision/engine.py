@@ -22,9 +22,10 @@ from .confirmation.schedule import schedule_from_picks
 from .schema import (Candidate, CellSummary, Check, Decision, LookStop, Percentile, Range, Recommended,
                      RestartSpread, StagePick)
 from .gates.stage import (MAX_RESAMPLE_FACTOR, StageEval, evaluate, gain_bounds, held_back_by_the_share_alone,
-                          tie_confidence)
+                          off_earlier_held, tie_confidence)
 from .explanation.tradeoffs import tradeoffs
 from .cells.stats import interval, quantile_bounds, wilson
+from .cells import users_attainment
 
 METRICS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_p99_ms": "itl", "e2e_ms": "e2e"}
 
@@ -67,7 +68,9 @@ def cell_summaries(stages: dict[int, StageEval], p: DecisionConfig) -> list[Cell
                                       range=_range(b := quantile_bounds(stage.pooled[k][column], q, p.interval_level)),
                                       n=s.requests, decisive=b.bounded)
                            for column in METRICS for q in QUANTILES]
-            attainment = {slo.key: _range(wilson(s.slo_met[i], s.finished, p.interval_level))
+            windows = stage.prepared[k].cell.windows
+            attainment = {slo.key: _range(users_attainment.attainment_bounds(s.slo_met[i], s.finished, windows,
+                                                                             p.slos, i, p.interval_level))
                           for i, slo in enumerate(p.slos)}
             rows.append(CellSummary(
                 k=k, users=users, repeats=s.repeats, requests=s.requests, failures=s.failures, timeouts=s.timeouts,
@@ -76,7 +79,9 @@ def cell_summaries(stages: dict[int, StageEval], p: DecisionConfig) -> list[Cell
                 output_tok_per_s=s.output_tok_per_s,
                 output_tok_per_s_range=_range(interval(draws.output_tok_per_s, p.interval_level)),
                 goodput=s.goodput if p.slos else None,
-                goodput_range=_range(interval(draws.goodput, p.interval_level)) if p.slos else Range(),
+                goodput_range=_range(users_attainment.goodput_bounds(
+                    draws.req_per_s, windows, p.slos, p.interval_level, np.random.default_rng([p.seed, 39, k, users])))
+                if p.slos else Range(),
                 throughput_units=s.throughput_units, percentiles=percentiles, slo_attainment=attainment,
                 failure_rate=_finite(s.failure_rate), failure_rate_range=_range(wilson(s.failures, s.finished,
                                                                                         p.interval_level)),
@@ -400,7 +405,7 @@ def wanted_of(stage: StageEval | None, p: DecisionConfig) -> list[int]:
         return []  # a metric is missing: repeats would not bring it
     bar = contender_share(p, stage.resamples)
     wanted = {stage.pick} | {k for k, share in stage.shares.items() if k is not None and share >= bar}
-    wanted |= set(stage.off_earlier)   # a life off what earlier runs measured: its second life tells
+    wanted |= set(off_earlier_held(stage, p))   # a life off what earlier runs measured: its second life tells
     if stage.unknown_gates(stage.pick) or stage.noise.source != "repeats":
         wanted.add(stage.base_k)
     return sorted(wanted)

@@ -372,7 +372,8 @@ class Capacity(Model):
     users: float | None = None
     users_range: Range = Field(default_factory=Range)
     users_bracket: list[float | None] = Field(default_factory=list)
-    users_from: str = ""                 # "user stages" | "Little's law" (requests in the system at the rate capacity)
+    users_from: str = ""                 # "user stages" | "Little's law": then `users` is the requests in flight at the
+    #                                      rate capacity (arrival rate x time in the system), not a users capacity
     gain: float | None = None            # rate capacity vs the baseline K's, relative
     rate_text: str = ""                  # "14.2 req/s [13.6, 14.9]", "> 24 req/s"
     users_text: str = ""

@@ -122,7 +122,8 @@ def window_rule(config: Mapping) -> str:
     if isinstance(warmup_s, (int, float)) and warmup_s >= 0:
         skipped = f"the first {warmup_s:g} s of each stage (at most 90% of it)"
     else:
-        skipped = "the first max(2 s, 25%) of each stage (at most half of it)"
+        skipped = ("the first max(2 s, 25%) of each stage (at most half of it; in a users stage at least until every "
+                   "user's first request of it has ended)")
     text = (f"Steady-state windows: {skipped} is the ramp transient and is left out. A request's latency and "
             "failure count in the window it completed in; req/s and tokens/s count every successful request by "
             "the share of its life (its tokens by the share of its decode) inside the window; cut requests (killed "

@@ -1,7 +1,8 @@
 """Raw files of one server life -> one summary row per stage (pure pandas, no I/O).
 
 A stage's steady-state window starts `warmup_s` after the stage starts (the ramp transient:
-new users' first requests and the batch refilling) and ends with the stage. Latencies and failures
+new users' first requests and the batch refilling) and ends with the stage; by default a users stage's starts
+no sooner than every user's first request of the stage has ended (users_warmup.py). Latencies and failures
 count in the window a request completed in; throughput counts every successful request by the share
 of its life inside the window (its tokens by the share of its decode). Server counters are differenced between the last sample at or
 before each window edge, so acceptance = delta(accepted) / delta(draft tokens) over the window.
@@ -26,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .lag_advice import LagAdvice, lag_reason
+from .users_warmup import UsersWarmup, users_warmup
 from ..contracts.records import ALL_FAILED_REASON, CUT_ERROR, LENGTH_ERRORS, TIMEOUT_ERROR
 from ..decision.cells.rate_window import RATE_SUMMARY_COLUMNS
 from ..telemetry.drafting import check_window, drafted_per_step, drafting_share, expected_drafts
@@ -45,7 +47,7 @@ NAN = float("nan")
 
 @dataclass(frozen=True)
 class WindowRules:
-    warmup_s: float = -1.0  # -1: max(2 s, 25% of the stage)
+    warmup_s: float = -1.0  # -1: max(2 s, 25% of the stage); a users stage's at least its first cycle (users_warmup.py)
     min_requests: int = 10
     max_client_lag_p99_ms: float = 50.0
     max_client_cpu_pct: float = 90.0
@@ -213,6 +215,8 @@ def _validity(row: dict, rules: WindowRules) -> tuple[bool, str]:
         reasons.append(lag_reason(lag, cpu, rules.max_client_lag_p99_ms, rules.lag_advice))
     elif not math.isnan(cpu) and cpu >= rules.max_client_cpu_pct:
         reasons.append(f"client saturated: Locust's busiest process at {cpu:.0f}% of a core; {rules.lag_advice.saturated}")
+    if row.get("first_cycle_too_short"):   # a users stage's first request cycle left less than one to measure
+        reasons.append(row["first_cycle_too_short"])
     if row["length_mismatches"]:
         reasons.append(f"{row['length_mismatches']} responses with the wrong token count")
     if row.get("not_in_effect") and row.get("not_in_effect_invalidates"):  # the server ran another setting
@@ -352,8 +356,12 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
     t_done = _numbers(requests["t_done_s"]) if len(requests) else np.empty(0)
     kept = (error_text(requests) != CUT_ERROR).to_numpy(dtype=bool) if len(requests) else np.empty(0, dtype=bool)
     succeeded = kept & (requests["ok"] == 1).to_numpy(dtype=bool) if len(requests) else kept
+    sent = _numbers(requests["t_send_s"]) if len(requests) and "t_send_s" in requests else np.full(len(t_done), NAN)
+    carried = 0   # users the stage before left running: they are in steady state when the next stage opens
     for stage in stages.itertuples(index=False):
-        t0 = stage.t_start_s + rules.warmup_for(stage.t_end_s - stage.t_start_s)
+        warmup = None if is_rate_stage(stage) else _users_warmup(stage, rules, sent, t_done, ~arrivals, ~kept, carried)
+        carried = 0 if is_rate_stage(stage) else _whole(stage.users)
+        t0 = warmup.window_start_s if warmup else stage.t_start_s + rules.warmup_for(stage.t_end_s - stage.t_start_s)
         t1 = stage.t_end_s
         duration = max(t1 - t0, 1e-9)
         mine = arrivals == is_rate_stage(stage)   # and a users stage its users' requests only
@@ -376,9 +384,30 @@ def stage_windows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataF
         }
         row |= _drafting_columns(row, server, t0, t1, drafting,
                                  float(_numbers(ok["t_send_s"]).min()) if len(ok) and "t_send_s" in ok else NAN)
+        row["first_cycle_too_short"] = warmup.too_short if warmup else ""   # not a summary column: invalid_reason's
         row["valid"], row["invalid_reason"] = _validity(row, rules)
         out.append((row, finished, ok, t0))
     return out
+
+
+def _whole(value) -> int:
+    """A stage's users as a whole count (0 where stages.csv left it blank)."""
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _users_warmup(stage, rules: WindowRules, sent: np.ndarray, done: np.ndarray, users_requests: np.ndarray,
+                  cut: np.ndarray, carried: int) -> UsersWarmup:
+    """A users stage's warm-up (users_warmup.py) from its users' requests sent in it, `carried` of its users
+    running since the stage before (only the new ones start a first cycle); an explicit one as set."""
+    stage_s = stage.t_end_s - stage.t_start_s
+    if rules.warmup_s >= 0:
+        return UsersWarmup(stage.t_start_s + rules.warmup_for(stage_s), NAN)
+    in_stage = users_requests & (sent >= stage.t_start_s) & (sent < stage.t_end_s)
+    return users_warmup(stage.t_start_s, stage.t_end_s, rules.warmup_for(stage_s), _whole(stage.users) - carried,
+                        sent[in_stage], done[in_stage], cut[in_stage])
 
 
 def stage_rows(requests: pd.DataFrame, stages: pd.DataFrame, server: pd.DataFrame, gpu: pd.DataFrame,

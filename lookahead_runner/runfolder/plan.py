@@ -92,6 +92,9 @@ class SkippedOnModel(Record):
     error_scope: str = ""           # "" = at the target's concurrency
     unit: str = ""
     kv_fills: bool = False          # left out because its KV pool is predicted to fill at the target
+    bound: float | None = None      # the error its prediction was given (None: a run from before the bound)
+    level: float | None = None      # ... exceeded with this probability
+    count: int = 0                  # ... on this many held-out errors
 
 
 class AdaptiveState(Record):

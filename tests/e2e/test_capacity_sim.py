@@ -118,7 +118,8 @@ def test_each_ks_measured_capacity_is_within_10_percent_of_the_simulators_own(ru
     assert decision["capacity_target"] is None   # every SLO at its own percentile (issue 46)
     k4 = next(row for row in decision["capacity"] if row["k"] == 4)
     assert k4["rate_range"]["low"] <= k4["rate"] <= k4["rate_range"]["high"] and k4["gain"] > 1.0
-    assert k4["text"].startswith(f"K=4 {k4['rate']:.1f} req/s [") and "users (Little's law)" in k4["text"]
+    assert k4["text"].startswith(f"K=4 {k4['rate']:.1f} req/s [") \
+        and "requests in flight at that capacity (Little's law; not the users a closed loop holds)" in k4["text"]
     report = (run_dir / "report.html").read_text()
     assert 'id="capacity-table"' in report and k4["rate_text"] in report
 

@@ -25,8 +25,11 @@ finished, failures included) is below the target.
   not]) to the lowest load that fails beyond doubt, by test inversion (bounds.py says why that end is not the
   draws'); an end no data settle is unbounded. Nothing between two loads was measured, so the interval is never
   narrower than the bracket, and holds the truth at its level wherever the truth sits in it.
-- Without a user stage the concurrency is Little's law at the rate capacity: requests in the system (arrival rate
-  x mean time in it), read from the bracketing windows.
+- Without a user stage no users capacity is measured; what is stated instead is Little's law at the rate capacity:
+  the open loop's requests in flight there (arrival rate x mean time in the system), read from the bracketing
+  windows, named as such. It is not the users a closed loop holds within the SLO (a closed loop of U users at or
+  under the server's slots never waits): measured against that, it sits below it most of the time
+  (benchmarks/calibration's users group).
 Pure numpy: the windows in, `Capacity` rows out; run/verdict/rate_verdict.py reads them from a run folder.
 """
 from __future__ import annotations
@@ -345,7 +348,7 @@ def rate_rng(p: DecisionConfig, k: int) -> np.random.Generator:
     return np.random.default_rng([p.seed, 37, k])
 
 
-def littles_users(points: Sequence[Point], rate: float | None) -> float | None:
+def in_flight_at_capacity(points: Sequence[Point], rate: float | None) -> float | None:
     """Requests in the system at the rate capacity (Little's law), read between the windows around it."""
     known = sorted((p for p in points if math.isfinite(p.in_system) and not p.behind), key=lambda p: p.x)
     if rate is None or not known:
@@ -373,7 +376,7 @@ def capacities(windows: Sequence[RateWindow], evidence: Evidence | None, p: Deci
     for k in sorted(set(by_rate) | {k for _, points in per_users for k in points}):
         rate = slo_crossing(of_k(per_rate, k), p.interval_level, rate_rng(p, k))
         users = slo_crossing(of_k(per_users, k), p.interval_level, np.random.default_rng([p.seed, 38, k]))
-        little = littles_users(by_rate.get(k, []), rate.value) if users is None and rate is not None else None
+        little = in_flight_at_capacity(by_rate.get(k, []), rate.value) if users is None and rate is not None else None
         probed = (probes or {}).get(k, 0)
         rows.append(Capacity(
             variant=variant, k=k, rate=None if rate is None else rate.value, rate_range=_range(rate),
@@ -384,7 +387,7 @@ def capacities(windows: Sequence[RateWindow], evidence: Evidence | None, p: Deci
             users_from="user stages" if users is not None else "Little's law" if little is not None else "",
             rate_text="" if rate is None else rate.text("req/s"),
             users_text=("" if users is None and little is None else users.text("users", 0) if users is not None
-                        else f"~{little:.0f} users")))
+                        else in_flight_text(little))))
     base = rows[0] if rows else None
     for row in rows:
         if base is not None and row is not base and row.rate is not None and base.rate:
@@ -393,10 +396,16 @@ def capacities(windows: Sequence[RateWindow], evidence: Evidence | None, p: Deci
     return rows
 
 
+def in_flight_text(in_system: float) -> str:
+    """What a rate-only run states beside its rate capacity: the requests in flight there, never a users count."""
+    return (f"about {in_system:.0f} requests in flight at that capacity "
+            "(Little's law; not the users a closed loop holds)")
+
+
 def capacity_text(row: Capacity) -> str:
-    """"K=4 19.0 req/s [18.1, 19.8] / 64 users [58, 70] (+34 %)"."""
-    little = " (Little's law)" if row.users_from == "Little's law" else ""
-    parts = [part for part in (row.rate_text, row.users_text + little if row.users_text else "") if part]
+    """"K=4 19.0 req/s [18.1, 19.8] / 64 users [58, 70] (+34 %)"; without user stages "K=4 19.0 req/s [18.1, 19.8] /
+    about 24 requests in flight at that capacity (Little's law; not the users a closed loop holds) (+34 %)"."""
+    parts = [part for part in (row.rate_text, row.users_text) if part]
     gain = f" ({row.gain:+.0%})" if row.gain is not None else ""
     return f"K={row.k} " + (" / ".join(parts) or "not measured") + gain
 

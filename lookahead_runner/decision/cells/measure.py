@@ -6,7 +6,9 @@ drawn window, the successful requests drawn with replacement (latency percentile
 failures drawn from their binomial. Throughput is not resampled from two or three repeats (that
 bootstrap is far too sure of itself): its factor is drawn from Student's t with the relative spread
 of one repeat (`ThroughputNoise`), or, with one repeat each, of one bin at least a request long inside
-the windows (batch means). The spread is pooled over the K at the stage, except for a K whose own
+the windows (batch means). Where no K has two of either (one repeat, windows shorter than two requests), the
+factor is the noise its count of completions implies (`count_factor`): a figure measured once is never exact,
+nor one K against another. The spread is pooled over the K at the stage, except for a K whose own
 spread is wider than the others' beyond an F test: that K keeps its own (moderated by theirs), and the
 others pool without it (`throughput_noises`). With one server life per K (one repeat, or same-server
 repeats) a normal term for the spread from one life to the next is added, which neither bins nor those
@@ -103,7 +105,10 @@ class ThroughputNoise:
 
     def text(self) -> str:
         if self.source == "none":
-            return "throughput noise not measured (one repeat, windows shorter than two requests)"
+            restart = f", plus a restart spread of {self.restart_sd:.0%} per server life ({self.restart_source})" \
+                if self.restart_sd else ""
+            return ("throughput noise not measured (one repeat, windows shorter than two requests): each K's req/s "
+                    f"is drawn from its count of completions (Poisson){restart}")
         text = f"throughput noise {self.rel_sd:.1%} per {self.source[:-1]} ({self.scope}, {self.df} degrees of freedom)"
         if self.restart_source == "unknown":
             return text + (f", plus a restart spread of {self.restart_sd:.0%} per server life (one life per K: "
@@ -182,7 +187,10 @@ def throughput_noises(cells: Mapping[int, "PreparedCell"], restart: tuple[float,
             by_k = {k: with_prior if n is pooled else dataclasses.replace(n, **prior) for k, n in by_k.items()}
             pooled = with_prior
         return pooled, by_k
-    none = ThroughputNoise(math.nan, 0, "none")
+    # one life per K (no K has two repeats): the restart term the bins would carry, beside the counts' own noise
+    none = ThroughputNoise(math.nan, 0, "none", **({} if restart is None else
+                                                    {"restart_sd": restart[0], "restart_source": restart[1],
+                                                     "one_life": True}))
     return none, dict.fromkeys(cells, none)
 
 
@@ -268,8 +276,10 @@ class PreparedCell:
         failures = failures.sum(axis=1)
         # throughput: the measured rates times a factor drawn from Student's t with the pooled spread
         se = self.relative_se(noise)
-        if math.isnan(se):
-            factor = np.ones(count)
+        if math.isnan(se):  # no spread measured: the completions counted, with the restart term where one is given
+            factor = count_factor(int(self.sizes.sum()), rng, count)
+            if noise.restart_sd:
+                factor = factor + self.restart_se(noise) * (life_rng or rng).standard_normal(count)
         elif life_rng is not None and self.borrows_restart_spread(noise):
             factor = self._one_life_factor(rng, life_rng, count, noise, se)
         else:
@@ -343,6 +353,15 @@ class PreparedCell:
             req_per_s=per_s(completed), output_tok_per_s=per_s(tokens), goodput=per_s(good), quantiles=quantiles,
             slo_met=tuple(int(v) for v in np.atleast_1d(slo_met))[:len(self.slos)] if self.slos else (),
             **dict(zip(_SIGNALS, (float(v) for v in signals))), throughput_units=self.throughput_units)
+
+
+def count_factor(completions: int, rng: np.random.Generator, count: int) -> np.ndarray:
+    """`count` draws of a rate over its point `completions` / T from Jeffreys' posterior of a Poisson rate,
+    Gamma(completions + 1/2) / T. Poisson: a closed loop's completions with every slot busy and exponential answers
+    (regular answers vary less: it errs wide); measured in benchmarks/calibration's users group."""
+    if completions <= 0:
+        return np.ones(count)
+    return rng.gamma(completions + 0.5, 1.0 / completions, count)
 
 
 def _content_key(w: Window) -> tuple:

@@ -9,12 +9,14 @@ What earlier runs on this server measured (the ledger, runfolder/spread_ledger.p
 joins the pool as more degrees of freedom: unless this run's repeats are wider beyond the same F test (the server
 changed: then this run's alone). The figure shown is the estimate its degrees of freedom and chi-square interval
 belong to: the pool's, or this run's alone, of every restarted life, a K set apart by the F test included (the K
-that agree are a selection where one is set apart: `every_restarted_life`). Its interval holds the spread at
-decision.interval_level where the spread describes every life (the calibration suite's "restart spread"); where an
-outlier life the test cannot set apart is among them, the spread stated takes the outlier in and is never below the
-spread of the other lives (the suite's "outlier life: not below the truth"). Where no K has two lives, the earlier
-runs' spread is the spread, drawn as a repeat's (Student's t with their degrees of freedom). It is a fact of the
-stage it was measured at (the spread changes with concurrency: vLLM #53436): earlier runs' spread joins only the
+that agree are a selection where one is set apart: `every_restarted_life`); a K measured once borrows that figure
+there, with its degrees of freedom (it borrowed the selection's: 0.7 % beside a stated 2.4 %, and its gain interval
+held the truth in 73.7 % of such stages at a stated 95 %: the suite's "one life, a pair set apart"). Its interval
+holds the spread at decision.interval_level where the spread describes every life (the suite's "restart spread");
+where an outlier life the test cannot set apart is among them, the spread stated takes the outlier in and is never
+below the spread of the other lives (the suite's "outlier life: not below the truth"). Where no K has two lives,
+the earlier runs' spread is the spread, drawn as a repeat's (Student's t with their degrees of freedom). It is a fact
+of the stage it was measured at (the spread changes with concurrency: vLLM #53436): earlier runs' spread joins only the
 stage at their users.
 A life's spread holds its window's own noise (batch means of its bins) beside the server start's: the window part
 of the lives behind the spread is kept with it (`window_part`), and a K whose windows are noisier than theirs
@@ -23,7 +25,7 @@ borrowing theirs or keeping its own alone; its degrees of freedom are Satterthwa
 the earlier runs kept their window part, this run's windows take its place whether longer or shorter (a spread from
 other windows is not this run's: `_with_these_windows`). A single life far from the level earlier runs measured for
 its K, beyond what the spread explains at a stated false-alarm rate, is an outlier until a second life says otherwise
-(`off_earlier`: the verdict waits for it).
+(`off_earlier`: a verdict that hangs on it waits for it).
 Pure: the prepared cells and the noises `throughput_noises` made in, the noises with their origin out.
 """
 from __future__ import annotations
@@ -165,7 +167,8 @@ def _satterthwaite(a: float, df_a: int, b: float, df_b: int, whole: float | None
     if not df_a or (a <= 0 and whole is None):
         return max(df_b, 1)
     spread = a if whole is None else max(whole, a)
-    return max(1, int((a + b) ** 2 / (spread * spread / df_a + (b * b / df_b if df_b else 0.0))))
+    variance = spread * spread / df_a + (b * b / df_b if df_b else 0.0)
+    return max(1, int((a + b) ** 2 / variance)) if variance > 0 else max(df_b, 1)   # nil both: the bins' df
 
 
 def _with_origin(cells: Mapping[int, PreparedCell], pooled: ThroughputNoise, by_k: dict[int, ThroughputNoise],
@@ -224,15 +227,26 @@ def with_restart_spread(cells: Mapping[int, PreparedCell], noises: tuple[Through
         # lives, where the sweep stopped at a look, at that look's level (Looks.interval_level)
         every = every_restarted_life(cells)
         stated_sq, stated_df = every.squares + total_sq - part.squares, every.df + total_df - part.df
-        if apart := [f"K={k}" for k in every.ks if k not in part.ks]:
-            note = "; ".join(filter(None, (note, f"{', '.join(apart)} wider beyond an F test: the K that agree are "
-                                                 f"resampled with their own {rel_sd:.1%}")))
+        single = [k for k, noise in sorted(by_k.items()) if noise is pooled and len(cells[k].windows) == 1]
         stated = math.sqrt(stated_sq / stated_df)
+        if apart := [f"K={k}" for k in every.ks if k not in part.ks]:
+            on_one = f", {', '.join(f'K={k}' for k in single)} on one life with the {stated:.1%} stated" \
+                if single else ""
+            note = "; ".join(filter(None, (note, f"{', '.join(apart)} wider beyond an F test: the K that agree are "
+                                                 f"resampled with their own {rel_sd:.1%}{on_one}")))
         origin = SpreadOrigin(stated, *chi2_bounds(stated, stated_df, p.reported_interval_level), stated_df,
                               every.lives, every.ks, every.squares, every.df, earlier, note, part.squares, part.df,
                               part.lives, part.window_squares, part.window_df)
         new = dataclasses.replace(pooled, rel_sd=rel_sd, df=total_df, origin=origin)
-        return _with_origin(cells, pooled, by_k, new, window_sq, window_df)
+        noise, out = _with_origin(cells, pooled, by_k, new, window_sq, window_df)
+        if apart and single:   # no pair of its own to sit beside: a K on one life borrows the spread stated
+            stated_window_sq = window_sq + every.window_squares - part.window_squares
+            stated_window_df = every.window_df + (earlier.window_df if earlier else 0) if known else 0
+            borrowing = dataclasses.replace(new, rel_sd=stated, df=stated_df, origin=None,
+                                            scope="every restarted life's, borrowed by a K on one life")
+            out |= _with_origin(cells, pooled, {k: by_k[k] for k in single}, borrowing, stated_window_sq,
+                                stated_window_df)[1]
+        return noise, out
     if earlier is None or not earlier.df:
         return pooled, by_k
     origin = SpreadOrigin(earlier.rel_sd, *chi2_bounds(earlier.rel_sd, earlier.df, level), earlier.df,
@@ -345,11 +359,19 @@ def outlier_false_alarm(level: float, checked: int) -> float:
     return (1 - level) / max(checked, 1)
 
 
-def outlier_limit(spread: float, df: int, runs: int, false_alarm: float) -> float:
+def outlier_limit(spread: float, df: int, runs: int, false_alarm: float, level_window: float = 0.0,
+                  window_df: int = 0) -> float:
     """The relative deviation of one life from the earlier runs' level that the spread (`spread`, estimated with `df`
     degrees of freedom) explains but in `false_alarm` of lives: Student's t quantile times the spread of the life
-    and of the level over `runs` runs."""
-    return float(stats.t.ppf(1 - false_alarm / 2, df)) * spread * math.sqrt(1 + 1 / max(runs, 1))
+    and of the level over `runs` runs. The level is never known better than its lives' windows allow (`level_window`:
+    their relative window variance, on `window_df` of bins), however alike its lives read: an earlier run's two lives
+    of equal counts (0.0 % on 1 degree of freedom) left a limit of 0 and held a life 0.1 % off. The life's own window
+    noise is in `spread` already (a K on one life draws it: `_with_these_windows`, `_with_origin`)."""
+    runs = max(runs, 1)
+    if spread * spread >= level_window:
+        return float(stats.t.ppf(1 - false_alarm / 2, df)) * spread * math.sqrt(1 + 1 / runs)
+    df = _satterthwaite(spread * spread, df, level_window / runs, window_df)
+    return float(stats.t.ppf(1 - false_alarm / 2, df)) * math.sqrt(spread * spread + level_window / runs)
 
 
 def off_earlier(objective: Mapping[int, float], lives: Mapping[int, int], noises: Mapping[int, ThroughputNoise],
@@ -362,10 +384,11 @@ def off_earlier(objective: Mapping[int, float], lives: Mapping[int, int], noises
     checked = [k for k, value in objective.items() if lives.get(k) == 1 and earlier.levels.get(str(k))
                and math.isfinite(value) and k in noises and noises[k].df and math.isfinite(noises[k].rel_sd)]
     false_alarm = outlier_false_alarm(level, len(checked))
+    levels_window = (earlier.window_squares / earlier.df, earlier.window_df) if earlier.window_df and earlier.df else (0.0, 0)
     out = {}
     for k in checked:
         deviation = objective[k] / earlier.levels[str(k)] - 1
-        if abs(deviation) > outlier_limit(noises[k].rel_sd, noises[k].df, earlier.runs, false_alarm):
+        if abs(deviation) > outlier_limit(noises[k].rel_sd, noises[k].df, earlier.runs, false_alarm, *levels_window):
             out[k] = deviation
     return out
 

@@ -77,7 +77,9 @@ def wilson(successes: float, n: float, level: float, design_effect: float = 1.0)
     rate, z2 = successes / n, z * z
     center = (rate + z2 / (2 * n)) / (1 + z2 / n)
     half = z / (1 + z2 / n) * math.sqrt(max(rate * (1 - rate) / n + z2 / (4 * n * n), 0.0))
-    return Bounds(max(center - half, 0.0), min(center + half, 1.0))
+    # none met: the low end is 0, all met: the high end 1, exactly (center - half rounds a hair off them)
+    return Bounds(0.0 if successes <= 0 else max(center - half, 0.0),
+                  1.0 if successes >= n else min(center + half, 1.0))
 
 
 MIN_BATCH = 10   # arrivals in one batch at least

@@ -184,12 +184,29 @@ def _status(stage: StageEval, p: DecisionConfig) -> tuple[str, list[str]]:
     # a life the spread does not describe: the share, drawn with that spread, cannot say how sure the verdict is
     why += [f"K={k}'s one life reads {deviation:+.0%} off the level earlier runs on this server measured for it, more "
             f"than the restart spread explains: an outlier life? one more life of K={k} would tell"
-            for k, deviation in sorted(stage.off_earlier.items())]
+            for k, deviation in sorted(off_earlier_held(stage, p).items())]
     share, bounds = stage.shares.get(stage.pick, 0.0), stage.share_range
     if stage.noise.restart_unknown and share < p.confidence:
         why.append(restart_unknown_text(stage.noise, stage.base_k, p))
     shortfall = share_shortfall(stage.pick, share, stage.resamples, bounds, p)
     return ("not_decided" if why or shortfall else "decided"), why + ([shortfall] if shortfall else [])
+
+
+def _verdict_hangs_on(stage: StageEval, k: int, p: DecisionConfig) -> bool:
+    """Whether a K whose one life reads off its earlier level could change the verdict: the pick, the baseline (every
+    gate's reference), or a K within the tie band of the pick at its better reading (this life's or the level's: the
+    one its second life would confirm); a K behind beyond the band at both is behind whichever its life is."""
+    if k in (stage.pick, stage.base_k):
+        return True
+    earlier = earlier_at(p, stage.users)
+    best = max(stage.stats[k].objective(p.objective), earlier.levels[str(k)])
+    return best * (1 + p.tie_tolerance_frac) >= stage.stats[stage.pick].objective(p.objective)
+
+
+def off_earlier_held(stage: StageEval, p: DecisionConfig) -> dict[int, float]:
+    """The K of `stage.off_earlier` the verdict hangs on (`_verdict_hangs_on`): it waits for their second lives, and
+    the sweep (repeats_wanted, the adaptive chooser) asks for them; the others it asks for nothing."""
+    return {k: deviation for k, deviation in stage.off_earlier.items() if _verdict_hangs_on(stage, k, p)}
 
 
 def share_shortfall(pick: int, share: float, resamples: int, bounds: Bounds, p: DecisionConfig) -> str:

@@ -16,6 +16,7 @@ point for every bootstrap draw of the parameters at once.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -262,18 +263,69 @@ def fit_params(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape,
         ttft_p90_ratio=_median([o.ttft_p90_ms / o.ttft_ms for o in obs], 1.0))
 
 
-def bootstrap(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape, resamples: int,
-              seed: int) -> Params:
-    """Draw 0: the fit on every window; then refits on windows resampled within each (K, users) cell,
-    so every measured cell stays in every refit."""
-    rng = np.random.default_rng([seed, 20])
-    cells: dict[tuple[int, int], list[Obs]] = {}
+def at_speed(o: Obs, factor: float) -> Obs:
+    """The window as a server life `factor` times as fast would have served it: every rate x factor, every
+    latency / factor (at a fixed concurrency latency ~ 1 / throughput); batch, queue and KV unchanged."""
+    slower = {name: getattr(o, name) / factor for name in ("tpot_ms", "ttft_ms", "e2e_ms", "ttft_p50_ms",
+                                                           "ttft_p90_ms", "tpot_p50_ms", "tpot_p90_ms")}
+    return dataclasses.replace(o, req_per_s=o.req_per_s * factor, **slower)
+
+
+def _by_life(obs: Sequence[Obs], one_life_per_k: bool = False) -> dict[int, list[dict[int, list[Obs]]]]:
+    """K -> its server lives (repeat numbers; one, every repeat's, with same-server repeats) -> each life's windows
+    by users."""
+    lives: dict[int, dict[int, dict[int, list[Obs]]]] = {}
     for o in obs:
-        cells.setdefault((o.k, o.users), []).append(o)
+        lives.setdefault(o.k, {}).setdefault(0 if one_life_per_k else o.repeat, {}).setdefault(o.users, []).append(o)
+    return {k: list(by_repeat.values()) for k, by_repeat in lives.items()}
+
+
+def life_spread(obs: Sequence[Obs], one_life_per_k: bool = False) -> tuple[float, int]:
+    """(relative SD of one server life's level around its K's, degrees of freedom), pooled over the K with two or
+    more lives: a life's level is its mean log req/s over the stages every life of its K ran; (0, 0) with none."""
+    squares, df = 0.0, 0
+    for of_k in _by_life(obs, one_life_per_k).values():
+        common = set.intersection(*(set(life) for life in of_k)) if len(of_k) > 1 else set()
+        if not common:
+            continue
+        levels = np.array([np.mean([math.log(np.mean([o.req_per_s for o in life[u]])) for u in common])
+                           for life in of_k])
+        squares += float(np.sum(np.square(levels - levels.mean())))
+        df += len(of_k) - 1
+    return (math.sqrt(squares / df), df) if df else (0.0, 0)
+
+
+def bootstrap(obs: Sequence[Obs], acceptance: Acceptance, shape: WorkloadShape, resamples: int,
+              seed: int, restart_spread: float = 0.0, one_life_per_k: bool = False) -> Params:
+    """Draw 0: the fit on every window; then refits on windows resampled within each (K, users) cell, so every
+    measured cell stays in every refit, each K's windows at every stage multiplied by one draw of its lives' level
+    (a server life runs every stage a few % faster or slower: that moves the K's whole curve, and resampling the
+    windows stage by stage averages it away). A K with L >= 2 lives: 1 + s / sqrt(L) x Student's t, s the spread
+    of life levels pooled over such K (`life_spread`) with its degrees of freedom, as the decision draws a measured
+    spread; a K on one life, whose windows cannot show how far the next life lands: 1 + `restart_spread` x a
+    standard normal (the spread the decision takes for such a K, drawn as its cells draw a known or assumed one:
+    decision/cells/measure.py). `one_life_per_k`: every repeat of a K ran on one server life (same-server repeats):
+    each K is one life."""
+    rng = np.random.default_rng([seed, 20])
+    lives = _by_life(obs, one_life_per_k)
+    spread, df = life_spread(obs, one_life_per_k)
     draws = [fit_params(obs, acceptance, shape)]
     knee = float(draws[0].knee_tokens)
     for _ in range(max(0, resamples - 1)):
-        sample = [ws[i] for ws in cells.values() for i in rng.integers(0, len(ws), len(ws))]
+        sample: list[Obs] = []
+        for of_k in lives.values():
+            if len(of_k) > 1:
+                level = spread / math.sqrt(len(of_k)) * rng.standard_t(df) if df else 0.0
+            else:
+                level = restart_spread * rng.standard_normal()
+            factor = max(0.01, 1.0 + level)
+            cells: dict[int, list[Obs]] = {}
+            for life in of_k:
+                for users, ws in life.items():
+                    cells.setdefault(users, []).extend(ws)
+            for ws in cells.values():
+                sample += [at_speed(ws[i], factor) if factor != 1.0 else ws[i]
+                           for i in rng.integers(0, len(ws), len(ws))]
         draws.append(fit_params(sample, acceptance, shape, knee))
     return stack(draws)
 

@@ -5,7 +5,8 @@ intervals, for any (K, users), and which K is best at a concurrency no stage ran
     model.trusted, model.predict(k, users), model.best_k_at(users)
 
 The parts and their fit: perfmodel_fit.py; the held-out validation that decides `trusted`:
-perfmodel_check.py. Intervals are the bootstrap refits' (windows resampled within each cell), widened
+perfmodel_check.py. Intervals are the bootstrap refits' (windows resampled within each cell, each K's level drawn
+at its lives' spread or the restart spread: fit.bootstrap), widened
 by the held-out median error: the fit's own scatter understates a model's error. Everything here is
 a prediction; the decision engine decides on measured windows, and an untrusted model drives nothing.
 """
@@ -30,7 +31,7 @@ from .fit import Draws, Obs, Params, WorkloadShape, bootstrap, observations, poo
 __all__ = ["Bound", "FitStore", "PerformanceModel", "PositionCounts", "Prediction", "WorkloadShape",
            "fit_performance_model"]
 
-FIT_VERSION = 2             # raise when the fit's parts change: a kept fit of another version (or release) is not used
+FIT_VERSION = 3             # raise when the fit's parts change: a kept fit of another version (or release) is not used
 DEFAULT_ERROR_BOUND = 0.10
 TIE_FRAC = 0.03          # objectives within this are a tie: the smaller K (the decision's tie band)
 LEVEL = 0.95
@@ -243,29 +244,33 @@ def _release() -> str:
 
 
 def fit_key(obs: Sequence[Obs], positions: Mapping[int, PositionCounts] | None, shape: WorkloadShape, seed: int,
-            resamples: int) -> str:
+            resamples: int, restart_spread: float = 0.0, one_life_per_k: bool = False) -> str:
     """A hash of everything the bootstrap and the held-out fits read: the same key, the same fit (the error bound
     and the decision's thresholds are not in it: they judge the fit, they do not change it)."""
     inputs = [FIT_VERSION, _release(), [dataclasses.astuple(o) for o in obs],
               sorted((k, c.drafts, list(c.accepted)) for k, c in (positions or {}).items()),
-              dataclasses.astuple(shape), seed, resamples]
+              dataclasses.astuple(shape), seed, resamples, restart_spread, one_life_per_k]
     return hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
 
 
 def fit_performance_model(evidence: Evidence, shape: WorkloadShape,
                           positions: Mapping[int, PositionCounts] | None = None, *,
                           error_bound: float = DEFAULT_ERROR_BOUND, seed: int = 0,
-                          resamples: int = 200, store: FitStore | None = None) -> PerformanceModel:
+                          resamples: int = 200, store: FitStore | None = None,
+                          restart_spread: float = 0.0, one_life_per_k: bool = False) -> PerformanceModel:
     """Fit every part on every valid window, bootstrap it, and validate it held-out (pure; `store` keeps the
-    bootstrap and the held-out fits under their inputs' hash, so the same inputs are not fitted twice)."""
+    bootstrap and the held-out fits under their inputs' hash, so the same inputs are not fitted twice).
+    `restart_spread`: the relative SD of one server life's throughput the decision takes for a K measured on one
+    life (decision.json's measured restart spread, else decision.restart_prior()): the refits draw such a K's life
+    at it (fit.bootstrap); `one_life_per_k`: every repeat of a K ran on one server life (same-server repeats)."""
     obs = [o for o in observations(evidence) if o.req_per_s > 0]
     acceptance = fit_acceptance(obs, positions)
-    key = fit_key(obs, positions, shape, seed, resamples) if store is not None else ""
+    key = fit_key(obs, positions, shape, seed, resamples, restart_spread, one_life_per_k) if store is not None else ""
     kept = store.get(key) if store is not None else None
     if kept is not None:
         params, results = kept
     else:
-        params = bootstrap(obs, acceptance, shape, resamples, seed)
+        params = bootstrap(obs, acceptance, shape, resamples, seed, restart_spread, one_life_per_k)
         results = held_out(obs, positions, shape)
         if store is not None:
             store.put(key, params, results)

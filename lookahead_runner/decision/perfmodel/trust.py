@@ -106,20 +106,19 @@ class ErrorAt:
 
     value: float | None           # the largest |relative error|
     scope: str = ""               # "" = at that concurrency; else the wider set it was taken over
+    errors: tuple[float, ...] = ()  # each relative error it is the largest of (perfmodel/prior.py's bound)
 
 
 def error_at(results: Sequence[HeldOut], users: int) -> ErrorAt:
     """The largest |error| of the held-out predictions at `users` (every K there, a stage or a K left out); with none
-    there, the largest over every held-out prediction, saying so. The largest, not the median: a K is ruled out on
-    it (perfmodel/prior.py), and half of a model's predictions miss by more than its median. A new prediction whose
-    error is drawn as theirs misses by more than the largest of n with probability 1/(n + 1) (their ranks are
-    exchangeable). Measured on synthetic trials (CHANGELOG, issue 49): the winner left out in 3 of 400 by the
-    largest, 10 by the median."""
-    _, here = summarize([r.error for r in results if r.users == users])
-    if here is not None:
-        return ErrorAt(here)
-    _, everywhere = summarize([r.error for r in results])
-    return ErrorAt(everywhere, f"over every held-out prediction, none at {users} users")
+    there, the largest over every held-out prediction, saying so; with the errors themselves, on which a K is ruled
+    out (perfmodel/prior.skip_bound: not the largest, which a new error drawn as theirs passes with probability
+    1/(n + 1), nor the median, which half of them pass)."""
+    errors = tuple(r.error for r in results if r.users == users and math.isfinite(r.error))
+    if errors:
+        return ErrorAt(summarize(errors)[1], "", errors)
+    errors = tuple(r.error for r in results if math.isfinite(r.error))
+    return ErrorAt(summarize(errors)[1], f"over every held-out prediction, none at {users} users", errors)
 
 
 def trust(results: Sequence[HeldOut], bound: float) -> Trust:

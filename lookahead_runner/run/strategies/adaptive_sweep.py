@@ -22,6 +22,7 @@ from collections import Counter
 from ...decision.adaptive import (Budget, Choice, ModelView, Prediction, Spent, Standing, choose_batch, first_k,
                                  standing_of, valid_lives)
 from ...decision.cells.rate_cell import same_rate
+from ...decision.engine import early_look
 from ...decision.cells.stats import single_life_gains
 from ...decision.rate_standing import standing_at_rate, valid_lives_at_rate
 from ...config import ResolvedServer, SweepConfig
@@ -104,10 +105,12 @@ def view_of(model, config: SweepConfig) -> ModelView:
     predicted = {k: model.predict(k, config.target_users) for k in config.speculation.k}
     production = config.decision.production_users
     held = model.heldout_error_at(config.target_users)  # what a K is ruled out against (decision/perfmodel/prior.py)
+    # leaving out a K cannot be undone, as the stop that skips larger K: it takes the early-stop bar's error
+    level = 1 - early_look(config.decision).confidence
     return ModelView(True, {k: Prediction(getattr(p, field), getattr(p, f"{field}_low"), getattr(p, f"{field}_high"),
                                           p.preempting) for k, p in predicted.items()}, "",
                      model.best_k_at(production, config.speculation.k)[0] if production else None,
-                     held.value, held.scope, UNIT[objective])
+                     held.value, held.scope, UNIT[objective], held.errors, level)
 
 
 PREDICTED = {"req_per_s": "requests_per_s", "output_tok_per_s": "output_tokens_per_s"}

@@ -123,6 +123,8 @@ def fit_run(run_dir: Path, data: RunData | None = None, axis_value: str = "", **
     options.setdefault("error_bound", data.config.decision.model_error_bound)
     shape, positions = model_inputs(run_dir, data, axis_value)
     options.setdefault("seed", data.config.decision.seed)
+    options.setdefault("restart_spread", data.config.decision.restart_prior()[0])  # a K on one life: the prior
+    options.setdefault("one_life_per_k", data.config.decision.one_life_per_k)   # same-server repeats: one life
     options.setdefault("store", FolderFitStore(Path(run_dir), axis_value))
     return fit_performance_model(data.evidence(axis_value), shape, positions, **options)
 
@@ -142,7 +144,9 @@ def with_performance_model(data: RunData, decision: Decision) -> Decision:
                                       f"with a second axis ({second_axis}); the model is fitted on a K sweep of one "
                                       "workload without a grid axis")
         return decision
-    model = fit_run(data.run_dir, data, error_bound=p.model_error_bound)
+    # a K on one life: the restart spread its verdict took, measured (decision.json) where it was, else the prior
+    spread = decision.restart_spread.rel_sd if decision.restart_spread is not None else p.restart_prior()[0]
+    model = fit_run(data.run_dir, data, error_bound=p.model_error_bound, restart_spread=spread)
     decision = decision.model_copy(deep=True)
     decision.performance_model = summary(model, decision, p, p.production_users)
     if model.trusted:

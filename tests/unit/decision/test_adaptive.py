@@ -6,11 +6,15 @@ from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, S
                                                 run_note, standing_of, valid_lives)
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import decide, evidence
-from lookahead_runner.decision.engine import contender_share
+from lookahead_runner.decision.engine import contender_share, early_look
 
 KS = [0, 2, 4, 8]
 ROOMY = Budget(max_lives=20)
 IN_THE_RUNNING = contender_share(DecisionConfig(), 1000)   # at 90 %: 2 %
+# a model's held-out errors at the target (the largest 5 %) and the skip's level (the early-stop bar's error, 1 %):
+# a K is given up to 8.0 % past its prediction (decision/perfmodel/prior.skip_bound)
+HELD = {"heldout_error": 0.05, "heldout_errors": (0.05, -0.02, 0.02, -0.01, 0.01, -0.02),
+        "skip_level": 1 - early_look(DecisionConfig()).confidence}
 
 
 def spent(**lives_by_k) -> Spent:
@@ -63,30 +67,27 @@ def test_no_k_at_or_above_an_agreed_stop_is_run():
 
 
 def test_a_trusted_model_skips_a_k_it_predicts_cannot_reach_the_leader():
-    model = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(30, 25, 35)}, "", heldout_error=0.05)
+    model = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(30, 25, 35)}, "", **HELD)
     now = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0})
     # K=2, between the measured 0 and 4, cannot win; K=8, beyond every K measured, is an extrapolation: run
     assert choose(KS, now, spent(k0=1, k4=1), model, ROOMY, 5).k == 8
     measured = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0, 8: 30.0})
     choice = choose(KS, measured, spent(k0=1, k4=1, k8=1), model, ROOMY, 5)
     assert choice.k == 4 and not choice.all_stages  # K=2 cannot win: a repeat of the leader
-    hopeful = ModelView(True, {2: Prediction(40, 38, 49), 8: Prediction(30, 25, 35)}, "", heldout_error=0.05)
+    hopeful = ModelView(True, {2: Prediction(40, 38, 49), 8: Prediction(30, 25, 35)}, "", **HELD)
     assert choose(KS, now, spent(k0=1, k4=1), hopeful, ROOMY, 5).k == 2  # 49 reaches 50 within the tie band
     production = ModelView(True, model.predictions, "", production_best=8)
     assert choose(KS, now, spent(k0=1, k4=1), production, ROOMY, 5).k == 8  # the best at production_users, unrun
-    full = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(70, 60, 80, preempting=True)}, "",
-                     heldout_error=0.05)
+    full = ModelView(True, {2: Prediction(40, 38, 42), 8: Prediction(70, 60, 80, preempting=True)}, "", **HELD)
     assert choose(KS, now, spent(k0=1, k4=1), full, ROOMY, 5).k == 4      # K=8 would fill the KV pool
 
 
 def test_a_k_is_held_against_the_leader_as_the_model_predicts_both_so_its_bias_cancels():
     now = standing("decided", 4, {4: 1.0}, {0: 20.0, 4: 50.0, 8: 30.0})
     lives = spent(k0=1, k4=1, k8=1)
-    high = ModelView(True, {2: Prediction(49, 46, 52), 4: Prediction(55, 53, 57), 8: Prediction(30, 25, 35)}, "",
-                     heldout_error=0.05)
+    high = ModelView(True, {2: Prediction(49, 46, 52), 4: Prediction(55, 53, 57), 8: Prediction(30, 25, 35)}, "", **HELD)
     assert choose(KS, now, lives, high, ROOMY, 5).k == 4   # K=2's top 52 is 5 % under the leader's 55
-    low = ModelView(True, {2: Prediction(43, 41, 46), 4: Prediction(45, 43, 47), 8: Prediction(30, 25, 35)}, "",
-                    heldout_error=0.05)
+    low = ModelView(True, {2: Prediction(43, 41, 46), 4: Prediction(45, 43, 47), 8: Prediction(30, 25, 35)}, "", **HELD)
     assert choose(KS, now, lives, low, ROOMY, 5).k == 2    # 46 against 45: K=2 could be ahead
 
 

@@ -29,6 +29,15 @@ def test_wilson_on_an_effective_count_is_wilson_on_the_counts_over_the_design_ef
     assert wilson(950, 1000, 0.95, 10.0) == wilson(95, 100, 0.95)
 
 
+def test_wilson_with_none_or_all_met_ends_exactly_at_0_or_1_not_a_rounding_hair_inside():
+    # Wilson's low end at 0 successes is 0 and its high end at n of n is 1, exactly; center - half rounds to
+    # 1e-17 or 1 - 1e-16 on some counts, an interval that excludes a true share of 0 or 1 (the calibration suite's
+    # users group counted such cells as misses)
+    for n, deff in [(137, 1.0), (12.3, 2.7), (50, 1.0), (1000, 3.1), (7, 1.0)]:
+        assert wilson(0, n, 0.95, deff).low == 0.0, (n, deff)
+        assert wilson(n, n, 0.95, deff).high == 1.0, (n, deff)
+
+
 def test_runs_are_about_sqrt_n_consecutive_arrivals():
     index = batch_index(400)
     assert index[0] == 0 and index[-1] == 19 and np.all(np.diff(index) >= 0) and np.bincount(index).min() == 20

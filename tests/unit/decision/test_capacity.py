@@ -87,7 +87,11 @@ def test_capacities_per_k_in_rate_and_users_and_gain_over_the_baseline():
 def test_without_user_stages_the_concurrency_is_littles_law_at_the_rate_capacity():
     windows = [rate_window(0, r, n, met) for r, n, met in ((8, 80, 80), (16, 160, 20))]
     (row,) = capacities(windows, None, P)
-    assert row.users_from == "Little's law" and row.users_text.startswith("~") and "(Little's law)" in row.text
+    # the open loop's mean requests in the system at its rate capacity, named so: not a closed loop's users (one
+    # of U users never waits while U fits the server's slots, so that L sits well below the users capacity)
+    assert row.users_from == "Little's law" and "(Little's law" in row.text
+    assert row.users_text.startswith(f"about {row.users:.0f} requests in flight at that capacity")
+    assert "not the users a closed loop holds" in row.text and " users (Little's law)" not in row.text
     # requests in the system: the arrival rate times the mean time in it (about 1.1 s at 8 req/s: 8.8 of them)
     in_system = [float(np.nansum(w.latency_ms[:, 3])) / 1000 / w.duration_s for w in windows]
     assert in_system[0] == pytest.approx(8.8, rel=0.01)

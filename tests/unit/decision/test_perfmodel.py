@@ -124,3 +124,73 @@ def test_predictions_at_many_concurrencies_at_once_are_those_made_one_by_one(mod
             for f in dataclasses.fields(one):
                 a, b = getattr(one, f.name), getattr(many, f.name)
                 assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), (k, u, f.name)
+
+
+STEP_COSTS = ("step_ms", "step_ms_per_k", "step_ms_per_seq", "step_ms_per_token", "step_ms_per_token_past_knee",
+              "step_ms_per_prefill_token")
+
+
+def _life(speed: float):
+    """The world as one server life at `speed` runs it: every step cost / speed (the simulator's life draw)."""
+    return WORLD.with_params(**{name: getattr(TRUE, name) / speed for name in STEP_COSTS})
+
+
+def _lives_evidence(speeds_by_k, stages=(8, 16, 32, 64)):
+    """Windows of each K's lives (repeat = life), each life at its own speed at every stage."""
+    from unit.synthetic import window
+
+    from lookahead_runner.decision import evidence
+
+    windows = []
+    for k, speeds in speeds_by_k.items():
+        for life, speed in enumerate(speeds):
+            world_of_life = _life(speed)
+            for users in stages:
+                d = world_of_life.truth(k, users)
+                usage = float(d.kv_usage[0])
+                windows.append(window(
+                    k, users, float(d.req_per_s[0]), life, duration_s=60.0, e2e_ms=float(d.e2e_ms[0]),
+                    ttft_ms=float(d.ttft_ms[0]), spread=0.01, running_mean=float(d.real_batch[0]), waiting_mean=0.0,
+                    kv_usage_mean=usage, kv_usage_peak=usage * 1.1, kv_pool_tokens=POOL[k],
+                    mean_acceptance_length=WORLD.acceptance(k).tokens_per_step(k),
+                    preemptions=1.0 if usage * 1.1 >= 1 else 0.0))
+    return evidence(windows, max(stages))
+
+
+def test_a_ks_interval_holds_both_of_its_lives_when_they_ran_at_different_speeds():
+    """Two lives per K, one 6 % slower and one 6 % faster at every stage: the K's level is known only to within
+    that life-to-life difference, so the req/s interval at a measured stage holds both lives' curves (refits that
+    resampled windows stage by stage averaged the lives away and printed an interval narrower than the gap)."""
+    speeds = (0.94, 1.06)
+    model = fit_performance_model(_lives_evidence({k: speeds for k in (0, 2, 4, 8)}), SHAPE, positions(),
+                                  resamples=80)
+    for k in (2, 8):
+        slow, fast = (_life(s).rate(k, 64) for s in speeds)
+        pred = model.predict(k, 64)
+        assert pred.requests_per_s_low <= slow and pred.requests_per_s_high >= fast, (k, slow, fast, pred)
+
+
+def test_a_k_measured_on_one_life_carries_the_restart_spread():
+    """One life per K: its windows cannot show how far the next life lands; given the restart spread the decision
+    uses (5 % per life), the refits draw each K's life at it and the interval reaches that far around the point."""
+    spread = 0.05
+    data = _lives_evidence({k: (1.0,) for k in (0, 2, 4, 8)})
+    without = fit_performance_model(data, SHAPE, positions(), resamples=80).predict(4, 64)
+    model = fit_performance_model(data, SHAPE, positions(), resamples=80, restart_spread=spread)
+    pred = model.predict(4, 64)
+    assert pred.requests_per_s_high - pred.requests_per_s_low > without.requests_per_s_high - without.requests_per_s_low
+    assert pred.requests_per_s_low <= pred.requests_per_s * (1 - spread)
+    assert pred.requests_per_s_high >= pred.requests_per_s * (1 + spread)
+
+
+def test_same_server_repeats_are_one_life_and_carry_the_restart_spread():
+    """Repeats on one server life (load.repeat_mode = same-server) read alike, but show nothing of how far the next
+    life lands: each K is one life, drawn at the restart spread as a K measured once, not at its repeats' spread."""
+    spread = 0.05
+    data = _lives_evidence({k: (1.0, 1.0) for k in (0, 2, 4, 8)})
+    model = fit_performance_model(data, SHAPE, positions(), resamples=80, restart_spread=spread, one_life_per_k=True)
+    pred = model.predict(4, 64)
+    # as two restarted lives that read alike (their level spread nil): the interval less than the spread either side
+    lives = fit_performance_model(data, SHAPE, positions(), resamples=80, restart_spread=spread).predict(4, 64)
+    assert lives.requests_per_s_high - lives.requests_per_s_low < 2 * spread * lives.requests_per_s
+    assert pred.requests_per_s_high - pred.requests_per_s_low >= 2 * spread * pred.requests_per_s

@@ -2,7 +2,9 @@
 server join the pool; the verdict and the advice say where it came from and price the cheapest fact first."""
 import math
 
+import numpy as np
 import pytest
+from scipy import stats
 from unit.synthetic import window
 
 from lookahead_runner.config import DecisionConfig
@@ -164,3 +166,65 @@ def test_the_stated_spread_is_of_every_restarted_life_where_the_f_test_sets_a_k_
     assert spread.rel_sd == pytest.approx(every, rel=1e-6) and spread.df == 2 and spread.ks == [0, 4]
     assert (spread.low, spread.high) == pytest.approx(chi2_bounds(every, 2, 0.95))
     assert (spread.ledger_squares, spread.ledger_df, spread.ledger_lives) == (0.0, 1, 2)   # the ledger: the pool
+
+
+def test_a_single_life_k_borrows_the_spread_stated_where_the_f_test_sets_a_k_apart():
+    """Issue 46: K=0's two lives read close, K=8's far apart (the F test sets K=8 apart), K=4 ran once. The stage
+    stated the spread of every restarted life (2.4 %) while K=4's one life was resampled with the close pair's pool
+    (0.2 %, its own windows' noise added: 0.7 %): a verdict on K=4 drawn far narrower than the spread its words
+    gave. A K on one life borrows the spread stated, with its degrees of freedom."""
+    ev = lives({0: (10.0, 10.02), 8: (12.0, 12.6), 4: (12.5,)})
+    p = vllm()
+    stage = stage_of(ev, p)
+    assert stage.noise_by_k[8] is not stage.noise and stage.noise.rel_sd < 0.005     # K=8 set apart, K=0 pools alone
+    spread = decide(ev, p, {}).restart_spread
+    assert spread.ks == [0, 8] and spread.rel_sd > 0.02 and f"K=4 on one life with the {spread.rel_sd:.1%} stated" \
+        in spread.text
+    borrowing = stage.noise_by_k[4]   # the spread stated (its window a little noisier than theirs: with it added)
+    assert spread.rel_sd <= borrowing.rel_sd == pytest.approx(spread.rel_sd, rel=0.05) and borrowing.df == spread.df
+    # and K=4's resamples are drawn with it: their interquartile range that of se x Student's t with its df
+    draws = stage.objective_draws(4, p.objective)
+    q25, q50, q75 = np.quantile(draws, (0.25, 0.5, 0.75))
+    expected = 2 * stats.t.ppf(0.75, spread.df) * spread.rel_sd
+    assert 0.6 * expected < (q75 - q25) / q50 < 1.6 * expected
+
+
+def test_a_spread_measured_as_nil_on_one_degree_of_freedom_leaves_the_outlier_limit_the_windows_noise():
+    """Issue 46: an earlier run whose two lives read alike (spread 0.0 % on 1 degree of freedom, their windows' noise
+    kept) and this run's bins of equal counts made the limit 0: a life 0.1 % off its level was held for a second life
+    (8 lives of the not-the-lever replay). The level's own window noise stays in the limit; a life 30 % off is still
+    flagged."""
+    earlier = EarlierSpread(0.0, 1, 1, 2, "2026-12-02", levels={"0": 10.0 / 1.001, "4": 12.0 / 1.001},
+                            window_squares=0.01 ** 2, window_df=30)
+    p = vllm().with_earlier(earlier)
+    assert stage_of(lives({0: (10.0,), 4: (12.0,)}), p).off_earlier == {}
+    off = stage_of(lives({0: (10.0 / 1.001 * 1.3,), 4: (12.0,)}), p).off_earlier
+    assert list(off) == [0] and off[0] == pytest.approx(0.3, abs=0.01)
+
+
+def test_a_life_off_its_level_holds_the_verdict_only_where_the_verdict_hangs_on_it():
+    """Issue 46 (tight-kv, 7 lives): K=2 read 9 % below its level but is behind the leader beyond the tie band at
+    either reading: a second life of it cannot change the verdict, which does not wait for it; the leader off its
+    level still holds it."""
+    earlier = EarlierSpread(4 * 0.01 ** 2, 4, 2, 6, "2026-12-02", levels={"0": 6.0, "2": 11.0, "4": 13.0})
+    p = vllm().with_earlier(earlier)
+    behind = stage_of(lives({0: (6.0,), 2: (10.0,), 4: (13.0,)}), p)
+    assert set(behind.off_earlier) == {2} and (behind.status, behind.pick) == ("decided", 4)
+    leader = stage_of(lives({0: (6.0,), 2: (11.0,), 4: (14.5,)}), p)
+    assert set(leader.off_earlier) == {4} and leader.status == "not_decided"
+    assert any(w.startswith("K=4's one life reads +12% off the level") for w in leader.why_not_decided)
+
+
+def test_the_adaptive_sweep_buys_no_life_for_a_k_off_its_level_the_verdict_does_not_hang_on():
+    """Review (issue 46): K=2 reads 9 % below its level, behind the leader K=4 beyond the tie band either way; the
+    verdict is decided without it, and the chooser stops there instead of buying K=2 a second life."""
+    from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, choose, standing_of
+
+    earlier = EarlierSpread(4 * 0.01 ** 2, 4, 2, 6, "2026-12-02", levels={"0": 6.0, "2": 11.0, "4": 13.0})
+    p = vllm().with_earlier(earlier)
+    rates = {0: (6.0, 6.0), 2: (10.0,), 4: (13.0, 13.0)}
+    now = standing_of(lives(rates), p)
+    assert now.status == "decided" and now.leader == 4 and not now.off_earlier
+    spent = {k: len(values) for k, values in rates.items()}
+    stop = choose([0, 2, 4], now, Spent(spent, dict(spent), server_s=0.0), ModelView(), Budget(max_lives=20), 5)
+    assert (stop.k, stop.stop) == (None, "decided"), stop.why

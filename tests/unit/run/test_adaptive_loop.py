@@ -124,8 +124,10 @@ def test_a_trusted_model_leaves_out_the_k_it_predicts_cannot_win(tmp_path, monke
     predicted = {0: Prediction(20, 19, 21), 2: Prediction(45, 43, 47), 4: Prediction(50, 48, 52),
                  8: Prediction(60, 50, 70, preempting=True)}
     lives = Lives(tmp_path)
-    choice, said = start(tmp_path, monkeypatch, lives, model=ModelView(True, predicted, "", heldout_error=0.05,
-                                                                       unit="req/s"))
+    # held-out errors up to 5 % at the target, the skip at 1 %: K=2 is given up to 7.0 % past its prediction, 48.4
+    held = ModelView(True, predicted, "", heldout_error=0.05, unit="req/s",
+                     heldout_errors=(0.05, -0.01, 0.01, -0.01, 0.01, -0.01), skip_level=0.01)
+    choice, said = start(tmp_path, monkeypatch, lives, model=held)
     # K=2 and K=8 never run; K=4 wins in 99.6 % of 1,600 draws at look 3, within their Monte Carlo error of its bar
     # (99.3 % of at most 8 lives: decision/gates/looks.py), so the baseline's second life decides it at look 4 (98.2 %)
     assert [key for key, _ in lives.ran] == ["k0/r0", "k4/r0", "k4/r1", "k0/r1"] and choice.stop == "decided"
@@ -133,8 +135,9 @@ def test_a_trusted_model_leaves_out_the_k_it_predicts_cannot_win(tmp_path, monke
     assert {l["model_trust"] for l in results.read_json(tmp_path / "plan.json")["lives"]} == {"trusted"}
     # plan.json names each K left out on the model's word, with what it predicted (the report's reason line reads it)
     skipped = results.read_json(tmp_path / "plan.json")["adaptive"]["model_skipped"]
-    assert [(s["k"], s["predicted"], s["leader"], s["heldout_error"], s["kv_fills"]) for s in skipped] == [
-        (2, 45, 4, 0.05, False), (8, 60, 4, 0.05, True)]
+    assert [(s["k"], s["predicted"], s["leader"], s["heldout_error"], s["kv_fills"], s["count"]) for s in skipped] == [
+        (2, 45, 4, 0.05, False, 6), (8, 60, 4, 0.05, True, 6)]
+    assert round(skipped[0]["bound"], 3) == 0.070 and skipped[0]["level"] == 0.01
 
 
 class TwoSlots:

@@ -18,3 +18,5 @@ def test_a_trusted_model_gives_the_chooser_its_held_out_error_at_the_target():
     at_target = [abs(h.error) for h in model.held_out if h.users == 64]
     assert at_target and view.heldout_error == model.heldout_error_at(64).value and view.error_scope == ""
     assert view.heldout_error == max(at_target) and view.unit == "req/s"   # the largest there, not the median
+    # the skip's bound is formed on each of those errors, at the early-stop bar's error (1 - 99 %)
+    assert sorted(map(abs, view.heldout_errors)) == sorted(at_target) and round(view.skip_level, 6) == 0.01

@@ -164,3 +164,20 @@ def test_an_ignored_schedule_is_flagged_whatever_share_of_its_steps_should_draft
     # readings that overstate the K=0 steps by less than 4/3 are let go: the batch approximation's room
     assert not_in_effect(4, 4.0, window, schedule=True, share=1 - (1 - s) / 1.3) == ""
     assert drafting_share_limit(None) == drafting_share_limit(0.0) == 0.25   # where no draft is expected at all
+
+
+def test_a_schedule_ignored_across_a_boundary_between_two_drafting_k_is_not_in_effect():
+    """Issue 46 (the calibration suite's drafts-short flag, benchmarks/calibration/drafting_findings.py): a window
+    whose batch crosses from K=4 to K=2 accepted anything between 2 and 4, so a server drafting its largest K in every
+    step (--sim-fault ignore-spec-schedule, vLLM #51510) read 4.0 and passed: half of such windows were missed. With
+    60 readings half each side the mix is known to a few per cent: 4.0 is not it, nor half of it (drafts short)."""
+    readings = [80] * 30 + [90] * 30
+    mixed = expected_drafts(4, DOWN_TO_2, readings)
+    assert mixed.value == pytest.approx((80 * 4 + 90 * 2) / 170)
+    assert not_in_effect(4, mixed.value, mixed, schedule=True) == ""             # the schedule applied
+    assert not_in_effect(4, 0.97 * mixed.value, mixed, schedule=True) == ""      # a few drafts cut near the end
+    assert not_in_effect(4, 4.0, mixed, schedule=True).startswith(
+        "the schedule drafted 4.0 tokens per step at batch 85 (expected about 2.9: 2.5 to 3.4 by its 60 readings")
+    assert not_in_effect(4, 0.7 * mixed.value, mixed, schedule=True) != ""       # drafts-short=0.7
+    # two readings tell the mix only roughly: anywhere between the two sides' K stays in effect
+    assert not_in_effect(4, 3.6, expected_drafts(4, DOWN_TO_2, [80, 90]), schedule=True) == ""
