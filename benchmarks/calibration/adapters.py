@@ -1,14 +1,17 @@
 """The product's own decision code, one small function per call the suite makes.
 
 Claim: none of its own; every figure the suite scores comes from these calls into lookahead_runner (the engine,
-the adaptive chooser, auto repeats, the rate window, the rate verdict, the capacity estimate and search), never
-from a re-implementation. Other work moves these APIs: a changed signature is a one-line fix here.
+the adaptive chooser, auto repeats, the rate window, the rate verdict, the capacity estimate and search, a request
+set's acceptance table, the performance model's fit), never
+from a re-implementation. Other work moves these APIs: a changed signature is a one-line fix here. The findings
+groups' calls (the knee, the gates, the drafts-short flag, in effect, the outlier guard) are in adapters_findings.py.
 """
 from __future__ import annotations
 
 import inspect
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -107,6 +110,17 @@ def verdict(decision: Decision) -> tuple[bool, int | None, float | None]:
     return decided, decision.recommended.k if decided else None, decision.confidence
 
 
+def decided_by(decision: Decision) -> str:
+    """What set the verdict at a rate's pick apart (decision.json's decided_by: capacity, latency, gates, tie; ""
+    undecided)."""
+    return decision.decided_by
+
+
+def confidence_bar(decision: Decision) -> float:
+    """The confidence a verdict must reach to be decided (decision.json's confidence_threshold)."""
+    return float(decision.confidence_threshold)
+
+
 def spread_interval(decision: Decision) -> tuple[float, float | None, float | None] | None:
     """decision.json's restart spread (rel SD, its interval) where the verdict rests on a measured one."""
     s = decision.restart_spread
@@ -192,6 +206,18 @@ def warmup_s(stage_s: float) -> float:
     return WindowRules().warmup_for(stage_s)
 
 
+def users_window_start(stage_s: float, users: int, sent_s: np.ndarray, done_s: np.ndarray) -> tuple[float, str]:
+    """(where a users stage's window starts, from the stage's start; why the stage is too short, "" when not) as the
+    runner reads it from the stage's requests (`done_s` NaN: still running at the stage's end). Before issue 46 the
+    default warm-up alone."""
+    try:
+        from lookahead_runner.runfolder.users_warmup import users_warmup
+    except ImportError:
+        return warmup_s(stage_s), ""
+    window = users_warmup(0.0, stage_s, warmup_s(stage_s), users, sent_s, done_s, np.isnan(done_s))
+    return window.window_start_s, window.too_short
+
+
 def rate_window(k: int, repeat: int, rate: float, stage_s: float, requests: pd.DataFrame,
                 slo: tuple[Slo, ...] = (), process: ArrivalProcess | None = None) -> RateWindow:
     """The window of one rate stage as the runner reads it from a life's requests.csv rows (runfolder/
@@ -257,3 +283,127 @@ def next_probe(points, probes: int, spent, budget, target: float, reach: tuple[f
 
     probe = choose([0], points, {0: probes}, spent, budget, target, CAPACITY_PRECISION, reach, {0: list(tried)})
     return probe.rate if probe.k is not None else None
+
+
+# --- acceptance per category and the mix (acceptance.py) ----------------------------------------------------------
+from lookahead_runner.decision.traffic.schema import MIX  # noqa: E402  (the report's name for the whole set)
+
+
+@dataclass(frozen=True)
+class AcceptanceRow:
+    """One row of decision.json's request_set.acceptance: its category (or MIX) and the three intervals, in the
+    order pooled, request-weighted, token-weighted."""
+
+    category: str
+    ranges: tuple[tuple[float | None, float | None], ...]
+
+
+def acceptance_rows(k: int, requests: pd.DataFrame, p: DecisionConfig) -> list[AcceptanceRow]:
+    """request_set.acceptance for one life at K whose requests.csv rows are `requests` (traffic/request_set.py)."""
+    from lookahead_runner.decision.traffic.request_set import LifeRequests, acceptance_table
+
+    return [AcceptanceRow(a.category, tuple((r.low, r.high) for r in (a.acceptance_length_range,
+                                                                      a.request_weighted_range,
+                                                                      a.token_weighted_range)))
+            for a in acceptance_table([LifeRequests(k, 0, requests)], p)]
+
+
+def users_capacity(ev: Evidence, p: DecisionConfig) -> dict[int, tuple[float | None, float | None, float | None, str]]:
+    """Per K: the capacity within the SLO in users decision.json states over user stages (users, its interval,
+    users_from)."""
+    return {row.k: (row.users, row.users_range.low, row.users_range.high, row.users_from)
+            for row in estimate.capacities([], ev, p)}
+
+
+def users_capacity_rate(windows: Sequence[RateWindow], p: DecisionConfig
+                        ) -> dict[int, tuple[float | None, float | None, float | None, str]]:
+    """Per K: the capacity in users a run of rate stages alone states (Little's law at its rate capacity)."""
+    return {row.k: (row.users, row.users_range.low, row.users_range.high, row.users_from)
+            for row in estimate.capacities(windows, None, p)}
+
+
+def cell_goodput(ev: Evidence, p: DecisionConfig) -> list[tuple[int, tuple[float | None, float | None],
+                                                               tuple[float | None, float | None], int]]:
+    """Per users cell of K=0 (decision.json's cells[]): its users, goodput interval, the first SLO's attainment
+    interval and the throughput units behind it (repeats x bins), as the engine states them
+    (engine.cell_summaries)."""
+    from lookahead_runner.decision.engine import cell_summaries, evaluate_stages
+
+    rows = []
+    for cell in cell_summaries(evaluate_stages(ev, p), p):
+        if cell.k == 0:
+            attained = cell.slo_attainment[p.slos[0].key]
+            rows.append((cell.users, (cell.goodput_range.low, cell.goodput_range.high), (attained.low, attained.high),
+                         cell.throughput_units))
+    return rows
+
+
+def window_goodput(window: RateWindow) -> float:
+    """A rate window's goodput (summary.csv's goodput_per_s): arrivals meeting every SLO per second."""
+    return float(window.goodput_per_s)
+
+
+# --- the performance model's predictions (model_claims.py) ---------------------------------------------------------
+from lookahead_runner.decision.perfmodel import fit as perf_fit  # noqa: E402
+from lookahead_runner.decision.perfmodel import model as perf_model  # noqa: E402
+from lookahead_runner.decision.perfmodel.acceptance import Acceptance, PositionCounts  # noqa: E402
+
+MODEL_SHAPE = perf_fit.WorkloadShape(prompt_tokens=128, output_tokens=64, max_num_seqs=256)
+MODEL_LEVEL = perf_model.LEVEL   # the level of every req/s interval the model prints
+
+
+def model_params(**fields) -> perf_fit.Params:
+    return perf_fit.Params(**fields)
+
+
+def _geometric(alpha: float, k: int) -> Acceptance:
+    return Acceptance(tuple(alpha ** (i + 1) for i in range(k)), "per-position counters")
+
+
+def model_tokens_per_step(alpha: float, k: int) -> float:
+    return _geometric(alpha, k).tokens_per_step(k)
+
+
+def model_truth(params: perf_fit.Params, k: int, users: float, alpha: float, pool_tokens: float):
+    """The model's own closed loop run forward with `params` (arrays: one draw each): perf_fit.Draws."""
+    tau = _geometric(alpha, k).tokens_per_decode_step(k, MODEL_SHAPE.output_tokens - 1)
+    return perf_fit.predict_draws(params, k, users, tau, MODEL_SHAPE, float(MODEL_SHAPE.output_tokens), pool_tokens)
+
+
+def fit_model(windows: Sequence[Window], target_users: int, positions: Mapping[int, tuple[float, tuple[float, ...]]],
+              ) -> perf_model.PerformanceModel:
+    """The model as the report fits it (run/verdict/perfmodel_run.fit_run: the bound decision.model_error_bound's
+    default, the decision's seed, 200 refits; a K on one life drawn at the restart spread the decision takes where
+    no K has two lives on a server whose spread is unknown: restart_prior()'s 15 %)."""
+    p = DecisionConfig().for_server("vllm")
+    counts = {k: PositionCounts(drafts, accepted) for k, (drafts, accepted) in positions.items()}
+    return perf_model.fit_performance_model(evidence(windows, target_users), MODEL_SHAPE, counts,
+                                            error_bound=p.model_error_bound, seed=p.seed,
+                                            restart_spread=p.restart_prior()[0])
+
+
+def model_prediction(model: perf_model.PerformanceModel, k: int, users: int) -> tuple[float, float, float]:
+    """req/s at (K, users): the point and its interval, as the curves and the production point print them."""
+    pred = model.predict(k, users)
+    return pred.requests_per_s, pred.requests_per_s_low, pred.requests_per_s_high
+
+
+def model_error_at(model: perf_model.PerformanceModel, users: int) -> tuple[float | None, int]:
+    """The held-out error stated at `users` (trust.error_at) and how many held-out predictions it is the largest of."""
+    found = model.heldout_error_at(users)
+    here = [r for r in model.held_out if r.users == users and math.isfinite(r.error)]
+    count = len(here) if not found.scope else sum(math.isfinite(r.error) for r in model.held_out)
+    return found.value, count
+
+
+def model_trusted(model: perf_model.PerformanceModel) -> bool:
+    return bool(model.trusted)
+
+
+def model_error_bound(model: perf_model.PerformanceModel) -> float:
+    return float(model.error_bound)
+
+
+def model_held_out(model: perf_model.PerformanceModel) -> list[tuple[int, int, float]]:
+    """Each held-out prediction (a stage or a K left out of the fit): its K, users and predicted req/s."""
+    return [(r.k, r.users, r.predicted_requests_per_s) for r in model.held_out]

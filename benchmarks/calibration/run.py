@@ -31,7 +31,12 @@ from .rate_trials import (attainment_trial, capacity_trial, draw_spread, queue_t
 from .regimes import draw_attainment, draw_closed_loop, draw_queue  # noqa: E402
 from .sweeps import at_the_edge, run_trial  # noqa: E402
 from .tally import Tallies, table  # noqa: E402
+from . import users_capacity  # noqa: E402
+from . import capacity_verdicts  # noqa: E402
+from . import acceptance, model_claims  # noqa: E402
 from . import adapters  # noqa: E402
+from . import drafting_findings, gate_findings  # noqa: E402
+from . import outliers, set_apart  # noqa: E402
 
 
 def _sweeps(rng: np.random.Generator, tallies: Tallies) -> None:
@@ -77,8 +82,10 @@ class Group:
     name: str
     run: Callable[[np.random.Generator, Tallies], None]
     what: str
-    weight: int     # trials per --trials: a cheaper trial runs more (seconds per trial on 2 busy cores, 2026-12-06:
-    #                 sweeps ~1.3, rate ~0.6, capacity ~0.1, behind ~0.02)
+    weight: float   # trials per --trials (at least 1 a run): a cheaper trial runs more (seconds per trial on 2 busy
+    #                 cores, 2026-12-06: sweeps ~1.3, rate ~0.6, capacity ~0.1, behind ~0.02, rate-capacity ~1.5,
+    #                 acceptance ~0.06, model ~1, knee ~0.08, gates ~0.04, drafting ~0.007, outliers ~0.08,
+    #                 set-apart ~0.3)
 
 
 GROUPS = {g.name: g for g in (
@@ -88,22 +95,26 @@ GROUPS = {g.name: g for g in (
                          "with a restart spread", 1),
     Group("capacity", _capacity, "capacity within the SLO: a rate ramp and the capacity search", 2),
     Group("behind", _behind, "falls behind / keeps up: false alarms and misses", 10),
+    Group("users", users_capacity.run_trial, "closed-loop users stages: capacity in users, goodput and SLO "
+                                             "attainment per cell; Little's law users and a rate window's goodput", 1),
+    Group("rate-capacity", capacity_verdicts.run_trial, "the verdict at a rate where the capacity within the SLO "
+                                                        "decides: its error at the tie band's edge", 0.2),
+    Group("acceptance", acceptance.trial, "a request set's acceptance length per category and for the mix "
+                                          "(pooled, request-weighted, token-weighted) against its population's", 2),
+    Group("model", model_claims.trial, "the performance model on a known curve: its req/s intervals, the held-out "
+                                       "error at the target, trusted", 0.25),
+    Group("knee", gate_findings.score_knee, "users ramps with a known knee: a knee named too early, missed", 1),
+    Group("gates", gate_findings.score_gate, "the failures, latency, memory and real-batch gates on synthetic server "
+                                             "signals: false alarms and misses", 3),
+    Group("drafting", drafting_findings.score_drafting, "the drafts-short flag and a K never in effect, on drafting "
+                                                        "counters with a known schedule: false alarms and misses", 10),
+    Group("outliers", outliers.run_trial, "the outlier guard: false alarms, and the outlier lives caught by size", 2),
+    Group("set-apart", set_apart.run_trial, "a K on one life beside a pair the F test set apart: its gain interval",
+          0.4),
 )}
 FAMILIES = ("verdict", "interval", "finding")
 
 NOT_YET = (
-    ("capacity per K in users", "a closed-loop truth of the attainment against users (Little's law gives an estimate "
-                                "without an interval)"),
-    ("acceptance per category and the mix", "synthetic request sets with known per-category acceptance through "
-                                            "decision/traffic/request_set.py"),
-    ("the model's predictions", "lives on a known performance curve fed to decision/perfmodel (fit, trust, uses)"),
-    ("the knee; gates latency, failures, memory, real batch, in effect", "users ramps with a known knee and "
-                                                                         "synthetic server signals per gate"),
-    ("the drafts-short flag", "drafting counters with a known schedule (telemetry/drafting.py)"),
-    ("goodput (users and rate)", "a truth of the share meeting the SLO on the closed-loop lives; a rate's goodput "
-                                 "has no interval printed now"),
-    ("the verdict at a rate where capacity decides", "lives measured at several rates with a true capacity per K "
-                                                     "(the latency step is measured: 'verdict at a rate')"),
 )
 
 
@@ -115,7 +126,7 @@ def run(groups: list[str], trials: int, seed: int, say=print) -> tuple[Tallies, 
             continue
         rng = np.random.default_rng([seed, index])
         started = time.monotonic()
-        count = trials * GROUPS[name].weight
+        count = max(1, round(trials * GROUPS[name].weight))
         for _ in range(count):
             GROUPS[name].run(rng, tallies)
         seconds[name] = round(time.monotonic() - started, 1)
@@ -143,8 +154,9 @@ def json_problem(path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="python -m benchmarks.calibration", description=__doc__.splitlines()[0])
+    weights = ", ".join(f"{g.name} {g.weight:g}" for g in GROUPS.values())
     parser.add_argument("--trials", type=int, default=200, help="independent trials per group, times the group's "
-                        "weight (sweeps 1, rate 1, capacity 2, behind 10; default 200)")
+                        f"weight ({weights}; at least 1 a group; default 200)")
     parser.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated, of {', '.join(GROUPS)}")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write every claim's tally (with its per-factor counts) here")
@@ -163,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     tallies, seconds = run(groups, args.trials, args.seed, say=print)
     claims = sorted(tallies, key=lambda c: (FAMILIES.index(c.family), c.name))
     print(table(claims))
-    print("\nnot yet measured: " + "; ".join(f"{name} (needs {need})" for name, need in NOT_YET))
+    if NOT_YET:
+        print("\nnot yet measured: " + "; ".join(f"{name} (needs {need})" for name, need in NOT_YET))
     wall = round(time.monotonic() - started, 1)
     print(f"\n--trials {args.trials} (x each group's weight), seed {args.seed}, {wall:.0f} s")
     if args.json:

@@ -16,8 +16,8 @@ Expected:
   widened by MIN_DRAFTING_SHARE as the share rule below is), less the tolerance below it. Before issue 46 anything
   between the two K passed, so a server ignoring the schedule (its largest K at every step) was missed in a third
   of all its windows (benchmarks/calibration's drafting group, 5,000 trials, seed 0: 290 of 787; windows whose
-  batch crossed a boundary 301 of 778 missed, any fault); with the band, 0 of 787 and 42 of 778, false alarms 0.2 %
-  of 5,895 windows either way. Where one side's K is 0, a window that made no draft at all is in effect too (every
+  batch crossed a boundary 301 of 778 missed, any fault); with the band, 0 of 787 and 42 of 778, false alarms 0.1 %
+  of 5,895 windows either way (counters that saw no draft read 0, as the runner reads them). Where one side's K is 0, a window that made no draft at all is in effect too (every
   step it ran may have been on that side).
 
 Where the schedule's K is 0 at every batch read in a window, a few drafts still come from steps whose batch dipped
@@ -84,7 +84,7 @@ from ..vllm.schedule import Schedule
 TOLERANCE_FRAC = 0.10
 # the level at which a window's readings of the batch place the mix of two drafting K (mix_band): by its readings'
 # sampling alone, a window the schedule ran falls outside in at most 1 % of windows. Measured (benchmarks/calibration,
-# the drafting group, 5,000 trials): false alarms 0.2 % of 5,895 windows with and without the band (none added)
+# the drafting group, 5,000 trials): false alarms 0.1 % of 5,895 windows with and without the band (none added)
 MIX_LEVEL = 0.99
 MIN_TOLERANCE_TOKENS = 0.25
 MIN_DRAFTING_SHARE = 0.25

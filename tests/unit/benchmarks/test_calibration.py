@@ -255,3 +255,14 @@ def test_a_spread_whose_lives_leave_the_outlier_out_is_held_to_its_two_sided_cla
     assert "restart spread: adaptive, outlier life: not below the truth" not in tallies.claims
     one_sided = tallies.claims["restart spread: auto, outlier life: not below the truth"]
     assert (one_sided.hits, one_sided.trials) == (1, 1) and "restart spread: auto" not in tallies.claims
+
+
+def test_the_help_gives_every_groups_weight_and_an_empty_not_yet_list_prints_no_dangling_line(capsys, monkeypatch):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    helped = "".join(capsys.readouterr().out.split())   # argparse wraps lines (and hyphenated names) anywhere
+    assert all(f"{name}{group.weight:g}" in helped for name, group in run_module.GROUPS.items()), helped
+    monkeypatch.setattr(run_module, "NOT_YET", ())
+    monkeypatch.setattr(run_module, "run", lambda *args, **kwargs: (tally.Tallies(), {}))
+    main(["--groups", "behind", "--trials", "1"])
+    assert "not yet measured" not in capsys.readouterr().out
