@@ -196,9 +196,11 @@ def _verdict_hangs_on(stage: StageEval, k: int, p: DecisionConfig) -> bool:
     """Whether a K whose one life reads off its earlier level could change the verdict: the pick, the baseline (every
     gate's reference), or a K within the tie band of the pick at its better reading (this life's or the level's: the
     one its second life would confirm); a K behind beyond the band at both is behind whichever its life is."""
-    if k in (stage.pick, stage.base_k):
+    if stage.pick is None or k in (stage.pick, stage.base_k):   # no pick: what it hangs on is not known
         return True
     earlier = earlier_at(p, stage.users)
+    if earlier is None or str(k) not in earlier.levels or k not in stage.stats:
+        return True
     best = max(stage.stats[k].objective(p.objective), earlier.levels[str(k)])
     return best * (1 + p.tie_tolerance_frac) >= stage.stats[stage.pick].objective(p.objective)
 

@@ -228,3 +228,12 @@ def test_the_adaptive_sweep_buys_no_life_for_a_k_off_its_level_the_verdict_does_
     spent = {k: len(values) for k, values in rates.items()}
     stop = choose([0, 2, 4], now, Spent(spent, dict(spent), server_s=0.0), ModelView(), Budget(max_lives=20), 5)
     assert (stop.k, stop.stop) == (None, "decided"), stop.why
+
+
+def test_an_off_level_life_with_no_pick_holds_the_verdict_and_raises_nothing():
+    """No K eligible (pick None): which K the verdict hangs on is unknown, so every off-level K is held (before: a
+    KeyError on the missing pick's figures, from the adaptive chooser's standing)."""
+    from types import SimpleNamespace
+    from lookahead_runner.decision.gates.stage import off_earlier_held
+    stage = SimpleNamespace(pick=None, base_k=0, off_earlier={4: 0.2}, stats={}, users=64)
+    assert off_earlier_held(stage, SimpleNamespace(tie_tolerance_frac=0.02)) == {4: 0.2}
