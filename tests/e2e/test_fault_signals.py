@@ -13,7 +13,8 @@ import time
 import psutil
 import pytest
 
-from fault_kit import (FINISHED, cli, kill_all, kill_group, life_line, no_traceback, only_run_dir, processes_of, snapshot,
+from fault_kit import (FINISHED, cli, interrupt, kill_all, kill_group, life_line, no_traceback, only_run_dir,
+                       processes_of, snapshot,
                        start, status, survivors, sweep_toml, unique_model, wait_for, write_config)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # four sweeps cut by signals and resumed: 89 s alone; CI runs it
@@ -72,7 +73,7 @@ def test_ctrl_c_pressed_again_and_again_still_stops_every_process(tmp_path):
 def test_terminal_closing_sighup_unwinds_like_ctrl_c(tmp_path):
     model, runner, run_dir, kept = start_sweep(tmp_path, "sighup")
     try:
-        os.kill(runner.pid, signal.SIGHUP)
+        interrupt(runner, signal.SIGHUP)
         _, stderr = runner.communicate(timeout=60)
         assert runner.returncode == 130
         no_traceback(stderr)
