@@ -143,13 +143,21 @@ def mmc_attainment(servers: int, rate: float, service_mean_s: float, limit_s: fl
     return 1 - ((1 - c) * math.exp(-mu * limit_s) + c * both)
 
 
+def limit_at(attainment_at, target: float, start_s: float) -> float:
+    """The SLO limit (s) at which `attainment_at(limit)` (rising in the limit) is `target`: bracketed by doubling
+    from `start_s` (at most 200 doublings: a target of 1 or more is never reached), then solved."""
+    f = (lambda t: attainment_at(t) - target)
+    high = start_s
+    for _ in range(200):
+        if f(high) >= 0:
+            return float(optimize.brentq(f, 0.0, high, xtol=1e-12 * high))
+        high *= 2
+    raise ValueError(f"attainment {target} not reached below a limit of {high:g} s")
+
+
 def mmc_limit(servers: int, rate: float, service_mean_s: float, attainment: float, metric: str) -> float:
     """The SLO limit (s) at which the steady-state attainment is `attainment`."""
-    f = (lambda t: mmc_attainment(servers, rate, service_mean_s, t, metric) - attainment)
-    high = service_mean_s
-    while f(high) < 0:
-        high *= 2
-    return float(optimize.brentq(f, 0.0, high, xtol=1e-12 * high))
+    return limit_at(lambda t: mmc_attainment(servers, rate, service_mean_s, t, metric), attainment, service_mean_s)
 
 
 def stationary_state(servers: int, offered: float, rng: np.random.Generator) -> int:

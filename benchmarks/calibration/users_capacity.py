@@ -42,6 +42,7 @@ from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import Window
 
 from . import adapters
+from .lives import limit_at
 from .lives import erlang_c, mmc_attainment
 from .rate_trials import TARGETS, TTFT_PREFILL_MS, capacity_trial, slo_config
 from .regimes import Named, draw_attainment, log_uniform
@@ -77,11 +78,7 @@ def closed_attainment(users: float, servers: int, service_mean_s: float, limit_s
 
 def closed_limit(users: float, servers: int, service_mean_s: float, target: float, metric: str) -> float:
     """The SLO limit (s) at which the closed loop's attainment at `users` is `target`."""
-    f = (lambda t: closed_attainment(users, servers, service_mean_s, t, metric) - target)
-    high = service_mean_s
-    while f(high) < 0:
-        high *= 2
-    return float(optimize.brentq(f, 0.0, high, xtol=1e-12 * high))
+    return limit_at(lambda t: closed_attainment(users, servers, service_mean_s, t, metric), target, service_mean_s)
 
 
 def closed_capacity(servers: int, service_mean_s: float, limit_s: float, metric: str, target: float) -> float:
