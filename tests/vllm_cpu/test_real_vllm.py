@@ -4,11 +4,14 @@
 Three sweeps, one per draft model, each a real `python -m lookahead_runner sweep`:
   self       draft = the target itself, K in {0, 2, 4}   -> acceptance ~1 (and the K = 0 baseline)
   unrelated  a different random model,    K in {0, 2}    -> acceptance ~0: the verdict must keep K=0
+                                               (two restarted lives per K: the restart spread measured)
   perturbed  the target plus small noise, K in {4}       -> acceptance in between
 each with two short stages (2 then 4 users), prompts and outputs of 32 tokens, temperature 0.
 A draft as large as the target gains little on a CPU (each step runs K draft passes), so whether the
 self sweep decides in 5 s stages depends on the box; the unrelated draft only costs (K=2 measured
-about half K=0's req/s), a known answer the engine must give with confidence.
+-23 % to -30 % of K=0's req/s, 2026-12-06), a known answer the engine must give with confidence once the
+restart spread is measured: with one life per K the spread is unknown, taken as 15 %, and a single-life
+gain must be below about -22 % to keep K=0 at 90 %: "not decided yet" on a CI host where K=2 read -20 %.
 Plus a refused raw `--num-lookahead-slots` sweep, which must start no server at all.
 
 Needs `bash tests/vllm_cpu/setup.sh` first; run with `python -m pytest -n 0 -m vllm_cpu tests/vllm_cpu`
@@ -86,10 +89,14 @@ FLAG_STYLES = {"self": "auto", "unrelated": "config-json", "perturbed": "auto"}
 # comes from 1 s bins of the window, and 4 s of them gave K=0 an interval of +-38 % in one CI run (+-11 % in
 # another), K=0's win share 95 % where 99 % was typical.
 STAGE_S_OF = {"unrelated": 15}
+# ... and its K are measured on two restarted lives each, so the verdict is judged against a measured restart
+# spread (one life per K: the 15 % taken for an unknown spread left a -20 % gain undecided in CI, correctly)
+REPEATS_OF = {"unrelated": 2}
 
 
 def sweep_toml(name: str, draft: str, ks: list[int], raw: bool = False, flag_style: str = "auto",
-               stage_s: float = STAGE_S, strategy: str | None = "grid", ledger: bool = False) -> str:
+               stage_s: float = STAGE_S, strategy: str | None = "grid", ledger: bool = False,
+               repeats: int = 1) -> str:
     """`strategy` None: none given (on real vLLM the adaptive sweep); `ledger`: the restart spread remembered for
     this server is used and written (off here: one test's spread must not decide another's)."""
     stages = ", ".join(f"{{ users = {u}, duration_s = {stage_s} }}" for u in USERS)
@@ -119,6 +126,7 @@ stages = [{stages}]
 prompt_tokens = {TOKENS}
 output_tokens = {TOKENS}
 temperature = 0.0
+repeats = {repeats}
 warmup_s = {WARMUP_S}
 request_timeout_s = 60
 [decision]
@@ -240,9 +248,9 @@ def sweeps(tmp_path_factory, baseline):
     for name, (draft, ks, _range) in DRAFTS.items():
         config = root / f"{name}.toml"
         config.write_text(sweep_toml(f"e2e-{name}", draft, ks, flag_style=FLAG_STYLES[name],
-                                          stage_s=STAGE_S_OF.get(name, STAGE_S)))
+                                          stage_s=STAGE_S_OF.get(name, STAGE_S), repeats=REPEATS_OF.get(name, 1)))
         # probe ~20 s, pre-flight ~10 s; a life ~25 s start (100 s on a loaded box) + ~12 s load + stop
-        timeout = 150 + 150 * len(ks)
+        timeout = 150 + 150 * len(ks) * REPEATS_OF.get(name, 1)
         started = time.monotonic()
         with ProcessWatch() as watch:
             try:
@@ -337,7 +345,8 @@ def test_one_server_life_per_setting_and_nothing_survives(sweeps):
         sweep = sweeps[name]
         assert sweep["survivors"] == [], f"{name}: vLLM processes survived the sweep: {sweep['survivors']}"
         plan = json.loads((run_dir / "plan.json").read_text())
-        assert [life["k"] for life in plan["lives"]] == ks
+        lives = len(ks) * REPEATS_OF.get(name, 1)
+        assert sorted(life["k"] for life in plan["lives"]) == sorted(ks * REPEATS_OF.get(name, 1))
         pids = []
         for life in plan["lives"]:
             directory = run_dir / life["dir"]
@@ -361,7 +370,7 @@ def test_one_server_life_per_setting_and_nothing_survives(sweeps):
                                      "--spec-model", str(MODELS / draft)]
             pids.append(server["pid"])
         # started once per setting: one pid per life, and the process table saw exactly those servers
-        assert len(set(pids)) == len(ks)
+        assert len(set(pids)) == lives
         assert sorted(sweep["servers"]) == sorted(pids), f"{name}: servers seen {sweep['servers']} vs lives {pids}"
 
 
@@ -381,7 +390,7 @@ def test_client_tokens_equal_the_server_generation_counter(sweeps):
     for name in DRAFTS:
         run_dir = run_dir_of(sweeps, name)
         lives = pd.read_csv(run_dir / "lives.csv")
-        assert len(lives) == len(DRAFTS[name][1])
+        assert len(lives) == len(DRAFTS[name][1]) * REPEATS_OF.get(name, 1)
         for row in lives.itertuples(index=False):
             client, served, cut = _recount(run_dir, row.life)
             assert (row.client_output_tokens, row.server_generation_tokens, row.cut_requests) == (client, served, cut)
@@ -421,12 +430,13 @@ def test_acceptance_is_the_spec_decode_counter_ratio(sweeps):
     for name, (_draft, ks, (low, high)) in DRAFTS.items():
         run_dir = run_dir_of(sweeps, name)
         summary = pd.read_csv(run_dir / "summary.csv")
-        assert sorted(summary["k"].unique()) == ks and len(summary) == len(ks) * len(USERS)
+        assert sorted(summary["k"].unique()) == ks
+        assert len(summary) == len(ks) * REPEATS_OF.get(name, 1) * len(USERS)
         assert (summary["requests"] > 0).all()
         spec = summary[summary["k"] > 0]
         assert spec["acceptance_rate"].between(low, high).all(), f"{name}: {spec[['k', 'users', 'acceptance_rate']]}"
         for row in spec.itertuples(index=False):
-            mine = _window_acceptance(run_dir, f"k{row.k}/r0", row.stage)
+            mine = _window_acceptance(run_dir, f"k{row.k}/r{row.repeat}", row.stage)
             assert math.isclose(mine, row.acceptance_rate, abs_tol=1e-9), (name, row.k, row.stage, mine)
             assert 1 <= row.mean_acceptance_length <= row.k + 1
         with open(run_dir / "summary.csv", newline="") as handle:  # K = 0: an empty cell, not 0
@@ -483,8 +493,9 @@ def test_placement_gives_valid_windows_with_the_default_client_lag_gate(sweeps):
 
 def test_a_draft_that_is_never_accepted_is_not_recommended(sweeps):
     """Ground truth on real vLLM: an unrelated draft is accepted ~0 % of the time, so K=2 only adds draft
-    passes. The sweep must end in a confident "keep K=0" (exit 0), with valid windows under the default
-    client-lag gate, K=2 slower and rarely picked in the resamples."""
+    passes. On two restarted lives per K (the restart spread measured, not taken as 15 %) the sweep must end in
+    a confident "keep K=0" (exit 0), with valid windows under the default client-lag gate, K=2 slower and rarely
+    picked in the resamples."""
     sweep = sweeps["unrelated"]
     decision = json.loads((run_dir_of(sweeps, "unrelated") / "decision.json").read_text())
     assert sweep["proc"].returncode == 0 and decision["status"] == "decided", decision["verdict"]
@@ -493,6 +504,7 @@ def test_a_draft_that_is_never_accepted_is_not_recommended(sweeps):
     assert decision["verdict"].startswith("Keep K=0"), decision["verdict"]
     k2 = [c for c in decision["candidates"] if c["k"] == 2]
     assert k2 and k2[0]["gain"] < 0 and k2[0]["win_share"] < 0.1, k2
+    assert "restart spread unknown" not in decision["verdict"], decision["verdict"]
 
 
 def test_report_renders_from_the_run(sweeps):
