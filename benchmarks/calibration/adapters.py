@@ -285,6 +285,24 @@ def next_probe(points, probes: int, spent, budget, target: float, reach: tuple[f
     return probe.rate if probe.k is not None else None
 
 
+def capacity_search_probe(windows: Sequence[RateWindow], lives: Mapping[int, int], probes: Mapping[int, int],
+                          target: float, precision: float, rates: Sequence[float], highest: float,
+                          tried: Mapping[int, Sequence[float]]) -> tuple[int, float] | None:
+    """The capacity search's next probe (K, rate) over every K of `lives` (lives run per K, the config's and the
+    probes'), from every window measured so far, under the product's default budget (sweep.max_lives: 8 lives per
+    K), or None where it stops (`target`: the one SLO's percentile, as a share). Its reach as the product's
+    (capacity_sweep.reach): the config's `rates` divided or multiplied by search.RATE_REACH, none over `highest`."""
+    from lookahead_runner.decision.adaptive import Budget, Spent
+    from lookahead_runner.decision.capacity.search import RATE_REACH
+    from lookahead_runner.decision.capacity.search import next_probe as choose
+    from lookahead_runner.run.strategies.capacity_sweep import LIVES_PER_K
+
+    reach = (min(rates) / RATE_REACH, min(max(rates) * RATE_REACH, highest))
+    probe = choose(sorted(lives), estimate.rate_points(windows), probes, Spent(dict(lives), dict(lives)),
+                   Budget(LIVES_PER_K * len(lives)), target, precision, reach, {k: list(v) for k, v in tried.items()})
+    return (probe.k, probe.rate) if probe.k is not None else None
+
+
 # --- acceptance per category and the mix (acceptance.py) ----------------------------------------------------------
 from lookahead_runner.decision.traffic.schema import MIX  # noqa: E402  (the report's name for the whole set)
 

@@ -24,6 +24,11 @@ target rate (the median life) is faster than K=0's by more than the tie band, el
 - described, no claim (`score_trial`): how often a decided verdict is right by the confidence it states
   (verdicts.BANDS), the share decided, and how often a K=4 decided says the step that decides the truth
   (decided_by: a K=0 decided says "tie", whatever put K=4 out).
+The same claims again "after the capacity search" (`capacity_search`), the remedy the product prints where a ramp
+leaves both K in one bracket: from the trial's ramp, the product's capacity search (decision/capacity/search.py,
+sweep.capacity_precision SEARCH_PRECISION, its default budget of 8 lives per K, the ramp's among them) probes each
+K, every probe a rate stage in a server life of its own (its own life factor from the same spread, simulated as the
+ramp's windows are), then the same verdict on every window; shown beside them, the probes a trial ran (mean).
 The capacity gain is printed without an interval (estimate.capacities' gain: the ratio of two estimates), so there
 is no capacity-gain coverage to score.
 """
@@ -39,7 +44,7 @@ from . import adapters
 from .lives import mmc_attainment, mmc_limit
 from .rate_trials import OVERLOAD, TARGETS, mmc_window, slo_config
 from .regimes import TIE, Named, log_uniform
-from .tally import DESCRIPTIVE, ERROR, SHOWN, Tallies
+from .tally import DESCRIPTIVE, ERROR, MEAN, SHOWN, Tallies
 from .verdicts import band_of, edge_claim
 
 FAMILY = "verdict"
@@ -51,6 +56,8 @@ RATE_ARRIVALS = (300, 1_000)     # a window at the target rate holds this many a
 # decision.resamples here (the default 1,000 costs about 2 s a K per verdict on this host, 2026-12-06): the share is
 # still counted as the product counts it, more resamples drawn while its Monte Carlo interval straddles the bar
 RESAMPLES = 200
+AFTER = "after the capacity search"     # the second pass's claims end with it
+SEARCH_PRECISION = TIE / 2    # the sweep.capacity_precision the verdict's next_runs names: half the tie band
 
 
 def capacity(servers: int, service_mean_s: float, limit_s: float, target: float) -> float:
@@ -214,54 +221,92 @@ class CapacityVerdictTrial:
     truth: int
     decides: str         # the step that decides the truth: capacity | latency
     past_edge: int       # the truth where the capacity gain is past the edge by any margin (the capacity's K)
+    searched: object = None   # schema.Decision on the ramp and the capacity search's probes (None: not run)
+    probes: int = 0           # the probes the search ran, every K
 
 
-def capacity_verdict_trial(r: CapacityVerdictRegime, rng: np.random.Generator) -> CapacityVerdictTrial:
+def capacity_verdict_trial(r: CapacityVerdictRegime, rng: np.random.Generator, search: bool = True
+                           ) -> CapacityVerdictTrial:
     """Each K's lives on the ramp, decided at the target rate by the product's rate verdict (memory not simulated:
-    its gate waived)."""
+    its gate waived); then (`search`) the capacity search from those windows and the verdict on them all, its
+    draws from a stream seeded by the ramp's (the ramp's draws, and every later trial's, as without it)."""
     p, slo = slo_config("e2e", r.limit_s, r.target)
     p = p.model_copy(update={"waive": ["memory"], "resamples": RESAMPLES})
     factors = {k: [float(math.exp(r.spread * rng.standard_normal())) for _ in range(r.lives)] for k in (0, 4)}
-    windows = []
+    windows, seeds = [], []
     for life in range(r.lives):
         for rate in r.ramp:
-            seed = int(rng.integers(2 ** 31))
+            seeds.append(int(rng.integers(2 ** 31)))
             for k in (0, 4):
                 windows.append(mmc_window(k, life, r.servers[k], rate, r.service_mean_s[k] * factors[k][life],
-                                          r.stage_s, "stationary", seed, slo, rng))
+                                          r.stage_s, "stationary", seeds[-1], slo, rng))
     decision = adapters.decide_rate(windows, r.rate, p)
     k, decides = truth(r)
     past = 4 if r.capacity_gain > 0 else 0
-    return CapacityVerdictTrial(r, decision, k, decides, past)
+    if not search:
+        return CapacityVerdictTrial(r, decision, k, decides, past)
+    probed = capacity_search(r, windows, slo, np.random.default_rng(seeds))
+    return CapacityVerdictTrial(r, decision, k, decides, past, adapters.decide_rate(probed, r.rate, p),
+                                len(probed) - len(windows))
+
+
+def capacity_search(r: CapacityVerdictRegime, windows: list, slo, rng: np.random.Generator) -> list:
+    """`windows` and the capacity search's probes after them (module docstring): each the rate the product's chooser
+    names for the K it names, in a life of its own (a fresh life factor), until it stops (every K's bracket within
+    SEARCH_PRECISION, its budget spent, or no rate left to narrow one). Its reach the product's from the ramp's
+    rates, no higher than OVERLOAD x what the faster K serves."""
+    servable = OVERLOAD * max(r.servers[k] / r.service_mean_s[k] for k in (0, 4))
+    windows = list(windows)
+    probes, tried = {0: 0, 4: 0}, {0: [], 4: []}
+    while choice := adapters.capacity_search_probe(windows, {k: r.lives + n for k, n in probes.items()}, probes,
+                                                   r.target, SEARCH_PRECISION, r.ramp, servable, tried):
+        k, rate = choice
+        factor = float(math.exp(r.spread * rng.standard_normal()))
+        windows.append(mmc_window(k, r.lives + probes[k], r.servers[k], rate, r.service_mean_s[k] * factor,
+                                  r.stage_s, "stationary", int(rng.integers(2 ** 31)), slo, rng))
+        probes[k] += 1
+        tried[k].append(rate)
+    return windows
+
+
+def _passes(trial: CapacityVerdictTrial) -> list[tuple[object, str]]:
+    """Each verdict of the trial and the suffix its claims' names take: the ramp's (""), the search's (AFTER)."""
+    return [(trial.decision, "")] + ([(trial.searched, f", {AFTER}")] if trial.searched is not None else [])
 
 
 def score_trial(trial: CapacityVerdictTrial, tallies: Tallies) -> None:
     """The reliability table, the share decided and, where K=4 is decided, whether its decided_by is the step that
-    decides the truth (described, no claim)."""
+    decides the truth (described, no claim), for each pass; the search's probes per trial (shown, its mean)."""
     factors = trial.regime.named.factors
-    decided, k, confidence = adapters.verdict(trial.decision)
-    tallies.add(f"decided share: {WHAT}", FAMILY, SHOWN, 0.0, "shown, not scored", decided, factors)
-    if not decided or confidence is None:
-        return
-    for name in (f"verdict {WHAT}, stated {band_of(confidence)}", f"verdict {WHAT}, every decided"):
-        tallies.add(name, FAMILY, DESCRIPTIVE, 0.9, TRUTH, k == trial.truth, factors, confidence)
-    if k == 4:   # decided_by of the smallest K is "tie" or "gates" whatever put the larger out
-        tallies.add(f"decided_by is the truth's step, K=4 decided: {WHAT}", FAMILY, SHOWN, 0.0, "shown, not scored",
-                    adapters.decided_by(trial.decision) == trial.decides, factors)
+    for decision, after in _passes(trial):
+        if after:
+            tallies.add(f"probes per trial (mean): {WHAT}{after}", FAMILY, MEAN, 0.0, "shown, not scored", False,
+                        factors, trial.probes)
+        decided, k, confidence = adapters.verdict(decision)
+        tallies.add(f"decided share: {WHAT}{after}", FAMILY, SHOWN, 0.0, "shown, not scored", decided, factors)
+        if not decided or confidence is None:
+            continue
+        for name in (f"verdict {WHAT}, stated {band_of(confidence)}{after}", f"verdict {WHAT}, every decided{after}"):
+            tallies.add(name, FAMILY, DESCRIPTIVE, 0.9, TRUTH, k == trial.truth, factors, confidence)
+        if k == 4:   # decided_by of the smallest K is "tie" or "gates" whatever put the larger out
+            tallies.add(f"decided_by is the truth's step, K=4 decided: {WHAT}{after}", FAMILY, SHOWN, 0.0,
+                        "shown, not scored", adapters.decided_by(decision) == trial.decides, factors)
 
 
 def score_edge(trial: CapacityVerdictTrial, tallies: Tallies) -> None:
     """A trial at the edge (module docstring): naming the latency's K (wrong past the edge) or the capacity's K
-    (wrong at it), each an error stated at 1 - decision.confidence over every trial."""
-    decided, k, _ = adapters.verdict(trial.decision)
-    stated = 1 - adapters.confidence_bar(trial.decision)
+    (wrong at it), each an error stated at 1 - decision.confidence over every trial, for each pass."""
     factors = trial.regime.named.factors
-    for named in (4, 0):
-        # wrong at the edge (the latency's K the truth there) or past it (the capacity's K); where the latency names
-        # the capacity's K too, that K is right on both sides
-        wrong = named != trial.truth or named != trial.past_edge
-        tallies.add(edge_claim(WHAT, named), FAMILY, ERROR, stated, "capacity gain on the edge: the latency's K the "
-                    "truth there, the capacity's past it", decided and k == named and wrong, factors)
+    for decision, after in _passes(trial):
+        decided, k, _ = adapters.verdict(decision)
+        stated = 1 - adapters.confidence_bar(decision)
+        for named in (4, 0):
+            # wrong at the edge (the latency's K the truth there) or past it (the capacity's K); where the latency
+            # names the capacity's K too, that K is right on both sides
+            wrong = named != trial.truth or named != trial.past_edge
+            tallies.add(edge_claim(WHAT, named) + after, FAMILY, ERROR, stated, "capacity gain on the edge: the "
+                        "latency's K the truth there, the capacity's past it", decided and k == named and wrong,
+                        factors)
 
 
 def run_trial(rng: np.random.Generator, tallies: Tallies) -> None:

@@ -24,7 +24,8 @@ REFERENCE = "reference"   # a coverage of no product code, printed with its band
 # a share the product's code reaches, printed with the band of the rate it states, that no claim of the product
 # promises (a verdict's right share among the decided, by the confidence stated: it depends on where the truths lie)
 DESCRIPTIVE = "described"
-UNCLAIMED = (SHOWN, REFERENCE, DESCRIPTIVE)
+MEAN = "mean"    # a count per trial (passed as its trial_stated), printed as its mean over the trials: no claim
+UNCLAIMED = (SHOWN, REFERENCE, DESCRIPTIVE, MEAN)
 
 
 def band(stated: float, trials: int, level: float = BAND_LEVEL) -> tuple[float, float]:
@@ -70,6 +71,9 @@ class Claim:
 
     @property
     def measured(self) -> float:
+        """The share of hits (a MEAN: the mean of the counts)."""
+        if self.kind == MEAN:
+            return self.stated_rate if self.trials else math.nan
         return self.hits / self.trials if self.trials else math.nan
 
     @property
@@ -124,9 +128,9 @@ def table(claims: list[Claim]) -> str:
     lines = [head, "-" * len(head)]
     for c in claims:
         low, high = c.band
-        measured = f"{c.measured:.1%}" if c.trials else "-"
-        span = f"[{low:.1%}, {high:.1%}]" if c.trials and c.kind != SHOWN else "-"
-        stated = "-" if c.kind == SHOWN else f"{c.stated_rate:.1%}"
+        measured = "-" if not c.trials else f"{c.measured:.2f}" if c.kind == MEAN else f"{c.measured:.1%}"
+        span = f"[{low:.1%}, {high:.1%}]" if c.trials and c.kind not in (SHOWN, MEAN) else "-"
+        stated = "-" if c.kind in (SHOWN, MEAN) else f"{c.stated_rate:.1%}"
         lines.append(f"{c.name:<52} {c.kind:<10} {stated:>7} {measured:>8} {c.trials:>6} {span:>15}  "
                      f"{c.outcome:<13} {c.worst()}")
     return "\n".join(lines)

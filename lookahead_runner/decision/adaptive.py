@@ -78,6 +78,9 @@ class Standing:
     look: Look | None = field(default=None, kw_only=True)       # this look and its bar (None: the fixed early bar)
     last_look: Look | None = field(default=None, kw_only=True)  # ... as the last look (all the error left spent)
     tie: bool = field(default=False, kw_only=True)              # decided as a tie by equivalence at the look's bar
+    # at a rate: the K whose capacity within the SLO could set them over the leader (gates/rate_pick.py's `open`):
+    # rates between those measured settle it, not lives, so none is wanted (decision/rate_standing.py)
+    capacity_open: tuple[int, ...] = field(default=(), kw_only=True)
 
     @property
     def measured(self) -> list[int]:
@@ -340,8 +343,10 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
             after_all = _hangs_on_skipped(ks, standing, spent, model, tie_tolerance)
             if after_all is not None:
                 return after_all
-        why = ("every K the verdict hangs on has load.max_repeats lives" if standing.wanted or leader is not None
-               else "nothing left to measure could decide it")
+        why = (f"K={', '.join(map(str, standing.capacity_open))}'s capacity within the SLO could set it over "
+               f"K={leader}: rates between those measured settle that, not lives at them (what to run next)"
+               if standing.capacity_open else "every K the verdict hangs on has load.max_repeats lives"
+               if standing.wanted or leader is not None else "nothing left to measure could decide it")
         said = (("decided at decision.confidence, short of an early stop's bar" if standing.last_look is None else
                  f"decided as the last look ({standing.last_look.text()})") if standing.decided_at_last_look
                 else "not decided")

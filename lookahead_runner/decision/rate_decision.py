@@ -7,17 +7,19 @@ their intervals as the user-stage verdict's do; a K that falls behind the rate o
 
 Among the K no gate fails the pick is gates/rate_pick.py's: the capacity within the SLO first (the headroom at the
 rate, each K's bracket from every rate it was measured at, capacity/estimate.py), then the e2e latency at
-decision.latency_percentile at the rate, then the smallest K; `decided_by` says which. Its confidence is the share
-of resamples picking it (cells/rate_cell.py draws each K's arrivals, every window once, and its windows for whether
-it falls behind, judged pooled: a K behind in a resample cannot win it; estimate.drawn_brackets each K's capacity
-bracket; and cells/rate_spread.py a life factor per K from the restart spread at the rate, measured by a K's
-repeated lives there or else the config's prior, that stretches its latencies and shrinks its capacity bracket:
-one life per K on a server of unknown spread decides only a gain of about 35 %); it is decided when that share's
-Monte Carlo interval clears decision.confidence (while it straddles it, more resamples are drawn, as for the users
-verdict: gates/stage.py) and no gate of the pick, or of a K the rule would set over it, is unknown. A sweep that
-looked at it as lives ended (decision/rate_standing.py) has it judged at the bar where it stopped (`looks`). A K
-none of whose windows at the rate had its setting in effect cannot be recommended (explanation/rate_text.py says
-so, as gates/in_effect.py does for users). Pure: rate windows in, a `Decision` out.
+decision.latency_percentile at the rate, then the smallest K; `decided_by` says which; the pick stands only where no
+K's capacity bracket leaves room for it beyond the pick's by more than the tie band (`capacity_open`: not decided,
+rates between settle it). Its confidence is the share of resamples in which it stands (cells/rate_cell.py draws each
+K's arrivals, every window once, and its windows for whether it falls behind, judged pooled: a K behind in a
+resample cannot win it; estimate.drawn_brackets each K's capacity bracket; and cells/rate_spread.py a life factor
+per K from the restart spread at the rate, measured by a K's repeated lives there or else the config's prior, that
+stretches its latencies and shrinks its capacity bracket: one life per K on a server of unknown spread decides only
+a gain of about 35 %); it is decided when that share's Monte Carlo interval clears decision.confidence (while it
+straddles it, more resamples are drawn, as for the users verdict: gates/stage.py), no gate of the pick, or of a K
+the rule would set over it, is unknown, and no capacity is open. A sweep that looked at it as lives ended
+(decision/rate_standing.py) has it judged at the bar where it stopped (`looks`). A K none of whose windows at the
+rate had its setting in effect cannot be recommended (explanation/rate_text.py says so, as gates/in_effect.py does
+for users). Pure: rate windows in, a `Decision` out.
 """
 from __future__ import annotations
 
@@ -68,6 +70,7 @@ class RateEval:
     standings: dict[int, Standing] = field(default_factory=dict)   # as measured: capacity bracket, speed
     eligible: list[int] = field(default_factory=list)              # the K no gate fails on the figures measured
     decided_by: str = ""
+    capacity_open: tuple[int, ...] = ()     # K whose capacity could set them over the pick (rate_pick.Ranked.open)
     capacity_text: dict[int, str] = field(default_factory=dict)    # "38.7 req/s [36.0, 48.0]" (the table's)
     status: str = "not_decided"
     why_not: list[str] = field(default_factory=list)
@@ -158,7 +161,7 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
              behind_drawn: Mapping[int, np.ndarray], count: int) -> Counter:
         return Counter(choose({k: figures[k][b] for k in stats},
                               {k: (float(brackets[k][0][b]), float(brackets[k][1][b])) for k in stats},
-                              {k: bool(behind_drawn[k][b]) for k in stats}).pick for b in range(count))
+                              {k: bool(behind_drawn[k][b]) for k in stats}).standing for b in range(count))
 
     more: dict[tuple[int, int], Counter] = {}
 
@@ -175,7 +178,7 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
     out = RateEval(rate, dict(cells), stats, draws, base_k, checks, chosen.pick,
                    {k: n / p.resamples for k, n in picks.items()},
                    wilson(picks[chosen.pick], p.resamples, p.interval_level), p.resamples,
-                   standings(stats, ends), eligible(stats, behind), chosen.decided_by, spread=spread,
+                   standings(stats, ends), eligible(stats, behind), chosen.decided_by, chosen.open, spread=spread,
                    drawn_picks=picks, more_picks=more_picks)
     return judged_at(out, p)
 
@@ -270,6 +273,7 @@ def _status(ev: RateEval, p: DecisionConfig) -> tuple[str, list[str]]:
     better = [k for k in ev.ks if k == ev.pick or (not ev.blocked_by(k) and rank(
         ev.standings, {k, ev.pick}, p.tie_tolerance_frac).pick == k)]
     why = [f"K={k}'s {c.name} is unknown ({c.unknown_because}): {c.evidence}" for k in better for c in ev.unknown(k)]
+    why += [rate_text.capacity_open(ev, k, p) for k in ev.capacity_open]
     share, bounds = ev.shares.get(ev.pick, 0.0), ev.share_range
     if ev.spread is not None and ev.spread.unknown and share < p.confidence:
         why.append(ev.spread.unknown_text(ev.base_k, p))

@@ -23,7 +23,10 @@ carries `looks` as the users verdict's does ("stopped at look 3 of at most 6: bo
 - blocked: the K a gate fails at the rate;
 - wanted: while not decided, the K whose next life could decide it: the pick, each rival winning at least
   engine.contender_share of the resamples at this look's bar, and the baseline while the restart spread at the rate
-  is not measured or a gate of the pick is unknown; fewest lives at the rate first;
+  is not measured or a gate of the pick is unknown; fewest lives at the rate first; none while a K's capacity could
+  set it over the pick (gates/rate_pick.py's `open`: rates between, not lives, settle that);
+- capacity_open: the K whose capacity within the SLO could set them over the pick (rate_pick's `open`; the
+  chooser's stop names them);
 - spread_measured: some K has two server lives at the rate (same-server repeats share one), or the spread is not
   unknown (decision.restart_spread, or the simulator's documented one); spare_baseline = not p.spread_unknown;
 - look / last_look / decided_at_last_look: as engine.early_judged (decided_at_last_look: decided at the bar all the
@@ -57,8 +60,8 @@ def spread_measured_at(ev: RateEval, p: DecisionConfig) -> bool:
 
 def _wanted(ev: RateEval, p: DecisionConfig, lives: Mapping[int, int], known: bool) -> tuple[int, ...]:
     """engine.wanted_of at a rate: the K whose next life could decide the verdict, fewest lives first."""
-    if ev.status != "not_decided" or ev.pick is None:
-        return ()
+    if ev.status != "not_decided" or ev.pick is None or ev.capacity_open:
+        return ()    # capacity open: another life at the rates measured cannot settle it (rate_text.next_runs)
     bar = contender_share(p, ev.resamples)
     wanted = {ev.pick} | {k for k, share in ev.shares.items() if k is not None and share >= bar}
     if ev.unknown(ev.pick) or not known:
@@ -87,4 +90,5 @@ def standing_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConf
         {k: st.speed for k, st in judged.standings.items()},
         frozenset(k for k in judged.ks if judged.blocked_by(k)), None, _wanted(judged, config, lives, known),
         known, False, {}, not p.spread_unknown, decided_at_last_look=final.status == "decided",
-        contender_share=contender_share(config, judged.resamples), look=look, last_look=last, tie=False)
+        contender_share=contender_share(config, judged.resamples), look=look, last_look=last, tie=False,
+        capacity_open=judged.capacity_open)

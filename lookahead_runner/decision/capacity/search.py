@@ -88,7 +88,7 @@ def plan_for(k: int, points: Sequence[Point], target: float, precision: float, r
     low, high = below.x, above.x
     if high / low <= 1 + precision:
         return Plan(k, None, f"K={k}: its capacity lies in [{low:.4g}, {high:.4g}] req/s, within "
-                             f"{precision:.0%}", high / low)
+                             f"{precision * 100:g}%", high / low)
     # the rates offered are measured, the configured ones run: the configured rate between the ends' (the ratio of
     # the two moves little between near rates, the same arrival draws scaled)
     ends = sorted((below.configured, above.configured))

@@ -18,7 +18,7 @@ from ..cells.rate_window import RateWindow, windows_too_short
 from ..cells.stats import Bounds
 from ..gates.in_effect import PREFIX
 from ..gates.rate_gates import GATE_ATTAINMENT, GATE_KEEPS_UP, attainment, attainment_bounds, missed
-from ..gates.rate_pick import rank
+from ..gates.rate_pick import more_capacity, rank
 from .text import share
 
 SLO_QUANTILES = (0.5, 0.9, 0.99)   # the percentiles a cell keeps (cells/measure.py QUANTILES)
@@ -132,9 +132,16 @@ def verdict(ev, p: DecisionConfig) -> str:
         if other is not None and not ev.blocked_by(other):
             capacity = _capacities(ev, other, ev.base_k)
             latency = [_speed_change(ev, other, ev.base_k, p), *_besides_speed(_latencies(ev, other, ev.base_k, p), p)]
-            text += (f"; K={other} holds it too, not told apart beyond the tie band ({p.tie_tolerance_frac:.0%})"
-                     + (f" by capacity within the SLO ({capacity}) nor" if capacity else "")
-                     + f" by latency at the rate ({', '.join(latency)})")
+            base, rival, tie = ev.standings[ev.base_k], ev.standings[other], p.tie_tolerance_frac
+            if more_capacity(base, rival, tie):
+                text += f"; K={other} holds it too, with less capacity within the SLO ({capacity})"
+            elif math.isfinite(rival.speed) and base.speed > rival.speed * (1 + tie):
+                text += (f"; K={other} holds it too, slower at the rate beyond the tie band ({tie:.0%}): "
+                         f"{', '.join(latency)}" + (f"; capacity within the SLO {capacity}" if capacity else ""))
+            else:
+                text += (f"; K={other} holds it too, not told apart beyond the tie band ({tie:.0%})"
+                         + (f" by capacity within the SLO ({capacity}) nor" if capacity else "")
+                         + f" by latency at the rate ({', '.join(latency)})")
         text += f"; {wins}"
     return text + (f"; {lost}." if lost else ".")
 
@@ -149,7 +156,10 @@ def reasons(ev, p: DecisionConfig) -> list[str]:
                 "measured could sit anywhere between them); then the lower "
                 if p.slos else "(no decision.slo given: no capacity within it), the lower ")
              + f"e2e p{p.latency_percentile:g} at the rate, beyond the tie band {tie}; then the smallest K."
-             + (f" Here: {DECIDED_BY_TEXT[ev.decided_by]}." if ev.decided_by in DECIDED_BY_TEXT else "")]
+             + (" The pick stands only where no K's capacity bracket leaves room for a capacity beyond the pick's "
+                f"by more than the tie band {tie}, unless neither fails at any rate measured." if p.slos else "")
+             + (f" Here: {DECIDED_BY_TEXT[ev.decided_by]}." if ev.decided_by in DECIDED_BY_TEXT
+                and not ev.capacity_open else "")]   # open: what decides is not known yet (why_not)
     for k in ev.ks:
         s = ev.stats[k]
         figures = f"{s.finished} arrivals over {len(ev.cells[k].windows)} window(s), {s.req_per_s:.2f} served per s"
@@ -176,8 +186,41 @@ def diagnoses(ev) -> list[str]:
             + ", ".join(f"K={k}: {n}" for k, n in sorted(counts.items())) + "): the ones with fewer are less sure."]
 
 
+def _bracket(standing) -> str:
+    """"holds 20 req/s, fails at 24" of one K's capacity bracket within the SLO (unbounded ends said as such)."""
+    held = "holds no rate measured" if math.isinf(standing.holds) else f"holds {standing.holds:.3g} req/s"
+    failed = "fails at none measured" if math.isinf(standing.fails) else f"fails at {standing.fails:.3g}"
+    return f"{held}, {failed}"
+
+
+def _between(ev, k: int) -> tuple[float, float]:
+    """The rates the pick's and K's brackets leave unmeasured (the lowest end that holds, the highest that fails)."""
+    mine, theirs = ev.standings[k], ev.standings[ev.pick]
+    held = [x for x in (mine.holds, theirs.holds) if math.isfinite(x)]
+    failed = [x for x in (mine.fails, theirs.fails) if math.isfinite(x)]
+    return min(held, default=math.nan), max(failed, default=math.nan)
+
+
+def capacity_open(ev, k: int, p: DecisionConfig) -> str:
+    """Why the pick does not stand while K's capacity bracket leaves room for it beyond the pick's (rate_pick.open)."""
+    return (f"K={k}'s capacity within the SLO could set it over K={ev.pick} beyond the tie band "
+            f"({p.tie_tolerance_frac:.0%}): K={k} {_bracket(ev.standings[k])}, K={ev.pick} "
+            f"{_bracket(ev.standings[ev.pick])}; nothing between was measured")
+
+
 def next_runs(ev, p: DecisionConfig) -> list[str]:
     out = []
+    for k in ev.capacity_open:
+        low, high = _between(ev, k)
+        span = f" between {low:.3g} and {high:.3g} req/s" if math.isfinite(low) and math.isfinite(high) else ""
+        precision = p.tie_tolerance_frac / 2
+        arrivals = math.ceil((2 / precision) ** 2 / 1000) * 1000
+        out.append(f"Tell K={k}'s and K={ev.pick}'s capacity within the SLO apart: the capacity search "
+                   f"(sweep.strategy = \"capacity\") with sweep.capacity_precision = {precision:g} (half the tie "
+                   f"band: brackets that narrow apart from each other), or rate stages{span}, each stage long "
+                   f"enough for about {arrivals:,} arrivals (a window's offered rate varies by about 1 / "
+                   "sqrt(arrivals), and a bracket that narrow needs its rates told apart); or widen "
+                   "decision.tie_tolerance_frac where a smaller capacity difference does not matter to you.")
     for k in ev.ks:
         for check in ev.unknown(k):
             short = windows_too_short(ev.cells[k].windows) if check.name == GATE_KEEPS_UP else ""
@@ -191,7 +234,8 @@ def next_runs(ev, p: DecisionConfig) -> list[str]:
                 out.append(f"Lengthen the rate stage at {ev.rate:g} req/s to about {seconds:,.0f} s of window "
                            f"(about {needed:,} arrivals) so K={k}'s SLO attainment can be told from its "
                            "percentile, or add repeats (load.repeats).")
-    if ev.status == "not_decided" and ev.pick is not None and ev.shares.get(ev.pick, 0.0) < p.confidence:
+    if ev.status == "not_decided" and ev.pick is not None and ev.shares.get(ev.pick, 0.0) < p.confidence \
+            and not ev.capacity_open:   # the rates measured settle the capacity, not another life at them
         out.append(f"Add repeats (load.repeats) of the K at {ev.rate:g} req/s: K={ev.pick} leads in "
                    f"{share(ev.shares.get(ev.pick, 0.0))} of the resamples.")
     if ev.pick is None:

@@ -52,7 +52,7 @@ def describe(config: SweepConfig) -> str:
     duration = max(stage.duration_s for stage in config.load.rate_stages)
     return (f"capacity search: every K once over the stages, then probes of {duration:g} s (one rate stage each) "
             f"bracketing and bisecting each K's highest rate within the SLO (each at its own percentile: "
-            f"{', '.join(slo.text() for slo in config.decision.slos)}) to {config.sweep.capacity_precision:.0%}; "
+            f"{', '.join(slo.text() for slo in config.decision.slos)}) to {config.sweep.capacity_precision * 100:g}%; "
             f"at most "
             f"{default_max_lives(config)} lives{minutes}")
 

@@ -37,7 +37,8 @@ CLAIMS = (
     "capacity (rate): rate ramp", "capacity (rate): capacity search",
     "falls behind: false alarm", "falls behind: miss", "outlier flag: false alarm",
     "outlier guard: false alarm, the other K", "gain (users): one life, a pair set apart",
-    *(edge_claim("at a rate, capacity decides", k) for k in (4, 0)),
+    *(edge_claim("at a rate, capacity decides", k) + after for after in ("", ", after the capacity search")
+      for k in (4, 0)),
     "capacity (users): user stages", "goodput (users): a cell's interval", "SLO attainment (users): a cell's interval",
     *(f"acceptance length ({figure}): {who}" for figure in ("pooled", "request-weighted", "token-weighted")
       for who in ("a category", "the mix")),

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from benchmarks.calibration import adapters, capacity_verdicts as cv, tally  # noqa: E402
 from benchmarks.calibration.lives import mmc_attainment  # noqa: E402
+from lookahead_runner.decision.capacity import estimate  # noqa: E402
 from benchmarks.calibration.regimes import TIE  # noqa: E402
 from benchmarks.calibration.verdicts import edge_claim  # noqa: E402
 
@@ -71,3 +72,45 @@ def test_at_the_edge_either_k_named_is_an_error_stated_at_one_minus_the_confiden
     agree = tally.Tallies()
     cv.score_edge(cv.CapacityVerdictTrial(r, decision, truth=4, decides="latency", past_edge=4), agree)
     assert agree.claims[edge_claim(cv.WHAT, 4)].hits == 0
+
+
+def test_the_capacity_search_pass_narrows_the_bracket_the_ramp_leaves_both_k_in(monkeypatch):
+    # long stages (20,000 arrivals at the target rate: the offered rate's Poisson noise, about 0.7 %, well under the
+    # search's precision; at the drawn 300-1,000 it is 3-6 % and the search stops short of it) on one life of little
+    # spread: the ramp leaves K=0 and K=4 in one bracket (either's capacity could pass the other's by more than the
+    # tie band), the search narrows each K's to SEARCH_PRECISION, and the second verdict is on the ramp and probes
+    decided_on = []
+    monkeypatch.setattr(adapters, "decide_rate", lambda windows, rate, p: decided_on.append(list(windows)) or
+                        len(decided_on))
+    r = _regimes(5)[4]
+    r = replace(r, lives=1, spread=0.01, stage_s=20_000 / r.rate)
+    trial = cv.capacity_verdict_trial(r, np.random.default_rng(0))
+    ramp, searched = decided_on
+    assert (trial.decision, trial.searched) == (1, 2)
+    assert searched[:len(ramp)] == ramp and trial.probes == len(searched) - len(ramp) > 0
+
+    def brackets(windows):
+        points = estimate.rate_points(windows)
+        return {k: estimate.measured_bracket(points[k], r.target) for k in (0, 4)}
+
+    before, after = brackets(ramp), brackets(searched)
+    assert before[0][1] > before[4][0] * (1 + TIE) and before[4][1] > before[0][0] * (1 + TIE)   # one bracket
+    assert all(high / low <= 1 + cv.SEARCH_PRECISION for low, high in after.values())
+
+
+def test_after_the_capacity_search_its_verdict_is_scored_under_claims_of_its_own(monkeypatch):
+    said = {"ramp": (False, None, 0.5), "searched": (True, 4, 0.97)}
+    monkeypatch.setattr(adapters, "verdict", lambda decision: said[decision.name])
+    monkeypatch.setattr(adapters, "decided_by", lambda decision: "capacity")
+    r = _regimes(1)[0]
+    ramp, searched = (SimpleNamespace(name=n, confidence_threshold=0.9) for n in said)
+    trial = cv.CapacityVerdictTrial(r, ramp, truth=0, decides="latency", past_edge=4, searched=searched, probes=7)
+    tallies = tally.Tallies()
+    cv.score_edge(trial, tallies)
+    cv.score_trial(trial, tallies)
+    claims = tallies.claims
+    assert claims[edge_claim(cv.WHAT, 4)].hits == 0 and claims[edge_claim(cv.WHAT, 4) + f", {cv.AFTER}"].hits == 1
+    assert claims[f"decided share: {cv.WHAT}"].hits == 0 and claims[f"decided share: {cv.WHAT}, {cv.AFTER}"].hits == 1
+    probes = claims[f"probes per trial (mean): {cv.WHAT}, {cv.AFTER}"]
+    assert (probes.kind, probes.measured, probes.outcome) == (tally.MEAN, 7, tally.MEAN)
+    assert "7.00" in tally.table([probes])

@@ -145,3 +145,18 @@ def test_a_share_within_its_monte_carlo_error_of_the_looks_bar_is_not_decided_on
     decision = decide_at_rate(windows, RATE, p, {0: ["vllm"], 4: ["vllm", "--k4"]}, looks=looks)
     assert decision.looks.stopped_by == "last look" and decision.status == "decided"
     assert decision.confidence_range.low >= decision.looks.boundary
+
+
+def test_a_capacity_the_rates_measured_leave_open_buys_no_life_and_the_sweep_says_why_it_stops():
+    # both K hold 36 req/s and fall behind at 48: K=4's capacity could lie beyond K=0's by more than the tie band,
+    # which no life at these rates can settle; the stop must say so, not that every K has load.max_repeats lives
+    from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, choose
+    windows = [rate_window(k, r, int(15 * r), int(15 * r) if r <= 36.0 else int(3 * r), behind=r > 36.0,
+                           duration_s=15.0, service_ms=1000.0 if k == 0 else 3100.0, repeat=life)
+               for k in (0, 4) for r in (12.0, 36.0, 48.0) for life in (0, 1)]
+    standing = standing_at_rate(windows, 12.0, _config())
+    assert standing.status == "not_decided" and standing.leader == 0 and standing.wanted == ()
+    assert standing.capacity_open == (4,)
+    stop = choose([0, 4], standing, Spent({0: 2, 4: 2}, {0: 2, 4: 2}), ModelView(), Budget(max_lives=20), 5)
+    assert stop.k is None and stop.stop == "exhausted" and "max_repeats" not in stop.why
+    assert "K=4's capacity within the SLO could set it over K=0" in stop.why and "rates between" in stop.why
