@@ -3,19 +3,12 @@ on lives its trial does not reveal, through the product's own ledger code, and t
 (the replay itself runs over a recording by hand: benchmarks/decision_accuracy.py --adaptive-spread)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-_DIR = Path(__file__).resolve().parents[3] / "benchmarks"
-sys.path.insert(0, str(_DIR))
-_spec = importlib.util.spec_from_file_location("adaptive_replay", _DIR / "adaptive_replay.py")
-replay = sys.modules.get("adaptive_replay") or importlib.util.module_from_spec(_spec)
-if "adaptive_replay" not in sys.modules:
-    sys.modules["adaptive_replay"] = replay  # dataclasses look their module up there
-    _spec.loader.exec_module(replay)
+from .scripts import load
+
+replay = load("adaptive_replay")
 
 TIGHT_KV = {0: 22.4, 2: 43.2, 4: 49.1, 8: 37.5}      # decision_scenarios.py's tight-kv: K=4, K=8 fills the pool
 FLAT = {0: 20.0, 2: 19.9, 4: 19.8, 8: 19.6}          # not-the-lever: K=0 (every K within the tie band)

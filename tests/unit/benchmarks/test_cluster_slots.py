@@ -2,18 +2,13 @@
 benchmark in one line with the CLI's own, not a traceback on the missing decision.json."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "cluster_slots.py"
-_spec = importlib.util.spec_from_file_location("cluster_slots", _PATH)
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["cluster_slots"] = bench
-_spec.loader.exec_module(bench)
+from .scripts import load
+
+bench = load("cluster_slots")
 
 
 def test_a_sweep_the_cli_stopped_is_one_line_naming_its_reason(tmp_path, monkeypatch):

@@ -2,18 +2,14 @@
 (the benchmark itself records with real processes and is run by hand)."""
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "decision_accuracy.py"
-_spec = importlib.util.spec_from_file_location("decision_accuracy", _PATH)
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["decision_accuracy"] = bench  # dataclasses look their module up there
-_spec.loader.exec_module(bench)
+from .scripts import load
+
+bench = load("decision_accuracy")
 
 
 def test_disjoint_subsets_share_no_window_and_skip_what_an_invalid_window_leaves_short():

@@ -3,19 +3,14 @@ as the product forms it) and one small study through the product's chooser (the 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-_BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
-sys.path.insert(0, str(_BENCH))
-_spec = importlib.util.spec_from_file_location("model_prior", _BENCH / "model_prior.py")
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["model_prior"] = bench
-_spec.loader.exec_module(bench)
+from .scripts import load
+
+bench = load("model_prior")
 
 from lookahead_runner.decision.perfmodel import prior  # noqa: E402
 

@@ -2,20 +2,15 @@
 product's own read path at the size asked, its timelines one sample a second with counters still rising."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from lookahead_runner.runfolder.read import read_run
 
-_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "run_growth.py"
-_spec = importlib.util.spec_from_file_location("run_growth", _PATH)
-growth = importlib.util.module_from_spec(_spec)
-sys.modules["run_growth"] = growth  # dataclasses look their module up there
-_spec.loader.exec_module(growth)
+from .scripts import load
+
+growth = load("run_growth")
 
 
 def test_a_grown_folder_reads_back_at_the_size_asked(fixtures_dir, tmp_path):

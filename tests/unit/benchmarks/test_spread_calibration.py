@@ -3,18 +3,12 @@ decision engine and adaptive chooser (the benchmark itself is run by hand)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 
-_BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
-sys.path.insert(0, str(_BENCH))
-_spec = importlib.util.spec_from_file_location("spread_calibration", _BENCH / "spread_calibration.py")
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["spread_calibration"] = bench
-_spec.loader.exec_module(bench)
+from .scripts import load
+
+bench = load("spread_calibration")
 
 
 def test_each_life_is_drawn_as_the_simulator_draws_it_mean_one_with_the_spread_as_relative_sd():

@@ -1,18 +1,14 @@
 """benchmarks/vs_vllm_bench.py: bad arguments and a load with no request answered end in one line, no traceback."""
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "vs_vllm_bench.py"
-_spec = importlib.util.spec_from_file_location("vs_vllm_bench", _PATH)
-bench = importlib.util.module_from_spec(_spec)
-sys.modules["vs_vllm_bench"] = bench
-_spec.loader.exec_module(bench)
+from .scripts import load
+
+bench = load("vs_vllm_bench")
 
 
 @pytest.mark.parametrize("argv, field", [(["--rate", "0"], "--rate"), (["--seconds", "-5"], "--seconds"),
