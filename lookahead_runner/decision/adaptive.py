@@ -453,9 +453,10 @@ def valid_lives(evidence, users: int) -> dict[int, int]:
 
 
 def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str, stop: str = "", slots: int = 1,
-             skipped=()) -> str:
-    """The decision's reason line about an adaptive sweep: what it ran, what it left out (each K the model ruled out
-    with its prediction: `skipped`, ModelSkip or plan.json's record of one), why it stopped."""
+             skipped=(), probes: int = 0) -> str:
+    """The decision's reason line about an adaptive sweep: what it ran (`probes`: how many of those lives were
+    capacity probes, at a rate), what it left out (each K the model ruled out with its prediction: `skipped`,
+    ModelSkip or plan.json's record of one), why it stopped."""
     ran = ", ".join(f"K={k} x{n}" if n > 1 else f"K={k}" for k, n in sorted(lives_by_k.items()))
     left = [k for k in sorted(ks) if not lives_by_k.get(k)]
     named = [as_skip(s) for s in skipped if s.k in left]
@@ -465,5 +466,8 @@ def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str,
     skipped = "".join(f"; {skip_text(s)}" for s in named)
     skipped += f"; K {', '.join(map(str, left))} not run: {why_left}" if left else ""
     pace = "one at a time" if slots <= 1 else f"up to {slots} at a time (one per slot)"
+    if probes:
+        ran += (f"; {probes} of them capacity probe{'s' if probes != 1 else ''}, one rate stage between the rates "
+                "measured")
     return (f"Adaptive sweep: {sum(lives_by_k.values())} lives chosen {pace} ({ran}){skipped}; "
             f"stopped: {stopped_because or 'not yet (interrupted)'}.")

@@ -6,7 +6,8 @@ its looks together hold (gates/looks.py), and that it buys the lives the verdict
 Exported (the sweep loop, run/strategies/adaptive_sweep.py, calls them with these signatures):
 
     standing_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConfig, early_stop: bool = True,
-                     looks: Looks | None = None, variant: str = "", over=None) -> adaptive.Standing
+                     looks: Looks | None = None, variant: str = "", over=None, probing: bool = True
+                     ) -> adaptive.Standing
     valid_lives_at_rate(windows: Sequence[RateWindow], rate: float, variant: str = "") -> dict[int, int]
 
 The final verdict at the bar the looks set is rate_decision.decide_at_rate(..., looks=looks): its decision.json
@@ -23,10 +24,12 @@ carries `looks` as the users verdict's does ("stopped at look 3 of at most 6: bo
 - blocked: the K a gate fails at the rate;
 - wanted: while not decided, the K whose next life could decide it: the pick, each rival winning at least
   engine.contender_share of the resamples at this look's bar, and the baseline while the restart spread at the rate
-  is not measured or a gate of the pick is unknown; fewest lives at the rate first; none while a K's capacity could
-  set it over the pick (gates/rate_pick.py's `open`: rates between, not lives, settle that);
-- capacity_open: the K whose capacity within the SLO could set them over the pick (rate_pick's `open`; the
-  chooser's stop names them);
+  is not measured or a gate of the pick is unknown; fewest lives at the rate first; none while a capacity is at
+  stake (`capacity_open` below: rates between, not lives, settle that);
+- capacity_open: the K whose capacity within the SLO holds the verdict (`capacity_at_stake`: rate_pick's `open`, or
+  where the resamples in which the pick does not stand win the contender share, every other K some rate measured
+  bounds from above); the sweep probes rates between their bracket's ends (run/strategies/adaptive_sweep.py), the
+  chooser's stop names them;
 - spread_measured: some K has two server lives at the rate (same-server repeats share one), or the spread is not
   unknown (decision.restart_spread, or the simulator's documented one); spare_baseline = not p.spread_unknown;
 - look / last_look / decided_at_last_look: as engine.early_judged (decided_at_last_look: decided at the bar all the
@@ -37,6 +40,7 @@ Pure: rate windows in, a Standing out.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from ..config import DecisionConfig
@@ -58,10 +62,24 @@ def spread_measured_at(ev: RateEval, p: DecisionConfig) -> bool:
     return (ev.spread is not None and ev.spread.measured) or not p.spread_unknown
 
 
-def _wanted(ev: RateEval, p: DecisionConfig, lives: Mapping[int, int], known: bool) -> tuple[int, ...]:
+def capacity_at_stake(ev: RateEval, share_bar: float, in_resamples: bool = True) -> tuple[int, ...]:
+    """The K whose capacity within the SLO holds the verdict at the rate: those whose bracket leaves room for a
+    capacity beyond the pick's (gates/rate_pick.py's `open`); else, not decided and with the resamples in which the
+    pick does not stand (a drawn bracket open over it) at `share_bar` or more, every other K the rates measured
+    bound from above (it fails at one): a probe between its bracket's ends narrows it, another life at the rates
+    measured does not (`in_resamples` False: the first case alone, where no probe is left to run)."""
+    if ev.capacity_open or ev.status != "not_decided" or ev.pick is None or not in_resamples:
+        return ev.capacity_open
+    if ev.shares.get(None, 0.0) < share_bar:
+        return ()
+    return tuple(k for k, st in sorted(ev.standings.items()) if k != ev.pick and math.isfinite(st.fails))
+
+
+def _wanted(ev: RateEval, p: DecisionConfig, lives: Mapping[int, int], known: bool,
+            at_stake: tuple[int, ...]) -> tuple[int, ...]:
     """engine.wanted_of at a rate: the K whose next life could decide the verdict, fewest lives first."""
-    if ev.status != "not_decided" or ev.pick is None or ev.capacity_open:
-        return ()    # capacity open: another life at the rates measured cannot settle it (rate_text.next_runs)
+    if ev.status != "not_decided" or ev.pick is None or at_stake:
+        return ()    # capacity at stake: another life at the rates measured cannot settle it (rate_text.next_runs)
     bar = contender_share(p, ev.resamples)
     wanted = {ev.pick} | {k for k, share in ev.shares.items() if k is not None and share >= bar}
     if ev.unknown(ev.pick) or not known:
@@ -71,8 +89,9 @@ def _wanted(ev: RateEval, p: DecisionConfig, lives: Mapping[int, int], known: bo
 
 def standing_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConfig, early_stop: bool = True,
                      looks: Looks | None = None, variant: str = "",
-                     over: Mapping[int, Sequence[float]] | None = None) -> adaptive.Standing:
-    """The verdict at `rate` as a `Standing` (the module's docstring says each field)."""
+                     over: Mapping[int, Sequence[float]] | None = None, probing: bool = True) -> adaptive.Standing:
+    """The verdict at `rate` as a `Standing` (the module's docstring says each field; `probing` False: no capacity
+    probe is left to run, so a capacity open only in the resamples is not at stake and lives are wanted)."""
     del early_stop  # no stop rule at a rate (the module's docstring)
     ev = judge_at_rate(windows, rate, p, variant, over)
     if ev is None:
@@ -85,10 +104,11 @@ def standing_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConf
     judged = judged_at(ev, config)
     lives = valid_lives_at_rate(windows, rate, variant)
     known = spread_measured_at(ev, p)
+    share_bar = contender_share(config, judged.resamples)
+    at_stake = capacity_at_stake(judged, share_bar, probing)
     return adaptive.Standing(
         judged.status, judged.pick, {k: s for k, s in judged.shares.items() if k is not None},
         {k: st.speed for k, st in judged.standings.items()},
-        frozenset(k for k in judged.ks if judged.blocked_by(k)), None, _wanted(judged, config, lives, known),
+        frozenset(k for k in judged.ks if judged.blocked_by(k)), None, _wanted(judged, config, lives, known, at_stake),
         known, False, {}, not p.spread_unknown, decided_at_last_look=final.status == "decided",
-        contender_share=contender_share(config, judged.resamples), look=look, last_look=last, tie=False,
-        capacity_open=judged.capacity_open)
+        contender_share=share_bar, look=look, last_look=last, tie=False, capacity_open=at_stake)

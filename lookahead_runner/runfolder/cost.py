@@ -83,6 +83,26 @@ def load_seconds(config: SweepConfig) -> tuple[float, float]:
     return every, sum(stage.duration_s for stage in target) * variants
 
 
+# the adaptive sweep at a rate with an SLO: capacity probes beyond sweep.max_lives, per K of the sweep, where the
+# verdict hangs on a capacity the rates measured leave open (run/strategies/adaptive_sweep.capacity_probe)
+CAPACITY_PROBES_PER_K = 2
+
+
+def capacity_probes(config: SweepConfig) -> int:
+    """The probe lives an adaptive sweep at a rate may add past its default cap of lives (0 elsewhere: no capacity
+    decides; and where sweep.max_lives is given, which caps every life, probes too)."""
+    if (config.sweep.strategy != "adaptive" or config.adaptive_rate is None or not config.decision.slos
+            or config.sweep.max_lives):
+        return 0
+    return CAPACITY_PROBES_PER_K * len(config.speculation.k)
+
+
+def probe_load_s(config: SweepConfig) -> float:
+    """A capacity probe's seconds of load: one rate stage as long as the longest (probes.probe_stage), each
+    workload variant's."""
+    return max(stage.duration_s for stage in config.load.rate_stages) * len(config.load.variants)
+
+
 def adaptive_load_s(config: SweepConfig, lives: float, firsts: float) -> float:
     """The seconds of load of `lives` adaptive lives of which `firsts` are K's first lives (load_seconds)."""
     first_s, repeat_s = load_seconds(config)
@@ -213,8 +233,14 @@ def expected_text(config: SweepConfig, adaptive_max_lives: int | None = None,
         target = (f"the {config.adaptive_rate:g} req/s stage" if config.adaptive_rate is not None
                   else f"the {config.target_users}-users stage" + (" and the rate stages" if config.load.rate_stages
                                                                     else ""))
-        load = (f"at most {minutes(adaptive_load_s(config, lives, ks))} server-minutes of load (a K's first life "
-                f"{load_s:g} s of stages, a repeat {repeat_s:g} s: {target} alone)")
+        probes = capacity_probes(config)
+        probe_s = f", a capacity probe {probe_load_s(config):g} s" if probes else ""
+        load = (f"at most {minutes(adaptive_load_s(config, lives, ks) + probes * probe_load_s(config))} "
+                f"server-minutes of load (a K's first life {load_s:g} s of stages, a repeat {repeat_s:g} s: {target} "
+                f"alone{probe_s})")
+        if probes:
+            head += f", and up to {probes} capacity probes beside them"
+            starts = most_starts = starts + probes
     text = (f"expected: {head}, {starts} server start{'s' if starts != 1 else ''}: {load} "
             f"plus each start's time to ready (at most "
             f"server.ready_timeout_s = {config.server.ready_timeout_s:g} s: "

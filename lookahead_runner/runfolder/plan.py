@@ -34,6 +34,7 @@ STATUS_VERSION = 1
 CONFIRM_ROLE = "confirm"  # the confirmation life's entries (confirm_life.py plans them)
 SWEEP_ROLE = ""
 SPREAD_PURPOSE = "spread"  # an adaptive life chosen to measure the restart spread (PlannedLife.purpose)
+CAPACITY_PURPOSE = "capacity"  # an adaptive life at a rate that probes a capacity the verdict hangs on
 
 LifeState = Literal["running", "done", "failed", "skipped"]
 
@@ -61,7 +62,8 @@ class PlannedLife(Record):
     rates: list[float] | None = None
     chosen: str = ""                 # adaptive: why the chooser picked this life
     model_trust: str = ""            # adaptive: "trusted", or why the performance model was not, when it was chosen
-    purpose: str = ""                # adaptive: "spread" = chosen to measure the restart spread (cost.py counts it)
+    purpose: str = ""                # adaptive: "spread" = chosen to measure the restart spread (cost.py counts it),
+    #                                  "capacity" = a probe of a capacity the verdict at the rate hangs on
 
     @field_validator("dir")
     @classmethod

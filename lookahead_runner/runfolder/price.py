@@ -1,7 +1,8 @@
 """What a verdict may cost in server lives before it is reached: at best, expected and at worst (pure).
 
 The claim: "at worst" is the budget (every K x load.repeats for a grid, load.max_repeats per K with repeats =
-"auto", sweep.max_lives for the adaptive sweep); "at best" is the fewest lives its stop rule can decide on (a grid
+"auto", sweep.max_lives for the adaptive sweep, at a rate with an SLO its capacity probes beside them:
+`capacity_probes`); "at best" is the fewest lives its stop rule can decide on (a grid
 whose early stop fires after two K; the first round of "auto" repeats; the adaptive sweep's first look, two lives,
 and where the restart spread is not known yet two more: the chooser stops with neither end of the gain it states on
 one life, the leader's second measuring the spread and the baseline's guarding against one outlier life of it);
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 
 from ..config import SweepConfig
 from ..decision.gates.looks import Looks, expected_look
-from .cost import LivesRange, adaptive_load_s, grid_lives
+from .cost import LivesRange, adaptive_load_s, capacity_probes, grid_lives, probe_load_s
 
 
 FIRST_LOOK_LIVES = 2   # the adaptive sweep's first look that can decide: two K measured
@@ -113,13 +114,19 @@ def lives_range(config: SweepConfig, looks: Looks | None, spread: float | None =
         return adaptive_load_s(config, lives, firsts)
 
     adaptive = looks.unit == "lives"
+    # at worst, the capacity probes too: each one rate stage as long as the longest (probes.probe_stage)
+    probes = capacity_probes(config) if adaptive else 0
+    if probes:
+        worst_s, worst = seconds(worst) + probes * probe_load_s(config), worst + probes
+    else:
+        worst_s = seconds(worst) if adaptive else None
     margin = hardest_margin(levels or {}, config.decision.tie_tolerance_frac)
     if spread is None or not math.isfinite(spread) or spread <= 0 or margin is None:
         return LivesRange(best, None, worst, "no restart spread and levels measured on this server yet",
-                          (seconds(best), None, seconds(worst)) if adaptive else None)
+                          (seconds(best), None, worst_s) if adaptive else None)
     drift = max(margin, 0.0) / (spread * math.sqrt(2 / per_k))
     look = expected_look(looks, drift)
-    expected = round(min(max(ks * look if looks.unit == "repeats" else look, best), worst), 1)
+    expected = round(min(max(ks * look if looks.unit == "repeats" else look, best), worst - probes), 1)
     return LivesRange(best, expected, worst,
                       f"at a restart spread of {spread:.1%} and a margin of {margin:+.1%} from the tie band",
-                      (seconds(best), seconds(expected), seconds(worst)) if adaptive else None)
+                      (seconds(best), seconds(expected), worst_s) if adaptive else None)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from fault_kit import cli, write_config
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # two sweeps of 5 and 6 short lives: about 3.5 min on a busy host
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # sweeps of 5, 6 and 7-8 short lives: about 6 min on a busy host
 
 SERVER_ARGS = ["--max-num-seqs", "16", "--sim-scenario", "roomy-kv"]
 TARGET_RATE = 16.0
@@ -89,3 +89,37 @@ def test_the_truth_at_the_target_rate_is_k4():
         assert run.keeps_up()
         e2e[k] = float(np.nanpercentile(run.latency_ms[run.window(), 3], 90))
     assert min(e2e, key=e2e.get) == 4 and e2e[4] * 1.3 < min(e2e[0], e2e[24]), e2e
+
+
+# The verdict hanging on a capacity: K 0/4 at 8, 16 and 60 req/s, target 16. Both K keep up at 16 and K=0 falls
+# behind at 60 (its capacity within the SLO about 29 req/s on the simulator, K=4's about 63): the rates configured
+# leave K=0's capacity anywhere in (16, 60), so in the verdict's resamples it could pass K=4's, and lives at these
+# rates cannot settle that. The sweep probes rates between, on lives of its own (one rate stage each).
+PROBED_CONFIG = CONFIG.replace('name = "rate-adaptive"', 'name = "rate-probes"').replace(
+    "k = [0, 4, 24]", "k = [0, 4]").replace(
+    f"stages = [{{ rate = 8.0, duration_s = 4 }}, {{ rate = {TARGET_RATE}, duration_s = 10 }}]",
+    f"stages = [{{ rate = 8.0, duration_s = 4 }}, {{ rate = {TARGET_RATE}, duration_s = 10 }}, "
+    "{ rate = 60.0, duration_s = 10 }]").replace("max_client_lag_p99_ms = 250", "max_client_lag_p99_ms = 400")
+
+
+def test_a_verdict_that_hangs_on_a_capacity_is_settled_by_probes_between_the_rates(tmp_path):
+    assert "rate = 60.0" in PROBED_CONFIG and "k = [0, 4]" in PROBED_CONFIG
+    config = write_config(tmp_path, PROBED_CONFIG)
+    done = cli("sweep", "--config", str(config), "--out", str(tmp_path / "probed"), "--no-ledger", timeout=500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = list((tmp_path / "probed").iterdir())
+    decision = json.loads((run_dir / "decision.json").read_text())
+    lives = json.loads((run_dir / "plan.json").read_text())["lives"]
+    probes = [life for life in lives if life["purpose"] == "capacity"]
+    assert probes, [(life["dir"], life["chosen"]) for life in lives]
+    assert "a capacity probe (K=0's capacity within the SLO could set it over K=4)" in probes[0]["chosen"]
+    assert all(len(life["rates"]) == 1 and 16.0 < life["rates"][0] < 60.0 for life in probes)
+    assert len(probes) <= 4 and len(lives) - len(probes) <= 4            # 2 per K beside the verdict's 2 per K
+    # decided on K=4 by its capacity in 3 of 3 runs here (K=0's, between the probes, about half K=4's); a probe's
+    # keeping up is judged on one short stage, so on a loaded host one may read "behind" and leave it not decided:
+    # never K=0, the K with half the capacity
+    assert decision["recommended"] is None or decision["recommended"]["k"] == 4, decision["verdict"]
+    assert decision["status"] == "not_decided" or decision["decided_by"] == "capacity", decision["verdict"]
+    assert any(f"{len(probes)} of them capacity probe" in reason for reason in decision["reasons"])
+    dry = cli("sweep", "--config", str(config), "--dry-run", timeout=60)
+    assert "and up to 4 capacity probes beside them" in dry.stdout, dry.stdout

@@ -122,10 +122,13 @@ def _given_up(k: int, plan: Plan, points: Sequence[Point], tried: Sequence[float
 
 def next_probe(ks: Sequence[int], points: Mapping[int, Sequence[Point]], probes: Mapping[int, int], spent: Spent,
                budget: Budget, target: float | Mapping[int, float], precision: float, reach: tuple[float, float],
-               tried: Mapping[int, Sequence[float]] | None = None) -> Probe:
+               tried: Mapping[int, Sequence[float]] | None = None, bracketed_first: bool = False,
+               lives_named: str = "sweep.max_lives") -> Probe:
     """The next probe over every K (`target`: the percentile its points hold, one for all or per K; `probes`:
     probes run per K so far; `spent`: lives per K and server time; `tried`: per K, the rate of every probe run so
-    far)."""
+    far; `bracketed_first`: a K whose bracket has two ends before one that holds or misses at every rate, whatever
+    their probes so far: the adaptive sweep's probes, where a bracket narrowed apart settles the verdict and a
+    doubling rarely does; `lives_named`: what its budget of lives is called, in a stop)."""
     plans, done, stuck = [], [], []
     for k in ks:
         mine = points.get(k, [])
@@ -148,15 +151,21 @@ def next_probe(ks: Sequence[int], points: Mapping[int, Sequence[Point]], probes:
         if not stuck:
             return Probe(None, why="every K's capacity is bracketed: " + "; ".join(done), stop="decided")
         return Probe(None, why="no probe left could narrow a bracket: " + "; ".join(stuck + done), stop="exhausted")
-    plan = min(plans, key=lambda pl: (probes.get(pl.k, 0), -pl.width, pl.k))
+    plan = min(plans, key=lambda pl: (bracketed_first and math.isinf(pl.width), probes.get(pl.k, 0), -pl.width,
+                                      pl.k))
+    return within(Probe(plan.k, plan.rate, plan.why), spent, budget, lives_named)
+
+
+def within(probe: Probe, spent: Spent, budget: Budget, lives_named: str = "sweep.max_lives") -> Probe:
+    """`probe`, or the stop where it would pass a budget (`lives_named`: what the budget of lives is called)."""
     if spent.total >= budget.max_lives:
-        return Probe(None, why=f"budget: sweep.max_lives = {budget.max_lives} lives run (next would have been "
-                               f"{plan.why})", stop="budget")
+        return Probe(None, why=f"budget: {lives_named} = {budget.max_lives} lives run (next would have been "
+                               f"{probe.why})", stop="budget")
     if budget.max_server_s is not None and spent.server_s + spent.next_life_s > budget.max_server_s:
         return Probe(None, why=f"budget: another life (~{spent.next_life_s / 60:.1f} min) would pass "
                                f"sweep.max_server_minutes = {budget.max_server_s / 60:g} ({spent.server_s / 60:.1f} "
-                               f"spent; next would have been {plan.why})", stop="budget")
-    return Probe(plan.k, plan.rate, plan.why)
+                               f"spent; next would have been {probe.why})", stop="budget")
+    return probe
 
 
 def clearly_over(times_s: np.ndarray, waiting: np.ndarray, rate: float, since_s: float, stage_s: float) -> str:

@@ -3,7 +3,12 @@ the pool (life_pool.py) has free slots, on the verdict at the users target (adap
 stages only, at the target rate (decision/rate_standing.py), write them to plan.json, start them as real server
 lives (same readiness and memory rules as the grid), and ask again each time one ends, the lives in flight counted,
 until the chooser stops with none in flight; the stop and its reason go to plan.json's "adaptive". Here the pool
-runs one life at a time; on a Ray cluster one per slot, in parallel.
+runs one life at a time; on a Ray cluster one per slot, in parallel. At a rate with an SLO, where the chooser
+would stop because the verdict hangs on a capacity within the SLO that the rates measured leave open (no life at
+them could settle it), the loop runs capacity probes instead, one at a time (`capacity_probe`: probes.py and
+decision/capacity/separate.py choose the rate; purpose "capacity" in plan.json): they are not the verdict's lives
+(its looks and cap count those), and may add cost.capacity_probes lives beside them; once none is left to run,
+the verdict is read again with lives at the rate wanted where they could still settle it.
 
 plan.json starts with no lives; each life chosen is appended before it starts (with the stages it runs
 when it runs a subset: a repeat runs the target stage alone, its users in `stages`, at a rate its rate in `rates`;
@@ -15,9 +20,9 @@ what to measure.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from collections import Counter
+from dataclasses import replace
+from pathlib import Path
 
 from ...decision.adaptive import (Budget, Choice, ModelView, Prediction, Spent, Standing, choose_batch, first_k,
                                  standing_of, valid_lives)
@@ -26,15 +31,17 @@ from ...decision.engine import early_look
 from ...decision.cells.stats import single_life_gains
 from ...decision.rate_standing import standing_at_rate, valid_lives_at_rate
 from ...config import ResolvedServer, SweepConfig
-from ...runfolder.cost import grid_lives, life_costs
+from ...runfolder.cost import capacity_probes, grid_lives, life_costs
 from ...runfolder.price import default_max_lives, looks_of
 from ...runfolder.read import read_run
 from ..verdict.finalize import write_tables
 from ..life.launch import Life, append_to_plan
 from .life_pool import LifePool, drain
+from .probes import probe_stage, verdict_probe
 from ..verdict.perfmodel_run import fit_run
 from ..verdict.rate_verdict import ended_over, windows_of
-from ...runfolder.plan import AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan, record_adaptive_stop
+from ...runfolder.plan import (CAPACITY_PURPOSE, AdaptiveState, LifeStatus, Plan, PlannedLife, read_plan,
+                               record_adaptive_stop)
 from ...vllm.knob import Setting
 from ...vllm.probe import Capabilities
 
@@ -63,6 +70,9 @@ def describe(config: SweepConfig, model: ModelView, slots: int | None = 1) -> st
     stages = ("" if rate is None or len(config.load.stages) < 2 else
               f"; a K's first life runs every rate stage (the other rates place its capacity within the SLO), a "
               f"repeat runs the {rate:g} req/s stage alone")
+    if probes := capacity_probes(config):
+        stages += (f"; where the verdict hangs on a capacity within the SLO the rates leave open, up to {probes} "
+                   "capacity probes beside those lives (a life of one rate stage between them)")
     return (f"adaptive sweep{chosen}: the baseline K={ks[0]} and {why}, then {pace} where the verdict at "
             f"{target} is least sure, until it is decided{stages} (at most {default_max_lives(config)} "
             f"server lives: {bound}{minutes}; sweep.strategy = \"grid\" would run {grid_lives(config)[0]}: each K x "
@@ -119,9 +129,10 @@ UNIT = {"req_per_s": "req/s", "output_tok_per_s": "output tok/s"}
 
 def stages_of(config: SweepConfig, users: list[int] | None, rates: list[float] | None = None) -> SweepConfig:
     """The config a life runs: every stage, or the ones its plan entry lists (`users`: those user stages and every
-    rate stage; `rates`: those rate stages alone)."""
+    rate stage; `rates`: those rate stages alone, a rate no stage has as a capacity probe's, probes.probe_stage)."""
     if rates:
-        stages = [stage for stage in config.load.rate_stages if any(same_rate(stage.rate, r) for r in rates)]
+        stages = [next((stage for stage in config.load.rate_stages if same_rate(stage.rate, r)), None)
+                  or probe_stage(config, r) for r in rates]
     elif users:
         stages = [stage for stage in config.load.stages if stage.is_rate or stage.users in users]
     else:
@@ -130,12 +141,16 @@ def stages_of(config: SweepConfig, users: list[int] | None, rates: list[float] |
 
 
 def spent_so_far(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus], valid: dict[int, int],
-                 in_flight: list[Life] = ()) -> Spent:
-    """The lives ended (from their status.json), and those in flight per K."""
+                 in_flight: list[Life] = (), probes_apart: bool = False) -> Spent:
+    """The lives ended (from their status.json), and those in flight per K; `probes_apart`: the verdict's lives
+    alone (a capacity probe's server-seconds counted, not the life: probes have their own allowance,
+    price.capacity_probes)."""
+    probes = {entry.dir for entry in plan_lives if entry.purpose == CAPACITY_PURPOSE} if probes_apart else set()
     costs = [c for c in life_costs(plan_lives, statuses) if not c.confirm]
     lives: dict[int, int] = {}
     for c in costs:
-        lives[c.k] = lives.get(c.k, 0) + 1
+        if c.life not in probes:
+            lives[c.k] = lives.get(c.k, 0) + 1
     seconds = [c.start_s + c.measure_s for c in costs]
     return Spent(lives, valid, sum(seconds), sum(seconds) / len(seconds) if seconds else 0.0,
                  dict(Counter(life.setting.k for life in in_flight)))
@@ -147,10 +162,11 @@ def next_life(plan_lives: list[PlannedLife], config: SweepConfig, k: int) -> Lif
     return Life(Setting(k, config.speculation.raw_lookahead_slots), max(repeats) + 1 if repeats else 0)
 
 
-def standing_now(data, config: SweepConfig, early_stop: bool, looks) -> tuple[Standing, dict[int, int]]:
+def standing_now(data, config: SweepConfig, early_stop: bool, looks, probing: bool = True
+                 ) -> tuple[Standing, dict[int, int]]:
     """The verdict the chooser reads on the run so far, and per K its lives with a valid window where it is made:
     at the users target, or with rate stages only at the target rate (every rate's windows: the other rates place
-    each K's capacity within the SLO)."""
+    each K's capacity within the SLO; `probing`: a capacity probe may still run, rate_standing.standing_at_rate)."""
     rate = config.adaptive_rate
     if rate is None:
         evidence = data.evidence()
@@ -158,8 +174,38 @@ def standing_now(data, config: SweepConfig, early_stop: bool, looks) -> tuple[St
                 valid_lives(evidence, config.target_users))
     windows = windows_of(data)
     over = ended_over(data.plan.sweep_lives(), data.statuses)
-    return (standing_at_rate(windows, rate, config.decision, early_stop, looks, over=over),
+    return (standing_at_rate(windows, rate, config.decision, early_stop, looks, over=over, probing=probing),
             valid_lives_at_rate(windows, rate))
+
+
+def capacity_probe(data, config: SweepConfig, standing: Standing, spent: Spent, budget: Budget):
+    """The next capacity probe where the verdict at the rate hangs on the capacity within the SLO of the K at stake
+    (`standing.capacity_open`) against the leader's (probes.verdict_probe), or why none. `spent`: every life,
+    probes too: they may pass the verdict's cap of lives by cost.capacity_probes (sweep.max_server_minutes
+    holds for all)."""
+    probes = capacity_probes(config)
+    allowance = replace(budget, max_lives=budget.max_lives + probes)
+    named = (f"the verdict's lives and its {probes} capacity probes" if probes else "sweep.max_lives")
+    probe = verdict_probe(data, config, standing.leader, standing.capacity_open, spent, allowance, named)
+    if probe.k is None:
+        return replace(probe, why=f"the capacity probes: {probe.why}")
+    return replace(probe, why=f"K={probe.k} at {probe.rate:g} req/s, a capacity probe (K="
+                              f"{', '.join(map(str, standing.capacity_open))}'s capacity within the SLO could set it "
+                              f"over K={standing.leader}): {probe.why}")
+
+
+def start_probe(probe, config: SweepConfig, caps: Capabilities, run_dir: Path, server: ResolvedServer,
+                pool: LifePool, say, announce, model_trust: str) -> None:
+    """A capacity probe's life: written to plan.json (its one rate in `rates`, purpose "capacity") and run; wait
+    for it, its windows decide what follows."""
+    life = next_life(read_plan(run_dir).sweep_lives(), config, probe.k)
+    append_to_plan(config, caps, run_dir, [life], server, rates=[probe.rate], chosen=probe.why,
+                   model_trust=model_trust, purpose=CAPACITY_PURPOSE)
+    say(f"adaptive: next {life.key}: {probe.why}")
+    announce(life, stages_of(config, None, [probe.rate]).load.stages)
+    pool.submit(stages_of(config, None, [probe.rate]), life)
+    if pool.in_flight():
+        pool.wait()
 
 
 def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, pool: LifePool, server: ResolvedServer,
@@ -179,8 +225,9 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
             pool.wait()
         pool.submit(stages_of(config, entry.stages, entry.rates), life)
     said_model = None
+    probing, probes_stopped = True, ""   # a capacity probe may still run; why they stopped, once they have
     # bounded: each round starts a life or waits for one to end, and the budget stops the lives first
-    for _ in range(2 * (budget.max_lives + len(ks) * MIN_LEADER_LIVES) + 1):
+    for _ in range(2 * (budget.max_lives + len(ks) * MIN_LEADER_LIVES) + capacity_probes(config) + 1):
         data = read_run(run_dir)
         model = model_view(data, config)
         if said_model != model.trusted:  # at the start, and whenever the model's trust changes
@@ -188,8 +235,9 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
                 model.trusted else f"adaptive: {model.why_not}: a K not run yet is run when it lies between the K "
                 "measured around the leader (the objective taken to rise, then fall with K), in grid order")
             said_model = model.trusted
-        standing, valid = standing_now(data, config, early_stop, looks)
-        spent = spent_so_far(data.plan.sweep_lives(), data.statuses, valid, pool.in_flight())
+        standing, valid = standing_now(data, config, early_stop, looks, probing)
+        spent = spent_so_far(data.plan.sweep_lives(), data.statuses, valid, pool.in_flight(),
+                             probes_apart=capacity_probes(config) > 0)
         batch = choose_batch(pool.free(), ks, standing, spent, model, budget, config.load.max_repeats,
                              MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
         if len(batch.lives) > 1:
@@ -204,10 +252,25 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
             say(f"adaptive: next {life.key}: {choice.why}")
             announce(life, stages_of(config, users, rates).load.stages)
             pool.submit(stages_of(config, users, rates), life)
+        if batch.ends_sweep and standing.capacity_open and batch.reason.stop == "exhausted":
+            # the verdict at the rate hangs on a capacity the rates measured leave open: a probe between them
+            every = spent_so_far(data.plan.sweep_lives(), data.statuses, valid, pool.in_flight())
+            probe = capacity_probe(data, config, standing, every, budget)
+            if probe.k is None and probing:   # none left: read the verdict again, lives at the rate may settle it
+                probing, probes_stopped = False, probe.why
+                continue
+            if probe.k is None:
+                batch = replace(batch, reason=replace(batch.reason, why=f"{batch.reason.why}; {probe.why}",
+                                                      stop="budget" if probe.stop == "budget" else "exhausted"))
+            else:
+                start_probe(probe, config, caps, run_dir, server, pool, say, announce, model.why_not)
+                continue
         if pool.in_flight():
             pool.wait()  # its windows may change the next choice, or a stop
         elif batch.ends_sweep:
             choice = batch.reason
+            if probes_stopped and probes_stopped not in choice.why:
+                choice = replace(choice, why=f"{choice.why}; {probes_stopped}")
             break
     else:
         choice = Choice(None, why="the loop's own bound was reached", stop="budget")

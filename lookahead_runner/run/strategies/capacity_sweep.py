@@ -11,38 +11,25 @@ the same evidence gives the same next probe. The capacities are estimated at the
 """
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
-from ...config import ResolvedServer, StageConfig, SweepConfig
+from ...config import ResolvedServer, SweepConfig
 from ...decision.adaptive import Budget
-from ...decision.capacity.estimate import binding, of_k, slo_rate_points
-from ...decision.capacity.search import RATE_REACH, Probe, next_probe
+from ...decision.capacity.search import Probe
 from ...runfolder.plan import read_plan, record_adaptive_stop
 from ...runfolder.read import read_run
 from ...vllm.probe import Capabilities
-from ...workload.stages import MAX_STAGE_ARRIVALS
 from .adaptive_sweep import next_life, spent_so_far
 from ..verdict.finalize import write_tables
 from ..life.launch import Life, append_to_plan
 from .life_pool import LifePool, drain
-from ..verdict.rate_verdict import ended_over
+from .probes import probe_config, probe_next
 
 LIVES_PER_K = 8
 
 
 def default_max_lives(config: SweepConfig) -> int:
     return config.sweep.max_lives or LIVES_PER_K * len(config.speculation.k)
-
-
-def probe_config(config: SweepConfig, rates: list[float] | None) -> SweepConfig:
-    """The config a life runs: the config's stages, or a probe's rate stage(s), each as long as the config's
-    longest rate stage."""
-    if not rates:
-        return config
-    duration = max(stage.duration_s for stage in config.load.rate_stages)
-    stages = [StageConfig(rate=rate, duration_s=duration) for rate in rates]
-    return config.model_copy(update={"load": config.load.model_copy(update={"stages": stages})})
 
 
 def describe(config: SweepConfig) -> str:
@@ -55,14 +42,6 @@ def describe(config: SweepConfig) -> str:
             f"{', '.join(slo.text() for slo in config.decision.slos)}) to {config.sweep.capacity_precision * 100:g}%; "
             f"at most "
             f"{default_max_lives(config)} lives{minutes}")
-
-
-def reach(config: SweepConfig) -> tuple[float, float]:
-    """The lowest and highest rate a probe may run: the config's rates divided or multiplied by RATE_REACH, and no
-    higher than a probe's stage may draw (workload/stages.py)."""
-    rates = [stage.rate for stage in config.load.rate_stages]
-    duration = max(stage.duration_s for stage in config.load.rate_stages)
-    return min(rates) / RATE_REACH, min(max(rates) * RATE_REACH, MAX_STAGE_ARRIVALS / duration)
 
 
 def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, pool: LifePool,
@@ -91,19 +70,8 @@ def run_capacity(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
         drain(pool)
         data = read_run(run_dir)
         lives = data.plan.sweep_lives()
-        probes = Counter(entry.k for entry in lives if entry.rates)
-        spent = spent_so_far(lives, data.statuses, {})
-        per_slo = slo_rate_points((w for _, w in data.rate_windows), config.decision,
-                                  ended_over(lives, data.statuses))
-        # per K the points and percentile of its SLO that fails first: their bracket is every SLO's
-        points, targets = {}, {}
-        for k in {k for _, by_k in per_slo for k in by_k}:
-            points[k], targets[k] = binding(of_k(per_slo, k))
-        tried: dict[int, list[float]] = {}
-        for entry in lives:
-            tried.setdefault(entry.k, []).extend(entry.rates or [])
-        choice = next_probe(ks, points, probes, spent, budget, targets,
-                            config.sweep.capacity_precision, reach(config), tried)
+        choice = probe_next(data, config, ks, spent_so_far(lives, data.statuses, {}), budget,
+                            config.sweep.capacity_precision)
         if choice.k is None:
             break
         life = next_life(lives, config, choice.k)

@@ -23,7 +23,7 @@ from ...decision.ramp import ramp_decision
 from ...decision.confirmation.confirm import judge, unconfirmed_note, with_confirmation
 from ...decision.confirmation.rate_confirm import is_rate_plan
 from ...decision.schema import AxisDecision, ConfirmLife, LifeNote
-from ...runfolder.plan import LifeStatus
+from ...runfolder.plan import CAPACITY_PURPOSE, LifeStatus
 from ...runfolder.spread_ledger import levels_of, remember, run_date, workload_key
 from ...runfolder.read import RunData, read_run
 from ...decision.per_variant import by_variant, note_unconfirmed_schedules
@@ -258,9 +258,11 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None, led
         decision.reasons.append(capacity_note(data))
     elif plan.adaptive is not None:
         lives_by_k = Counter(c.k for c in costs if not c.confirm)
+        ran = {c.life for c in costs}
+        probes = sum(1 for entry in plan.lives if entry.purpose == CAPACITY_PURPOSE and entry.dir in ran)
         decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
                                          plan.adaptive.stop, len(plan.cluster.slots) if plan.cluster else 1,
-                                         plan.adaptive.model_skipped))
+                                         plan.adaptive.model_skipped, probes))
     if note := remember_spread(data, decision, ledger):
         decision.diagnoses.append(note)
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))

@@ -131,6 +131,20 @@ def test_the_next_probe_is_the_ks_with_fewest_probes_and_stops_when_bracketed_or
     assert minutes.stop == "budget" and "sweep.max_server_minutes" in minutes.why
 
 
+def test_the_adaptive_sweeps_probes_bisect_a_bracket_before_doubling_a_k_that_holds_every_rate():
+    # K=0 bracketed (8, 16) with a probe already, K=4 holding every rate: the capacity search spreads its probes
+    # over K (K=4's doubling first); the adaptive sweep's, whose verdict a bracket narrowed apart settles, bisects
+    points = {0: [Point(8, 100, 100), Point(16, 10, 100)], 4: [Point(8, 100, 100), Point(16, 100, 100)]}
+    spread = next_probe([0, 4], points, {0: 1}, Spent({0: 2, 4: 1}), Budget(10), 0.9, 0.01, REACH)
+    assert (spread.k, spread.rate) == (4, 32)
+    verdict = next_probe([0, 4], points, {0: 1}, Spent({0: 2, 4: 1}), Budget(10), 0.9, 0.01, REACH,
+                         bracketed_first=True, lives_named="the verdict's lives and its 4 capacity probes")
+    assert verdict.k == 0 and 8 < verdict.rate < 16
+    over = next_probe([0, 4], points, {}, Spent({0: 5, 4: 5}), Budget(10), 0.9, 0.01, REACH, bracketed_first=True,
+                      lives_named="the verdict's lives and its 4 capacity probes")
+    assert "budget: the verdict's lives and its 4 capacity probes = 10 lives run" in over.why
+
+
 def test_a_k_without_a_valid_window_in_two_lives_is_given_up():
     probe = next_probe([0], {}, {}, Spent({0: 2}), Budget(10), 0.9, 0.1, REACH)
     assert probe.stop == "exhausted" and "K=0 gave no valid rate window in 2 lives" in probe.why
@@ -216,7 +230,7 @@ def test_a_bisection_probes_a_rate_strictly_inside_its_bracket_at_any_scale():
 
 def test_the_search_reaches_no_rate_whose_stage_would_hold_more_arrivals_than_a_schedule_may():
     from lookahead_runner.config import SweepConfig
-    from lookahead_runner.run.strategies.capacity_sweep import probe_config, reach
+    from lookahead_runner.run.strategies.probes import probe_config, reach
 
     config = SweepConfig.model_validate({
         "server": {"model": "m"}, "speculation": {"k": [0]}, "decision": {"slo": {"ttft_p99_ms": 500.0}},

@@ -240,7 +240,7 @@ def test_the_capacity_loops_own_bound_waits_for_the_last_probe(tmp_path, monkeyp
     monkeypatch.setattr(capacity_sweep, "read_run", lambda run_dir: SimpleNamespace(
         plan=read_plan(run_dir), statuses={}, rate_windows=[]))
     monkeypatch.setattr(capacity_sweep, "write_tables", lambda run_dir: None)
-    monkeypatch.setattr(capacity_sweep, "next_probe", lambda *args: Probe(0, 10.0, why="once more"))
+    monkeypatch.setattr(capacity_sweep, "probe_next", lambda *args: Probe(0, 10.0, why="once more"))
     write_plan(tmp_path, adaptive_sweep.start_plan(Plan(
         run_id="t", config=config.model_dump(mode="json"), probe={"version": "0.32.0"}, target_users=0, lives=[])))
     class Probes(TwoSlots):

@@ -11,6 +11,7 @@ from lookahead_runner.decision.adaptive import ModelView
 from lookahead_runner.run.strategies import adaptive_sweep
 from lookahead_runner.run.strategies.life_pool import OneAtATime
 from lookahead_runner.runfolder import results
+from lookahead_runner.runfolder.price import capacity_probes
 from lookahead_runner.runfolder.plan import (Plan, PlannedLife, has_plan, life_state, read_plan, read_status,
                                              write_plan, write_status)
 from lookahead_runner.vllm.probe import Capabilities
@@ -149,3 +150,76 @@ def test_a_life_the_stop_needs_anyway_comes_before_one_it_may_not():
     spent = Spent({0: 1, 4: 2, 24: 1}, {0: 1, 4: 2, 24: 1})
     choice = choose([0, 4, 24], standing, spent, ModelView(why_not="-"), Budget(6), 5)
     assert choice.k == 0 and "the baseline every gain is measured against" in choice.why, choice
+
+
+CAPACITY = {0: 18.0, 4: 34.0}   # each K's true capacity within the SLO (req/s)
+# both K hold 8 and 16 req/s and fall behind at 48: their brackets (16, 48) overlap, so the capacity, which decides
+# first, is open on the config's rates alone (gates/rate_pick.py's `could_exceed`)
+OPEN_CONFIG = config_from_dict({
+    "server": {"extra_args": ["--sim-restart-spread", "0.05"]}, "speculation": {"k": [0, 4]},
+    "load": {"stages": [{"rate": 8.0, "duration_s": 20}, {"rate": 16.0, "duration_s": 20},
+                        {"rate": 48.0, "duration_s": 20}]},
+    "decision": {"target_rate": 16.0, "slo": {"ttft_p99_ms": 500}, "resamples": 400}})
+
+
+class CapacityLives(Lives):
+    """Lives whose every rate window holds the SLO below the K's CAPACITY and falls behind above it."""
+
+    def run_one(self, config, life):
+        out = results.life_dir(self.run_dir, life.setting.name, life.repeat)
+        if life_state(out) == "done":
+            return
+        out.mkdir(parents=True, exist_ok=True)
+        self.ran.append((life.key, [stage.rate for stage in config.load.stages]))
+        k, repeat = life.setting.k, life.repeat
+        self.windows[life.key] = [
+            rate_window(k, stage.rate, int(stage.rate * 20),
+                        int(stage.rate * 20 * (1.0 if stage.rate <= CAPACITY[k] else 0.5)),
+                        behind=stage.rate > CAPACITY[k], repeat=repeat,
+                        service_ms=SERVICE_MS[k] * (1 + repeat / 100), p=config.decision)
+            for stage in config.load.stages]
+        write_status(out, "done", start_s=120.0, measure_s=20.0 * len(config.load.stages))
+
+
+def test_a_capacity_the_rates_leave_open_is_probed_on_the_sweeps_own_lives(tmp_path, monkeypatch):
+    lives = CapacityLives(tmp_path)
+    choice, said = run(tmp_path, monkeypatch, lives, OPEN_CONFIG)
+    plan = read_plan(tmp_path)
+    probes = [l for l in plan.lives if l.purpose == "capacity"]
+    # before: "not decided: K=0's capacity within the SLO could set it over K=4: rates between those measured
+    # settle that, not lives at them"; now the sweep runs those rates itself, a probe life of one rate stage each
+    assert choice.stop == "decided" and "K=4 wins" in choice.why, (choice, lives.ran)
+    assert probes and all(len(l.rates) == 1 and 16.0 < l.rates[0] < 48.0 for l in probes)
+    assert len(probes) <= capacity_probes(OPEN_CONFIG)
+    assert any("a capacity probe (K=0's capacity within the SLO could set it over K=4)" in line for line in said)
+    # the probes are not the verdict's lives: its looks count the lives at the target rate
+    assert all(rates == [16.0] for key, rates in lives.ran if not key.endswith("/r0") and key not in
+               {l.dir for l in probes})
+
+
+def test_a_resumed_sweep_reruns_a_cut_probe_at_its_rate(tmp_path, monkeypatch):
+    whole = CapacityLives(tmp_path / "whole")
+    (tmp_path / "whole").mkdir()
+    choice, _ = run(tmp_path / "whole", monkeypatch, whole, OPEN_CONFIG)
+    plan = read_plan(tmp_path / "whole")
+    probe = next(l for l in plan.lives if l.purpose == "capacity")
+    upto = plan.lives[: [l.dir for l in plan.lives].index(probe.dir) + 1]
+    cut = CapacityLives(tmp_path / "cut")
+    (tmp_path / "cut").mkdir()
+    write_plan(tmp_path / "cut", plan.model_copy(update={"lives": upto}))
+    for life in upto[:-1]:
+        cut.run_one(adaptive_sweep.stages_of(OPEN_CONFIG, life.stages, life.rates),
+                    adaptive_sweep.Life(adaptive_sweep.Setting(life.k), life.repeat))
+    cut.ran.clear()
+    resumed, _ = run(tmp_path / "cut", monkeypatch, cut, OPEN_CONFIG)
+    assert cut.ran[0] == (probe.dir, probe.rates)   # its own rate: no config stage has it
+    assert (resumed.stop, resumed.why) == (choice.stop, choice.why)
+
+
+def test_a_given_sweep_max_lives_caps_the_probes_too(tmp_path, monkeypatch):
+    capped = OPEN_CONFIG.model_copy(update={"sweep": OPEN_CONFIG.sweep.model_copy(update={"max_lives": 5})})
+    assert capacity_probes(capped) == 0 and capacity_probes(OPEN_CONFIG) == 4
+    lives = CapacityLives(tmp_path)
+    choice, _ = run(tmp_path, monkeypatch, lives, capped)
+    assert len(lives.ran) == 5 and choice.stop == "budget", (choice, lives.ran)
+    assert sum(1 for l in read_plan(tmp_path).lives if l.purpose == "capacity") == 1

@@ -104,17 +104,25 @@ RATE = config_from_dict({"server": {"extra_args": ["--sim-restart-spread", "0.05
 
 def test_a_rate_plan_prices_a_repeat_at_the_one_stage_it_runs():
     """A K's first life runs every rate stage (180 s), a repeat the target rate's alone (60 s): at best the baseline
-    and one K twice each (2 x 180 + 2 x 60 s), at worst 3 K x 2 lives (3 x 180 + 3 x 60 s)."""
+    and one K twice each (2 x 180 + 2 x 60 s), at worst 3 K x 2 lives (3 x 180 + 3 x 60 s) and, with an SLO, two
+    capacity probes per K beside them, each one rate stage as long as the longest (6 x 60 s)."""
     assert RATE.sweep.strategy == "adaptive" and RATE.adaptive_by_default
     priced = dry_run_range(RATE, None)
-    assert (priced.best, priced.expected, priced.worst) == (4, None, 6)
-    assert priced.seconds == (480.0, None, 720.0)
+    assert (priced.best, priced.expected, priced.worst) == (4, None, 12)
+    assert priced.seconds == (480.0, None, 720.0 + 360.0)
     said = expected_text(RATE, 6, priced)
-    assert said.startswith("expected: at most 6 server lives (adaptive: each chosen on what is measured), 6 server "
-                           "starts: at most 12 server-minutes of load (a K's first life 180 s of stages, a repeat 60 s: "
-                           "the 16 req/s stage alone) plus each start's"), said
+    assert said.startswith("expected: at most 6 server lives (adaptive: each chosen on what is measured), and up to 6 "
+                           "capacity probes beside them, 12 server starts: at most 18 server-minutes of load (a K's "
+                           "first life 180 s of stages, a repeat 60 s: the 16 req/s stage alone, a capacity probe 60 "
+                           "s) plus each start's"), said
+    no_slo = config_from_dict({"server": {"extra_args": ["--sim-restart-spread", "0.05"]},
+                               "speculation": {"k": [0, 2, 4]},
+                               "load": {"stages": [{"rate": r, "duration_s": 60} for r in (8.0, 16.0, 24.0)]},
+                               "decision": {"target_rate": 16.0}})
+    assert no_slo.sweep.strategy == "adaptive"
+    assert dry_run_range(no_slo, None).worst == 6    # no SLO: no capacity decides, no probe
     assert said.endswith("; at best 4 lives (~8.0 server-minutes of load), the expected number not known (no restart "
-                         "spread and levels measured on this server yet), at worst 6 (~12)"), said
+                         "spread and levels measured on this server yet), at worst 12 (~18)"), said
 
 
 def test_an_adaptive_repeat_at_a_rate_is_no_life_of_every_stage():
@@ -149,7 +157,8 @@ def test_at_best_on_an_unknown_spread_both_ends_of_the_first_gain_have_two_lives
 def test_the_cost_line_prices_a_repeat_at_its_one_stage_and_a_start():
     """After the run, as in the dry run: a K's first life at a start and the load measured of a life of every stage
     (120 + 180 s here), a repeat at a start and the target rate's stage alone (120 + 60 s): at best 2 firsts and 2
-    repeats, 960 s (not 4 whole lives, 1200 s), at worst 3 and 3, 1440 s (not 1800)."""
+    repeats, 960 s (not 4 whole lives, 1200 s), at worst 3 and 3, 1440 s (not 1800), and with an SLO 6 capacity
+    probes at a start and one 60 s rate stage each, 1080 s."""
     def life(k, repeat, rates=None):
         return PlannedLife(setting=f"k{k}", dir=f"k{k}/r{repeat}", k=k, repeat=repeat, argv=[], rates=rates)
 
@@ -158,7 +167,7 @@ def test_the_cost_line_prices_a_repeat_at_its_one_stage_and_a_start():
                                                   "measure_s": 60.0 if l.rates else 180.0}) for l in lives}
     cost = run_cost(life_costs(lives, statuses), RATE, "adaptive", "", lives_range(RATE, looks_of(RATE),
                                                                                     spread_known=True))
-    assert (cost.best_lives, cost.worst_lives) == (4, 6), cost
+    assert (cost.best_lives, cost.worst_lives) == (4, 12), cost
     assert "; a verdict like this one: at best 4 lives (~16 server-minutes), the expected number not known" in \
         cost.text, cost.text
-    assert cost.text.endswith(", at worst 6 (~24)"), cost.text
+    assert cost.text.endswith(", at worst 12 (~42)"), cost.text
