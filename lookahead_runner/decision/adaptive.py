@@ -54,6 +54,7 @@ from .perfmodel.prior import (ModelSkip, ModelView, Prediction, as_skip, leader_
 
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
 BASELINE_OUTLIER_FACTOR = 0.5   # the worst a baseline life could read of its true figure (_baseline_spared)
+CAPACITY_STOP = "capacity"      # Choice.purpose of a stop on a capacity within the SLO left open at a rate
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,8 @@ class Choice:
     why: str = ""                   # why this life, or why stop
     stop: str = ""                  # "decided" | "budget" | "exhausted" (nothing left to run that could decide it)
     #                                 | "wait" (lives in flight first: only with some)
-    purpose: str = ""               # "spread": a repeat that measures the restart spread for every K
+    purpose: str = ""               # "spread": a repeat that measures the restart spread for every K; on a stop,
+    #                                 CAPACITY_STOP: the verdict hangs on a capacity open (capacity probes may settle it)
     skipped: tuple[ModelSkip, ...] = ()   # a stop: the K not run that the model ruled out, with its figures
 
 
@@ -350,7 +352,8 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
         said = (("decided at decision.confidence, short of an early stop's bar" if standing.last_look is None else
                  f"decided as the last look ({standing.last_look.text()})") if standing.decided_at_last_look
                 else "not decided")
-        return Choice(None, why=f"{said}: {why}", stop="exhausted")
+        return Choice(None, why=f"{said}: {why}", stop="exhausted",
+                      purpose=CAPACITY_STOP if standing.capacity_open else "")
     k = wanted[0]
     who = (f"it {_share_text(standing, k)}" if k == leader else "the baseline every gain is measured against"
            if k == base else f"the K nearest the baseline K={base} that leads")
@@ -467,7 +470,7 @@ def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str,
     skipped += f"; K {', '.join(map(str, left))} not run: {why_left}" if left else ""
     pace = "one at a time" if slots <= 1 else f"up to {slots} at a time (one per slot)"
     if probes:
-        ran += (f"; {probes} of them capacity probe{'s' if probes != 1 else ''}, one rate stage between the rates "
-                "measured")
+        ran += (f"; {probes} of them capacity probe{'s' if probes != 1 else ''}, one rate stage each at a rate the "
+                "config does not list")
     return (f"Adaptive sweep: {sum(lives_by_k.values())} lives chosen {pace} ({ran}){skipped}; "
             f"stopped: {stopped_because or 'not yet (interrupted)'}.")

@@ -76,6 +76,9 @@ class RateEval:
     why_not: list[str] = field(default_factory=list)
     spread: RateSpread | None = None    # the restart spread at the rate each K's life factor is drawn from
     drawn_picks: Counter = field(default_factory=Counter)   # each K's wins in the `draws` (decision.resamples)
+    # per K other than the pick: the share of the `draws` in which its capacity was open over their pick
+    # (rate_pick.Ranked.open: the pick did not stand for it)
+    drawn_open: dict[int, float] = field(default_factory=dict)
     # the wins in the i-th batch of `count` more resamples (i from 1; the same draws whichever bar asks for them)
     more_picks: Callable[[int, int], Counter] | None = None
 
@@ -157,11 +160,14 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
                behind_now: Mapping[int, bool]) -> Ranked:
         return rank(standings(figures, brackets), eligible(figures, behind_now), p.tie_tolerance_frac)
 
-    def wins(figures: Mapping[int, list[CellStats]], brackets: Mapping[int, tuple[np.ndarray, np.ndarray]],
-             behind_drawn: Mapping[int, np.ndarray], count: int) -> Counter:
-        return Counter(choose({k: figures[k][b] for k in stats},
-                              {k: (float(brackets[k][0][b]), float(brackets[k][1][b])) for k in stats},
-                              {k: bool(behind_drawn[k][b]) for k in stats}).standing for b in range(count))
+    def ranked(figures: Mapping[int, list[CellStats]], brackets: Mapping[int, tuple[np.ndarray, np.ndarray]],
+               behind_drawn: Mapping[int, np.ndarray], count: int) -> list[Ranked]:
+        return [choose({k: figures[k][b] for k in stats},
+                       {k: (float(brackets[k][0][b]), float(brackets[k][1][b])) for k in stats},
+                       {k: bool(behind_drawn[k][b]) for k in stats}) for b in range(count)]
+
+    def wins(*drawn, count: int) -> Counter:
+        return Counter(r.standing for r in ranked(*drawn, count))
 
     more: dict[tuple[int, int], Counter] = {}
 
@@ -170,16 +176,19 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
             extra = np.random.default_rng([p.seed, 37, at, batch])
             variances = spread.variances(extra, count)
             factors = {k: spread.factors(lives_of(cells[k], p), extra, count, variances) for k in stats}
-            more[(batch, count)] = wins(*_drawn(cells, mine, factors, p, extra, count), count)
+            more[(batch, count)] = wins(*_drawn(cells, mine, factors, p, extra, count), count=count)
         return more[(batch, count)]
 
     chosen = choose(stats, ends, behind)
-    picks = wins(draws, drawn_ends, drawn_behind, p.resamples)
+    first = ranked(draws, drawn_ends, drawn_behind, p.resamples)
+    picks = Counter(r.standing for r in first)
+    opened = Counter(k for r in first if r.pick == chosen.pick for k in r.open)
     out = RateEval(rate, dict(cells), stats, draws, base_k, checks, chosen.pick,
                    {k: n / p.resamples for k, n in picks.items()},
                    wilson(picks[chosen.pick], p.resamples, p.interval_level), p.resamples,
                    standings(stats, ends), eligible(stats, behind), chosen.decided_by, chosen.open, spread=spread,
-                   drawn_picks=picks, more_picks=more_picks)
+                   drawn_picks=picks, more_picks=more_picks,
+                   drawn_open={k: n / p.resamples for k, n in opened.items()})
     return judged_at(out, p)
 
 

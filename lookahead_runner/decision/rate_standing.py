@@ -40,7 +40,6 @@ Pure: rate windows in, a Standing out.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 from ..config import DecisionConfig
@@ -65,14 +64,15 @@ def spread_measured_at(ev: RateEval, p: DecisionConfig) -> bool:
 def capacity_at_stake(ev: RateEval, share_bar: float, in_resamples: bool = True) -> tuple[int, ...]:
     """The K whose capacity within the SLO holds the verdict at the rate: those whose bracket leaves room for a
     capacity beyond the pick's (gates/rate_pick.py's `open`); else, not decided and with the resamples in which the
-    pick does not stand (a drawn bracket open over it) at `share_bar` or more, every other K the rates measured
-    bound from above (it fails at one): a probe between its bracket's ends narrows it, another life at the rates
-    measured does not (`in_resamples` False: the first case alone, where no probe is left to run)."""
+    pick did not stand for an open capacity (`RateEval.drawn_open`; not those where no K passed its gates) at
+    `share_bar` or more together, each K no gate fails that was open in some: a probe between the brackets' ends
+    sets them apart, another life at the rates measured does not (`in_resamples` False: the first case alone,
+    where no probe is left to run)."""
     if ev.capacity_open or ev.status != "not_decided" or ev.pick is None or not in_resamples:
         return ev.capacity_open
-    if ev.shares.get(None, 0.0) < share_bar:
-        return ()
-    return tuple(k for k, st in sorted(ev.standings.items()) if k != ev.pick and math.isfinite(st.fails))
+    opened = {k: share for k, share in ev.drawn_open.items()
+              if share > 0 and k != ev.pick and k in ev.eligible and not ev.blocked_by(k)}
+    return tuple(sorted(opened)) if sum(opened.values()) >= share_bar else ()
 
 
 def _wanted(ev: RateEval, p: DecisionConfig, lives: Mapping[int, int], known: bool,

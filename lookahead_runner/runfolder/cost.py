@@ -83,8 +83,10 @@ def load_seconds(config: SweepConfig) -> tuple[float, float]:
     return every, sum(stage.duration_s for stage in target) * variants
 
 
-# the adaptive sweep at a rate with an SLO: capacity probes beyond sweep.max_lives, per K of the sweep, where the
-# verdict hangs on a capacity the rates measured leave open (run/strategies/adaptive_sweep.capacity_probe)
+# the adaptive sweep at a rate with an SLO: capacity probes beside its default cap of lives, per K of the sweep,
+# where the verdict hangs on a capacity the rates measured leave open (run/strategies/adaptive_sweep.capacity_probe):
+# room for a bisection on each side of the pair it hangs on, or a firmer end each; on the simulator's K 0/4 at 8, 16
+# and 60 req/s, 3 probes settled it in 3 of 4 runs (tests/e2e/test_rate_adaptive_sim.py)
 CAPACITY_PROBES_PER_K = 2
 
 
@@ -227,20 +229,22 @@ def expected_text(config: SweepConfig, adaptive_max_lives: int | None = None,
         stop = "; the early stop may skip larger K" if len(config.speculation.k) > 1 and not config.grid.axis else ""
         head = f"{lives} server lives ({shape}{stop})"
     up_to = f" (up to {minutes(most_lives * load_s)})" if most_lives != lives else ""
-    load = f"{minutes(lives * load_s)} server-minutes of load{up_to} ({load_s:g} s of stages a life)"
+    probes = capacity_probes(config) if adaptive_max_lives is not None else 0
+    probes_s = probes * probe_load_s(config) if probes else 0.0
+    probe_s = f", a capacity probe {probe_load_s(config):g} s" if probes else ""
+    load = (f"{minutes(lives * load_s + probes_s)} server-minutes of load{up_to} ({load_s:g} s of stages a "
+            f"life{probe_s})")
     if adaptive_max_lives is not None and repeat_s != load_s:   # a repeat runs the target stage alone
         ks = len(config.speculation.k)
         target = (f"the {config.adaptive_rate:g} req/s stage" if config.adaptive_rate is not None
                   else f"the {config.target_users}-users stage" + (" and the rate stages" if config.load.rate_stages
                                                                     else ""))
-        probes = capacity_probes(config)
-        probe_s = f", a capacity probe {probe_load_s(config):g} s" if probes else ""
-        load = (f"at most {minutes(adaptive_load_s(config, lives, ks) + probes * probe_load_s(config))} "
+        load = (f"at most {minutes(adaptive_load_s(config, lives, ks) + probes_s)} "
                 f"server-minutes of load (a K's first life {load_s:g} s of stages, a repeat {repeat_s:g} s: {target} "
                 f"alone{probe_s})")
-        if probes:
-            head += f", and up to {probes} capacity probes beside them"
-            starts = most_starts = starts + probes
+    if probes:
+        head += f", and up to {probes} capacity probes beside them"
+        starts = most_starts = starts + probes
     text = (f"expected: {head}, {starts} server start{'s' if starts != 1 else ''}: {load} "
             f"plus each start's time to ready (at most "
             f"server.ready_timeout_s = {config.server.ready_timeout_s:g} s: "

@@ -11,7 +11,11 @@ a rate no higher than (1 + tie) x one L holds (gates/rate_pick.py's `could_excee
   enough), or R at the middle of its fail and L's hold x (1 + tie) (higher than its fail, still low enough). The
   shakier end first: the one whose drawn bracket (estimate.drawn_brackets, the draws the verdict makes) crosses
   the other's measured end in more draws.
-A rate already probed for that K is not asked again (its answer is in the points).
+The middles are of the rates the windows offered; the probe runs the configured rate that offers about that
+(`configured`). The draws order the two ends only (the binding SLO's attainments, as the capacity search reads
+them, without the restart spread's life factor the verdict also draws): DRAWS of them tell two shares of a few
+percent apart, seeded so the same run asks the same probe. A rate already probed for that K is not asked again
+(its answer is in the points).
 """
 from __future__ import annotations
 
@@ -23,33 +27,23 @@ import numpy as np
 
 from .estimate import Point, drawn_brackets, measured_bracket
 
-DRAWS = 400   # draws of each end: enough to order two shares of a few percent apart
-SEED = 53
+DRAWS = 400   # each end's shakiness to about +-2.5 points (a share's standard error at 50 %)
+SEED = 53     # any fixed seed: the same evidence asks the same probe (--resume)
 
 
 @dataclass(frozen=True)
 class Separation:
-    """A probe that would set the leader and a rival apart: `k` at `rate` (offered req/s), and why."""
+    """A probe that would set the leader and a rival apart: `k` at `rate` (the configured req/s to run), and why."""
 
     k: int
     rate: float
     why: str
 
 
-def open_as_measured(leader: Sequence[Point], leader_share: float, rival: Sequence[Point], rival_share: float,
-                     tie: float) -> bool:
-    """The brackets as measured leave room for the rival's capacity beyond the leader's by more than the tie band."""
-    _, rival_fails = measured_bracket(rival, rival_share)
-    leader_holds, leader_fails = measured_bracket(leader, leader_share)
-    if math.isinf(rival_fails) and math.isinf(leader_fails):
-        return False
-    return rival_fails > leader_holds * (1 + tie)
-
-
 def separations(leader_k: int, leader: Sequence[Point], leader_share: float, rival_k: int, rival: Sequence[Point],
                 rival_share: float, tie: float, tried: dict[int, Sequence[float]]) -> list[Separation]:
     """The probes that would firm up the ends setting `leader_k` apart from `rival_k`, the shakier end's first;
-    none where the brackets as measured leave room for the rival (`open_as_measured`: bisect instead), where the
+    none where the brackets as measured leave room for the rival (bisect instead), where the
     leader's hold is within the tie band of the rival's fail (a rate between is no firmer: bisect the brackets
     apart), or where an end is not measured."""
     holds, _ = measured_bracket(leader, leader_share)
@@ -62,11 +56,11 @@ def separations(leader_k: int, leader: Sequence[Point], leader_share: float, riv
     leader_shaky = float(np.mean(fails > drawn_holds * (1 + tie)))
     rival_shaky = float(np.mean(drawn_fails > holds * (1 + tie)))
     options = [
-        (leader_shaky, Separation(leader_k, math.sqrt(fails / (1 + tie) * holds),
+        (leader_shaky, Separation(leader_k, configured(leader, math.sqrt(fails / (1 + tie) * holds)),
                                   f"K={leader_k}'s hold at {holds:.4g} req/s, against K={rival_k} failing at "
                                   f"{fails:.4g}, is not firm in {leader_shaky:.0%} of the draws: a lower rate it "
                                   "holds more surely, still high enough")),
-        (rival_shaky, Separation(rival_k, math.sqrt(fails * holds * (1 + tie)),
+        (rival_shaky, Separation(rival_k, configured(rival, math.sqrt(fails * holds * (1 + tie))),
                                  f"K={rival_k}'s fail at {fails:.4g} req/s, against K={leader_k} holding {holds:.4g}, "
                                  f"is not firm in {rival_shaky:.0%} of the draws: a higher rate it fails more surely, "
                                  "still low enough")),
@@ -75,5 +69,15 @@ def separations(leader_k: int, leader: Sequence[Point], leader_share: float, riv
     return [option for shaky, option in options if shaky > 0 and not _tried(option, tried)]
 
 
+def configured(points: Sequence[Point], offered: float) -> float:
+    """The rate to configure for a window to offer about `offered`: scaled by the configured / offered ratio of the
+    K's point nearest it (a window's offered rate strays from its configured one by its arrivals' draw, and near
+    rates share the draw, scaled), rounded to 4 significant figures (the rate run and compared with those tried)."""
+    known = [p for p in points if math.isfinite(p.rate) and p.x > 0]
+    near = min(known, key=lambda p: abs(math.log(p.x / offered)), default=None)
+    rate = offered * (near.rate / near.x if near is not None else 1.0)
+    return float(f"{rate:.4g}")
+
+
 def _tried(option: Separation, tried: dict[int, Sequence[float]]) -> bool:
-    return any(math.isclose(rate, option.rate, rel_tol=0.005) for rate in tried.get(option.k, ()))
+    return any(math.isclose(rate, option.rate, rel_tol=1e-9) for rate in tried.get(option.k, ()))

@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from ...decision.adaptive import (Budget, Choice, ModelView, Prediction, Spent, Standing, choose_batch, first_k,
-                                 standing_of, valid_lives)
+from ...decision.adaptive import (CAPACITY_STOP, Budget, Choice, ModelView, Prediction, Spent, Standing,
+                                 choose_batch, first_k, standing_of, valid_lives)
 from ...decision.cells.rate_cell import same_rate
 from ...decision.engine import early_look
 from ...decision.cells.stats import single_life_gains
@@ -37,6 +37,7 @@ from ...runfolder.read import read_run
 from ..verdict.finalize import write_tables
 from ..life.launch import Life, append_to_plan
 from .life_pool import LifePool, drain
+from ...decision.capacity.search import Probe
 from .probes import probe_stage, verdict_probe
 from ..verdict.perfmodel_run import fit_run
 from ..verdict.rate_verdict import ended_over, windows_of
@@ -72,7 +73,7 @@ def describe(config: SweepConfig, model: ModelView, slots: int | None = 1) -> st
               f"repeat runs the {rate:g} req/s stage alone")
     if probes := capacity_probes(config):
         stages += (f"; where the verdict hangs on a capacity within the SLO the rates leave open, up to {probes} "
-                   "capacity probes beside those lives (a life of one rate stage between them)")
+                   "capacity probes beside those lives (a life of one rate stage at a rate between or beyond them)")
     return (f"adaptive sweep{chosen}: the baseline K={ks[0]} and {why}, then {pace} where the verdict at "
             f"{target} is least sure, until it is decided{stages} (at most {default_max_lives(config)} "
             f"server lives: {bound}{minutes}; sweep.strategy = \"grid\" would run {grid_lives(config)[0]}: each K x "
@@ -178,15 +179,22 @@ def standing_now(data, config: SweepConfig, early_stop: bool, looks, probing: bo
             valid_lives_at_rate(windows, rate))
 
 
-def capacity_probe(data, config: SweepConfig, standing: Standing, spent: Spent, budget: Budget):
+def capacity_probe(data, config: SweepConfig, standing: Standing, budget: Budget, valid: dict[int, int],
+                   in_flight) -> Probe:
     """The next capacity probe where the verdict at the rate hangs on the capacity within the SLO of the K at stake
-    (`standing.capacity_open`) against the leader's (probes.verdict_probe), or why none. `spent`: every life,
-    probes too: they may pass the verdict's cap of lives by cost.capacity_probes (sweep.max_server_minutes
-    holds for all)."""
-    probes = capacity_probes(config)
-    allowance = replace(budget, max_lives=budget.max_lives + probes)
-    named = (f"the verdict's lives and its {probes} capacity probes" if probes else "sweep.max_lives")
-    probe = verdict_probe(data, config, standing.leader, standing.capacity_open, spent, allowance, named)
+    (`standing.capacity_open`) against the leader's (probes.verdict_probe), or why none. By default the probes have
+    an allowance of their own beside the verdict's lives (cost.capacity_probes); a given sweep.max_lives caps
+    every life, probes too. sweep.max_server_minutes holds for all."""
+    lives = data.plan.sweep_lives()
+    every = spent_so_far(lives, data.statuses, valid, in_flight)
+    allowance = capacity_probes(config)
+    if allowance:   # the probes' own count, every life's server-minutes
+        run = Counter(entry.k for entry in lives if entry.purpose == CAPACITY_PURPOSE)
+        spent = replace(every, lives=dict(run), pending={})
+        budget, named = replace(budget, max_lives=allowance), "the capacity probes' allowance"
+    else:
+        spent, named = every, "sweep.max_lives"
+    probe = verdict_probe(data, config, standing.leader, standing.capacity_open, spent, budget, named)
     if probe.k is None:
         return replace(probe, why=f"the capacity probes: {probe.why}")
     return replace(probe, why=f"K={probe.k} at {probe.rate:g} req/s, a capacity probe (K="
@@ -225,7 +233,6 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
             pool.wait()
         pool.submit(stages_of(config, entry.stages, entry.rates), life)
     said_model = None
-    probing, probes_stopped = True, ""   # a capacity probe may still run; why they stopped, once they have
     # bounded: each round starts a life or waits for one to end, and the budget stops the lives first
     for _ in range(2 * (budget.max_lives + len(ks) * MIN_LEADER_LIVES) + capacity_probes(config) + 1):
         data = read_run(run_dir)
@@ -235,11 +242,23 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
                 model.trusted else f"adaptive: {model.why_not}: a K not run yet is run when it lies between the K "
                 "measured around the leader (the objective taken to rise, then fall with K), in grid order")
             said_model = model.trusted
-        standing, valid = standing_now(data, config, early_stop, looks, probing)
+        standing, valid = standing_now(data, config, early_stop, looks)
         spent = spent_so_far(data.plan.sweep_lives(), data.statuses, valid, pool.in_flight(),
                              probes_apart=capacity_probes(config) > 0)
         batch = choose_batch(pool.free(), ks, standing, spent, model, budget, config.load.max_repeats,
                              MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
+        probes_stopped = None
+        if batch.ends_sweep and batch.reason.purpose == CAPACITY_STOP:
+            # the verdict at the rate hangs on a capacity the rates measured leave open: a probe between them
+            probe = capacity_probe(data, config, standing, budget, valid, pool.in_flight())
+            if probe.k is not None:
+                start_probe(probe, config, caps, run_dir, server, pool, say, announce, model.why_not)
+                continue
+            # none left to run: the verdict read again as if none could, lives at the rate may still settle it
+            probes_stopped = probe
+            standing, valid = standing_now(data, config, early_stop, looks, probing=False)
+            batch = choose_batch(pool.free(), ks, standing, spent, model, budget, config.load.max_repeats,
+                                 MIN_LEADER_LIVES, config.decision.tie_tolerance_frac)
         if len(batch.lives) > 1:
             say(f"adaptive: {len(batch.lives)} lives at once on {pool.slots} slots")
         for choice in batch.lives:
@@ -252,25 +271,13 @@ def run_adaptive(config: SweepConfig, caps: Capabilities, run_dir: Path, say, po
             say(f"adaptive: next {life.key}: {choice.why}")
             announce(life, stages_of(config, users, rates).load.stages)
             pool.submit(stages_of(config, users, rates), life)
-        if batch.ends_sweep and standing.capacity_open and batch.reason.stop == "exhausted":
-            # the verdict at the rate hangs on a capacity the rates measured leave open: a probe between them
-            every = spent_so_far(data.plan.sweep_lives(), data.statuses, valid, pool.in_flight())
-            probe = capacity_probe(data, config, standing, every, budget)
-            if probe.k is None and probing:   # none left: read the verdict again, lives at the rate may settle it
-                probing, probes_stopped = False, probe.why
-                continue
-            if probe.k is None:
-                batch = replace(batch, reason=replace(batch.reason, why=f"{batch.reason.why}; {probe.why}",
-                                                      stop="budget" if probe.stop == "budget" else "exhausted"))
-            else:
-                start_probe(probe, config, caps, run_dir, server, pool, say, announce, model.why_not)
-                continue
         if pool.in_flight():
             pool.wait()  # its windows may change the next choice, or a stop
         elif batch.ends_sweep:
             choice = batch.reason
-            if probes_stopped and probes_stopped not in choice.why:
-                choice = replace(choice, why=f"{choice.why}; {probes_stopped}")
+            if probes_stopped is not None:
+                choice = replace(choice, why=f"{choice.why}; {probes_stopped.why}",
+                                 stop="budget" if probes_stopped.stop == "budget" else choice.stop)
             break
     else:
         choice = Choice(None, why="the loop's own bound was reached", stop="budget")

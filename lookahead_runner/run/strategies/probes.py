@@ -97,7 +97,7 @@ def verdict_probe(data, config: SweepConfig, leader: int, at_stake: Sequence[int
         found = separations(leader, state.points.get(leader, []), state.targets.get(leader, default), rival,
                             state.points.get(rival, []), state.targets.get(rival, default), tie, state.tried)
         if found:
-            return within(Probe(found[0].k, round(found[0].rate, 3), found[0].why), spent, budget, lives_named)
+            return within(Probe(found[0].k, found[0].rate, found[0].why), spent, budget, lives_named)
     precision = min(config.sweep.capacity_precision, tie / 2)
     return next_probe(sorted(set(at_stake) | {leader}), state.points, state.probes, spent, budget, state.targets,
                       precision, reach(config), state.tried, bracketed_first=True, lives_named=lives_named)

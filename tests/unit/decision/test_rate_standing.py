@@ -183,3 +183,19 @@ def test_a_capacity_open_only_in_the_resamples_is_at_stake_where_they_hold_the_v
     # opens it, decided on the latency, nothing at stake
     probed = windows + [rate_window(0, 24.0, 360, 72, behind=True, duration_s=15.0, service_ms=1400.0)]
     assert standing_at_rate(probed, 16.0, _vllm()).capacity_open == ()
+
+
+def test_resamples_where_no_k_passes_its_gates_put_no_capacity_at_stake():
+    # K=4 holds 16 req/s at 99.2 % against a p99 SLO (shaky: in a third of the resamples it misses, and no K passes
+    # there); K=0 misses it at 16 (blocked). No capacity is open in any resample: more lives at the rate settle K=4's
+    # attainment, a probe would not (a review found probes run here, "K=0's capacity could set it over K=4")
+    windows = []
+    for r in (8.0, 16.0, 48.0):
+        n = int(15 * r)
+        windows.append(rate_window(4, r, n, n if r == 8 else (int(n * 0.992) if r == 16 else n // 5),
+                                   behind=r == 48, duration_s=15.0))
+        windows.append(rate_window(0, r, n, n if r == 8 else n // 2, behind=r == 48, duration_s=15.0,
+                                   service_ms=1400.0))
+    standing = standing_at_rate(windows, 16.0, _vllm())
+    assert standing.leader == 4 and standing.status == "not_decided"
+    assert standing.capacity_open == () and 4 in standing.wanted, standing

@@ -152,7 +152,7 @@ def test_a_life_the_stop_needs_anyway_comes_before_one_it_may_not():
     assert choice.k == 0 and "the baseline every gain is measured against" in choice.why, choice
 
 
-CAPACITY = {0: 18.0, 4: 34.0}   # each K's true capacity within the SLO (req/s)
+CAPACITY = {0: 18.0, 2: 26.0, 4: 34.0}   # each K's true capacity within the SLO (req/s)
 # both K hold 8 and 16 req/s and fall behind at 48: their brackets (16, 48) overlap, so the capacity, which decides
 # first, is open on the config's rates alone (gates/rate_pick.py's `could_exceed`)
 OPEN_CONFIG = config_from_dict({
@@ -223,3 +223,41 @@ def test_a_given_sweep_max_lives_caps_the_probes_too(tmp_path, monkeypatch):
     choice, _ = run(tmp_path, monkeypatch, lives, capped)
     assert len(lives.ran) == 5 and choice.stop == "budget", (choice, lives.ran)
     assert sum(1 for l in read_plan(tmp_path).lives if l.purpose == "capacity") == 1
+
+
+def test_probes_that_never_settle_it_stop_at_their_own_allowance(tmp_path, monkeypatch):
+    # a probe that narrows nothing (far above every bracket): the verdict keeps hanging on the capacity. The probes
+    # stop at their allowance beside the verdict's lives (a review found 7 probes where the dry run said 6: the
+    # allowance was counted on every life, so lives the verdict left unused went to probes)
+    import itertools
+
+    from lookahead_runner.decision.capacity.search import Probe, within
+    rates = itertools.count()
+
+    def never_settles(data, config, leader, at_stake, spent, budget, named):
+        return within(Probe(4, 100.0 + next(rates), "narrows nothing"), spent, budget, named)
+
+    three = config_from_dict({
+        "server": {"extra_args": ["--sim-restart-spread", "0.05"]}, "speculation": {"k": [0, 2, 4]},
+        "load": {"stages": [{"rate": r, "duration_s": 20} for r in (8.0, 16.0, 48.0)]},
+        "decision": {"target_rate": 16.0, "slo": {"ttft_p99_ms": 500}, "resamples": 400}})
+    assert three.sweep.strategy == "adaptive" and capacity_probes(three) == 6
+    monkeypatch.setattr(adaptive_sweep, "verdict_probe", never_settles)
+    lives = CapacityLives(tmp_path)
+    choice, said = run(tmp_path, monkeypatch, lives, three)
+    probes = [l for l in read_plan(tmp_path).lives if l.purpose == "capacity"]
+    assert len(probes) == capacity_probes(three), (len(probes), lives.ran)
+    assert len(lives.ran) - len(probes) <= 6                          # the verdict's own cap: 3 K x 2
+    assert choice.stop == "budget" and "the capacity probes' allowance = 6 lives run" in choice.why, choice.why
+
+
+def test_with_no_probe_left_the_sweep_stops_and_says_why_the_probes_stopped(tmp_path, monkeypatch):
+    from lookahead_runner.decision.capacity.search import Probe
+    monkeypatch.setattr(adaptive_sweep, "verdict_probe", lambda *args: Probe(
+        None, why="no probe left could narrow a bracket: K=0: the rate between them was run", stop="exhausted"))
+    lives = CapacityLives(tmp_path)
+    choice, _ = run(tmp_path, monkeypatch, lives, OPEN_CONFIG)
+    assert not [l for l in read_plan(tmp_path).lives if l.purpose == "capacity"]
+    assert choice.stop == "exhausted" and choice.why.startswith("not decided: K=0's capacity within the SLO"), choice
+    assert choice.why.endswith("; the capacity probes: no probe left could narrow a bracket: K=0: the rate between "
+                               "them was run"), choice.why

@@ -7,7 +7,7 @@ from scipy import stats
 from lookahead_runner.config import config_from_dict
 from lookahead_runner.config.decision import EarlierSpread
 from lookahead_runner.decision.gates.looks import Looks, expected_look
-from lookahead_runner.runfolder.cost import expected_text, run_cost
+from lookahead_runner.runfolder.cost import capacity_probes, expected_text, run_cost
 from lookahead_runner.runfolder.cost import life_costs
 from lookahead_runner.runfolder.plan import LifeStatus, PlannedLife
 from lookahead_runner.runfolder.price import dry_run_range, hardest_margin, lives_range, looks_of
@@ -171,3 +171,16 @@ def test_the_cost_line_prices_a_repeat_at_its_one_stage_and_a_start():
     assert "; a verdict like this one: at best 4 lives (~16 server-minutes), the expected number not known" in \
         cost.text, cost.text
     assert cost.text.endswith(", at worst 12 (~42)"), cost.text
+
+
+def test_a_sweep_of_one_rate_stage_prices_its_probes_in_the_dry_run_line_too():
+    # a review found "at most 4 server lives ... 4 server starts: 4.0 server-minutes" beside "at worst 8 (~8.0)"
+    one = config_from_dict({"server": {"extra_args": ["--sim-restart-spread", "0.05"]}, "speculation": {"k": [0, 4]},
+                            "load": {"stages": [{"rate": 16.0, "duration_s": 60}]},
+                            "decision": {"slo": {"ttft_p99_ms": 500}}})
+    assert one.sweep.strategy == "adaptive" and capacity_probes(one) == 4
+    said = expected_text(one, 4, dry_run_range(one, None))
+    assert said.startswith("expected: at most 4 server lives (adaptive: each chosen on what is measured), and up to "
+                           "4 capacity probes beside them, 8 server starts: 8.0 server-minutes of load (60 s of "
+                           "stages a life, a capacity probe 60 s)"), said
+    assert said.endswith("at worst 8 (~8.0)"), said
