@@ -76,8 +76,9 @@ class RateEval:
     why_not: list[str] = field(default_factory=list)
     spread: RateSpread | None = None    # the restart spread at the rate each K's life factor is drawn from
     drawn_picks: Counter = field(default_factory=Counter)   # each K's wins in the `draws` (decision.resamples)
-    # per K other than the pick: the share of the `draws` in which its capacity was open over their pick
-    # (rate_pick.Ranked.open: the pick did not stand for it)
+    # per K other than the pick: the share of the `draws` in which its capacity was open over the pick
+    # (rate_pick.Ranked.open) on the brackets' own draws (each rate's attainment), the life factors left out: the
+    # openness narrower brackets could remove (the restart spread's part, more lives at the rate narrow)
     drawn_open: dict[int, float] = field(default_factory=dict)
     # the wins in the i-th batch of `count` more resamples (i from 1; the same draws whichever bar asks for them)
     more_picks: Callable[[int, int], Counter] | None = None
@@ -134,8 +135,8 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
     spread = spread_at(rate, cells, p)
     mine = {k: [(share, points) for share, points in of_k(capacity, k) if points] for k in stats}
     ends = {k: _bracket(mine[k]) for k in stats}
-    draws, drawn_ends, drawn_behind = _drawn(cells, mine, life_factors(spread, cells, p, p.resamples), p, rng,
-                                             p.resamples)
+    factors = life_factors(spread, cells, p, p.resamples)
+    draws, drawn_ends, drawn_behind = _drawn(cells, mine, factors, p, rng, p.resamples)
     base_k = min(stats)
     behind = {k: bool(cells[k].behind) for k in stats}
     checks = {}
@@ -180,9 +181,12 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
         return more[(batch, count)]
 
     chosen = choose(stats, ends, behind)
-    first = ranked(draws, drawn_ends, drawn_behind, p.resamples)
-    picks = Counter(r.standing for r in first)
-    opened = Counter(k for r in first if r.pick == chosen.pick for k in r.open)
+    picks = wins(draws, drawn_ends, drawn_behind, count=p.resamples)
+    opened = Counter()
+    if picks[None] and any(mine.values()):   # the brackets' own draws, without the life factors: what probes narrow
+        own = {k: (low * factors[k], high * factors[k]) for k, (low, high) in drawn_ends.items()}
+        opened.update(k for r in ranked(draws, own, drawn_behind, p.resamples) if r.pick == chosen.pick
+                      for k in r.open)
     out = RateEval(rate, dict(cells), stats, draws, base_k, checks, chosen.pick,
                    {k: n / p.resamples for k, n in picks.items()},
                    wilson(picks[chosen.pick], p.resamples, p.interval_level), p.resamples,

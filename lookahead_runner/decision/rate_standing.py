@@ -64,7 +64,8 @@ def spread_measured_at(ev: RateEval, p: DecisionConfig) -> bool:
 def capacity_at_stake(ev: RateEval, share_bar: float, in_resamples: bool = True) -> tuple[int, ...]:
     """The K whose capacity within the SLO holds the verdict at the rate: those whose bracket leaves room for a
     capacity beyond the pick's (gates/rate_pick.py's `open`); else, not decided and with the resamples in which the
-    pick did not stand for an open capacity (`RateEval.drawn_open`; not those where no K passed its gates) at
+    pick did not stand for a capacity open on the brackets' own draws (`RateEval.drawn_open`: not where no K passed
+    its gates, nor where the restart spread's life factors alone opened it, which more lives at the rate narrow) at
     `share_bar` or more together, each K no gate fails that was open in some: a probe between the brackets' ends
     sets them apart, another life at the rates measured does not (`in_resamples` False: the first case alone,
     where no probe is left to run)."""

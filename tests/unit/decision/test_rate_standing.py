@@ -162,27 +162,34 @@ def test_a_capacity_the_rates_measured_leave_open_buys_no_life_and_the_sweep_say
     assert "K=4's capacity within the SLO could set it over K=0" in stop.why and "rates between" in stop.why
 
 
-def test_a_capacity_open_only_in_the_resamples_is_at_stake_where_they_hold_the_verdict():
-    # K=0 falls behind at 48 req/s, K=4 holds every rate and is faster: the point verdict names K=4 and no bracket
-    # is open over it, but with the restart spread unknown each resample draws a life factor per K, and where K=0's
-    # drawn bracket rises past K=4's the pick does not stand: a probe of K=0 between 16 and 48 narrows that, another
-    # life at these rates does not
-    windows = [rate_window(k, r, int(15 * r), int(15 * r) if (k == 4 or r <= 16.0) else int(3 * r),
-                           behind=k == 0 and r > 16.0, duration_s=15.0, service_ms=1000.0 if k == 4 else 1400.0)
-               for k in (0, 4) for r in (8.0, 16.0, 48.0)]
+def test_a_capacity_open_only_in_the_resamples_is_at_stake_where_its_brackets_draws_open_it():
+    # K=0 falls behind at 48 req/s; K=4 holds 48, barely (99.2 % against a p99 SLO, its misses in one burst) and is
+    # faster: the point verdict names K=4 and no bracket is open over it. In the resamples K=4's hold at 48 is often
+    # drawn as a miss, and then K=0's capacity could pass its: a probe sets them apart (K=4 at a lower rate it holds
+    # surely, still past K=0's fail), another life at these rates does not
+    def windows_with(k4_at_48):
+        return [rate_window(k, r, int(15 * r), k4_at_48 if (k == 4 and r == 48.0) else
+                            int(15 * r) if (k == 4 or r <= 16.0) else int(3 * r),
+                            behind=k == 0 and r > 16.0, duration_s=15.0, burst=k == 4 and r == 48.0,
+                            service_ms=1000.0 if k == 4 else 1400.0)
+                for k in (0, 4) for r in (8.0, 16.0, 48.0)]
+
     from lookahead_runner.decision.rate_decision import judge_at_rate
-    point = judge_at_rate(windows, 16.0, _vllm())
-    assert point.pick == 4 and point.capacity_open == () and point.shares.get(None, 0.0) >= 0.02, point.shares
-    standing = standing_at_rate(windows, 16.0, _vllm())
+    shaky = windows_with(int(720 * 0.992))
+    point = judge_at_rate(shaky, 16.0, _vllm())
+    assert point.pick == 4 and point.capacity_open == () and point.drawn_open.get(0, 0.0) >= 0.02, point.drawn_open
+    standing = standing_at_rate(shaky, 16.0, _vllm())
     assert standing.leader == 4 and standing.status == "not_decided", standing
     assert standing.capacity_open == (0,) and standing.wanted == (), standing
     # no probe left to run (their allowance spent, or none could narrow a bracket): lives at the rate are wanted again
-    spent = standing_at_rate(windows, 16.0, _vllm(), probing=False)
+    spent = standing_at_rate(shaky, 16.0, _vllm(), probing=False)
     assert spent.capacity_open == () and 4 in spent.wanted, spent
-    # K=0's capacity bounded well below K=4's hold (it falls behind at 24 req/s too, a probe's answer): no resample
-    # opens it, decided on the latency, nothing at stake
-    probed = windows + [rate_window(0, 24.0, 360, 72, behind=True, duration_s=15.0, service_ms=1400.0)]
-    assert standing_at_rate(probed, 16.0, _vllm()).capacity_open == ()
+    # K=4 holding 48 surely: what opens K=0's capacity in the resamples is the restart spread's life factors alone
+    # (one life per K, the spread unknown): more lives at the rate narrow that, a probe would not
+    firm = windows_with(720)
+    assert judge_at_rate(firm, 16.0, _vllm()).shares.get(None, 0.0) >= 0.02
+    lives = standing_at_rate(firm, 16.0, _vllm())
+    assert lives.capacity_open == () and lives.wanted, lives
 
 
 def test_resamples_where_no_k_passes_its_gates_put_no_capacity_at_stake():
