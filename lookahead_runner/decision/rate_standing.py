@@ -27,9 +27,9 @@ carries `looks` as the users verdict's does ("stopped at look 3 of at most 6: bo
   is not measured or a gate of the pick is unknown; fewest lives at the rate first; none while a capacity is at
   stake (`capacity_open` below: rates between, not lives, settle that);
 - capacity_open: the K whose capacity within the SLO holds the verdict (`capacity_at_stake`: rate_pick's `open`, or
-  where the resamples in which the pick does not stand win the contender share, every other K some rate measured
-  bounds from above); the sweep probes rates between their bracket's ends (run/strategies/adaptive_sweep.py), the
-  chooser's stop names them;
+  the K whose capacity the brackets' own draws open over the pick in the contender share of the resamples); the
+  sweep probes rates between or beyond their brackets' ends (run/strategies/adaptive_sweep.py), the chooser's stop
+  names them;
 - spread_measured: some K has two server lives at the rate (same-server repeats share one), or the spread is not
   unknown (decision.restart_spread, or the simulator's documented one); spare_baseline = not p.spread_unknown;
 - look / last_look / decided_at_last_look: as engine.early_judged (decided_at_last_look: decided at the bar all the

@@ -6,8 +6,8 @@ a rate no higher than (1 + tie) x one L holds (gates/rate_pick.py's `could_excee
 - the brackets as measured leave room for it (R's lowest fail above L's highest hold x (1 + tie)): only narrower
   brackets settle it, the capacity search's bisection (search.next_probe);
 - they do not, the leader holding a rate more than the tie band above the rival's fail, but the verdict's
-  resamples, drawing each rate's attainment from its arrivals, often do: the ends that decide it are shaky (L's highest hold or R's lowest fail near the SLO's percentile). A rate where each is
-  firmer settles it: L at the geometric middle of R's fail / (1 + tie) and L's hold (lower than its hold, still
+  resamples, drawing each rate's attainment from its arrivals, often do: the ends that decide it are shaky (L's
+  highest hold or R's lowest fail near the SLO's percentile). A rate where each is firmer settles it: L at the geometric middle of R's fail / (1 + tie) and L's hold (lower than its hold, still
   enough), or R at the middle of its fail and L's hold x (1 + tie) (higher than its fail, still low enough). The
   shakier end first: the one whose drawn bracket (estimate.drawn_brackets, the draws the verdict makes) crosses
   the other's measured end in more draws.

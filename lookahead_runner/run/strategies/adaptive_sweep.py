@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ...decision.adaptive import (CAPACITY_STOP, Budget, Choice, ModelView, Prediction, Spent, Standing,
                                  choose_batch, first_k, standing_of, valid_lives)
+from ...decision.capacity.search import Probe
 from ...decision.cells.rate_cell import same_rate
 from ...decision.engine import early_look
 from ...decision.cells.stats import single_life_gains
@@ -37,7 +38,6 @@ from ...runfolder.read import read_run
 from ..verdict.finalize import write_tables
 from ..life.launch import Life, append_to_plan
 from .life_pool import LifePool, drain
-from ...decision.capacity.search import Probe
 from .probes import probe_stage, verdict_probe
 from ..verdict.perfmodel_run import fit_run
 from ..verdict.rate_verdict import ended_over, windows_of
@@ -145,7 +145,7 @@ def spent_so_far(plan_lives: list[PlannedLife], statuses: dict[str, LifeStatus],
                  in_flight: list[Life] = (), probes_apart: bool = False) -> Spent:
     """The lives ended (from their status.json), and those in flight per K; `probes_apart`: the verdict's lives
     alone (a capacity probe's server-seconds counted, not the life: probes have their own allowance,
-    price.capacity_probes)."""
+    cost.capacity_probes)."""
     probes = {entry.dir for entry in plan_lives if entry.purpose == CAPACITY_PURPOSE} if probes_apart else set()
     costs = [c for c in life_costs(plan_lives, statuses) if not c.confirm]
     lives: dict[int, int] = {}
