@@ -121,5 +121,8 @@ def test_a_verdict_that_hangs_on_a_capacity_is_settled_by_probes_between_the_rat
     assert decision["recommended"] is None or decision["recommended"]["k"] == 4, decision["verdict"]
     assert decision["status"] == "not_decided" or decision["decided_by"] == "capacity", decision["verdict"]
     assert any(f"{len(probes)} of them capacity probe" in reason for reason in decision["reasons"])
+    probed = {k: sum(1 for life in probes if life["k"] == k) for k in (0, 4)}
+    assert all(f"({n} probed)" in row["rate_from"] for row in decision["capacity"]
+               if row["rate"] is not None and (n := probed.get(row["k"])))    # (a capacity "> x" says no count)
     dry = cli("sweep", "--config", str(config), "--dry-run", timeout=60)
     assert "and up to 4 capacity probes beside them" in dry.stdout, dry.stdout

@@ -29,7 +29,7 @@ from ...decision.per_variant import UNSETTLED, by_variant
 from ...decision.rate_decision import decide_at_rate
 from ...decision.confirmation.rate_confirm import is_rate_plan, judge_at_rate, with_rate_confirmation
 from ...decision.schema import Candidate, Capacity, ConfirmLife, Decision
-from ...runfolder.plan import LifeStatus, PlannedLife
+from ...runfolder.plan import CAPACITY_PURPOSE, LifeStatus, PlannedLife
 from ...runfolder.price import looks_of
 from ...runfolder.read import RunData
 
@@ -86,11 +86,11 @@ def capacity_rows(data: RunData) -> list[Capacity]:
 
 
 def capacity_probes(data: RunData) -> Counter:
-    """Per K, the capacity search's probes (an adaptive sweep's repeat at its target rate runs one rate stage too, and
-    is none)."""
-    if data.config.sweep.strategy != "capacity":
-        return Counter()
-    return Counter(entry.k for entry in data.plan.sweep_lives() if entry.rates)
+    """Per K, its capacity probes: the capacity search's lives of one rate stage, or the adaptive sweep's marked as
+    probes (its repeat at the target rate runs one rate stage too, and is none)."""
+    capacity = data.config.sweep.strategy == "capacity"
+    return Counter(entry.k for entry in data.plan.sweep_lives()
+                   if entry.rates and (capacity or entry.purpose == CAPACITY_PURPOSE))
 
 
 def _least_settled(*statuses: str) -> str:

@@ -11,7 +11,7 @@ from lookahead_runner.decision.adaptive import ModelView
 from lookahead_runner.run.strategies import adaptive_sweep
 from lookahead_runner.run.strategies.life_pool import OneAtATime
 from lookahead_runner.runfolder import results
-from lookahead_runner.runfolder.price import capacity_probes
+from lookahead_runner.runfolder.cost import capacity_probes
 from lookahead_runner.runfolder.plan import (Plan, PlannedLife, has_plan, life_state, read_plan, read_status,
                                              write_plan, write_status)
 from lookahead_runner.vllm.probe import Capabilities
