@@ -230,16 +230,7 @@ def capacity_verdict_trial(r: CapacityVerdictRegime, rng: np.random.Generator, s
     """Each K's lives on the ramp, decided at the target rate by the product's rate verdict (memory not simulated:
     its gate waived); then (`search`) the capacity search from those windows and the verdict on them all, its
     draws from a stream seeded by the ramp's (the ramp's draws, and every later trial's, as without it)."""
-    p, slo = slo_config("e2e", r.limit_s, r.target)
-    p = p.model_copy(update={"waive": ["memory"], "resamples": RESAMPLES})
-    factors = {k: [float(math.exp(r.spread * rng.standard_normal())) for _ in range(r.lives)] for k in (0, 4)}
-    windows, seeds = [], []
-    for life in range(r.lives):
-        for rate in r.ramp:
-            seeds.append(int(rng.integers(2 ** 31)))
-            for k in (0, 4):
-                windows.append(mmc_window(k, life, r.servers[k], rate, r.service_mean_s[k] * factors[k][life],
-                                          r.stage_s, "stationary", seeds[-1], slo, rng))
+    p, slo, windows, seeds = ramp_windows(r, rng)
     decision = adapters.decide_rate(windows, r.rate, p)
     k, decides = truth(r)
     past = 4 if r.capacity_gain > 0 else 0
@@ -250,16 +241,36 @@ def capacity_verdict_trial(r: CapacityVerdictRegime, rng: np.random.Generator, s
                                 len(probed) - len(windows))
 
 
-def capacity_search(r: CapacityVerdictRegime, windows: list, slo, rng: np.random.Generator) -> list:
+def ramp_windows(r: CapacityVerdictRegime, rng: np.random.Generator) -> tuple[object, object, list, list[int]]:
+    """The trial's config and SLO, each K's windows on the ramp (every life's own factor), and each rate's arrival
+    seed."""
+    p, slo = slo_config("e2e", r.limit_s, r.target)
+    p = p.model_copy(update={"waive": ["memory"], "resamples": RESAMPLES})
+    factors = {k: [float(math.exp(r.spread * rng.standard_normal())) for _ in range(r.lives)] for k in (0, 4)}
+    windows, seeds = [], []
+    for life in range(r.lives):
+        for rate in r.ramp:
+            seeds.append(int(rng.integers(2 ** 31)))
+            for k in (0, 4):
+                windows.append(mmc_window(k, life, r.servers[k], rate, r.service_mean_s[k] * factors[k][life],
+                                          r.stage_s, "stationary", seeds[-1], slo, rng))
+    return p, slo, windows, seeds
+
+
+def capacity_search(r: CapacityVerdictRegime, windows: list, slo, rng: np.random.Generator,
+                    judge=None) -> list:
     """`windows` and the capacity search's probes after them (module docstring): each the rate the product's chooser
     names for the K it names, in a life of its own (a fresh life factor), until it stops (every K's bracket within
-    SEARCH_PRECISION, its budget spent, or no rate left to narrow one). Its reach the product's from the ramp's
-    rates, no higher than OVERLOAD x what the faster K serves."""
+    SEARCH_PRECISION, its budget spent, or no rate left to narrow one; or, with `judge`, once `judge(windows)` says
+    the verdict is decided: judged after each probe). Its reach the product's from the ramp's rates, no higher than
+    OVERLOAD x what the faster K serves."""
     servable = OVERLOAD * max(r.servers[k] / r.service_mean_s[k] for k in (0, 4))
     windows = list(windows)
     probes, tried = {0: 0, 4: 0}, {0: [], 4: []}
-    while choice := adapters.capacity_search_probe(windows, {k: r.lives + n for k, n in probes.items()}, probes,
-                                                   r.target, SEARCH_PRECISION, r.ramp, servable, tried):
+    lives = {k: r.lives for k in probes}
+    while (judge is None or not judge(windows)) and (choice := adapters.capacity_search_probe(
+            windows, {k: lives[k] + n for k, n in probes.items()}, probes, r.target, SEARCH_PRECISION, r.ramp,
+            servable, tried)):
         k, rate = choice
         factor = float(math.exp(r.spread * rng.standard_normal()))
         windows.append(mmc_window(k, r.lives + probes[k], r.servers[k], rate, r.service_mean_s[k] * factor,
