@@ -76,10 +76,11 @@ class RateEval:
     why_not: list[str] = field(default_factory=list)
     spread: RateSpread | None = None    # the restart spread at the rate each K's life factor is drawn from
     drawn_picks: Counter = field(default_factory=Counter)   # each K's wins in the `draws` (decision.resamples)
-    # per K other than the pick: the share of the `draws` in which its capacity was open over the pick
-    # (rate_pick.Ranked.open) on the brackets' own draws (each rate's attainment), the life factors left out: the
-    # openness narrower brackets could remove (the restart spread's part, more lives at the rate narrow)
+    # per K other than the pick: the share of the `draws` in which the pick did not stand and its capacity was open
+    # over the pick (rate_pick.Ranked.open) on the brackets' own draws (each rate's attainment), the life factors left
+    # out: the openness narrower brackets could remove (the restart spread's part, more lives at the rate narrow)
     drawn_open: dict[int, float] = field(default_factory=dict)
+    drawn_open_share: float = 0.0   # the share of the `draws` where the pick did not stand and one was open so
     # the wins in the i-th batch of `count` more resamples (i from 1; the same draws whichever bar asks for them)
     more_picks: Callable[[int, int], Counter] | None = None
 
@@ -181,18 +182,22 @@ def evaluate(rate: float, cells: Mapping[int, RateCell], p: DecisionConfig,
         return more[(batch, count)]
 
     chosen = choose(stats, ends, behind)
-    picks = wins(draws, drawn_ends, drawn_behind, count=p.resamples)
-    opened = Counter()
+    first = ranked(draws, drawn_ends, drawn_behind, p.resamples)
+    picks = Counter(r.standing for r in first)
+    opened, open_draws = Counter(), 0
     if picks[None] and any(mine.values()):   # the brackets' own draws, without the life factors: what probes narrow
         own = {k: (low * factors[k], high * factors[k]) for k, (low, high) in drawn_ends.items()}
-        opened.update(k for r in ranked(draws, own, drawn_behind, p.resamples) if r.pick == chosen.pick
-                      for k in r.open)
+        for drawn, bare in zip(first, ranked(draws, own, drawn_behind, p.resamples)):
+            if drawn.standing is None and bare.pick == chosen.pick and bare.open:   # each resample once
+                opened.update(bare.open)
+                open_draws += 1
     out = RateEval(rate, dict(cells), stats, draws, base_k, checks, chosen.pick,
                    {k: n / p.resamples for k, n in picks.items()},
                    wilson(picks[chosen.pick], p.resamples, p.interval_level), p.resamples,
                    standings(stats, ends), eligible(stats, behind), chosen.decided_by, chosen.open, spread=spread,
                    drawn_picks=picks, more_picks=more_picks,
-                   drawn_open={k: n / p.resamples for k, n in opened.items()})
+                   drawn_open={k: n / p.resamples for k, n in opened.items()},
+                   drawn_open_share=open_draws / p.resamples)
     return judged_at(out, p)
 
 

@@ -66,14 +66,14 @@ def capacity_at_stake(ev: RateEval, share_bar: float, in_resamples: bool = True)
     capacity beyond the pick's (gates/rate_pick.py's `open`); else, not decided and with the resamples in which the
     pick did not stand for a capacity open on the brackets' own draws (`RateEval.drawn_open`: not where no K passed
     its gates, nor where the restart spread's life factors alone opened it, which more lives at the rate narrow) at
-    `share_bar` or more together, each K no gate fails that was open in some: a probe between the brackets' ends
+    `share_bar` or more (each resample once), each K no gate fails that was open in some: a probe between the brackets' ends
     sets them apart, another life at the rates measured does not (`in_resamples` False: the first case alone,
     where no probe is left to run)."""
     if ev.capacity_open or ev.status != "not_decided" or ev.pick is None or not in_resamples:
         return ev.capacity_open
-    opened = {k: share for k, share in ev.drawn_open.items()
-              if share > 0 and k != ev.pick and k in ev.eligible and not ev.blocked_by(k)}
-    return tuple(sorted(opened)) if sum(opened.values()) >= share_bar else ()
+    opened = [k for k, share in ev.drawn_open.items()
+              if share > 0 and k != ev.pick and k in ev.eligible and not ev.blocked_by(k)]
+    return tuple(sorted(opened)) if opened and ev.drawn_open_share >= share_bar else ()
 
 
 def _wanted(ev: RateEval, p: DecisionConfig, lives: Mapping[int, int], known: bool,

@@ -11,8 +11,9 @@ a rate no higher than (1 + tie) x one L holds (gates/rate_pick.py's `could_excee
   enough), or R at the middle of its fail and L's hold x (1 + tie) (higher than its fail, still low enough). The
   shakier end first: the one whose drawn bracket (estimate.drawn_brackets, the draws the verdict makes) crosses
   the other's measured end in more draws.
-The middles are of the rates the windows offered; the probe runs the configured rate that offers about that
-(`configured`). The draws order the two ends only (the binding SLO's attainments, as the capacity search reads
+The ends are read on the rates the windows offered; the middles are taken between the ends' configured rates (as
+the bisection takes them, search.plan_for), so a probe that leaves both ends as they are asks the same rate, which
+is then not asked again. The draws order the two ends only (the binding SLO's attainments, as the capacity search reads
 them, without the restart spread's life factor the verdict also draws): DRAWS of them tell two shares of a few
 percent apart, seeded so the same run asks the same probe. A rate already probed for that K is not asked again
 (its answer is in the points).
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .estimate import Point, drawn_brackets, measured_bracket
+from .estimate import Point, drawn_brackets, measured_bracket, monotone
 
 DRAWS = 400   # each end's shakiness to about +-2.5 points (a share's standard error at 50 %)
 SEED = 53     # any fixed seed: the same evidence asks the same probe (--resume)
@@ -46,21 +47,25 @@ def separations(leader_k: int, leader: Sequence[Point], leader_share: float, riv
     none where the brackets as measured leave room for the rival (bisect instead), where the
     leader's hold is within the tie band of the rival's fail (a rate between is no firmer: bisect the brackets
     apart), or where an end is not measured."""
-    holds, _ = measured_bracket(leader, leader_share)
-    _, fails = measured_bracket(rival, rival_share)
-    if not (math.isfinite(holds) and math.isfinite(fails)) or fails * (1 + tie) > holds:
+    hold, fail = _end(leader, leader_share, 0), _end(rival, rival_share, 1)
+    if hold is None or fail is None:
+        return []
+    holds, fails = hold.x, fail.x
+    if fails * (1 + tie) > holds:
         return []   # room for the rival (bisect), or the ends within the tie band: a rate between them is no firmer
     rng = np.random.default_rng(SEED)
     drawn_holds, _ = drawn_brackets(leader, leader_share, rng, DRAWS)
     _, drawn_fails = drawn_brackets(rival, rival_share, rng, DRAWS)
     leader_shaky = float(np.mean(fails > drawn_holds * (1 + tie)))
     rival_shaky = float(np.mean(drawn_fails > holds * (1 + tie)))
+    # the middles of the ends' configured rates, as the bisection takes them (search.plan_for): a probe that leaves
+    # both ends as they are asks the same rate again, which `tried` then rules out
     options = [
-        (leader_shaky, Separation(leader_k, configured(leader, math.sqrt(fails / (1 + tie) * holds)),
+        (leader_shaky, Separation(leader_k, _readable(math.sqrt(fail.configured / (1 + tie) * hold.configured)),
                                   f"K={leader_k}'s hold at {holds:.4g} req/s, against K={rival_k} failing at "
                                   f"{fails:.4g}, is not firm in {leader_shaky:.0%} of the draws: a lower rate it "
                                   "holds more surely, still high enough")),
-        (rival_shaky, Separation(rival_k, configured(rival, math.sqrt(fails * holds * (1 + tie))),
+        (rival_shaky, Separation(rival_k, _readable(math.sqrt(fail.configured * hold.configured * (1 + tie))),
                                  f"K={rival_k}'s fail at {fails:.4g} req/s, against K={leader_k} holding {holds:.4g}, "
                                  f"is not firm in {rival_shaky:.0%} of the draws: a higher rate it fails more surely, "
                                  "still low enough")),
@@ -69,13 +74,17 @@ def separations(leader_k: int, leader: Sequence[Point], leader_share: float, riv
     return [option for shaky, option in options if shaky > 0 and not _tried(option, tried)]
 
 
-def configured(points: Sequence[Point], offered: float) -> float:
-    """The rate to configure for a window to offer about `offered`: scaled by the configured / offered ratio of the
-    K's point nearest it (a window's offered rate strays from its configured one by its arrivals' draw, and near
-    rates share the draw, scaled), rounded to 4 significant figures (the rate run and compared with those tried)."""
-    known = [p for p in points if math.isfinite(p.rate) and p.x > 0]
-    near = min(known, key=lambda p: abs(math.log(p.x / offered)), default=None)
-    rate = offered * (near.rate / near.x if near is not None else 1.0)
+def _end(points: Sequence[Point], share: float, which: int) -> Point | None:
+    """The point at the measured bracket's low end (`which` 0: the highest load held) or high end (1: the lowest
+    that fails); None where that end is unbounded."""
+    x = measured_bracket(points, share)[which]
+    if not math.isfinite(x):
+        return None
+    return next((p for p in monotone(points) if p.x == x), None)
+
+
+def _readable(rate: float) -> float:
+    """The rate rounded to 4 significant figures: the rate run, and compared with those tried."""
     return float(f"{rate:.4g}")
 
 

@@ -5,7 +5,7 @@ import math
 
 from lookahead_runner.decision.capacity.estimate import Point
 from lookahead_runner.decision.capacity.estimate import measured_bracket
-from lookahead_runner.decision.capacity.separate import configured, separations
+from lookahead_runner.decision.capacity.separate import separations
 
 P90, TIE = 0.9, 0.03
 
@@ -65,17 +65,31 @@ def test_ends_within_the_tie_band_of_each_other_want_bisection_not_a_rate_betwee
     assert separations(4, leader, P90, 0, rival, P90, TIE, {}) == []
 
 
-def test_a_probe_runs_the_configured_rate_that_offers_the_middle_and_a_low_one_is_not_asked_twice():
-    # windows that offered 10 % under their configured rates: the probe configures 10 % over the middle
+def test_a_probe_runs_the_middle_of_the_ends_configured_rates_and_a_low_one_is_not_asked_twice():
+    # windows that offered 10 % under their configured rates: the middle of the ends' configured rates, as the
+    # bisection takes them
     leader = [Point(x=14.4, good=500, n=500, rate=16.0), Point(x=51.75, good=462, n=500, design_effect=8.0, rate=57.5)]
     rival = [Point(x=14.4, good=500, n=500, rate=16.0), Point(x=36.0, good=100, n=500, behind=True, rate=40.0)]
     first = separations(4, leader, P90, 0, rival, P90, TIE, {})[0]
-    assert math.isclose(first.rate, math.sqrt(36.0 / 1.03 * 51.75) / 0.9, rel_tol=1e-3)
+    assert first.rate == float(f"{math.sqrt(40.0 / 1.03 * 57.5):.4g}")
     # at a fraction of a request per second the rate run is the rate compared: not asked again (a review found a
     # probe at 0.0945 req/s, run as 0.095 and compared unrounded, asked again until the allowance ran out)
     slow_leader = [held(0.016), held(0.0575, good=462, deff=8.0)]
     slow_rival = [held(0.016), behind(0.040)]
     low = separations(4, slow_leader, P90, 0, slow_rival, P90, TIE, {})[0]
-    assert low.rate == configured(slow_leader, math.sqrt(0.040 / 1.03 * 0.0575))
+    assert low.rate == float(f"{math.sqrt(0.040 / 1.03 * 0.0575):.4g}")
     assert all(s.rate != low.rate for s in separations(4, slow_leader, P90, 0, slow_rival, P90, TIE,
                                                          {4: [low.rate]}))
+
+
+def test_a_probe_whose_answer_leaves_the_ends_as_they_are_is_not_asked_again_nearby():
+    # the leader's probe held, shakily, at a rate a little off the one configured: the ends are unchanged, so the
+    # same separation is not asked again at a rate a few percent away (a review found it asked again at 44.6-50.3,
+    # scaled by the probe's own offered rate, until the allowance ran out)
+    leader = [held(16.0), held(57.5, good=462, deff=8.0)]
+    rival = [held(16.0), behind(40.0)]
+    first = separations(4, leader, P90, 0, rival, P90, TIE, {})[0]
+    for offered in (0.94, 1.0, 1.06):
+        answered = leader + [Point(x=first.rate * offered, good=470, n=500, design_effect=8.0, rate=first.rate)]
+        again = separations(4, answered, P90, 0, rival, P90, TIE, {4: [first.rate]})
+        assert all(s.k != 4 for s in again), (offered, again)

@@ -160,6 +160,11 @@ def test_a_capacity_the_rates_measured_leave_open_buys_no_life_and_the_sweep_say
     stop = choose([0, 4], standing, Spent({0: 2, 4: 2}, {0: 2, 4: 2}), ModelView(), Budget(max_lives=20), 5)
     assert stop.k is None and stop.stop == "exhausted" and "max_repeats" not in stop.why
     assert "K=4's capacity within the SLO could set it over K=0" in stop.why and "rates between" in stop.why
+    # the capacity stop is marked (the sweep probes on it alone), a baseline with no valid window is not
+    from lookahead_runner.decision.adaptive import CAPACITY_STOP
+    assert stop.purpose == CAPACITY_STOP
+    given_up = choose([0, 4], standing, Spent({0: 2, 4: 2}, {4: 2}), ModelView(), Budget(max_lives=20), 5)
+    assert given_up.stop == "exhausted" and "gave no valid window" in given_up.why and given_up.purpose == ""
 
 
 def test_a_capacity_open_only_in_the_resamples_is_at_stake_where_its_brackets_draws_open_it():

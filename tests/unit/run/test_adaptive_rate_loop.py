@@ -261,3 +261,43 @@ def test_with_no_probe_left_the_sweep_stops_and_says_why_the_probes_stopped(tmp_
     assert choice.stop == "exhausted" and choice.why.startswith("not decided: K=0's capacity within the SLO"), choice
     assert choice.why.endswith("; the capacity probes: no probe left could narrow a bracket: K=0: the rate between "
                                "them was run"), choice.why
+
+
+def test_a_sweep_resumed_after_its_probes_stopped_ends_as_the_uninterrupted_one(tmp_path, monkeypatch):
+    # nothing kept in memory across rounds: cut after its last probe, resumed, it asks no more and stops alike
+    import itertools
+
+    from lookahead_runner.decision.capacity.search import Probe, within
+    rates = itertools.count()
+
+    def never_settles(data, config, leader, at_stake, spent, budget, named):
+        return within(Probe(4, 100.0 + next(rates), "narrows nothing"), spent, budget, named)
+
+    monkeypatch.setattr(adaptive_sweep, "verdict_probe", never_settles)
+    (tmp_path / "whole").mkdir()
+    whole = CapacityLives(tmp_path / "whole")
+    choice, _ = run(tmp_path / "whole", monkeypatch, whole, OPEN_CONFIG)
+    plan = read_plan(tmp_path / "whole")
+    (tmp_path / "cut").mkdir()
+    cut = CapacityLives(tmp_path / "cut")
+    write_plan(tmp_path / "cut", plan)
+    for life in plan.lives:
+        cut.run_one(adaptive_sweep.stages_of(OPEN_CONFIG, life.stages, life.rates),
+                    adaptive_sweep.Life(adaptive_sweep.Setting(life.k), life.repeat))
+    cut.ran.clear()
+    resumed, _ = run(tmp_path / "cut", monkeypatch, cut, OPEN_CONFIG)
+    assert cut.ran == [] and (resumed.stop, resumed.why) == (choice.stop, choice.why)
+
+
+def test_the_capacity_table_counts_the_adaptive_sweeps_probes():
+    from types import SimpleNamespace
+
+    from lookahead_runner.run.verdict.rate_verdict import capacity_probes as probed
+
+    def life(k, repeat, rates=None, purpose=""):
+        return PlannedLife(setting=f"k{k}", dir=f"k{k}/r{repeat}", k=k, repeat=repeat, argv=[], rates=rates,
+                           purpose=purpose)
+
+    plan = SimpleNamespace(sweep_lives=lambda: [life(0, 0), life(0, 1, [16.0], "spread"), life(0, 2, [27.7], "capacity"),
+                                                life(4, 0), life(4, 1, [16.0]), life(4, 2, [47.1], "capacity")])
+    assert probed(SimpleNamespace(config=OPEN_CONFIG, plan=plan)) == {0: 1, 4: 1}   # the repeats at 16 are none
