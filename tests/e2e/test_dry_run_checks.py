@@ -199,8 +199,10 @@ def test_a_rate_only_config_on_a_real_server_plans_the_measure_until_decided_def
                            "unknown: one life per K would decide only a gain over K=0 of about +35%"), plan
     assert "where the verdict at 6 req/s is least sure" in plan and "a repeat runs the 6 req/s stage alone" in plan
     (expected,) = [line for line in lines if line.startswith("expected: ")]
-    assert expected.startswith("expected: at most 4 server lives (adaptive: each chosen on what is measured)")
+    assert expected.startswith("expected: at most 4 server lives (adaptive: each chosen on what is measured), and up "
+                               "to 4 capacity probes beside them"), expected
     # a K's first life 60 s of stages, a repeat 30 s; the spread unknown, both K twice before any stop: with two K the
-    # lives of the grid of 2 repeats, at 2 x 60 + 2 x 30 s of load instead of its 4 x 60
-    assert "at best 4 lives (~3.0 server-minutes of load)" in expected and expected.endswith("at worst 4 (~3.0)")
+    # lives of the grid of 2 repeats, at 2 x 60 + 2 x 30 s of load instead of its 4 x 60; at worst, with the SLO, two
+    # capacity probes per K beside them, 30 s each
+    assert "at best 4 lives (~3.0 server-minutes of load)" in expected and expected.endswith("at worst 8 (~5.0)")
     assert fake.served() == []
