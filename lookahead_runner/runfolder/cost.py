@@ -86,7 +86,7 @@ def load_seconds(config: SweepConfig) -> tuple[float, float]:
 # the adaptive sweep at a rate with an SLO: capacity probes beside its default cap of lives, per K of the sweep,
 # where the verdict hangs on a capacity the rates measured leave open (run/strategies/adaptive_sweep.capacity_probe):
 # room for a bisection on each side of the pair it hangs on, or a firmer end each; on the simulator's K 0/4 at 8, 16
-# and 60 req/s, 3 probes settled it where it was settled (4 of 7 runs; tests/e2e/test_rate_adaptive_sim.py)
+# and 60 req/s, 3 probes settled it where it was settled (3 of 5 runs; tests/e2e/test_rate_adaptive_sim.py)
 CAPACITY_PROBES_PER_K = 2
 
 
