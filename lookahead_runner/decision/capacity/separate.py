@@ -12,13 +12,13 @@ a rate no higher than (1 + tie) x one L holds (gates/rate_pick.py's `could_excee
   shakier end first: the one whose drawn bracket (estimate.drawn_brackets, the draws the verdict makes) crosses
   the other's measured end in more draws.
 The ends and their middles are of the rates the windows offered, and the middle is run as the configured rate: its
-window offers a few percent off it (its arrivals' draw), and the ends, not the probe's own point, fix the rate, so
-a probe that leaves both ends as they are asks the same rate, which is then not asked again. (The ends' configured
+window offers a few percent off it (its arrivals' draw), and the ends, not the probe's own point, fix the rate, so a
+probe that leaves both ends as they are asks the same rate, which is then not asked again. (The ends' configured
 rates, as the bisection takes them, put a leader's probe on the simulator 4-7 % higher, where a slower server life
-read "behind" in 4 of 4 runs; the offered middle held in 3 of 5.) The draws order the two ends only (the binding SLO's attainments, as the capacity search reads
-them, without the restart spread's life factor the verdict also draws): DRAWS of them tell two shares of a few
-percent apart, seeded so the same run asks the same probe. A rate already probed for that K is not asked again
-(its answer is in the points).
+read "behind" in 4 of 4 runs; the offered middle held in 3 of 5.) The draws order the two ends only (the binding
+SLO's attainments, as the capacity search reads them, without the restart spread's life factor the verdict also
+draws): DRAWS of them tell two shares of a few percent apart, seeded so the same run asks the same probe. A rate
+already probed for that K is not asked again (its answer is in the points).
 """
 from __future__ import annotations
 
