@@ -15,7 +15,7 @@ The ends and their middles are of the rates the windows offered, and the middle 
 window offers a few percent off it (its arrivals' draw), and the ends, not the probe's own point, fix the rate, so a
 probe that leaves both ends as they are asks the same rate, which is then not asked again. (The ends' configured
 rates, as the bisection takes them, put a leader's probe on the simulator 4-7 % higher, where a slower server life
-read "behind" in 4 of 4 runs; the offered middle held in 3 of 5.) The draws order the two ends only (the binding
+read "behind" in 3 of 4 runs; the offered middle held in 3 of 5.) The draws order the two ends only (the binding
 SLO's attainments, as the capacity search reads them, without the restart spread's life factor the verdict also
 draws): DRAWS of them tell two shares of a few percent apart, seeded so the same run asks the same probe. A rate
 already probed for that K is not asked again (its answer is in the points).
