@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .estimate import Point, drawn_brackets, measured_bracket, monotone
+from .estimate import Point, drawn_brackets, measured_bracket
 
 DRAWS = 400   # each end's shakiness to about +-2.5 points (a share's standard error at 50 %)
 SEED = 53     # any fixed seed: the same evidence asks the same probe (--resume)
@@ -48,12 +48,10 @@ def separations(leader_k: int, leader: Sequence[Point], leader_share: float, riv
     """The probes that would firm up the ends setting `leader_k` apart from `rival_k`, the shakier end's first;
     none where the brackets as measured leave room for the rival (bisect instead), where the
     leader's hold is within the tie band of the rival's fail (a rate between is no firmer: bisect the brackets
-    apart), or where an end is not measured."""
-    hold, fail = _end(leader, leader_share, 0), _end(rival, rival_share, 1)
-    if hold is None or fail is None:
-        return []
-    holds, fails = hold.x, fail.x
-    if fails * (1 + tie) > holds:
+    apart), or where an end is unbounded."""
+    holds, _ = measured_bracket(leader, leader_share)
+    _, fails = measured_bracket(rival, rival_share)
+    if not (math.isfinite(holds) and math.isfinite(fails)) or fails * (1 + tie) > holds:
         return []   # room for the rival (bisect), or the ends within the tie band: a rate between them is no firmer
     rng = np.random.default_rng(SEED)
     drawn_holds, _ = drawn_brackets(leader, leader_share, rng, DRAWS)
@@ -74,15 +72,6 @@ def separations(leader_k: int, leader: Sequence[Point], leader_share: float, riv
     ]
     options.sort(key=lambda item: -item[0])
     return [option for shaky, option in options if shaky > 0 and not _tried(option, tried)]
-
-
-def _end(points: Sequence[Point], share: float, which: int) -> Point | None:
-    """The point at the measured bracket's low end (`which` 0: the highest load held) or high end (1: the lowest
-    that fails); None where that end is unbounded."""
-    x = measured_bracket(points, share)[which]
-    if not math.isfinite(x):
-        return None
-    return next((p for p in monotone(points) if p.x == x), None)
 
 
 def _readable(rate: float) -> float:

@@ -37,13 +37,13 @@ class Lives:
             return
         out.mkdir(parents=True, exist_ok=True)
         self.ran.append((life.key, [stage.rate for stage in config.load.stages]))
-        k, repeat = life.setting.k, life.repeat
-        self.windows[life.key] = [
-            rate_window(k, stage.rate, int(stage.rate * 20), int(stage.rate * 20 * (0.8 if k == 0 and stage.rate > 20
-                                                                                      else 1.0)),
-                        repeat=repeat, service_ms=SERVICE_MS[k] * (1 + repeat / 100), p=config.decision)
-            for stage in config.load.stages]
+        self.windows[life.key] = [self.window(life.setting.k, life.repeat, stage.rate, config)
+                                  for stage in config.load.stages]
         write_status(out, "done", start_s=120.0, measure_s=20.0 * len(config.load.stages))
+
+    def window(self, k, repeat, rate, config):
+        return rate_window(k, rate, int(rate * 20), int(rate * 20 * (0.8 if k == 0 and rate > 20 else 1.0)),
+                           repeat=repeat, service_ms=SERVICE_MS[k] * (1 + repeat / 100), p=config.decision)
 
     def read_run(self, run_dir):
         plan = read_plan(run_dir)
@@ -165,20 +165,10 @@ OPEN_CONFIG = config_from_dict({
 class CapacityLives(Lives):
     """Lives whose every rate window holds the SLO below the K's CAPACITY and falls behind above it."""
 
-    def run_one(self, config, life):
-        out = results.life_dir(self.run_dir, life.setting.name, life.repeat)
-        if life_state(out) == "done":
-            return
-        out.mkdir(parents=True, exist_ok=True)
-        self.ran.append((life.key, [stage.rate for stage in config.load.stages]))
-        k, repeat = life.setting.k, life.repeat
-        self.windows[life.key] = [
-            rate_window(k, stage.rate, int(stage.rate * 20),
-                        int(stage.rate * 20 * (1.0 if stage.rate <= CAPACITY[k] else 0.5)),
-                        behind=stage.rate > CAPACITY[k], repeat=repeat,
-                        service_ms=SERVICE_MS[k] * (1 + repeat / 100), p=config.decision)
-            for stage in config.load.stages]
-        write_status(out, "done", start_s=120.0, measure_s=20.0 * len(config.load.stages))
+    def window(self, k, repeat, rate, config):
+        return rate_window(k, rate, int(rate * 20), int(rate * 20 * (1.0 if rate <= CAPACITY[k] else 0.5)),
+                           behind=rate > CAPACITY[k], repeat=repeat, service_ms=SERVICE_MS[k] * (1 + repeat / 100),
+                           p=config.decision)
 
 
 def test_a_capacity_the_rates_leave_open_is_probed_on_the_sweeps_own_lives(tmp_path, monkeypatch):
