@@ -36,9 +36,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from lookahead_runner.decision.adaptive import (Budget, Choice, ModelView, Spent, Standing, _baseline_spared,
-                                                _nearest_rival, _rival_spared, choose, could_win, first_k,
-                                                standing_of, valid_lives)
+from lookahead_runner.decision.adaptive import (Budget, Choice, ModelView, Spent, _baseline_spared, _nearest_rival,
+                                                _rival_spared, choose, could_win, first_k)
+from lookahead_runner.decision.standing import Standing, standing_of, valid_lives
 from lookahead_runner.config import SweepConfig
 from lookahead_runner.decision import Decision, Evidence, decide
 from lookahead_runner.decision.engine import verdict_at_end

@@ -1,5 +1,5 @@
-"""The verdict at an arrival rate as the adaptive sweep's chooser reads it between lives (decision/adaptive.py's
-`Standing`), judged at a look's bar as the users stage's is (adaptive.standing_of, engine.early_judged): the claim is
+"""The verdict at an arrival rate as the adaptive sweep's chooser reads it between lives (decision/standing.py's
+`Standing`), judged at a look's bar as the users stage's is (standing.standing_of, engine.early_judged): the claim is
 that a sweep that stops at the first look whose verdict at the rate clears its bar states no more confidence than
 its looks together hold (gates/looks.py), and that it buys the lives the verdict at the rate hangs on.
 
@@ -7,7 +7,7 @@ Exported (the sweep loop, run/strategies/adaptive_sweep.py, calls them with thes
 
     standing_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConfig, early_stop: bool = True,
                      looks: Looks | None = None, variant: str = "", over=None, probing: bool = True
-                     ) -> adaptive.Standing
+                     ) -> Standing
     valid_lives_at_rate(windows: Sequence[RateWindow], rate: float, variant: str = "") -> dict[int, int]
 
 The final verdict at the bar the looks set is rate_decision.decide_at_rate(..., looks=looks): its decision.json
@@ -43,11 +43,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..config import DecisionConfig
-from . import adaptive
 from .cells.rate_window import RateWindow
 from .engine import contender_share, early_look
 from .gates.looks import Looks
 from .rate_decision import RateEval, judge_at_rate, judged_at, lives_at_rate, look_number
+from .standing import Standing
 
 
 def valid_lives_at_rate(windows: Sequence[RateWindow], rate: float, variant: str = "") -> dict[int, int]:
@@ -90,13 +90,13 @@ def _wanted(ev: RateEval, p: DecisionConfig, lives: Mapping[int, int], known: bo
 
 def standing_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConfig, early_stop: bool = True,
                      looks: Looks | None = None, variant: str = "",
-                     over: Mapping[int, Sequence[float]] | None = None, probing: bool = True) -> adaptive.Standing:
+                     over: Mapping[int, Sequence[float]] | None = None, probing: bool = True) -> Standing:
     """The verdict at `rate` as a `Standing` (the module's docstring says each field; `probing` False: no capacity
     probe is left to run, so a capacity open only in the resamples is not at stake and lives are wanted)."""
     del early_stop  # no stop rule at a rate (the module's docstring)
     ev = judge_at_rate(windows, rate, p, variant, over)
     if ev is None:
-        return adaptive.Standing("no_measurement", contender_share=contender_share(p, p.resamples))
+        return Standing("no_measurement", contender_share=contender_share(p, p.resamples))
     number = look_number(windows, rate, looks, variant) if looks is not None else 0
     look, last = (looks.at(number), looks.at(number, last=True)) if looks is not None else (None, None)
     final_config = early_look(p, last) if last else p     # the verdict if no life follows
@@ -107,7 +107,7 @@ def standing_at_rate(windows: Sequence[RateWindow], rate: float, p: DecisionConf
     known = spread_measured_at(ev, p)
     share_bar = contender_share(config, judged.resamples)
     at_stake = capacity_at_stake(judged, share_bar, probing)
-    return adaptive.Standing(
+    return Standing(
         judged.status, judged.pick, {k: s for k, s in judged.shares.items() if k is not None},
         {k: st.speed for k, st in judged.standings.items()},
         frozenset(k for k in judged.ks if judged.blocked_by(k)), None, _wanted(judged, config, lives, known, at_stake),

@@ -126,5 +126,11 @@ def test_a_verdict_that_hangs_on_a_capacity_is_settled_by_probes_between_the_rat
     probed = {k: sum(1 for life in probes if life["k"] == k) for k in (0, 4)}
     assert all(f"({n} probed)" in row["rate_from"] for row in decision["capacity"]
                if row["rate"] is not None and (n := probed.get(row["k"])))    # (a capacity "> x" says no count)
+    # a probe clearly over capacity ends early (K=0's capacity about 29 req/s: a probe of it past 38 offers a third
+    # more than it serves); a repeat at the target rate, one rate stage too, runs whole
+    ended = {life["dir"]: json.loads((run_dir / life["dir"] / "status.json").read_text()).get("ended_early", "")
+             for life in lives}
+    assert all(ended[life["dir"]] for life in probes if life["k"] == 0 and life["rates"][0] > 38), ended
+    assert not any(ended[life["dir"]] for life in lives if life["purpose"] != "capacity"), ended
     dry = cli("sweep", "--config", str(config), "--dry-run", timeout=60)
     assert "and up to 4 capacity probes beside them" in dry.stdout, dry.stdout

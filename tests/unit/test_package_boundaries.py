@@ -237,9 +237,10 @@ def test_every_folder_of_the_package_is_a_package():
 
 
 # decision/ keeps at its top its entries (the engine, the decision at a rate, the ramp's decision, one per workload variant, the adaptive
-# chooser and its standing at a rate) and decision.json's schema; everything else lives in a subpackage named for its stage
-DECISION_TOP = {"__init__", "engine", "rate_decision", "ramp", "per_variant", "adaptive", "rate_standing", "schema",
-                "schema_base"}
+# chooser and its standing, at the target concurrency and at a rate) and decision.json's schema; everything else lives in a
+# subpackage named for its stage
+DECISION_TOP = {"__init__", "engine", "rate_decision", "ramp", "per_variant", "adaptive", "standing", "rate_standing",
+                "schema", "schema_base"}
 
 
 def test_decision_is_built_of_subpackages():

@@ -35,6 +35,7 @@ from ..life.launch import Life
 from ..life.life import Outcome, ended, left_to_run, not_measured
 from ..life.preflight import PreflightError
 from ..life.preflight_turn import PreflightTurn
+from ..life.probe_watch import planned_purpose
 from ..life.server import ServerError
 
 NODE_LOST = "node lost"
@@ -136,7 +137,8 @@ class SlotPool:
             slot.turn = PreflightTurn(self.lives.preflight.due, self.lives.preflight.placement)
         turn = slot.turn
         order = LifeOrder(config, self.lives.caps, group[0].setting, [life.repeat for life in group], self.lives.server,
-                          PreflightTurn(turn.due, turn.placement))
+                          PreflightTurn(turn.due, turn.placement),
+                          {life.key: planned_purpose(self.run_dir, life.key) for life in group})
         record_cluster(self.run_dir, handed_out=[life.key for life in group])
         for life in group:
             out = life_folder(self.run_dir, life)

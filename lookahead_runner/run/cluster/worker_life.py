@@ -42,6 +42,9 @@ class LifeOrder:
     repeats: list[int]
     server: ResolvedServer
     turn: PreflightTurn      # the placement to run on, and whether this life runs the pre-flight
+    # per life key, its purpose in the driver's plan.json (the node's scratch run folder holds none): a capacity
+    # probe may end early there too (life/probe_watch.py)
+    purposes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def run_here(order: LifeOrder, where: Where, scratch: Path) -> LifeFiles:
         run_server_life(order.config, order.caps, order.setting, order.repeats, run_dir, said.append, order.server,
                         placement=turn.placement,
                         preflight=turn.step(order.config, run_dir, said.append, order.server.load_env),
-                        where=where.status_fields())
+                        where=where.status_fields(), purposes=order.purposes)
     except PreflightError as err:
         preflight_error = str(err)
     except Exception as err:  # a bug in the life code: the repeats it finished come back all the same

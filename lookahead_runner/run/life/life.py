@@ -15,7 +15,7 @@ import shutil
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from ...contracts.records import SIM_LIFE_ENV
 from .load import live_env, live_port_now, locust_argv, locust_deadline_s, run_locust
 from .launch import Life, server_launch
 from .placement import Placement
-from .probe_watch import probe_watch
+from .probe_watch import planned_purpose, probe_watch
 from .server_check import check_workload
 from ...runfolder.plan import life_state, write_status
 from .server import (RunningServer, ServerError, ServerProcess, StartFailed, free_port, port_taken, tail,
@@ -115,7 +115,7 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                     say, resolved: ResolvedServer, events: LifeEvents | None = None, web_port: int | None = None,
                     placement: Placement | None = None,
                     preflight: Callable[[Served, Placement], Placement] | None = None,
-                    where: dict | None = None) -> list[Outcome]:
+                    where: dict | None = None, purposes: Mapping[str, str] | None = None) -> list[Outcome]:
     """Start the server once and measure `repeats` of `setting` on it, one after another.
 
     A failed start or a dead server fails every repeat it leaves unmeasured. The server's own files
@@ -124,7 +124,8 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
     `placement` says which CPUs the server and Locust run on; `preflight`, run once the server is
     warm, may change Locust's process count or stop the sweep (preflight.PreflightError). `where`: a life on a
     Ray cluster (cluster/worker_life.py): its node, GPUs and slot, recorded in each status.json; every life records its
-    start time (t_start_s: the cost's wall minutes)."""
+    start time (t_start_s: the cost's wall minutes). `purposes`: per life key, its purpose in plan.json, sent where
+    `run_dir` holds no plan (a Ray worker's scratch folder); None: read from `run_dir`'s plan.json."""
     events = events or LifeEvents()
     placement = placement or Placement("off", processes=1 if config.load.processes == "auto"
                                        else int(config.load.processes))
@@ -186,7 +187,8 @@ def run_server_life(config: SweepConfig, caps: Capabilities, setting: Setting, r
                     write_status(out, "running", server_life=lives[0].key)
                     events.started(life, False)
                 measuring = time.monotonic()
-                reason, measured, alive = measure(config, served, life, out, say, events, web_port, placement)
+                purpose = purposes.get(life.key, "") if purposes is not None else planned_purpose(run_dir, life.key)
+                reason, measured, alive = measure(config, served, life, out, say, events, web_port, placement, purpose)
                 measured["measure_s"] = round(time.monotonic() - measuring, 2)
                 outcomes.append(_finish(out, life, reason, status | measured, events))
                 if not alive and index + 1 < len(lives):
@@ -256,10 +258,11 @@ def not_measured(run_dir: Path, setting: Setting, repeats: list[int], why: str) 
 
 
 def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, events: LifeEvents,
-            web_port: int | None, placement: Placement) -> tuple[str, dict, bool]:
+            web_port: int | None, placement: Placement, purpose: str = "") -> tuple[str, dict, bool]:
     """Sample the ready server while Locust runs the stages into `out`, once per workload variant (a block
     each, in order: variants.py says why); with several, each block's files go to out/<variant key>/ and
-    variants.json holds each block's times, between samples taken at its edges (its closed window).
+    variants.json holds each block's times, between samples taken at its edges (its closed window). `purpose`: the
+    life's in plan.json (a capacity probe may end early: probe_watch.py).
 
     Returns (why the repeat failed or "", status fields, whether the server is alive at the end)."""
     server, base_url, headers = served.server, served.base_url, served.headers
@@ -293,7 +296,7 @@ def measure(config: SweepConfig, served: Served, life: Life, out: Path, say, eve
             block = {"key": variant.key, "label": variant.label, "t_start_s": time.time()}
             # the simulator's memory file reaches Locust too, for the web UI's GPU memory row
             load = run_locust(argv, folder / "locust.log", deadline_s, env=served.load_env | sim_env | live_env(port),
-                              abort=abort, cpus=placement.load_cpus, end_early=probe_watch(config, sampler))
+                              abort=abort, cpus=placement.load_cpus, end_early=probe_watch(config, sampler, purpose))
             if load.ended_early:
                 say(f"  {load.ended_early}")
             if variant.key:

@@ -1,5 +1,5 @@
 """The adaptive sweep's loop (sweep.strategy = "adaptive"): ask the chooser (decision/adaptive.py) for as many lives as
-the pool (life_pool.py) has free slots, on the verdict at the users target (adaptive.standing_of) or, with rate
+the pool (life_pool.py) has free slots, on the verdict at the users target (standing.standing_of) or, with rate
 stages only, at the target rate (decision/rate_standing.py), write them to plan.json, start them as real server
 lives (same readiness and memory rules as the grid), and ask again each time one ends, the lives in flight counted,
 until the chooser stops with none in flight; the stop and its reason go to plan.json's "adaptive". Here the pool
@@ -24,13 +24,13 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from ...decision.adaptive import (CAPACITY_STOP, Budget, Choice, ModelView, Prediction, Spent, Standing,
-                                 choose_batch, first_k, standing_of, valid_lives)
+from ...decision.adaptive import CAPACITY_STOP, Budget, Choice, ModelView, Prediction, Spent, choose_batch, first_k
 from ...decision.capacity.search import Probe
 from ...decision.cells.rate_cell import same_rate
 from ...decision.engine import early_look
 from ...decision.cells.stats import single_life_gains
 from ...decision.rate_standing import standing_at_rate, valid_lives_at_rate
+from ...decision.standing import Standing, standing_of, valid_lives
 from ...config import ResolvedServer, SweepConfig
 from ...runfolder.cost import capacity_probes, grid_lives, life_costs
 from ...runfolder.price import default_max_lives, looks_of

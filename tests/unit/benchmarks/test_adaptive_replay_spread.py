@@ -50,7 +50,7 @@ def recorded():
 
 def test_the_ledger_mode_hands_over_a_spread_measured_on_the_lives_the_trial_does_not_reveal(recorded):
     from lookahead_runner.decision import decide
-    from lookahead_runner.decision.adaptive import standing_of
+    from lookahead_runner.decision.standing import standing_of
 
     config, recording = recorded
     server = replay.restarted(config)

@@ -2,8 +2,8 @@
 standing is built from synthetic windows where the chooser must read it."""
 from unit.synthetic import table, window
 
-from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, choose_batch,
-                                                run_note, standing_of, valid_lives)
+from lookahead_runner.decision.adaptive import Budget, ModelView, Prediction, Spent, choose, choose_batch, run_note
+from lookahead_runner.decision.standing import Standing, standing_of, valid_lives
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import decide, evidence
 from lookahead_runner.decision.engine import contender_share, early_look

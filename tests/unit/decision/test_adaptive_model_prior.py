@@ -13,8 +13,8 @@ from unit.synthetic import window
 
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.decision import evidence
-from lookahead_runner.decision.adaptive import (Budget, ModelView, Prediction, Spent, Standing, choose, run_note,
-                                                standing_of, valid_lives)
+from lookahead_runner.decision.adaptive import Budget, ModelView, Prediction, Spent, choose, run_note
+from lookahead_runner.decision.standing import Standing, standing_of, valid_lives
 from lookahead_runner.decision.engine import contender_share, early_look
 from lookahead_runner.decision.perfmodel.prior import ruled_out, skip_bound, skip_text
 

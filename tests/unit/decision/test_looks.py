@@ -13,7 +13,8 @@ from unit.synthetic import table, window
 
 from lookahead_runner.config import DecisionConfig, config_from_dict
 from lookahead_runner.decision import evidence
-from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, choose, standing_of
+from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, choose
+from lookahead_runner.decision.standing import standing_of
 from lookahead_runner.decision.cells.restart_spread import chi2_bounds
 from lookahead_runner.decision.engine import auto_repeats_wanted, early_look
 from lookahead_runner.decision.gates.looks import Looks, boundaries, expected_look, spent

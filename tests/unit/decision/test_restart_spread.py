@@ -218,7 +218,8 @@ def test_a_life_off_its_level_holds_the_verdict_only_where_the_verdict_hangs_on_
 def test_the_adaptive_sweep_buys_no_life_for_a_k_off_its_level_the_verdict_does_not_hang_on():
     """Review (issue 46): K=2 reads 9 % below its level, behind the leader K=4 beyond the tie band either way; the
     verdict is decided without it, and the chooser stops there instead of buying K=2 a second life."""
-    from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, choose, standing_of
+    from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, choose
+    from lookahead_runner.decision.standing import standing_of
 
     earlier = EarlierSpread(4 * 0.01 ** 2, 4, 2, 6, "2026-12-02", levels={"0": 6.0, "2": 11.0, "4": 13.0})
     p = vllm().with_earlier(earlier)

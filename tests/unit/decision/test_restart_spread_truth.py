@@ -11,7 +11,8 @@ from unit.synthetic import window
 from lookahead_runner.config import DecisionConfig
 from lookahead_runner.config.decision import EarlierSpread
 from lookahead_runner.decision import decide, evidence
-from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, choose, standing_of
+from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, choose
+from lookahead_runner.decision.standing import standing_of
 from lookahead_runner.decision.cells.measure import ThroughputNoise
 from lookahead_runner.decision.cells.restart_spread import chi2_bounds, off_earlier, outlier_false_alarm
 from lookahead_runner.decision.engine import repeats_wanted

@@ -143,7 +143,8 @@ def test_a_life_the_stop_needs_anyway_comes_before_one_it_may_not():
     any stop: it is never spared where the spread is unknown), a rival on one life winning a few resamples: the
     baseline's second life first (the simulator sweep at 16 req/s: with it, decided at look 5; the rival's first,
     then the baseline's, took 6 lives, the grid's)."""
-    from lookahead_runner.decision.adaptive import Budget, Spent, Standing, choose
+    from lookahead_runner.decision.adaptive import Budget, Spent, choose
+    from lookahead_runner.decision.standing import Standing
 
     standing = Standing("not_decided", 4, {4: 0.939, 24: 0.041, 0: 0.02}, {0: 1.5, 4: 3.0, 24: 1.9},
                         wanted=(0, 24, 4), spread_measured=True, spare_baseline=False, contender_share=0.02)

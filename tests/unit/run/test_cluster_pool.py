@@ -381,3 +381,25 @@ def test_a_slots_preflight_stop_collects_the_lives_that_ended_on_the_other_slots
     assert ended.state == "done", ended
     assert (tmp_path / "run" / "k4" / "r0" / "requests.csv").read_text() == "t_done_s\n1.0\n"
     assert "k4/r0: done" in said and "credit k4/r0" in said and not pool.busy
+
+
+def test_a_life_planned_as_a_capacity_probe_is_one_on_its_worker_too(tmp_path, fake_ray, monkeypatch, ray_installed):
+    """The worker's run folder is a scratch one with no plan.json: the driver sends each life's purpose with it, so
+    the adaptive sweep's capacity probe may end early on a cluster as it does here (life/probe_watch.py)."""
+    from lookahead_runner.runfolder.plan import CAPACITY_PURPOSE, Plan, PlannedLife, write_plan
+
+    sent = []
+
+    def server_life(config, caps, setting, repeats, run_dir, say, server, purposes=None, **kwargs):
+        sent.append(dict(purposes or {}))
+        done_at_once(config, caps, setting, repeats, run_dir, say, server)
+
+    monkeypatch.setattr(cluster_life, "run_server_life", server_life)
+    pool, config, _ = make_pool(tmp_path, fake_ray, "run")
+    lives = [PlannedLife(setting="k4", k=4, repeat=r, argv=["vllm"], dir=f"k4/r{r}", purpose=purpose)
+             for r, purpose in ((0, ""), (1, CAPACITY_PURPOSE))]
+    write_plan(tmp_path / "run", Plan(run_id="r", probe={"version": "0.32.0"}, config={}, target_users=8, lives=lives))
+    for repeat in (1, 0):
+        pool.submit(config, Life(K4, repeat))
+        pool.wait()
+    assert sent == [{"k4/r1": CAPACITY_PURPOSE}, {"k4/r0": ""}]

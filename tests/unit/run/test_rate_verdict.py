@@ -52,7 +52,7 @@ def test_the_least_settled_verdict_sets_the_status_and_the_exit_code(rate_status
     assert combined(users_undecided, _at_rate()).status == "not_decided"
 
 
-def test_only_a_capacity_searchs_one_rate_stage_life_is_a_probe_that_may_end_early():
+def test_a_one_rate_stage_life_of_the_capacity_search_or_planned_as_a_probe_may_end_early():
     from lookahead_runner.config import config_from_dict
     from lookahead_runner.run.life.probe_watch import is_probe, probe_watch
 
@@ -64,6 +64,23 @@ def test_only_a_capacity_searchs_one_rate_stage_life_is_a_probe_that_may_end_ear
     assert is_probe(config("capacity", one))
     assert not is_probe(config("capacity", one + [{"rate": 16.0, "duration_s": 10}]))
     assert not is_probe(config("grid", one)) and probe_watch(config("grid", one), None) is None
+    # the adaptive sweep at a rate: a life planned as a capacity probe is one; its repeats at the target rate, one
+    # rate stage each too, run whole (the verdict reads their windows)
+    assert is_probe(config("adaptive", one), "capacity") and probe_watch(config("adaptive", one), None, "capacity")
+    assert not is_probe(config("adaptive", one), "spread") and not is_probe(config("adaptive", one))
+
+
+def test_a_lifes_purpose_is_read_from_the_plan_and_is_empty_where_there_is_none(tmp_path):
+    from lookahead_runner.run.life.probe_watch import planned_purpose
+    from lookahead_runner.runfolder.plan import CAPACITY_PURPOSE, Plan, PlannedLife, write_plan
+
+    assert planned_purpose(tmp_path, "k4/r1") == ""                                   # no plan.json
+    (tmp_path / "plan.json").write_text("{not json")
+    assert planned_purpose(tmp_path, "k4/r1") == ""                                   # none readable
+    lives = [PlannedLife(setting="k4", k=4, repeat=r, argv=["vllm"], dir=f"k4/r{r}", purpose=purpose)
+             for r, purpose in ((0, ""), (1, CAPACITY_PURPOSE))]
+    write_plan(tmp_path, Plan(run_id="r", probe={"version": "0.32.0"}, config={}, target_users=8, lives=lives))
+    assert [planned_purpose(tmp_path, f"k4/r{r}") for r in (0, 1, 2)] == ["", CAPACITY_PURPOSE, ""]
 
 
 def test_the_capacity_table_and_the_gates_at_the_rate_are_held_together_at_the_rate_its_windows_were_offered():

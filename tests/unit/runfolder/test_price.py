@@ -145,7 +145,8 @@ def test_at_best_on_an_unknown_spread_both_ends_of_the_first_gain_have_two_lives
     """Where the restart spread is unknown the chooser never stops with the baseline (or the leader) on one life: the
     leader's second life measures the spread, the baseline's guards against one outlier life of it (never spared
     there). So no verdict comes before the first look's two K have two lives each."""
-    from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, Standing, choose
+    from lookahead_runner.decision.adaptive import Budget, ModelView, Spent, choose
+    from lookahead_runner.decision.standing import Standing
 
     decided = Standing("decided", 4, {4: 1.0}, {0: 1.0, 4: 3.0}, spread_measured=True, spare_baseline=False,
                        contender_share=0.02)
