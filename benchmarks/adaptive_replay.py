@@ -154,16 +154,26 @@ def restarted(config: SweepConfig) -> SweepConfig:
     return config.model_copy(update={"decision": config.decision.model_copy().for_server("vllm")})
 
 
-def with_ledger(config: SweepConfig, evidence: Evidence, order: dict[int, list[int]]) -> SweepConfig:
+def with_earlier_run(config: SweepConfig, evidence: Evidence, earlier_lives: dict[int, list[int]]
+                     ) -> SweepConfig | None:
     """`config` (restarted) with the spread an earlier run on this server measured, as the product's ledger hands it
-    over: that run is each K's lives after the first GRID_REPEATS of `order` (none of which this trial reveals),
-    decided by the engine, its spread and levels kept and read back by the ledger's own code (earlier_from)."""
-    earlier_run = decide(evidence.subset({k: r[GRID_REPEATS:] for k, r in order.items()}), config.decision, {})
+    over: that run is `earlier_lives` (repeats per K) of `evidence`, decided by the engine, its spread and levels
+    kept and read back by the ledger's own code (earlier_from). None where that run measured no spread."""
+    earlier_run = decide(evidence.subset(earlier_lives), config.decision, {})
     earlier = earlier_from(earlier_run, config.target_users, config.target_users)
-    if earlier is None:   # the trial would run as "unknown" under the ledger's name
+    if earlier is None:
+        return None
+    return config.model_copy(update={"decision": config.decision.model_copy().with_earlier(earlier)})
+
+
+def with_ledger(config: SweepConfig, evidence: Evidence, order: dict[int, list[int]]) -> SweepConfig:
+    """`with_earlier_run` on each K's lives after the first GRID_REPEATS of `order` (none of which this trial
+    reveals)."""
+    ledgered = with_earlier_run(config, evidence, {k: r[GRID_REPEATS:] for k, r in order.items()})
+    if ledgered is None:   # the trial would run as "unknown" under the ledger's name
         raise ValueError(f"--adaptive-spread ledger: the lives after the first {GRID_REPEATS} of each K measured no "
                          f"restart spread; record at least --repeats {GRID_REPEATS + 2}")
-    return config.model_copy(update={"decision": config.decision.model_copy().with_earlier(earlier)})
+    return ledgered
 
 
 def rule_pick(levels: dict[int, float], tie: float, eligible: frozenset[int] | None = None) -> int | None:

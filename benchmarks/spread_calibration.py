@@ -10,7 +10,10 @@ gain over K=0), each life a synthetic closed-loop window (tests/unit/synthetic.p
 jitter, latencies by Little's law). Each trial is decided three ways, by the product's own code: the grid with
 one life per K, the grid with two, and the adaptive sweep (the chooser of decision/adaptive.py replayed over the
 trial's lives as adaptive_replay.py does, its default budget of two lives per K), each by the decision engine.
-No HTTP, no server process: what it measures is the statistics alone, not the simulator's fidelity.
+No HTTP, no server process: what it measures is the statistics alone, not the simulator's fidelity. With
+`--ledger`, every trial's server (its spread unknown) also has an earlier run in the product's ledger: more lives of
+each K drawn alike, decided and handed over as adaptive_replay.with_earlier_run does, and every strategy decides
+with it (a sweep after the first on a server).
 
 Per scenario (decision_scenarios.SPREAD_SCENARIOS: spread 3, 8, 15 % x true gain -10, +5, +15, +40 %) and
 strategy: right / not decided / wrong, with the wrong share's Wilson interval; a verdict stated at 90 % may be wrong
@@ -48,6 +51,7 @@ FLOOR = "adaptive_first_decided"   # --floor: the chooser stopping at its first 
 BASE_REQ_PER_S = 20.0   # K=0's level (the roomy-kv scenario at 32 users reads about this)
 STAGE_S = 5.0           # the spread study's stage
 START_S = 120.0         # a life's priced start (a GPU server's: decision_accuracy.py --start-s)
+LEDGER_LIVES = 2        # --ledger: the earlier run's lives per K (the grid's: decision_accuracy.py's ledger mode)
 BUCKETS = ((0.90, 0.95), (0.95, 0.99), (0.99, 1.01))   # stated confidence, as the calibration suite buckets it
 
 
@@ -109,7 +113,8 @@ def profile_scenario(profile: Profile, spread: float):
 
 
 def study(s, args: argparse.Namespace, levels: dict[int, float] | None = None, server: str | None = None) -> dict:
-    config = scenario_config(s, server) if server else scenario_config(s)
+    config = unledgered = scenario_config(s, server) if server and not getattr(args, "ledger", False) \
+        else scenario_config(s)
     p = config.decision
     truth, gain = s.truth, s.gain
     rng = np.random.default_rng([args.seed, round(s.restart_spread * 1000),
@@ -118,9 +123,16 @@ def study(s, args: argparse.Namespace, levels: dict[int, float] | None = None, s
     budget = len(s.ks) * MIN_LEADER_LIVES
     no_model = (lambda seen: ModelView(why_not="no performance model in this benchmark"))
     rows: dict[str, list[tuple[str, int, float, str]]] = {name: [] for name in strategies(args)}
+    ledger = getattr(args, "ledger", False)
+    drawn = args.lives + (LEDGER_LIVES if ledger else 0)
     for trial in range(args.trials):
-        ev = evidence(trial_windows(s, rng, args.lives, trial, levels), s.users)
-        repeats = {k: sorted(w.repeat for w in cell.windows) for k, cell in ev.at(s.users).items()}
+        ev = evidence(trial_windows(s, rng, drawn, trial, levels), s.users)
+        every = {k: sorted(w.repeat for w in cell.windows) for k, cell in ev.at(s.users).items()}
+        repeats = {k: r[:args.lives] for k, r in every.items()}
+        if ledger:   # an earlier run on this server: the lives drawn after this trial's, in the ledger
+            config = replay.with_earlier_run(unledgered, ev, {k: r[args.lives:] for k, r in every.items()}) \
+                or unledgered
+            p = config.decision
         for name, fixed in (("adaptive", False), ("adaptive_fixed_bar", True), (FLOOR, True)):
             if name not in rows:
                 continue
@@ -241,6 +253,10 @@ def main() -> None:
     parser.add_argument("--profile-server", choices=("simulator", "unknown"), default="simulator",
                         help="the profiles decided as for the simulator (its 1 %% spread assumed, as the recordings "
                         "were) or for a server whose spread is unknown until measured (real vLLM)")
+    parser.add_argument("--ledger", action="store_true",
+                        help=f"every trial's server (its spread unknown, as real vLLM's) has an earlier run in the "
+                        f"ledger: {LEDGER_LIVES} more lives per K drawn alike, decided by the engine and handed over "
+                        "as the product's ledger does; every strategy decides with it")
     args = parser.parse_args()
     if args.trials < 1 or args.lives < 2:
         parser.error("--trials must be >= 1 and --lives >= 2 (the grid of two lives per K needs two)")
@@ -263,7 +279,7 @@ def main() -> None:
     level = scenario_config(chosen[0] if chosen else profile_scenario(known[names[0]], spreads[0])
                             ).decision.interval_level if out else 0.95
     print(json.dumps({"benchmark": "spread_calibration", "trials_per_scenario": args.trials,
-                      "lives_per_k": args.lives, "seed": args.seed, "scenarios": out,
+                      "lives_per_k": args.lives, "seed": args.seed, "ledger": args.ledger, "scenarios": out,
                       "totals": totals_of(out, level, strategies(args)), "wall_s": round(time.monotonic() - started, 1)}))
 
 

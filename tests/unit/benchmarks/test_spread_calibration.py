@@ -34,3 +34,14 @@ def test_a_small_study_scores_every_trial_once_per_strategy():
         assert row["right"] + row["not_decided"] + row["wrong"] == 3
     assert out["grid_repeats_2"]["right"] == 3            # +40 % over a 3 % spread: two lives each decide it
     assert out["grid_repeats_2"]["lives_median"] == 4
+
+
+def test_with_the_ledger_every_trial_decides_with_an_earlier_runs_spread_and_needs_no_repeat():
+    # +40 % over a 3 % spread: with the spread unknown the adaptive sweep repeats a life to measure it (4 lives of 2
+    # K); with an earlier run of this server in the ledger it stops at one life per K, as the product does
+    s = next(s for s in bench.SPREAD_SCENARIOS if s.restart_spread == 0.03 and s.gain == 0.40)
+    alone = bench.study(s, argparse.Namespace(trials=3, lives=4, seed=0))
+    ledgered = bench.study(s, argparse.Namespace(trials=3, lives=4, seed=0, ledger=True))
+    assert alone["adaptive"]["lives_median"] == 4 and ledgered["adaptive"]["lives_median"] == 2
+    for name in bench.STRATEGIES:
+        assert ledgered[name]["right"] == 3, (name, ledgered[name])
