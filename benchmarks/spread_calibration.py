@@ -124,14 +124,15 @@ def study(s, args: argparse.Namespace, levels: dict[int, float] | None = None, s
     no_model = (lambda seen: ModelView(why_not="no performance model in this benchmark"))
     rows: dict[str, list[tuple[str, int, float, str]]] = {name: [] for name in strategies(args)}
     ledger = getattr(args, "ledger", False)
-    drawn = args.lives + (LEDGER_LIVES if ledger else 0)
+    drawn, missed = args.lives + (LEDGER_LIVES if ledger else 0), 0
     for trial in range(args.trials):
         ev = evidence(trial_windows(s, rng, drawn, trial, levels), s.users)
         every = {k: sorted(w.repeat for w in cell.windows) for k, cell in ev.at(s.users).items()}
         repeats = {k: r[:args.lives] for k, r in every.items()}
         if ledger:   # an earlier run on this server: the lives drawn after this trial's, in the ledger
-            config = replay.with_earlier_run(unledgered, ev, {k: r[args.lives:] for k, r in every.items()}) \
-                or unledgered
+            config = replay.with_earlier_run(unledgered, ev, {k: r[args.lives:] for k, r in every.items()})
+            missed += config is None    # that run measured no spread: this trial runs with it unknown (counted)
+            config = config or unledgered
             p = config.decision
         for name, fixed in (("adaptive", False), ("adaptive_fixed_bar", True), (FLOOR, True)):
             if name not in rows:
@@ -148,6 +149,7 @@ def study(s, args: argparse.Namespace, levels: dict[int, float] | None = None, s
             rows[name].append((_outcome(decision, truth), sum(map(len, revealed.values())),
                                decision.confidence or 0.0, ""))
     return {"truth": truth, "gain": gain, "restart_spread": s.restart_spread, "ks": list(s.ks),
+            **({"trials_without_a_ledger_spread": missed} if ledger else {}),
             **{name: summary(r, p.interval_level) for name, r in rows.items()}}
 
 

@@ -43,5 +43,6 @@ def test_with_the_ledger_every_trial_decides_with_an_earlier_runs_spread_and_nee
     alone = bench.study(s, argparse.Namespace(trials=3, lives=4, seed=0))
     ledgered = bench.study(s, argparse.Namespace(trials=3, lives=4, seed=0, ledger=True))
     assert alone["adaptive"]["lives_median"] == 4 and ledgered["adaptive"]["lives_median"] == 2
+    assert ledgered["trials_without_a_ledger_spread"] == 0 and "trials_without_a_ledger_spread" not in alone
     for name in bench.STRATEGIES:
         assert ledgered[name]["right"] == 3, (name, ledgered[name])
