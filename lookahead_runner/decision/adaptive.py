@@ -393,9 +393,9 @@ def _share_text(standing: Standing, k: int) -> str:
 
 
 def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str, stop: str = "", slots: int = 1,
-             skipped=(), probes: int = 0) -> str:
+             skipped=(), probes: int = 0, ended_early: int = 0) -> str:
     """The decision's reason line about an adaptive sweep: what it ran (`probes`: how many of those lives were
-    capacity probes, at a rate), what it left out (each K the model ruled out with its prediction: `skipped`,
+    capacity probes, at a rate; `ended_early`: how many of those ended clearly over capacity), what it left out (each K the model ruled out with its prediction: `skipped`,
     ModelSkip or plan.json's record of one), why it stopped."""
     ran = ", ".join(f"K={k} x{n}" if n > 1 else f"K={k}" for k, n in sorted(lives_by_k.items()))
     left = [k for k in sorted(ks) if not lives_by_k.get(k)]
@@ -408,6 +408,6 @@ def run_note(ks: list[int], lives_by_k: Mapping[int, int], stopped_because: str,
     pace = "one at a time" if slots <= 1 else f"up to {slots} at a time (one per slot)"
     if probes:
         ran += (f"; {probes} of them capacity probe{'s' if probes != 1 else ''}, one rate stage each at a rate the "
-                "config does not list")
+                "config does not list" + (f", {ended_early} ended early, clearly over capacity" if ended_early else ""))
     return (f"Adaptive sweep: {sum(lives_by_k.values())} lives chosen {pace} ({ran}){skipped}; "
             f"stopped: {stopped_because or 'not yet (interrupted)'}.")

@@ -132,5 +132,8 @@ def test_a_verdict_that_hangs_on_a_capacity_is_settled_by_probes_between_the_rat
              for life in lives}
     assert all(ended[life["dir"]] for life in probes if life["k"] == 0 and life["rates"][0] > 38), ended
     assert not any(ended[life["dir"]] for life in lives if life["purpose"] != "capacity"), ended
+    early = sum(1 for life in probes if ended[life["dir"]])   # and the reasons count them
+    said = [reason for reason in decision["reasons"] if "capacity probe" in reason and "ended early" in reason]
+    assert (said and f", {early} ended early, clearly over capacity" in said[0]) if early else not said, said
     dry = cli("sweep", "--config", str(config), "--dry-run", timeout=60)
     assert "and up to 4 capacity probes beside them" in dry.stdout, dry.stdout

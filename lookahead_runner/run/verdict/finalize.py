@@ -259,10 +259,11 @@ def finalize(run_dir: Path, render: bool = True, steps: Steps | None = None, led
     elif plan.adaptive is not None:
         lives_by_k = Counter(c.k for c in costs if not c.confirm)
         ran = {c.life for c in costs}
-        probes = sum(1 for entry in plan.lives if entry.purpose == CAPACITY_PURPOSE and entry.dir in ran)
+        probes = [entry.dir for entry in plan.lives if entry.purpose == CAPACITY_PURPOSE and entry.dir in ran]
+        ended = sum(1 for life in probes if (status := data.statuses.get(life)) is not None and status.ended_early)
         decision.reasons.append(run_note(config.speculation.k, lives_by_k, decision.cost.stopped_because,
                                          plan.adaptive.stop, len(plan.cluster.slots) if plan.cluster else 1,
-                                         plan.adaptive.model_skipped, probes))
+                                         plan.adaptive.model_skipped, len(probes), ended))
     if note := remember_spread(data, decision, ledger):
         decision.diagnoses.append(note)
     results.write_json(run_dir / "decision.json", decision.model_dump(mode="json"))

@@ -186,6 +186,10 @@ def test_the_run_note_says_what_ran_what_was_left_out_and_why_it_stopped():
         "K 4 not run: the sweep has not finished; stopped: not yet (interrupted).")
     assert "K 2, 8 not run: the budget ran out first" in run_note(KS, {0: 1, 4: 1}, "budget: ...", "budget")
     assert "4 lives chosen up to 2 at a time (one per slot)" in run_note(KS, {0: 1, 2: 1, 4: 2}, "decided", slots=2)
+    probed = run_note(KS, {0: 3, 4: 3}, "decided", "decided", probes=3, ended_early=1)
+    assert "3 of them capacity probes, one rate stage each at a rate the config does not list, 1 ended early, " \
+        "clearly over capacity)" in probed
+    assert "ended early" not in run_note(KS, {0: 3, 4: 3}, "decided", "decided", probes=3)
 
 
 def in_flight(done: Spent, **pending) -> Spent:
