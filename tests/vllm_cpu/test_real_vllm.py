@@ -252,18 +252,26 @@ def sweeps(tmp_path_factory, baseline):
                                           stage_s=STAGE_S_OF.get(name, STAGE_S), repeats=REPEATS_OF.get(name, 1)))
         # probe ~20 s, pre-flight ~10 s; a life ~25 s start (100 s on a loaded box) + ~12 s load + stop
         timeout = 150 + 150 * len(ks) * REPEATS_OF.get(name, 1)
-        started = time.monotonic()
-        with ProcessWatch() as watch:
-            try:
-                done = run_cli("sweep", "--config", str(config), "--out", str(root / name), "--no-early-stop",
-                               timeout=timeout)
-            except subprocess.TimeoutExpired as err:
-                killed = kill_leftovers(baseline)
-                pytest.fail(f"the {name} sweep overran {timeout} s; killed {killed}\n{(err.stdout or b'')[-2000:]!r}")
-        wall_s = time.monotonic() - started
-        survivors = [f"{p.pid} {' '.join(_cmdline(p))[:120]}" for p in vllm_processes(baseline)]
-        kill_leftovers(baseline)
-        runs = list((root / name).iterdir()) if (root / name).exists() else []
+        # the unrelated draft's verdict is judged once more on fresh lives where the first sweep rightly refused to
+        # decide: a shared host can run one life at half speed (CI, 2026-12-07: K=2's second life read 7.2 req/s
+        # against its first's 13.7, a restart spread of 32 %), and the product then says "not decided"
+        for attempt in range(2 if name == "unrelated" else 1):
+            folder = root / (name if not attempt else f"{name}-again")
+            started = time.monotonic()
+            with ProcessWatch() as watch:
+                try:
+                    done = run_cli("sweep", "--config", str(config), "--out", str(folder), "--no-early-stop",
+                                   timeout=timeout)
+                except subprocess.TimeoutExpired as err:
+                    killed = kill_leftovers(baseline)
+                    pytest.fail(f"the {name} sweep overran {timeout} s; killed {killed}\n"
+                                f"{(err.stdout or b'')[-2000:]!r}")
+            wall_s = time.monotonic() - started
+            survivors = [f"{p.pid} {' '.join(_cmdline(p))[:120]}" for p in vllm_processes(baseline)]
+            kill_leftovers(baseline)
+            if done.returncode != 3 or survivors:
+                break
+        runs = list(folder.iterdir()) if folder.exists() else []
         out[name] = {"proc": done, "run_dir": runs[0] if len(runs) == 1 else None, "runs": runs, "ks": ks,
                      "servers": dict(watch.servers), "wall_s": wall_s, "survivors": survivors}
     yield out
