@@ -21,7 +21,7 @@ import numpy as np
 
 from ...config import SweepConfig
 from ...decision.capacity.search import clearly_over
-from ...runfolder.plan import CAPACITY_PURPOSE, RunDirError, has_plan, read_plan
+from ...runfolder.plan import CAPACITY_PURPOSE, RunDirError, read_plan
 
 
 def is_probe(config: SweepConfig, purpose: str = "") -> bool:
@@ -36,7 +36,7 @@ def planned_purpose(run_dir: Path, key: str) -> str:
     """The purpose plan.json gives the life in folder `key` ("" where there is no readable plan or no such life: it
     runs whole; a Ray worker's life gets its purpose from the driver, cluster/worker_life.py `LifeOrder.purposes`)."""
     try:
-        lives = read_plan(run_dir).sweep_lives() if has_plan(run_dir) else []
+        lives = read_plan(run_dir).sweep_lives()   # a missing plan.json is a RunDirError too
     except RunDirError:
         return ""
     return next((entry.purpose for entry in lives if entry.dir == key), "")
