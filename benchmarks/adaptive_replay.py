@@ -87,7 +87,7 @@ def with_lower(seen: Evidence, lower: Evidence) -> Evidence:
 @dataclass(frozen=True)
 class Replayed:
     revealed: dict[int, list[int]]   # per K, the repeats the chooser asked for, in order
-    stop: str                        # decided | budget | exhausted | recording exhausted
+    stop: str                        # decided | budget | exhausted | futile | recording exhausted
     why: str
     trusted_steps: int = 0           # choices made with the performance model trusted
     steps: int = 0

@@ -138,9 +138,11 @@ def study(s, args: argparse.Namespace, levels: dict[int, float] | None = None, s
             if name not in rows:
                 continue
             with first_decided_look(name == FLOOR):
-                revealed = replay.replay(ev, repeats, config, price, budget, no_model, fixed_bar=fixed).revealed
+                replayed = replay.replay(ev, repeats, config, price, budget, no_model, fixed_bar=fixed)
+            revealed = replayed.revealed
             decision = replay.decide_replayed(ev, revealed, config, budget, fixed_bar=fixed)
-            stop = decision.looks.stopped_by if decision.looks else ""
+            # a futile look's stop is judged as the last look; counted apart (what it cost: the grid's outcomes)
+            stop = "futile" if replayed.stop == "futile" else decision.looks.stopped_by if decision.looks else ""
             rows[name].append((_outcome(decision, truth), sum(map(len, revealed.values())),
                                decision.confidence or 0.0, stop))
         for name, count in (("grid_repeats_1", 1), ("grid_repeats_2", 2)):

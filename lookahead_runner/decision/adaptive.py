@@ -36,8 +36,10 @@ With N free slots, `choose_batch` proposes up to N, asking again with each propo
 counts as run, not measured: a K whose first life runs is not "not run yet", a repeat running is not wanted
 again; it counts toward max_lives_per_k and the budgets (sweep.max_server_minutes at a life's mean cost). What
 a window in flight could change waits for it ("wait"): a K not run beyond one in flight, and every repeat.
-It stops when decided, when nothing left could decide it, or before a life would exceed a budget (sweep.max_lives,
-sweep.max_server_minutes), and says which; with lives in flight a stop is asked again once they end.
+It stops when decided, when nothing left could decide it, when the lives the budget leaves could not on the trend
+measured (a futile look, gates/futility.py: not decided, never where this look as the last would decide), or before
+a life would exceed a budget (sweep.max_lives, sweep.max_server_minutes), and says which; with lives in flight a
+stop is asked again once they end.
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ from .explanation.text import pct, stop_text
 # ModelView and Prediction are the chooser's view of the model: imported from here by the loop and the benchmarks
 from .perfmodel.prior import (ModelSkip, ModelView, Prediction, as_skip, leader_mark, reach, ruled_out,
                               skip_text)
+from .gates.futility import futile_why
 from .standing import Standing
 
 MAX_FAILED_STARTS = 2    # a K whose lives failed this often without a valid window is given up
@@ -96,6 +99,7 @@ class Choice:
     all_stages: bool = True         # false: the target stage only
     why: str = ""                   # why this life, or why stop
     stop: str = ""                  # "decided" | "budget" | "exhausted" (nothing left to run that could decide it)
+    #                                 | "futile" (the lives left could not decide it, on the trend measured)
     #                                 | "wait" (lives in flight first: only with some)
     purpose: str = ""               # "spread": a repeat that measures the restart spread for every K; on a stop,
     #                                 CAPACITY_STOP: the verdict hangs on a capacity open (capacity probes may settle it)
@@ -221,6 +225,8 @@ def choose(ks: list[int], standing: Standing, spent: Spent, model: ModelView, bu
                                 f"sweep.max_server_minutes = {budget.max_server_s / 60:g} "
                                 f"({spent.server_s / 60:.1f} spent{flight}; next would have been {pick.why})",
                       stop="budget", skipped=model_skips(ks, standing, spent, model, tie_tolerance))
+    if futile := _futile(standing, spent, budget, max_lives_per_k, pick):
+        return replace(futile, skipped=model_skips(ks, standing, spent, model, tie_tolerance))
     return pick
 
 
@@ -340,6 +346,19 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
                else f"the verdict hangs on it ({_share_text(standing, k)}); it measures {spread}")
     return Choice(k, all_stages=False, why=f"K={k} once more (life {spent.chosen(k) + 1}): {why}",
                   purpose="" if measuring else "spread")
+
+
+def _futile(standing: Standing, spent: Spent, budget: Budget, max_lives_per_k: int, pick: Choice) -> Choice | None:
+    """A stop, not decided, where the lives the budget leaves could not, on the trend measured, bring the verdict
+    past the bar of the budget's last look (decision/gates/futility.py); None where a life may still help. A pick
+    of a K's first life (all stages) is never futile: that life may change the leader."""
+    if pick.all_stages:
+        return None
+    left = budget.max_lives - (spent.total - spent.in_flight)   # a life in flight is one the budget has left
+    if budget.max_server_s is not None and spent.next_life_s > 0:
+        left = min(left, int((budget.max_server_s - spent.server_s) // spent.next_life_s))
+    why = futile_why(standing, spent.valid, left, max_lives_per_k)
+    return Choice(None, why=why, stop="futile") if why else None
 
 
 def _hangs_on_skipped(ks: list[int], standing: Standing, spent: Spent, model: ModelView,

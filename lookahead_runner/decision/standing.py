@@ -36,6 +36,12 @@ class Standing:
     # at a rate: the K whose capacity within the SLO could set them over the leader (gates/rate_pick.py's `open`):
     # rates between those measured settle it, not lives, so none is wanted (decision/rate_standing.py)
     capacity_open: tuple[int, ...] = field(default=(), kw_only=True)
+    # what a futile look is judged on (decision/gates/futility.py), users stages only: only the share holds the
+    # verdict back, the tie's least one-sided share, the bar of the budget's last look, the resamples
+    share_alone: bool = field(default=False, kw_only=True)
+    tie_share: float | None = field(default=None, kw_only=True)
+    final_bar: float | None = field(default=None, kw_only=True)
+    resamples: int = field(default=0, kw_only=True)
 
     @property
     def measured(self) -> list[int]:
@@ -47,7 +53,7 @@ def standing_of(evidence, p, early_stop: bool = True, looks=None) -> Standing:
     `decided` only past the bar of this look (`looks`: the error-spending rule's, decision/gates/looks.py; None: the fixed
     early-stop bar, engine.early_look) or on a tie by equivalence, with the K the verdict hangs on until then."""
     from .engine import agreed_stop, contender_share, early_judged, wanted_of
-    from .gates.stage import off_earlier_held
+    from .gates.stage import held_back_by_the_share_alone, off_earlier_held, tie_share
 
     seen = early_judged(evidence, p, looks)
     stage, judged, look = seen.stage, seen.judged, seen.config
@@ -65,7 +71,10 @@ def standing_of(evidence, p, early_stop: bool = True, looks=None) -> Standing:
                     not p.spread_unknown,
                     decided_at_last_look=seen.decided_at_last_look, unchecked=unchecked(lives, p.earlier_spread),
                     contender_share=contender_share(look, stage.resamples), look=seen.look, last_look=seen.last,
-                    tie=seen.tie)
+                    tie=seen.tie, share_alone=held_back_by_the_share_alone(stage, seen.stage_config),
+                    tie_share=tie_share(stage, seen.stage_config),
+                    final_bar=looks.last_bar(looks.at_most) if looks is not None else None,
+                    resamples=stage.resamples)
 
 
 def valid_lives(evidence, users: int) -> dict[int, int]:

@@ -239,6 +239,13 @@ def tie_confidence(stage: StageEval, p: DecisionConfig, bar: float) -> float | N
     +-decision.tie_tolerance_frac), the least of those one-sided shares; else None. Each K tested at `bar` alone is
     enough (intersection-union): "keep the smallest K" is wrong only where some K truly gains more than the band,
     and that K's own test lets it through at most 1 - bar of the time."""
+    least = tie_share(stage, p)
+    return least if least is not None and least >= bar else None
+
+
+def tie_share(stage: StageEval, p: DecisionConfig) -> float | None:
+    """The least one-sided share of `tie_confidence`'s tests, whatever the bar; None where no tie can be told (the
+    leader is not the smallest K in the running, no rival, a rival without two finite gains)."""
     leader = stage.pick
     rivals = [k for k in stage.ks if k != leader and not stage.blocked_by(k)
               and (stage.stopped_at is None or k < stage.stopped_at)]
@@ -252,7 +259,7 @@ def tie_confidence(stage: StageEval, p: DecisionConfig, bar: float) -> float | N
             return None
         least = min(least, float(np.mean(finite & (gains < p.tie_tolerance_frac))),
                     float(np.mean(finite & (gains > -p.tie_tolerance_frac))))
-    return least if least >= bar else None
+    return least
 
 
 def restart_unknown_text(noise: ThroughputNoise, base_k: int, p: DecisionConfig) -> str:
