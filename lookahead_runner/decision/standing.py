@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .cells.restart_spread import measured, unchecked
-from .gates.looks import Look
+from .gates.looks import Look, Looks
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,10 @@ class Standing:
     # rates between those measured settle it, not lives, so none is wanted (decision/rate_standing.py)
     capacity_open: tuple[int, ...] = field(default=(), kw_only=True)
     # what a futile look is judged on (decision/gates/futility.py), users stages only: only the share holds the
-    # verdict back, the tie's least one-sided share, the bar of the budget's last look, the resamples
+    # verdict back, the tie's least one-sided share, the looks planned (each as the last has its bar), the resamples
     share_alone: bool = field(default=False, kw_only=True)
     tie_share: float | None = field(default=None, kw_only=True)
-    final_bar: float | None = field(default=None, kw_only=True)
+    looks: Looks | None = field(default=None, kw_only=True)
     resamples: int = field(default=0, kw_only=True)
 
     @property
@@ -73,7 +73,7 @@ def standing_of(evidence, p, early_stop: bool = True, looks=None) -> Standing:
                     contender_share=contender_share(look, stage.resamples), look=seen.look, last_look=seen.last,
                     tie=seen.tie, share_alone=held_back_by_the_share_alone(stage, seen.stage_config),
                     tie_share=tie_share(stage, seen.stage_config),
-                    final_bar=looks.last_bar(looks.at_most) if looks is not None else None,
+                    looks=looks,
                     resamples=stage.resamples)
 
 
