@@ -350,8 +350,8 @@ def _next(ks: list[int], standing: Standing, spent: Spent, model: ModelView, max
 
 def _futile(standing: Standing, spent: Spent, budget: Budget, max_lives_per_k: int, pick: Choice) -> Choice | None:
     """A stop, not decided, where the lives the budget leaves could not, on the trend measured, bring the verdict
-    past the bar of the budget's last look (decision/gates/futility.py); None where a life may still help. A pick
-    of a K's first life (all stages) is never futile: that life may change the leader."""
+    past the bar of any look the sweep could end at (decision/gates/futility.py); None where a life may still
+    help. A pick of a K's first life (all stages) is never futile: that life may change the leader."""
     if pick.all_stages:
         return None
     left = budget.max_lives - (spent.total - spent.in_flight)   # a life in flight is one the budget has left

@@ -26,12 +26,14 @@ from scipy import stats
 
 from ..standing import Standing
 
-FUTILITY_POWER = 0.1   # a look is futile where neither verdict reaches the last bar in 10 % of the trend's futures
+# a look is futile where neither verdict reaches a last look's bar in 10 % of the trend's futures (a usual
+# curtailment level); its price in decided sweeps is measured by benchmarks/spread_calibration.py
+FUTILITY_POWER = 0.1
 
 
 def conditional_power(share: float | None, info_ratio: float, bar: float, resamples: int) -> float:
-    """The chance, on the trend measured, that a verdict now at `share` (of `resamples`) clears `bar` at the
-    budget's last look, `info_ratio` times the information now (1: no life left: it is where it is)."""
+    """The chance, on the trend measured, that a verdict now at `share` (of `resamples`) clears `bar` at a later
+    look with `info_ratio` times the information now (1: no life left: it is where it is)."""
     if share is None:
         return 0.0
     floor = 0.5 / max(resamples, 1)   # a share of 0 or 1 is one resample's worth from it: a finite score
