@@ -3,12 +3,12 @@ the chooser proposes two lives at once, they overlap in time, each plan.json ent
 verdict is the serial adaptive sweep's on the same config, and the cost has GPU-minutes and wall minutes.
 Skipped where Ray is not installed (pip install '.[test,ray]')."""
 import json
-import os
+import subprocess
 
 import pandas as pd
 import pytest
-from fault_kit import FINISHED, cli, kill_all, no_traceback, only_run_dir, processes_of, survivors, unique_model, \
-    write_config
+from fault_kit import (FINISHED, in_session, cli, kill_all, kill_group, no_traceback, only_run_dir, processes_of, start,
+                       survivors, unique_model, wait_for, write_config)
 
 ray = pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
 pytestmark = [pytest.mark.e2e, pytest.mark.ray, pytest.mark.slow]  # a local Ray a test: minutes a file; CI runs it
@@ -39,8 +39,6 @@ confirm = "off"
 {cluster}
 """
 TWO_SLOTS = "[cluster]\nengine = \"ray\"\ngpus = 2\n"
-# this install's Ray (gcs_server, raylet, its agents): another checkout's sweep may run a Ray of its own meanwhile
-THIS_RAY = os.path.join(os.path.dirname(ray.__file__), "")
 
 
 def decision_of(run_dir) -> dict:
@@ -48,14 +46,17 @@ def decision_of(run_dir) -> dict:
 
 
 def test_adaptive_on_two_slots_runs_lives_at_once_and_ends_in_the_serial_verdict(tmp_path):
-    model = unique_model("ray-adaptive")
+    model, runner = unique_model("ray-adaptive"), None
     try:
         serial = cli("sweep", "--config", str(write_config(tmp_path, ADAPTIVE.format(model=model, cluster=""),
                                                            "serial.toml")), "--out", str(tmp_path / "serial"),
                      timeout=300)
         assert serial.returncode in FINISHED, serial.stdout[-3000:] + serial.stderr[-3000:]
-        parallel = cli("sweep", "--config", str(write_config(tmp_path, ADAPTIVE.format(model=model, cluster=TWO_SLOTS),
-                                                             "ray.toml")), "--out", str(tmp_path / "ray"), timeout=300)
+        # in a session of its own: the Ray processes it starts are told apart from those of another test's Ray
+        runner = start("sweep", "--config", str(write_config(tmp_path, ADAPTIVE.format(model=model, cluster=TWO_SLOTS),
+                                                             "ray.toml")), "--out", str(tmp_path / "ray"))
+        stdout, stderr = runner.communicate(timeout=300)
+        parallel = subprocess.CompletedProcess(runner.args, runner.returncode, stdout, stderr)
         assert parallel.returncode == serial.returncode, parallel.stdout[-3000:] + parallel.stderr[-3000:]
         no_traceback(parallel.stderr)
         assert "then up to 2 lives at once (one per Ray slot)" in parallel.stdout
@@ -84,7 +85,10 @@ def test_adaptive_on_two_slots_runs_lives_at_once_and_ends_in_the_serial_verdict
         assert cost["wall_s"] == pytest.approx(last - first, abs=0.2) and cost["wall_s"] < server_s
         assert "GPU-minutes" in cost["text"] and "wall minutes" in cost["text"]
         assert serial_cost["wall_s"] >= serial_cost["start_s"] + serial_cost["measure_s"]  # one life at a time
-        assert survivors(model, THIS_RAY, settle_s=10) == [], "a server, Locust or Ray process of the sweep survived"
+        assert survivors(model, settle_s=10) == [], "a server or Locust process of the sweep survived"
+        wait_for(lambda: not in_session(runner.pid), 10, "the sweep's Ray processes to end")
         assert not processes_of(model)
     finally:
+        if runner is not None:
+            kill_group(runner)
         kill_all(model)
