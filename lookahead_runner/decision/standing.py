@@ -71,10 +71,10 @@ def standing_of(evidence, p, early_stop: bool = True, looks=None) -> Standing:
                     not p.spread_unknown,
                     decided_at_last_look=seen.decided_at_last_look, unchecked=unchecked(lives, p.earlier_spread),
                     contender_share=contender_share(look, stage.resamples), look=seen.look, last_look=seen.last,
-                    tie=seen.tie, share_alone=held_back_by_the_share_alone(stage, seen.stage_config),
-                    tie_share=tie_share(stage, seen.stage_config),
-                    looks=looks,
-                    resamples=stage.resamples)
+                    tie=seen.tie, looks=looks, resamples=stage.resamples,
+                    # read by a futile look alone, which needs planned looks
+                    share_alone=looks is not None and held_back_by_the_share_alone(stage, seen.stage_config),
+                    tie_share=tie_share(stage, seen.stage_config) if looks is not None else None)
 
 
 def valid_lives(evidence, users: int) -> dict[int, int]:

@@ -7,7 +7,7 @@ import subprocess
 
 import pandas as pd
 import pytest
-from fault_kit import (FINISHED, in_session, cli, kill_all, kill_group, no_traceback, only_run_dir, processes_of, start,
+from fault_kit import (FINISHED, cli, in_session, kill_all, kill_group, no_traceback, only_run_dir, processes_of, start,
                        survivors, unique_model, wait_for, write_config)
 
 ray = pytest.importorskip("ray", reason="needs Ray: pip install 'lookahead-runner[ray]'")
