@@ -44,6 +44,13 @@ def gate_status(windows: Sequence[Window], users: int, k: int, gate: str, p: Dec
     return next(g.status for g in stage.checks[k] if g.name == name)
 
 
+def requests_to_bound(p: DecisionConfig) -> int:
+    """The requests a latency percentile needs before it has an upper bound at the decision's interval level."""
+    from lookahead_runner.decision.cells.stats import min_samples_for_upper_bound
+
+    return min_samples_for_upper_bound(p.latency_percentile / 100, p.interval_level)
+
+
 def drafted_per_step(drafted: float, drafts: float) -> float:
     """Drafted tokens per step from two counters' deltas (telemetry/drafting.py), 0 where they saw no draft: as
     runfolder/analysis.py reads the counters and the requests' own figure (not unknown)."""

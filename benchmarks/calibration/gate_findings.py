@@ -237,6 +237,42 @@ def _latency(rng, tallies, p, fires, users, rate, spread, window_s, repeats, fac
            {"margin": "<5 points" if abs(rise - tol) < 0.05 else ">=5 points", **factors},
            "K=4's true e2e percentile within the tolerance of K=0's",
            "a rise beyond the tolerance by 2 z standard errors (log scale)")
+    few_rng = rng.spawn(1)[0]   # a child stream: the trials' own draws stay as they were
+    if few_rng.uniform() < 1 / 3:
+        _latency_few_baseline(few_rng, tallies, p, fires, users, rate, spread, window_s, repeats, factors)
+
+
+def _latency_few_baseline(rng, tallies, p, fires, users, rate, spread, window_s, repeats, factors) -> None:
+    """Long answers: K=0's windows keep a random few of their requests (at least decision.min_requests each, fewer
+    in all than bound its percentile above), K=4's at least that bound. There a pass needs K=4's whole interval
+    inside the tolerance (gates/checks.py), so a pass where the truth is beyond it at all is stated at
+    (1 - interval_level) / 2; the rises where it fires lie within 5 points of the tolerance, where that error
+    lives."""
+    tol = p.latency_tolerance_frac
+    rise = rng.uniform(tol + 0.005, tol + 0.05) if fires else rng.uniform(-0.20, tol)
+    stage = _stage(rng, users, rate, spread, window_s, repeats, latency_factor=1 + rise)
+    needed, least = adapters_findings.requests_to_bound(p), p.min_requests
+    most = (needed - 1) // len(stage[0])
+    if most < least or sum(w.completed for w in stage[4]) < needed or \
+            any(w.completed < most for w in stage[0]):
+        return   # the regime cannot be drawn from these windows
+    stage[0] = [_thinned(w, int(rng.integers(least, most + 1)), rng) for w in stage[0]]
+    status = adapters_findings.gate_status(stage[0] + stage[4], users, 4, "latency", p)
+    labels = {"baseline requests": "under 20" if sum(w.completed for w in stage[0]) < 20 else "20 or more", **factors}
+    if fires:
+        tallies.add("latency gate, a baseline too few to bound above: pass beyond the tolerance", FAMILY, ERROR,
+                    (1 - p.interval_level) / 2, "K=4's true e2e percentile beyond the tolerance of K=0's, by 0.5-5 "
+                    "points", status == "pass", labels)
+    else:
+        tallies.add("latency gate, a baseline too few to bound above: passed", FAMILY, SHOWN, 0.0,
+                    "shown, not scored", status == "pass", labels)
+
+
+def _thinned(window, keep: int, rng: np.random.Generator):
+    """The window with `keep` of its requests, drawn at random (the same distribution, fewer of it)."""
+    rows = np.sort(rng.choice(window.completed, size=keep, replace=False))
+    return dataclasses.replace(window, t_done_s=window.t_done_s[rows], output_tokens=window.output_tokens[rows],
+                               latency_ms=window.latency_ms[rows], finished=keep + window.failures)
 
 
 def _memory(rng, tallies, p, fires, users, rate, spread, window_s, repeats, factors) -> None:

@@ -46,6 +46,7 @@ CLAIMS = (
     "knee: named before the true knee", "knee: miss (says no knee)", "knee: named late (past the true knee)",
     *(f"{gate} gate: {error}" for gate in ("failures", "latency", "memory", "real batch")
       for error in ("false alarm", "miss")),
+    "latency gate, a baseline too few to bound above: pass beyond the tolerance",
     "drafts-short flag: false alarm", "drafts-short flag: miss", "in effect: K recommended though never in effect",
     "in effect: K barred though in effect",
 )

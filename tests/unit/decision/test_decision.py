@@ -71,6 +71,40 @@ def test_real_latency_regression_blocks_and_the_verdict_names_it():
     assert "K=4 is faster" in decision.verdict and "e2e p90" in decision.verdict
 
 
+def test_long_answers_a_baseline_too_few_to_bound_its_p90_above_still_bounds_a_faster_k_pass():
+    """20 s answers at 16 users: K=0 ends 16 requests a 20 s window (32 over two lives, under the 36 a p90's upper
+    bound needs), K=2 36 (9 s answers). K=2's p90 is bounded above and K=0's below, so the pass, its interval well
+    inside the tolerance, holds; before, the gate was unknown and the verdict waited for a third baseline life."""
+    ws = [window(0, 16, 0.8, r, spread=0.3) for r in range(2)] + [window(2, 16, 1.8, r, spread=0.3) for r in range(2)]
+    decision = decide(evidence(ws, 16), P, {})
+    latency = gate(candidate(decision, 2).gates, "e2e latency")
+    assert "n 72 / 32" in latency.evidence, latency.evidence
+    assert latency.status == "pass" and "interval included (the baseline's 32 requests bound its p90 below)" in \
+        latency.evidence
+    assert decision.status == "decided" and decision.recommended.k == 2
+
+
+def test_a_baseline_of_fewer_than_ten_requests_bounds_no_p90_below():
+    """8 baseline requests: their p90 is the largest of them, whose resampled low end overstates the bound below, so
+    the gate stays unknown however far inside its interval reads."""
+    ws = [window(0, 16, 0.2, r, spread=0.3, e2e_ms=20_000) for r in range(2)]
+    ws += [window(2, 16, 1.8, r, spread=0.3, e2e_ms=8_000) for r in range(2)]
+    latency = gate(candidate(decide(evidence(ws, 16), P, {}), 2).gates, "e2e latency")
+    assert "n 72 / 8" in latency.evidence and latency.status == "unknown", latency.evidence
+
+
+@pytest.mark.parametrize("e2e_ms", [12_000, 21_000, 30_000])
+def test_long_answers_a_baseline_too_few_to_bound_its_p90_leaves_a_k_not_clearly_inside_unknown(e2e_ms):
+    """The same baseline of 32 requests against K=2 with a median e2e of 12 s but widely spread (its p90 +1 %
+    [-31 %, +83 %] of K=0's), 21 s (-12 % [-23 %, +28 %]) and 30 s (+29 % [+10 %, +69 %]): an interval reaching past
+    the tolerance, or a regression, needs the baseline's percentile bounded above, which 32 requests do not:
+    unknown, neither a pass nor a fail."""
+    ws = [window(0, 16, 0.8, r, spread=0.3, e2e_ms=20_000) for r in range(2)]
+    ws += [window(2, 16, 1.8, r, spread=0.9 if e2e_ms == 12_000 else 0.3, e2e_ms=e2e_ms) for r in range(2)]
+    latency = gate(candidate(decide(evidence(ws, 16), P, {}), 2).gates, "e2e latency")
+    assert latency.status == "unknown" and "needs >= 36 requests" in latency.evidence, latency.evidence
+
+
 def test_a_fast_k_with_spread_repeats_still_beats_a_slow_baseline():
     """44 and 52 req/s over two repeats (17 % spread) against 24.8: K=4 wins; the spread is advice."""
     ws = [window(0, 64, 24.8, r) for r in range(2)] + [window(4, 64, v, r) for r, v in enumerate((44, 52))]
