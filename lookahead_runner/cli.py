@@ -145,6 +145,7 @@ def _probe_and_run(config: SweepConfig, args: argparse.Namespace, mode: str, pla
         use, said = use_for_run(config, caps.version, config.decision.ledger, gear=ledger_gear(config, slots))
         if said:
             print(said)
+        config.decision.with_earlier(use.earlier_spread() if use else None)   # as the run will (run/runner.py)
         if len(config.load.variants) > 1:
             print(blocks_order(config.load.variants))
         lives = plan_lives(config)

@@ -89,6 +89,10 @@ def test_the_second_run_on_the_same_server_decides_with_one_life_per_k(two_runs)
     # the second: the same fingerprint, the spread from the ledger, one life per K
     assert "restart spread ledger: restart spread" in second.stdout and "from 1 earlier run on this server" in \
         second.stdout
+    # its plan says it borrows that spread, not that it buys one
+    assert "the ledger holds it from 1 earlier run on this server (" in second.stdout and \
+        "so no life is bought to measure it" in second.stdout
+    assert "one repeated life measures it" not in second.stdout and "one repeated life measures it" in first.stdout
     earlier = second.plan["restart_spread"]["earlier"]
     # the ledger keeps the pooled K's degrees of freedom; the stated spread (this_df) takes in every restarted life,
     # a K the F test set apart included, which the ledger leaves out (an outlier pair would widen later runs)

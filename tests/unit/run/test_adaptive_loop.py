@@ -254,3 +254,19 @@ def test_the_capacity_loops_own_bound_waits_for_the_last_probe(tmp_path, monkeyp
                                          ResolvedServer.resolve(config.server))
     assert choice.stop == "budget" and "bound" in choice.why
     assert not pool.running
+
+
+def test_why_it_is_the_default_names_the_spread_it_buys_or_the_ledger_it_borrows_from():
+    """On a server whose spread is unknown the plan says one repeated life measures it; where the ledger holds it
+    from earlier runs (config.decision.with_earlier, as the runner and the dry run set it), that every K measured
+    once borrows it: the sweep buys no such life then (adaptive.py's `spread_from_earlier`)."""
+    from lookahead_runner.config.decision import EarlierSpread
+
+    config = CONFIG.model_copy(deep=True)
+    config.decision.for_server("vllm")
+    first = adaptive_sweep.why_default(config)
+    assert first.endswith("one repeated life measures it, then every K measured once borrows it")
+    config.decision.with_earlier(EarlierSpread(squares=4 * 0.02 ** 2, df=4, runs=2, lives=6, last="2026-12-07"))
+    later = adaptive_sweep.why_default(config)
+    assert "the ledger holds it from 2 earlier runs on this server (2.0%), so no life is bought to measure it" in later
+    assert "one repeated life" not in later and "one life per K would decide only" not in later
