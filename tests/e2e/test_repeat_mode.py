@@ -114,10 +114,11 @@ def test_same_server_cut_in_a_later_repeat_resumes_only_that_repeat(tmp_path):
 
 
 def test_auto_repeats_add_lives_for_the_undecided_ks_and_stop_at_the_cap(tmp_path):
-    """Four users for 6 s give 5-20 requests a window: too few to bound an e2e p90, so the verdict hangs on
-    K=0 and K=4 and "auto" adds one repeat of each per round, up to max_repeats, in plan.json too."""
+    """Four users for 4 s (a 3 s window) give 3-12 requests a window: over two lives too few for K=4's e2e p90 to
+    have an upper bound (36), which even a pass against a slower baseline needs, so the verdict hangs on K=0 and
+    K=4 and "auto" adds one repeat of each per round, up to max_repeats, in plan.json too."""
     model = f"sim/auto-{uuid.uuid4().hex[:8]}"
-    done, run_dir = run_sweep(tmp_path, sweep_toml(model, "[0, 4]", [(4, 6)], 4)
+    done, run_dir = run_sweep(tmp_path, sweep_toml(model, "[0, 4]", [(4, 4)], 4)
                               .replace("warmup_s = 1.0", "warmup_s = 1.0\nrepeats = \"auto\"\nmax_repeats = 3"))
     assert done.returncode in FINISHED, done.stderr[-2000:]
     assert "not decided yet: one more repeat of K [0, 4]" in done.stdout
