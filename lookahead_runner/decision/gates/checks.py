@@ -221,7 +221,7 @@ def latency_check(s: CellStats, base: CellStats, ratio_draws: np.ndarray, pooled
     # answers the baseline, often the slowest K, ends the fewest in a window): its whole interval inside. Below
     # 1 / (1 - q) requests the percentile is the sample's largest, whose resampled low end overstates that bound
     below = math.ceil(1 / (1 - q) - 1e-9)
-    if max(below, 1) <= base.requests < needed <= s.requests and bounds.high is not None \
+    if below <= base.requests < needed <= s.requests and bounds.high is not None \
             and bounds.high <= p.latency_tolerance_frac:
         return _check(name, rules.PASS, text + f": inside the tolerance, interval included (the baseline's "
                                                f"{base.requests} requests bound its p{p.latency_percentile:g} below)",

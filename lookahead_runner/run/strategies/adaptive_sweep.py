@@ -82,11 +82,8 @@ def describe(config: SweepConfig, model: ModelView, slots: int | None = 1) -> st
 
 def why_default(config: SweepConfig) -> str:
     """Why the adaptive sweep is the default here: what one life per K (the grid's one repeat) could decide with the
-    restart spread unknown, and how the adaptive sweep buys the spread instead."""
-    spread, _ = config.decision.restart_prior()
-    up, down = single_life_gains(spread, config.decision.confidence, config.decision.tie_tolerance_frac)
-    base = min(config.speculation.k)
-    where = "rate stages " if config.adaptive_rate is not None else ""
+    restart spread unknown, and how the adaptive sweep buys the spread instead; where earlier runs on this server
+    measured it (the ledger, config.decision.earlier_spread), that it borrows theirs."""
     earlier = config.decision.earlier_spread
     if earlier is not None and config.adaptive_rate is None:   # the ledger's spread is borrowed at users stages
         runs = f"{earlier.runs} earlier run{'s' if earlier.runs != 1 else ''}"
@@ -94,6 +91,10 @@ def why_default(config: SweepConfig) -> str:
                 f"holds it from {runs} on this server ({earlier.rel_sd:.1%}), so no life is bought to measure it; a "
                 "second life goes to an end of the verdict those runs hold no level for, to a life far off the "
                 "level they measured, or to a K the verdict still hangs on")
+    spread, _ = config.decision.restart_prior()
+    up, down = single_life_gains(spread, config.decision.confidence, config.decision.tie_tolerance_frac)
+    base = min(config.speculation.k)
+    where = "rate stages " if config.adaptive_rate is not None else ""
     return (f"no sweep.strategy given, {where}on a server whose restart spread is unknown: one life per K would "
             f"decide only a gain over K={base} of about {up:+.0%} (or a loss of about {down:+.0%}), the spread taken "
             f"as {spread:.0%} per life; one repeated life measures it, then every K measured once borrows it")

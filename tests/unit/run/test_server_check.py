@@ -89,30 +89,13 @@ def test_a_models_answer_without_a_model_id_is_one_line_with_the_fix(body):
                               "to the model it serves")
 
 
-def _read_request(conn) -> None:
-    """A request's head and its Content-Length body, however the client's packets split them."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        data += chunk
-    head, body = data.split(b"\r\n\r\n", 1)
-    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length:")), 0)
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        body += chunk
-
-
 def test_a_server_that_cuts_its_answer_short_leaves_the_run_to_the_loads_own_records():
     """The check's answer streams (as the load's do): a server that dies mid-answer (its engine crashed on the first
     request) or answers no HTTP at all raised http.client's IncompleteRead or BadStatusLine, no OSError, out of the
     life: a traceback and a life left "running". Like no answer, the load's records say what happened."""
-    import socket
+    import itertools
     import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
 
     from lookahead_runner.run.life.life import answers as still_answers, warm_up
     from lookahead_runner.run.life.server_check import check_workload, served_models
@@ -120,21 +103,23 @@ def test_a_server_that_cuts_its_answer_short_leaves_the_run_to_the_loads_own_rec
     answers = [b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
                b"40\r\ndata: {\"choices\": [", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"data\": [",
                b"SSH-2.0-OpenSSH_9.6\r\n"]
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(10)
+    served = itertools.cycle(answers)
 
-    def serve():
-        for answer in answers * 4:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                _read_request(conn)   # whole: a close with the body unread resets the connection (an OSError)
-                conn.sendall(answer)
+    class CutAnswers(BaseHTTPRequestHandler):
+        def answer(self):
+            # the whole request first: a close with its body unread resets the connection (an OSError)
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.wfile.write(next(served))
+            self.close_connection = True
 
-    threading.Thread(target=serve, daemon=True).start()
-    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        do_GET = do_POST = answer
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), CutAnswers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
     config = config_from_dict({"server": {"url": url, "model": "m"}, "speculation": {"k": [0]}})
     try:
         for _ in answers:
@@ -145,4 +130,5 @@ def test_a_server_that_cuts_its_answer_short_leaves_the_run_to_the_loads_own_rec
             warm_up(url, "m", {}, count=1)    # no hang, and must not lose the life just measured
             assert still_answers(url, "m", {}, timeout_s=5)
     finally:
-        listener.close()
+        server.shutdown()
+        server.server_close()
